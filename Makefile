@@ -1,0 +1,31 @@
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: install run test test-fast lint bench clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip==24.3.1
+	$(PY) -m pip install -q -e '.[test]'
+	touch $(STAMP)
+
+run: install
+	$(VENV)/bin/warren server --data-dir ./data
+
+lint: install
+	$(VENV)/bin/ruff check .
+
+test: install lint
+	$(PY) -m pytest -q
+
+test-fast: install
+	$(PY) -m pytest -q -m "not slow"
+
+bench: install
+	$(PY) bench/codec.py
+
+clean:
+	rm -rf $(VENV) data .pytest_cache
