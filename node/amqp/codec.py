@@ -206,7 +206,13 @@ def encode_map(buf: bytearray, v: dict) -> None:
 
 def encode_described(buf: bytearray, v: Described) -> None:
     buf.append(0x00)
-    encode(buf, v.descriptor)
+    descriptor = v.descriptor
+    # a descriptor is a ulong or a symbol [1.5]: plain int and str stand for those
+    if type(descriptor) is int:
+        descriptor = ULong(descriptor)
+    elif type(descriptor) is str:
+        descriptor = Symbol(descriptor)
+    encode(buf, descriptor)
     encode(buf, v.value)
 
 
@@ -220,6 +226,8 @@ def _array_element_code(items: Array) -> int:
     first = items[0]
     if isinstance(first, bool):
         return 0x56
+    if isinstance(first, (Char, Decimal32, Decimal64, Decimal128)):  # str and bytes subclasses
+        return next(code for cls, code in _FIXED_ARRAY_CODES if isinstance(first, cls))
     if isinstance(first, (Symbol, str, bytes, bytearray)):
         raw = [_variable_raw(x) for x in items]
         wide = any(len(r) > 255 for r in raw)
@@ -236,12 +244,12 @@ def _array_element_code(items: Array) -> int:
             return code
     if isinstance(first, int):
         return 0x55 if all(-128 <= x < 128 for x in items) else 0x81
+    if isinstance(first, Array):  # before list: an Array is a list
+        return 0xF0
     if isinstance(first, list):
         return 0xD0
     if isinstance(first, dict):
         return 0xD1
-    if isinstance(first, Array):
-        return 0xF0
     raise TypeError(f"cannot encode an array of {type(first).__name__}")
 
 
@@ -301,9 +309,19 @@ def _encode_array_element(body: bytearray, code: int, x: Any) -> None:
 
 
 def encode_array(buf: bytearray, v: Array, force_wide: bool = False) -> None:
-    code = _array_element_code(v) if isinstance(v, Array) else _array_element_code(Array(v))
-    body = bytearray()
     descriptor = getattr(v, "descriptor", None)
+    if descriptor is not None:
+        # a decoded array of described values holds Described items: the
+        # descriptor goes once before the constructor, the items carry values
+        v = Array(
+            [x.value if isinstance(x, Described) and x.descriptor == descriptor else x for x in v],
+            code=v.code,
+            descriptor=descriptor,
+        )
+    code = _array_element_code(v) if isinstance(v, Array) else _array_element_code(Array(v))
+    # compound elements are always written in their 32-bit form inside an array
+    code = _WIDE_COMPOUND.get(code, code)
+    body = bytearray()
     if descriptor is not None:
         body.append(0x00)
         encode(body, descriptor)
@@ -318,6 +336,8 @@ def encode_array(buf: bytearray, v: Array, force_wide: bool = False) -> None:
         buf += _u32u32.pack(len(body) + 4, len(v))
     buf += body
 
+
+_WIDE_COMPOUND = {0xC0: 0xD0, 0xC1: 0xD1, 0xE0: 0xF0}
 
 _ELEMENT_PACKERS = {
     0x50: _u8, 0x60: _u16, 0x52: _u8, 0x70: _u32, 0x53: _u8, 0x80: _u64,
@@ -582,6 +602,7 @@ def _read_array(width: int):
         descriptor = None
         if data[p] == 0x00:
             descriptor, p = decode_at(data, p + 1, end, depth + 1)
+            _check_descriptor(descriptor)
             if p >= end:
                 raise DecodeError("array without an element constructor")
         code = data[p]
@@ -591,6 +612,10 @@ def _read_array(width: int):
             raise DecodeError(f"invalid array element constructor 0x{code:02x}")
         if code == 0x40 and count > 0 and p != end:
             raise DecodeError("array of null with a body")
+        if code == 0x40 and count > size:
+            # nulls take no bytes: bound them by the array's size so that a
+            # few bytes cannot ask for billions of items
+            raise DecodeError(f"array of {count} nulls is larger than its size")
         if code != 0x40 and count > end - p:
             raise DecodeError(f"array count {count} does not fit in its size")
         items = []
@@ -615,14 +640,20 @@ def _described(descriptor: Any, value: Any) -> Any:
     return build(value)
 
 
+def _check_descriptor(descriptor: Any) -> None:
+    # other descriptor types are reserved [1.5]; a long or a string must not
+    # pass for the ulong or symbol of a registered composite
+    if type(descriptor) is not ULong and type(descriptor) is not Symbol:
+        raise DecodeError("descriptor must be a ulong or a symbol")
+
+
 def _read_described(data, pos, depth):
     if depth > MAX_NESTING:
         raise DecodeError("values nested too deeply")
     if pos >= len(data):
         raise DecodeError("described value truncated")
     descriptor, pos = decode_at(data, pos, len(data), depth + 1)
-    if not isinstance(descriptor, (int, str)) or isinstance(descriptor, bool):
-        raise DecodeError("descriptor must be a ulong or a symbol")  # [1.5]
+    _check_descriptor(descriptor)
     if pos >= len(data):
         raise DecodeError("described value truncated")
     value, pos = decode_at(data, pos, len(data), depth + 1)

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 
 from . import codec
 from .errors import DecodeError
-from .types import Array, Symbol, UByte, UInt, ULong, UShort
+from .types import Array, Symbol, Timestamp, UByte, UInt, ULong, UShort
 
 
 class Field(NamedTuple):
@@ -34,7 +34,8 @@ def _encode_symbol_keyed_map(buf: bytearray, v: dict) -> None:
 def _encode_symbols(buf: bytearray, v: Any) -> None:
     if isinstance(v, str):
         v = [v]
-    codec.encode_array(buf, Array([Symbol(s) for s in v], code=None))
+    # an empty array still names its symbol constructor
+    codec.encode_array(buf, Array([Symbol(s) for s in v], code=None if v else 0xA3))
 
 
 _FIELD_ENCODERS: dict[str, Callable[[bytearray, Any], None]] = {
@@ -53,65 +54,39 @@ _FIELD_ENCODERS: dict[str, Callable[[bytearray, Any], None]] = {
 }
 
 
-def _int_check(lo: int, hi: int, wrap: type):
+def _type_check(cls: type, what: str):
+    # Exact types: the decoder yields UInt for a uint, Symbol for a symbol...;
+    # a long in a uint field, a string in a symbol field or a decimal (a bytes
+    # subclass) in a binary field is a peer breaking the type rules.
     def check(v):
-        if type(v) is bool or not isinstance(v, int) or not lo <= v <= hi:
-            raise DecodeError(f"expected {wrap.__name__.lower()}, got {v!r}")
+        if type(v) is not cls:
+            raise DecodeError(f"expected {what}, got {type(v).__name__} {v!r}")
         return v
 
     return check
 
 
-def _check_bool(v):
-    if type(v) is not bool:
-        raise DecodeError(f"expected boolean, got {v!r}")
-    return v
-
-
-def _check_string(v):
-    if type(v) is not str:  # a symbol is not a string
-        raise DecodeError(f"expected string, got {v!r}")
-    return v
-
-
-def _check_symbol(v):
-    if not isinstance(v, str):
-        raise DecodeError(f"expected symbol, got {v!r}")
-    return v
-
-
-def _check_binary(v):
-    if not isinstance(v, bytes):
-        raise DecodeError(f"expected binary, got {v!r}")
-    return v
-
-
-def _check_map(v):
-    if not isinstance(v, dict):
-        raise DecodeError(f"expected map, got {type(v).__name__}")
-    return v
-
-
 def _check_symbols(v):
-    items = v if isinstance(v, list) else [v]  # a single value or an array [1.3.1]
-    for s in items:
-        if not isinstance(s, str):
-            raise DecodeError(f"expected symbols, got {s!r}")
-    return items
+    # a multiple field holds a single value or an array of them [1.3.1]
+    if type(v) is Symbol:
+        return [v]
+    if not isinstance(v, Array) or any(type(s) is not Symbol for s in v):
+        raise DecodeError(f"expected symbols, got {v!r}")
+    return v
 
 
 _FIELD_CHECKS: dict[str, Callable[[Any], Any]] = {
-    "uint": _int_check(0, 0xFFFFFFFF, UInt),
-    "ushort": _int_check(0, 0xFFFF, UShort),
-    "ubyte": _int_check(0, 0xFF, UByte),
-    "ulong": _int_check(0, 0xFFFFFFFFFFFFFFFF, ULong),
-    "timestamp": _int_check(-(1 << 63), (1 << 63) - 1, int),
-    "bool": _check_bool,
-    "string": _check_string,
-    "symbol": _check_symbol,
-    "binary": _check_binary,
-    "fields": _check_map,
-    "map": _check_map,
+    "uint": _type_check(UInt, "uint"),
+    "ushort": _type_check(UShort, "ushort"),
+    "ubyte": _type_check(UByte, "ubyte"),
+    "ulong": _type_check(ULong, "ulong"),
+    "timestamp": _type_check(Timestamp, "timestamp"),
+    "bool": _type_check(bool, "boolean"),
+    "string": _type_check(str, "string"),  # a symbol is not a string
+    "symbol": _type_check(Symbol, "symbol"),
+    "binary": _type_check(bytes, "binary"),
+    "fields": _type_check(dict, "map"),  # not a described map such as a message-annotations section
+    "map": _type_check(dict, "map"),
     "*": lambda v: v,
 }
 
@@ -208,7 +183,7 @@ def composite(class_name: str, name: str, code: int, fields: list[Field]) -> typ
     def from_list(value: Any) -> Composite:
         if value is None:
             value = []
-        elif not isinstance(value, list):
+        elif type(value) is not list:  # not an array
             raise DecodeError(f"{name} must be a list, got {type(value).__name__}")
         if len(value) > n_fields:
             # [1.3.1]: a later version may add fields; extra trailing nulls are harmless
@@ -241,7 +216,9 @@ def restricted(class_name: str, name: str, code: int, check: Callable[[Any], Any
     prefix = b"\x00\x53" + bytes((code,))
     inner_encode: Callable[[bytearray, Any], None]
     if base is dict:
-        inner_encode = _encode_symbol_keyed_map if "annotations" in name else codec.encode_map
+        # annotations and the footer are keyed by symbols [3.2.10], [3.2.11]
+        symbol_keys = "annotations" in name or "footer" in name
+        inner_encode = _encode_symbol_keyed_map if symbol_keys else codec.encode_map
     elif base is bytes:
         inner_encode = codec.encode_binary
     elif base is list:

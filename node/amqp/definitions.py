@@ -5,7 +5,7 @@ tables; the numeric descriptor is 0x00000000:code."""
 
 from __future__ import annotations
 
-from .composite import Composite, Field, composite, restricted
+from .composite import Field, composite, restricted
 from .errors import DecodeError
 
 F = Field
@@ -229,19 +229,19 @@ Properties = composite("Properties", "amqp:properties:list", 0x73, [
 
 
 def _check_annotations(v):
-    if not isinstance(v, dict):
+    if type(v) is not dict:  # not a described map such as another section
         raise DecodeError("annotations must be a map")
     return v
 
 
 def _check_binary(v):
-    if not isinstance(v, bytes):
+    if type(v) is not bytes:
         raise DecodeError("a data section holds binary")
     return v
 
 
 def _check_list(v):
-    if not isinstance(v, list):
+    if type(v) is not list:  # not an array
         raise DecodeError("an amqp-sequence section holds a list")
     return v
 

@@ -1,0 +1,409 @@
+"""The connection endpoint [2.4]: protocol headers, SASL [5.3], OPEN/CLOSE,
+idle timeout, and the routing of frames to sessions.
+
+Sans-I/O in the manner of h11: feed bytes to `receive_data()`, act on the
+events it returns, and write out `data_to_send()`. Any protocol violation by
+the peer is answered here with the right frame (CLOSE, END or DETACH carrying
+the AMQP condition) and reported as an event; nothing else escapes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from . import definitions as d
+from .errors import AMQPError, Condition, LocalProtocolError, SessionError
+from .events import (
+    ConnectionClosed,
+    ConnectionOpened,
+    SaslInitReceived,
+    SaslMechanismsReceived,
+    SaslOutcomeReceived,
+    SessionBegun,
+    SessionEnded,
+)
+from .framing import (
+    AMQP_HEADER,
+    FRAME_AMQP,
+    FRAME_SASL,
+    HEARTBEAT,
+    MIN_MAX_FRAME_SIZE,
+    SASL_HEADER,
+    Frame,
+    FrameParser,
+    ProtocolHeader,
+    encode_frame,
+)
+from .session import Session
+
+SERVER, CLIENT = "server", "client"
+
+# Where the connection is in its opening sequence [2.4.1], [5.3.1].
+HDR = "await-header"
+SASL = "sasl"
+AMQP = "amqp"  # headers exchanged, frames flow
+DONE = "done"  # closed, or a fatal error: input is ignored
+
+
+class Connection:
+    def __init__(
+        self,
+        role: str = SERVER,
+        container_id: str = "warren",
+        max_frame_size: int = 131072,
+        channel_max: int = 65535,
+        idle_timeout: float | None = None,
+        sasl_mechanisms: list[str] | None = None,
+        require_sasl: bool = True,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self.role = role
+        self.container_id = container_id
+        self.max_frame_size = max_frame_size
+        self.channel_max = channel_max
+        self.idle_timeout = idle_timeout  # seconds; we close if the peer is silent this long
+        self.sasl_mechanisms = sasl_mechanisms if sasl_mechanisms is not None else ["PLAIN", "ANONYMOUS"]
+        self.require_sasl = require_sasl
+        self.clock = clock
+        self._parser = FrameParser(max_frame_size)
+        self._out: list[bytes] = []
+        self.phase = HDR
+        self.sasl_done = False
+        self.header_sent = False
+        self.open_sent = False
+        self.open_received = False
+        self.close_sent = False
+        self.close_received = False
+        self.remote_open: Any = None
+        self.remote_max_frame_size = MIN_MAX_FRAME_SIZE  # until the peer's OPEN [2.7.1]
+        self.remote_channel_max = 65535
+        self.remote_idle_timeout: float | None = None
+        self.sessions: dict[int, Session] = {}  # by our channel
+        self.remote_sessions: dict[int, Session] = {}  # by the peer's channel
+        self.last_received = self.last_sent = clock()
+        self.error: Any = None  # the error we closed with, if any
+        self.context: Any = None
+
+    # ----------------------------------------------------------- I/O boundary
+
+    def receive_data(self, data: bytes) -> list:
+        """Consumes bytes from the peer; returns the events they caused."""
+        if self.phase == DONE:
+            return []
+        self.last_received = self.clock()
+        self._parser.feed(data)
+        events: list = []
+        try:
+            while self.phase != DONE:
+                item = self._parser.next()
+                if item is None:
+                    break
+                if type(item) is Frame:
+                    self._on_frame(item, events)
+                else:
+                    self._on_header(item, events)
+        except AMQPError as e:
+            self._fail(e.condition, e.description, events)
+        except LocalProtocolError as e:  # peer input drove us into an impossible move
+            self._fail(Condition.INTERNAL_ERROR, str(e), events)
+        return events
+
+    def data_to_send(self) -> bytes:
+        """All bytes due to the peer since the last call."""
+        for s in self.sessions.values():
+            if s._dispositions or s._flow_due:
+                s._flush()
+        if not self._out:
+            return b""
+        out = self._out[0] if len(self._out) == 1 else b"".join(self._out)
+        self._out = []
+        self.last_sent = self.clock()
+        return out
+
+    @property
+    def closed(self) -> bool:
+        """True once nothing more will be read; flush, then close the socket."""
+        return self.phase == DONE
+
+    def tick(self, now: float | None = None) -> float | None:
+        """Handles idle timeouts [2.4.5]; returns when to call again."""
+        if self.phase == DONE:
+            return None
+        now = self.clock() if now is None else now
+        deadlines = []
+        if self.idle_timeout and self.open_sent:
+            if now - self.last_received >= self.idle_timeout:
+                self._fail(Condition.RESOURCE_LIMIT_EXCEEDED, "local-idle-timeout expired", [])
+                return None
+            deadlines.append(self.last_received + self.idle_timeout)
+        if self.remote_idle_timeout and self.phase == AMQP:
+            interval = self.remote_idle_timeout / 2
+            if now - self.last_sent >= interval and not self._out:
+                self._out.append(HEARTBEAT)
+                self.last_sent = now
+            deadlines.append(self.last_sent + interval)
+        return min(deadlines) if deadlines else None
+
+    # ----------------------------------------------------------- application API
+
+    def start(self, sasl: bool = True) -> None:
+        """Client: sends the first protocol header."""
+        if self.role != CLIENT:
+            raise LocalProtocolError("only a client starts the connection")
+        self._sasl_expected = sasl
+        self._out.append(SASL_HEADER if sasl else AMQP_HEADER)
+        self.header_sent = True
+
+    def sasl_init(
+        self, mechanism: str, initial_response: bytes | None = None, hostname: str | None = None
+    ) -> None:
+        self._send_frame(0, d.SaslInit(mechanism=mechanism, initial_response=initial_response, hostname=hostname),
+                         type_=FRAME_SASL)  # fmt: skip
+
+    def sasl_outcome(self, ok: bool, code: int | None = None) -> None:
+        """Server: answers the client's SASL init. A failed outcome ends the
+        connection: there is nothing more to say on it [5.3.2]."""
+        if code is None:
+            code = d.SASL_OK if ok else d.SASL_AUTH
+        self._send_frame(0, d.SaslOutcome(code=code), type_=FRAME_SASL)
+        if ok:
+            self.sasl_done = True
+            self.phase = HDR
+            self._parser.expect_header = True
+        else:
+            self.phase = DONE
+
+    def open(self, hostname: str | None = None, properties: dict | None = None,
+             offered_capabilities: list | None = None, desired_capabilities: list | None = None) -> None:  # fmt: skip
+        if self.open_sent:
+            raise LocalProtocolError("connection already opened")
+        self.open_sent = True
+        self._send_frame(
+            0,
+            d.Open(
+                container_id=self.container_id,
+                hostname=hostname,
+                max_frame_size=self.max_frame_size,
+                channel_max=self.channel_max,
+                idle_time_out=int(self.idle_timeout * 1000) if self.idle_timeout else None,
+                offered_capabilities=offered_capabilities,
+                desired_capabilities=desired_capabilities,
+                properties=properties,
+            ),
+        )
+
+    def close(self, condition: str | None = None, description: str | None = None) -> None:
+        if self.close_sent or self.phase == DONE and not self.open_sent:
+            return
+        error = d.Error(condition=condition, description=description) if condition else None
+        if not self.open_sent:  # [2.4.6] a CLOSE must follow an OPEN
+            self.open()
+        self.close_sent = True
+        self.error = error
+        self._send_frame(0, d.Close(error=error))
+        if self.close_received:
+            self.phase = DONE
+
+    def create_session(self) -> Session:
+        """A session we initiate; call `begin()` on it."""
+        channel = self._free_channel()
+        s = Session(self, channel)
+        self.sessions[channel] = s
+        return s
+
+    # ----------------------------------------------------------- internals
+
+    def _send_frame(
+        self, channel: int, performative: Any, payload: bytes = b"", type_: int = FRAME_AMQP
+    ) -> None:
+        frame = encode_frame(channel, performative, payload, type_)
+        if len(frame) > self.remote_max_frame_size and type_ == FRAME_AMQP and self.open_received:
+            # [2.7.1] nothing but a transfer may be split across frames
+            raise AMQPError(Condition.FRAME_SIZE_TOO_SMALL,
+                            f"a {type(performative).__name__} of {len(frame)} bytes exceeds the peer's max-frame-size")  # fmt: skip
+        self._out.append(frame)
+
+    def _fail(self, condition: str, description: str | None, events: list) -> None:
+        """Closes the connection with an error we detected."""
+        if self.phase == DONE:
+            return
+        error = d.Error(condition=condition, description=description)
+        self.error = error
+        if self.phase == AMQP and not self.close_sent:
+            if not self.open_sent:
+                self.open_sent = True
+                self._out.append(encode_frame(0, d.Open(container_id=self.container_id)))
+            self.close_sent = True
+            self._out.append(encode_frame(0, d.Close(error=error)))
+        self.phase = DONE
+        events.append(ConnectionClosed(error, remote=False))
+
+    def _free_channel(self) -> int:
+        channel = 0
+        while channel in self.sessions:
+            channel += 1
+        if channel > min(self.channel_max, self.remote_channel_max):
+            raise LocalProtocolError("no free channel below channel-max")
+        return channel
+
+    def _on_header(self, header: ProtocolHeader, events: list) -> None:
+        raw = header.raw
+        if self.role == SERVER:
+            accepted = set()
+            if not self.sasl_done:
+                accepted.add(SASL_HEADER)
+            if self.sasl_done or not self.require_sasl:
+                accepted.add(AMQP_HEADER)
+            expected = SASL_HEADER if SASL_HEADER in accepted else AMQP_HEADER
+            if raw not in accepted:
+                # [2.2] answer with the header we do support, then hang up
+                self._out.append(expected)
+                self.phase = DONE
+                events.append(ConnectionClosed(
+                    d.Error(condition=Condition.NOT_ALLOWED, description=f"unsupported protocol header {raw!r}"),
+                    remote=False,
+                ))  # fmt: skip
+                return
+            self._out.append(raw)
+            self.header_sent = True
+            if raw == SASL_HEADER:
+                self.phase = SASL
+                mechs = d.SaslMechanisms(sasl_server_mechanisms=self.sasl_mechanisms)
+                self._send_frame(0, mechs, type_=FRAME_SASL)
+            else:
+                self.phase = AMQP
+            return
+        expected = (
+            SASL_HEADER if (getattr(self, "_sasl_expected", False) and not self.sasl_done) else AMQP_HEADER
+        )
+        if raw != expected:
+            self.phase = DONE
+            events.append(ConnectionClosed(
+                d.Error(condition=Condition.NOT_ALLOWED, description=f"server answered with header {raw!r}"),
+                remote=False,
+            ))  # fmt: skip
+            return
+        self.phase = SASL if raw == SASL_HEADER else AMQP
+
+    def _on_frame(self, frame: Frame, events: list) -> None:
+        p = frame.performative
+        if self.phase == SASL:
+            self._on_sasl(frame, events)
+            return
+        if frame.type != FRAME_AMQP:
+            raise AMQPError(Condition.FRAMING_ERROR, "SASL frame outside the SASL exchange")
+        if p is None:
+            return  # heartbeat [2.4.5]
+        if self.close_received:
+            return
+        kind = type(p)
+        if not self.open_received:
+            if kind is not d.Open:
+                raise AMQPError(Condition.NOT_ALLOWED, f"expected OPEN, got {kind.__name__}")
+            self._on_open(p, events)
+            return
+        if kind is d.Close:
+            self.close_received = True
+            self.phase = DONE
+            if not self.close_sent:
+                self.close_sent = True
+                self._send_frame(0, d.Close())
+            events.append(ConnectionClosed(p.error, remote=True))
+            return
+        if kind is d.Open:
+            raise AMQPError(Condition.NOT_ALLOWED, "second OPEN on a connection")
+        if kind not in _SESSION_FRAMES:
+            raise AMQPError(Condition.NOT_ALLOWED, f"{kind.__name__} is not a connection frame")
+        if self.close_sent:
+            return  # [2.4.4] after our CLOSE we only wait for theirs
+        if kind is d.Begin:
+            self._on_begin(frame.channel, p, events)
+            return
+        session = self.remote_sessions.get(frame.channel)
+        if session is None:
+            raise AMQPError(Condition.NOT_ALLOWED, f"frame on channel {frame.channel} with no session begun")
+        if session.end_sent:
+            if kind is d.End:
+                self._session_done(session, frame.channel)
+                events.append(SessionEnded(session, p.error, True))
+            return  # everything else for an ending session is discarded [2.5.5]
+        try:
+            events.extend(session._on_frame(p, frame.payload))
+        except SessionError as e:
+            session.end(e.condition, e.description)
+            events.append(
+                SessionEnded(session, d.Error(condition=e.condition, description=e.description), False)
+            )
+            return
+        if kind is d.End:
+            self._session_done(session, frame.channel)
+
+    def _on_open(self, p: Any, events: list) -> None:
+        if p.max_frame_size < MIN_MAX_FRAME_SIZE:
+            raise AMQPError(Condition.INVALID_FIELD, f"max-frame-size {p.max_frame_size} is below 512")
+        self.open_received = True
+        self.remote_open = p
+        self.remote_max_frame_size = p.max_frame_size
+        self.remote_channel_max = p.channel_max
+        self.remote_idle_timeout = p.idle_time_out / 1000 if p.idle_time_out else None
+        events.append(ConnectionOpened(p))
+
+    def _on_begin(self, channel: int, b: Any, events: list) -> None:
+        if channel > self.channel_max:
+            raise AMQPError(
+                Condition.FRAMING_ERROR, f"channel {channel} exceeds channel-max {self.channel_max}"
+            )
+        if channel in self.remote_sessions:
+            raise AMQPError(Condition.NOT_ALLOWED, f"channel {channel} already has a session")
+        if b.remote_channel is not None:  # the reply to our BEGIN
+            session = self.sessions.get(b.remote_channel)
+            if session is None or not session.begin_sent or session.remote_begun:
+                raise AMQPError(
+                    Condition.NOT_ALLOWED, f"BEGIN answers channel {b.remote_channel} we never began"
+                )
+        else:
+            session = Session(self, self._free_channel())
+            self.sessions[session.channel] = session
+        session.remote_channel = channel
+        session._on_begin(b)
+        self.remote_sessions[channel] = session
+        events.append(SessionBegun(session, b))
+
+    def _session_end_sent(self, session: Session) -> None:
+        if session.end_received:
+            self._session_done(session, session.remote_channel)
+
+    def _session_done(self, session: Session, remote_channel: int | None) -> None:
+        self.sessions.pop(session.channel, None)
+        if remote_channel is not None:
+            self.remote_sessions.pop(remote_channel, None)
+
+    def _on_sasl(self, frame: Frame, events: list) -> None:
+        p = frame.performative
+        if frame.type != FRAME_SASL or p is None:
+            raise AMQPError(Condition.FRAMING_ERROR, "expected a SASL frame")
+        kind = type(p)
+        if self.role == SERVER:
+            if kind is not d.SaslInit and kind is not d.SaslResponse:
+                raise AMQPError(Condition.NOT_ALLOWED, f"unexpected {kind.__name__} from a SASL client")
+            if kind is d.SaslInit:
+                events.append(SaslInitReceived(p.mechanism, p.initial_response, p.hostname))
+            return
+        if kind is d.SaslMechanisms:
+            events.append(SaslMechanismsReceived(list(p.sasl_server_mechanisms)))
+        elif kind is d.SaslOutcome:
+            events.append(SaslOutcomeReceived(p.code))
+            if p.code == d.SASL_OK:
+                self.sasl_done = True
+                self.phase = HDR
+                self._parser.expect_header = True
+                self._out.append(AMQP_HEADER)
+            else:
+                self.phase = DONE
+        elif kind is not d.SaslChallenge:
+            raise AMQPError(Condition.NOT_ALLOWED, f"unexpected {kind.__name__} from a SASL server")
+
+
+_SESSION_FRAMES = frozenset({d.Begin, d.Attach, d.Flow, d.Transfer, d.Disposition, d.Detach, d.End})

@@ -1,0 +1,140 @@
+"""Protocol headers and frames [2.2], [2.3], parsed incrementally from a byte
+stream that may be cut anywhere.
+
+A frame is: size (4), doff (1), type (1), channel (2), extended header
+(doff * 4 - 8 bytes, ignored), then the body: one performative and, for a
+transfer, the payload. A frame of size 8 with no body is a heartbeat.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from . import codec
+from .errors import AMQPError, Condition, DecodeError, FramingError
+
+AMQP_HEADER = b"AMQP\x00\x01\x00\x00"
+SASL_HEADER = b"AMQP\x03\x01\x00\x00"
+TLS_HEADER = b"AMQP\x02\x01\x00\x00"
+
+FRAME_AMQP = 0x00
+FRAME_SASL = 0x01
+MIN_MAX_FRAME_SIZE = 512  # [2.7.1]
+
+_frame_header = struct.Struct(">IBBH")
+_size = struct.Struct(">I")
+
+
+@dataclass(slots=True)
+class ProtocolHeader:
+    raw: bytes
+
+    @property
+    def protocol_id(self) -> int:
+        return self.raw[4]
+
+    @property
+    def supported(self) -> bool:
+        return self.raw in (AMQP_HEADER, SASL_HEADER)
+
+
+@dataclass(slots=True)
+class Frame:
+    type: int
+    channel: int
+    performative: Any  # None for a heartbeat
+    payload: bytes = b""
+
+
+def encode_frame(
+    channel: int, performative: Any, payload: bytes | memoryview = b"", type_: int = FRAME_AMQP
+) -> bytes:
+    buf = bytearray(8)
+    performative.encode_into(buf)
+    if payload:
+        buf += payload
+    _frame_header.pack_into(buf, 0, len(buf), 2, type_, channel)
+    return bytes(buf)
+
+
+def frame_overhead(performative: Any) -> int:
+    """Bytes a frame spends before its payload."""
+    buf = bytearray()
+    performative.encode_into(buf)
+    return 8 + len(buf)
+
+
+HEARTBEAT = b"\x00\x00\x00\x08\x02\x00\x00\x00"
+
+
+class FrameParser:
+    """Turns a byte stream into ProtocolHeader and Frame items.
+
+    `expect_header` is set by the connection when the next bytes must be a
+    protocol header (at the start, and after a successful SASL outcome [5.3.2]).
+    """
+
+    def __init__(self, max_frame_size: int = 0xFFFFFFFF):
+        self._buf = bytearray()
+        self._pos = 0
+        self.max_frame_size = max_frame_size
+        self.expect_header = True
+
+    def feed(self, data: bytes) -> None:
+        if self._pos and self._pos == len(self._buf):
+            self._buf.clear()
+            self._pos = 0
+        elif self._pos > 65536:
+            del self._buf[: self._pos]
+            self._pos = 0
+        self._buf += data
+
+    @property
+    def buffered(self) -> int:
+        return len(self._buf) - self._pos
+
+    def next(self) -> ProtocolHeader | Frame | None:
+        """The next complete item, or None when more bytes are needed."""
+        buf, pos = self._buf, self._pos
+        avail = len(buf) - pos
+        if self.expect_header:
+            if avail < 8:
+                if avail and bytes(buf[pos : pos + min(avail, 4)]) != b"AMQP"[: min(avail, 4)]:
+                    raise FramingError("expected an AMQP protocol header")
+                return None
+            raw = bytes(buf[pos : pos + 8])
+            self._pos = pos + 8
+            if raw[:4] != b"AMQP":
+                raise FramingError("expected an AMQP protocol header")
+            self.expect_header = False
+            return ProtocolHeader(raw)
+        if avail < 8:
+            return None
+        size, doff, type_, channel = _frame_header.unpack_from(buf, pos)
+        if size < 8 or doff < 2 or doff * 4 > size:
+            raise FramingError(f"malformed frame header (size {size}, doff {doff})")
+        if size > self.max_frame_size:
+            raise FramingError(f"frame of {size} bytes exceeds max-frame-size {self.max_frame_size}")
+        if type_ not in (FRAME_AMQP, FRAME_SASL):
+            raise FramingError(f"unknown frame type {type_}")
+        if avail < size:
+            return None
+        body_start = pos + doff * 4
+        end = pos + size
+        self._pos = end
+        if body_start == end:
+            return Frame(type_, channel, None)
+        body = bytes(buf[body_start:end])
+        performative, after = codec.decode(body)
+        if not hasattr(performative, "FIELDS"):
+            raise DecodeError("frame body is not a performative")
+        return Frame(type_, channel, performative, body[after:])
+
+
+def error_condition(exc: Exception) -> tuple[str, str]:
+    """(condition, description) for an exception raised while parsing."""
+    if isinstance(exc, AMQPError):
+        return exc.condition, exc.description or ""
+    return Condition.INTERNAL_ERROR, repr(exc)

@@ -1,0 +1,261 @@
+"""Link endpoints [2.6]: attach/detach, flow state and deliveries.
+
+A link is owned by its session. Flow state uses the spec's names: for a
+sender, `link_credit` is what it may still send; for a receiver, what it has
+granted. `delivery_count` advances by one per delivery, in serial arithmetic.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from . import serial
+from .definitions import RECEIVER, SENDER, Attach, Detach, Error, Flow
+from .errors import Condition, LinkError, LocalProtocolError
+from .events import Delivery
+
+if TYPE_CHECKING:
+    from .session import Session
+
+
+class Link:
+    def __init__(self, session: Session, name: str, handle: int, role: bool):
+        self.session = session
+        self.name = name
+        self.handle = handle  # our handle
+        self.remote_handle: int | None = None
+        self.role = role  # our role: SENDER (False) or RECEIVER (True)
+        self.source: Any = None
+        self.target: Any = None
+        self.remote_source: Any = None
+        self.remote_target: Any = None
+        self.snd_settle_mode = 2
+        self.rcv_settle_mode = 0
+        self.max_message_size = 0  # ours; 0 = unlimited
+        self.remote_max_message_size = 0
+        self.properties: dict | None = None
+        self.remote_properties: dict | None = None
+        self.delivery_count = 0
+        self.link_credit = 0
+        self.available = 0
+        self.drain = False
+        self.attach_sent = False
+        self.attach_received = False
+        self.detach_sent = False
+        self.detach_received = False
+        self.incoming: Delivery | None = None  # a multi-frame delivery being assembled
+        self._incoming_chunks: list[bytes] = []
+        self._incoming_size = 0
+        self.unsettled_at_detach: list[Delivery] = []
+        self.context: Any = None  # the application's object for this link
+
+    @property
+    def is_sender(self) -> bool:
+        return self.role == SENDER
+
+    @property
+    def active(self) -> bool:
+        return self.attach_sent and self.attach_received and not (self.detach_sent or self.detach_received)
+
+    # ----------------------------------------------------------- outgoing frames
+
+    def attach(
+        self,
+        source: Any = None,
+        target: Any = None,
+        snd_settle_mode: int | None = None,
+        rcv_settle_mode: int | None = None,
+        initial_delivery_count: int = 0,
+        max_message_size: int | None = None,
+        properties: dict | None = None,
+        offered_capabilities: list | None = None,
+        desired_capabilities: list | None = None,
+    ) -> None:
+        if self.attach_sent:
+            raise LocalProtocolError("link already attached")
+        self.source, self.target = source, target
+        if snd_settle_mode is not None:
+            self.snd_settle_mode = snd_settle_mode
+        if rcv_settle_mode is not None:
+            self.rcv_settle_mode = rcv_settle_mode
+        if max_message_size:
+            self.max_message_size = max_message_size
+        if self.is_sender:
+            self.delivery_count = self._initial_delivery_count = initial_delivery_count
+        self.properties = properties
+        self.attach_sent = True
+        self.session._send(
+            Attach(
+                name=self.name,
+                handle=self.handle,
+                role=self.role,
+                snd_settle_mode=self.snd_settle_mode,
+                rcv_settle_mode=self.rcv_settle_mode,
+                source=source,
+                target=target,
+                # [2.7.3] set by the sender only
+                initial_delivery_count=initial_delivery_count if self.is_sender else None,
+                max_message_size=max_message_size,
+                offered_capabilities=offered_capabilities,
+                desired_capabilities=desired_capabilities,
+                properties=properties,
+            )
+        )
+
+    def refuse(self, condition: str, description: str | None = None) -> None:
+        """Answers a peer's ATTACH with a null terminus and a closing DETACH,
+        the spec's way to refuse a link [2.6.3]."""
+        if not self.attach_sent:
+            self.attach(
+                snd_settle_mode=self.snd_settle_mode,
+                rcv_settle_mode=self.rcv_settle_mode,
+            )
+        self.detach(closed=True, condition=condition, description=description)
+
+    def detach(
+        self, closed: bool = True, condition: str | None = None, description: str | None = None
+    ) -> list[Delivery]:
+        """Sends DETACH; returns the deliveries we sent that were never settled."""
+        if self.detach_sent:
+            return []
+        self.detach_sent = True
+        error = Error(condition=condition, description=description) if condition else None
+        if self.attach_sent:
+            self.session._send(Detach(handle=self.handle, closed=closed, error=error))
+        return self.session._link_detach_sent(self)
+
+    def flow(self, link_credit: int | None = None, drain: bool | None = None, echo: bool = False) -> None:
+        """Receiver: grants `link_credit` (replacing what was granted).
+        Sender: reports its state (e.g. after draining). Either way one FLOW."""
+        if link_credit is not None:
+            if self.is_sender:
+                raise LocalProtocolError("a sender does not grant credit")
+            self.link_credit = link_credit
+        if drain is not None:
+            self.drain = drain
+        self._send_flow(echo)
+
+    def drained(self) -> None:
+        """Sender with nothing more to send under drain: use up the credit
+        [2.6.7] and tell the receiver."""
+        if not self.is_sender:
+            raise LocalProtocolError("only a sender drains")
+        self.delivery_count = serial.add(self.delivery_count, self.link_credit)
+        self.link_credit = 0
+        self._send_flow(False)
+
+    def _send_flow(self, echo: bool) -> None:
+        if self.detach_sent:
+            return
+        s = self.session
+        self.session._send(
+            Flow(
+                next_incoming_id=s.next_incoming_id if s.remote_begun else None,
+                incoming_window=s.incoming_window,
+                next_outgoing_id=s.next_outgoing_id,
+                outgoing_window=s.outgoing_window,
+                handle=self.handle,
+                # a receiver that has not seen the sender's attach leaves it unset [2.7.4]
+                delivery_count=self.delivery_count if (self.is_sender or self.attach_received) else None,
+                link_credit=self.link_credit,
+                available=self.available if self.is_sender else None,
+                drain=self.drain,
+                echo=echo,
+            )
+        )
+
+    def send(
+        self, tag: bytes, payload: bytes, settled: bool = False, message_format: int = 0, state: Any = None
+    ) -> Delivery:
+        """Sends one message; the caller checks `link_credit` first."""
+        if not self.is_sender:
+            raise LocalProtocolError("a receiving link cannot send")
+        if self.link_credit <= 0:
+            raise LocalProtocolError(f"link {self.name!r} has no credit")
+        if self.detach_sent or self.detach_received:
+            raise LocalProtocolError("link is detached")
+        self.link_credit -= 1
+        self.delivery_count = serial.add(self.delivery_count, 1)
+        return self.session._send_delivery(self, tag, payload, settled, message_format, state)
+
+    # ----------------------------------------------------------- incoming frames
+
+    def _on_transfer(self, t: Any, payload: bytes) -> Delivery | None:
+        """Assembles deliveries; returns the Delivery when complete, or the
+        aborted delivery (with `payload` empty) when the sender aborted."""
+        if self.is_sender:
+            raise LinkError(Condition.NOT_ALLOWED, "transfer received on a sending link")
+        d = self.incoming
+        if d is None:
+            if t.delivery_id is None or t.delivery_tag is None:
+                # [2.7.5] both MUST be set on the first transfer of a delivery
+                raise LinkError(
+                    Condition.INVALID_FIELD, "first transfer of a delivery without delivery-id or tag"
+                )
+            if self.link_credit <= 0:
+                raise LinkError(Condition.TRANSFER_LIMIT_EXCEEDED, "transfer beyond the granted link credit")
+            self.link_credit -= 1
+            self.delivery_count = serial.add(self.delivery_count, 1)
+            d = Delivery(
+                id=t.delivery_id,
+                tag=t.delivery_tag,
+                link=self,
+                settled=bool(t.settled),
+                message_format=t.message_format or 0,
+                state=t.state,
+            )
+            self._incoming_chunks = []
+            self._incoming_size = 0
+        elif t.delivery_id is not None and t.delivery_id != d.id:
+            raise LinkError(Condition.INVALID_FIELD, "continuation transfer for another delivery-id")
+        if t.settled:
+            d.settled = True
+        if t.aborted:
+            self.incoming = None
+            self._incoming_chunks = []
+            d.settled = True
+            return d
+        if payload:
+            self._incoming_size += len(payload)
+            if self.max_message_size and self._incoming_size > self.max_message_size:
+                self.incoming = None
+                self._incoming_chunks = []
+                raise LinkError(
+                    Condition.MESSAGE_SIZE_EXCEEDED,
+                    f"message exceeds max-message-size {self.max_message_size}",
+                )
+            self._incoming_chunks.append(payload)
+        if t.more:
+            self.incoming = d
+            return None
+        self.incoming = None
+        chunks = self._incoming_chunks
+        d.payload = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        self._incoming_chunks = []
+        return d
+
+    def _on_flow(self, f: Any) -> None:
+        if self.is_sender:
+            # [2.6.7] link-credit(snd) = delivery-count(rcv) + link-credit(rcv) - delivery-count(snd)
+            rcv_count = f.delivery_count if f.delivery_count is not None else self._initial_delivery_count
+            credit = f.link_credit if f.link_credit is not None else 0
+            self.link_credit = max(0, serial.diff(serial.add(rcv_count, credit), self.delivery_count))
+            self.drain = f.drain
+        else:
+            if f.delivery_count is not None:
+                self.delivery_count = f.delivery_count
+                self._clamp_receiver_credit(f)
+            if f.available is not None:
+                self.available = f.available
+            self.drain = f.drain
+
+    def _clamp_receiver_credit(self, f: Any) -> None:
+        # The sender's view may have advanced (e.g. it drained): our remaining
+        # credit is what it can still use.
+        if f.link_credit is not None:
+            self.link_credit = f.link_credit
+
+    _initial_delivery_count = 0
+
+
+ROLE_NAMES = {SENDER: "sender", RECEIVER: "receiver"}

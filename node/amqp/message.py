@@ -1,0 +1,619 @@
+"""The broker's lazy view of an AMQP message [3.2].
+
+A message on the wire is a run of described sections, in this order:
+
+    header? delivery-annotations? message-annotations?
+    [ properties? application-properties? body? ]   <- the bare message
+    footer?
+
+`Message.from_bytes` only finds where each section starts and ends: it reads
+each section's descriptor and the constructor and size of its value, and
+skips the value by size without decoding it (a 100 MB data section costs the
+same as a 10 byte one). Sections are decoded on first access and cached.
+
+The bare message is immutable once sent [3.2]: the broker forwards its bytes
+exactly as received (they are what a signature in the footer covers), and
+rewrites only the header and the annotations in front of it
+(`with_header`, `with_message_annotations`, `to_delivery_bytes`).
+
+Leniency, on purpose: a message without a body is accepted (python-qpid-proton
+sends one for `Message(body=None)`), and so is an empty payload.
+
+Decoded sections are shared with the cache: treat them as read-only.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable, Mapping
+from typing import Any, NamedTuple
+
+from . import codec
+from .definitions import (
+    SECTIONS,
+    AmqpSequence,
+    AmqpValue,
+    ApplicationProperties,
+    Data,
+    DeliveryAnnotations,
+    Footer,
+    Header,
+    MessageAnnotations,
+    Properties,
+)
+from .errors import DecodeError
+
+# Section ranks, in wire order [3.2]. The three body kinds share one rank.
+HEADER, DELIVERY_ANNOTATIONS, MESSAGE_ANNOTATIONS, PROPERTIES, APPLICATION_PROPERTIES, BODY, FOOTER = range(7)
+_RANK_NAMES = (
+    "header", "delivery-annotations", "message-annotations", "properties",
+    "application-properties", "body", "footer",
+)  # fmt: skip
+
+DATA, AMQP_SEQUENCE, AMQP_VALUE = 0x75, 0x76, 0x77  # body section descriptors
+
+_RANK = {0x70: 0, 0x71: 1, 0x72: 2, 0x73: 3, 0x74: 4, 0x75: 5, 0x76: 5, 0x77: 5, 0x78: 6}
+_CODE_BY_NAME = {cls.NAME: cls.CODE for cls in SECTIONS}
+_NAME_BY_CODE = {cls.CODE: cls.NAME.split(":")[1] for cls in SECTIONS}
+
+_LISTS = frozenset((0x45, 0xC0, 0xD0))
+_MAPS = frozenset((0xC1, 0xD1))
+# The constructor each section's value may have; None: any value (amqp-value).
+_ALLOWED: dict[int, frozenset[int] | None] = {
+    0x70: _LISTS, 0x71: _MAPS, 0x72: _MAPS, 0x73: _LISTS, 0x74: _MAPS,
+    0x75: frozenset((0xA0, 0xB0)), 0x76: _LISTS, 0x77: None, 0x78: _MAPS,
+}  # fmt: skip
+
+# How to skip a value from its constructor [1.2]: the subcategory (high
+# nibble) fixes the width. >= 0: that many fixed bytes; -1 / -4: a 1 or 4
+# byte size follows; _DESCRIBED: a descriptor and a value follow; _INVALID:
+# not a constructor of AMQP 1.0.
+_INVALID, _DESCRIBED = -9, -8
+_WIDTH = [_INVALID] * 256
+_WIDTH[0x00] = _DESCRIBED
+for _codes, _w in (
+    ((0x40, 0x41, 0x42, 0x43, 0x44, 0x45), 0),
+    ((0x50, 0x51, 0x52, 0x53, 0x54, 0x55, 0x56), 1),
+    ((0x60, 0x61), 2),
+    ((0x70, 0x71, 0x72, 0x73, 0x74), 4),
+    ((0x80, 0x81, 0x82, 0x83, 0x84), 8),
+    ((0x94, 0x98), 16),
+    ((0xA0, 0xA1, 0xA3, 0xC0, 0xC1, 0xE0), -1),
+    ((0xB0, 0xB1, 0xB3, 0xD0, 0xD1, 0xF0), -4),
+):
+    for _c in _codes:
+        _WIDTH[_c] = _w
+del _codes, _w, _c
+
+_u32 = struct.Struct(">I").unpack_from
+_u64 = struct.Struct(">Q").unpack_from
+
+_HEADER_FIELDS = frozenset(f.name for f in Header.FIELDS)
+_NO_HEADER = Header()  # the defaults a missing header stands for [3.2.1]
+
+
+class Sizes(NamedTuple):
+    """Encoded size in bytes of each part of a message; 0 when absent."""
+
+    header: int
+    delivery_annotations: int
+    message_annotations: int
+    properties: int
+    application_properties: int
+    body: int
+    footer: int
+    bare: int  # properties through the end of the body
+
+
+# ---------------------------------------------------------------- scanning
+
+
+def _skip(data: bytes, p: int, n: int, depth: int) -> int:
+    """Returns the end of the value at `p` without decoding it."""
+    if p >= n:
+        raise DecodeError("value truncated")
+    c = data[p]
+    w = _WIDTH[c]
+    if w >= 0:
+        end = p + 1 + w
+    elif w == -1:
+        if p + 2 > n:
+            raise DecodeError("value truncated")
+        end = p + 2 + data[p + 1]
+    elif w == -4:
+        if p + 5 > n:
+            raise DecodeError("value truncated")
+        end = p + 5 + _u32(data, p + 1)[0]
+    elif w == _DESCRIBED:
+        if depth >= codec.MAX_NESTING:
+            raise DecodeError("values nested too deeply")
+        return _skip(data, _skip(data, p + 1, n, depth + 1), n, depth + 1)
+    else:
+        raise DecodeError(f"invalid constructor 0x{c:02x} at offset {p}")
+    if end > n:
+        raise DecodeError("value truncated")
+    return end
+
+
+def _descriptor(data: bytes, p: int, n: int) -> tuple[int, int]:
+    """Reads a section descriptor other than smallulong: (code, next pos)."""
+    c = data[p]
+    if c == 0x80:
+        if p + 9 > n:
+            raise DecodeError("section descriptor truncated")
+        return _u64(data, p + 1)[0], p + 9
+    if c == 0x44:
+        return 0, p + 1
+    if c in (0xA3, 0xB3):
+        end = _skip(data, p, n, 0)
+        start = p + 2 if c == 0xA3 else p + 5
+        code = _CODE_BY_NAME.get(bytes(data[start:end]).decode("ascii", "replace"))
+        if code is None:
+            raise DecodeError(f"section descriptor {bytes(data[start:end])!r} is not a message section [3.2]")
+        return code, end
+    raise DecodeError(f"a section descriptor is a ulong or a symbol, not constructor 0x{c:02x} [1.5]")
+
+
+def _order_error(code: int, last: int, last_code: int) -> DecodeError:
+    name = _NAME_BY_CODE[code]
+    if last == FOOTER:
+        return DecodeError(f"{name} section after the footer [3.2]")
+    if code == last_code:
+        if code == AMQP_VALUE:
+            return DecodeError("a body holds at most one amqp-value section [3.2]")
+        return DecodeError(f"more than one {name} section [3.2]")
+    if last == BODY and _RANK[code] == BODY:
+        return DecodeError(f"{name} section in a body of {_NAME_BY_CODE[last_code]} sections [3.2]")
+    return DecodeError(f"{name} section after {_NAME_BY_CODE[last_code]} [3.2]")
+
+
+def _scan(data: bytes) -> tuple[list[int], int]:
+    """Finds the sections of a message.
+
+    Returns (bounds, body_code): the sections of rank r occupy
+    data[bounds[r]:bounds[r + 1]] (empty when absent), and body_code is the
+    descriptor of the body sections, or 0 without a body.
+    """
+    n = len(data)
+    bounds = [0, 0, 0, 0, 0, 0, 0, n]
+    pos = 0
+    last = -1  # rank of the previous section
+    last_code = 0
+    body_code = 0
+    while pos < n:
+        if pos + 4 > n:  # 0x00, a descriptor and a value take at least 4 bytes
+            raise DecodeError(f"message section truncated at offset {pos}")
+        if data[pos] != 0x00:
+            raise DecodeError(f"expected a described section at offset {pos}, got 0x{data[pos]:02x} [3.2]")
+        if data[pos + 1] == 0x53:  # smallulong: what every client sends
+            code = data[pos + 2]
+            p = pos + 3
+        else:
+            code, p = _descriptor(data, pos + 1, n)
+            if p >= n:
+                raise DecodeError("message section truncated")
+        rank = _RANK.get(code)
+        if rank is None:
+            raise DecodeError(f"descriptor 0x{code:x} is not a message section [3.2]")
+        if rank > last:
+            for r in range(last + 1, rank + 1):
+                bounds[r] = pos
+            last = rank
+            last_code = code
+            if rank == BODY:
+                body_code = code
+        elif rank != BODY or code != last_code or code == AMQP_VALUE:
+            raise _order_error(code, last, last_code)
+        c = data[p]
+        allowed = _ALLOWED[code]
+        if allowed is not None and c not in allowed:
+            raise DecodeError(f"{_NAME_BY_CODE[code]} section holds constructor 0x{c:02x} [3.2]")
+        # skip the value by its size; _skip is the general case, inlined here
+        # for the constructors every section uses
+        w = _WIDTH[c]
+        if w == -1:
+            if p + 2 > n:
+                raise DecodeError("message section truncated")
+            pos = p + 2 + data[p + 1]
+        elif w == -4:
+            if p + 5 > n:
+                raise DecodeError("message section truncated")
+            pos = p + 5 + _u32(data, p + 1)[0]
+        else:
+            pos = _skip(data, p, n, 0)
+        if pos > n:
+            raise DecodeError("message section truncated")
+    for r in range(last + 1, 7):
+        bounds[r] = n
+    return bounds, body_code
+
+
+# ---------------------------------------------------------------- the message
+
+
+_ABSENT: Any = object()
+
+
+class Message:
+    """A received message: its bytes plus the offsets of its sections.
+
+    Section accessors decode on first use and cache; a malformed section
+    raises DecodeError then, not at `from_bytes`.
+    """
+
+    # _b: section bounds (see _scan); _bc: body descriptor or 0. The other
+    # slots are caches, unset until first access.
+    __slots__ = ("payload", "_b", "_bc", "_h", "_da", "_ma", "_p", "_ap", "_ft", "_body")
+
+    def __init__(self, payload: bytes, bounds: list[int], body_code: int):
+        self.payload = payload
+        self._b = bounds
+        self._bc = body_code
+
+    @classmethod
+    def from_bytes(cls, payload: bytes | bytearray | memoryview) -> Message:
+        """Scans the section boundaries of an encoded message; raises
+        DecodeError on malformed or out-of-order sections. A bytearray or
+        memoryview is copied once into bytes, so the message is immutable."""
+        if type(payload) is not bytes:
+            payload = bytes(payload)
+        bounds, body_code = _scan(payload)
+        return cls(payload, bounds, body_code)
+
+    @classmethod
+    def build(
+        cls,
+        body: Any = _ABSENT,
+        *,
+        header: Header | Mapping[str, Any] | None = None,
+        delivery_annotations: Mapping[Any, Any] | None = None,
+        message_annotations: Mapping[Any, Any] | None = None,
+        properties: Properties | Mapping[str, Any] | None = None,
+        application_properties: Mapping[str, Any] | None = None,
+        footer: Mapping[Any, Any] | None = None,
+        body_kind: str | None = None,
+        body_sections: Iterable[Any] | None = None,
+    ) -> Message:
+        """Encodes a message (for tests and management replies).
+
+        The body is a data section for bytes and an amqp-value for anything
+        else; `body_kind` forces "data" (bytes, or a list of bytes for one
+        section each), "sequence" (one amqp-sequence of a list) or "value".
+        `body_sections` gives the body sections themselves instead. Without
+        a body argument the message has no body section.
+        """
+        buf = bytearray()
+        if header is not None:
+            (header if isinstance(header, Header) else Header(**header)).encode_into(buf)
+        if delivery_annotations is not None:
+            DeliveryAnnotations(delivery_annotations).encode_into(buf)
+        if message_annotations is not None:
+            MessageAnnotations(message_annotations).encode_into(buf)
+        if properties is not None:
+            (properties if isinstance(properties, Properties) else Properties(**properties)).encode_into(buf)
+        if application_properties is not None:
+            ApplicationProperties(application_properties).encode_into(buf)
+        if body_sections is not None:
+            if body is not _ABSENT:
+                raise TypeError("give body or body_sections, not both")
+            for section in body_sections:
+                section.encode_into(buf)
+        elif body is not _ABSENT:
+            for section in _body_sections_for(body, body_kind):
+                section.encode_into(buf)
+        if footer is not None:
+            Footer(footer).encode_into(buf)
+        return cls.from_bytes(bytes(buf))
+
+    # ------------------------------------------------------------ sizes, bytes
+
+    def __len__(self) -> int:
+        return len(self.payload)
+
+    def __bytes__(self) -> bytes:
+        return self.payload
+
+    @property
+    def sizes(self) -> Sizes:
+        b = self._b
+        return Sizes(*(b[r + 1] - b[r] for r in range(7)), b[FOOTER] - b[PROPERTIES])
+
+    @property
+    def bare_bytes(self) -> memoryview:
+        """Properties through the end of the body, exactly as received [3.2]."""
+        return memoryview(self.payload)[self._b[PROPERTIES] : self._b[FOOTER]]
+
+    @property
+    def body_bytes(self) -> memoryview:
+        """The encoded body sections, as received."""
+        return memoryview(self.payload)[self._b[BODY] : self._b[FOOTER]]
+
+    def section_bytes(self, rank: int) -> memoryview:
+        """The encoded sections of one rank (HEADER ... FOOTER), as received."""
+        return memoryview(self.payload)[self._b[rank] : self._b[rank + 1]]
+
+    def has(self, rank: int) -> bool:
+        return self._b[rank] != self._b[rank + 1]
+
+    @property
+    def body_kind(self) -> int:
+        """DATA, AMQP_SEQUENCE, AMQP_VALUE, or 0 for a message without body."""
+        return self._bc
+
+    # ------------------------------------------------------------ lazy sections
+
+    def _section(self, rank: int) -> Any:
+        start, end = self._b[rank], self._b[rank + 1]
+        if start == end:
+            return None
+        value, pos = codec.decode(self.payload, start)
+        if pos != end:  # cannot happen: decoding and skipping agree on sizes
+            raise DecodeError(f"{_RANK_NAMES[rank]} section size mismatch")
+        return value
+
+    @property
+    def header(self) -> Header | None:
+        try:
+            return self._h
+        except AttributeError:
+            self._h = h = self._section(HEADER)
+            return h
+
+    @property
+    def delivery_annotations(self) -> dict | None:
+        try:
+            return self._da
+        except AttributeError:
+            self._da = v = self._section(DELIVERY_ANNOTATIONS)
+            return v
+
+    @property
+    def message_annotations(self) -> dict | None:
+        try:
+            return self._ma
+        except AttributeError:
+            self._ma = v = self._section(MESSAGE_ANNOTATIONS)
+            return v
+
+    @property
+    def properties(self) -> Properties | None:
+        try:
+            return self._p
+        except AttributeError:
+            self._p = v = self._section(PROPERTIES)
+            return v
+
+    @property
+    def application_properties(self) -> dict | None:
+        try:
+            return self._ap
+        except AttributeError:
+            self._ap = v = self._section(APPLICATION_PROPERTIES)
+            return v
+
+    @property
+    def footer(self) -> dict | None:
+        try:
+            return self._ft
+        except AttributeError:
+            self._ft = v = self._section(FOOTER)
+            return v
+
+    @property
+    def body_sections(self) -> tuple[Any, ...]:
+        """The decoded body sections: Data, AmqpSequence or AmqpValue objects."""
+        try:
+            return self._body
+        except AttributeError:
+            pass
+        sections = []
+        pos, end = self._b[BODY], self._b[FOOTER]
+        while pos < end:
+            section, pos = codec.decode(self.payload, pos)
+            sections.append(section)
+        if pos != end:
+            raise DecodeError("body section size mismatch")
+        self._body = body = tuple(sections)
+        return body
+
+    @property
+    def body(self) -> Any:
+        """The body as one value: the bytes of the data sections joined, the
+        items of the amqp-sequence sections joined, the amqp-value's value,
+        or None without a body."""
+        sections = self.body_sections
+        if self._bc == DATA:
+            return sections[0] if len(sections) == 1 else b"".join(sections)
+        if self._bc == AMQP_SEQUENCE:
+            return [item for s in sections for item in s]
+        if self._bc == AMQP_VALUE:
+            return sections[0].value
+        return None
+
+    # ------------------------------------------------------------ fast fields
+
+    @property
+    def durable(self) -> bool:
+        h = self.header
+        return False if h is None else h.durable
+
+    @property
+    def priority(self) -> int:
+        h = self.header
+        return 4 if h is None else h.priority
+
+    @property
+    def ttl(self) -> int | None:
+        """Milliseconds, or None [3.2.1]."""
+        h = self.header
+        return None if h is None else h.ttl
+
+    @property
+    def first_acquirer(self) -> bool:
+        h = self.header
+        return False if h is None else h.first_acquirer
+
+    @property
+    def delivery_count(self) -> int:
+        h = self.header
+        return 0 if h is None else h.delivery_count
+
+    @property
+    def message_id(self) -> Any:
+        p = self.properties
+        return None if p is None else p.message_id
+
+    @property
+    def user_id(self) -> bytes | None:
+        p = self.properties
+        return None if p is None else p.user_id
+
+    @property
+    def to(self) -> Any:
+        p = self.properties
+        return None if p is None else p.to
+
+    @property
+    def subject(self) -> str | None:
+        p = self.properties
+        return None if p is None else p.subject
+
+    @property
+    def reply_to(self) -> Any:
+        p = self.properties
+        return None if p is None else p.reply_to
+
+    @property
+    def correlation_id(self) -> Any:
+        p = self.properties
+        return None if p is None else p.correlation_id
+
+    @property
+    def content_type(self) -> str | None:
+        p = self.properties
+        return None if p is None else p.content_type
+
+    @property
+    def absolute_expiry_time(self) -> int | None:
+        """Milliseconds since the Unix epoch, or None [3.2.4]."""
+        p = self.properties
+        return None if p is None else p.absolute_expiry_time
+
+    @property
+    def creation_time(self) -> int | None:
+        p = self.properties
+        return None if p is None else p.creation_time
+
+    @property
+    def group_id(self) -> str | None:
+        p = self.properties
+        return None if p is None else p.group_id
+
+    # ------------------------------------------------------------ re-encoding
+
+    def _new_header(self, changes: Mapping[str, Any] | None) -> bytes | None:
+        """The encoded header with `changes`, or None if nothing changes."""
+        if not changes:
+            return None
+        unknown = changes.keys() - _HEADER_FIELDS
+        if unknown:
+            raise TypeError(f"not header fields: {', '.join(sorted(unknown))}")
+        old = self.header
+        base = _NO_HEADER if old is None else old
+        if all(getattr(base, k) == v for k, v in changes.items()):
+            return None
+        new = Header(*(getattr(base, f.name) for f in Header.FIELDS))
+        for k, v in changes.items():
+            setattr(new, k, v)
+        return new.encode()
+
+    def _new_annotations(self, merge: Mapping[Any, Any] | None) -> bytes | None:
+        """The encoded message-annotations with `merge` applied, or None if
+        nothing changes."""
+        if not merge:
+            return None
+        old = self.message_annotations or {}
+        for k, v in merge.items():
+            if k not in old or old[k] != v or type(old[k]) is not type(v):
+                break
+        else:
+            return None
+        new = dict(old)
+        new.update(merge)
+        return MessageAnnotations(new).encode()
+
+    def _splice(
+        self, header: bytes | None, annotations: bytes | None, keep_da: bool
+    ) -> tuple[bytes, list[int]]:
+        """New payload: header (new or old), delivery annotations if kept,
+        message annotations (new or old), then the rest unchanged."""
+        b = self._b
+        mv = memoryview(self.payload)
+        h = mv[b[0] : b[1]] if header is None else header
+        da = mv[b[1] : b[2]] if keep_da else b""
+        ma = mv[b[2] : b[3]] if annotations is None else annotations
+        payload = b"".join((h, da, ma, mv[b[3] :]))
+        b1 = len(h)
+        b2 = b1 + len(da)
+        b3 = b2 + len(ma)
+        shift = b3 - b[3]
+        return payload, [0, b1, b2, b3, b[4] + shift, b[5] + shift, b[6] + shift, b[7] + shift]
+
+    def with_header(self, **changes: Any) -> Message:
+        """This message with header fields changed; self if none changes."""
+        header = self._new_header(changes)
+        if header is None:
+            return self
+        payload, bounds = self._splice(header, None, True)
+        return Message(payload, bounds, self._bc)
+
+    def with_delivery_count(self, n: int) -> Message:
+        return self.with_header(delivery_count=n)
+
+    def with_first_acquirer(self, first: bool) -> Message:
+        return self.with_header(first_acquirer=first)
+
+    def with_message_annotations(self, merge: Mapping[Any, Any]) -> Message:
+        """This message with `merge` added to its message annotations
+        (str keys become symbols [3.2.3]); self if nothing changes."""
+        annotations = self._new_annotations(merge)
+        if annotations is None:
+            return self
+        payload, bounds = self._splice(None, annotations, True)
+        return Message(payload, bounds, self._bc)
+
+    def to_delivery_bytes(
+        self,
+        header_changes: Mapping[str, Any] | None = None,
+        annotations_merge: Mapping[Any, Any] | None = None,
+    ) -> bytes:
+        """The payload to send to a consumer: the header with `header_changes`,
+        the message annotations with `annotations_merge`, the bare message and
+        footer unchanged, and no delivery annotations (they are meant for the
+        next hop only [3.2.2]; RabbitMQ drops them too). Returns `payload`
+        itself when nothing changes."""
+        header = self._new_header(header_changes)
+        annotations = self._new_annotations(annotations_merge)
+        b = self._b
+        if header is None and annotations is None and b[1] == b[2]:
+            return self.payload
+        return self._splice(header, annotations, False)[0]
+
+    def __repr__(self) -> str:
+        b = self._b
+        parts = [f"{_RANK_NAMES[r]}={b[r + 1] - b[r]}" for r in range(7) if b[r] != b[r + 1]]
+        return f"<Message {len(self.payload)} bytes: {' '.join(parts) or 'empty'}>"
+
+
+def _body_sections_for(body: Any, kind: str | None) -> list[Any]:
+    if kind is None:
+        kind = "data" if isinstance(body, (bytes, bytearray, memoryview)) else "value"
+    if kind == "data":
+        if isinstance(body, (list, tuple)):
+            return [Data(bytes(b)) for b in body]
+        return [Data(bytes(body))]
+    if kind == "sequence":
+        return [AmqpSequence(body)]
+    if kind == "value":
+        return [AmqpValue(body)]
+    raise ValueError(f"body_kind is data, sequence or value, not {kind!r}")

@@ -1,0 +1,425 @@
+"""Session endpoints [2.5]: channels, transfer windows, delivery ids, links.
+
+Window accounting follows [2.5.6]: every TRANSFER frame spends one unit of the
+receiver's incoming-window. Transfers we cannot send yet (the peer's window
+is shut) wait here, in order, and go out as FLOW reopens the window; one slow
+link therefore never reorders another. Dispositions we owe are gathered and
+sent once per flush as ranges of contiguous delivery ids.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+from . import serial
+from .definitions import RECEIVER, SENDER, Attach, Begin, Detach, Disposition, End, Error, Flow, Transfer
+from .errors import AMQPError, Condition, LinkError, LocalProtocolError, SessionError
+from .events import (
+    DeliveriesUpdated,
+    Delivery,
+    DeliveryAborted,
+    LinkAttached,
+    LinkDetached,
+    LinkFlow,
+    MessageReceived,
+    SessionEnded,
+)
+from .framing import encode_frame
+from .link import Link
+
+if TYPE_CHECKING:
+    from .connection import Connection
+
+DEFAULT_INCOMING_WINDOW = 2048
+OUTGOING_WINDOW = 0x7FFFFFFF  # we never limit our own outgoing transfers
+FRAME_HEADER = 8
+
+
+class Session:
+    def __init__(self, connection: Connection, channel: int, incoming_window: int = DEFAULT_INCOMING_WINDOW):
+        self.connection = connection
+        self.channel = channel
+        self.remote_channel: int | None = None
+        self.begin_sent = False
+        self.remote_begun = False
+        self.end_sent = False
+        self.end_received = False
+        # [2.5.6] session flow state
+        self.next_outgoing_id = 0
+        self.outgoing_window = OUTGOING_WINDOW
+        self.incoming_window_max = incoming_window
+        self.incoming_window = incoming_window
+        self.next_incoming_id = 0
+        self.remote_incoming_window = 0
+        self.remote_outgoing_window = 0
+        self.handle_max = 0xFFFFFFFF
+        self.remote_handle_max = 0xFFFFFFFF
+        self.blocked = False  # incoming window held at 0 (resource alarm)
+        self.links: dict[int, Link] = {}  # by our handle
+        self.remote_links: dict[int, Link] = {}  # by the peer's handle
+        self.next_delivery_id = 0
+        self.outgoing_unsettled: dict[int, Delivery] = {}
+        self.incoming_unsettled: dict[int, Delivery] = {}
+        self._waiting: deque[bytes] = deque()  # transfer frames held by the peer's window
+        self._dispositions: list[tuple[int, bool, bool, Any]] = []  # (id, role, settled, state)
+        self._flow_due = False
+        self.context: Any = None  # the application's object for this session
+
+    # ----------------------------------------------------------- application API
+
+    def begin(
+        self, incoming_window: int | None = None, handle_max: int | None = None, properties=None
+    ) -> None:
+        if self.begin_sent:
+            raise LocalProtocolError("session already begun")
+        if incoming_window is not None:
+            self.incoming_window_max = self.incoming_window = incoming_window
+        if handle_max is not None:
+            self.handle_max = handle_max
+        self.begin_sent = True
+        self._send(
+            Begin(
+                remote_channel=self.remote_channel,
+                next_outgoing_id=self.next_outgoing_id,
+                incoming_window=0 if self.blocked else self.incoming_window,
+                outgoing_window=self.outgoing_window,
+                handle_max=self.handle_max,
+                properties=properties,
+            )
+        )
+
+    def end(self, condition: str | None = None, description: str | None = None) -> None:
+        if self.end_sent:
+            return
+        self.end_sent = True
+        self._waiting.clear()
+        self._send(End(error=Error(condition=condition, description=description) if condition else None))
+        self.connection._session_end_sent(self)
+
+    def create_link(self, name: str, role: bool) -> Link:
+        """A link we initiate; call `attach()` on it."""
+        handle = self._free_handle()
+        link = Link(self, name, handle, role)
+        self.links[handle] = link
+        return link
+
+    def settle(self, delivery: Delivery, state: Any = None, settled: bool = True) -> None:
+        """Sets our state for a delivery (and settles it); the DISPOSITION goes
+        out with the next flush, merged with its neighbours."""
+        delivery.state = state
+        if settled:
+            delivery.settled = True
+            table = self.outgoing_unsettled if delivery.link.is_sender else self.incoming_unsettled
+            table.pop(delivery.id, None)
+        self._dispositions.append((delivery.id, delivery.link.role, settled, state))
+
+    def block(self) -> None:
+        """Shuts the incoming window (memory or disk alarm)."""
+        if not self.blocked:
+            self.blocked = True
+            self.incoming_window = 0
+            self._send_flow()
+
+    def unblock(self) -> None:
+        if self.blocked:
+            self.blocked = False
+            self.incoming_window = self.incoming_window_max
+            self._send_flow()
+
+    @property
+    def waiting_transfers(self) -> int:
+        """Transfer frames held back by the peer's incoming window."""
+        return len(self._waiting)
+
+    # ----------------------------------------------------------- internals: output
+
+    def _send(self, performative: Any, payload: bytes = b"") -> None:
+        self.connection._send_frame(self.channel, performative, payload)
+
+    def _send_flow(self, echo: bool = False) -> None:
+        self._flow_due = False
+        if self.end_sent or not self.begin_sent:
+            return
+        self._send(
+            Flow(
+                next_incoming_id=self.next_incoming_id if self.remote_begun else None,
+                incoming_window=self.incoming_window,
+                next_outgoing_id=self.next_outgoing_id,
+                outgoing_window=self.outgoing_window,
+                echo=echo,
+            )
+        )
+
+    def _send_delivery(
+        self, link: Link, tag: bytes, payload: bytes, settled: bool, message_format: int, state: Any
+    ) -> Delivery:
+        delivery_id = self.next_delivery_id
+        self.next_delivery_id = serial.add(delivery_id, 1)
+        d = Delivery(delivery_id, tag, link, settled, b"", message_format, state)
+        if not settled:
+            self.outgoing_unsettled[delivery_id] = d
+        conn = self.connection
+        first = Transfer(
+            handle=link.handle,
+            delivery_id=delivery_id,
+            delivery_tag=tag,
+            message_format=message_format,
+            settled=settled,
+            state=state,
+        )
+        frame = encode_frame(self.channel, first, payload)
+        limit = conn.remote_max_frame_size
+        if len(frame) <= limit:
+            self._queue_transfer(frame)
+            return d
+        # [2.6.14] split across frames with more=true; continuation frames
+        # repeat only the handle
+        head_room = limit - (len(frame) - len(payload))
+        if head_room <= 0:
+            raise AMQPError(
+                Condition.FRAME_SIZE_TOO_SMALL, "the transfer performative does not fit in a frame"
+            )
+        first.more = True
+        view = memoryview(payload)
+        chunk_room = limit - len(encode_frame(self.channel, Transfer(handle=link.handle, more=True)))
+        head_room = limit - (len(encode_frame(self.channel, first)))
+        self._queue_transfer(encode_frame(self.channel, first, view[:head_room]))
+        pos = head_room
+        while pos < len(payload):
+            end = pos + chunk_room
+            more = end < len(payload)
+            self._queue_transfer(
+                encode_frame(self.channel, Transfer(handle=link.handle, more=more), view[pos:end])
+            )
+            pos = end
+        return d
+
+    def _queue_transfer(self, frame: bytes) -> None:
+        if self._waiting or self.remote_incoming_window <= 0:
+            self._waiting.append(frame)
+            return
+        self._spend_outgoing()
+        self.connection._out.append(frame)
+
+    def _spend_outgoing(self) -> None:
+        self.next_outgoing_id = serial.add(self.next_outgoing_id, 1)
+        self.remote_incoming_window -= 1
+
+    def _release_waiting(self) -> None:
+        out = self.connection._out
+        while self._waiting and self.remote_incoming_window > 0:
+            self._spend_outgoing()
+            out.append(self._waiting.popleft())
+
+    def _flush(self) -> None:
+        """Called once per connection flush: sends gathered dispositions and
+        a window update if one is due."""
+        if self._dispositions and not self.end_sent:
+            self._send_dispositions()
+        if self._flow_due:
+            self._send_flow()
+
+    def _send_dispositions(self) -> None:
+        items = self._dispositions
+        self._dispositions = []
+        if len(items) > 1:
+            base = items[0][0]
+            items.sort(key=lambda x: serial.diff(x[0], base))
+        start = prev = None
+        for item in items:
+            if start is not None and item[0] == serial.add(prev[0], 1) and item[1:] == prev[1:]:
+                prev = item
+                continue
+            if start is not None:
+                self._disposition_range(start, prev)
+            start = prev = item
+        self._disposition_range(start, prev)
+
+    def _disposition_range(self, first: tuple, last: tuple) -> None:
+        _, role, settled, state = first
+        self._send(
+            Disposition(
+                role=role,
+                first=first[0],
+                last=last[0] if last[0] != first[0] else None,
+                settled=settled,
+                state=state,
+            )
+        )
+
+    def _free_handle(self) -> int:
+        handle = 0
+        while handle in self.links:
+            handle += 1
+        if handle > min(self.handle_max, self.remote_handle_max):
+            raise LocalProtocolError("no free link handle below handle-max")
+        return handle
+
+    def _link_detach_sent(self, link: Link) -> list[Delivery]:
+        """Our DETACH went out: its unsettled outgoing deliveries are over."""
+        unsettled = [d for d in self.outgoing_unsettled.values() if d.link is link]
+        for d in unsettled:
+            del self.outgoing_unsettled[d.id]
+        self._forget_link_if_done(link)
+        link.unsettled_at_detach = unsettled
+        return unsettled
+
+    def _forget_link_if_done(self, link: Link) -> None:
+        if link.detach_sent and (link.detach_received or not link.attach_received):
+            self.links.pop(link.handle, None)
+            if link.remote_handle is not None and self.remote_links.get(link.remote_handle) is link:
+                del self.remote_links[link.remote_handle]
+
+    # ----------------------------------------------------------- internals: input
+
+    def _on_begin(self, b: Any) -> None:
+        self.remote_begun = True
+        self.next_incoming_id = b.next_outgoing_id
+        self.remote_incoming_window = b.incoming_window
+        self.remote_outgoing_window = b.outgoing_window
+        self.remote_handle_max = b.handle_max
+
+    def _on_frame(self, p: Any, payload: bytes) -> list:
+        kind = type(p)
+        if kind is Transfer:
+            return self._on_transfer(p, payload)
+        if kind is Disposition:
+            return self._on_disposition(p)
+        if kind is Flow:
+            return self._on_flow(p)
+        if kind is Attach:
+            return self._on_attach(p)
+        if kind is Detach:
+            return self._on_detach(p)
+        if kind is End:
+            return self._on_end(p)
+        raise AMQPError(Condition.NOT_ALLOWED, f"{kind.__name__} is not allowed on a session channel")
+
+    def _remote_link(self, handle: int) -> Link:
+        link = self.remote_links.get(handle)
+        if link is None:
+            raise SessionError(Condition.UNATTACHED_HANDLE, f"no link attached on handle {handle}")
+        return link
+
+    def _on_attach(self, a: Any) -> list:
+        if a.handle > self.handle_max:
+            raise AMQPError(
+                Condition.FRAMING_ERROR, f"link handle {a.handle} exceeds handle-max {self.handle_max}"
+            )
+        if a.handle in self.remote_links:
+            raise SessionError(Condition.HANDLE_IN_USE, f"handle {a.handle} is already in use")
+        link = None
+        for candidate in self.links.values():
+            if candidate.name == a.name and candidate.attach_sent and not candidate.attach_received:
+                link = candidate
+                break
+        if link is None:
+            link = Link(self, a.name, self._free_handle(), not a.role)
+            link.snd_settle_mode, link.rcv_settle_mode = a.snd_settle_mode, a.rcv_settle_mode
+            self.links[link.handle] = link
+        elif link.role == a.role:
+            raise SessionError(Condition.NOT_ALLOWED, f"both ends of link {a.name!r} have the same role")
+        link.remote_handle = a.handle
+        link.attach_received = True
+        link.remote_source, link.remote_target = a.source, a.target
+        link.remote_max_message_size = a.max_message_size or 0
+        link.remote_properties = a.properties
+        self.remote_links[a.handle] = link
+        if a.role == SENDER:
+            if a.initial_delivery_count is None:
+                link.refuse(Condition.INVALID_FIELD, "a sender's attach must carry initial-delivery-count")
+                return []
+            link.delivery_count = a.initial_delivery_count
+        if link.detach_sent:  # we refused before the reply came
+            self._forget_link_if_done(link)
+            return []
+        return [LinkAttached(link, a)]
+
+    def _on_detach(self, d: Any) -> list:
+        link = self._remote_link(d.handle)
+        link.detach_received = True
+        unsettled = [] if link.detach_sent else link.detach(closed=d.closed)
+        self._forget_link_if_done(link)
+        return [LinkDetached(link, d.error, d.closed, True, unsettled)]
+
+    def _on_transfer(self, t: Any, payload: bytes) -> list:
+        if self.incoming_window <= 0:
+            raise SessionError(Condition.WINDOW_VIOLATION, "transfer beyond the session incoming-window")
+        self.next_incoming_id = serial.add(self.next_incoming_id, 1)
+        self.incoming_window -= 1
+        if self.remote_outgoing_window > 0:
+            self.remote_outgoing_window -= 1
+        if not self.blocked and self.incoming_window <= self.incoming_window_max // 2:
+            self.incoming_window = self.incoming_window_max
+            self._flow_due = True
+        link = self._remote_link(t.handle)
+        if link.detach_sent:
+            return []  # frames for a link we detached are dropped [2.6.5]
+        try:
+            d = link._on_transfer(t, payload)
+        except LinkError as e:
+            return self._link_failed(link, e)
+        if d is None:
+            return []
+        if t.aborted:
+            return [DeliveryAborted(link, d)]
+        if not d.settled:
+            self.incoming_unsettled[d.id] = d
+        return [MessageReceived(link, d)]
+
+    def _link_failed(self, link: Link, e: AMQPError) -> list:
+        link.detach(closed=True, condition=e.condition, description=e.description)
+        return [LinkDetached(link, Error(condition=e.condition, description=e.description), True, False,
+                             link.unsettled_at_detach)]  # fmt: skip
+
+    def _on_flow(self, f: Any) -> list:
+        # [2.5.6] remote-incoming-window = next-incoming-id(flow) + incoming-window(flow) - next-outgoing-id
+        base = f.next_incoming_id if f.next_incoming_id is not None else 0
+        self.remote_incoming_window = serial.diff(serial.add(base, f.incoming_window), self.next_outgoing_id)
+        self.remote_outgoing_window = f.outgoing_window
+        self._release_waiting()
+        if f.handle is None:
+            if f.echo:
+                self._send_flow()
+            return []
+        link = self._remote_link(f.handle)
+        if link.detach_sent:
+            return []
+        link._on_flow(f)
+        if f.echo and not link.is_sender:
+            link._send_flow(False)
+        return [LinkFlow(link, f.drain, f.echo)]
+
+    def _on_disposition(self, d: Any) -> list:
+        # role names the sender of the DISPOSITION: a receiver settles what we sent
+        table = self.outgoing_unsettled if d.role == RECEIVER else self.incoming_unsettled
+        first = d.first
+        last = d.last if d.last is not None else first
+        span = (last - first) & serial.MASK
+        if span >= serial.HALF:
+            raise SessionError(Condition.INVALID_FIELD, "disposition range runs backwards")
+        if span < len(table):
+            ids = [serial.add(first, i) for i in range(span + 1) if serial.add(first, i) in table]
+        else:
+            ids = sorted(
+                (i for i in table if serial.in_range(i, first, last)), key=lambda i: serial.diff(i, first)
+            )
+        changed = []
+        for i in ids:
+            delivery = table[i]
+            delivery.state = d.state
+            if d.settled:
+                delivery.remote_settled = True
+                del table[i]
+            changed.append(delivery)
+        return [DeliveriesUpdated(self, changed)] if changed else []
+
+    def _on_end(self, e: Any) -> list:
+        self.end_received = True
+        if not self.end_sent:
+            self.end()
+        return [SessionEnded(self, e.error, True)]
+
+
+__all__ = ["Session", "RECEIVER", "SENDER"]
