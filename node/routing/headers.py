@@ -67,7 +67,7 @@ class HeadersMatcher:
         self.items: tuple[tuple[str, Any], ...] = tuple(
             (key, _PRESENT if value is None else value)
             for key, value in arguments.items()
-            if key != X_MATCH and (with_x or not key.startswith("x-"))
+            if key != X_MATCH and (with_x or not (isinstance(key, str) and key.startswith("x-")))
         )
 
     def matches(self, headers: Mapping[str, Any] | None) -> bool:

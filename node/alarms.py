@@ -1,0 +1,53 @@
+"""Memory and disk alarms. While either is raised every session advertises
+an incoming-window of 0, so publishers stop while consumers go on
+(REFERENCE.md, flow control); the windows reopen when it clears."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from collections.abc import Callable
+
+import psutil
+
+log = logging.getLogger("warren.alarms")
+
+
+class Alarms:
+    def __init__(self, data_dir: str, memory_high_watermark: float, disk_free_limit: int,
+                 on_change: Callable[[bool], None]):  # fmt: skip
+        total = psutil.virtual_memory().total
+        self.memory_limit = int(memory_high_watermark * total) if memory_high_watermark <= 1 else int(
+            memory_high_watermark
+        )
+        self.disk_free_limit = disk_free_limit
+        self.data_dir = data_dir
+        self.on_change = on_change
+        self.memory = False
+        self.disk = False
+        self.forced: set[str] = set()  # alarms raised by an operator or a test
+        self._process = psutil.Process()
+
+    @property
+    def active(self) -> bool:
+        return self.memory or self.disk or bool(self.forced)
+
+    def check(self) -> None:
+        before = self.active
+        self.memory = self._process.memory_info().rss > self.memory_limit
+        self.disk = shutil.disk_usage(self.data_dir).free < self.disk_free_limit
+        self._changed(before)
+
+    def force(self, name: str, on: bool) -> None:
+        before = self.active
+        (self.forced.add if on else self.forced.discard)(name)
+        self._changed(before)
+
+    def _changed(self, before: bool) -> None:
+        if self.active != before:
+            log.warning("resource alarm %s (memory=%s disk=%s forced=%s)", "set" if self.active else "cleared",
+                        self.memory, self.disk, sorted(self.forced))  # fmt: skip
+            self.on_change(self.active)
+
+    def describe(self) -> list[str]:
+        return (["memory"] if self.memory else []) + (["disk"] if self.disk else []) + sorted(self.forced)

@@ -1,0 +1,88 @@
+"""SASL authentication [5.3] against the node's users.
+
+Passwords are stored as salted PBKDF2-SHA256 hashes (standard library,
+deliberately slow). As in RabbitMQ, the default user may only connect from
+loopback addresses.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import ipaddress
+import os
+from dataclasses import dataclass, field
+
+ITERATIONS = 100_000
+
+
+def hash_password(password: str, salt: bytes | None = None) -> str:
+    salt = os.urandom(16) if salt is None else salt
+    digest = hashlib.pbkdf2_hmac("sha256", password.encode(), salt, ITERATIONS)
+    return f"pbkdf2-sha256${ITERATIONS}${salt.hex()}${digest.hex()}"
+
+
+def check_password(password: str, stored: str) -> bool:
+    try:
+        scheme, iterations, salt, digest = stored.split("$")
+    except ValueError:
+        return False
+    if scheme != "pbkdf2-sha256":
+        return False
+    computed = hashlib.pbkdf2_hmac("sha256", password.encode(), bytes.fromhex(salt), int(iterations))
+    return hmac.compare_digest(computed.hex(), digest)
+
+
+def is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host.split("%")[0]).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+@dataclass
+class User:
+    name: str
+    password_hash: str
+    tags: list[str] = field(default_factory=list)
+
+
+class Authenticator:
+    def __init__(self, anonymous_user: str | None, loopback_users: list[str]):
+        self.users: dict[str, User] = {}
+        self.anonymous_user = anonymous_user
+        self.loopback_users = set(loopback_users)
+        self._verified: dict[tuple[str, str], bool] = {}  # PBKDF2 is slow on purpose; don't pay it per connection
+
+    def add_user(self, name: str, password: str, tags: list[str] | None = None) -> None:
+        self.users[name] = User(name, hash_password(password), list(tags or []))
+        self._verified = {k: v for k, v in self._verified.items() if k[0] != name}
+
+    def authenticate(self, mechanism: str, response: bytes | None, peer_host: str) -> str | None:
+        """The user name, or None when the credentials are refused."""
+        if mechanism == "PLAIN":
+            parts = (response or b"").split(b"\x00")
+            if len(parts) != 3:
+                return None
+            name, password = parts[1].decode("utf-8", "replace"), parts[2].decode("utf-8", "replace")
+            user = self.users.get(name)
+            if user is None or not self._check(user, password):
+                return None
+        elif mechanism == "ANONYMOUS" and self.anonymous_user:
+            name = self.anonymous_user
+            if name not in self.users:
+                return None
+        else:
+            return None
+        if name in self.loopback_users and not is_loopback(peer_host):
+            return None
+        return name
+
+    def _check(self, user: User, password: str) -> bool:
+        key = (user.name, password)
+        ok = self._verified.get(key)
+        if ok is None:
+            ok = check_password(password, user.password_hash)
+            if len(self._verified) < 10_000:
+                self._verified[key] = ok
+        return ok

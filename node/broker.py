@@ -1,0 +1,118 @@
+"""The node: listeners, vhosts, durable storage, alarms, and their lifecycle."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from typing import Any
+
+from node.alarms import Alarms
+from node.amqp.errors import Condition
+from node.auth import Authenticator
+from node.config import Config
+from node.connection_handler import ConnectionHandler, server_properties
+from node.definitions import DefinitionsFile
+from node.metrics import NodeMetrics
+from node.vhost import VHost
+from queues.classic import MemoryPersistence, StorePersistence
+from queues.group_commit import GroupCommitter
+from queues.store import MessageStore
+
+log = logging.getLogger("warren.node")
+
+
+class Broker:
+    def __init__(self, config: Config):
+        self.config = config
+        self.loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]
+        self.connections: set[ConnectionHandler] = set()
+        self.vhosts: dict[str, VHost] = {}
+        self.metrics = NodeMetrics()
+        self.auth = Authenticator(config.anonymous_user, config.loopback_users)
+        self.auth.add_user(config.default_user, config.default_password, ["administrator"])
+        self._server: asyncio.base_events.Server | None = None
+        self._alarm_timer: asyncio.TimerHandle | None = None
+        self.store: MessageStore | None = None
+        self.committer: GroupCommitter | None = None
+        self.amqp_port = config.amqp_port
+
+    # ------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        cfg = self.config
+        os.makedirs(cfg.data_dir, exist_ok=True)
+        self.store = MessageStore(os.path.join(cfg.data_dir, "messages"))
+        self.committer = GroupCommitter(self.store, self.loop)
+        self.persistence = StorePersistence(self.store, self.committer)
+        self.transient_persistence = MemoryPersistence()
+        self.alarms = Alarms(cfg.data_dir, cfg.memory_high_watermark, cfg.disk_free_limit, self._alarm_changed)
+        self.ensure_vhost("/")
+        self.definitions = DefinitionsFile(os.path.join(cfg.data_dir, "definitions.json"), self)
+        self.definitions.load()
+        if cfg.definitions_file:
+            self.definitions.load(cfg.definitions_file)
+        self._recover_messages()
+        self._server = await self.loop.create_server(
+            lambda: ConnectionHandler(self), cfg.listen_host, cfg.amqp_port, reuse_address=True, backlog=1024
+        )
+        self.amqp_port = self._server.sockets[0].getsockname()[1]
+        self._check_alarms()
+        log.info("node=%s listening amqp=%s:%d data_dir=%s", cfg.node_name, cfg.listen_host, self.amqp_port,
+                 os.path.abspath(cfg.data_dir))  # fmt: skip
+
+    async def stop(self) -> None:
+        if self._alarm_timer is not None:
+            self._alarm_timer.cancel()
+        if self._server is not None:
+            self._server.close()
+        for conn in list(self.connections):
+            conn.force_close(Condition.CONNECTION_FORCED, "broker shutdown")
+        await asyncio.sleep(0)  # let the transports write their CLOSE frames
+        if self.committer is not None:
+            await self.committer.close()
+        if self.store is not None:
+            self.store.close()
+        log.info("node=%s stopped", self.config.node_name)
+
+    def _recover_messages(self) -> None:
+        recovered = self.store.recover()
+        for vhost in self.vhosts.values():
+            for queue in vhost.queues.values():
+                records = recovered.pop(queue.store_key, None)
+                if records:
+                    queue.recover(records)
+        for orphan in recovered:  # messages of queues that no longer exist
+            self.store.delete_queue(orphan)
+
+    # ------------------------------------------------------------ services for vhosts and links
+
+    def ensure_vhost(self, name: str) -> VHost:
+        vhost = self.vhosts.get(name)
+        if vhost is None:
+            vhost = self.vhosts[name] = VHost(name, self)
+        return vhost
+
+    def make_queue(self, cls: type, vhost: VHost, name: str, durable: bool, exclusive_owner: Any,
+                   auto_delete: bool, arguments: dict) -> Any:  # fmt: skip
+        persistence = self.persistence if durable else self.transient_persistence
+        return cls(vhost.name, name, durable, exclusive_owner, auto_delete, arguments, host=vhost,
+                   persistence=persistence)  # fmt: skip
+
+    def now_ms(self) -> int:
+        return int(time.time() * 1000)
+
+    def server_properties(self) -> dict:
+        return server_properties(self.config)
+
+    # ------------------------------------------------------------ alarms
+
+    def _check_alarms(self) -> None:
+        self.alarms.check()
+        self._alarm_timer = self.loop.call_later(self.config.alarm_check_interval, self._check_alarms)
+
+    def _alarm_changed(self, active: bool) -> None:
+        for conn in list(self.connections):
+            conn.block() if active else conn.unblock()

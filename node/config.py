@@ -1,0 +1,72 @@
+"""Node settings: built-in defaults, then a TOML config file, then WARREN_*
+environment variables, then command-line flags (each overriding the last)."""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field, fields
+
+
+@dataclass
+class Config:
+    node_name: str = "warren@localhost"
+    data_dir: str = "./data"
+    listen_host: str = "0.0.0.0"
+    amqp_port: int = 5672
+    http_port: int = 15672
+    metrics_port: int = 15692
+    grpc_port: int = 25672
+    default_user: str = "guest"
+    default_password: str = "guest"
+    anonymous_user: str = "guest"  # SASL ANONYMOUS logs in as this user
+    loopback_users: list[str] = field(default_factory=lambda: ["guest"])  # as in RabbitMQ
+    max_frame_size: int = 131072
+    channel_max: int = 2047
+    handle_max: int = 255
+    max_message_size: int = 16 * 1024 * 1024  # RabbitMQ 4's default
+    idle_timeout: float = 60.0
+    session_window: int = 400  # transfer frames a session may have in flight to us
+    publisher_credit: int = 256  # link credit granted to publishers
+    max_unconfirmed: int = 512  # per publisher link: no more credit beyond this
+    memory_high_watermark: float = 0.4  # fraction of RAM, or bytes when > 1
+    disk_free_limit: int = 50 * 1024 * 1024
+    alarm_check_interval: float = 1.0
+    definitions_file: str = ""  # JSON topology loaded at start (like RabbitMQ's load_definitions)
+    product: str = "RabbitMQ"  # what clients that check the server's identity expect
+    product_version: str = "4.2.0"
+    log_level: str = "info"
+
+
+def _coerce(value: str, current: object) -> object:
+    if isinstance(current, bool):
+        return value.lower() in ("1", "true", "yes", "on")
+    if isinstance(current, int):
+        return int(value)
+    if isinstance(current, float):
+        return float(value)
+    if isinstance(current, list):
+        return [v.strip() for v in value.split(",") if v.strip()]
+    return value
+
+
+def load(config_file: str | None = None, env: dict | None = None, overrides: dict | None = None) -> Config:
+    cfg = Config()
+    names = {f.name for f in fields(Config)}
+    if config_file:
+        with open(config_file, "rb") as f:
+            data = tomllib.load(f)
+        for key, value in data.items():
+            key = key.replace("-", "_")
+            if key not in names:
+                raise ValueError(f"unknown setting {key!r} in {config_file}")
+            setattr(cfg, key, value)
+    env = os.environ if env is None else env
+    for name in names:
+        value = env.get("WARREN_" + name.upper())
+        if value is not None:
+            setattr(cfg, name, _coerce(value, getattr(cfg, name)))
+    for key, value in (overrides or {}).items():
+        if value is not None:
+            setattr(cfg, key, value)
+    return cfg

@@ -1,0 +1,228 @@
+"""The two kinds of link a client attaches to the broker.
+
+`Publisher`: the client sends, we receive. Each message is routed, handed to
+its queues, and settled with the outcome once every queue has confirmed.
+Credit is topped up only while the link has few unconfirmed messages, so a
+link to a slow queue slows down alone (REFERENCE.md, flow control).
+
+`QueueConsumer`: we send from one queue. The queue owns the flow state
+(credit API v2); this object only turns queue callbacks into transfers and
+flows, and client settlements into queue settlements.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import TYPE_CHECKING, Any
+
+from node.amqp import definitions as d
+from node.amqp.errors import Condition
+from node.amqp.events import Delivery
+from node.amqp.message import Message
+from node.amqp.types import Symbol
+from node.routing import address
+from node.routing.errors import AddressError, RoutingError
+from queues.base import ACCEPT, REJECT, RELEASE, Outcome, Queue, QueueMessage, Settlement
+
+if TYPE_CHECKING:
+    from node.amqp.link import Link
+    from node.connection_handler import ConnectionHandler
+
+_seq_tag = struct.Struct(">Q")
+ACCEPTED = d.Accepted()
+RELEASED = d.Released()
+
+
+def _rejected(condition: str, description: str) -> Any:
+    return d.Rejected(error=d.Error(condition=condition, description=description))
+
+
+class Publisher:
+    def __init__(self, handler: ConnectionHandler, link: Link, target: Any):
+        self.handler = handler
+        self.link = link
+        self.target = target  # ExchangeTarget, QueueTarget, or None for the anonymous relay
+        self.unconfirmed = 0
+        cfg = handler.node.config
+        self.grant = cfg.publisher_credit
+        self.max_unconfirmed = cfg.max_unconfirmed
+
+    def top_up(self) -> None:
+        """Grants credit again once half is used, unless confirms lag."""
+        link = self.link
+        if link.detach_sent or link.detach_received:
+            return
+        if link.link_credit <= self.grant // 2 and self.unconfirmed < self.max_unconfirmed:
+            link.flow(link_credit=self.grant)
+            self.handler.schedule_flush()
+
+    def on_message(self, delivery: Delivery) -> None:
+        node = self.handler.node
+        node.metrics.published += 1
+        try:
+            msg = Message.from_bytes(delivery.payload)
+            queues, exchange, key = self._route(msg)
+        except RoutingError as e:
+            # [per-message `to`] a bad or missing destination rejects the message, the link lives on
+            self._settle(delivery, _rejected(e.condition, e.description or ""))
+            return
+        except Exception as e:  # a malformed message: reject it, keep the link
+            condition = getattr(e, "condition", Condition.DECODE_ERROR)
+            self._settle(delivery, _rejected(condition, str(e)))
+            return
+        if not queues:
+            node.metrics.unroutable += 1
+            self._settle(delivery, RELEASED)
+            return
+        node.metrics.routed += 1
+        durable = msg.durable
+        ttl = msg.ttl
+        expires_at = node.now_ms() + ttl if ttl is not None else None
+        payload = delivery.payload
+        if delivery.settled:
+            for q in queues:
+                q.publish(QueueMessage(0, payload, durable, expires_at, 0, False, exchange, [key]), None)
+            self.top_up()
+            return
+        self.unconfirmed += 1
+        pending = _Confirm(self, delivery, len(queues))
+        for q in queues:
+            q.publish(QueueMessage(0, payload, durable, expires_at, 0, False, exchange, [key]), pending.confirm)
+        self.top_up()
+
+    def _route(self, msg: Message) -> tuple[list[Queue], str, str]:
+        vhost = self.handler.vhost
+        target = self.target
+        if target is None:
+            to = msg.to
+            if to is None:
+                raise AddressError("message has no 'to' address on an anonymous link")
+            target = address.parse_target(to)
+        if isinstance(target, address.QueueTarget):
+            return [vhost.queue(target.queue)], "", target.queue
+        key = target.routing_key if target.routing_key is not None else (msg.subject or "")
+        return vhost.route(target.exchange, key, msg.application_properties), target.exchange, key
+
+    def _settle(self, delivery: Delivery, state: Any) -> None:
+        if not delivery.settled:
+            self.link.session.settle(delivery, state)
+            self.handler.schedule_flush()
+        self.top_up()
+
+    def confirmed(self, delivery: Delivery, state: Any) -> None:
+        self.unconfirmed -= 1
+        self.handler.node.metrics.confirmed += 1
+        if self.link.detach_sent or self.handler.engine.closed:
+            return
+        self.link.session.settle(delivery, state)
+        self.handler.schedule_flush()
+        self.top_up()
+
+
+class _Confirm:
+    """Waits for every queue a message went to; rejected by any means rejected."""
+
+    __slots__ = ("publisher", "delivery", "left", "rejected")
+
+    def __init__(self, publisher: Publisher, delivery: Delivery, queues: int):
+        self.publisher = publisher
+        self.delivery = delivery
+        self.left = queues
+        self.rejected = False
+
+    def confirm(self, outcome: Outcome) -> None:
+        if outcome is not Outcome.ACCEPTED:
+            self.rejected = True
+        self.left -= 1
+        if self.left == 0:
+            state = (
+                _rejected(Condition.PRECONDITION_FAILED, "queue full (x-overflow reject-publish)")
+                if self.rejected
+                else ACCEPTED
+            )
+            self.publisher.confirmed(self.delivery, state)
+
+
+class QueueConsumer:
+    """Implements queues.base.Consumer for one sending link."""
+
+    def __init__(self, handler: ConnectionHandler, link: Link, queue: Queue):
+        self.handler = handler
+        self.link = link
+        self.queue = queue
+        self.presettled = link.snd_settle_mode == d.SND_SETTLED
+
+    def deliver(self, queue: Queue, message: QueueMessage) -> None:
+        link = self.link
+        if link.detach_sent or link.detach_received:
+            return
+        payload = message.payload
+        if message.acquired or message.delivery_count or message.annotations:
+            changes = {}
+            if message.acquired:
+                changes["first_acquirer"] = False
+            if message.delivery_count:
+                changes["delivery_count"] = message.delivery_count
+            payload = Message.from_bytes(payload).to_delivery_bytes(changes or None, message.annotations)
+        link.send(_seq_tag.pack(message.seq), payload, settled=self.presettled)
+        metrics = self.handler.node.metrics
+        metrics.delivered += 1
+        if message.acquired:
+            metrics.redelivered += 1
+        self.handler.schedule_flush()
+
+    def credit_reply(self, delivery_count: int, credit: int, available: int, drain: bool) -> None:
+        link = self.link
+        if link.detach_sent or link.detach_received:
+            return
+        link.delivery_count = delivery_count
+        link.link_credit = credit
+        link.available = available
+        link.flow(drain=drain)
+        self.handler.schedule_flush()
+
+    def on_flow(self, drain: bool, echo: bool) -> None:
+        link = self.link
+        self.queue.credit(self, link.delivery_count, link.link_credit, drain, echo)
+
+    def on_settled(self, deliveries: list[Delivery]) -> None:
+        """Client settlements, already in delivery-id order; consecutive ones
+        with the same outcome go to the queue as one call."""
+        batch: list[int] = []
+        current: Settlement | None = None
+        for delivery in deliveries:
+            settlement = settlement_of(delivery.state, delivery.remote_settled)
+            if settlement is None:
+                continue
+            if settlement != current and batch:
+                self.queue.settle(self, batch, current)
+                batch = []
+            current = settlement
+            batch.append(_seq_tag.unpack(delivery.tag)[0])
+        if batch:
+            self.queue.settle(self, batch, current)
+        self.handler.node.metrics.acknowledged += len(deliveries)
+
+    def detached(self) -> None:
+        self.queue.detach_consumer(self)
+
+
+def settlement_of(state: Any, settled: bool) -> Settlement | None:
+    kind = type(state)
+    if kind is d.Accepted:
+        return ACCEPT
+    if kind is d.Rejected:
+        return REJECT
+    if kind is d.Released:
+        return RELEASE
+    if kind is d.Modified:
+        annotations = state.message_annotations
+        return Settlement(
+            "modified",
+            bool(state.delivery_failed),
+            bool(state.undeliverable_here),
+            {Symbol(k) if type(k) is str else k: v for k, v in annotations.items()} if annotations else None,
+        )
+    if settled:
+        return ACCEPT  # settled with no outcome: the receiver is done with it
+    return None

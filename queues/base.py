@@ -1,0 +1,162 @@
+"""The queue-type interface: what a session may ask of any queue.
+
+Every queue type (classic now; quorum, stream and volatile later) implements
+`Queue`. Calls never block; results come back through the small callbacks a
+session hands over (`Consumer`, the publish confirm), which the session turns
+into frames. This mirrors rabbit_queue_type: the session does not know which
+queue type it talks to.
+
+Flow control is credit API v2: the queue, not the session, owns each
+consumer link's delivery-count, credit, drain and available, and answers a
+FLOW that asked for it (echo or drain) with `Consumer.credit_reply`.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Protocol
+
+
+class Outcome(Enum):
+    """The publish outcome a queue reports for one message."""
+
+    ACCEPTED = "accepted"  # stored as promised (durable: fsynced)
+    REJECTED = "rejected"  # refused, e.g. x-overflow reject-publish
+    RELEASED = "released"  # not taken, try again later
+
+
+@dataclass(slots=True, frozen=True)
+class Settlement:
+    """A consumer's verdict on a delivery [3.4]."""
+
+    kind: str  # "accepted" | "rejected" | "released" | "modified"
+    delivery_failed: bool = False  # modified: counts as a failed delivery
+    undeliverable_here: bool = False  # modified: dead-letter (or drop) instead of requeue
+    annotations: dict | None = None  # modified: merged into the message
+
+
+ACCEPT = Settlement("accepted")
+REJECT = Settlement("rejected")
+RELEASE = Settlement("released")
+
+
+@dataclass(slots=True)
+class QueueMessage:
+    """A message held by a queue. `payload` is the message as published
+    (header .. footer); deliveries re-encode only the header and annotations."""
+
+    seq: int
+    payload: bytes
+    durable: bool = False
+    expires_at: int | None = None  # wall-clock ms, from x-message-ttl or the header's ttl
+    delivery_count: int = 0  # failed deliveries so far (header delivery-count)
+    acquired: bool = False  # delivered at least once: first-acquirer is false on redelivery
+    exchange: str = ""
+    routing_keys: list[str] = field(default_factory=list)
+    annotations: dict | None = None  # merged by modified outcomes and dead-lettering
+
+    @property
+    def size(self) -> int:
+        return len(self.payload)
+
+
+class Consumer(Protocol):
+    """The session side of a consumer link, as the queue sees it."""
+
+    presettled: bool  # at-most-once: the message is gone once sent
+
+    def deliver(self, queue: Queue, message: QueueMessage) -> None:
+        """Send one transfer; the queue has already spent one credit."""
+
+    def credit_reply(self, delivery_count: int, credit: int, available: int, drain: bool) -> None:
+        """Send a FLOW carrying the link's state as the queue holds it."""
+
+
+ConfirmCallback = Callable[[Outcome], None]
+
+
+class Queue(ABC):
+    """One queue of any type."""
+
+    type_name: str = ""
+
+    def __init__(self, vhost: str, name: str, durable: bool, exclusive_owner: Any, auto_delete: bool,
+                 arguments: dict):  # fmt: skip
+        self.vhost = vhost
+        self.name = name
+        self.durable = durable
+        self.exclusive_owner = exclusive_owner  # the owning connection, or None
+        self.auto_delete = auto_delete
+        self.arguments = dict(arguments)
+        self.deleted = False
+
+    # publishing
+    @abstractmethod
+    def publish(self, message: QueueMessage, confirm: ConfirmCallback | None) -> None:
+        """Takes a message; calls `confirm` once with the outcome (not at all
+        when None: the publisher settled it already)."""
+
+    # consuming
+    @abstractmethod
+    def attach_consumer(self, consumer: Consumer, priority: int = 0) -> None: ...
+
+    @abstractmethod
+    def detach_consumer(self, consumer: Consumer) -> None:
+        """The consumer is gone: its unsettled messages return to the queue."""
+
+    @abstractmethod
+    def credit(self, consumer: Consumer, delivery_count: int, link_credit: int, drain: bool, echo: bool) -> None:
+        """The receiver's FLOW: delivery-count as the receiver knows it, the new
+        credit, drain and echo [2.6.7]."""
+
+    @abstractmethod
+    def settle(self, consumer: Consumer, seqs: list[int], settlement: Settlement) -> None:
+        """Applies a settlement to delivered messages, in the given order."""
+
+    # management
+    @abstractmethod
+    def purge(self) -> int: ...
+
+    @abstractmethod
+    def delete(self) -> int:
+        """Deletes the queue and its messages; returns how many were dropped."""
+
+    @property
+    @abstractmethod
+    def message_count(self) -> int: ...
+
+    @property
+    @abstractmethod
+    def consumer_count(self) -> int: ...
+
+    def info(self) -> dict:
+        return {
+            "name": self.name,
+            "vhost": self.vhost,
+            "type": self.type_name,
+            "durable": self.durable,
+            "auto_delete": self.auto_delete,
+            "exclusive": self.exclusive_owner is not None,
+            "arguments": self.arguments,
+            "message_count": self.message_count,
+            "consumer_count": self.consumer_count,
+        }
+
+
+class QueueHost(Protocol):
+    """What a queue may ask of the node that hosts it (injected: no I/O or
+    clock inside the queue itself)."""
+
+    def now_ms(self) -> int: ...
+
+    def call_later(self, delay_s: float, fn: Callable[[], None]) -> Any:
+        """Schedules fn; returns a handle with .cancel()."""
+
+    def dead_letter(self, queue: Queue, message: QueueMessage, reason: str) -> None:
+        """Republishes a dead message per the queue's x-dead-letter-* arguments."""
+
+    def queue_deleted(self, queue: Queue) -> None:
+        """The queue removed itself (x-expires, auto-delete)."""
