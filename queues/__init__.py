@@ -1,0 +1,1 @@
+"""Queue types and their storage: the classic-queue message store lives here."""
