@@ -28,6 +28,8 @@ _MODES = {"all": (True, False), "any": (False, False), "all-with-x": (True, True
 
 # Marks a pattern entry that only asks for the header to be present.
 _PRESENT = object()
+# What a lookup returns for a header the message lacks (None is a value).
+_ABSENT = object()
 
 
 def validate_arguments(arguments: Mapping[str, Any] | None) -> None:
@@ -48,11 +50,11 @@ def values_equal(expected: Any, actual: Any) -> bool:
     """Erlang-style equality of a pattern value and a header value."""
     if expected == actual:
         # Python's bool is an int; AMQP's boolean is not a number.
-        return (type(expected) is bool) == (type(actual) is bool)
-    if isinstance(expected, str) and isinstance(actual, bytes | bytearray):
-        return expected.encode() == actual
-    if isinstance(expected, bytes | bytearray) and isinstance(actual, str):
-        return expected == actual.encode()
+        return (type(expected) is bool) is (type(actual) is bool)
+    if isinstance(expected, str):
+        return isinstance(actual, bytes | bytearray) and expected.encode() == actual
+    if isinstance(expected, bytes | bytearray):
+        return isinstance(actual, str) and expected == actual.encode()
     return False
 
 
@@ -71,17 +73,22 @@ class HeadersMatcher:
         )
 
     def matches(self, headers: Mapping[str, Any] | None) -> bool:
+        # Hot path: one dict lookup per key (a sentinel, since None is a
+        # header value), no allocation.
         if headers is None:
             headers = {}
+        get = headers.get
         if self.match_all:
             for key, expected in self.items:
-                if key not in headers:
+                actual = get(key, _ABSENT)
+                if actual is _ABSENT:
                     return False
-                if expected is not _PRESENT and not values_equal(expected, headers[key]):
+                if expected is not _PRESENT and not values_equal(expected, actual):
                     return False
             return True
         for key, expected in self.items:
-            if key in headers and (expected is _PRESENT or values_equal(expected, headers[key])):
+            actual = get(key, _ABSENT)
+            if actual is not _ABSENT and (expected is _PRESENT or values_equal(expected, actual)):
                 return True
         return False
 

@@ -80,6 +80,13 @@ class _ExchangeState:
         self.exchange_bindings = 0
 
 
+def _kind(value: str) -> DestinationKind:
+    try:
+        return DestinationKind(value)
+    except ValueError:
+        raise InvalidArgument(f"invalid destination kind {value!r}") from None
+
+
 def _reserved(name: str) -> bool:
     return name == DEFAULT_EXCHANGE or name.startswith(RESERVED_PREFIX)
 
@@ -244,11 +251,13 @@ class RoutingTable:
         """Explicit bindings matching every filter given (None = any), in
         creation order per source. The default exchange's implicit bindings
         are not listed."""
+        if destination_kind is not None:
+            destination_kind = _kind(destination_kind)
         candidates: Iterable[Binding]
         if source is not None:
             candidates = self._by_source.get(source, ())
         elif destination_kind is not None and destination is not None:
-            candidates = self._by_destination.get(Destination(DestinationKind(destination_kind), destination), ())
+            candidates = self._by_destination.get(Destination(destination_kind, destination), ())
         else:
             candidates = [b for bindings in self._by_source.values() for b in bindings]
         wanted_args = dict(arguments) if arguments is not None else None
@@ -322,10 +331,7 @@ class RoutingTable:
         binding_key: str,
         arguments: Mapping[str, Any] | None,
     ) -> Binding:
-        try:
-            binding = Binding(source, DestinationKind(destination_kind), destination, binding_key, arguments or {})
-        except ValueError:
-            raise InvalidArgument(f"invalid destination kind {destination_kind!r}") from None
+        binding = Binding(source, _kind(destination_kind), destination, binding_key, arguments or {})
         if source == DEFAULT_EXCHANGE or (binding.destination_kind is EXCHANGE and destination == DEFAULT_EXCHANGE):
             raise NotAllowed("operation not permitted on the default exchange")
         return binding
