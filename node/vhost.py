@@ -18,7 +18,7 @@ from node.amqp.types import Symbol, Timestamp
 from node.routing.errors import InvalidArgument, NotFound, PreconditionFailed, RoutingError
 from node.routing.table import RoutingTable
 from queues.base import Queue, QueueMessage
-from queues.classic import ClassicQueue
+from queues.classic import ClassicQueue, QueueArgumentError
 
 QUEUE_TYPES = {"classic": ClassicQueue}
 UNSUPPORTED_TYPES = {"quorum", "stream"}
@@ -73,7 +73,10 @@ class VHost:
         cls = QUEUE_TYPES.get(qtype)
         if cls is None:
             raise InvalidArgument(f"unknown queue type '{qtype}'")
-        queue = self.node.make_queue(cls, self, name, durable, exclusive_owner, auto_delete, arguments)
+        try:
+            queue = self.node.make_queue(cls, self, name, durable, exclusive_owner, auto_delete, arguments)
+        except QueueArgumentError as e:
+            raise InvalidArgument(str(e)) from None
         self.queues[name] = queue
         self.routing.add_queue(name)
         if durable and exclusive_owner is None and persist:
