@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import definitions as d
-from .errors import AMQPError, Condition, LocalProtocolError, SessionError
+from .errors import AMQPError, Condition, DecodeError, LocalProtocolError, SessionError
 from .events import (
     ConnectionClosed,
     ConnectionOpened,
@@ -34,6 +34,7 @@ from .framing import (
     Frame,
     FrameParser,
     ProtocolHeader,
+    bounded_error,
     encode_frame,
 )
 from .session import Session
@@ -85,18 +86,29 @@ class Connection:
         self.last_received = self.last_sent = clock()
         self.error: Any = None  # the error we closed with, if any
         self.context: Any = None
+        # Events raised outside receive_data() (by tick() or by an application
+        # call that could not be honoured); the next receive_data() returns them.
+        self._pending_events: list = []
+        # Server: a SASL init is waiting for the application's outcome; bytes the
+        # client pipelined behind it stay buffered until sasl_outcome() [5.3.2].
+        self._sasl_paused = False
 
     # ----------------------------------------------------------- I/O boundary
 
     def receive_data(self, data: bytes) -> list:
-        """Consumes bytes from the peer; returns the events they caused."""
+        """Consumes bytes from the peer; returns the events they caused.
+
+        `receive_data(b"")` processes bytes already buffered, e.g. those a
+        client pipelined behind its SASL init, once `sasl_outcome()` is given.
+        """
+        events, self._pending_events = self._pending_events, []
         if self.phase == DONE:
-            return []
-        self.last_received = self.clock()
-        self._parser.feed(data)
-        events: list = []
+            return events
+        if data:
+            self.last_received = self.clock()
+            self._parser.feed(data)
         try:
-            while self.phase != DONE:
+            while self.phase != DONE and not self._sasl_paused:
                 item = self._parser.next()
                 if item is None:
                     break
@@ -108,6 +120,9 @@ class Connection:
             self._fail(e.condition, e.description, events)
         except LocalProtocolError as e:  # peer input drove us into an impossible move
             self._fail(Condition.INTERNAL_ERROR, str(e), events)
+        if self._pending_events:  # an application-level failure while handling input
+            events += self._pending_events
+            self._pending_events = []
         return events
 
     def data_to_send(self) -> bytes:
@@ -135,10 +150,10 @@ class Connection:
         deadlines = []
         if self.idle_timeout and self.open_sent:
             if now - self.last_received >= self.idle_timeout:
-                self._fail(Condition.RESOURCE_LIMIT_EXCEEDED, "local-idle-timeout expired", [])
+                self._fail(Condition.RESOURCE_LIMIT_EXCEEDED, "local-idle-timeout expired", self._pending_events)
                 return None
             deadlines.append(self.last_received + self.idle_timeout)
-        if self.remote_idle_timeout and self.phase == AMQP:
+        if self.remote_idle_timeout and self.phase == AMQP and not self.close_sent:
             interval = self.remote_idle_timeout / 2
             if now - self.last_sent >= interval and not self._out:
                 self._out.append(HEARTBEAT)
@@ -168,6 +183,7 @@ class Connection:
         if code is None:
             code = d.SASL_OK if ok else d.SASL_AUTH
         self._send_frame(0, d.SaslOutcome(code=code), type_=FRAME_SASL)
+        self._sasl_paused = False
         if ok:
             self.sasl_done = True
             self.phase = HDR
@@ -178,6 +194,8 @@ class Connection:
     def open(self, hostname: str | None = None, properties: dict | None = None,
              offered_capabilities: list | None = None, desired_capabilities: list | None = None) -> None:  # fmt: skip
         if self.open_sent:
+            if self.close_sent or self.phase == DONE:
+                return  # we already failed the connection while reading; the event may be stale
             raise LocalProtocolError("connection already opened")
         self.open_sent = True
         self._send_frame(
@@ -197,12 +215,15 @@ class Connection:
     def close(self, condition: str | None = None, description: str | None = None) -> None:
         if self.close_sent or self.phase == DONE and not self.open_sent:
             return
-        error = d.Error(condition=condition, description=description) if condition else None
+        if self.phase in (HDR, SASL):  # no AMQP frame may flow yet: just hang up
+            self.phase = DONE
+            return
+        error = bounded_error(condition, description) if condition else None
         if not self.open_sent:  # [2.4.6] a CLOSE must follow an OPEN
             self.open()
+        self._send_frame(0, d.Close(error=error))
         self.close_sent = True
         self.error = error
-        self._send_frame(0, d.Close(error=error))
         if self.close_received:
             self.phase = DONE
 
@@ -218,19 +239,32 @@ class Connection:
     def _send_frame(
         self, channel: int, performative: Any, payload: bytes = b"", type_: int = FRAME_AMQP
     ) -> None:
+        if not self._can_send:
+            return  # nothing may follow our CLOSE [2.4.4]
         frame = encode_frame(channel, performative, payload, type_)
         if len(frame) > self.remote_max_frame_size and type_ == FRAME_AMQP and self.open_received:
-            # [2.7.1] nothing but a transfer may be split across frames
-            raise AMQPError(Condition.FRAME_SIZE_TOO_SMALL,
-                            f"a {type(performative).__name__} of {len(frame)} bytes exceeds the peer's max-frame-size")  # fmt: skip
+            # [2.7.1] nothing but a transfer may be split across frames. This
+            # may run inside an application call (an ATTACH reply), so the
+            # failure is reported as an event, not raised at the caller.
+            self._fail(Condition.FRAME_SIZE_TOO_SMALL,
+                       f"a {type(performative).__name__} of {len(frame)} bytes exceeds the peer's max-frame-size",
+                       self._pending_events)  # fmt: skip
+            return
         self._out.append(frame)
+
+    @property
+    def _can_send(self) -> bool:
+        return not self.close_sent and self.phase != DONE
 
     def _fail(self, condition: str, description: str | None, events: list) -> None:
         """Closes the connection with an error we detected."""
         if self.phase == DONE:
             return
-        error = d.Error(condition=condition, description=description)
+        error = bounded_error(condition, description)
         self.error = error
+        if self.phase == HDR and self.role == SERVER:
+            # [2.2] a header we cannot read is answered with the one we speak
+            self._out.append(self._expected_header())
         if self.phase == AMQP and not self.close_sent:
             if not self.open_sent:
                 self.open_sent = True
@@ -248,15 +282,22 @@ class Connection:
             raise LocalProtocolError("no free channel below channel-max")
         return channel
 
+    def _accepted_headers(self) -> set[bytes]:
+        accepted = set()
+        if not self.sasl_done:
+            accepted.add(SASL_HEADER)
+        if self.sasl_done or not self.require_sasl:
+            accepted.add(AMQP_HEADER)
+        return accepted
+
+    def _expected_header(self) -> bytes:
+        return SASL_HEADER if SASL_HEADER in self._accepted_headers() else AMQP_HEADER
+
     def _on_header(self, header: ProtocolHeader, events: list) -> None:
         raw = header.raw
         if self.role == SERVER:
-            accepted = set()
-            if not self.sasl_done:
-                accepted.add(SASL_HEADER)
-            if self.sasl_done or not self.require_sasl:
-                accepted.add(AMQP_HEADER)
-            expected = SASL_HEADER if SASL_HEADER in accepted else AMQP_HEADER
+            accepted = self._accepted_headers()
+            expected = self._expected_header()
             if raw not in accepted:
                 # [2.2] answer with the header we do support, then hang up
                 self._out.append(expected)
@@ -299,6 +340,9 @@ class Connection:
         if self.close_received:
             return
         kind = type(p)
+        if kind in _WITH_ERROR and p.error is not None and type(p.error) is not d.Error:
+            # the field is typed `*` in the tables; [2.7.6]-[2.7.9] require an error
+            raise DecodeError(f"{kind.__name__}.error must be an error, got {type(p.error).__name__}")
         if not self.open_received:
             if kind is not d.Open:
                 raise AMQPError(Condition.NOT_ALLOWED, f"expected OPEN, got {kind.__name__}")
@@ -306,10 +350,10 @@ class Connection:
             return
         if kind is d.Close:
             self.close_received = True
-            self.phase = DONE
             if not self.close_sent:
-                self.close_sent = True
                 self._send_frame(0, d.Close())
+                self.close_sent = True
+            self.phase = DONE
             events.append(ConnectionClosed(p.error, remote=True))
             return
         if kind is d.Open:
@@ -326,6 +370,7 @@ class Connection:
             raise AMQPError(Condition.NOT_ALLOWED, f"frame on channel {frame.channel} with no session begun")
         if session.end_sent:
             if kind is d.End:
+                session.end_received = True
                 self._session_done(session, frame.channel)
                 events.append(SessionEnded(session, p.error, True))
             return  # everything else for an ending session is discarded [2.5.5]
@@ -333,9 +378,7 @@ class Connection:
             events.extend(session._on_frame(p, frame.payload))
         except SessionError as e:
             session.end(e.condition, e.description)
-            events.append(
-                SessionEnded(session, d.Error(condition=e.condition, description=e.description), False)
-            )
+            events.append(SessionEnded(session, bounded_error(e.condition, e.description), False))
             return
         if kind is d.End:
             self._session_done(session, frame.channel)
@@ -390,6 +433,7 @@ class Connection:
                 raise AMQPError(Condition.NOT_ALLOWED, f"unexpected {kind.__name__} from a SASL client")
             if kind is d.SaslInit:
                 events.append(SaslInitReceived(p.mechanism, p.initial_response, p.hostname))
+                self._sasl_paused = True  # until the application gives the outcome
             return
         if kind is d.SaslMechanisms:
             events.append(SaslMechanismsReceived(list(p.sasl_server_mechanisms)))
@@ -406,4 +450,5 @@ class Connection:
             raise AMQPError(Condition.NOT_ALLOWED, f"unexpected {kind.__name__} from a SASL server")
 
 
+_WITH_ERROR = frozenset({d.Close, d.End, d.Detach})
 _SESSION_FRAMES = frozenset({d.Begin, d.Attach, d.Flow, d.Transfer, d.Disposition, d.Detach, d.End})

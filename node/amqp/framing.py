@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import codec
+from .definitions import Error
 from .errors import AMQPError, Condition, DecodeError, FramingError
 
 AMQP_HEADER = b"AMQP\x00\x01\x00\x00"
@@ -138,3 +139,17 @@ def error_condition(exc: Exception) -> tuple[str, str]:
     if isinstance(exc, AMQPError):
         return exc.condition, exc.description or ""
     return Condition.INTERNAL_ERROR, repr(exc)
+
+
+MAX_DESCRIPTION = 256  # UTF-8 bytes; keeps CLOSE/END/DETACH within a 512-byte frame
+
+
+def bounded_error(condition: str, description: str | None = None) -> Any:
+    """The error field of a CLOSE, END or DETACH. Descriptions may quote peer
+    input (a decode error shows the bad value), so they are cut short: the
+    frame must fit the peer's max-frame-size, which may be 512 [2.7.1]."""
+    if description is not None:
+        raw = description.encode("utf-8", "replace")
+        if len(raw) > MAX_DESCRIPTION:
+            description = raw[: MAX_DESCRIPTION - 3].decode("utf-8", "ignore") + "..."
+    return Error(condition=condition, description=description)

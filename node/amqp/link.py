@@ -10,9 +10,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from . import serial
-from .definitions import RECEIVER, SENDER, Attach, Detach, Error, Flow
+from .definitions import RECEIVER, SENDER, Attach, Detach, Flow
 from .errors import Condition, LinkError, LocalProtocolError
 from .events import Delivery
+from .framing import bounded_error
 
 if TYPE_CHECKING:
     from .session import Session
@@ -37,6 +38,10 @@ class Link:
         self.remote_properties: dict | None = None
         self.delivery_count = 0
         self.link_credit = 0
+        # Receiver: the highest delivery-limit (delivery-count + link-credit)
+        # we ever granted. Transfers below it may be in flight from before a
+        # grant that lowered the credit; [2.6.7] lets us take them normally.
+        self._credit_limit: int | None = None
         self.available = 0
         self.drain = False
         self.attach_sent = False
@@ -55,7 +60,12 @@ class Link:
 
     @property
     def active(self) -> bool:
-        return self.attach_sent and self.attach_received and not (self.detach_sent or self.detach_received)
+        """Attached both ways, not detached, and its session not ending: the
+        link may carry transfers."""
+        return (
+            self.attach_sent and self.attach_received and not (self.detach_sent or self.detach_received)
+            and not self.session.end_sent and self.session.connection._can_send
+        )  # fmt: skip
 
     # ----------------------------------------------------------- outgoing frames
 
@@ -72,6 +82,8 @@ class Link:
         desired_capabilities: list | None = None,
     ) -> None:
         if self.attach_sent:
+            if self.detach_sent:
+                return  # the engine already refused it (a LinkAttached read in the same batch)
             raise LocalProtocolError("link already attached")
         self.source, self.target = source, target
         if snd_settle_mode is not None:
@@ -95,7 +107,7 @@ class Link:
                 target=target,
                 # [2.7.3] set by the sender only
                 initial_delivery_count=initial_delivery_count if self.is_sender else None,
-                max_message_size=max_message_size,
+                max_message_size=self.max_message_size or None,  # also when set on the link beforehand
                 offered_capabilities=offered_capabilities,
                 desired_capabilities=desired_capabilities,
                 properties=properties,
@@ -118,8 +130,12 @@ class Link:
         """Sends DETACH; returns the deliveries we sent that were never settled."""
         if self.detach_sent:
             return []
+        if not self.attach_sent and self.attach_received:
+            # the peer attached and we never answered: the DETACH needs our
+            # ATTACH before it, with null termini as in a refusal [2.6.3]
+            self.attach()
         self.detach_sent = True
-        error = Error(condition=condition, description=description) if condition else None
+        error = bounded_error(condition, description) if condition else None
         if self.attach_sent:
             self.session._send(Detach(handle=self.handle, closed=closed, error=error))
         return self.session._link_detach_sent(self)
@@ -131,6 +147,7 @@ class Link:
             if self.is_sender:
                 raise LocalProtocolError("a sender does not grant credit")
             self.link_credit = link_credit
+            self._raise_credit_limit()
         if drain is not None:
             self.drain = drain
         self._send_flow(echo)
@@ -144,22 +161,31 @@ class Link:
         self.link_credit = 0
         self._send_flow(False)
 
-    def _send_flow(self, echo: bool) -> None:
+    def _send_flow(self, echo: bool, held: tuple | None = None) -> None:
+        """`held`: the link state of a FLOW that waited behind this link's
+        transfers (see Session._waiting), as it was when asked for."""
         if self.detach_sent:
             return
         s = self.session
+        state = held or (self.delivery_count, self.link_credit, self.available, self.drain, echo)
+        if held is None and self.is_sender and s._has_waiting(self):
+            # its delivery-count counts transfers still held by the session
+            # window: it goes out after them, with the state of this moment
+            s._waiting.append((self, None, state))
+            return
+        delivery_count, link_credit, available, drain, echo = state
         self.session._send(
             Flow(
                 next_incoming_id=s.next_incoming_id if s.remote_begun else None,
-                incoming_window=s.incoming_window,
+                incoming_window=s._advertise_window(),
                 next_outgoing_id=s.next_outgoing_id,
                 outgoing_window=s.outgoing_window,
                 handle=self.handle,
                 # a receiver that has not seen the sender's attach leaves it unset [2.7.4]
-                delivery_count=self.delivery_count if (self.is_sender or self.attach_received) else None,
-                link_credit=self.link_credit,
-                available=self.available if self.is_sender else None,
-                drain=self.drain,
+                delivery_count=delivery_count if (self.is_sender or self.attach_received) else None,
+                link_credit=link_credit,
+                available=available if self.is_sender else None,
+                drain=drain,
                 echo=echo,
             )
         )
@@ -172,7 +198,7 @@ class Link:
             raise LocalProtocolError("a receiving link cannot send")
         if self.link_credit <= 0:
             raise LocalProtocolError(f"link {self.name!r} has no credit")
-        if self.detach_sent or self.detach_received:
+        if self.detach_sent or self.detach_received or self.session.end_sent:
             raise LocalProtocolError("link is detached")
         self.link_credit -= 1
         self.delivery_count = serial.add(self.delivery_count, 1)
@@ -192,9 +218,11 @@ class Link:
                 raise LinkError(
                     Condition.INVALID_FIELD, "first transfer of a delivery without delivery-id or tag"
                 )
-            if self.link_credit <= 0:
+            if self.link_credit > 0:
+                self.link_credit -= 1
+            elif self._credit_limit is None or not serial.lt(self.delivery_count, self._credit_limit):
                 raise LinkError(Condition.TRANSFER_LIMIT_EXCEEDED, "transfer beyond the granted link credit")
-            self.link_credit -= 1
+            # else: sent under an earlier, larger grant [2.6.7]
             self.delivery_count = serial.add(self.delivery_count, 1)
             d = Delivery(
                 id=t.delivery_id,
@@ -239,21 +267,33 @@ class Link:
             # [2.6.7] link-credit(snd) = delivery-count(rcv) + link-credit(rcv) - delivery-count(snd)
             rcv_count = f.delivery_count if f.delivery_count is not None else self._initial_delivery_count
             credit = f.link_credit if f.link_credit is not None else 0
-            self.link_credit = max(0, serial.diff(serial.add(rcv_count, credit), self.delivery_count))
+            # computed as credit minus what is in flight, not as a serial
+            # difference: a grant above 2^31 must not read as negative
+            in_flight = max(0, serial.diff(self.delivery_count, rcv_count))
+            self.link_credit = max(0, credit - in_flight)
             self.drain = f.drain
         else:
             if f.delivery_count is not None:
-                self.delivery_count = f.delivery_count
-                self._clamp_receiver_credit(f)
+                self._clamp_receiver_credit(f.delivery_count)
             if f.available is not None:
                 self.available = f.available
             self.drain = f.drain
 
-    def _clamp_receiver_credit(self, f: Any) -> None:
-        # The sender's view may have advanced (e.g. it drained): our remaining
-        # credit is what it can still use.
-        if f.link_credit is not None:
-            self.link_credit = f.link_credit
+    def _clamp_receiver_credit(self, sender_count: int) -> None:
+        # The sender's delivery-count may be ahead of ours when it drained or
+        # dropped deliveries: the credit it used up that way is gone. The
+        # link-credit in its FLOW is not used: it may predate a grant of ours
+        # still in flight, and trusting it would count transfers sent under
+        # that grant as a credit violation [2.6.7].
+        used = serial.diff(sender_count, self.delivery_count)
+        if used > 0:
+            self.link_credit = max(0, self.link_credit - used)
+            self.delivery_count = sender_count
+
+    def _raise_credit_limit(self) -> None:
+        limit = serial.add(self.delivery_count, self.link_credit)
+        if self._credit_limit is None or serial.lt(self._credit_limit, limit):
+            self._credit_limit = limit
 
     _initial_delivery_count = 0
 

@@ -13,7 +13,7 @@ from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from . import serial
-from .definitions import RECEIVER, SENDER, Attach, Begin, Detach, Disposition, End, Error, Flow, Transfer
+from .definitions import RECEIVER, SENDER, Attach, Begin, Detach, Disposition, End, Flow, Transfer
 from .errors import AMQPError, Condition, LinkError, LocalProtocolError, SessionError
 from .events import (
     DeliveriesUpdated,
@@ -25,7 +25,7 @@ from .events import (
     MessageReceived,
     SessionEnded,
 )
-from .framing import encode_frame
+from .framing import bounded_error, encode_frame
 from .link import Link
 
 if TYPE_CHECKING:
@@ -55,13 +55,19 @@ class Session:
         self.remote_outgoing_window = 0
         self.handle_max = 0xFFFFFFFF
         self.remote_handle_max = 0xFFFFFFFF
-        self.blocked = False  # incoming window held at 0 (resource alarm)
+        # While blocked (resource alarm) we advertise a window of 0 but still
+        # accept the transfers the peer may have sent under the window we gave
+        # before: `incoming_window` keeps counting that allowance down.
+        self.blocked = False
         self.links: dict[int, Link] = {}  # by our handle
         self.remote_links: dict[int, Link] = {}  # by the peer's handle
         self.next_delivery_id = 0
         self.outgoing_unsettled: dict[int, Delivery] = {}
         self.incoming_unsettled: dict[int, Delivery] = {}
-        self._waiting: deque[bytes] = deque()  # transfer frames held by the peer's window
+        # Held by the peer's window, in order: (link, transfer frame, None) or
+        # (link, None, link state) for a sender's FLOW that must not overtake
+        # its link's transfers (it carries a delivery-count that counts them).
+        self._waiting: deque[tuple[Link, bytes | None, tuple | None]] = deque()
         self._dispositions: list[tuple[int, bool, bool, Any]] = []  # (id, role, settled, state)
         self._flow_due = False
         self.context: Any = None  # the application's object for this session
@@ -72,6 +78,8 @@ class Session:
         self, incoming_window: int | None = None, handle_max: int | None = None, properties=None
     ) -> None:
         if self.begin_sent:
+            if self.end_sent:
+                return  # the engine already ended it (a SessionBegun read in the same batch)
             raise LocalProtocolError("session already begun")
         if incoming_window is not None:
             self.incoming_window_max = self.incoming_window = incoming_window
@@ -82,7 +90,7 @@ class Session:
             Begin(
                 remote_channel=self.remote_channel,
                 next_outgoing_id=self.next_outgoing_id,
-                incoming_window=0 if self.blocked else self.incoming_window,
+                incoming_window=self._advertise_window(),
                 outgoing_window=self.outgoing_window,
                 handle_max=self.handle_max,
                 properties=properties,
@@ -92,9 +100,11 @@ class Session:
     def end(self, condition: str | None = None, description: str | None = None) -> None:
         if self.end_sent:
             return
+        if not self.begin_sent and self.remote_begun:  # [2.5.1] END only after our BEGIN
+            self.begin()
         self.end_sent = True
         self._waiting.clear()
-        self._send(End(error=Error(condition=condition, description=description) if condition else None))
+        self._send(End(error=bounded_error(condition, description) if condition else None))
         self.connection._session_end_sent(self)
 
     def create_link(self, name: str, role: bool) -> Link:
@@ -118,7 +128,6 @@ class Session:
         """Shuts the incoming window (memory or disk alarm)."""
         if not self.blocked:
             self.blocked = True
-            self.incoming_window = 0
             self._send_flow()
 
     def unblock(self) -> None:
@@ -128,9 +137,23 @@ class Session:
             self._send_flow()
 
     @property
+    def advertised_incoming_window(self) -> int:
+        """The incoming-window our next BEGIN or FLOW will carry."""
+        return 0 if self.blocked else self.incoming_window_max
+
+    def _advertise_window(self) -> int:
+        """Called as a BEGIN or FLOW is built: the window it carries becomes
+        the peer's allowance. `incoming_window` only grows here, when the peer
+        is told, never on our side alone: refilling it early would let a peer
+        that ignores our window send without limit [2.5.6]."""
+        if not self.blocked:
+            self.incoming_window = self.incoming_window_max
+        return self.advertised_incoming_window
+
+    @property
     def waiting_transfers(self) -> int:
         """Transfer frames held back by the peer's incoming window."""
-        return len(self._waiting)
+        return sum(1 for _, frame, _ in self._waiting if frame is not None)
 
     # ----------------------------------------------------------- internals: output
 
@@ -144,7 +167,7 @@ class Session:
         self._send(
             Flow(
                 next_incoming_id=self.next_incoming_id if self.remote_begun else None,
-                incoming_window=self.incoming_window,
+                incoming_window=self._advertise_window(),
                 next_outgoing_id=self.next_outgoing_id,
                 outgoing_window=self.outgoing_window,
                 echo=echo,
@@ -171,33 +194,35 @@ class Session:
         frame = encode_frame(self.channel, first, payload)
         limit = conn.remote_max_frame_size
         if len(frame) <= limit:
-            self._queue_transfer(frame)
+            self._queue_transfer(link, frame)
             return d
         # [2.6.14] split across frames with more=true; continuation frames
         # repeat only the handle
         head_room = limit - (len(frame) - len(payload))
-        if head_room <= 0:
-            raise AMQPError(
-                Condition.FRAME_SIZE_TOO_SMALL, "the transfer performative does not fit in a frame"
-            )
+        if head_room <= 0:  # reported as an event: this runs inside the application's send()
+            conn._fail(Condition.FRAME_SIZE_TOO_SMALL, "the transfer performative does not fit in a frame",
+                       conn._pending_events)  # fmt: skip
+            return d
         first.more = True
         view = memoryview(payload)
         chunk_room = limit - len(encode_frame(self.channel, Transfer(handle=link.handle, more=True)))
         head_room = limit - (len(encode_frame(self.channel, first)))
-        self._queue_transfer(encode_frame(self.channel, first, view[:head_room]))
+        self._queue_transfer(link, encode_frame(self.channel, first, view[:head_room]))
         pos = head_room
         while pos < len(payload):
             end = pos + chunk_room
             more = end < len(payload)
             self._queue_transfer(
-                encode_frame(self.channel, Transfer(handle=link.handle, more=more), view[pos:end])
+                link, encode_frame(self.channel, Transfer(handle=link.handle, more=more), view[pos:end])
             )
             pos = end
         return d
 
-    def _queue_transfer(self, frame: bytes) -> None:
+    def _queue_transfer(self, link: Link, frame: bytes) -> None:
+        if not self.connection._can_send:
+            return  # nothing may follow our CLOSE [2.4.4]
         if self._waiting or self.remote_incoming_window <= 0:
-            self._waiting.append(frame)
+            self._waiting.append((link, frame, None))
             return
         self._spend_outgoing()
         self.connection._out.append(frame)
@@ -208,9 +233,23 @@ class Session:
 
     def _release_waiting(self) -> None:
         out = self.connection._out
-        while self._waiting and self.remote_incoming_window > 0:
+        if not self.connection._can_send:
+            self._waiting.clear()
+            return
+        while self._waiting:
+            link, frame, held = self._waiting[0]
+            if frame is None:  # a held FLOW: the transfers before it are out
+                self._waiting.popleft()
+                link._send_flow(False, held)
+                continue
+            if self.remote_incoming_window <= 0:
+                break
+            self._waiting.popleft()
             self._spend_outgoing()
-            out.append(self._waiting.popleft())
+            out.append(frame)
+
+    def _has_waiting(self, link: Link) -> bool:
+        return any(item[0] is link for item in self._waiting)
 
     def _flush(self) -> None:
         """Called once per connection flush: sends gathered dispositions and
@@ -261,6 +300,10 @@ class Session:
         unsettled = [d for d in self.outgoing_unsettled.values() if d.link is link]
         for d in unsettled:
             del self.outgoing_unsettled[d.id]
+        if self._waiting:
+            # its held transfers must not follow the DETACH onto an unattached
+            # handle; their deliveries are among `unsettled` (or were pre-settled)
+            self._waiting = deque(item for item in self._waiting if item[0] is not link)
         self._forget_link_if_done(link)
         link.unsettled_at_detach = unsettled
         return unsettled
@@ -331,6 +374,9 @@ class Session:
                 link.refuse(Condition.INVALID_FIELD, "a sender's attach must carry initial-delivery-count")
                 return []
             link.delivery_count = a.initial_delivery_count
+            # credit granted before the sender's ATTACH counts from its initial delivery-count
+            link._credit_limit = None
+            link._raise_credit_limit()
         if link.detach_sent:  # we refused before the reply came
             self._forget_link_if_done(link)
             return []
@@ -351,8 +397,7 @@ class Session:
         if self.remote_outgoing_window > 0:
             self.remote_outgoing_window -= 1
         if not self.blocked and self.incoming_window <= self.incoming_window_max // 2:
-            self.incoming_window = self.incoming_window_max
-            self._flow_due = True
+            self._flow_due = True  # the FLOW, when sent, refills the window
         link = self._remote_link(t.handle)
         if link.detach_sent:
             return []  # frames for a link we detached are dropped [2.6.5]
@@ -370,7 +415,7 @@ class Session:
 
     def _link_failed(self, link: Link, e: AMQPError) -> list:
         link.detach(closed=True, condition=e.condition, description=e.description)
-        return [LinkDetached(link, Error(condition=e.condition, description=e.description), True, False,
+        return [LinkDetached(link, bounded_error(e.condition, e.description), True, False,
                              link.unsettled_at_detach)]  # fmt: skip
 
     def _on_flow(self, f: Any) -> list:
