@@ -15,6 +15,7 @@ from typing import Any
 from . import codec
 from .definitions import Error
 from .errors import AMQPError, Condition, DecodeError, FramingError
+from .fastpath import decode_transfer
 
 AMQP_HEADER = b"AMQP\x00\x01\x00\x00"
 SASL_HEADER = b"AMQP\x03\x01\x00\x00"
@@ -128,6 +129,9 @@ class FrameParser:
         if body_start == end:
             return Frame(type_, channel, None)
         body = bytes(buf[body_start:end])
+        fast = decode_transfer(body) if body[2:3] == b"\x14" else None
+        if fast is not None:
+            return Frame(type_, channel, fast[0], body[fast[1] :])
         performative, after = codec.decode(body)
         if not hasattr(performative, "FIELDS"):
             raise DecodeError("frame body is not a performative")

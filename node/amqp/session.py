@@ -25,6 +25,7 @@ from .events import (
     MessageReceived,
     SessionEnded,
 )
+from .fastpath import encode_transfer_frame
 from .framing import bounded_error, encode_frame
 from .link import Link
 
@@ -183,6 +184,11 @@ class Session:
         if not settled:
             self.outgoing_unsettled[delivery_id] = d
         conn = self.connection
+        if state is None and len(tag) <= 32:
+            frame = encode_transfer_frame(self.channel, link.handle, delivery_id, tag, settled, payload, message_format)
+            if len(frame) <= conn.remote_max_frame_size:
+                self._queue_transfer(link, frame)
+                return d
         first = Transfer(
             handle=link.handle,
             delivery_id=delivery_id,
