@@ -54,15 +54,20 @@ DATA, AMQP_SEQUENCE, AMQP_VALUE = 0x75, 0x76, 0x77  # body section descriptors
 
 _RANK = {0x70: 0, 0x71: 1, 0x72: 2, 0x73: 3, 0x74: 4, 0x75: 5, 0x76: 5, 0x77: 5, 0x78: 6}
 _CODE_BY_NAME = {cls.NAME: cls.CODE for cls in SECTIONS}
-_NAME_BY_CODE = {cls.CODE: cls.NAME.split(":")[1] for cls in SECTIONS}
+_NAME_BY_CODE = {cls.CODE: cls.NAME.split(":")[1] for cls in SECTIONS} | {0x77: "amqp-value"}
 
 _LISTS = frozenset((0x45, 0xC0, 0xD0))
 _MAPS = frozenset((0xC1, 0xD1))
-# The constructor each section's value may have; None: any value (amqp-value).
-_ALLOWED: dict[int, frozenset[int] | None] = {
+_ANY = frozenset(range(256))  # amqp-value: _skip rejects what is no constructor
+# The constructors each section's value may have.
+_ALLOWED = {
     0x70: _LISTS, 0x71: _MAPS, 0x72: _MAPS, 0x73: _LISTS, 0x74: _MAPS,
-    0x75: frozenset((0xA0, 0xB0)), 0x76: _LISTS, 0x77: None, 0x78: _MAPS,
+    0x75: frozenset((0xA0, 0xB0)), 0x76: _LISTS, 0x77: _ANY, 0x78: _MAPS,
 }  # fmt: skip
+# descriptor code -> (rank, allowed constructors), a list for the hot path
+_SECTION: list[tuple[int, frozenset[int]] | None] = [None] * 256
+for _code, _rank in _RANK.items():
+    _SECTION[_code] = (_rank, _ALLOWED[_code])
 
 # How to skip a value from its constructor [1.2]: the subcategory (high
 # nibble) fixes the width. >= 0: that many fixed bytes; -1 / -4: a 1 or 4
@@ -83,7 +88,7 @@ for _codes, _w in (
 ):
     for _c in _codes:
         _WIDTH[_c] = _w
-del _codes, _w, _c
+del _codes, _w, _c, _code, _rank
 
 _u32 = struct.Struct(">I").unpack_from
 _u64 = struct.Struct(">Q").unpack_from
@@ -141,17 +146,20 @@ def _descriptor(data: bytes, p: int, n: int) -> tuple[int, int]:
     if c == 0x80:
         if p + 9 > n:
             raise DecodeError("section descriptor truncated")
-        return _u64(data, p + 1)[0], p + 9
-    if c == 0x44:
-        return 0, p + 1
-    if c in (0xA3, 0xB3):
+        code, end = _u64(data, p + 1)[0], p + 9
+    elif c == 0x44:
+        code, end = 0, p + 1
+    elif c in (0xA3, 0xB3):
         end = _skip(data, p, n, 0)
-        start = p + 2 if c == 0xA3 else p + 5
-        code = _CODE_BY_NAME.get(bytes(data[start:end]).decode("ascii", "replace"))
-        if code is None:
-            raise DecodeError(f"section descriptor {bytes(data[start:end])!r} is not a message section [3.2]")
-        return code, end
-    raise DecodeError(f"a section descriptor is a ulong or a symbol, not constructor 0x{c:02x} [1.5]")
+        name = bytes(data[p + 2 if c == 0xA3 else p + 5 : end])
+        code = _CODE_BY_NAME.get(name.decode("ascii", "replace"), -1)
+        if code < 0:
+            raise DecodeError(f"section descriptor {name!r} is not a message section [3.2]")
+    else:
+        raise DecodeError(f"a section descriptor is a ulong or a symbol, not constructor 0x{c:02x} [1.5]")
+    if code not in _RANK:
+        raise DecodeError(f"descriptor 0x{code:x} is not a message section [3.2]")
+    return code, end
 
 
 def _order_error(code: int, last: int, last_code: int) -> DecodeError:
@@ -181,10 +189,10 @@ def _scan(data: bytes) -> tuple[list[int], int]:
     last_code = 0
     body_code = 0
     while pos < n:
+        if data[pos]:
+            raise DecodeError(f"expected a described section at offset {pos}, got 0x{data[pos]:02x} [3.2]")
         if pos + 4 > n:  # 0x00, a descriptor and a value take at least 4 bytes
             raise DecodeError(f"message section truncated at offset {pos}")
-        if data[pos] != 0x00:
-            raise DecodeError(f"expected a described section at offset {pos}, got 0x{data[pos]:02x} [3.2]")
         if data[pos + 1] == 0x53:  # smallulong: what every client sends
             code = data[pos + 2]
             p = pos + 3
@@ -192,24 +200,24 @@ def _scan(data: bytes) -> tuple[list[int], int]:
             code, p = _descriptor(data, pos + 1, n)
             if p >= n:
                 raise DecodeError("message section truncated")
-        rank = _RANK.get(code)
-        if rank is None:
+        section = _SECTION[code]
+        if section is None:
             raise DecodeError(f"descriptor 0x{code:x} is not a message section [3.2]")
+        rank, allowed = section
         if rank > last:
-            for r in range(last + 1, rank + 1):
-                bounds[r] = pos
-            last = rank
+            while last < rank:  # ranks skipped over are empty
+                last += 1
+                bounds[last] = pos
             last_code = code
-            if rank == BODY:
+            if rank == 5:  # BODY (literals: this loop is the hot path)
                 body_code = code
-        elif rank != BODY or code != last_code or code == AMQP_VALUE:
+        elif rank != 5 or code != last_code or code == 0x77:  # only data and amqp-sequence repeat
             raise _order_error(code, last, last_code)
         c = data[p]
-        allowed = _ALLOWED[code]
-        if allowed is not None and c not in allowed:
+        if c not in allowed:
             raise DecodeError(f"{_NAME_BY_CODE[code]} section holds constructor 0x{c:02x} [3.2]")
-        # skip the value by its size; _skip is the general case, inlined here
-        # for the constructors every section uses
+        # skip the value by its size: _skip inlined for the sized
+        # constructors that all sections but amqp-value have
         w = _WIDTH[c]
         if w == -1:
             if p + 2 > n:
@@ -223,15 +231,104 @@ def _scan(data: bytes) -> tuple[list[int], int]:
             pos = _skip(data, p, n, 0)
         if pos > n:
             raise DecodeError("message section truncated")
-    for r in range(last + 1, 7):
-        bounds[r] = n
+    while last < 6:  # FOOTER
+        last += 1
+        bounds[last] = n
     return bounds, body_code
+
+
+# ---------------------------------------------------------------- quick header and properties
+#
+# The router reads the header and properties of every message. The generic
+# path (codec.decode, then the composite's from_list) builds an intermediate
+# list and checks each field through a table; this one decodes the list's
+# elements straight into the constructor's arguments. It handles only what
+# it can check by constructor byte and returns None for anything else, which
+# then goes to the generic path: both paths give the same section or both
+# raise DecodeError (tests/amqp/test_message.py checks this).
+
+# Constructors whose decoded value has exactly the type that composite.py
+# requires of a field of each type [1.6].
+_FIELD_CONSTRUCTORS = {
+    "bool": frozenset((0x41, 0x42, 0x56)),
+    "ubyte": frozenset((0x50,)),
+    "uint": frozenset((0x43, 0x52, 0x70)),
+    "ulong": frozenset((0x44, 0x53, 0x80)),
+    "timestamp": frozenset((0x83,)),
+    "string": frozenset((0xA1, 0xB1)),
+    "symbol": frozenset((0xA3, 0xB3)),
+    "binary": frozenset((0xA0, 0xB0)),
+    "*": _ANY,
+}
+
+
+def _field_constructors(cls: type) -> tuple[frozenset[int], ...]:
+    for f in cls.FIELDS:
+        if f.mandatory or f.multiple:
+            raise TypeError(f"the quick path cannot decode {cls.__name__}.{f.name}")
+    return tuple(_FIELD_CONSTRUCTORS[f.type] for f in cls.FIELDS)
+
+
+_HEADER_CONSTRUCTORS = _field_constructors(Header)
+_PROPERTIES_CONSTRUCTORS = _field_constructors(Properties)
+
+
+def _quick_composite(cls: type, constructors: tuple[frozenset[int], ...], data: bytes, start: int, end: int):
+    """Decodes the list section at data[start:end] (scanned already), or
+    returns None to leave it to the generic path."""
+    p = start + 3 if data[start + 1] == 0x53 else _descriptor(data, start + 1, end)[1]
+    c = data[p]
+    if c == 0xC0:
+        if p + 3 > end:
+            return None
+        count, q = data[p + 2], p + 3
+    elif c == 0x45:
+        return cls()
+    elif c == 0xD0:
+        if p + 9 > end:
+            return None
+        count, q = _u32(data, p + 5)[0], p + 9
+    else:
+        return None
+    if count > len(constructors):
+        return None
+    args = [None] * len(constructors)
+    decode_at = codec.decode_at
+    for i in range(count):
+        if q >= end:
+            return None
+        c = data[q]
+        if c == 0x40:  # null: the field's default
+            q += 1
+        elif c in constructors[i]:
+            args[i], q = decode_at(data, q, end, 2)  # depth as in the generic path
+        else:
+            return None
+    if q != end:
+        return None
+    return cls(*args)
 
 
 # ---------------------------------------------------------------- the message
 
 
 _ABSENT: Any = object()
+_UNSET: Any = object()
+_NO_PROPERTIES = Properties()
+
+
+def _header_field(name: str, doc: str) -> property:
+    def get(self: Message) -> Any:
+        return getattr(self.header or _NO_HEADER, name)
+
+    return property(get, doc=f"header {name} [3.2.1]: {doc}")
+
+
+def _properties_field(name: str, doc: str = "or None") -> property:
+    def get(self: Message) -> Any:
+        return getattr(self.properties or _NO_PROPERTIES, name)
+
+    return property(get, doc=f"properties {name} [3.2.4], {doc}")
 
 
 class Message:
@@ -242,13 +339,15 @@ class Message:
     """
 
     # _b: section bounds (see _scan); _bc: body descriptor or 0. The other
-    # slots are caches, unset until first access.
+    # slots cache decoded sections, _UNSET until first access (a sentinel
+    # test is cheaper than catching AttributeError from an unset slot).
     __slots__ = ("payload", "_b", "_bc", "_h", "_da", "_ma", "_p", "_ap", "_ft", "_body")
 
     def __init__(self, payload: bytes, bounds: list[int], body_code: int):
         self.payload = payload
         self._b = bounds
         self._bc = body_code
+        self._h = self._da = self._ma = self._p = self._ap = self._ft = self._body = _UNSET
 
     @classmethod
     def from_bytes(cls, payload: bytes | bytearray | memoryview) -> Message:
@@ -351,61 +450,63 @@ class Message:
             raise DecodeError(f"{_RANK_NAMES[rank]} section size mismatch")
         return value
 
+    def _composite(self, rank: int, cls: type, constructors: tuple[frozenset[int], ...]) -> Any:
+        start, end = self._b[rank], self._b[rank + 1]
+        if start == end:
+            return None
+        try:
+            value = _quick_composite(cls, constructors, self.payload, start, end)
+        except (struct.error, IndexError, ValueError):
+            value = None
+        return self._section(rank) if value is None else value
+
     @property
     def header(self) -> Header | None:
-        try:
-            return self._h
-        except AttributeError:
-            self._h = h = self._section(HEADER)
-            return h
+        h = self._h
+        if h is _UNSET:
+            self._h = h = self._composite(HEADER, Header, _HEADER_CONSTRUCTORS)
+        return h
 
     @property
     def delivery_annotations(self) -> dict | None:
-        try:
-            return self._da
-        except AttributeError:
+        v = self._da
+        if v is _UNSET:
             self._da = v = self._section(DELIVERY_ANNOTATIONS)
-            return v
+        return v
 
     @property
     def message_annotations(self) -> dict | None:
-        try:
-            return self._ma
-        except AttributeError:
+        v = self._ma
+        if v is _UNSET:
             self._ma = v = self._section(MESSAGE_ANNOTATIONS)
-            return v
+        return v
 
     @property
     def properties(self) -> Properties | None:
-        try:
-            return self._p
-        except AttributeError:
-            self._p = v = self._section(PROPERTIES)
-            return v
+        v = self._p
+        if v is _UNSET:
+            self._p = v = self._composite(PROPERTIES, Properties, _PROPERTIES_CONSTRUCTORS)
+        return v
 
     @property
     def application_properties(self) -> dict | None:
-        try:
-            return self._ap
-        except AttributeError:
+        v = self._ap
+        if v is _UNSET:
             self._ap = v = self._section(APPLICATION_PROPERTIES)
-            return v
+        return v
 
     @property
     def footer(self) -> dict | None:
-        try:
-            return self._ft
-        except AttributeError:
+        v = self._ft
+        if v is _UNSET:
             self._ft = v = self._section(FOOTER)
-            return v
+        return v
 
     @property
     def body_sections(self) -> tuple[Any, ...]:
         """The decoded body sections: Data, AmqpSequence or AmqpValue objects."""
-        try:
+        if self._body is not _UNSET:
             return self._body
-        except AttributeError:
-            pass
         sections = []
         pos, end = self._b[BODY], self._b[FOOTER]
         while pos < end:
@@ -431,83 +532,25 @@ class Message:
         return None
 
     # ------------------------------------------------------------ fast fields
+    # A missing header or properties section reads as one with every field
+    # at its default [3.2.1], [3.2.4].
 
-    @property
-    def durable(self) -> bool:
-        h = self.header
-        return False if h is None else h.durable
+    durable = _header_field("durable", "whether the message is durable, False by default")
+    priority = _header_field("priority", "0-255, 4 by default")
+    ttl = _header_field("ttl", "milliseconds, or None")
+    first_acquirer = _header_field("first_acquirer", "False by default")
+    delivery_count = _header_field("delivery_count", "failed delivery attempts, 0 by default")
 
-    @property
-    def priority(self) -> int:
-        h = self.header
-        return 4 if h is None else h.priority
-
-    @property
-    def ttl(self) -> int | None:
-        """Milliseconds, or None [3.2.1]."""
-        h = self.header
-        return None if h is None else h.ttl
-
-    @property
-    def first_acquirer(self) -> bool:
-        h = self.header
-        return False if h is None else h.first_acquirer
-
-    @property
-    def delivery_count(self) -> int:
-        h = self.header
-        return 0 if h is None else h.delivery_count
-
-    @property
-    def message_id(self) -> Any:
-        p = self.properties
-        return None if p is None else p.message_id
-
-    @property
-    def user_id(self) -> bytes | None:
-        p = self.properties
-        return None if p is None else p.user_id
-
-    @property
-    def to(self) -> Any:
-        p = self.properties
-        return None if p is None else p.to
-
-    @property
-    def subject(self) -> str | None:
-        p = self.properties
-        return None if p is None else p.subject
-
-    @property
-    def reply_to(self) -> Any:
-        p = self.properties
-        return None if p is None else p.reply_to
-
-    @property
-    def correlation_id(self) -> Any:
-        p = self.properties
-        return None if p is None else p.correlation_id
-
-    @property
-    def content_type(self) -> str | None:
-        p = self.properties
-        return None if p is None else p.content_type
-
-    @property
-    def absolute_expiry_time(self) -> int | None:
-        """Milliseconds since the Unix epoch, or None [3.2.4]."""
-        p = self.properties
-        return None if p is None else p.absolute_expiry_time
-
-    @property
-    def creation_time(self) -> int | None:
-        p = self.properties
-        return None if p is None else p.creation_time
-
-    @property
-    def group_id(self) -> str | None:
-        p = self.properties
-        return None if p is None else p.group_id
+    message_id = _properties_field("message_id")
+    user_id = _properties_field("user_id")
+    to = _properties_field("to")
+    subject = _properties_field("subject")
+    reply_to = _properties_field("reply_to")
+    correlation_id = _properties_field("correlation_id")
+    content_type = _properties_field("content_type")
+    absolute_expiry_time = _properties_field("absolute_expiry_time", "milliseconds since the Unix epoch, or None")
+    creation_time = _properties_field("creation_time", "milliseconds since the Unix epoch, or None")
+    group_id = _properties_field("group_id")
 
     # ------------------------------------------------------------ re-encoding
 
@@ -542,9 +585,7 @@ class Message:
         new.update(merge)
         return MessageAnnotations(new).encode()
 
-    def _splice(
-        self, header: bytes | None, annotations: bytes | None, keep_da: bool
-    ) -> tuple[bytes, list[int]]:
+    def _splice(self, header: bytes | None, annotations: bytes | None, keep_da: bool) -> tuple[bytes, list[int]]:
         """New payload: header (new or old), delivery annotations if kept,
         message annotations (new or old), then the rest unchanged."""
         b = self._b
