@@ -13,6 +13,8 @@ import ipaddress
 import os
 from dataclasses import dataclass, field
 
+from node.permissions import Permission
+
 ITERATIONS = 100_000
 
 
@@ -53,10 +55,34 @@ class Authenticator:
         self.anonymous_user = anonymous_user
         self.loopback_users = set(loopback_users)
         self._verified: dict[tuple[str, str], bool] = {}  # PBKDF2 is slow on purpose; don't pay it per connection
+        self.permissions: dict[tuple[str, str], Permission] = {}  # (user, vhost) ->
 
-    def add_user(self, name: str, password: str, tags: list[str] | None = None) -> None:
-        self.users[name] = User(name, hash_password(password), list(tags or []))
+    def add_user(self, name: str, password: str | None, tags: list[str] | None = None,
+                 password_hash: str | None = None) -> None:  # fmt: skip
+        """Creates or replaces a user; `password_hash` loads a stored one."""
+        if password_hash is None:
+            password_hash = hash_password(password) if password is not None else ""
+        self.users[name] = User(name, password_hash, list(tags or []))
         self._verified = {k: v for k, v in self._verified.items() if k[0] != name}
+
+    def delete_user(self, name: str) -> bool:
+        if self.users.pop(name, None) is None:
+            return False
+        self._verified = {k: v for k, v in self._verified.items() if k[0] != name}
+        self.permissions = {k: v for k, v in self.permissions.items() if k[0] != name}
+        return True
+
+    def set_permissions(self, user: str, vhost: str, configure: str, write: str, read: str) -> None:
+        self.permissions[(user, vhost)] = Permission(configure, write, read)
+
+    def clear_permissions(self, user: str, vhost: str) -> bool:
+        return self.permissions.pop((user, vhost), None) is not None
+
+    def permission(self, user: str, vhost: str) -> Permission | None:
+        return self.permissions.get((user, vhost))
+
+    def vhost_deleted(self, vhost: str) -> None:
+        self.permissions = {k: v for k, v in self.permissions.items() if k[1] != vhost}
 
     def authenticate(self, mechanism: str, response: bytes | None, peer_host: str) -> str | None:
         """The user name, or None when the credentials are refused."""

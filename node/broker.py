@@ -32,6 +32,7 @@ class Broker:
         self.metrics = NodeMetrics()
         self.auth = Authenticator(config.anonymous_user, config.loopback_users)
         self.auth.add_user(config.default_user, config.default_password, ["administrator"])
+        self.auth.set_permissions(config.default_user, "/", ".*", ".*", ".*")
         self._server: asyncio.base_events.Server | None = None
         self._alarm_timer: asyncio.TimerHandle | None = None
         self.store: MessageStore | None = None
@@ -94,6 +95,20 @@ class Broker:
         if vhost is None:
             vhost = self.vhosts[name] = VHost(name, self)
         return vhost
+
+    def delete_vhost(self, name: str) -> bool:
+        """Deletes a vhost with everything in it; its clients are disconnected."""
+        vhost = self.vhosts.pop(name, None)
+        if vhost is None:
+            return False
+        for conn in list(self.connections):
+            if conn.vhost is vhost:
+                conn.force_close(Condition.CONNECTION_FORCED, f"vhost '{name}' is deleted")
+        for queue_name in list(vhost.queues):
+            vhost.delete_queue(queue_name)
+        self.auth.vhost_deleted(name)
+        self.definitions.save()
+        return True
 
     def make_queue(self, cls: type, vhost: VHost, name: str, durable: bool, exclusive_owner: Any,
                    auto_delete: bool, arguments: dict) -> Any:  # fmt: skip
