@@ -12,6 +12,7 @@ import os
 from typing import Any
 
 FORMAT_VERSION = 1
+HASHING_ALGORITHM = "warren_pbkdf2_sha256"  # node/auth.py's format
 
 
 class DefinitionsFile:
@@ -23,7 +24,18 @@ class DefinitionsFile:
     def save(self) -> None:
         if self.loading:
             return
-        doc = {"version": FORMAT_VERSION, "queues": [], "exchanges": [], "bindings": []}
+        auth = self.node.auth
+        doc = {
+            "version": FORMAT_VERSION,
+            "vhosts": [{"name": name} for name in self.node.vhosts],
+            "users": [{"name": u.name, "password_hash": u.password_hash, "hashing_algorithm": HASHING_ALGORITHM,
+                       "tags": u.tags} for u in auth.users.values()],
+            "permissions": [{"user": user, "vhost": vhost, "configure": p.configure, "write": p.write,
+                             "read": p.read} for (user, vhost), p in auth.permissions.items()],
+            "queues": [],
+            "exchanges": [],
+            "bindings": [],
+        }  # fmt: skip
         for vhost in self.node.vhosts.values():
             for q in vhost.queues.values():
                 if q.durable and q.exclusive_owner is None:
@@ -59,6 +71,18 @@ class DefinitionsFile:
             doc = json.load(f)
         self.loading = True
         try:
+            for v in doc.get("vhosts", []):
+                self.node.ensure_vhost(v["name"])
+            auth = self.node.auth
+            for u in doc.get("users", []):
+                tags = u.get("tags") or []
+                tags = tags.split(",") if isinstance(tags, str) else tags
+                if u.get("hashing_algorithm") == HASHING_ALGORITHM:
+                    auth.add_user(u["name"], None, tags, password_hash=u["password_hash"])
+                else:
+                    auth.add_user(u["name"], u.get("password"), tags)
+            for p in doc.get("permissions", []):
+                auth.set_permissions(p["user"], p["vhost"], p["configure"], p["write"], p["read"])
             for x in doc.get("exchanges", []):
                 vhost = self.node.ensure_vhost(x.get("vhost", "/"))
                 vhost.declare_exchange(x["name"], x.get("type", "direct"), x.get("durable", True),
