@@ -22,6 +22,7 @@ from node.amqp.types import Symbol
 from node.links import Publisher, QueueConsumer
 from node.routing import address
 from node.routing.errors import NotFound, RoutingError
+from node.vhost import ResourceLocked
 
 if TYPE_CHECKING:
     from node.broker import Broker
@@ -206,6 +207,9 @@ class ConnectionHandler(asyncio.Protocol):
         source_addr = getattr(attach.source, "address", None)
         source = address.parse_source(source_addr)
         queue = self.vhost.queue(source.queue)
+        if queue.exclusive_owner is not None and queue.exclusive_owner is not self:
+            raise ResourceLocked(f"cannot obtain exclusive access to locked queue '{queue.name}' in vhost "
+                                 f"'{self.vhost.name}'")  # fmt: skip
         link.attach(
             source=attach.source,
             target=attach.target,

@@ -29,6 +29,12 @@ if TYPE_CHECKING:
     from node.connection_handler import ConnectionHandler
 
 _seq_tag = struct.Struct(">Q")
+_SECTION = b"\x00\x53"  # a section descriptor, as smallulong
+_HEADER = _SECTION + b"\x70"
+_DELIVERY_ANNOTATIONS = _SECTION + b"\x71"
+_FIRST_ACQUIRER_HEADER = d.Header(first_acquirer=True).encode()
+_HEADER_CACHE_MAX = 1024
+_header_cache: dict[bytes, bytes] = {}  # header section as published -> with first-acquirer true
 ACCEPTED = d.Accepted()
 RELEASED = d.Released()
 
@@ -158,12 +164,23 @@ class QueueConsumer:
             return
         payload = message.payload
         if message.acquired or message.delivery_count or message.annotations:
-            changes = {}
-            if message.acquired:
-                changes["first_acquirer"] = False
+            changes = {"first_acquirer": not message.acquired}
             if message.delivery_count:
                 changes["delivery_count"] = message.delivery_count
-            payload = Message.from_bytes(payload).to_delivery_bytes(changes or None, message.annotations)
+            payload = Message.from_bytes(payload).to_delivery_bytes(changes, message.annotations)
+        else:
+            payload = first_delivery_payload(payload)
+        limit = link.remote_max_message_size
+        if limit and len(payload) > limit:
+            # [2.7.3] "Any attempt to deliver a message larger than this results
+            # in a message-size-exceeded link-error": RabbitMQ applies it to the
+            # messages it sends too. The detach requeues the message (unless
+            # the consumer is pre-settled: at most once).
+            link.detach(closed=True, condition=Condition.MESSAGE_SIZE_EXCEEDED,
+                        description=f"message size ({len(payload)} bytes) > maximum message size ({limit} bytes)")  # fmt: skip
+            self.handler._link_gone(link)
+            self.handler.schedule_flush()
+            return
         link.send(_seq_tag.pack(message.seq), payload, settled=self.presettled)
         metrics = self.handler.node.metrics
         metrics.delivered += 1
@@ -205,6 +222,36 @@ class QueueConsumer:
 
     def detached(self) -> None:
         self.queue.detach_consumer(self)
+
+
+def first_delivery_payload(payload: bytes) -> bytes:
+    """The payload of a message's first delivery: its header says
+    first-acquirer true, as RabbitMQ's does on every delivery that is not a
+    redelivery. Publishers' headers repeat, so rewritten ones are cached and
+    the common cases cost no decoding."""
+    if payload[:3] != _HEADER:
+        if payload[:2] == _SECTION and payload[:3] != _DELIVERY_ANNOTATIONS:
+            return _FIRST_ACQUIRER_HEADER + payload  # no header: add one
+        return Message.from_bytes(payload).to_delivery_bytes({"first_acquirer": True})
+    code = payload[3] if len(payload) > 3 else -1
+    if code == 0x45:  # list0
+        end = 4
+    elif code == 0xC0:  # list8
+        end = 5 + payload[4]
+    elif code == 0xD0:  # list32
+        end = 8 + int.from_bytes(payload[4:8], "big")
+    else:
+        end = 0
+    if not end or payload[end : end + 3] == _DELIVERY_ANNOTATIONS:
+        return Message.from_bytes(payload).to_delivery_bytes({"first_acquirer": True})
+    header = bytes(payload[:end])
+    new = _header_cache.get(header)
+    if new is None:
+        new = Message.from_bytes(header).to_delivery_bytes({"first_acquirer": True})
+        if len(_header_cache) >= _HEADER_CACHE_MAX:
+            _header_cache.clear()
+        _header_cache[header] = new
+    return payload if new == header else new + payload[end:]
 
 
 def settlement_of(state: Any, settled: bool) -> Settlement | None:

@@ -51,6 +51,7 @@ _u8u8 = struct.Struct(">BB")
 _u32u32 = struct.Struct(">II")
 
 MAX_NESTING = 64  # bounds recursion on hostile input
+MAX_SAME_HASH = 32  # keys of one map that may share a Python hash
 
 # Composite registry, filled by composite.py: descriptor (int code or Symbol
 # name) -> callable(list_of_fields) -> object.
@@ -563,12 +564,21 @@ def _read_map(width: int):
         if count % 2:
             raise DecodeError("map with an odd number of elements")
         result = {}
+        # Python's hashes of UUIDs (and so of described values holding them)
+        # are not keyed: a peer can send thousands of keys with one hash and
+        # make each insertion linear. Large maps count keys per hash.
+        hashes: dict[int, int] | None = {} if count > 2 * MAX_SAME_HASH else None
         for _ in range(count // 2):
             if p >= end:
                 raise DecodeError("map shorter than its count")
             k, p = decode_at(data, p, end, depth + 1)
             v, p = decode_at(data, p, end, depth + 1)
             try:
+                if hashes is not None:
+                    h = hash(k)
+                    n = hashes[h] = hashes.get(h, 0) + 1
+                    if n > MAX_SAME_HASH:
+                        raise DecodeError("too many map keys with the same hash")
                 if k in result:
                     raise DecodeError("map with a duplicate key")  # [1.6.23]
                 result[k] = v

@@ -205,7 +205,9 @@ class Connection:
                 hostname=hostname,
                 max_frame_size=self.max_frame_size,
                 channel_max=self.channel_max,
-                idle_time_out=int(self.idle_timeout * 1000) if self.idle_timeout else None,
+                # [2.4.5] advertise half the threshold we enforce, so a peer that
+                # heartbeats at the advertised period is never cut off
+                idle_time_out=int(self.idle_timeout * 500) if self.idle_timeout else None,
                 offered_capabilities=offered_capabilities,
                 desired_capabilities=desired_capabilities,
                 properties=properties,

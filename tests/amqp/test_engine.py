@@ -65,10 +65,10 @@ def test_open_carries_settings_both_ways():
     s, _ = p.pump()
     o = s[0].open
     assert (o.container_id, o.hostname, o.max_frame_size, o.channel_max, o.idle_time_out) == (
-        "client", "vhost", 4096, 7, 30000)  # fmt: skip
+        "client", "vhost", 4096, 7, 15000)  # fmt: skip
     assert o.properties == {"product": "t"} and o.offered_capabilities == ["A"] and o.desired_capabilities == ["B"]
     assert p.server.remote_max_frame_size == 4096 and p.server.remote_channel_max == 7
-    assert p.server.remote_idle_timeout == 30
+    assert p.server.remote_idle_timeout == 15  # half of the client's threshold [2.4.5]
     p.server.open()
     _, c = p.pump()
     assert c[0].open.max_frame_size == 8192 and p.client.remote_channel_max == 9
@@ -133,7 +133,7 @@ def test_idle_timeout_closes_with_resource_limit_exceeded():
     clock = FakeClock()
     p = ScriptedPeer(idle_timeout=10, clock=clock)
     out = p.open()
-    assert only(performatives(out), d.Open).idle_time_out == 10000
+    assert only(performatives(out), d.Open).idle_time_out == 5000  # half of what is enforced
     clock.advance(6)
     assert p.server.tick() == pytest.approx(clock.now + 4)
     p.feed(HEARTBEAT)  # any input resets the timer

@@ -21,6 +21,11 @@ from node.config import Config
 
 REPO = Path(__file__).resolve().parents[2]
 
+# helper modules next to this file (raw_client.py) are importable by the tests
+# (--import-mode=importlib does not put test directories on sys.path)
+if str(Path(__file__).parent) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).parent))
+
 
 class BrokerThread:
     def __init__(self, config: Config):
@@ -67,7 +72,8 @@ class BrokerThread:
 
 
 def make_config(data_dir: Path, **overrides) -> Config:
-    cfg = Config(data_dir=str(data_dir), listen_host="127.0.0.1", amqp_port=0, node_name="warren@test")
+    cfg = Config(data_dir=str(data_dir), listen_host="127.0.0.1", amqp_port=0, http_port=0, metrics_port=0,
+                 node_name="warren@test")
     for k, v in overrides.items():
         setattr(cfg, k, v)
     return cfg
@@ -99,7 +105,7 @@ class BrokerProcess:
     """`warren server` in a child process, for kill -9 and SIGTERM tests."""
 
     def __init__(self, data_dir: Path, definitions: Path | None = None, extra_env: dict | None = None):
-        cmd = [sys.executable, "-m", "node.cli", "server", "--data-dir", str(data_dir), "--amqp-port", "0",
+        cmd = [sys.executable, "-m", "node.cli", "server", "--data-dir", str(data_dir), "--amqp-port", "0", "--http-port", "0", "--metrics-port", "0",
                "--listen-host", "127.0.0.1"]  # fmt: skip
         if definitions:
             cmd += ["--definitions", str(definitions)]
