@@ -312,6 +312,8 @@ def _quick_composite(cls: type, constructors: tuple[frozenset[int], ...], data: 
 # ---------------------------------------------------------------- the message
 
 
+_HEADER_CACHE_MAX = 1024
+_header_cache: dict[bytes, Any] = {}  # header section bytes -> Header (shared: read-only)
 _ABSENT: Any = object()
 _UNSET: Any = object()
 _NO_PROPERTIES = Properties()
@@ -464,7 +466,16 @@ class Message:
     def header(self) -> Header | None:
         h = self._h
         if h is _UNSET:
-            self._h = h = self._composite(HEADER, Header, _HEADER_CONSTRUCTORS)
+            # Publishers repeat the same few headers: decode each one once.
+            start, end = self._b[HEADER], self._b[HEADER + 1]
+            raw = self.payload[start:end]
+            h = _header_cache.get(raw) if start != end else None
+            if h is None and start != end:
+                h = self._composite(HEADER, Header, _HEADER_CONSTRUCTORS)
+                if len(_header_cache) >= _HEADER_CACHE_MAX:
+                    _header_cache.clear()
+                _header_cache[raw] = h
+            self._h = h
         return h
 
     @property
