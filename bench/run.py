@@ -25,6 +25,7 @@ Brokers are stopped (and their temp dirs removed) on exit, including on Ctrl-C.
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import os
 import platform
@@ -34,6 +35,8 @@ import statistics
 import sys
 import tempfile
 import time
+import urllib.parse
+import urllib.request
 from dataclasses import asdict, dataclass
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -43,7 +46,8 @@ import pair  # noqa: E402
 import procs  # noqa: E402
 from rabbitmq import RabbitNode  # noqa: E402
 
-DEFAULT_WARREN_CMD = "{repo}/.venv/bin/warren server --data-dir {data_dir} --amqp-port {port}"
+DEFAULT_WARREN_CMD = ("{repo}/.venv/bin/warren server --data-dir {data_dir} --amqp-port {port} "
+                      "--http-port {http_port} --metrics-port 0 --listen-host {host}")
 
 
 # --------------------------------------------------------------------------- workloads
@@ -141,20 +145,20 @@ class RabbitBroker(Broker):
         return self._version
 
 
-def declare_warren_queues(host: str, port: int, queues: list[QueueSpec], *, data_dir: str) -> None:
-    """HOOK: declare `queues` on the running Warren server before a workload runs.
-
-    Called once per measured run (and for the warm-up) with fresh queue names, after
-    the server accepts TCP connections on host:port.  Each QueueSpec gives the name
-    (addressed by arrow as ``/queues/NAME``, see WarrenBroker.address) and whether the
-    queue must be durable; the durable workloads also send durable messages.
-
-    Warren's queue-declaration interface does not exist yet, so this does nothing:
-    fill it in (e.g. an HTTP admin call, a CLI such as ``warren queue declare``, or
-    nothing if Warren auto-creates queues on attach with the right durability) once
-    it does.  Raise an exception to mark the run as failed.
-    """
-    return None
+def declare_warren_queues(host: str, http_port: int, queues: list[QueueSpec]) -> None:
+    """Declares `queues` through Warren's management HTTP API (RabbitMQ's
+    shape: PUT /api/queues/{vhost}/{name}), as the RabbitMQ side does."""
+    auth = base64.b64encode(b"guest:guest").decode()
+    for q in queues:
+        req = urllib.request.Request(
+            f"http://{host}:{http_port}/api/queues/%2F/{urllib.parse.quote(q.name, safe='')}",
+            data=json.dumps({"durable": q.durable, "auto_delete": False, "arguments": {}}).encode(),
+            method="PUT",
+            headers={"Authorization": f"Basic {auth}", "Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            if resp.status not in (200, 201, 204):
+                raise RuntimeError(f"declaring {q.name} on Warren: HTTP {resp.status}")
 
 
 class WarrenBroker(Broker):
@@ -163,6 +167,7 @@ class WarrenBroker(Broker):
     def __init__(self, args):
         self.cmd_template = args.warren_cmd
         self.port = args.warren_port
+        self.http_port = args.warren_http_port
         self.start_timeout = args.warren_start_timeout
         self.keep = args.keep
         self.base: str | None = None
@@ -174,7 +179,7 @@ class WarrenBroker(Broker):
         self.base = tempfile.mkdtemp(prefix="warren-bench-warren-")
         data_dir = os.path.join(self.base, "data")
         os.makedirs(data_dir)
-        cmd = [part.format(repo=REPO, data_dir=data_dir, port=self.port, host=self.host)
+        cmd = [part.format(repo=REPO, data_dir=data_dir, port=self.port, host=self.host, http_port=self.http_port)
                for part in shlex.split(self.cmd_template)]
         self.log_path = os.path.join(self.base, "server.out")
         print(f"[bench] starting Warren: {shlex.join(cmd)}", file=sys.stderr)
@@ -198,7 +203,7 @@ class WarrenBroker(Broker):
             self.base = None
 
     def declare(self, queues: list[QueueSpec]) -> None:
-        declare_warren_queues(self.host, self.port, queues, data_dir=self.data_dir)
+        declare_warren_queues(self.host, self.http_port, queues)
 
     def address(self, queue: QueueSpec) -> str:
         return f"/queues/{queue.name}"
@@ -369,6 +374,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="command starting Warren; placeholders {repo} {data_dir} {port} {host} "
                          f"(default: {DEFAULT_WARREN_CMD!r})")
     ap.add_argument("--warren-port", type=int, default=5672)
+    ap.add_argument("--warren-http-port", type=int, default=15699, help="Warren's HTTP API port (queue declarations)")
     ap.add_argument("--warren-start-timeout", type=float, default=60.0)
     ap.add_argument("--rabbit-port", type=int, default=5682)
     ap.add_argument("--rabbit-mgmt-port", type=int, default=15682)

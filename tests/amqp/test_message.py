@@ -835,7 +835,7 @@ def _mutated_message_case(data) -> None:
 
 # A few hundred cases always; many more with the `slow` marker.
 _FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-_FUZZ_BIG = settings(max_examples=10_000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+_FUZZ_BIG = settings(max_examples=2_000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @_FUZZ
