@@ -8,12 +8,15 @@ import os
 import time
 from typing import Any
 
+from node import prometheus
 from node.alarms import Alarms
 from node.amqp.errors import Condition
 from node.auth import Authenticator
 from node.config import Config
 from node.connection_handler import ConnectionHandler, server_properties
 from node.definitions import DefinitionsFile
+from node.http_api import ManagementAPI, start_site
+from node.http_format import DEFAULT_VHOST_DESCRIPTION
 from node.metrics import NodeMetrics
 from node.vhost import VHost
 from queues.classic import MemoryPersistence, StorePersistence
@@ -38,6 +41,14 @@ class Broker:
         self.store: MessageStore | None = None
         self.committer: GroupCommitter | None = None
         self.amqp_port = config.amqp_port
+        # The ports actually bound (config port 0 picks a free one); None
+        # while not listening or when the config disables it (port < 0).
+        self.http_port: int | None = None
+        self.metrics_port: int | None = None
+        self.started_at = time.time()
+        self.management = ManagementAPI(self)
+        self._http_runner: Any = None
+        self._metrics_runner: Any = None
 
     # ------------------------------------------------------------ lifecycle
 
@@ -50,7 +61,7 @@ class Broker:
         self.persistence = StorePersistence(self.store, self.committer)
         self.transient_persistence = MemoryPersistence()
         self.alarms = Alarms(cfg.data_dir, cfg.memory_high_watermark, cfg.disk_free_limit, self._alarm_changed)
-        self.ensure_vhost("/")
+        self.ensure_vhost("/").description = DEFAULT_VHOST_DESCRIPTION
         self.definitions = DefinitionsFile(os.path.join(cfg.data_dir, "definitions.json"), self)
         self.definitions.load()
         if cfg.definitions_file:
@@ -61,12 +72,35 @@ class Broker:
         )
         self.amqp_port = self._server.sockets[0].getsockname()[1]
         self._check_alarms()
-        log.info("node=%s listening amqp=%s:%d data_dir=%s", cfg.node_name, cfg.listen_host, self.amqp_port,
-                 os.path.abspath(cfg.data_dir))  # fmt: skip
+        try:
+            await self._start_http()
+        except BaseException:
+            await self.stop()
+            raise
+        self.started_at = time.time()
+        log.info("node=%s listening amqp=%s:%d http=%s metrics=%s data_dir=%s", cfg.node_name, cfg.listen_host,
+                 self.amqp_port, self.http_port, self.metrics_port, os.path.abspath(cfg.data_dir))  # fmt: skip
+
+    async def _start_http(self) -> None:
+        """The management API and the Prometheus endpoint, on this loop."""
+        cfg = self.config
+        if cfg.http_port >= 0:
+            self._http_runner, self.http_port = await start_site(self.management.application(), cfg.listen_host,
+                                                                 cfg.http_port)  # fmt: skip
+            self.management.start_sampling()
+        if cfg.metrics_port >= 0:
+            self._metrics_runner, self.metrics_port = await start_site(prometheus.application(self),
+                                                                       cfg.listen_host, cfg.metrics_port)  # fmt: skip
 
     async def stop(self) -> None:
         if self._alarm_timer is not None:
             self._alarm_timer.cancel()
+        self.management.stop_sampling()
+        for runner in (self._http_runner, self._metrics_runner):
+            if runner is not None:
+                await runner.cleanup()
+        self._http_runner = self._metrics_runner = None
+        self.http_port = self.metrics_port = None
         if self._server is not None:
             self._server.close()
         for conn in list(self.connections):

@@ -1,9 +1,11 @@
-"""The `warren` command."""
+"""The `warren` command: `warren server` runs a node, `warren ctl` manages one."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+
+from . import ctl
 
 
 def _server(args: argparse.Namespace) -> int:
@@ -40,6 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     server.add_argument("--grpc-port", type=int)
     server.add_argument("--definitions", help="JSON file of queues, exchanges and bindings to declare at start")
     server.set_defaults(func=_server)
+    ctl.add_parser(sub)
     args = parser.parse_args(argv)
     return args.func(args)
 

@@ -13,9 +13,11 @@ class Config:
     node_name: str = "warren@localhost"
     data_dir: str = "./data"
     listen_host: str = "0.0.0.0"
+    # Listener ports; 0 picks a free port (Broker.*_port holds the bound one),
+    # and a negative http or metrics port turns that listener off.
     amqp_port: int = 5672
-    http_port: int = 15672
-    metrics_port: int = 15692
+    http_port: int = 15672  # management HTTP API (node/http_api.py)
+    metrics_port: int = 15692  # Prometheus /metrics (node/prometheus.py)
     grpc_port: int = 25672
     default_user: str = "guest"
     default_password: str = "guest"

@@ -24,10 +24,26 @@ class DefinitionsFile:
     def save(self) -> None:
         if self.loading:
             return
+        doc = self.document()
+        tmp = self.path + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(doc, f, indent=1)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)
+        dir_fd = os.open(os.path.dirname(os.path.abspath(self.path)), os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+    def document(self) -> dict:
+        """Everything durable, as written to the file (and exported by GET
+        /api/definitions)."""
         auth = self.node.auth
-        doc = {
+        doc: dict = {
             "version": FORMAT_VERSION,
-            "vhosts": [{"name": name} for name in self.node.vhosts],
+            "vhosts": [_vhost(v) for v in self.node.vhosts.values()],
             "users": [{"name": u.name, "password_hash": u.password_hash, "hashing_algorithm": HASHING_ALGORITHM,
                        "tags": u.tags} for u in auth.users.values()],
             "permissions": [{"user": user, "vhost": vhost, "configure": p.configure, "write": p.write,
@@ -50,17 +66,7 @@ class DefinitionsFile:
                 doc["bindings"].append({"vhost": vhost.name, "source": b.source,
                                         "destination_type": str(b.destination_kind), "destination": b.destination,
                                         "routing_key": b.binding_key, "arguments": _plain(b.arguments)})  # fmt: skip
-        tmp = self.path + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(doc, f, indent=1)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
-        dir_fd = os.open(os.path.dirname(os.path.abspath(self.path)), os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        return doc
 
     def load(self, path: str | None = None) -> None:
         """Declares everything in the file (ours, or a user's definitions file)."""
@@ -72,7 +78,11 @@ class DefinitionsFile:
         self.loading = True
         try:
             for v in doc.get("vhosts", []):
-                self.node.ensure_vhost(v["name"])
+                vhost = self.node.ensure_vhost(v["name"])
+                if "description" in v:
+                    vhost.description = v["description"]
+                if "tags" in v:
+                    vhost.tags = list(v["tags"] or [])
             auth = self.node.auth
             for u in doc.get("users", []):
                 tags = u.get("tags") or []
@@ -100,6 +110,10 @@ class DefinitionsFile:
             self.loading = False
         if path != self.path:
             self.save()
+
+
+def _vhost(vhost: Any) -> dict:
+    return {"name": vhost.name, "description": vhost.description, "tags": list(vhost.tags)}
 
 
 def _plain(arguments: Any) -> dict:

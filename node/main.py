@@ -37,7 +37,11 @@ def setup_logging(level: str) -> None:
 async def serve(cfg: Config) -> None:
     broker = Broker(cfg)
     await broker.start()
-    print(f"warren {cfg.node_name} listening on amqp://{cfg.listen_host}:{broker.amqp_port}", flush=True)
+    # Tests and scripts parse this line: the amqp URL first, then the ports.
+    http = broker.http_port if broker.http_port is not None else "off"
+    metrics = broker.metrics_port if broker.metrics_port is not None else "off"
+    print(f"warren {cfg.node_name} listening on amqp://{cfg.listen_host}:{broker.amqp_port} http={http} "
+          f"metrics={metrics}", flush=True)  # fmt: skip
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -36,6 +36,8 @@ class VHost:
     def __init__(self, name: str, node: Any):
         self.name = name
         self.node = node
+        self.description = ""
+        self.tags: list[str] = []
         self.routing = RoutingTable(name)
         self.queues: dict[str, Queue] = {}
 
@@ -156,7 +158,9 @@ class VHost:
         keys = [dl_key] if dl_key is not None else (message.routing_keys or [""])
         annotations = dict(message.annotations or {})
         now = Timestamp(int(time.time() * 1000))
-        deaths = list(annotations.get(Symbol("x-opt-deaths")) or [])
+        # copies: the entries may be shared with other copies of this message
+        # (a fanout dead-letter exchange), which must keep their own history
+        deaths = [dict(death) for death in annotations.get(Symbol("x-opt-deaths")) or []]
         for death in deaths:
             if death.get(Symbol("queue")) == queue.name and death.get(Symbol("reason")) == reason:
                 death[Symbol("count")] = death.get(Symbol("count"), 0) + 1
@@ -201,7 +205,7 @@ class VHost:
                 ),
                 None,
             )
-        self.node.metrics.dead_lettered += 1
+        self.node.metrics.count_dead_letter(reason)
 
     def now_ms(self) -> int:
         return int(time.time() * 1000)

@@ -1,0 +1,430 @@
+"""`warren ctl`: rabbitmqctl's everyday commands, over the node's management
+HTTP API (node/http_api.py), so it needs nothing but the standard library.
+
+    warren ctl [--host H] [--port 15672] [--user guest] [--password guest] [--json] COMMAND ...
+
+Options also come from WARREN_CTL_HOST, WARREN_CTL_PORT, WARREN_CTL_USER and
+WARREN_CTL_PASSWORD. Listings print aligned columns for people, or a JSON
+list of objects with --json; a failure prints "Error: ..." on stderr and
+exits non-zero with sysexits codes, as rabbitmqctl does (64 usage, 65 bad
+input, 69 node unreachable, 70 internal, 77 refused).
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import quote
+
+EX_USAGE, EX_DATAERR, EX_UNAVAILABLE, EX_SOFTWARE, EX_NOPERM = 64, 65, 69, 70, 77
+
+
+class CtlError(Exception):
+    def __init__(self, message: str, code: int, status: int | None = None):
+        super().__init__(message)
+        self.code = code
+        self.status = status  # the HTTP status, when the node answered
+
+
+def _q(name: str) -> str:
+    return quote(name, safe="")
+
+
+class Client:
+    """A few lines of urllib: JSON in, JSON out, errors as CtlError."""
+
+    def __init__(self, host: str, port: int, user: str, password: str, timeout: float = 30.0):
+        self.base = f"http://{host}:{port}"
+        self.auth = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+        self.timeout = timeout
+
+    def request(self, method: str, path: str, body: Any = None, headers: dict | None = None) -> Any:
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.base + path, data=data, method=method)
+        req.add_header("Authorization", self.auth)
+        if data is not None:
+            req.add_header("Content-Type", "application/json")
+        for key, value in (headers or {}).items():
+            req.add_header(key, value)
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                raw = resp.read()
+        except urllib.error.HTTPError as e:
+            raise self._error(e) from None
+        except (urllib.error.URLError, OSError) as e:
+            reason = getattr(e, "reason", e)
+            raise CtlError(f"unable to connect to the node at {self.base}: {reason}", EX_UNAVAILABLE) from None
+        return json.loads(raw) if raw.strip() else None
+
+    def _error(self, e: urllib.error.HTTPError) -> CtlError:
+        try:
+            reason = json.loads(e.read()).get("reason") or e.reason
+        except (ValueError, AttributeError):
+            reason = e.reason
+        code = {400: EX_DATAERR, 401: EX_NOPERM, 403: EX_NOPERM, 404: EX_DATAERR}.get(e.code, EX_SOFTWARE)
+        return CtlError(f"{reason} (HTTP {e.code})", code, e.code)
+
+    def get(self, path: str) -> Any:
+        return self.request("GET", path)
+
+    def put(self, path: str, body: Any) -> Any:
+        return self.request("PUT", path, body)
+
+    def delete(self, path: str, headers: dict | None = None) -> Any:
+        return self.request("DELETE", path, headers=headers)
+
+
+# ---------------------------------------------------------------- output
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return "[" + ", ".join(value) + "]"  # tags, as rabbitmqctl shows them
+    if isinstance(value, dict | list):
+        return json.dumps(value, separators=(",", ":"))
+    return str(value)
+
+
+def table(rows: list[dict], columns: list[str]) -> str:
+    """Aligned columns under a header; the last column is not padded."""
+    cells = [columns] + [[_cell(row.get(c)) for c in columns] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(columns))]
+    lines = []
+    for r in cells:
+        padded = [v.ljust(w) for v, w in zip(r[:-1], widths[:-1], strict=True)] + [r[-1]]
+        lines.append("  ".join(padded).rstrip())
+    return "\n".join(lines)
+
+
+# rabbitmqctl's column names for bindings, and what they are in the HTTP API
+_BINDING_COLUMNS = {"source_name": "source", "destination_name": "destination", "destination_kind": "destination_type"}
+
+
+def _binding_row(b: dict) -> dict:
+    row = dict(b)
+    row["source_kind"] = "exchange"
+    for ctl_name, api_name in _BINDING_COLUMNS.items():
+        row[ctl_name] = b.get(api_name)
+    return row
+
+
+# ---------------------------------------------------------------- commands
+
+COMMANDS: dict[str, tuple[Callable[[Client, argparse.Namespace], Any], str]] = {}
+
+
+def command(name: str, help: str) -> Callable:
+    def register(fn: Callable[[Client, argparse.Namespace], Any]) -> Callable:
+        COMMANDS[name] = (fn, help)
+        return fn
+
+    return register
+
+
+class Listing:
+    """What a list_* command returns: rows, the columns to show, and the
+    columns that exist (a column in no row and not known is an error, even
+    when there are no rows, as in rabbitmqctl)."""
+
+    def __init__(self, rows: list[dict], columns: list[str], title: str, known: str):
+        self.rows, self.columns, self.title, self.known = rows, columns, title, known.split()
+
+    def unknown_columns(self) -> list[str]:
+        return [c for c in self.columns if c not in self.known and all(c not in row for row in self.rows)]
+
+
+# The fields of the HTTP API's objects (node/http_format.py), per listing.
+CONNECTION_COLUMNS = ("name node type user vhost protocol host port peer_host peer_port channels state ssl frame_max "
+                      "channel_max timeout client_properties")  # fmt: skip
+QUEUE_COLUMNS = (
+    "name vhost type durable auto_delete exclusive arguments node state messages messages_ready "
+    "messages_unacknowledged message_bytes_ready consumers policy exclusive_consumer_tag message_stats"
+)
+EXCHANGE_COLUMNS = "name vhost type durable auto_delete internal arguments"
+BINDING_COLUMNS = ("source_name source_kind destination_name destination_kind routing_key arguments source vhost "
+                   "destination destination_type properties_key")  # fmt: skip
+VHOST_COLUMNS = ("name description tags default_queue_type metadata tracing cluster_state messages messages_ready "
+                 "messages_unacknowledged")  # fmt: skip
+USER_COLUMNS = "name tags password_hash hashing_algorithm limits"
+PERMISSION_COLUMNS = "user vhost configure write read"
+
+
+class Done:
+    """What a command that changes something returns."""
+
+    def __init__(self, message: str):
+        self.message = message
+
+
+@command("status", "node name, versions, uptime, listeners, alarms and object counts")
+def status(client: Client, args: argparse.Namespace) -> Any:
+    overview = client.get("/api/overview")
+    node = client.get("/api/nodes")[0]
+    alarms = [name for name, on in (("memory", node["mem_alarm"]), ("disk", node["disk_free_alarm"])) if on]
+    return {
+        "node": overview["node"],
+        "product_name": overview["product_name"],
+        "product_version": overview["product_version"],
+        "rabbitmq_version": overview["rabbitmq_version"],
+        "uptime_seconds": node["uptime"] // 1000,
+        "listeners": [{"protocol": x["protocol"], "port": x["port"]} for x in overview["listeners"]],
+        "alarms": alarms,
+        "mem_used": node["mem_used"],
+        "mem_limit": node["mem_limit"],
+        "disk_free": node["disk_free"],
+        "disk_free_limit": node["disk_free_limit"],
+        "object_totals": overview["object_totals"],
+        "queue_totals": {k: v for k, v in overview["queue_totals"].items() if not k.endswith("_details")},
+    }
+
+
+def _print_status(s: dict) -> None:
+    print(f"Status of node {s['node']} ...")
+    print(f"{s['product_name']} {s['product_version']} (RabbitMQ {s['rabbitmq_version']} compatible)")
+    print(f"Uptime: {s['uptime_seconds']} s")
+    print("Listeners: " + ", ".join(f"{x['protocol']} on port {x['port']}" for x in s["listeners"]))
+    print("Alarms: " + (", ".join(s["alarms"]) or "(none)"))
+    print(f"Memory used: {s['mem_used']} bytes (limit {s['mem_limit']})")
+    print(f"Disk free: {s['disk_free']} bytes (limit {s['disk_free_limit']})")
+    print("Totals: " + ", ".join(f"{k}={v}" for k, v in {**s["object_totals"], **s["queue_totals"]}.items()))
+
+
+@command("list_connections", "open connections [columns: name user vhost protocol peer_host peer_port state ...]")
+def list_connections(client: Client, args: argparse.Namespace) -> Listing:
+    columns = args.columns or ["name", "user", "vhost", "protocol"]
+    return Listing(client.get("/api/connections"), columns, "Listing connections ...", CONNECTION_COLUMNS)
+
+
+@command("list_queues", "queues of a vhost [columns: name messages consumers messages_ready ...]")
+def list_queues(client: Client, args: argparse.Namespace) -> Listing:
+    columns = args.columns or ["name", "messages", "consumers"]
+    rows = client.get(f"/api/queues/{_q(args.vhost)}")
+    return Listing(rows, columns, f"Listing queues for vhost {args.vhost} ...", QUEUE_COLUMNS)
+
+
+@command("list_exchanges", "exchanges of a vhost [columns: name type durable auto_delete internal arguments]")
+def list_exchanges(client: Client, args: argparse.Namespace) -> Listing:
+    columns = args.columns or ["name", "type"]
+    rows = client.get(f"/api/exchanges/{_q(args.vhost)}")
+    return Listing(rows, columns, f"Listing exchanges for vhost {args.vhost} ...", EXCHANGE_COLUMNS)
+
+
+@command("list_bindings", "bindings of a vhost [columns: source_name destination_name routing_key ...]")
+def list_bindings(client: Client, args: argparse.Namespace) -> Listing:
+    columns = args.columns or ["source_name", "source_kind", "destination_name", "destination_kind", "routing_key",
+                               "arguments"]  # fmt: skip
+    rows = [_binding_row(b) for b in client.get(f"/api/bindings/{_q(args.vhost)}")]
+    return Listing(rows, columns, f"Listing bindings for vhost {args.vhost} ...", BINDING_COLUMNS)
+
+
+@command("list_vhosts", "virtual hosts [columns: name description tags messages]")
+def list_vhosts(client: Client, args: argparse.Namespace) -> Listing:
+    return Listing(client.get("/api/vhosts"), args.columns or ["name"], "Listing vhosts ...", VHOST_COLUMNS)
+
+
+@command("list_users", "users and their tags")
+def list_users(client: Client, args: argparse.Namespace) -> Listing:
+    return Listing(client.get("/api/users"), args.columns or ["name", "tags"], "Listing users ...", USER_COLUMNS)
+
+
+@command("list_permissions", "permissions in a vhost")
+def list_permissions(client: Client, args: argparse.Namespace) -> Listing:
+    rows = client.get(f"/api/vhosts/{_q(args.vhost)}/permissions")
+    return Listing(rows, args.columns or ["user", "configure", "write", "read"],
+                   f"Listing permissions for vhost {args.vhost} ...", PERMISSION_COLUMNS)  # fmt: skip
+
+
+@command("add_vhost", "NAME: create a virtual host")
+def add_vhost(client: Client, args: argparse.Namespace) -> Done:
+    client.put(f"/api/vhosts/{_q(args.name)}", {})
+    return Done(f'Adding vhost "{args.name}" ...')
+
+
+@command("delete_vhost", "NAME: delete a virtual host, everything in it, and close its connections")
+def delete_vhost(client: Client, args: argparse.Namespace) -> Done:
+    client.delete(f"/api/vhosts/{_q(args.name)}")
+    return Done(f'Deleting vhost "{args.name}" ...')
+
+
+def _existing_user(client: Client, name: str) -> dict | None:
+    try:
+        return client.get(f"/api/users/{_q(name)}")
+    except CtlError as e:
+        if e.status == 404:
+            return None
+        raise
+
+
+@command("add_user", "NAME PASSWORD: create a user (no tags, no permissions)")
+def add_user(client: Client, args: argparse.Namespace) -> Done:
+    if _existing_user(client, args.name) is not None:
+        raise CtlError(f"user '{args.name}' already exists", EX_DATAERR)
+    client.put(f"/api/users/{_q(args.name)}", {"password": args.new_password, "tags": ""})
+    return Done(f'Adding user "{args.name}" ...')
+
+
+@command("delete_user", "NAME: delete a user and its permissions")
+def delete_user(client: Client, args: argparse.Namespace) -> Done:
+    client.delete(f"/api/users/{_q(args.name)}")
+    return Done(f'Deleting user "{args.name}" ...')
+
+
+@command("change_password", "NAME PASSWORD: set a user's password")
+def change_password(client: Client, args: argparse.Namespace) -> Done:
+    if _existing_user(client, args.name) is None:
+        raise CtlError(f"no such user '{args.name}'", EX_DATAERR)
+    client.put(f"/api/users/{_q(args.name)}", {"password": args.new_password})
+    return Done(f'Changing password for user "{args.name}" ...')
+
+
+@command("set_user_tags", "NAME [TAG ...]: replace a user's tags (administrator, monitoring, management, ...)")
+def set_user_tags(client: Client, args: argparse.Namespace) -> Done:
+    if _existing_user(client, args.name) is None:
+        raise CtlError(f"no such user '{args.name}'", EX_DATAERR)
+    client.put(f"/api/users/{_q(args.name)}", {"tags": list(args.tags)})
+    return Done(f'Setting tags for user "{args.name}" to [{", ".join(args.tags)}] ...')
+
+
+@command("set_permissions", "[-p VHOST] USER CONF WRITE READ: set a user's permissions in a vhost")
+def set_permissions(client: Client, args: argparse.Namespace) -> Done:
+    body = {"configure": args.conf, "write": args.write, "read": args.read}
+    client.put(f"/api/permissions/{_q(args.vhost)}/{_q(args.username)}", body)
+    return Done(f'Setting permissions for user "{args.username}" in vhost "{args.vhost}" ...')
+
+
+@command("clear_permissions", "[-p VHOST] USER: remove a user's permissions in a vhost")
+def clear_permissions(client: Client, args: argparse.Namespace) -> Done:
+    client.delete(f"/api/permissions/{_q(args.vhost)}/{_q(args.username)}")
+    return Done(f'Clearing permissions for user "{args.username}" in vhost "{args.vhost}" ...')
+
+
+@command("close_connection", "NAME REASON: close a connection with amqp:connection:forced")
+def close_connection(client: Client, args: argparse.Namespace) -> Done:
+    client.delete(f"/api/connections/{_q(args.name)}", headers={"X-Reason": args.reason})
+    return Done(f'Closing connection "{args.name}", reason: {args.reason} ...')
+
+
+@command("purge_queue", "[-p VHOST] NAME: drop a queue's ready messages")
+def purge_queue(client: Client, args: argparse.Namespace) -> Done:
+    client.delete(f"/api/queues/{_q(args.vhost)}/{_q(args.name)}/contents")
+    return Done(f'Purging queue "{args.name}" in vhost "{args.vhost}" ...')
+
+
+@command("delete_queue", "[-p VHOST] NAME: delete a queue and its messages")
+def delete_queue(client: Client, args: argparse.Namespace) -> Done:
+    client.delete(f"/api/queues/{_q(args.vhost)}/{_q(args.name)}")
+    return Done(f'Deleting queue "{args.name}" in vhost "{args.vhost}" ...')
+
+
+# Positional arguments; their dests must differ from the options' (host,
+# port, user, password, json, timeout), which share one namespace.
+_ARGS: dict[str, list[tuple[str, dict]]] = {
+    "list_connections": [("columns", {"nargs": "*"})],
+    "list_queues": [("columns", {"nargs": "*"})],
+    "list_exchanges": [("columns", {"nargs": "*"})],
+    "list_bindings": [("columns", {"nargs": "*"})],
+    "list_vhosts": [("columns", {"nargs": "*"})],
+    "list_users": [("columns", {"nargs": "*"})],
+    "list_permissions": [("columns", {"nargs": "*"})],
+    "add_vhost": [("name", {})],
+    "delete_vhost": [("name", {})],
+    "add_user": [("name", {}), ("new_password", {"metavar": "password"})],
+    "delete_user": [("name", {})],
+    "change_password": [("name", {}), ("new_password", {"metavar": "password"})],
+    "set_user_tags": [("name", {}), ("tags", {"nargs": "*"})],
+    "set_permissions": [("username", {"metavar": "user"}), ("conf", {}), ("write", {}), ("read", {})],
+    "clear_permissions": [("username", {"metavar": "user"})],
+    "close_connection": [("name", {}), ("reason", {})],
+    "purge_queue": [("name", {})],
+    "delete_queue": [("name", {})],
+}
+_VHOST_SCOPED = {"list_queues", "list_exchanges", "list_bindings", "list_permissions", "set_permissions",
+                 "clear_permissions", "purge_queue", "delete_queue"}  # fmt: skip
+
+
+# ---------------------------------------------------------------- entry point
+
+
+def add_parser(sub: Any) -> None:
+    """Registers `ctl` under the `warren` command."""
+    common = argparse.ArgumentParser(add_help=False)
+    # SUPPRESS: an option given after the command keeps, and one given
+    # before it is not overwritten by, the other parser's default.
+    common.add_argument("--host", default=argparse.SUPPRESS, help="node host (WARREN_CTL_HOST, localhost)")
+    common.add_argument("--port", type=int, default=argparse.SUPPRESS, help="HTTP API port (WARREN_CTL_PORT, 15672)")
+    common.add_argument("--user", default=argparse.SUPPRESS, help="user (WARREN_CTL_USER, guest)")
+    common.add_argument("--password", default=argparse.SUPPRESS, help="password (WARREN_CTL_PASSWORD, guest)")
+    common.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="JSON output for scripts")
+    common.add_argument("--timeout", type=float, default=argparse.SUPPRESS, help="seconds per request (30)")
+    ctl = sub.add_parser("ctl", parents=[common], help="manage a running node (like rabbitmqctl)",
+                         description="Manage a running node through its management HTTP API.")  # fmt: skip
+    # Not set_defaults(host=...): it would also set the default of the
+    # shared option objects of the command parsers, which then overwrite an
+    # option given before the command. main() fills in what is missing.
+    ctl.set_defaults(func=main)
+    commands = ctl.add_subparsers(dest="ctl_command", required=True, metavar="COMMAND")
+    for name, (_, help) in COMMANDS.items():
+        p = commands.add_parser(name, parents=[common], help=help, description=help)
+        if name in _VHOST_SCOPED:
+            p.add_argument("-p", "--vhost", default="/", help="virtual host (default /)")
+        for arg, kw in _ARGS.get(name, []):
+            p.add_argument(arg, **kw)
+
+
+def _settings(args: argparse.Namespace) -> None:
+    """Options not given come from WARREN_CTL_* or the defaults."""
+    env = os.environ
+    defaults = {"host": env.get("WARREN_CTL_HOST", "localhost"), "port": env.get("WARREN_CTL_PORT", "15672"),
+                "user": env.get("WARREN_CTL_USER", "guest"), "password": env.get("WARREN_CTL_PASSWORD", "guest"),
+                "json": False, "timeout": 30.0}  # fmt: skip
+    for name, value in defaults.items():
+        if not hasattr(args, name):
+            setattr(args, name, value)
+    try:
+        args.port = int(args.port)
+    except ValueError:
+        raise CtlError(f"invalid port {args.port!r}", EX_USAGE) from None
+
+
+def main(args: argparse.Namespace) -> int:
+    try:
+        _settings(args)
+    except CtlError as e:
+        print(f"Error: {e}", file=sys.stderr)
+        return e.code
+    client = Client(args.host, args.port, args.user, args.password, args.timeout)
+    fn, _ = COMMANDS[args.ctl_command]
+    try:
+        result = fn(client, args)
+    except CtlError as e:
+        print(f"Error: {e}", file=sys.stderr)
+        return e.code
+    if isinstance(result, Listing):
+        unknown = result.unknown_columns()
+        if unknown:
+            print(f"Error: unknown column(s): {', '.join(unknown)}", file=sys.stderr)
+            return EX_USAGE
+        rows = [{c: row.get(c) for c in result.columns} for row in result.rows]
+        if args.json:
+            print(json.dumps(rows, indent=1))
+        else:
+            print(result.title)
+            print(table(rows, result.columns))
+    elif isinstance(result, Done):
+        print(json.dumps({"ok": True}) if args.json else result.message)
+    elif args.json:
+        print(json.dumps(result, indent=1))
+    else:
+        _print_status(result)
+    return 0

@@ -1,0 +1,335 @@
+"""The management HTTP API on `config.http_port`: RabbitMQ's paths, JSON
+shapes, status codes and authorisation rules for the common operations, on
+the node's own event loop (aiohttp), so handlers read and change node state
+directly, between two AMQP frames.
+
+Authorisation follows RabbitMQ's management plugin
+(rabbit_web_dispatch_access_control): HTTP basic auth against the node's
+users; only users tagged administrator, monitoring, policymaker or
+management may use the API; users and permissions need administrator;
+nodes and other users' connections need monitoring; a vhost-scoped resource
+needs administrator or a permission entry in that vhost; and declaring,
+deleting, purging and binding also need the AMQP permission the operation
+would need over AMQP (node/permissions.py), for administrators too. A
+refused request is 401 with error "not_authorised", as in RabbitMQ 4 (its
+source carries "TODO: consider changing to 403"); a failed login is 401 with
+error "not_authorized" and a WWW-Authenticate challenge.
+
+Handlers are in `node/http_node.py` (node, connections, vhosts, users,
+permissions) and `node/http_topology.py` (queues, exchanges, bindings); JSON
+shapes in `node/http_format.py`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from node import http_format as fmt
+from node import permissions
+from node.amqp.errors import Condition
+from node.routing.errors import RoutingError
+
+if TYPE_CHECKING:
+    from node.broker import Broker
+
+log = logging.getLogger("warren.http")
+
+REALM = 'Basic realm="Warren Management"'
+REFUSED_STATUS = 401  # RabbitMQ 4 answers 401, not 403, to an authenticated user it refuses
+MANAGEMENT_TAGS = frozenset({"administrator", "monitoring", "policymaker", "management"})
+SAMPLE_INTERVAL = 5.0  # seconds between samples of the node counters for rates, as RabbitMQ
+SHUTDOWN_TIMEOUT = 1.0  # seconds a stopping node waits for requests in flight
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+API: web.AppKey[ManagementAPI] = web.AppKey("api")
+USER: web.RequestKey[Any] = web.RequestKey("user")  # the authenticated auth.User
+
+# Access levels a handler declares with @access(...).
+MGMT = "management"  # any management user; the handler filters what it shows
+MONITOR = "monitoring"  # administrator or monitoring
+ADMIN = "administrator"
+VHOST = "vhost"  # administrator, or a user with permissions in the path's vhost
+VHOST_VISIBLE = "vhost-visible"  # VHOST, or monitoring
+
+
+class ApiError(Exception):
+    """An error answer: HTTP status, RabbitMQ's error name and a reason."""
+
+    def __init__(self, status: int, error: str, reason: str):
+        super().__init__(reason)
+        self.status, self.error, self.reason = status, error, reason
+
+
+def bad_request(reason: str) -> ApiError:
+    return ApiError(400, "bad_request", reason)
+
+
+def not_found(reason: str = "Not Found") -> ApiError:
+    return ApiError(404, "Object Not Found", reason)
+
+
+def refused(reason: str) -> ApiError:
+    return ApiError(REFUSED_STATUS, "not_authorised", reason)
+
+
+def routing_error(e: RoutingError) -> ApiError:
+    """An AMQP refusal as RabbitMQ's management plugin maps it."""
+    if e.condition == Condition.UNAUTHORIZED_ACCESS:
+        return refused(e.description or "access refused")
+    if e.condition == Condition.NOT_FOUND:
+        return not_found(e.description or "Not Found")
+    return bad_request(e.description or e.condition)
+
+
+def access(level: str) -> Callable[[Handler], Handler]:
+    def mark(handler: Handler) -> Handler:
+        handler.access = level  # type: ignore[attr-defined]
+        return handler
+
+    return mark
+
+
+# ---------------------------------------------------------------- responses
+
+
+def json_response(request: web.Request, data: Any, status: int = 200) -> web.Response:
+    """`data` as JSON, sorted and trimmed per ?sort=, ?sort_reverse= and
+    ?columns= as RabbitMQ does."""
+    query = request.query
+    if isinstance(data, list) and "sort" in query:
+        key = query["sort"]
+        data = sorted(data, key=lambda item: _sort_key(item.get(key)), reverse=query.get("sort_reverse") == "true")
+    columns = [c for c in query.get("columns", "").split(",") if c]
+    return web.Response(text=fmt.dumps(fmt.select_columns(data, columns)), status=status,
+                        content_type="application/json")  # fmt: skip
+
+
+def _sort_key(value: Any) -> tuple:
+    return (0, value, "") if isinstance(value, int | float) else (1, 0, str(value))
+
+
+def no_content() -> web.Response:
+    return web.Response(status=204)
+
+
+def created_or_updated(created: bool) -> web.Response:
+    return web.Response(status=201 if created else 204)
+
+
+def error_response(status: int, error: str, reason: str, headers: dict | None = None) -> web.Response:
+    return web.Response(text=fmt.dumps({"error": error, "reason": reason}), status=status,
+                        content_type="application/json", headers=headers)  # fmt: skip
+
+
+async def read_body(request: web.Request) -> dict:
+    raw = await request.read()
+    if not raw.strip():
+        return {}
+    try:
+        body = json.loads(raw)
+    except (UnicodeDecodeError, ValueError) as e:
+        raise bad_request(f"malformed JSON body: {e}") from None
+    if not isinstance(body, dict):
+        raise bad_request("the body must be a JSON object")
+    return body
+
+
+# ---------------------------------------------------------------- request helpers
+
+DEFAULT_EXCHANGE_PATH = "amq.default"  # the default exchange's name in paths
+
+
+def api_of(request: web.Request) -> ManagementAPI:
+    return request.app[API]
+
+
+def query_flag(request: web.Request, name: str) -> bool:
+    return request.query.get(name, "").lower() == "true"
+
+
+def body_bool(body: dict, key: str, default: bool) -> bool:
+    value = body.get(key, default)
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    if not isinstance(value, bool):
+        raise bad_request(f"'{key}' must be a boolean")
+    return value
+
+
+def body_arguments(body: dict) -> dict:
+    arguments = body.get("arguments") or {}
+    if not isinstance(arguments, dict):
+        raise bad_request("'arguments' must be a JSON object")
+    return arguments
+
+
+def exchange_name(segment: str) -> str:
+    return "" if segment == DEFAULT_EXCHANGE_PATH else segment
+
+
+def check_permission(request: web.Request, vhost: str, kind: str, resource: str, what: str) -> None:
+    """The AMQP permission the same operation would need (raises AccessRefused)."""
+    user = request[USER]
+    permission = api_of(request).broker.auth.permission(user.name, vhost)
+    permissions.check(permission, user.name, vhost, kind, resource, what)
+
+
+def save_definitions(request: web.Request) -> None:
+    api_of(request).broker.definitions.save()
+
+
+# ---------------------------------------------------------------- the API
+
+
+class ManagementAPI:
+    """Authentication, authorisation and errors around the handlers; owns the
+    counter samples behind the rates in /api/overview."""
+
+    def __init__(self, broker: Broker):
+        self.broker = broker
+        self.rates = fmt.Rates()
+        self._timer: asyncio.TimerHandle | None = None
+
+    def application(self) -> web.Application:
+        from node import http_node, http_topology  # they import this module
+
+        app = web.Application(middlewares=[self._middleware])
+        for method, path, handler in http_node.ROUTES + http_topology.ROUTES:
+            app.router.add_route(method, path, handler)
+        app[API] = self
+        return app
+
+    def start_sampling(self) -> None:
+        self.rates.sample(fmt.message_counters(self.broker.metrics))
+        self._timer = self.broker.loop.call_later(SAMPLE_INTERVAL, self.start_sampling)
+
+    def stop_sampling(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    # -- who is asking ---------------------------------------------------------
+
+    @web.middleware
+    async def _middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        try:
+            level = getattr(request.match_info.handler, "access", None)
+            if level is not None:  # None: no route matched; aiohttp answers 404 or 405 below
+                user = self._login(request)
+                self._authorise(request, user, level)
+                request[USER] = user
+            return await handler(request)
+        except ApiError as e:
+            headers = {"WWW-Authenticate": REALM} if e.error == "not_authorized" else None
+            return error_response(e.status, e.error, e.reason, headers)
+        except RoutingError as e:
+            err = routing_error(e)
+            return error_response(err.status, err.error, err.reason)
+        except web.HTTPException as e:
+            if e.status == 404:
+                return error_response(404, "Object Not Found", "Not Found")
+            if e.status == 405:
+                return error_response(405, "method_not_allowed", f"{request.method} not allowed here",
+                                      {"Allow": e.headers.get("Allow", "")})  # fmt: skip
+            raise
+        except Exception as e:  # a bug of ours costs one request, never the node
+            log.exception("internal error on %s %s", request.method, request.path)
+            return error_response(500, "internal_server_error", f"{type(e).__name__}: {e}")
+
+    def _login(self, request: web.Request) -> Any:
+        header = request.headers.get("Authorization", "")
+        scheme, _, credentials = header.partition(" ")
+        if scheme.lower() != "basic":
+            raise ApiError(401, "not_authorized", "Login failed")
+        try:
+            name, sep, password = base64.b64decode(credentials.strip(), validate=True).decode().partition(":")
+        except (binascii.Error, UnicodeDecodeError):
+            raise ApiError(401, "not_authorized", "Login failed") from None
+        if not sep:
+            raise ApiError(401, "not_authorized", "Login failed")
+        auth = self.broker.auth
+        # The same check as SASL PLAIN, loopback-only users included; PBKDF2
+        # runs once per (user, password), then the Authenticator's cache answers.
+        peer = request.remote or ""
+        if auth.authenticate("PLAIN", b"\0" + name.encode() + b"\0" + password.encode(), peer) is None:
+            log.info("HTTP access denied: login failed for user '%s' from %s", name, peer)
+            raise ApiError(401, "not_authorized", "Login failed")
+        user = auth.users[name]
+        if not MANAGEMENT_TAGS.intersection(user.tags):
+            raise refused("Not management user")
+        return user
+
+    def _authorise(self, request: web.Request, user: Any, level: str) -> None:
+        if level == MGMT:
+            return
+        if level == ADMIN and not is_admin(user):
+            raise refused("Not administrator user")
+        if level == MONITOR and not is_monitor(user):
+            raise refused("Not monitor user")
+        if level in (VHOST, VHOST_VISIBLE):
+            name = request.match_info.get("vhost")
+            if name is None or name not in self.broker.vhosts or is_admin(user):
+                return  # a missing vhost is the handler's 404
+            if level == VHOST_VISIBLE and is_monitor(user):
+                return
+            if self.broker.auth.permission(user.name, name) is None:
+                raise refused("User not authorised to access virtual host")
+
+    # -- what they may see -----------------------------------------------------
+
+    def visible_vhosts(self, user: Any) -> list[Any]:
+        """All vhosts for administrators and monitors; else those the user
+        has permissions in (RabbitMQ's list_visible_vhosts)."""
+        vhosts = sorted(self.broker.vhosts.values(), key=lambda v: v.name)
+        if is_monitor(user):
+            return vhosts
+        return [v for v in vhosts if self.broker.auth.permission(user.name, v.name) is not None]
+
+    def vhost(self, name: str) -> Any:
+        vhost = self.broker.vhosts.get(name)
+        if vhost is None:
+            raise not_found(f"no vhost '{name}'")
+        return vhost
+
+    def listeners(self) -> list[dict]:
+        b, cfg = self.broker, self.broker.config
+        out = [{"node": cfg.node_name, "protocol": "amqp", "ip_address": cfg.listen_host, "port": b.amqp_port}]
+        if b.http_port is not None:
+            out.append({"node": cfg.node_name, "protocol": "http", "ip_address": cfg.listen_host, "port": b.http_port})
+        if b.metrics_port is not None:
+            out.append({"node": cfg.node_name, "protocol": "http/prometheus", "ip_address": cfg.listen_host,
+                        "port": b.metrics_port})  # fmt: skip
+        return out
+
+
+def is_admin(user: Any) -> bool:
+    return "administrator" in user.tags
+
+
+def is_monitor(user: Any) -> bool:
+    return "administrator" in user.tags or "monitoring" in user.tags
+
+
+# ---------------------------------------------------------------- listening
+
+
+async def start_site(app: web.Application, host: str, port: int) -> tuple[web.AppRunner, int]:
+    """Serves `app` on the running loop; returns the runner and the bound
+    port (port 0 picks a free one)."""
+    runner = web.AppRunner(app, handle_signals=False, access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port, reuse_address=True)
+    try:
+        await site.start()
+    except BaseException:
+        await runner.cleanup()
+        raise
+    return runner, runner.addresses[0][1]

@@ -1,0 +1,378 @@
+"""The JSON shapes of the management HTTP API, with RabbitMQ's field names,
+built from live node objects at request time.
+
+Pure functions: no aiohttp, no I/O; `node/http_api.py` calls them on the
+node's event loop. Fields RabbitMQ fills from its statistics database that
+Warren does not keep (per-object rates, memory per queue, GC counters) are
+left out rather than faked.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import time
+from collections import deque
+from typing import Any
+from urllib.parse import quote
+
+from node import __version__
+
+PROTOCOL = "AMQP 1-0"  # what RabbitMQ shows for native AMQP 1.0 connections
+BUILTIN_USER = "rmq-internal"
+EXCHANGE_TYPES = (
+    ("direct", "AMQP direct exchange, as per the AMQP specification"),
+    ("fanout", "AMQP fanout exchange, as per the AMQP specification"),
+    ("headers", "AMQP headers exchange, as per the AMQP specification"),
+    ("topic", "AMQP topic exchange, as per the AMQP specification"),
+    ("x-local-random", "Local random exchange"),
+)
+DEFAULT_VHOST_DESCRIPTION = "Default virtual host"
+
+
+# ---------------------------------------------------------------- encoding
+
+
+def _default(value: Any) -> Any:
+    """AMQP values JSON has no type for (binary, described, UUID, ...)."""
+    if isinstance(value, bytes | bytearray | memoryview):
+        return base64.b64encode(bytes(value)).decode()
+    if isinstance(value, set | frozenset | tuple):
+        return list(value)
+    if hasattr(value, "items"):
+        return {str(k): v for k, v in value.items()}
+    return str(value)
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, default=_default, ensure_ascii=False)
+
+
+def plain(mapping: Any) -> dict:
+    """A mapping with str keys (AMQP Symbol keys, read-only proxies)."""
+    return {str(k): v for k, v in dict(mapping or {}).items()}
+
+
+def select_columns(value: Any, columns: list[str] | None) -> Any:
+    """RabbitMQ's `?columns=a,b.c`: keeps only the named (dotted) fields."""
+    if not columns:
+        return value
+    if isinstance(value, list):
+        return [select_columns(item, columns) for item in value]
+    out: dict = {}
+    for column in columns:
+        path = column.split(".")
+        src, dst = value, out
+        for i, key in enumerate(path):
+            if not isinstance(src, dict) or key not in src:
+                break
+            if i == len(path) - 1:
+                dst[key] = src[key]
+            else:
+                src = src[key]
+                dst = dst.setdefault(key, {})
+    return out
+
+
+def _details(stats: dict[str, int], rates: dict[str, float] | None = None) -> dict:
+    """{"publish": n, "publish_details": {"rate": r}, ...} as RabbitMQ writes
+    its message_stats."""
+    out: dict = {}
+    for key, value in stats.items():
+        out[key] = value
+        out[key + "_details"] = {"rate": round((rates or {}).get(key, 0.0), 1)}
+    return out
+
+
+# ---------------------------------------------------------------- rates
+
+
+class Rates:
+    """Per-second rates of node counters, from samples taken every few
+    seconds (RabbitMQ samples every 5 s): the rate is the change since the
+    older of the last two samples."""
+
+    def __init__(self, clock: Any = time.monotonic):
+        self.clock = clock
+        self._samples: deque[tuple[float, dict[str, int]]] = deque(maxlen=2)
+
+    def sample(self, counters: dict[str, int]) -> None:
+        self._samples.append((self.clock(), dict(counters)))
+
+    def rates(self, counters: dict[str, int]) -> dict[str, float]:
+        if not self._samples:
+            return {}
+        then, old = self._samples[0]
+        elapsed = self.clock() - then
+        if elapsed <= 0:
+            return {}
+        return {k: max(0.0, (v - old.get(k, v)) / elapsed) for k, v in counters.items()}
+
+
+def message_counters(metrics: Any) -> dict[str, int]:
+    """Node counters under the names of RabbitMQ's message_stats."""
+    return {
+        "publish": metrics.published,
+        "confirm": metrics.confirmed,
+        "deliver": metrics.delivered,
+        "deliver_get": metrics.delivered,
+        "ack": metrics.acknowledged,
+        "redeliver": metrics.redelivered,
+        "drop_unroutable": metrics.unroutable,
+    }
+
+
+# ---------------------------------------------------------------- objects
+
+
+def queue_json(queue: Any, node_name: str) -> dict:
+    info = queue.info()
+    ready = info.get("message_count", queue.message_count)
+    unacked = info.get("messages_unacknowledged", 0)
+    out = {
+        "name": queue.name,
+        "vhost": queue.vhost,
+        "type": queue.type_name,
+        "durable": queue.durable,
+        "auto_delete": queue.auto_delete,
+        "exclusive": queue.exclusive_owner is not None,
+        "arguments": plain(queue.arguments),
+        "node": node_name,
+        "state": "running",
+        "messages": ready + unacked,
+        "messages_ready": ready,
+        "messages_unacknowledged": unacked,
+        "message_bytes_ready": info.get("message_bytes_ready", 0),
+        "consumers": info.get("consumer_count", queue.consumer_count),
+        "policy": None,
+        "exclusive_consumer_tag": None,
+    }
+    stats = getattr(queue, "stats", None)
+    if stats is not None:
+        out["message_stats"] = {
+            "publish": stats.published,
+            "deliver": stats.delivered,
+            "deliver_get": stats.delivered,
+            "redeliver": stats.redelivered,
+            "ack": stats.acknowledged,
+        }
+    return out
+
+
+def exchange_json(vhost: str, exchange: Any) -> dict:
+    builtin = exchange.name == "" or exchange.name.startswith("amq.")
+    out = {
+        "name": exchange.name,
+        "vhost": vhost,
+        "type": str(exchange.type),
+        "durable": exchange.durable,
+        "auto_delete": exchange.auto_delete,
+        "internal": exchange.internal,
+        "arguments": plain(exchange.arguments),
+    }
+    if builtin:
+        out["user_who_performed_action"] = BUILTIN_USER
+    return out
+
+
+def properties_key(routing_key: str, arguments: Any) -> str:
+    """The last path segment naming one binding: the routing key, and a hash
+    of the arguments when there are any ("~" alone for an empty key)."""
+    args = plain(arguments)
+    if not args:
+        return quote(routing_key, safe="") if routing_key else "~"
+    digest = hashlib.sha256(dumps(sorted(args.items())).encode()).digest()[:8]
+    return quote(routing_key, safe="") + "~" + base64.urlsafe_b64encode(digest).decode().rstrip("=")
+
+
+def binding_json(vhost: str, binding: Any) -> dict:
+    return {
+        "source": binding.source,
+        "vhost": vhost,
+        "destination": binding.destination,
+        "destination_type": str(binding.destination_kind),
+        "routing_key": binding.binding_key,
+        "arguments": plain(binding.arguments),
+        "properties_key": properties_key(binding.binding_key, binding.arguments),
+    }
+
+
+def default_binding_json(vhost: str, queue: str) -> dict:
+    """The implicit binding of every queue to the default exchange, which
+    RabbitMQ lists too."""
+    return {
+        "source": "",
+        "vhost": vhost,
+        "destination": queue,
+        "destination_type": "queue",
+        "routing_key": queue,
+        "arguments": {},
+        "properties_key": properties_key(queue, None),
+    }
+
+
+def vhost_bindings(vhost: Any) -> list[dict]:
+    out = [default_binding_json(vhost.name, q) for q in sorted(vhost.queues)]
+    out += [binding_json(vhost.name, b) for b in vhost.routing.list_bindings()]
+    return out
+
+
+def connection_state(conn: Any, alarms_active: bool) -> str:
+    if conn.engine.closed or conn.engine.close_sent:
+        return "closing"  # waiting for the peer's CLOSE, or for the socket to go
+    return "blocked" if alarms_active else "running"
+
+
+def connection_json(conn: Any, node_name: str, alarms_active: bool) -> dict:
+    info = conn.info()
+    engine = conn.engine
+    sockname = conn.transport.get_extra_info("sockname") if conn.transport is not None else None
+    remote = getattr(engine, "remote_open", None)
+    out = {
+        "name": info["name"],
+        "node": node_name,
+        "type": "network",
+        "user": info["user"],
+        "vhost": info["vhost"],
+        "protocol": info.get("protocol", PROTOCOL),
+        "host": sockname[0] if sockname else None,
+        "port": sockname[1] if sockname else None,
+        "peer_host": info["peer_host"],
+        "peer_port": info["peer_port"],
+        "channels": info["channels"],
+        "state": connection_state(conn, alarms_active),
+        "ssl": False,
+        "frame_max": engine.max_frame_size,
+        "channel_max": engine.channel_max,
+        "timeout": int(engine.idle_timeout or 0),
+        "client_properties": {},
+    }
+    if remote is not None:
+        props = plain(remote.properties)
+        if remote.container_id:
+            props.setdefault("container_id", remote.container_id)
+        out["client_properties"] = props
+    return out
+
+
+def vhost_json(vhost: Any, node_name: str) -> dict:
+    ready = sum(q.message_count for q in vhost.queues.values())
+    unacked = sum(getattr(q, "unacked_count", 0) for q in vhost.queues.values())
+    description = getattr(vhost, "description", "")
+    tags = list(getattr(vhost, "tags", []))
+    return {
+        "name": vhost.name,
+        "description": description,
+        "tags": tags,
+        "default_queue_type": "classic",
+        "metadata": {"description": description, "tags": tags},
+        "tracing": False,
+        "cluster_state": {node_name: "running"},
+        "messages": ready + unacked,
+        "messages_ready": ready,
+        "messages_unacknowledged": unacked,
+    }
+
+
+def user_json(user: Any, hashing_algorithm: str) -> dict:
+    return {
+        "name": user.name,
+        "password_hash": user.password_hash,
+        "hashing_algorithm": hashing_algorithm,
+        "tags": list(user.tags),
+        "limits": {},
+    }
+
+
+def permission_json(user: str, vhost: str, permission: Any) -> dict:
+    return {
+        "user": user,
+        "vhost": vhost,
+        "configure": permission.configure,
+        "write": permission.write,
+        "read": permission.read,
+    }
+
+
+def parse_tags(tags: Any) -> list[str]:
+    """Tags as RabbitMQ accepts them: a comma-separated string or a list."""
+    if tags is None:
+        return []
+    if isinstance(tags, str):
+        return [t.strip() for t in tags.split(",") if t.strip()]
+    if isinstance(tags, list) and all(isinstance(t, str) for t in tags):
+        return [t.strip() for t in tags if t.strip()]
+    raise ValueError("tags must be a comma-separated string or a list of strings")
+
+
+# ---------------------------------------------------------------- node-wide
+
+
+def node_json(broker: Any, started_at: float, resources: dict) -> dict:
+    cfg = broker.config
+    alarms = broker.alarms
+    return {
+        "name": cfg.node_name,
+        "type": "disc",
+        "running": True,
+        "os_pid": str(resources["os_pid"]),
+        "mem_used": resources["mem_used"],
+        "mem_limit": alarms.memory_limit,
+        "mem_alarm": alarms.memory or "memory" in alarms.forced,
+        "mem_calculation_strategy": "rss",
+        "disk_free": resources["disk_free"],
+        "disk_free_limit": alarms.disk_free_limit,
+        "disk_free_alarm": alarms.disk or "disk" in alarms.forced,
+        "fd_used": resources.get("fd_used", 0),
+        "sockets_used": len(broker.connections),
+        "processors": resources.get("processors", 1),
+        "uptime": int((time.time() - started_at) * 1000),
+        "db_dir": cfg.data_dir,
+        "net_ticktime": 60,
+        "partitions": [],
+        "being_drained": False,
+        "exchange_types": [{"name": n, "description": d, "enabled": True} for n, d in EXCHANGE_TYPES],
+        "auth_mechanisms": [{"name": m, "description": "", "enabled": True} for m in ("PLAIN", "ANONYMOUS")],
+    }
+
+
+def object_totals(broker: Any, vhosts: list[Any]) -> dict:
+    names = {v.name for v in vhosts}
+    return {
+        "connections": sum(1 for c in broker.connections if c.vhost is not None and c.vhost.name in names),
+        "channels": sum(
+            len(c.engine.sessions) for c in broker.connections if c.vhost is not None and c.vhost.name in names
+        ),  # fmt: skip
+        "consumers": sum(q.consumer_count for v in vhosts for q in v.queues.values()),
+        "exchanges": sum(len(v.routing.exchanges()) for v in vhosts),
+        "queues": sum(len(v.queues) for v in vhosts),
+    }
+
+
+def overview_json(broker: Any, vhosts: list[Any], rates: dict[str, float], listeners: list[dict]) -> dict:
+    cfg = broker.config
+    ready = sum(q.message_count for v in vhosts for q in v.queues.values())
+    unacked = sum(getattr(q, "unacked_count", 0) for v in vhosts for q in v.queues.values())
+    return {
+        "management_version": cfg.product_version,
+        "rates_mode": "basic",
+        "exchange_types": [{"name": n, "description": d, "enabled": True} for n, d in EXCHANGE_TYPES],
+        "product_version": __version__,
+        "product_name": "Warren",
+        "rabbitmq_version": cfg.product_version,
+        "cluster_name": cfg.node_name,
+        "disable_stats": False,
+        "enable_queue_totals": True,
+        "message_stats": _details(message_counters(broker.metrics), rates),
+        "queue_totals": _details(
+            {"messages": ready + unacked, "messages_ready": ready, "messages_unacknowledged": unacked}
+        ),  # fmt: skip
+        "object_totals": object_totals(broker, vhosts),
+        "statistics_db_event_queue": 0,
+        "node": cfg.node_name,
+        "listeners": listeners,
+        "contexts": [
+            {"node": cfg.node_name, "description": "Warren Management", "path": "/", "port": str(broker.http_port)}
+        ],  # fmt: skip
+    }

@@ -1,0 +1,374 @@
+"""Management API handlers for the node itself and its access control:
+overview, nodes, health checks, definitions, connections, vhosts, users and
+permissions. Served by `node/http_api.py`, which authenticates and
+authorises each request from the handler's @access level first.
+
+Answers follow RabbitMQ's HTTP API: PUT is 201 when it created something
+and 204 when it changed or confirmed it, DELETE is 204, errors are
+{"error": ..., "reason": ...}; users, permissions and vhosts are written to
+the definitions file before the answer.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from typing import Any
+
+import psutil
+from aiohttp import web
+
+from node import http_format as fmt
+from node import permissions
+from node.amqp.errors import Condition
+from node.auth import hash_password
+from node.definitions import HASHING_ALGORITHM
+from node.http_api import (
+    ADMIN,
+    MGMT,
+    MONITOR,
+    USER,
+    VHOST,
+    VHOST_VISIBLE,
+    ManagementAPI,
+    access,
+    api_of,
+    bad_request,
+    created_or_updated,
+    is_admin,
+    is_monitor,
+    json_response,
+    no_content,
+    not_found,
+    read_body,
+    refused,
+    save_definitions,
+)
+
+DEFAULT_CLOSE_REASON = "Closed via management plugin"
+
+
+# ---------------------------------------------------------------- node
+
+
+@access(MGMT)
+async def overview(request: web.Request) -> web.Response:
+    api = api_of(request)
+    vhosts = api.visible_vhosts(request[USER])
+    rates = api.rates.rates(fmt.message_counters(api.broker.metrics))
+    return json_response(request, fmt.overview_json(api.broker, vhosts, rates, api.listeners()))
+
+
+@access(MGMT)
+async def whoami(request: web.Request) -> web.Response:
+    user = request[USER]
+    return json_response(request, {"name": user.name, "tags": list(user.tags)})
+
+
+def _node(api: ManagementAPI) -> dict:
+    broker = api.broker
+    process = psutil.Process()
+    try:
+        fds = process.num_fds()
+    except (AttributeError, psutil.Error):
+        fds = 0
+    resources = {
+        "os_pid": os.getpid(),
+        "mem_used": process.memory_info().rss,
+        "disk_free": shutil.disk_usage(broker.config.data_dir).free,
+        "fd_used": fds,
+        "processors": os.cpu_count() or 1,
+    }
+    return fmt.node_json(broker, broker.started_at, resources)
+
+
+@access(MONITOR)
+async def nodes(request: web.Request) -> web.Response:
+    return json_response(request, [_node(api_of(request))])
+
+
+@access(MONITOR)
+async def node(request: web.Request) -> web.Response:
+    api = api_of(request)
+    if request.match_info["node"] != api.broker.config.node_name:
+        raise not_found()
+    return json_response(request, _node(api))
+
+
+@access(MGMT)
+async def alarms_check(request: web.Request) -> web.Response:
+    """/api/health/checks/alarms: 200 without alarms, 503 with."""
+    broker = api_of(request).broker
+    raised = broker.alarms.describe()
+    if not raised:
+        return json_response(request, {"status": "ok"})
+    body = {"status": "failed", "reason": "resource alarm(s) in effect in the cluster",
+            "alarms": [{"node": broker.config.node_name, "resource": name} for name in raised]}  # fmt: skip
+    return json_response(request, body, status=503)
+
+
+@access(ADMIN)
+async def definitions(request: web.Request) -> web.Response:
+    return json_response(request, api_of(request).broker.definitions.document())
+
+
+# ---------------------------------------------------------------- connections
+
+
+def _connections(api: ManagementAPI, user: Any, vhost: str | None = None) -> list[dict]:
+    """Open connections (past AMQP OPEN), the user's own unless monitor."""
+    broker = api.broker
+    out = []
+    for conn in broker.connections:
+        if conn.vhost is None or (vhost is not None and conn.vhost.name != vhost):
+            continue
+        if not is_monitor(user) and conn.user != user.name:
+            continue
+        out.append(fmt.connection_json(conn, broker.config.node_name, broker.alarms.active))
+    return sorted(out, key=lambda c: c["name"])
+
+
+def _connection(request: web.Request) -> Any:
+    name = request.match_info["name"]
+    for conn in api_of(request).broker.connections:
+        if conn.name == name and conn.vhost is not None:
+            return conn
+    raise not_found(f"no connection '{name}'")
+
+
+@access(MGMT)
+async def list_connections(request: web.Request) -> web.Response:
+    return json_response(request, _connections(api_of(request), request[USER]))
+
+
+@access(VHOST)
+async def vhost_connections(request: web.Request) -> web.Response:
+    api = api_of(request)
+    vhost = api.vhost(request.match_info["vhost"])
+    return json_response(request, _connections(api, request[USER], vhost.name))
+
+
+@access(MGMT)
+async def get_connection(request: web.Request) -> web.Response:
+    conn, user = _connection(request), request[USER]
+    if not is_monitor(user) and conn.user != user.name:
+        raise refused("User not authorised to access object")
+    broker = api_of(request).broker
+    return json_response(request, fmt.connection_json(conn, broker.config.node_name, broker.alarms.active))
+
+
+@access(MGMT)
+async def close_connection(request: web.Request) -> web.Response:
+    """Closes with amqp:connection:forced; the X-Reason header is the
+    description, as in RabbitMQ."""
+    conn, user = _connection(request), request[USER]
+    if not is_admin(user) and conn.user != user.name:
+        raise refused("User not authorised to access object")
+    conn.force_close(Condition.CONNECTION_FORCED, request.headers.get("X-Reason") or DEFAULT_CLOSE_REASON)
+    return no_content()
+
+
+# ---------------------------------------------------------------- vhosts
+
+
+@access(MGMT)
+async def list_vhosts(request: web.Request) -> web.Response:
+    api = api_of(request)
+    node_name = api.broker.config.node_name
+    return json_response(request, [fmt.vhost_json(v, node_name) for v in api.visible_vhosts(request[USER])])
+
+
+@access(VHOST_VISIBLE)
+async def get_vhost(request: web.Request) -> web.Response:
+    api = api_of(request)
+    return json_response(request, fmt.vhost_json(api.vhost(request.match_info["vhost"]), api.broker.config.node_name))
+
+
+@access(ADMIN)
+async def put_vhost(request: web.Request) -> web.Response:
+    """Creates the vhost, or updates its description and tags; the creating
+    user gets full permissions in a new vhost (RabbitMQ's
+    maybe_grant_full_permissions)."""
+    api, name, user = api_of(request), request.match_info["vhost"], request[USER]
+    body = await read_body(request)
+    if not name:
+        raise bad_request("vhost name must not be empty")
+    try:
+        tags = fmt.parse_tags(body.get("tags"))
+    except ValueError as e:
+        raise bad_request(str(e)) from None
+    description = body.get("description", "")
+    if not isinstance(description, str):
+        raise bad_request("'description' must be a string")
+    broker = api.broker
+    created = name not in broker.vhosts
+    vhost = broker.ensure_vhost(name)
+    if created or "description" in body:
+        vhost.description = description
+    if created or "tags" in body:
+        vhost.tags = tags
+    if created and broker.auth.permission(user.name, name) is None:
+        broker.auth.set_permissions(user.name, name, ".*", ".*", ".*")
+    broker.definitions.save()
+    return created_or_updated(created)
+
+
+@access(ADMIN)
+async def delete_vhost(request: web.Request) -> web.Response:
+    """Deletes everything in it and disconnects its clients."""
+    if not api_of(request).broker.delete_vhost(request.match_info["vhost"]):
+        raise not_found()
+    return no_content()
+
+
+# ---------------------------------------------------------------- users and permissions
+
+
+def _user(request: web.Request) -> Any:
+    user = api_of(request).broker.auth.users.get(request.match_info["user"])
+    if user is None:
+        raise not_found()
+    return user
+
+
+@access(ADMIN)
+async def list_users(request: web.Request) -> web.Response:
+    users = sorted(api_of(request).broker.auth.users.values(), key=lambda u: u.name)
+    return json_response(request, [fmt.user_json(u, HASHING_ALGORITHM) for u in users])
+
+
+@access(ADMIN)
+async def get_user(request: web.Request) -> web.Response:
+    return json_response(request, fmt.user_json(_user(request), HASHING_ALGORITHM))
+
+
+@access(ADMIN)
+async def put_user(request: web.Request) -> web.Response:
+    """Body: password or password_hash (Warren's PBKDF2 format) and tags (a
+    comma-separated string or a list). Without either password field an
+    existing user keeps its password and a new one has none (it cannot log
+    in with a password)."""
+    auth, name = api_of(request).broker.auth, request.match_info["user"]
+    body = await read_body(request)
+    existing = auth.users.get(name)
+    try:
+        tags = fmt.parse_tags(body["tags"]) if "tags" in body else list(existing.tags if existing else [])
+    except ValueError as e:
+        raise bad_request(str(e)) from None
+    password, password_hash = body.get("password"), body.get("password_hash")
+    if password is not None:
+        if not isinstance(password, str):
+            raise bad_request("'password' must be a string")
+        password_hash = hash_password(password)
+    elif password_hash is not None:
+        algorithm = body.get("hashing_algorithm", HASHING_ALGORITHM)
+        if algorithm != HASHING_ALGORITHM or not isinstance(password_hash, str) or (
+            password_hash and not password_hash.startswith("pbkdf2-sha256$")
+        ):  # fmt: skip
+            raise bad_request(f"password_hash must be in {HASHING_ALGORITHM} format")
+    else:
+        password_hash = existing.password_hash if existing else ""
+    auth.add_user(name, None, tags, password_hash=password_hash)
+    save_definitions(request)
+    return created_or_updated(existing is None)
+
+
+@access(ADMIN)
+async def delete_user(request: web.Request) -> web.Response:
+    if not api_of(request).broker.auth.delete_user(request.match_info["user"]):
+        raise not_found()
+    save_definitions(request)
+    return no_content()
+
+
+def _permissions(api: ManagementAPI, user: str | None = None, vhost: str | None = None) -> list[dict]:
+    items = sorted(api.broker.auth.permissions.items())
+    return [fmt.permission_json(u, v, p) for (u, v), p in items
+            if (user is None or u == user) and (vhost is None or v == vhost)]  # fmt: skip
+
+
+@access(ADMIN)
+async def list_permissions(request: web.Request) -> web.Response:
+    return json_response(request, _permissions(api_of(request)))
+
+
+@access(ADMIN)
+async def user_permissions(request: web.Request) -> web.Response:
+    return json_response(request, _permissions(api_of(request), user=_user(request).name))
+
+
+@access(ADMIN)
+async def vhost_permissions(request: web.Request) -> web.Response:
+    api = api_of(request)
+    return json_response(request, _permissions(api, vhost=api.vhost(request.match_info["vhost"]).name))
+
+
+@access(ADMIN)
+async def get_permission(request: web.Request) -> web.Response:
+    auth, user, vhost = api_of(request).broker.auth, request.match_info["user"], request.match_info["vhost"]
+    permission = auth.permission(user, vhost)
+    if permission is None:
+        raise not_found()
+    return json_response(request, fmt.permission_json(user, vhost, permission))
+
+
+@access(ADMIN)
+async def put_permission(request: web.Request) -> web.Response:
+    api, user, vhost = api_of(request), request.match_info["user"], request.match_info["vhost"]
+    body = await read_body(request)
+    if user not in api.broker.auth.users:
+        raise not_found(f"user_not_found: no user '{user}'")
+    api.vhost(vhost)
+    patterns = []
+    for kind in ("configure", "write", "read"):
+        pattern = body.get(kind)
+        if not isinstance(pattern, str):
+            raise bad_request(f"'{kind}' must be a string (a regular expression)")
+        try:
+            permissions.validate_pattern(pattern)
+        except ValueError as e:
+            raise bad_request(str(e)) from None
+        patterns.append(pattern)
+    created = api.broker.auth.permission(user, vhost) is None
+    api.broker.auth.set_permissions(user, vhost, *patterns)
+    save_definitions(request)
+    return created_or_updated(created)
+
+
+@access(ADMIN)
+async def delete_permission(request: web.Request) -> web.Response:
+    if not api_of(request).broker.auth.clear_permissions(request.match_info["user"], request.match_info["vhost"]):
+        raise not_found()
+    save_definitions(request)
+    return no_content()
+
+
+# ---------------------------------------------------------------- routes
+
+ROUTES = [
+    ("GET", "/api/overview", overview),
+    ("GET", "/api/whoami", whoami),
+    ("GET", "/api/nodes", nodes),
+    ("GET", "/api/nodes/{node}", node),
+    ("GET", "/api/health/checks/alarms", alarms_check),
+    ("GET", "/api/health/checks/local-alarms", alarms_check),
+    ("GET", "/api/definitions", definitions),
+    ("GET", "/api/connections", list_connections),
+    ("GET", "/api/connections/{name}", get_connection),
+    ("DELETE", "/api/connections/{name}", close_connection),
+    ("GET", "/api/vhosts", list_vhosts),
+    ("GET", "/api/vhosts/{vhost}", get_vhost),
+    ("PUT", "/api/vhosts/{vhost}", put_vhost),
+    ("DELETE", "/api/vhosts/{vhost}", delete_vhost),
+    ("GET", "/api/vhosts/{vhost}/permissions", vhost_permissions),
+    ("GET", "/api/vhosts/{vhost}/connections", vhost_connections),
+    ("GET", "/api/users", list_users),
+    ("GET", "/api/users/{user}", get_user),
+    ("PUT", "/api/users/{user}", put_user),
+    ("DELETE", "/api/users/{user}", delete_user),
+    ("GET", "/api/users/{user}/permissions", user_permissions),
+    ("GET", "/api/permissions", list_permissions),
+    ("GET", "/api/permissions/{vhost}/{user}", get_permission),
+    ("PUT", "/api/permissions/{vhost}/{user}", put_permission),
+    ("DELETE", "/api/permissions/{vhost}/{user}", delete_permission),
+]

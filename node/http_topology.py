@@ -1,0 +1,318 @@
+"""Management API handlers for a vhost's topology: queues, exchanges and
+bindings. Served by `node/http_api.py`, which authenticates and authorises
+each request from the handler's @access level first; each change also needs
+the AMQP permission the same operation would need (node/permissions.py).
+
+As in RabbitMQ: names are percent-encoded path segments ("/" is %2F), the
+default exchange is "amq.default" in paths, a binding is named by source,
+destination and properties key, and an AMQP refusal maps to 400
+(precondition-failed, invalid-field, ...), 404 (not-found) or 401
+(unauthorized-access). The vhost writes durable topology to the definitions
+file before the answer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import quote
+
+from aiohttp import web
+
+from node import http_format as fmt
+from node.http_api import (
+    MGMT,
+    USER,
+    VHOST,
+    ManagementAPI,
+    access,
+    api_of,
+    bad_request,
+    body_arguments,
+    body_bool,
+    check_permission,
+    created_or_updated,
+    exchange_name,
+    json_response,
+    no_content,
+    not_found,
+    query_flag,
+    read_body,
+    refused,
+)
+from node.routing.errors import PreconditionFailed
+
+# ---------------------------------------------------------------- queues
+
+
+def _queues(api: ManagementAPI, vhosts: list[Any]) -> list[dict]:
+    node_name = api.broker.config.node_name
+    return [fmt.queue_json(v.queues[name], node_name) for v in vhosts for name in sorted(v.queues)]
+
+
+@access(MGMT)
+async def list_queues(request: web.Request) -> web.Response:
+    api = api_of(request)
+    return json_response(request, _queues(api, api.visible_vhosts(request[USER])))
+
+
+@access(VHOST)
+async def vhost_queues(request: web.Request) -> web.Response:
+    api = api_of(request)
+    return json_response(request, _queues(api, [api.vhost(request.match_info["vhost"])]))
+
+
+def _queue(request: web.Request) -> tuple[Any, Any]:
+    vhost = api_of(request).vhost(request.match_info["vhost"])
+    queue = vhost.queues.get(request.match_info["name"])
+    if queue is None:
+        raise not_found()
+    return vhost, queue
+
+
+@access(VHOST)
+async def get_queue(request: web.Request) -> web.Response:
+    _, queue = _queue(request)
+    return json_response(request, fmt.queue_json(queue, api_of(request).broker.config.node_name))
+
+
+@access(VHOST)
+async def put_queue(request: web.Request) -> web.Response:
+    """Declares a queue; redeclaring with other properties is 400 (RabbitMQ
+    maps precondition-failed to bad_request in its HTTP API)."""
+    api, name = api_of(request), request.match_info["name"]
+    body = await read_body(request)
+    vhost = api.vhost(request.match_info["vhost"])
+    if body_bool(body, "exclusive", False):
+        raise bad_request("exclusive queues cannot be declared over HTTP")
+    durable, auto_delete = body_bool(body, "durable", True), body_bool(body, "auto_delete", False)
+    arguments = body_arguments(body)
+    if "type" in body and "x-queue-type" not in arguments:
+        arguments["x-queue-type"] = body["type"]
+    check_permission(request, vhost.name, "configure", name, "queue")
+    queue, created = vhost.declare_queue(name, durable, None, auto_delete, arguments)
+    if not created and hasattr(queue, "touch"):
+        queue.touch()
+    return created_or_updated(created)
+
+
+@access(VHOST)
+async def delete_queue(request: web.Request) -> web.Response:
+    vhost, queue = _queue(request)
+    check_permission(request, vhost.name, "configure", queue.name, "queue")
+    if query_flag(request, "if-unused") and queue.consumer_count:
+        raise PreconditionFailed(f"queue '{queue.name}' in vhost '{vhost.name}' in use")
+    if query_flag(request, "if-empty") and (queue.message_count or getattr(queue, "unacked_count", 0)):
+        raise PreconditionFailed(f"queue '{queue.name}' in vhost '{vhost.name}' not empty")
+    vhost.delete_queue(queue.name)
+    return no_content()
+
+
+@access(VHOST)
+async def purge_queue(request: web.Request) -> web.Response:
+    vhost, queue = _queue(request)
+    check_permission(request, vhost.name, "read", queue.name, "queue")
+    queue.purge()
+    return no_content()
+
+
+@access(VHOST)
+async def queue_bindings(request: web.Request) -> web.Response:
+    vhost, queue = _queue(request)
+    bindings = [fmt.default_binding_json(vhost.name, queue.name)]
+    bindings += [fmt.binding_json(vhost.name, b) for b in vhost.routing.list_bindings(destination_kind="queue",
+                                                                                      destination=queue.name)]  # fmt: skip
+    return json_response(request, bindings)
+
+
+# ---------------------------------------------------------------- exchanges
+
+
+def _exchanges(vhosts: list[Any]) -> list[dict]:
+    out = []
+    for vhost in vhosts:
+        out += sorted((fmt.exchange_json(vhost.name, x) for x in vhost.routing.exchanges()), key=lambda x: x["name"])
+    return out
+
+
+@access(MGMT)
+async def list_exchanges(request: web.Request) -> web.Response:
+    return json_response(request, _exchanges(api_of(request).visible_vhosts(request[USER])))
+
+
+@access(VHOST)
+async def vhost_exchanges(request: web.Request) -> web.Response:
+    return json_response(request, _exchanges([api_of(request).vhost(request.match_info["vhost"])]))
+
+
+def _exchange(request: web.Request) -> tuple[Any, Any]:
+    vhost = api_of(request).vhost(request.match_info["vhost"])
+    exchange = vhost.routing.exchange(exchange_name(request.match_info["name"]))
+    if exchange is None:
+        raise not_found()
+    return vhost, exchange
+
+
+@access(VHOST)
+async def get_exchange(request: web.Request) -> web.Response:
+    vhost, exchange = _exchange(request)
+    return json_response(request, fmt.exchange_json(vhost.name, exchange))
+
+
+@access(VHOST)
+async def put_exchange(request: web.Request) -> web.Response:
+    api, name = api_of(request), exchange_name(request.match_info["name"])
+    body = await read_body(request)
+    vhost = api.vhost(request.match_info["vhost"])
+    kind = body.get("type")
+    if not isinstance(kind, str) or not kind:
+        raise bad_request("'type' is mandatory (direct, fanout, topic, headers)")
+    durable, auto_delete = body_bool(body, "durable", True), body_bool(body, "auto_delete", False)
+    internal, arguments = body_bool(body, "internal", False), body_arguments(body)
+    check_permission(request, vhost.name, "configure", name, "exchange")
+    created = vhost.routing.exchange(name) is None
+    vhost.declare_exchange(name, kind, durable, auto_delete, internal, arguments)
+    return created_or_updated(created)
+
+
+@access(VHOST)
+async def delete_exchange(request: web.Request) -> web.Response:
+    vhost, exchange = _exchange(request)
+    check_permission(request, vhost.name, "configure", exchange.name, "exchange")
+    if query_flag(request, "if-unused") and vhost.routing.list_bindings(source=exchange.name):
+        raise PreconditionFailed(f"exchange '{exchange.name}' in vhost '{vhost.name}' in use")
+    vhost.delete_exchange(exchange.name)
+    return no_content()
+
+
+@access(VHOST)
+async def exchange_bindings_source(request: web.Request) -> web.Response:
+    vhost, exchange = _exchange(request)
+    if exchange.name == "":
+        return json_response(request, [fmt.default_binding_json(vhost.name, q) for q in sorted(vhost.queues)])
+    return json_response(request, [fmt.binding_json(vhost.name, b)
+                                   for b in vhost.routing.list_bindings(source=exchange.name)])  # fmt: skip
+
+
+@access(VHOST)
+async def exchange_bindings_destination(request: web.Request) -> web.Response:
+    vhost, exchange = _exchange(request)
+    bindings = vhost.routing.list_bindings(destination_kind="exchange", destination=exchange.name)
+    return json_response(request, [fmt.binding_json(vhost.name, b) for b in bindings])
+
+
+# ---------------------------------------------------------------- bindings
+
+_KINDS = {"q": "queue", "e": "exchange"}
+
+
+@access(MGMT)
+async def list_bindings(request: web.Request) -> web.Response:
+    vhosts = api_of(request).visible_vhosts(request[USER])
+    return json_response(request, [b for v in vhosts for b in fmt.vhost_bindings(v)])
+
+
+@access(VHOST)
+async def vhost_bindings(request: web.Request) -> web.Response:
+    return json_response(request, fmt.vhost_bindings(api_of(request).vhost(request.match_info["vhost"])))
+
+
+def _binding_ends(request: web.Request) -> tuple[Any, str, str, str]:
+    """(vhost, source, destination kind, destination) of a bindings path."""
+    vhost = api_of(request).vhost(request.match_info["vhost"])
+    source, kind = exchange_name(request.match_info["source"]), _KINDS[request.match_info["kind"]]
+    destination = request.match_info["destination"]
+    if vhost.routing.exchange(source) is None:
+        raise not_found(f"no exchange '{source}' in vhost '{vhost.name}'")
+    if kind == "queue" and destination not in vhost.queues:
+        raise not_found(f"no queue '{destination}' in vhost '{vhost.name}'")
+    if kind == "exchange" and vhost.routing.exchange(destination) is None:
+        raise not_found(f"no exchange '{destination}' in vhost '{vhost.name}'")
+    return vhost, source, kind, destination
+
+
+def _between(vhost: Any, source: str, kind: str, destination: str) -> list[dict]:
+    if source == "":
+        return [fmt.default_binding_json(vhost.name, destination)] if kind == "queue" else []
+    bindings = vhost.routing.list_bindings(source=source, destination_kind=kind, destination=destination)
+    return [fmt.binding_json(vhost.name, b) for b in bindings]
+
+
+@access(VHOST)
+async def bindings_between(request: web.Request) -> web.Response:
+    return json_response(request, _between(*_binding_ends(request)))
+
+
+def _check_bind(request: web.Request, vhost: Any, source: str, kind: str, destination: str) -> None:
+    check_permission(request, vhost.name, "write", destination, kind)
+    check_permission(request, vhost.name, "read", source, "exchange")
+
+
+@access(VHOST)
+async def post_binding(request: web.Request) -> web.Response:
+    """Creates a binding; 201 with its path in Location."""
+    vhost, source, kind, destination = _binding_ends(request)
+    body = await read_body(request)
+    key = body.get("routing_key", "")
+    if not isinstance(key, str):
+        raise bad_request("'routing_key' must be a string")
+    arguments = body_arguments(body)
+    _check_bind(request, vhost, source, kind, destination)
+    vhost.bind(source, kind, destination, key, arguments)
+    m = request.match_info
+    location = (f"/api/bindings/{quote(vhost.name, safe='')}/e/{quote(m['source'], safe='')}/{m['kind']}/"
+                f"{quote(destination, safe='')}/{fmt.properties_key(key, arguments)}")  # fmt: skip
+    return web.Response(status=201, headers={"Location": location})
+
+
+def _one_binding(request: web.Request) -> tuple[Any, str, str, str, dict]:
+    vhost, source, kind, destination = _binding_ends(request)
+    wanted = request.match_info["props"]
+    for b in _between(vhost, source, kind, destination):
+        if b["properties_key"] == quote(wanted, safe="~") or b["properties_key"] == wanted:
+            return vhost, source, kind, destination, b
+    raise not_found()
+
+
+@access(VHOST)
+async def get_binding(request: web.Request) -> web.Response:
+    return json_response(request, _one_binding(request)[4])
+
+
+@access(VHOST)
+async def delete_binding(request: web.Request) -> web.Response:
+    vhost, source, kind, destination, binding = _one_binding(request)
+    if source == "":
+        raise refused("operation not permitted on the default exchange")
+    _check_bind(request, vhost, source, kind, destination)
+    vhost.unbind(source, kind, destination, binding["routing_key"], binding["arguments"])
+    return no_content()
+
+
+# ---------------------------------------------------------------- routes
+
+_Q = "/api/queues/{vhost}/{name}"
+_X = "/api/exchanges/{vhost}/{name}"
+_B = "/api/bindings/{vhost}/e/{source}/{kind:[eq]}/{destination}"
+
+ROUTES = [
+    ("GET", "/api/queues", list_queues),
+    ("GET", "/api/queues/{vhost}", vhost_queues),
+    ("GET", _Q, get_queue),
+    ("PUT", _Q, put_queue),
+    ("DELETE", _Q, delete_queue),
+    ("DELETE", _Q + "/contents", purge_queue),
+    ("GET", _Q + "/bindings", queue_bindings),
+    ("GET", "/api/exchanges", list_exchanges),
+    ("GET", "/api/exchanges/{vhost}", vhost_exchanges),
+    ("GET", _X, get_exchange),
+    ("PUT", _X, put_exchange),
+    ("DELETE", _X, delete_exchange),
+    ("GET", _X + "/bindings/source", exchange_bindings_source),
+    ("GET", _X + "/bindings/destination", exchange_bindings_destination),
+    ("GET", "/api/bindings", list_bindings),
+    ("GET", "/api/bindings/{vhost}", vhost_bindings),
+    ("GET", _B, bindings_between),
+    ("POST", _B, post_binding),
+    ("GET", _B + "/{props}", get_binding),
+    ("DELETE", _B + "/{props}", delete_binding),
+]

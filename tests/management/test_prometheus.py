@@ -1,0 +1,124 @@
+"""The Prometheus endpoint: RabbitMQ's metric names and labels, values read
+from the node at scrape time, moving as real AMQP clients publish, consume
+and dead-letter."""
+
+from __future__ import annotations
+
+import urllib.request
+
+from mgmt_client import sample, scrape
+from proton import Message
+from proton.utils import BlockingConnection
+
+NAMES = [
+    "rabbitmq_identity_info",
+    "rabbitmq_build_info",
+    "rabbitmq_connections",
+    "rabbitmq_channels",
+    "rabbitmq_consumers",
+    "rabbitmq_queues",
+    "rabbitmq_connections_opened_total",
+    "rabbitmq_connections_closed_total",
+    "rabbitmq_global_messages_received_total",
+    "rabbitmq_global_messages_routed_total",
+    "rabbitmq_global_messages_unroutable_dropped_total",
+    "rabbitmq_global_messages_confirmed_total",
+    "rabbitmq_global_messages_delivered_total",
+    "rabbitmq_global_messages_redelivered_total",
+    "rabbitmq_global_messages_acknowledged_total",
+    "rabbitmq_global_messages_dead_lettered_expired_total",
+    "rabbitmq_global_messages_dead_lettered_rejected_total",
+    "rabbitmq_global_messages_dead_lettered_maxlen_total",
+    "rabbitmq_global_messages_dead_lettered_delivery_limit_total",
+    "rabbitmq_queue_messages_ready",
+    "rabbitmq_queue_messages_unacked",
+    "rabbitmq_queue_messages",
+    "rabbitmq_queue_consumers",
+    "rabbitmq_alarms_memory_used_watermark",
+    "rabbitmq_alarms_free_disk_space_watermark",
+    "rabbitmq_process_resident_memory_bytes",
+    "rabbitmq_disk_space_available_bytes",
+]
+AMQP10 = {"protocol": "amqp10"}
+CLASSIC = {"protocol": "amqp10", "queue_type": "rabbit_classic_queue"}
+
+
+def test_every_metric_is_exposed_in_the_text_format(node):
+    node.declare_queue("q")
+    with urllib.request.urlopen(f"http://127.0.0.1:{node.broker.metrics_port}/metrics", timeout=10) as r:
+        assert r.headers["Content-Type"].startswith("text/plain")
+        text = r.read().decode()
+    for name in NAMES:
+        assert f"\n{name}" in text or text.startswith(name), name
+        assert f"# TYPE {name} " in text, name
+    assert sample(text, "rabbitmq_identity_info", rabbitmq_node="warren@test") == 1
+    assert sample(text, "rabbitmq_queue_messages_ready", vhost="/", queue="q") == 0
+    assert sample(text, "rabbitmq_global_messages_received_total", **AMQP10) == 0
+    per_object = urllib.request.urlopen(f"http://127.0.0.1:{node.broker.metrics_port}/metrics/per-object").read()
+    assert b"rabbitmq_queue_messages_ready{" in per_object
+
+
+def test_values_follow_publishing_and_consuming(node):
+    node.declare_queue("work")
+    before = scrape(node)
+    assert sample(before, "rabbitmq_connections") == 0
+    conn = BlockingConnection(node.url, timeout=10)
+    sender = conn.create_sender("/queues/work")
+    for i in range(5):
+        sender.send(Message(body=f"m{i}", durable=True))
+    unroutable = conn.create_sender("/exchanges/amq.direct/nobody")
+    try:
+        unroutable.send(Message(body="lost"))
+    except Exception:
+        pass  # released: unroutable
+    text = scrape(node)
+    assert sample(text, "rabbitmq_global_messages_received_total", **AMQP10) == 6
+    assert sample(text, "rabbitmq_global_messages_routed_total", **AMQP10) == 5
+    assert sample(text, "rabbitmq_global_messages_confirmed_total", **AMQP10) == 5
+    assert sample(text, "rabbitmq_global_messages_unroutable_dropped_total", **AMQP10) == 1
+    assert sample(text, "rabbitmq_queue_messages_ready", vhost="/", queue="work") == 5
+    assert sample(text, "rabbitmq_connections") == 1
+    assert sample(text, "rabbitmq_channels") >= 1
+    assert sample(text, "rabbitmq_connections_opened_total") == 1
+
+    receiver = conn.create_receiver("/queues/work", credit=5)
+    for _ in range(3):
+        receiver.receive(timeout=10)
+        receiver.accept()
+    text = scrape(node)
+    assert sample(text, "rabbitmq_consumers") == 1
+    assert sample(text, "rabbitmq_queue_consumers", vhost="/", queue="work") == 1
+    assert sample(text, "rabbitmq_global_messages_delivered_total", **CLASSIC) >= 3
+    receiver.close()  # a round trip: the node has the settlements
+    text = scrape(node)
+    assert sample(text, "rabbitmq_global_messages_acknowledged_total", **CLASSIC) == 3
+    assert sample(text, "rabbitmq_queue_messages_unacked", vhost="/", queue="work") == 0
+    assert sample(text, "rabbitmq_queue_messages", vhost="/", queue="work") == 2
+    conn.close()
+
+
+def test_dead_lettering_is_counted_by_reason(node):
+    node.declare_queue("dlq")
+    node.declare_queue("src", **{"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "dlq"})
+    conn = BlockingConnection(node.url, timeout=10)
+    conn.create_sender("/queues/src").send(Message(body="bad"))
+    receiver = conn.create_receiver("/queues/src", credit=1)
+    receiver.receive(timeout=10)
+    receiver.reject()
+    conn.close()
+    text = scrape(node)
+    labels = {"queue_type": "rabbit_classic_queue", "dead_letter_strategy": "at_most_once"}
+    assert sample(text, "rabbitmq_global_messages_dead_lettered_rejected_total", **labels) == 1
+    assert sample(text, "rabbitmq_global_messages_dead_lettered_expired_total", **labels) == 0
+    assert sample(text, "rabbitmq_queue_messages_ready", vhost="/", queue="dlq") == 1
+
+
+def test_alarm_gauges(node):
+    assert sample(scrape(node), "rabbitmq_alarms_free_disk_space_watermark") == 0
+    node.call(node.broker.alarms.force, "disk", True)
+    try:
+        text = scrape(node)
+        assert sample(text, "rabbitmq_alarms_free_disk_space_watermark") == 1
+        assert sample(text, "rabbitmq_alarms_memory_used_watermark") == 0
+    finally:
+        node.call(node.broker.alarms.force, "disk", False)
