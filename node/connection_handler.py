@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from node.broker import Broker
 
 log = logging.getLogger("warren.connection")
+CLOSE_GRACE_S = 2.0  # how long a forced close waits for the client's CLOSE
 
 
 class ConnectionHandler(asyncio.Protocol):
@@ -106,10 +107,18 @@ class ConnectionHandler(asyncio.Protocol):
         self._flush()
 
     def force_close(self, condition: str, description: str) -> None:
-        """Operator-initiated close (shutdown, management)."""
+        """Operator-initiated close (shutdown, management). A client that does
+        not answer our CLOSE within a grace period loses its socket."""
         if not self.engine.closed:
             self.engine.close(condition, description)
         self._flush()
+        if not self._closed:
+            self.node.loop.call_later(CLOSE_GRACE_S, self._abort)
+
+    def _abort(self) -> None:
+        if not self._closed and self.transport is not None:
+            self._closed = True
+            self.transport.abort()
 
     def _cleanup(self) -> None:
         if self._timer is not None:

@@ -223,6 +223,15 @@ class QueueConsumer:
     def detached(self) -> None:
         self.queue.detach_consumer(self)
 
+    def queue_deleted(self) -> None:
+        """As RabbitMQ: the consumer's link is detached with resource-deleted."""
+        link = self.link
+        if not (link.detach_sent or link.detach_received):
+            link.detach(closed=True, condition=Condition.RESOURCE_DELETED,
+                        description=f"queue '{self.queue.name}' in vhost '{self.queue.vhost}' was deleted")  # fmt: skip
+            self.handler._link_gone(link)
+            self.handler.schedule_flush()
+
 
 def first_delivery_payload(payload: bytes) -> bytes:
     """The payload of a message's first delivery: its header says

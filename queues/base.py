@@ -74,6 +74,9 @@ class Consumer(Protocol):
     def credit_reply(self, delivery_count: int, credit: int, available: int, drain: bool) -> None:
         """Send a FLOW carrying the link's state as the queue holds it."""
 
+    def queue_deleted(self) -> None:
+        """The queue is gone (deleted by an operator): end the link."""
+
 
 ConfirmCallback = Callable[[Outcome], None]
 

@@ -569,6 +569,7 @@ class ClassicQueue(Queue):
             return 0
         count = self.message_count + self._unacked_count
         self.deleted = True
+        consumers = [cs.consumer for cs in self._consumers.values()]
         self._cancel_ttl_timer()
         if self._expiry_timer is not None:
             self._expiry_timer.cancel()
@@ -584,6 +585,8 @@ class ClassicQueue(Queue):
         self._active_prios.clear()
         self._draining.clear()
         self._replies.clear()
+        for consumer in consumers:  # after the state is gone: they may call back
+            consumer.queue_deleted()
         return count
 
     def restore(self, messages: Iterable[QueueMessage]) -> None:

@@ -212,3 +212,27 @@ def test_missing_vhost_closes_the_connection(broker):
 
     with pytest.raises(ConnectionException, match="not-found"):
         BlockingConnection(broker.url, timeout=10, virtual_host="vhost:nowhere")
+
+
+def test_deleting_a_queue_detaches_its_consumers_with_resource_deleted(broker):
+    from proton.handlers import MessagingHandler
+    from proton.reactor import Container
+
+    broker.declare_queue("doomed")
+    seen = {}
+
+    class Consumer(MessagingHandler):
+        def on_start(self, event):
+            conn = event.container.connect(broker.url)
+            event.container.create_receiver(conn, "/queues/doomed")
+
+        def on_link_opened(self, event):
+            broker.call(broker.vhost.delete_queue, "doomed")
+
+        def on_link_error(self, event):
+            seen["condition"] = event.link.remote_condition.name
+            event.connection.close()
+
+    Container(Consumer()).run()
+    assert seen["condition"] == "amqp:resource-deleted"
+    assert "doomed" not in broker.vhost.queues

@@ -87,6 +87,7 @@ class FakeConsumer:
         self.replies: list[tuple[int, int, int, bool]] = []
         self.on_deliver = None
         self.on_reply = None
+        self.deleted = 0
 
     @property
     def seqs(self) -> list[int]:
@@ -106,6 +107,9 @@ class FakeConsumer:
         self.replies.append((delivery_count, credit, available, drain))
         if self.on_reply is not None:
             self.on_reply()
+
+    def queue_deleted(self) -> None:
+        self.deleted += 1
 
 
 class RecordingPersistence(MemoryPersistence):
@@ -1097,3 +1101,15 @@ TestCredit = CreditMachine.TestCase
 TestCredit.settings = settings(
     max_examples=150, stateful_step_count=40, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
+
+
+def test_delete_tells_every_consumer_once():
+    q = make()
+    a, b = FakeConsumer(), FakeConsumer()
+    q.attach_consumer(a)
+    q.attach_consumer(b)
+    fill(q, 3)
+    grant(q, a, 1)
+    assert q.delete() == 3
+    assert (a.deleted, b.deleted) == (1, 1)
+    assert q.delete() == 0 and (a.deleted, b.deleted) == (1, 1)
