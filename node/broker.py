@@ -67,16 +67,17 @@ class Broker:
         if cfg.definitions_file:
             self.definitions.load(cfg.definitions_file)
         self._recover_messages()
-        self._server = await self.loop.create_server(
-            lambda: ConnectionHandler(self), cfg.listen_host, cfg.amqp_port, reuse_address=True, backlog=1024
-        )
-        self.amqp_port = self._server.sockets[0].getsockname()[1]
         self._check_alarms()
         try:
+            # management first: once the AMQP port accepts, the whole node is up
             await self._start_http()
+            self._server = await self.loop.create_server(
+                lambda: ConnectionHandler(self), cfg.listen_host, cfg.amqp_port, reuse_address=True, backlog=1024
+            )
         except BaseException:
             await self.stop()
             raise
+        self.amqp_port = self._server.sockets[0].getsockname()[1]
         self.started_at = time.time()
         log.info("node=%s listening amqp=%s:%d http=%s metrics=%s data_dir=%s", cfg.node_name, cfg.listen_host,
                  self.amqp_port, self.http_port, self.metrics_port, os.path.abspath(cfg.data_dir))  # fmt: skip
