@@ -20,6 +20,9 @@ from node.amqp.connection import SERVER, Connection
 from node.amqp.errors import Condition
 from node.amqp.types import Symbol
 from node.links import Publisher, QueueConsumer
+from node.management import node_link
+from node.management.node_link import ManagementLink, ReplyLink
+from node.permissions import check as check_permission
 from node.routing import address
 from node.routing.errors import NotFound, RoutingError
 from node.vhost import ResourceLocked
@@ -50,6 +53,7 @@ class ConnectionHandler(asyncio.Protocol):
         self._flush_scheduled = False
         self._timer: asyncio.TimerHandle | None = None
         self._closed = False
+        self.management_pairs: dict | None = None  # node/management/node_link.py, made on first use
 
     # ------------------------------------------------------------ asyncio side
 
@@ -141,8 +145,11 @@ class ConnectionHandler(asyncio.Protocol):
         elif kind is ev.DeliveriesUpdated:
             self._on_settled(event.deliveries)
         elif kind is ev.LinkFlow:
-            if isinstance(event.link.context, QueueConsumer):
-                event.link.context.on_flow(event.drain, event.echo)
+            context = event.link.context
+            if isinstance(context, QueueConsumer):
+                context.on_flow(event.drain, event.echo)
+            elif isinstance(context, ReplyLink):
+                context.on_flow(event.drain, event.echo)
         elif kind is ev.LinkAttached:
             self._on_attach(event.link, event.attach)
         elif kind is ev.LinkDetached:
@@ -174,15 +181,24 @@ class ConnectionHandler(asyncio.Protocol):
         hostname = open_.hostname or ""
         vhost_name = hostname[len("vhost:") :] if hostname.startswith("vhost:") else "/"
         vhost = self.node.vhosts.get(vhost_name)
-        self.engine.open(properties=self.node.server_properties())
+        self.engine.open(properties=self.node.server_properties(), offered_capabilities=OFFERED_CAPABILITIES)
+        # As RabbitMQ: a missing vhost and one the user has no permission
+        # entry for are both refused with unauthorized-access (after OPEN,
+        # which must come first [2.4.1]).
         if vhost is None:
-            self.engine.close(Condition.NOT_FOUND, f"vhost '{vhost_name}' does not exist")
+            self.engine.close(Condition.UNAUTHORIZED_ACCESS, f"virtual host '{vhost_name}' does not exist")
+            return
+        if self.node.auth.permission(self.user, vhost_name) is None:
+            self.engine.close(Condition.UNAUTHORIZED_ACCESS,
+                              f"access to vhost '{vhost_name}' refused for user '{self.user}'")  # fmt: skip
             return
         self.vhost = vhost
 
     def _on_attach(self, link: Any, attach: Any) -> None:
         try:
-            if link.is_sender:
+            if node_link.is_management(link, attach):
+                node_link.attach(self, link, attach)
+            elif link.is_sender:
                 self._attach_consumer(link, attach)
             else:
                 self._attach_publisher(link, attach)
@@ -195,9 +211,12 @@ class ConnectionHandler(asyncio.Protocol):
         if target_addr is not None:
             target = address.parse_target(target_addr)
             if isinstance(target, address.QueueTarget):
+                self.check_access("write", "", "exchange")  # the default exchange, as "amq.default"
                 self.vhost.queue(target.queue)  # raises not-found
-            elif self.vhost.routing.exchange(target.exchange) is None:
-                raise NotFound(f"no exchange '{target.exchange}' in vhost '{self.vhost.name}'")
+            else:
+                self.check_access("write", target.exchange, "exchange")
+                if self.vhost.routing.exchange(target.exchange) is None:
+                    raise NotFound(f"no exchange '{target.exchange}' in vhost '{self.vhost.name}'")
         link.max_message_size = self.node.config.max_message_size
         # RabbitMQ settles publishes itself: rcv-settle-mode first only
         link.attach(
@@ -215,6 +234,7 @@ class ConnectionHandler(asyncio.Protocol):
     def _attach_consumer(self, link: Any, attach: Any) -> None:
         source_addr = getattr(attach.source, "address", None)
         source = address.parse_source(source_addr)
+        self.check_access("read", source.queue, "queue")
         queue = self.vhost.queue(source.queue)
         if queue.exclusive_owner is not None and queue.exclusive_owner is not self:
             raise ResourceLocked(f"cannot obtain exclusive access to locked queue '{queue.name}' in vhost "
@@ -249,6 +269,15 @@ class ConnectionHandler(asyncio.Protocol):
             self.node.metrics.links -= 1
             if isinstance(context, QueueConsumer):
                 context.detached()
+            elif isinstance(context, ManagementLink):
+                context.detached()
+
+    def check_access(self, kind: str, resource: str, what: str) -> None:
+        """Raises AccessRefused (unauthorized-access) unless the user may
+        `kind` (configure, write, read) the resource in this vhost, as its
+        permission entry reads now (node/permissions.py)."""
+        name = self.vhost.name
+        check_permission(self.node.auth.permission(self.user, name), self.user, name, kind, resource, what)
 
     def _session_gone(self, session: Any) -> None:
         for link in list(session.links.values()):
@@ -276,6 +305,11 @@ class ConnectionHandler(asyncio.Protocol):
             "peer_port": self.peer[1],
             "channels": len(self.engine.sessions),
         }
+
+
+# Link Pair CS 01 (the /management node) and the anonymous relay (a null
+# target, each message's `to` naming its destination), as RabbitMQ offers them.
+OFFERED_CAPABILITIES = [Symbol("LINK_PAIR_V1_0"), Symbol("ANONYMOUS-RELAY")]
 
 
 def server_properties(cfg: Any) -> dict:

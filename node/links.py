@@ -104,6 +104,9 @@ class Publisher:
             if to is None:
                 raise AddressError("message has no 'to' address on an anonymous link")
             target = address.parse_target(to)
+            # write on the exchange ("" = the default one, for /queues/:queue),
+            # as at attach for a fixed target; refused: a rejected outcome
+            self.handler.check_access("write", getattr(target, "exchange", ""), "exchange")
         if isinstance(target, address.QueueTarget):
             return [vhost.queue(target.queue)], "", target.queue
         key = target.routing_key if target.routing_key is not None else (msg.subject or "")
