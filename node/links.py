@@ -32,9 +32,12 @@ _seq_tag = struct.Struct(">Q")
 _SECTION = b"\x00\x53"  # a section descriptor, as smallulong
 _HEADER = _SECTION + b"\x70"
 _DELIVERY_ANNOTATIONS = _SECTION + b"\x71"
-_FIRST_ACQUIRER_HEADER = d.Header(first_acquirer=True).encode()
-_HEADER_CACHE_MAX = 1024
-_header_cache: dict[bytes, bytes] = {}  # header section as published -> with first-acquirer true
+_MESSAGE_ANNOTATIONS = _SECTION + b"\x72"
+_X_EXCHANGE = Symbol("x-exchange")
+_X_ROUTING_KEY = Symbol("x-routing-key")
+_PREFIX_CACHE_MAX = 1024
+# (header as published, exchange, routing key) -> header and annotations as delivered
+_prefix_cache: dict[tuple[bytes, str, str], bytes] = {}
 ACCEPTED = d.Accepted()
 RELEASED = d.Released()
 
@@ -165,14 +168,7 @@ class QueueConsumer:
         link = self.link
         if link.detach_sent or link.detach_received:
             return
-        payload = message.payload
-        if message.acquired or message.delivery_count or message.annotations:
-            changes = {"first_acquirer": not message.acquired}
-            if message.delivery_count:
-                changes["delivery_count"] = message.delivery_count
-            payload = Message.from_bytes(payload).to_delivery_bytes(changes, message.annotations)
-        else:
-            payload = first_delivery_payload(payload)
+        payload = delivery_payload(message)
         limit = link.remote_max_message_size
         if limit and len(payload) > limit:
             # [2.7.3] "Any attempt to deliver a message larger than this results
@@ -236,34 +232,65 @@ class QueueConsumer:
             self.handler.schedule_flush()
 
 
-def first_delivery_payload(payload: bytes) -> bytes:
-    """The payload of a message's first delivery: its header says
-    first-acquirer true, as RabbitMQ's does on every delivery that is not a
-    redelivery. Publishers' headers repeat, so rewritten ones are cached and
-    the common cases cost no decoding."""
-    if payload[:3] != _HEADER:
-        if payload[:2] == _SECTION and payload[:3] != _DELIVERY_ANNOTATIONS:
-            return _FIRST_ACQUIRER_HEADER + payload  # no header: add one
-        return Message.from_bytes(payload).to_delivery_bytes({"first_acquirer": True})
-    code = payload[3] if len(payload) > 3 else -1
-    if code == 0x45:  # list0
-        end = 4
-    elif code == 0xC0:  # list8
-        end = 5 + payload[4]
-    elif code == 0xD0:  # list32
-        end = 8 + int.from_bytes(payload[4:8], "big")
+def delivery_payload(message: QueueMessage) -> bytes:
+    """The bytes a consumer receives, as RabbitMQ sends them: the header says
+    first-acquirer (false on a redelivery) and the delivery-count, and the
+    message annotations carry x-exchange and x-routing-key (clients such as
+    rabbitmq-amqp-python-client rely on annotations being there) merged with
+    any that modified outcomes added. Delivery annotations are dropped.
+
+    A first delivery of a message whose header and destination repeat (the
+    common case) costs a dictionary lookup: the new header and annotations
+    are encoded once per distinct (header, exchange, routing key)."""
+    payload = message.payload
+    routing_key = message.routing_keys[0] if message.routing_keys else ""
+    if not (message.acquired or message.delivery_count or message.annotations):
+        end = _plain_header_end(payload)
+        if end is not None:
+            key = (payload[:end], message.exchange, routing_key)
+            prefix = _prefix_cache.get(key)
+            if prefix is None:
+                prefix = Message.from_bytes(key[0]).to_delivery_bytes(
+                    {"first_acquirer": True}, _routing_annotations(message.exchange, routing_key)
+                )
+                if len(_prefix_cache) >= _PREFIX_CACHE_MAX:
+                    _prefix_cache.clear()
+                _prefix_cache[key] = prefix
+            return prefix + payload[end:]
+    changes = {"first_acquirer": not message.acquired}
+    if message.delivery_count:
+        changes["delivery_count"] = message.delivery_count
+    annotations = _routing_annotations(message.exchange, routing_key)
+    if message.annotations:
+        annotations.update(message.annotations)
+    return Message.from_bytes(payload).to_delivery_bytes(changes, annotations)
+
+
+def _routing_annotations(exchange: str, routing_key: str) -> dict:
+    return {_X_EXCHANGE: exchange, _X_ROUTING_KEY: routing_key}
+
+
+def _plain_header_end(payload: bytes) -> int | None:
+    """Where the header section ends (0 without one), when nothing but the
+    bare message follows it; None when annotations need merging."""
+    if payload[:3] == _HEADER:
+        code = payload[3] if len(payload) > 3 else -1
+        if code == 0x45:  # list0
+            end = 4
+        elif code == 0xC0:  # list8
+            end = 5 + payload[4]
+        elif code == 0xD0:  # list32
+            end = 8 + int.from_bytes(payload[4:8], "big")
+        else:
+            return None
     else:
         end = 0
-    if not end or payload[end : end + 3] == _DELIVERY_ANNOTATIONS:
-        return Message.from_bytes(payload).to_delivery_bytes({"first_acquirer": True})
-    header = bytes(payload[:end])
-    new = _header_cache.get(header)
-    if new is None:
-        new = Message.from_bytes(header).to_delivery_bytes({"first_acquirer": True})
-        if len(_header_cache) >= _HEADER_CACHE_MAX:
-            _header_cache.clear()
-        _header_cache[header] = new
-    return payload if new == header else new + payload[end:]
+    following = payload[end : end + 3]
+    if following[:2] != _SECTION and following:
+        return None
+    if following in (_DELIVERY_ANNOTATIONS, _MESSAGE_ANNOTATIONS):
+        return None
+    return end
 
 
 def settlement_of(state: Any, settled: bool) -> Settlement | None:

@@ -66,11 +66,9 @@ class Settler(AMQPMessagingHandler):
         self.messages: list[Any] = []
 
     def on_message(self, event: Event) -> None:
-        # The client reads message annotations unguarded (x-stream-offset);
-        # RabbitMQ always sends some (x-exchange, x-routing-key), Warren
-        # does not yet add them to deliveries.
-        if event.message.annotations is None:
-            event.message.annotations = {}
+        # The client reads message annotations unguarded (x-stream-offset):
+        # it depends on the broker adding x-exchange and x-routing-key.
+        assert event.message.annotations is not None
         if isinstance(event.message.body, memoryview):  # data sections come as views of the frame
             event.message.body = bytes(event.message.body)
         super().on_message(event)

@@ -14,7 +14,8 @@ from raw_client import RawClient
 
 from node.amqp import definitions as d
 from node.amqp.message import Message as WireMessage
-from node.links import first_delivery_payload
+from node.links import delivery_payload
+from queues.base import QueueMessage
 
 
 def connect(broker) -> BlockingConnection:
@@ -292,11 +293,12 @@ def test_modified_annotations_are_merged_into_the_message(broker):
     publish(conn, "work", ["annotated"], annotations={symbol("x-opt-origin"): "publisher", symbol("x-opt-keep"): 1})
     r = conn.create_receiver("/queues/work", credit=1)
     first = r.receive(timeout=10)
-    assert first.annotations == {"x-opt-origin": "publisher", "x-opt-keep": 1}
+    routing = {"x-exchange": "", "x-routing-key": "work"}  # added by the broker, as RabbitMQ does
+    assert first.annotations == {"x-opt-origin": "publisher", "x-opt-keep": 1, **routing}
     settle(r, Delivery.MODIFIED, annotations={symbol("x-opt-origin"): "consumer", symbol("x-opt-note"): "seen"})
     again = r.receive(timeout=10)
     # [3.4.5] merged: same keys replaced, new keys added, the rest kept
-    assert again.annotations == {"x-opt-origin": "consumer", "x-opt-keep": 1, "x-opt-note": "seen"}
+    assert again.annotations == {"x-opt-origin": "consumer", "x-opt-keep": 1, "x-opt-note": "seen", **routing}
     assert again.first_acquirer is False
     # a second modification adds to the first, and dead-lettering keeps them all
     settle(r, Delivery.MODIFIED, undeliverable=True, annotations={symbol("x-opt-final"): True})
@@ -324,22 +326,36 @@ def test_modified_annotations_are_merged_into_the_message(broker):
     ],
 )
 def test_first_deliveries_say_first_acquirer(header, delivery_annotations):
-    """RabbitMQ sets first-acquirer on every delivery; the broker's fast path
-    for first deliveries must keep every other header field and the rest of
-    the message byte for byte."""
+    """RabbitMQ sets first-acquirer on every delivery and adds x-exchange and
+    x-routing-key annotations; the broker's fast path for first deliveries must
+    keep every other header field and the rest of the message byte for byte."""
     published = WireMessage.build(b"body", header=header, delivery_annotations=delivery_annotations,
                                   message_annotations={"x-opt-ma": "kept"}, properties={"message_id": "id-1"})  # fmt: skip
+    plain = WireMessage.build(b"body", header=header, properties={"message_id": "id-1"})
     before = published.header or d.Header()
-    for _ in range(2):  # the second time from the header cache
-        out = WireMessage.from_bytes(first_delivery_payload(published.payload))
-        assert out.header.first_acquirer is True
-        for field in ("durable", "priority", "ttl", "delivery_count"):
-            assert getattr(out.header, field) == getattr(before, field)
-        assert out.delivery_annotations is None
-        assert out.message_annotations == {"x-opt-ma": "kept"}
-        assert bytes(out.bare_bytes) == bytes(published.bare_bytes)
-    if header == {"first_acquirer": True, "delivery_count": 2}:
-        assert first_delivery_payload(published.payload) is published.payload
+    for msg, extra in ((published, {"x-opt-ma": "kept"}), (plain, {})):
+        for _ in range(2):  # the second time from the cache
+            queued = QueueMessage(0, msg.payload, exchange="amq.direct", routing_keys=["rk"])
+            out = WireMessage.from_bytes(delivery_payload(queued))
+            assert out.header.first_acquirer is True
+            for field in ("durable", "priority", "ttl", "delivery_count"):
+                assert getattr(out.header, field) == getattr(before, field)
+            assert out.delivery_annotations is None
+            assert out.message_annotations == {"x-exchange": "amq.direct", "x-routing-key": "rk", **extra}
+            assert bytes(out.bare_bytes) == bytes(msg.bare_bytes)
+
+
+def test_consumers_see_the_exchange_and_routing_key(broker):
+    broker.declare_queue("annotated")
+    broker.call(broker.vhost.bind, "amq.direct", "queue", "annotated", "key-1")
+    conn = connect(broker)
+    conn.create_sender("/exchanges/amq.direct/key-1").send(Message(body="via exchange"))
+    conn.create_sender("/queues/annotated").send(Message(body="via queue"))
+    r = conn.create_receiver("/queues/annotated", credit=2)
+    first, second = r.receive(timeout=10), r.receive(timeout=10)
+    assert (first.annotations["x-exchange"], first.annotations["x-routing-key"]) == ("amq.direct", "key-1")
+    assert (second.annotations["x-exchange"], second.annotations["x-routing-key"]) == ("", "annotated")
+    conn.close()
 
 
 # ---------------------------------------------------------------- several consumers
