@@ -39,6 +39,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import logging
+import os
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -143,6 +144,8 @@ def _dispatch(caller: Caller, method: Any, target: Any, body: Any) -> tuple[str,
     path, _, query = target.partition("?")
     segments = path[1:].split("/")
     head, rest = segments[0], segments[1:]
+    if head == "queues" and not rest:
+        return _route({"POST": post_queue}, method, target)(caller, "", body)
     if head == "queues" and len(rest) == 1:
         routes = {"GET": get_queue, "PUT": put_queue, "DELETE": delete_queue}
         return _route(routes, method, target)(caller, _name(rest[0]), body)
@@ -246,11 +249,22 @@ def get_queue(caller: Caller, name: str, body: Any) -> tuple[str, Any]:
 
 def put_queue(caller: Caller, name: str, body: Any) -> tuple[str, Any]:
     props = _properties(body, "queue", _QUEUE_FIELDS, _QUEUE_DEFAULTS)
-    vhost = caller.vhost
     if not name:
         raise ManagementError("declare queue with empty name not allowed")
     if name.startswith(RESERVED_PREFIX):
-        raise Forbidden(f"queue '{name}' in vhost '{vhost.name}' starts with reserved prefix '{RESERVED_PREFIX}'")
+        raise Forbidden(f"queue '{name}' in vhost '{caller.vhost.name}' starts with reserved prefix '{RESERVED_PREFIX}'")
+    return _declare_queue(caller, name, props)
+
+
+def post_queue(caller: Caller, _: str, body: Any) -> tuple[str, Any]:
+    """Declares a server-named queue (amq.gen-...); the reply names it."""
+    props = _properties(body, "queue", _QUEUE_FIELDS, _QUEUE_DEFAULTS)
+    name = "amq.gen-" + base64.urlsafe_b64encode(os.urandom(16)).decode().rstrip("=")
+    return _declare_queue(caller, name, props)
+
+
+def _declare_queue(caller: Caller, name: str, props: dict) -> tuple[str, Any]:
+    vhost = caller.vhost
     caller.check("configure", name, "queue")
     durable, exclusive, auto_delete, arguments = (props["durable"], props["exclusive"], props["auto_delete"],
                                                   props["arguments"])  # fmt: skip

@@ -112,3 +112,12 @@ def test_a_reply_carries_status_correlation_and_body():
     assert (msg.correlation_id, msg.subject, msg.body) == ("id-7", "404", "queue 'q' in vhost '/' not found")
     assert msg.application_properties == {"http:response": "1.1"}
     assert Message.from_bytes(reply(None, "204", None)).body is None
+
+
+def test_post_queues_declares_a_server_named_queue(caller):
+    status, body = call(caller, "POST", "/queues", {"durable": False, "exclusive": True})
+    assert status == "201" and body["name"].startswith("amq.gen-") and body["exclusive"] is True
+    again = call(caller, "POST", "/queues", {})[1]["name"]
+    assert again != body["name"] and {body["name"], again} <= set(caller.vhost.queues)
+    assert call(caller, "PUT", "/queues/amq.gen-mine", {})[0] == "403"  # the prefix is the server's
+    assert call(caller, "GET", "/queues")[0] == "405"
