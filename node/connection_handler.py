@@ -160,6 +160,11 @@ class ConnectionHandler(asyncio.Protocol):
                 event.session.block()
         elif kind is ev.SessionEnded:
             self._session_gone(event.session)
+            error = event.error
+            if not event.remote and error is not None and error.condition == Condition.WINDOW_VIOLATION \
+                    and self.node.alarms.active:  # fmt: skip
+                # a publisher that ignores the shut window of an alarm is cut off (REFERENCE.md)
+                self.engine.close(Condition.RESOURCE_LIMIT_EXCEEDED, "publishing while a resource alarm is raised")
         elif kind is ev.SaslInitReceived:
             self._on_sasl(event)
         elif kind is ev.ConnectionOpened:
