@@ -1,0 +1,567 @@
+"""Durable Raft logs for every replication group of a node, on RocksDB (rocksdict).
+
+pysyncobj's own file journal is an mmap that is never fsynced, its followers
+ack an entry (and its leader counts itself) as soon as the entry is in that
+mmap, and its compaction rewrites the whole file in place, so a kill -9 in the
+middle loses entries the node had acknowledged. This module replaces it.
+
+Layout. One RocksDB per node (`<data_dir>/raft`) holds the log of every group
+(the metadata group, and later one group per quorum queue). `DurableLog` owns
+the database and one pending WriteBatch; `DurableLog.journal(group)` hands out
+a `RaftJournal`, which implements the interface pysyncobj's `SyncObj` calls on
+its journal (pysyncobj/journal.py: add, clear, deleteEntriesFrom,
+deleteEntriesTo, __getitem__, __len__, _destroy, set/getRaftCommitIndex,
+setCurrentTerm, getCurrentTerm, getVotedForNodeId, onOneSecondTimer). The
+journal keeps its entries in a Python list for pysyncobj's reads (slices,
+[-1], [0]) and turns every change into writes in the node's pending batch:
+
+    b"\\x00format"                         -> u8 journal format version (1)
+    b"g" | u16 len(G) | G | b"e" | u64 idx -> u64 term | command bytes
+    b"g" | u16 len(G) | G | b"h"           -> hard state: AMQP list [term, voted_for]
+    b"g" | u16 len(G) | G | b"c"           -> u64 commit index (a hint; see below)
+
+(integers big-endian, so keys sort by index). Dropping entries from the front
+(compaction after a snapshot) and from the back (a Raft §5.3 conflict) are each
+one `delete_range`; a batch is applied atomically, so no crash leaves a
+half-compacted log. The commit index is stored only as pysyncobj's restart
+hint: it never exceeds what a majority stored, and pysyncobj clamps it to the
+log end on load.
+
+Durability: etcd's Ready discipline, one fsync per loop turn for all groups.
+Nothing is written to disk while pysyncobj runs: its ticks only buffer. The
+node's loop turn is
+
+    for group in groups: group.doTick(0)   # buffers writes, queues messages
+    log.flush()                            # ONE synced write for every group,
+                                           # then releases the held messages
+
+(or `log.flush_every_turn(loop)`, which schedules that flush with call_soon
+after the first write of a turn), and two rules make "persist before send,
+persist before confirm" hold:
+
+1. Hold outgoing messages. Every message pysyncobj sends waits until the
+   writes buffered before it are durable: `log.after_durable(deliver)` runs
+   `deliver` at once if they already are, else right after the flush that
+   covers them, in submission order; `log.sync_point()` is the same gate as
+   an awaitable, in the shape of raft/transport.py's `before_flush` hook
+   (`transport.before_flush.append(log.sync_point)`). So a follower's
+   `next_node_idx` ack (sent from pysyncobj's 'append_entries' handler right
+   after `journal.add`), a vote grant (sent right after `setCurrentTerm`) and
+   a leader's AppendEntries never leave before the writes they reflect. (A
+   leader could send its entries before its own fsync, as etcd does; holding
+   them costs one loop turn of latency and keeps the rule to one line.)
+2. The leader counts itself only for durable entries. pysyncobj's commit
+   rule starts every count at 1 for the leader itself;
+   `RaftJournal.durable_index()` tells `raft.patches.SafeSyncObj` how far
+   that is true. (With rule 1 a follower cannot hold an entry the leader has
+   not synced, so this matters for a one-member group, or if rule 1 is ever
+   relaxed for the leader's own AppendEntries.)
+
+A flush writes the batch unsynced and then fdatasyncs RocksDB's WAL with
+`queues.store._WalSyncer`, which releases the GIL during the fsync (rocksdict
+holds the GIL through a synced `Rdict.write`; see queues/store.py). The log
+also speaks the store protocol of `queues.group_commit.GroupCommitter`
+(`on_pending`, `has_pending`, `pending_seq`, `durable_seq`, `seal`, `write`),
+so a node may move the fsync off the loop thread; it then calls
+`log.release_durable()` on the loop after each write (e.g.
+`committer.on_durable(log.pending_seq(), log.release_durable)`).
+
+Failure is fail-stop: a write or fsync error leaves the disk state unknown,
+so the log refuses every later write, drops the held messages (they are
+never sent) and fails the pending `sync_point()` futures; the node must stop.
+
+Threading contract: everything but `write()` runs on the loop thread; `write()`
+may run on one other thread, one batch at a time, in `seal()` order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import struct
+from collections import deque
+from collections.abc import Callable, Iterator
+
+from rocksdict import Options, Rdict, WriteBatch, WriteOptions
+
+from node.amqp import codec
+from queues.store import _WalSyncer
+
+__all__ = ["DurableLog", "JournalError", "LogBatch", "RaftJournal"]
+
+Ticket = int
+
+_FORMAT_KEY = b"\x00format"
+_FORMAT = 1
+_U64 = struct.Struct(">Q")
+_U16 = struct.Struct(">H")
+_GROUP = b"g"
+_ENTRY = b"e"
+_HARD = b"h"
+_COMMIT = b"c"
+_MAX_GROUP_NAME = (1 << 16) - 1
+
+
+class JournalError(Exception):
+    """The Raft log store failed or holds something this Warren cannot read."""
+
+
+def _group_prefix(group: str) -> bytes:
+    name = group.encode("utf-8")
+    if len(name) > _MAX_GROUP_NAME:
+        raise ValueError(f"raft group name of {len(name)} bytes is too long")
+    return _GROUP + _U16.pack(len(name)) + name
+
+
+class LogBatch:
+    """Writes sealed for one synced write; made by DurableLog.seal()."""
+
+    __slots__ = ("_wb", "base", "ticket")
+
+    def __init__(self, wb: WriteBatch, base: Ticket, ticket: Ticket) -> None:
+        self._wb = wb
+        self.base = base
+        self.ticket = ticket
+
+    def __repr__(self) -> str:
+        return f"LogBatch(base={self.base}, ticket={self.ticket})"
+
+
+class DurableLog:
+    """The Raft logs of one node in one RocksDB, with one group commit per turn.
+
+    `sync=False` skips the fsync (tests and benchmarks only).
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, sync: bool = True) -> None:
+        self._path = os.fspath(path)
+        opts = Options(raw_mode=True)
+        opts.create_if_missing(True)
+        try:
+            self._db: Rdict | None = Rdict(self._path, opts)
+        except Exception as e:  # rocksdict raises plain Exception
+            raise JournalError(f"cannot open raft log at {self._path}: {e}") from e
+        self._write_opt = WriteOptions()
+        self._write_opt.sync = False  # the WAL is fdatasync'ed by _WalSyncer
+        self._wal: _WalSyncer | None = None
+        self._pending = WriteBatch(raw_mode=True)
+        self._pending_seq: Ticket = 0
+        self._sealed_seq: Ticket = 0
+        self._durable_seq: Ticket = 0
+        # Callbacks waiting for a flush, in submission order; tickets ascend.
+        self._held: deque[tuple[Ticket, Callable[[], None], asyncio.Future[None] | None]] = deque()
+        self._failed: JournalError | None = None
+        self._flush_scheduled = False
+        self._journals: dict[str, RaftJournal] = {}
+        self.flushes = 0
+        # Called (no arguments) when a write lands in an empty pending batch.
+        self.on_pending: Callable[[], None] | None = None
+        try:
+            self._check_format()
+            if sync:
+                self._wal = _WalSyncer(self._db, self._path)
+        except BaseException:
+            self._db.close()
+            self._db = None
+            raise
+
+    # -- groups --------------------------------------------------------------
+
+    def journal(self, group: str) -> RaftJournal:
+        """The journal of `group`, loaded from disk; one open journal per group.
+
+        Flushes first if writes are pending, so the load sees them.
+        """
+        if group in self._journals:
+            raise JournalError(f"raft group {group!r} already has an open journal")
+        if self.has_pending() or self._sealed_seq != self._durable_seq:
+            self.flush()
+        journal = RaftJournal(self, group, _group_prefix(group))
+        self._journals[group] = journal
+        return journal
+
+    def drop_group(self, group: str) -> Ticket:
+        """Delete every key of `group` (its journal must be closed): one range tombstone."""
+        if group in self._journals:
+            raise JournalError(f"raft group {group!r} still has an open journal")
+        prefix = _group_prefix(group)
+        self._pending.delete_range(prefix, prefix + b"\xff")
+        return self._buffered()
+
+    def groups(self) -> list[str]:
+        """Names of the groups that have anything stored (durable writes only)."""
+        db = self._check_open()
+        out: list[str] = []
+        key = _GROUP
+        while True:
+            nxt = next(iter(db.keys(from_key=key)), None)
+            if nxt is None or nxt[:1] != _GROUP:
+                return out
+            (n,) = _U16.unpack_from(nxt, 1)
+            prefix = nxt[: 3 + n]
+            out.append(prefix[3:].decode("utf-8"))
+            key = prefix + b"\xff"
+
+    # -- the hold-until-durable gate -----------------------------------------
+
+    def after_durable(self, deliver: Callable[[], None]) -> None:
+        """Run `deliver()` once every write buffered so far is durable.
+
+        At once if it already is; otherwise from the `release_durable()` after
+        the write that covers them (flush() calls it), in submission order.
+        """
+        self._check_ok()
+        ticket = self._pending_seq
+        if ticket <= self._durable_seq and not self._held:
+            deliver()
+        else:
+            self._held.append((ticket, deliver, None))
+
+    def sync_point(self) -> asyncio.Future[None] | None:
+        """None if every write buffered so far is durable, else a future for that.
+
+        The shape of raft/transport.py's `before_flush` hook: the transport
+        holds the messages it sealed until the future completes; the future
+        fails if the flush does. Something must flush: `flush()` each loop
+        turn, or `flush_every_turn(loop)`.
+        """
+        self._check_ok()
+        ticket = self._pending_seq
+        if ticket <= self._durable_seq and not self._held:
+            return None
+        fut = asyncio.get_running_loop().create_future()
+
+        def done() -> None:
+            if not fut.done():
+                fut.set_result(None)
+
+        self._held.append((ticket, done, fut))
+        return fut
+
+    def release_durable(self) -> int:
+        """Run the held callbacks whose writes are durable; returns how many ran."""
+        held = self._held
+        durable = self._durable_seq
+        n = 0
+        while held and held[0][0] <= durable:
+            deliver = held.popleft()[1]
+            deliver()
+            n += 1
+        return n
+
+    def held(self) -> int:
+        """Number of callbacks waiting for a flush."""
+        return len(self._held)
+
+    def flush_every_turn(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Flush with `loop.call_soon` after the first write into an empty batch.
+
+        Every write made before that callback runs, by any group, joins the
+        same fsync: one per loop turn. Not together with a GroupCommitter.
+        """
+
+        def flush_soon() -> None:
+            if not self._flush_scheduled:
+                self._flush_scheduled = True
+                loop.call_soon(self._scheduled_flush)
+
+        self.on_pending = flush_soon
+        if self.has_pending():
+            flush_soon()
+
+    def _scheduled_flush(self) -> None:
+        self._flush_scheduled = False
+        if self._db is not None and self._failed is None:
+            self.flush()
+
+    # -- group commit ----------------------------------------------------------
+
+    def flush(self) -> Ticket:
+        """Write and fsync everything pending (one synced write), then release held messages.
+
+        Returns durable_seq(). On the loop thread; not while a GroupCommitter
+        has a batch in flight.
+        """
+        self._check_ok()
+        if self._sealed_seq != self._durable_seq:
+            raise JournalError(
+                f"writes {self._durable_seq + 1}..{self._sealed_seq} are sealed but not written; cannot flush past them"
+            )
+        batch = self.seal()
+        if batch is not None:
+            self.write(batch)
+        self.release_durable()
+        return self._durable_seq
+
+    def pending_seq(self) -> Ticket:
+        """Ticket of the most recent buffered write."""
+        return self._pending_seq
+
+    def durable_seq(self) -> Ticket:
+        """Every write with a ticket <= this is on disk."""
+        return self._durable_seq
+
+    def has_pending(self) -> bool:
+        return self._pending_seq > self._sealed_seq
+
+    def seal(self) -> LogBatch | None:
+        """Take the pending writes as a batch; None if nothing is pending."""
+        self._check_open()
+        if not self.has_pending():
+            return None
+        batch = LogBatch(self._pending, self._sealed_seq, self._pending_seq)
+        self._pending = WriteBatch(raw_mode=True)
+        self._sealed_seq = self._pending_seq
+        return batch
+
+    def write(self, batch: LogBatch) -> None:
+        """Apply a sealed batch and fsync the WAL; may run off the loop thread."""
+        db = self._check_open()
+        if batch.base != self._durable_seq:
+            raise JournalError(f"{batch!r} written out of order: durable_seq is {self._durable_seq}")
+        try:
+            db.write(batch._wb, self._write_opt)
+            if self._wal is not None:
+                self._wal.sync()
+        except Exception as e:
+            # The disk state is unknown (an fsync error cannot be retried
+            # safely): fail-stop, and never release what waited for this.
+            err = JournalError(f"raft log write failed: {e}")
+            err.__cause__ = e
+            self._fail(err)
+            raise err from e
+        self.flushes += 1
+        self._durable_seq = batch.ticket
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    def close(self) -> None:
+        """Flush what is pending and close the database; idempotent."""
+        if self._db is None:
+            return
+        try:
+            if self._failed is None:
+                self.flush()
+        finally:
+            db, self._db = self._db, None
+            if self._wal is not None:
+                self._wal.close()
+            db.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._db is None
+
+    def __enter__(self) -> DurableLog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- used by RaftJournal -------------------------------------------------------
+
+    def _put(self, key: bytes, value: bytes) -> Ticket:
+        self._pending.put(key, value)
+        return self._buffered()
+
+    def _delete_range(self, start: bytes, end: bytes) -> Ticket:
+        self._pending.delete_range(start, end)
+        return self._buffered()
+
+    def _scan(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+        n = len(prefix)
+        for key, value in self._check_open().items(from_key=prefix):
+            if key[:n] != prefix:
+                break
+            yield key, value
+
+    def _get(self, key: bytes) -> bytes | None:
+        return self._check_open().get(key)
+
+    def _closed_journal(self, group: str) -> None:
+        self._journals.pop(group, None)
+
+    def _fail(self, err: JournalError) -> None:
+        self._failed = err
+        held, self._held = self._held, deque()
+        for _, _, fut in held:
+            if fut is not None and not fut.done():
+                fut.get_loop().call_soon_threadsafe(_set_exception, fut, err)
+
+    def _check_ok(self) -> None:
+        if self._failed is not None:
+            raise self._failed
+
+    @property
+    def failed(self) -> JournalError | None:
+        return self._failed
+
+    def _buffered(self) -> Ticket:
+        self._check_ok()
+        self._pending_seq += 1
+        if self._pending_seq == self._sealed_seq + 1 and self.on_pending is not None:
+            self.on_pending()
+        return self._pending_seq
+
+    def _check_open(self) -> Rdict:
+        if self._db is None:
+            raise JournalError("raft log is closed")
+        return self._db
+
+    def _check_format(self) -> None:
+        db = self._check_open()
+        found = db.get(_FORMAT_KEY)
+        if found is None:
+            if next(iter(db.keys()), None) is not None:
+                raise JournalError(f"{self._path} holds data but no raft log format marker")
+            synced = WriteOptions()
+            synced.sync = True
+            db.put(_FORMAT_KEY, bytes([_FORMAT]), synced)
+        elif found != bytes([_FORMAT]):
+            raise JournalError(f"{self._path}: raft log format {found!r}, this Warren reads {_FORMAT}")
+
+
+def _set_exception(fut: asyncio.Future[None], err: BaseException) -> None:
+    if not fut.done():
+        fut.set_exception(err)
+
+
+Entry = tuple[bytes, int, int]  # (command, index, term), as pysyncobj stores them
+
+
+class RaftJournal:
+    """One group's Raft log and hard state, as pysyncobj's `Journal` (duck-typed).
+
+    pysyncobj addresses entries by list position (0 = first entry kept after
+    compaction) and reads them as (command, index, term) tuples. Invariant:
+    indexes in `_entries` are consecutive.
+    """
+
+    def __init__(self, log: DurableLog, group: str, prefix: bytes) -> None:
+        self._log = log
+        self.group = group
+        self._entry_prefix = prefix + _ENTRY
+        self._hard_key = prefix + _HARD
+        self._commit_key = prefix + _COMMIT
+        self._entries: list[Entry] = []
+        self._open = True
+        n = len(self._entry_prefix)
+        for key, value in log._scan(self._entry_prefix):
+            if len(key) != n + 8 or len(value) < 8:
+                raise JournalError(f"raft group {group!r}: malformed log key or entry at {key!r}")
+            (idx,) = _U64.unpack_from(key, n)
+            (term,) = _U64.unpack_from(value, 0)
+            if self._entries and idx != self._entries[-1][1] + 1:
+                raise JournalError(f"raft group {group!r}: log jumps from {self._entries[-1][1]} to {idx}")
+            self._entries.append((bytes(value[8:]), idx, term))
+        hard = log._get(self._hard_key)
+        if hard is None:
+            self._term, self._voted_for = 0, None
+        else:
+            term, voted_for = codec.loads(hard)
+            self._term, self._voted_for = int(term), voted_for
+        commit = log._get(self._commit_key)
+        self._commit = _U64.unpack(commit)[0] if commit is not None else 1
+        # Durability of appended entries, for the leader's self-count:
+        # `_durable_idx` is the last index known on disk, `_unsynced` holds
+        # (ticket, index) of the adds after it, in order.
+        self._durable_idx = self._entries[-1][1] if self._entries else 0
+        self._unsynced: deque[tuple[Ticket, int]] = deque()
+
+    # -- pysyncobj's Journal interface ------------------------------------------
+
+    def add(self, command: bytes, idx: int, term: int) -> None:
+        entries = self._entries
+        if entries and idx != entries[-1][1] + 1:
+            raise JournalError(f"raft group {self.group!r}: append of index {idx} after {entries[-1][1]}")
+        command = bytes(command)
+        entries.append((command, idx, term))
+        ticket = self._log._put(self._entry_key(idx), _U64.pack(term) + command)
+        self._unsynced.append((ticket, idx))
+
+    def clear(self) -> None:
+        self._entries = []
+        self._unsynced.clear()
+        self._durable_idx = 0
+        self._log._delete_range(self._entry_prefix, self._entry_prefix + b"\xff" * 9)
+
+    def deleteEntriesFrom(self, entryFrom: int) -> None:  # noqa: N802 (pysyncobj's name)
+        """Drop entries at list positions >= entryFrom (a conflict, Raft §5.3)."""
+        if entryFrom >= len(self._entries):
+            return
+        first_gone = self._entries[entryFrom][1]
+        del self._entries[entryFrom:]
+        unsynced = self._unsynced
+        while unsynced and unsynced[-1][1] >= first_gone:
+            unsynced.pop()
+        self._durable_idx = min(self._durable_idx, first_gone - 1)
+        self._log._delete_range(self._entry_key(first_gone), self._entry_prefix + b"\xff" * 9)
+
+    def deleteEntriesTo(self, entryTo: int) -> None:  # noqa: N802 (pysyncobj's name)
+        """Drop entries at list positions < entryTo (compaction after a snapshot)."""
+        if entryTo <= 0:
+            return
+        entries = self._entries
+        if entryTo >= len(entries):
+            end = self._entry_key(entries[-1][1] + 1) if entries else self._entry_prefix + b"\xff" * 9
+            self._entries = []
+        else:
+            end = self._entry_key(entries[entryTo][1])
+            del entries[:entryTo]
+        self._log._delete_range(self._entry_prefix, end)
+
+    def __getitem__(self, item):
+        return self._entries[item]
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def _destroy(self) -> None:
+        if self._open:
+            self._open = False
+            self._log._closed_journal(self.group)
+
+    def setRaftCommitIndex(self, raftCommitIndex: int) -> None:  # noqa: N802
+        if raftCommitIndex != self._commit:
+            self._commit = raftCommitIndex
+            self._log._put(self._commit_key, _U64.pack(raftCommitIndex))
+
+    def getRaftCommitIndex(self) -> int:  # noqa: N802
+        return self._commit
+
+    def setCurrentTerm(self, term: int, votedForNodeId) -> None:  # noqa: N802
+        # Raft §5.1/§5.2: term and vote must be durable before any message
+        # that reflects them leaves; the transport holds messages until the
+        # flush that covers this write (DurableLog.after_durable).
+        if term == self._term and votedForNodeId == self._voted_for:
+            return
+        if votedForNodeId is not None and not isinstance(votedForNodeId, str):
+            raise JournalError(f"node ids must be strings to be stored, not {type(votedForNodeId).__name__}")
+        self._term, self._voted_for = term, votedForNodeId
+        self._log._put(self._hard_key, codec.dumps([term, votedForNodeId]))
+
+    def getCurrentTerm(self) -> int:  # noqa: N802
+        return self._term
+
+    def getVotedForNodeId(self):  # noqa: N802
+        return self._voted_for
+
+    def onOneSecondTimer(self) -> None:  # noqa: N802
+        pass
+
+    # -- Warren's additions --------------------------------------------------------
+
+    def durable_index(self) -> int:
+        """Highest index such that this log's entries up to it are on disk."""
+        durable_seq = self._log.durable_seq()
+        unsynced = self._unsynced
+        while unsynced and unsynced[0][0] <= durable_seq:
+            self._durable_idx = unsynced.popleft()[1]
+        return self._durable_idx
+
+    @property
+    def log(self) -> DurableLog:
+        return self._log
+
+    def _entry_key(self, idx: int) -> bytes:
+        return self._entry_prefix + _U64.pack(idx)

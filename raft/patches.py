@@ -1,0 +1,281 @@
+"""What Warren changes in pysyncobj 0.3.17, all in one place, each change narrow.
+
+pysyncobj has no hook for these, so they are made here and only here, against
+the pinned version (pyproject.toml). Each fix has a test in tests/raft/ that
+runs the stock behaviour beside it and shows the bug there.
+
+Module-level patches, installed by `install()` (run at import) and harmless
+to a SyncObj that does not use Warren's pieces:
+
+1. `pysyncobj.syncobj.createJournal`: SyncObjConf has no journal factory, and
+   SyncObj.__init__ calls the module-global `createJournal(conf.journalFile)`.
+   The patched function returns `conf.journalFile` itself when it is a
+   `raft.journal.RaftJournal` (so `raft.config.make_conf` puts the journal
+   object there), and defers to the stock function otherwise.
+2. `pysyncobj.serializer.atomicReplace`: the stock one is a bare os.rename of
+   a file that was never fsynced, for the snapshot written at compaction and
+   for the one received from a leader. `durable_replace` fsyncs the file,
+   renames it, then fsyncs the directory, so after a crash the snapshot is
+   either the old one or the complete new one; pysyncobj deletes the journal
+   entries the snapshot covers only after this returns.
+
+`SafeSyncObj`, a SyncObj subclass, overrides two private methods (they are
+name-mangled, so a subclass defines `_SyncObj__name`) and `_onTick`:
+
+3. `__onMessageReceived`, for 'append_entries' only: stock deletes every entry
+   after prevLogIdx whenever the follower has any, then appends the message's
+   entries, so a late duplicate AppendEntries (or a heartbeat with an old
+   prevLogIdx) shrinks a log the follower already acknowledged. Raft §5.3
+   deletes only on a conflict (same index, different term). The override
+   skips the entries the log already has with the same term; what is left
+   starts at a conflict or past the log's end, where the stock truncation is
+   exactly §5.3. If nothing is left and the log is longer, the override acks
+   prevLogIdx + len(entries) itself and caps the commit index there (Figure
+   2: min(leaderCommit, index of last new entry)), letting stock do only the
+   term/leader bookkeeping.
+4. `__applyLogEntries`, which `_onTick` calls right after the leader's commit
+   computation: stock counts the leader itself for every entry in its log,
+   written to disk or not. With a `RaftJournal`, the override recomputes the
+   commit index counting the leader only up to `journal.durable_index()`
+   (persist before confirm) before anything is applied or announced.
+5. `_onTick`, once, before the first load of the snapshot file: stock's
+   `__loadDumpFile` keeps the journal only if its first two entries are the
+   two the snapshot ends with, and otherwise clears it down to them. After a
+   crash between the snapshot's rename and the journal's compaction the
+   journal still starts earlier, so stock would drop every entry after the
+   snapshot, acknowledged ones included. The override compacts the journal up
+   to the snapshot first when the journal holds those two entries.
+
+Importing this module checks the pinned version and that every private
+member overridden here exists, so an upgrade of pysyncobj fails at import
+instead of running unpatched.
+
+It also refuses a journal without a snapshot file (`raft.config.check_conf`):
+stock then compacts into memory only, and after a restart the journal starts
+past index 2 with lastApplied = 1, so it never applies a command again.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import pysyncobj.serializer as _serializer
+import pysyncobj.syncobj as _syncobj
+import pysyncobj.version as _version
+from pysyncobj import SyncObj
+from pysyncobj import pickle as _pickle
+from pysyncobj.journal import createJournal as _stock_create_journal
+
+from raft.config import check_conf
+from raft.journal import RaftJournal
+
+__all__ = ["SafeSyncObj", "durable_replace", "install"]
+
+logger = logging.getLogger(__name__)
+
+
+def _create_journal(journalFile=None):  # noqa: N803 (pysyncobj's name)
+    if isinstance(journalFile, RaftJournal):
+        return journalFile
+    return _stock_create_journal(journalFile)
+
+
+def _fsync_dir(path: str) -> None:
+    fd = os.open(path or ".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def durable_replace(tmp_path: str, path: str) -> None:
+    """Rename `tmp_path` over `path` so that a crash leaves one of the two whole.
+
+    fsync the file (its data must be on disk before the name points at it),
+    rename, fsync the directory (so the rename itself survives).
+    """
+    fd = os.open(tmp_path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp_path, path)
+    _fsync_dir(os.path.dirname(os.path.abspath(path)))
+
+
+PATCHED_VERSION = "0.3.17"
+# The private members the overrides below replace or read; checked at import
+# so that a pysyncobj upgrade fails loudly instead of silently unpatched.
+_REQUIRED = (
+    "_SyncObj__onMessageReceived",
+    "_SyncObj__applyLogEntries",
+    "_SyncObj__doApplyCommand",
+    "_SyncObj__sendNextNodeIdx",
+    "_SyncObj__loadDumpFile",
+    "_onTick",
+    "_applyCommand",
+)
+
+
+def install() -> None:
+    """Install the module-level patches (idempotent); refuse another pysyncobj version."""
+    if _version.VERSION != PATCHED_VERSION:
+        raise ImportError(
+            f"raft.patches is written against pysyncobj {PATCHED_VERSION}, found {_version.VERSION}:"
+            " re-check every override in raft/patches.py before changing the pin"
+        )
+    missing = [name for name in _REQUIRED if not hasattr(SyncObj, name)]
+    if missing or not hasattr(_syncobj, "createJournal") or not hasattr(_serializer, "atomicReplace"):
+        raise ImportError(f"pysyncobj lacks what raft/patches.py overrides: {missing}")
+    _syncobj.createJournal = _create_journal
+    _serializer.atomicReplace = durable_replace
+
+
+install()
+
+
+class SafeSyncObj(SyncObj):
+    """SyncObj with Warren's fixes (see the module docstring); same constructor."""
+
+    def __init__(self, selfNode, otherNodes, conf=None, *args, **kwargs):  # noqa: N803
+        check_conf(conf)
+        # Set before SyncObj.__init__ so that SyncObj counts these among its
+        # own properties and leaves them out of its pickled snapshots.
+        self._w_commit_before = 0
+        self._w_snapshot_checked = False
+        super().__init__(selfNode, otherNodes, conf, *args, **kwargs)
+
+    # -- 5: keep acknowledged entries when the snapshot is newer than the compaction
+
+    def _onTick(self, timeToWait=0.0):  # noqa: N802, N803
+        if not self._w_snapshot_checked:
+            self._w_snapshot_checked = True
+            self._w_align_journal_to_snapshot()
+        self._w_commit_before = self._SyncObj__raftCommitIndex
+        super()._onTick(timeToWait)
+
+    def _w_snapshot_tail(self):
+        """(last, prev) entries the snapshot file ends with, or None if there is none."""
+        path = self.conf.fullDumpFile
+        if path is None or not os.path.isfile(path):
+            return None
+        data = self._SyncObj__serializer.deserialize()
+        return data[1], data[2]
+
+    def _w_align_journal_to_snapshot(self) -> None:
+        try:
+            tail = self._w_snapshot_tail()
+        except Exception:
+            logger.exception("cannot read the snapshot to align the journal; pysyncobj will decide")
+            return
+        if tail is None:
+            return
+        last, prev = tail
+        log = self._SyncObj__raftLog
+        if len(log) < 2:
+            return
+        pos = prev[1] - log[0][1]
+        if pos <= 0 or pos + 1 >= len(log):
+            return  # already aligned, or the journal does not reach past the snapshot
+        if tuple(log[pos]) == tuple(prev) and tuple(log[pos + 1]) == tuple(last):
+            logger.info("compacting the journal up to the snapshot at index %d before loading it", last[1])
+            log.deleteEntriesTo(pos)
+
+    # -- 4: the leader counts itself only for entries on disk
+
+    def _SyncObj__applyLogEntries(self):  # noqa: N802
+        if self._isLeader():
+            log = self._SyncObj__raftLog
+            if isinstance(log, RaftJournal):
+                self._w_recount_leader_commit(log)
+        return SyncObj._SyncObj__applyLogEntries(self)
+
+    def _w_recount_leader_commit(self, log: RaftJournal) -> None:
+        commit = self._SyncObj__raftCommitIndex
+        durable = log.durable_index()
+        if commit <= durable:
+            return  # stock's count of the leader itself was true
+        # Same rule as SyncObj._onTick, but the leader votes only for durable entries.
+        others = self._SyncObj__otherNodes
+        match = self._SyncObj__raftMatchIndex
+        term = self._SyncObj__raftCurrentTerm
+        majority = (len(others) + 1) / 2
+        first = log[0][1]
+        new = idx = min(self._w_commit_before, commit)
+        last = log[-1][1]
+        while idx < last:
+            idx += 1
+            count = (1 if idx <= durable else 0) + sum(1 for n in others if match.get(n, 0) >= idx)
+            if count <= majority:
+                break
+            if idx >= first and log[idx - first][2] == term:
+                new = idx
+        if new != commit:
+            self._SyncObj__raftCommitIndex = new
+            self._SyncObj__leaderCommitIndex = new
+            log.setRaftCommitIndex(new)
+
+    # -- 3: never truncate without a conflict (Raft §5.3)
+
+    def _SyncObj__onMessageReceived(self, node, message):  # noqa: N802
+        if (
+            message.get("type") == "append_entries"
+            and "prevLogIdx" in message
+            and message["term"] >= self._SyncObj__raftCurrentTerm
+        ):
+            message = self._w_without_known_entries(node, message)
+            if message is None:
+                return
+        SyncObj._SyncObj__onMessageReceived(self, node, message)
+
+    def _w_without_known_entries(self, node, message):
+        """The message with the entries the log already has removed, or None if handled here."""
+        transmission = message.get("transmission")
+        if transmission is not None:
+            if transmission != "finish":
+                return message  # stock buffers the chunks
+            # A large entry arrives in chunks; stock unpickles it on 'finish'.
+            entry = _pickle.loads(self._SyncObj__recvTransmission + message["data"])
+            self._SyncObj__recvTransmission = ""
+            message = {k: v for k, v in message.items() if k not in ("transmission", "data")}
+            message["entries"] = [entry]
+        entries = message.get("entries") or []
+        log = self._SyncObj__raftLog
+        first, last = log[0][1], log[-1][1]
+        prev = message["prevLogIdx"]
+        if prev < first or prev > last or log[prev - first][2] != message["prevLogTerm"]:
+            return message  # stock answers a mismatch
+        known = 0
+        for entry in entries:
+            idx = entry[1]
+            if idx != prev + known + 1:
+                return message  # not contiguous: leave it to stock
+            if idx > last or log[idx - first][2] != entry[2]:
+                break  # past our end, or a conflict: stock's truncation is right from here
+            known += 1
+        verified = prev + known  # the log matches the leader's up to here
+        if known < len(entries) or verified == last:
+            if known == 0:
+                return message
+            trimmed = dict(message)
+            trimmed["prevLogIdx"] = verified
+            trimmed["prevLogTerm"] = log[verified - first][2]
+            trimmed["entries"] = entries[known:]
+            return trimmed
+        # Everything in the message is already here and the log goes further:
+        # stock would delete the rest. Let it do only the term/leader
+        # bookkeeping (a message with neither prevLogIdx nor 'serialized'),
+        # with the commit index capped at what this message verified, then
+        # ack what it verified.
+        leader_commit = message["commit_index"]
+        bookkeeping = {
+            "type": "append_entries",
+            "term": message["term"],
+            "commit_index": min(leader_commit, verified),
+        }
+        SyncObj._SyncObj__onMessageReceived(self, node, bookkeeping)
+        if self._SyncObj__raftLeader == node:  # stock accepted the leader
+            self._SyncObj__leaderCommitIndex = leader_commit
+            self._SyncObj__sendNextNodeIdx(node, nextNodeIdx=verified + 1, success=True)
+        return None

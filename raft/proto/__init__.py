@@ -1,0 +1,1 @@
+"""Generated gRPC/protobuf modules for node-to-node traffic (see cluster.proto)."""
