@@ -67,11 +67,11 @@ def start_warren() -> tuple[subprocess.Popen, int]:
     data = tempfile.mkdtemp(prefix="warren-conn-bench-")
     proc = subprocess.Popen(
         [sys.executable, "-m", "node.cli", "server", "--data-dir", data, "--amqp-port", "0",
-         "--listen-host", "127.0.0.1"],
+         "--listen-host", "127.0.0.1", "--http-port", "0", "--metrics-port", "0"],
         cwd=Path(__file__).resolve().parent.parent, stdout=subprocess.PIPE, text=True,
         env=dict(os.environ, WARREN_IDLE_TIMEOUT="0"),
     )  # fmt: skip
-    port = int(re.search(r":(\d+)\s*$", proc.stdout.readline()).group(1))
+    port = int(re.search(r"listening on amqp://[^:]+:(\d+)", proc.stdout.readline()).group(1))
     return proc, port
 
 
