@@ -21,7 +21,7 @@ stops the main thread for its full ~150 ms), so a synced RocksDB write in a
 worker thread would still freeze the event loop. Batches are therefore
 written with sync=False, which leaves them appended to the write-ahead log
 with write(2) (RocksDB flushes its WAL buffer on every write unless
-manual_wal_flush is set), and `_WalSyncer` then fdatasyncs that WAL file with
+manual_wal_flush is set), and `WalSyncer` then fdatasyncs that WAL file with
 os.fdatasync, which releases the GIL. It is the sequence RocksDB documents as
 Write() followed by SyncWAL(), except that readers of this process may see a
 batch before its fsync ends; nothing here relies on that visibility (the
@@ -68,6 +68,8 @@ from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
 from rocksdict import Options, Rdict, WriteBatch, WriteOptions
+
+from node.rocks import WalSyncer
 
 __all__ = [
     "FORMAT_VERSION",
@@ -210,7 +212,7 @@ class MessageStore:
         # (see the module docstring); sync=False skips that fsync.
         self._write_opt = WriteOptions()
         self._write_opt.sync = False
-        self._wal: _WalSyncer | None = None
+        self._wal: WalSyncer | None = None
         self._prefixes: dict[str, bytes] = {}
         self._pending = WriteBatch(raw_mode=True)
         self._pending_seq: Ticket = 0
@@ -223,7 +225,7 @@ class MessageStore:
         try:
             self._check_format()
             if sync:
-                self._wal = _WalSyncer(self._db, self._path)
+                self._wal = WalSyncer(self._db, self._path)
         except BaseException:
             self._db.close()
             self._db = None
@@ -428,90 +430,3 @@ class MessageStore:
             db.put(_FORMAT_KEY, bytes([_STORE_FORMAT]), synced)
         elif found != bytes([_STORE_FORMAT]):
             raise StoreFormatError(f"{self._path}: store format {found!r}, this Warren reads {_STORE_FORMAT}")
-
-
-_SUPER_VERSION = "rocksdb.current-super-version-number"
-
-
-class _WalSyncer:
-    """fdatasyncs the RocksDB WAL file that the last unsynced write went to.
-
-    WAL files are `<db>/<number>.log` with growing numbers, and a new one is
-    only made by a memtable switch, which also bumps the default column
-    family's super-version number (so does a finished flush). After a write:
-
-    - super version unchanged since the last directory scan (read before that
-      scan): no WAL was made since, so the write is in the newest WAL of that
-      scan; one fdatasync on its cached fd. This is the path of almost every
-      commit, and the fdatasync is its only call that releases the GIL (each
-      release can cost a GIL hand-back wait of up to sys.getswitchinterval()
-      when the loop is busy).
-    - changed: rescan and fdatasync every WAL numbered at least the newest of
-      the previous scan. The write went to one of those (it cannot go to an
-      older one), and one that has disappeared was only deleted after its
-      memtable reached a synced SST. A WAL not seen before also gets the
-      directory fsync'ed, as RocksDB does for its own synced writes.
-
-    Runs on the commit thread only, one write at a time.
-    """
-
-    def __init__(self, db: Rdict, path: str) -> None:
-        self._db = db
-        self._path = path
-        self._version: int | None = None
-        self._newest = 0  # number of the newest WAL at the last scan
-        self._fd: int | None = None  # open on WAL number self._newest
-        self._dir_synced = 0  # WALs numbered <= this have a durable directory entry
-        self._scan(floor=0)
-
-    def sync(self) -> None:
-        version = self._db.property_int_value(_SUPER_VERSION)
-        if version is not None and version == self._version and self._fd is not None:
-            os.fdatasync(self._fd)
-            return
-        self._scan(floor=self._newest)
-
-    def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
-
-    def _scan(self, floor: int) -> None:
-        # Read the version first: a switch after this read shows up as a
-        # changed version at the next sync() and forces another scan.
-        self._version = self._db.property_int_value(_SUPER_VERSION)
-        wals = {
-            int(e.name[:-4]): e.path
-            for e in os.scandir(self._path)
-            if e.name.endswith(".log") and e.name[:-4].isdigit()
-        }
-        if not wals:
-            raise StoreError(f"no write-ahead log in {self._path}; cannot make writes durable")
-        newest = max(wals)
-        for n in sorted(wals):
-            if n < floor:
-                continue
-            if n == newest and n == self._newest and self._fd is not None:
-                os.fdatasync(self._fd)
-                continue
-            try:
-                fd = os.open(wals[n], os.O_RDONLY | os.O_CLOEXEC)
-            except FileNotFoundError:
-                continue  # flushed to a synced SST and deleted
-            if n == newest:
-                self.close()
-                self._fd = fd
-                os.fdatasync(fd)
-            else:
-                try:
-                    os.fdatasync(fd)
-                finally:
-                    os.close(fd)
-        self._newest = newest
-        if newest > self._dir_synced:
-            dfd = os.open(self._path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-            try:
-                os.fsync(dfd)
-            finally:
-                os.close(dfd)
-            self._dir_synced = newest

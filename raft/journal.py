@@ -58,7 +58,7 @@ persist before confirm" hold:
    relaxed for the leader's own AppendEntries.)
 
 A flush writes the batch unsynced and then fdatasyncs RocksDB's WAL with
-`queues.store._WalSyncer`, which releases the GIL during the fsync (rocksdict
+`node.rocks.WalSyncer`, which releases the GIL during the fsync (rocksdict
 holds the GIL through a synced `Rdict.write`; see queues/store.py). The log
 also speaks the store protocol of `queues.group_commit.GroupCommitter`
 (`on_pending`, `has_pending`, `pending_seq`, `durable_seq`, `seal`, `write`),
@@ -85,7 +85,7 @@ from collections.abc import Callable, Iterator
 from rocksdict import Options, Rdict, WriteBatch, WriteOptions
 
 from node.amqp import codec
-from queues.store import _WalSyncer
+from node.rocks import WalSyncer
 
 __all__ = ["DurableLog", "JournalError", "LogBatch", "RaftJournal"]
 
@@ -142,8 +142,8 @@ class DurableLog:
         except Exception as e:  # rocksdict raises plain Exception
             raise JournalError(f"cannot open raft log at {self._path}: {e}") from e
         self._write_opt = WriteOptions()
-        self._write_opt.sync = False  # the WAL is fdatasync'ed by _WalSyncer
-        self._wal: _WalSyncer | None = None
+        self._write_opt.sync = False  # the WAL is fdatasync'ed by WalSyncer
+        self._wal: WalSyncer | None = None
         self._pending = WriteBatch(raw_mode=True)
         self._pending_seq: Ticket = 0
         self._sealed_seq: Ticket = 0
@@ -159,7 +159,7 @@ class DurableLog:
         try:
             self._check_format()
             if sync:
-                self._wal = _WalSyncer(self._db, self._path)
+                self._wal = WalSyncer(self._db, self._path)
         except BaseException:
             self._db.close()
             self._db = None
