@@ -1,0 +1,369 @@
+"""The metadata store's commands: frozen, versioned records (raft/records.py).
+
+Every command carries an `idempotency_key`. A proposer that retries a command
+after a leader change or an unknown outcome reuses the key, and the machine
+applies it at most once: the retry is answered with the first result
+(metadata/machine.py). An empty key opts out (`Noop` fences, which must be
+applied every time).
+
+AMQP-typed values. raft/records.py hands plain Python values back (a UInt
+comes back an int, a Symbol a str), but queue and exchange arguments must
+survive exactly as the client sent them (RabbitMQ compares and reports them
+typed). So `arguments` (and a policy's `definition`) are held as the AMQP
+encoding of the map (node/amqp/codec.py): pass a dict to the constructor,
+it is packed; read it back with `.arguments_map` (or `unpack`). Packing is
+deterministic: the same dict always gives the same bytes.
+
+The layout of a (kind, version) never changes; a new layout is a new version
+registered beside the old one (raft/records.py), and machine.py accepts both.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from node.amqp import codec
+from raft.records import command
+
+__all__ = [
+    "COMMANDS",
+    "AddMember",
+    "AddVHost",
+    "Bind",
+    "ClearPermissions",
+    "ClearPolicy",
+    "DeclareExchange",
+    "DeclareQueue",
+    "DeleteExchange",
+    "DeleteQueue",
+    "DeleteUser",
+    "DeleteVHost",
+    "EnableFeatureFlag",
+    "MetadataCommand",
+    "Noop",
+    "PutUser",
+    "RemoveMember",
+    "SetPermissions",
+    "SetPolicy",
+    "Unbind",
+    "check_fields",
+    "pack",
+    "unpack",
+]
+
+EMPTY_MAP = codec.dumps({})
+
+
+def pack(value: Mapping[str, Any] | bytes | None) -> bytes:
+    """The AMQP encoding of a map of arguments (bytes pass through)."""
+    if value is None:
+        return EMPTY_MAP
+    if isinstance(value, bytes):
+        return value
+    if not isinstance(value, Mapping):
+        raise TypeError(f"arguments are a mapping, not {type(value).__name__}")
+    return codec.dumps(dict(value))
+
+
+def unpack(data: bytes) -> dict[str, Any]:
+    """The map `pack` encoded. Raises ValueError unless `data` is an AMQP map
+    whose keys are all strings (or symbols)."""
+    try:
+        value = codec.loads(data)
+    except Exception as e:  # codec.DecodeError and friends
+        raise ValueError(f"arguments are not an AMQP value: {e}") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"arguments are an AMQP map, not {type(value).__name__}")
+    for key in value:
+        if not isinstance(key, str):
+            raise ValueError(f"argument keys are strings, not {key!r}")
+    return value
+
+
+class MetadataCommand:
+    """Base of every metadata command: packs map fields, tuples sequences."""
+
+    __slots__ = ()
+    _PACKED: ClassVar[tuple[str, ...]] = ()
+    idempotency_key: str
+
+    def __post_init__(self) -> None:
+        # Lenient on purpose: records.decode builds commands from whatever a
+        # log entry holds, and raising here would fail the apply. A value of
+        # the wrong type is left for check_fields to report.
+        for name in self._PACKED:
+            value = getattr(self, name)
+            if value is None or isinstance(value, Mapping):
+                object.__setattr__(self, name, pack(value))
+        for name, hint in _hints(type(self)).items():
+            value = getattr(self, name)
+            if typing.get_origin(hint) is tuple and isinstance(value, list):
+                object.__setattr__(self, name, tuple(value))
+
+    @property
+    def arguments_map(self) -> dict[str, Any]:
+        return unpack(self.arguments)  # type: ignore[attr-defined]
+
+
+# -- vhosts, users, permissions ------------------------------------------------
+
+
+@command("metadata.add_vhost", version=1)
+@dataclass(frozen=True, slots=True)
+class AddVHost(MetadataCommand):
+    idempotency_key: str
+    name: str
+    description: str = ""
+    tags: tuple[str, ...] = ()
+
+
+@command("metadata.delete_vhost", version=1)
+@dataclass(frozen=True, slots=True)
+class DeleteVHost(MetadataCommand):
+    idempotency_key: str
+    name: str
+
+
+@command("metadata.put_user", version=1)
+@dataclass(frozen=True, slots=True)
+class PutUser(MetadataCommand):
+    """Create or replace a user. `password_hash` is node/auth.py's format
+    ("" refuses every password); hashing happens before proposing, so the
+    machine never sees a password nor draws a salt."""
+
+    idempotency_key: str
+    name: str
+    password_hash: str
+    tags: tuple[str, ...] = ()
+
+
+@command("metadata.delete_user", version=1)
+@dataclass(frozen=True, slots=True)
+class DeleteUser(MetadataCommand):
+    idempotency_key: str
+    name: str
+
+
+@command("metadata.set_permissions", version=1)
+@dataclass(frozen=True, slots=True)
+class SetPermissions(MetadataCommand):
+    idempotency_key: str
+    user: str
+    vhost: str
+    configure: str = ".*"
+    write: str = ".*"
+    read: str = ".*"
+
+
+@command("metadata.clear_permissions", version=1)
+@dataclass(frozen=True, slots=True)
+class ClearPermissions(MetadataCommand):
+    idempotency_key: str
+    user: str
+    vhost: str
+
+
+# -- topology ------------------------------------------------------------------
+
+
+@command("metadata.declare_exchange", version=1)
+@dataclass(frozen=True, slots=True)
+class DeclareExchange(MetadataCommand):
+    _PACKED: ClassVar[tuple[str, ...]] = ("arguments",)
+    idempotency_key: str
+    vhost: str
+    name: str
+    type: str = "direct"
+    durable: bool = True
+    auto_delete: bool = False
+    internal: bool = False
+    arguments: bytes = EMPTY_MAP
+
+
+@command("metadata.delete_exchange", version=1)
+@dataclass(frozen=True, slots=True)
+class DeleteExchange(MetadataCommand):
+    idempotency_key: str
+    vhost: str
+    name: str
+    if_unused: bool = False
+
+
+@command("metadata.declare_queue", version=1)
+@dataclass(frozen=True, slots=True)
+class DeclareQueue(MetadataCommand):
+    """Declare a queue placed by the proposer: the machine draws no random
+    names or nodes, so a server-named queue gets its name (amq.gen-...) and
+    its leader and replicas before it is proposed. `exclusive_owner` is an
+    opaque id of the owning connection (e.g. "node@host/conn-42"), or None;
+    `replicas` are the members holding a copy, the leader included for
+    replicated types, () for a classic queue."""
+
+    _PACKED: ClassVar[tuple[str, ...]] = ("arguments",)
+    idempotency_key: str
+    vhost: str
+    name: str
+    type: str = "classic"
+    durable: bool = True
+    auto_delete: bool = False
+    exclusive_owner: str | None = None
+    arguments: bytes = EMPTY_MAP
+    leader: str = ""
+    replicas: tuple[str, ...] = ()
+
+
+@command("metadata.delete_queue", version=1)
+@dataclass(frozen=True, slots=True)
+class DeleteQueue(MetadataCommand):
+    """Delete a queue and its bindings. if-unused/if-empty are checked by the
+    queue's leader before proposing: consumers and messages are not metadata."""
+
+    idempotency_key: str
+    vhost: str
+    name: str
+
+
+@command("metadata.bind", version=1)
+@dataclass(frozen=True, slots=True)
+class Bind(MetadataCommand):
+    _PACKED: ClassVar[tuple[str, ...]] = ("arguments",)
+    idempotency_key: str
+    vhost: str
+    source: str
+    destination_kind: str  # "queue" or "exchange"
+    destination: str
+    binding_key: str = ""
+    arguments: bytes = EMPTY_MAP
+
+
+@command("metadata.unbind", version=1)
+@dataclass(frozen=True, slots=True)
+class Unbind(MetadataCommand):
+    _PACKED: ClassVar[tuple[str, ...]] = ("arguments",)
+    idempotency_key: str
+    vhost: str
+    source: str
+    destination_kind: str
+    destination: str
+    binding_key: str = ""
+    arguments: bytes = EMPTY_MAP
+
+
+@command("metadata.set_policy", version=1)
+@dataclass(frozen=True, slots=True)
+class SetPolicy(MetadataCommand):
+    """Stored only for now; applying policies to queues comes later."""
+
+    _PACKED: ClassVar[tuple[str, ...]] = ("definition",)
+    idempotency_key: str
+    vhost: str
+    name: str
+    pattern: str
+    apply_to: str = "all"
+    definition: bytes = EMPTY_MAP
+    priority: int = 0
+
+    @property
+    def definition_map(self) -> dict[str, Any]:
+        return unpack(self.definition)
+
+
+@command("metadata.clear_policy", version=1)
+@dataclass(frozen=True, slots=True)
+class ClearPolicy(MetadataCommand):
+    idempotency_key: str
+    vhost: str
+    name: str
+
+
+# -- cluster -------------------------------------------------------------------
+
+
+@command("metadata.enable_feature_flag", version=1)
+@dataclass(frozen=True, slots=True)
+class EnableFeatureFlag(MetadataCommand):
+    idempotency_key: str
+    name: str
+
+
+@command("metadata.add_member", version=1)
+@dataclass(frozen=True, slots=True)
+class AddMember(MetadataCommand):
+    """Add a cluster member, or update one that restarted with another
+    version: what it runs and the feature flags it supports
+    (metadata/feature_flags.py `local_member`)."""
+
+    idempotency_key: str
+    node: str
+    version: str
+    supported_flags: tuple[str, ...] = ()
+
+
+@command("metadata.remove_member", version=1)
+@dataclass(frozen=True, slots=True)
+class RemoveMember(MetadataCommand):
+    idempotency_key: str
+    node: str
+
+
+@command("metadata.noop", version=1)
+@dataclass(frozen=True, slots=True)
+class Noop(MetadataCommand):
+    """Changes nothing. Committing one is a fence (Khepri's): once it is
+    applied here, every earlier command is too, so local reads that follow
+    see them."""
+
+    idempotency_key: str = ""
+
+
+COMMANDS: tuple[type[MetadataCommand], ...] = (
+    AddVHost, DeleteVHost, PutUser, DeleteUser, SetPermissions, ClearPermissions,
+    DeclareExchange, DeleteExchange, DeclareQueue, DeleteQueue, Bind, Unbind,
+    SetPolicy, ClearPolicy, EnableFeatureFlag, AddMember, RemoveMember, Noop,
+)  # fmt: skip
+
+
+# -- field checks ----------------------------------------------------------------
+
+_hint_cache: dict[type, dict[str, Any]] = {}
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    hints = _hint_cache.get(cls)
+    if hints is None:
+        all_hints = typing.get_type_hints(cls)
+        hints = _hint_cache[cls] = {f.name: all_hints[f.name] for f in dataclasses.fields(cls)}
+    return hints
+
+
+def _conforms(value: Any, hint: Any) -> bool:
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:  # a long in the log: 64 bits, signed
+        return isinstance(value, int) and not isinstance(value, bool) and -(2**63) <= value < 2**63
+    if hint in (str, bytes):
+        return isinstance(value, hint)
+    if hint is type(None):
+        return value is None
+    origin = typing.get_origin(hint)
+    if origin is tuple:
+        return isinstance(value, tuple) and all(isinstance(v, str) for v in value)
+    if origin in (typing.Union, types.UnionType):
+        return any(_conforms(value, h) for h in typing.get_args(hint))
+    return False
+
+
+def check_fields(cmd: MetadataCommand) -> str | None:
+    """A description of the first field whose value has the wrong type, or
+    None. Records decoded from the log hold whatever the proposer put there;
+    the machine answers a bad one with an error instead of failing."""
+    for name, hint in _hints(type(cmd)).items():
+        value = getattr(cmd, name)
+        if not _conforms(value, hint):
+            return f"field '{name}' of {type(cmd).__name__}: unexpected {type(value).__name__} {value!r:.60}"
+    return None

@@ -1,0 +1,127 @@
+"""Feature flags: new behaviour that changes inter-node messages or stored
+data hides behind a flag, enabled only once every member supports it
+(REFERENCE.md, "Feature flags and rolling upgrades"; RabbitMQ's
+rabbit_feature_flags).
+
+Two halves, kept apart on purpose:
+- this module is local knowledge: the flags this build knows, which of them
+  it supports, and the report a node makes of itself when it joins or
+  restarts (`local_member` -> an AddMember command);
+- the metadata machine holds the cluster's view: each member's reported
+  version and supported set, and the enabled flags. Its decisions use only
+  that replicated data, never this registry, so members running different
+  versions still agree on every command.
+
+A flag is enabled by proposing EnableFeatureFlag; the machine refuses it
+(precondition-failed) while any member does not support it, and refuses a
+member that lacks a flag already enabled. `plan_enable` lists a flag's
+dependencies first, so a caller proposes them in order.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+from metadata.commands import AddMember
+from node import __version__
+
+__all__ = [
+    "CREDIT_API_V2",
+    "FLAGS",
+    "QUORUM_QUEUE_V1",
+    "WARREN_METADATA_RAFT_V1",
+    "FeatureFlag",
+    "FeatureFlagRegistry",
+    "local_member",
+]
+
+STABLE = "stable"
+EXPERIMENTAL = "experimental"
+
+WARREN_METADATA_RAFT_V1 = "warren_metadata_raft_v1"
+CREDIT_API_V2 = "credit_api_v2"
+QUORUM_QUEUE_V1 = "quorum_queue_v1"
+
+
+@dataclass(frozen=True, slots=True)
+class FeatureFlag:
+    name: str
+    description: str
+    stability: str  # "stable" or "experimental"
+    introduced_in: str  # the Warren version that first knew it
+    supported: bool = True  # whether this build can run with it enabled
+    depends_on: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.stability not in (STABLE, EXPERIMENTAL):
+            raise ValueError(f"feature flag {self.name!r}: stability is stable or experimental")
+
+
+class FeatureFlagRegistry:
+    """The flags one build knows, by name, in declaration order."""
+
+    def __init__(self, flags: Iterable[FeatureFlag], version: str = __version__):
+        self.version = version
+        self._flags: dict[str, FeatureFlag] = {}
+        for flag in flags:
+            if flag.name in self._flags:
+                raise ValueError(f"feature flag {flag.name!r} declared twice")
+            for dep in flag.depends_on:
+                if dep not in self._flags:
+                    raise ValueError(f"feature flag {flag.name!r} depends on {dep!r}, declared later or unknown")
+            self._flags[flag.name] = flag
+
+    def __iter__(self) -> Iterator[FeatureFlag]:
+        return iter(self._flags.values())
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._flags
+
+    def get(self, name: str) -> FeatureFlag | None:
+        return self._flags.get(name)
+
+    def supported(self) -> tuple[str, ...]:
+        """What this node reports it supports, sorted."""
+        return tuple(sorted(f.name for f in self._flags.values() if f.supported))
+
+    def default_enabled(self) -> tuple[str, ...]:
+        """What a brand-new cluster enables at once, dependencies first: every
+        stable flag this build supports (as RabbitMQ does)."""
+        names: list[str] = []
+        for flag in self._flags.values():
+            if flag.stability == STABLE and flag.supported:
+                names.extend(n for n in self.plan_enable(flag.name) if n not in names)
+        return tuple(names)
+
+    def plan_enable(self, name: str) -> tuple[str, ...]:
+        """`name` and its dependencies, dependencies first."""
+        flag = self._flags.get(name)
+        if flag is None:
+            raise KeyError(f"unknown feature flag {name!r}")
+        order: list[str] = []
+        for dep in flag.depends_on:
+            order.extend(n for n in self.plan_enable(dep) if n not in order)
+        order.append(name)
+        return tuple(order)
+
+
+FLAGS = FeatureFlagRegistry([
+    FeatureFlag(WARREN_METADATA_RAFT_V1,
+                "Topology, users, permissions and policies live in the Raft metadata store",
+                STABLE, "0.1.0"),
+    FeatureFlag(CREDIT_API_V2,
+                "Queues hold each consumer link's flow state and answer FLOWs with credit replies",
+                STABLE, "0.1.0"),
+    FeatureFlag(QUORUM_QUEUE_V1,
+                "Quorum queues: a Raft group per queue (not supported until quorum queues land)",
+                EXPERIMENTAL, "0.1.0", supported=False, depends_on=(WARREN_METADATA_RAFT_V1,)),
+])  # fmt: skip
+
+
+def local_member(node: str, registry: FeatureFlagRegistry = FLAGS, idempotency_key: str | None = None) -> AddMember:
+    """The AddMember command this node proposes when it joins or restarts:
+    its version and the flags it supports."""
+    key = idempotency_key if idempotency_key is not None else f"add-member/{node}/{uuid.uuid4()}"
+    return AddMember(key, node, registry.version, registry.supported())

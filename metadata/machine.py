@@ -1,0 +1,327 @@
+"""The metadata state machine: `apply(state, command) -> (state, result,
+effects)`, and `MetadataMachine`, the raft/group.py Machine around it.
+
+`apply` is pure (STYLE.md rule 4): no clock, no randomness, no I/O; the same
+commands in the same order give the same states, results, effects and
+snapshot bytes on every member. It never raises: a refused command is an
+`Error` result and leaves the state as it was; so does a bug (internal-error),
+since the state it started from is immutable and simply kept.
+
+Idempotency: a command with a non-empty `idempotency_key` is applied at most
+once. The key is remembered with a digest of the command and its result in
+a bounded map inside the state (MetadataState.recent); the same command under
+the same key is answered with the first result and changes nothing; another
+command under a remembered key is refused (precondition-failed), since it is
+a proposer's bug that would otherwise be silently dropped.
+
+Validation follows RabbitMQ (and Warren's single-node behaviour): missing
+vhost, exchange, queue or user -> not-found; inequivalent redeclare ->
+precondition-failed; deleting a user takes its permissions; deleting a vhost
+takes everything in it and its permissions. The topology rules are in
+metadata/topology.py.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+from collections.abc import Callable
+from typing import Any
+
+from metadata import commands as c
+from metadata import effects as fx
+from metadata import topology
+from metadata.effects import CREATED, OK, Effect, Error, Result
+from metadata.snapshot import decode_state, encode_state
+from metadata.state import (
+    MemberRecord,
+    MetadataState,
+    PermissionRecord,
+    PolicyRecord,
+    UserRecord,
+    VHostRecord,
+    VHostState,
+)
+from metadata.topology import Outcome, Refused, vhost_of
+from raft import records
+
+__all__ = ["MetadataMachine", "apply"]
+
+log = logging.getLogger(__name__)
+
+POLICY_TARGETS = ("all", "queues", "exchanges", "classic_queues", "quorum_queues", "streams")
+
+
+def apply(state: MetadataState, command: Any) -> tuple[MetadataState, Result, tuple[Effect, ...]]:
+    """Apply one command to `state`; never raises."""
+    handler = _HANDLERS.get(type(command))
+    if handler is None:
+        return state, Error(fx.NOT_IMPLEMENTED, f"not a metadata command: {type(command).__name__}"), ()
+    key = command.idempotency_key
+    problem = c.check_fields(command)
+    if problem is not None:
+        # Not remembered: a key of the wrong type cannot be, and one bad
+        # field makes the whole record suspect.
+        return state, Error(fx.INVALID_FIELD, problem), ()
+    try:
+        digest = hashlib.blake2b(records.encode(command), digest_size=16).digest() if key else b""
+    except records.RecordError as e:  # a value check_fields let through but the codec refuses
+        return state, Error(fx.INVALID_FIELD, str(e)), ()
+    if key:
+        seen = state.recent_result(key)
+        if seen is not None:
+            if seen.digest == digest:
+                return state, seen.result, ()
+            return state, Error(fx.PRECONDITION_FAILED, f"idempotency key {key!r} was used for another command"), ()
+    try:
+        new_state, result, effects = handler(state, command)
+    except Refused as e:
+        new_state, result, effects = state, Error(e.condition, e.description), ()
+    except Exception as e:  # a bug: report it, keep the state it started from
+        new_state, result, effects = state, Error(fx.INTERNAL_ERROR, f"{type(e).__name__}: {e}"), ()
+    if key:
+        new_state = new_state.remember(key, digest, result)
+    return new_state, result, effects
+
+
+# -- vhosts ----------------------------------------------------------------------
+
+
+def _check_name(name: str, what: str) -> None:
+    if not name:
+        raise Refused(fx.INVALID_FIELD, f"empty {what} name")
+
+
+def _add_vhost(state: MetadataState, cmd: c.AddVHost) -> Outcome:
+    _check_name(cmd.name, "vhost")
+    record = VHostRecord(cmd.name, cmd.description, cmd.tags)
+    vh = state.vhosts.get(cmd.name)
+    if vh is None:
+        return state.with_vhost(VHostState.new(record)), CREATED, (fx.VHostAdded(cmd.name, cmd.description, cmd.tags),)
+    if vh.record == record:
+        return state, OK, ()
+    return state.with_vhost(vh.replace(record=record)), OK, (fx.VHostUpdated(cmd.name, cmd.description, cmd.tags),)
+
+
+def _delete_vhost(state: MetadataState, cmd: c.DeleteVHost) -> Outcome:
+    vh = vhost_of(state, cmd.name)
+    effects: list[Effect] = [topology.queue_deleted(q) for q in vh.queues.values()]
+    effects.append(fx.VHostDeleted(cmd.name))
+    permissions = state.permissions
+    for key in [k for k in permissions if k[1] == cmd.name]:
+        permissions = permissions.discard(key)
+    return state.replace(vhosts=state.vhosts.discard(cmd.name), permissions=permissions), OK, tuple(effects)
+
+
+# -- users and permissions ---------------------------------------------------------
+
+
+def _put_user(state: MetadataState, cmd: c.PutUser) -> Outcome:
+    _check_name(cmd.name, "user")
+    record = UserRecord(cmd.name, cmd.password_hash, cmd.tags)
+    current = state.users.get(cmd.name)
+    if current == record:
+        return state, OK, ()
+    effect = fx.UserPut(cmd.name, cmd.password_hash, cmd.tags)
+    return state.replace(users=state.users.set(cmd.name, record)), CREATED if current is None else OK, (effect,)
+
+
+def _delete_user(state: MetadataState, cmd: c.DeleteUser) -> Outcome:
+    if cmd.name not in state.users:
+        raise Refused(fx.NOT_FOUND, f"no user '{cmd.name}'")
+    permissions = state.permissions
+    for key in [k for k in permissions if k[0] == cmd.name]:
+        permissions = permissions.discard(key)
+    new = state.replace(users=state.users.discard(cmd.name), permissions=permissions)
+    return new, OK, (fx.UserDeleted(cmd.name),)
+
+
+def _user_and_vhost(state: MetadataState, user: str, vhost: str) -> None:
+    if user not in state.users:
+        raise Refused(fx.NOT_FOUND, f"no user '{user}'")
+    vhost_of(state, vhost)
+
+
+def _set_permissions(state: MetadataState, cmd: c.SetPermissions) -> Outcome:
+    _user_and_vhost(state, cmd.user, cmd.vhost)
+    for kind in ("configure", "write", "read"):
+        _check_regex(getattr(cmd, kind), f"{kind} permission")
+    record = PermissionRecord(cmd.user, cmd.vhost, cmd.configure, cmd.write, cmd.read)
+    current = state.permissions.get((cmd.user, cmd.vhost))
+    if current == record:
+        return state, OK, ()
+    effect = fx.PermissionsSet(cmd.user, cmd.vhost, cmd.configure, cmd.write, cmd.read)
+    new = state.replace(permissions=state.permissions.set((cmd.user, cmd.vhost), record))
+    return new, CREATED if current is None else OK, (effect,)
+
+
+def _clear_permissions(state: MetadataState, cmd: c.ClearPermissions) -> Outcome:
+    _user_and_vhost(state, cmd.user, cmd.vhost)
+    if (cmd.user, cmd.vhost) not in state.permissions:
+        return state, OK, ()
+    new = state.replace(permissions=state.permissions.discard((cmd.user, cmd.vhost)))
+    return new, OK, (fx.PermissionsCleared(cmd.user, cmd.vhost),)
+
+
+def _check_regex(pattern: str, what: str) -> None:
+    try:
+        re.compile(pattern)
+    except (re.error, RecursionError, OverflowError) as e:
+        raise Refused(fx.INVALID_FIELD, f"invalid {what} pattern {pattern!r}: {e}") from None
+
+
+# -- policies ----------------------------------------------------------------------
+
+
+def _set_policy(state: MetadataState, cmd: c.SetPolicy) -> Outcome:
+    vh = vhost_of(state, cmd.vhost)
+    _check_name(cmd.name, "policy")
+    _check_regex(cmd.pattern, "policy")
+    if cmd.apply_to not in POLICY_TARGETS:
+        raise Refused(fx.INVALID_FIELD, f"policy apply-to '{cmd.apply_to}' is not one of {', '.join(POLICY_TARGETS)}")
+    definition = topology.arguments_of(cmd.definition, f"definition of policy '{cmd.name}'")
+    if not definition:
+        raise Refused(fx.INVALID_FIELD, f"policy '{cmd.name}' has an empty definition")
+    if cmd.priority < 0:
+        raise Refused(fx.INVALID_FIELD, f"policy priority must be a non-negative integer, got {cmd.priority}")
+    record = PolicyRecord(cmd.vhost, cmd.name, cmd.pattern, cmd.apply_to, cmd.definition, cmd.priority)
+    current = vh.policies.get(cmd.name)
+    if current == record:
+        return state, OK, ()
+    effect = fx.PolicySet(cmd.vhost, cmd.name, cmd.pattern, cmd.apply_to, topology.frozen_map(definition), cmd.priority)
+    new = state.with_vhost(vh.replace(policies=vh.policies.set(cmd.name, record)))
+    return new, CREATED if current is None else OK, (effect,)
+
+
+def _clear_policy(state: MetadataState, cmd: c.ClearPolicy) -> Outcome:
+    vh = vhost_of(state, cmd.vhost)
+    if cmd.name not in vh.policies:
+        raise Refused(fx.NOT_FOUND, f"no policy '{cmd.name}' in vhost '{cmd.vhost}'")
+    new = state.with_vhost(vh.replace(policies=vh.policies.discard(cmd.name)))
+    return new, OK, (fx.PolicyCleared(cmd.vhost, cmd.name),)
+
+
+# -- cluster -------------------------------------------------------------------------
+
+
+def _enable_feature_flag(state: MetadataState, cmd: c.EnableFeatureFlag) -> Outcome:
+    _check_name(cmd.name, "feature flag")
+    if cmd.name in state.feature_flags:
+        return state, OK, ()
+    if not state.members:
+        raise Refused(fx.PRECONDITION_FAILED, f"feature flag '{cmd.name}': the cluster has no members")
+    lacking = sorted(m.node for m in state.members.values() if cmd.name not in m.supported_flags)
+    if lacking:
+        raise Refused(fx.PRECONDITION_FAILED,
+                      f"feature flag '{cmd.name}' is not supported by {', '.join(lacking)}")  # fmt: skip
+    flags = tuple(sorted((*state.feature_flags, cmd.name)))
+    return state.replace(feature_flags=flags), CREATED, (fx.FeatureFlagEnabled(cmd.name),)
+
+
+def _add_member(state: MetadataState, cmd: c.AddMember) -> Outcome:
+    _check_name(cmd.node, "member")
+    supported = tuple(sorted(set(cmd.supported_flags)))
+    missing = [f for f in state.feature_flags if f not in supported]
+    if missing:
+        raise Refused(fx.PRECONDITION_FAILED,
+                      f"node '{cmd.node}' does not support enabled feature flag(s) {', '.join(missing)}")  # fmt: skip
+    record = MemberRecord(cmd.node, cmd.version, supported)
+    current = state.members.get(cmd.node)
+    if current == record:
+        return state, OK, ()
+    new = state.replace(members=state.members.set(cmd.node, record))
+    if current is None:
+        return new, CREATED, (fx.MemberAdded(cmd.node, cmd.version, supported),)
+    return new, OK, (fx.MemberUpdated(cmd.node, cmd.version, supported),)
+
+
+def _remove_member(state: MetadataState, cmd: c.RemoveMember) -> Outcome:
+    if cmd.node not in state.members:
+        raise Refused(fx.NOT_FOUND, f"no cluster member '{cmd.node}'")
+    return state.replace(members=state.members.discard(cmd.node)), OK, (fx.MemberRemoved(cmd.node),)
+
+
+def _noop(state: MetadataState, cmd: c.Noop) -> Outcome:
+    return state, OK, ()
+
+
+_HANDLERS: dict[type, Callable[[MetadataState, Any], Outcome]] = {
+    c.AddVHost: _add_vhost,
+    c.DeleteVHost: _delete_vhost,
+    c.PutUser: _put_user,
+    c.DeleteUser: _delete_user,
+    c.SetPermissions: _set_permissions,
+    c.ClearPermissions: _clear_permissions,
+    c.DeclareExchange: topology.declare_exchange,
+    c.DeleteExchange: topology.delete_exchange,
+    c.DeclareQueue: topology.declare_queue,
+    c.DeleteQueue: topology.delete_queue,
+    c.Bind: topology.bind,
+    c.Unbind: topology.unbind,
+    c.SetPolicy: _set_policy,
+    c.ClearPolicy: _clear_policy,
+    c.EnableFeatureFlag: _enable_feature_flag,
+    c.AddMember: _add_member,
+    c.RemoveMember: _remove_member,
+    c.Noop: _noop,
+}
+assert set(_HANDLERS) == set(c.COMMANDS)
+
+
+# -- the Raft machine -----------------------------------------------------------------
+
+Listener = Callable[[Any, Result, tuple[Effect, ...], int], None]
+
+
+class MetadataMachine:
+    """raft/group.py's Machine for the metadata group.
+
+    `on_applied(command, result, effects, index)` runs after each command,
+    before its result goes back to the proposer, so a proposer reading the
+    node's projections after its callback sees its own write (read your
+    writes). `on_restored(state)` runs after a snapshot replaced the state:
+    rebuild the projections from it. A listener that raises is logged and
+    does not undo or repeat the apply.
+    """
+
+    def __init__(
+        self,
+        state: MetadataState | None = None,
+        *,
+        on_applied: Listener | None = None,
+        on_restored: Callable[[MetadataState], None] | None = None,
+    ) -> None:
+        self.state = state if state is not None else MetadataState()
+        self.last_index = 0  # of the last command applied; 0 after a restore until the next one
+        self._on_applied: list[Listener] = [on_applied] if on_applied is not None else []
+        self._on_restored: list[Callable[[MetadataState], None]] = [on_restored] if on_restored is not None else []
+
+    def subscribe(self, on_applied: Listener | None = None,
+                  on_restored: Callable[[MetadataState], None] | None = None) -> None:  # fmt: skip
+        if on_applied is not None:
+            self._on_applied.append(on_applied)
+        if on_restored is not None:
+            self._on_restored.append(on_restored)
+
+    def apply(self, record: Any, index: int) -> Result:
+        self.state, result, effects = apply(self.state, record)
+        self.last_index = index
+        for listener in self._on_applied:
+            try:
+                listener(record, result, effects, index)
+            except Exception:
+                log.exception("metadata listener failed on index %d", index)
+        return result
+
+    def snapshot(self) -> bytes:
+        return encode_state(self.state)
+
+    def restore(self, data: bytes) -> None:
+        self.state = decode_state(data)  # SnapshotFormatError leaves the old state
+        self.last_index = 0
+        for listener in self._on_restored:
+            try:
+                listener(self.state)
+            except Exception:
+                log.exception("metadata listener failed on restore")

@@ -1,0 +1,329 @@
+"""Exchanges, queues and bindings in the metadata state: the rules of
+node/routing/table.py, applied to immutable records.
+
+The local `RoutingTable` projections (metadata/projections.py) must end up
+exactly as the state says, so these rules mirror the table's, check for
+check and in the same order: built-in exchanges ("" and amq.*) can be neither
+created nor deleted; a redeclare must be equivalent (type, durable,
+auto-delete, internal, alternate-exchange); nothing binds to or from the
+default exchange; a binding is identified by all five of source,
+destination kind, destination, key and arguments; deleting a queue or an
+exchange deletes its bindings, and an auto-delete exchange goes when its
+last binding as a source goes, which may cascade. Anything the state
+accepts, the table accepts (the property tests hold them to it).
+
+Every handler is `(state, command) -> (state, result, effects)` and raises
+`Refused` for an error result; machine.py turns that into `Error`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from types import MappingProxyType
+from typing import Any
+
+from metadata import commands as c
+from metadata import effects as fx
+from metadata.effects import CREATED, OK, Effect, Result
+from metadata.feature_flags import QUORUM_QUEUE_V1
+from metadata.pmap import EMPTY
+from metadata.state import BindingRecord, ExchangeRecord, MetadataState, QueueRecord, VHostState
+from node.routing.errors import RoutingError
+from node.routing.exchange_types import new_index
+from node.routing.model import ALTERNATE_EXCHANGE, DEFAULT_EXCHANGE, Binding, DestinationKind, ExchangeType
+from node.routing.table import MAX_NAME_BYTES, RESERVED_PREFIX
+from queues.classic import ClassicQueueConfig, QueueArgumentError
+
+__all__ = ["Outcome", "Refused", "bind", "declare_exchange", "declare_queue", "delete_exchange", "delete_queue",
+           "unbind", "vhost_of"]  # fmt: skip
+
+Outcome = tuple[MetadataState, Result, tuple[Effect, ...]]
+
+QUEUE = DestinationKind.QUEUE.value
+EXCHANGE = DestinationKind.EXCHANGE.value
+QUEUE_TYPES = ("classic", "quorum", "stream")
+
+
+class Refused(Exception):
+    """An error result, raised inside apply and caught before it returns."""
+
+    def __init__(self, condition: str, description: str):
+        super().__init__(description)
+        self.condition = condition
+        self.description = description
+
+
+def vhost_of(state: MetadataState, name: str) -> VHostState:
+    vh = state.vhosts.get(name)
+    if vh is None:
+        raise Refused(fx.NOT_FOUND, f"no vhost '{name}'")
+    return vh
+
+
+def arguments_of(data: bytes, what: str) -> dict[str, Any]:
+    try:
+        return c.unpack(data)
+    except ValueError as e:
+        raise Refused(fx.INVALID_FIELD, f"{what}: {e}") from None
+
+
+def frozen_map(arguments: dict[str, Any]) -> MappingProxyType:
+    return MappingProxyType(arguments)
+
+
+def _reserved(name: str) -> bool:
+    return name == DEFAULT_EXCHANGE or name.startswith(RESERVED_PREFIX)
+
+
+def _check_name(name: str, what: str) -> None:
+    if len(name.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES:
+        raise Refused(fx.INVALID_FIELD, f"{what} name longer than {MAX_NAME_BYTES} bytes")
+
+
+# -- exchanges -------------------------------------------------------------------
+
+
+def declare_exchange(state: MetadataState, cmd: c.DeclareExchange) -> Outcome:
+    vh = vhost_of(state, cmd.vhost)
+    arguments = arguments_of(cmd.arguments, f"arguments of exchange '{cmd.name}'")
+    try:
+        exchange_type = ExchangeType(cmd.type)
+    except ValueError:
+        raise Refused(fx.INVALID_FIELD, f"invalid exchange type '{cmd.type}'") from None
+    alternate = arguments.get(ALTERNATE_EXCHANGE)
+    if alternate is not None and not isinstance(alternate, str):
+        raise Refused(fx.INVALID_FIELD, f"invalid {ALTERNATE_EXCHANGE} argument {alternate!r}")
+    if cmd.name == DEFAULT_EXCHANGE:
+        raise Refused(fx.NOT_ALLOWED, "operation not permitted on the default exchange")
+    current = vh.exchanges.get(cmd.name)
+    if current is not None:
+        _check_equivalent(current, exchange_type.value, cmd, alternate)
+        return state, OK, ()
+    if _reserved(cmd.name):
+        raise Refused(fx.NOT_ALLOWED, f"exchange name '{cmd.name}' contains reserved prefix '{RESERVED_PREFIX}*'")
+    _check_name(cmd.name, "exchange")
+    record = ExchangeRecord(cmd.vhost, cmd.name, exchange_type.value, cmd.durable, cmd.auto_delete, cmd.internal,
+                            cmd.arguments)  # fmt: skip
+    effect = fx.ExchangeDeclared(cmd.vhost, cmd.name, record.type, cmd.durable, cmd.auto_delete, cmd.internal,
+                                 frozen_map(arguments))  # fmt: skip
+    return state.with_vhost(vh.replace(exchanges=vh.exchanges.set(cmd.name, record))), CREATED, (effect,)
+
+
+def _check_equivalent(current: ExchangeRecord, type: str, cmd: c.DeclareExchange, alternate: Any) -> None:
+    current_alternate = current.arguments_map.get(ALTERNATE_EXCHANGE)
+    if not isinstance(current_alternate, str):
+        current_alternate = None
+    for field, have, want in (
+        ("type", current.type, type),
+        ("durable", current.durable, cmd.durable),
+        ("auto_delete", current.auto_delete, cmd.auto_delete),
+        ("internal", current.internal, cmd.internal),
+        (ALTERNATE_EXCHANGE, current_alternate, alternate),
+    ):
+        if have != want:
+            raise Refused(
+                fx.PRECONDITION_FAILED,
+                f"inequivalent arg '{field}' for exchange '{current.name}' in vhost '{current.vhost}': "
+                f"received {want!r} but current is {have!r}",
+            )
+
+
+def delete_exchange(state: MetadataState, cmd: c.DeleteExchange) -> Outcome:
+    vh = vhost_of(state, cmd.vhost)
+    if _reserved(cmd.name):
+        raise Refused(fx.NOT_ALLOWED, f"deletion of system exchange '{cmd.name}' not allowed")
+    if cmd.name not in vh.exchanges:
+        raise Refused(fx.NOT_FOUND, f"no exchange '{cmd.name}' in vhost '{cmd.vhost}'")
+    if cmd.if_unused and cmd.name in vh.bindings:
+        raise Refused(fx.PRECONDITION_FAILED, f"exchange '{cmd.name}' in vhost '{cmd.vhost}' in use")
+    effects: list[Effect] = [fx.ExchangeDeleted(cmd.vhost, cmd.name)]
+    outgoing = [b for slot in vh.bindings.get(cmd.name, EMPTY).values() for b in slot]
+    incoming = [b for b in vh.bindings_to(EXCHANGE, cmd.name) if b.source != cmd.name]  # a self-binding is outgoing
+    vh = vh.replace(exchanges=vh.exchanges.discard(cmd.name))
+    vh = _remove_bindings(vh, outgoing + incoming, effects)
+    return state.with_vhost(vh), OK, tuple(effects)
+
+
+# -- queues ------------------------------------------------------------------------
+
+
+def declare_queue(state: MetadataState, cmd: c.DeclareQueue) -> Outcome:
+    vh = vhost_of(state, cmd.vhost)
+    if not cmd.name:
+        raise Refused(fx.INVALID_FIELD, "empty queue name (the proposer names server-named queues)")
+    _check_name(cmd.name, "queue")
+    arguments = arguments_of(cmd.arguments, f"arguments of queue '{cmd.name}'")
+    declared_type = arguments.get("x-queue-type")
+    if declared_type is not None and declared_type != cmd.type:
+        raise Refused(fx.INVALID_FIELD, f"x-queue-type {declared_type!r} contradicts queue type '{cmd.type}'")
+    current = vh.queues.get(cmd.name)
+    if current is not None:
+        if (
+            current.type != cmd.type
+            or current.durable != cmd.durable
+            or current.auto_delete != cmd.auto_delete
+            or (current.exclusive_owner is None) != (cmd.exclusive_owner is None)
+            or current.arguments_map != arguments
+        ):
+            raise Refused(fx.PRECONDITION_FAILED,
+                          f"inequivalent arguments for queue '{cmd.name}' in vhost '{cmd.vhost}'")  # fmt: skip
+        if current.exclusive_owner is not None and current.exclusive_owner != cmd.exclusive_owner:
+            raise Refused(fx.RESOURCE_LOCKED, f"cannot obtain exclusive access to locked queue '{cmd.name}' "
+                                              f"in vhost '{cmd.vhost}'")  # fmt: skip
+        return state, OK, ()
+    _check_type(state, cmd.type, arguments)
+    _check_placement(state, cmd)
+    record = QueueRecord(cmd.vhost, cmd.name, cmd.type, cmd.durable, cmd.auto_delete, cmd.exclusive_owner,
+                         cmd.arguments, cmd.leader, cmd.replicas)  # fmt: skip
+    effect = fx.QueueDeclared(cmd.vhost, cmd.name, cmd.type, cmd.durable, cmd.auto_delete, cmd.exclusive_owner,
+                              frozen_map(arguments), cmd.leader, cmd.replicas)  # fmt: skip
+    return state.with_vhost(vh.replace(queues=vh.queues.set(cmd.name, record))), CREATED, (effect,)
+
+
+def _check_type(state: MetadataState, queue_type: str, arguments: dict[str, Any]) -> None:
+    if queue_type not in QUEUE_TYPES:
+        raise Refused(fx.INVALID_FIELD, f"unknown queue type '{queue_type}'")
+    if queue_type == "classic":
+        try:
+            ClassicQueueConfig.from_arguments(arguments)
+        except QueueArgumentError as e:
+            raise Refused(fx.INVALID_FIELD, str(e)) from None
+    elif queue_type == "quorum" and not state.flag_enabled(QUORUM_QUEUE_V1):
+        # The flag, not the code on this member, decides: every member must
+        # give the same answer, whatever version it runs.
+        raise Refused(fx.NOT_IMPLEMENTED, f"queue type 'quorum' needs feature flag '{QUORUM_QUEUE_V1}'")
+    elif queue_type == "stream":
+        raise Refused(fx.NOT_IMPLEMENTED, "queue type 'stream' is not supported yet")
+
+
+def _check_placement(state: MetadataState, cmd: c.DeclareQueue) -> None:
+    for node in (cmd.leader, *cmd.replicas):
+        if node not in state.members:
+            raise Refused(fx.INVALID_FIELD, f"queue '{cmd.name}' placed on '{node}', which is not a cluster member")
+    if len(set(cmd.replicas)) != len(cmd.replicas):
+        raise Refused(fx.INVALID_FIELD, f"queue '{cmd.name}' lists a replica twice")
+
+
+def delete_queue(state: MetadataState, cmd: c.DeleteQueue) -> Outcome:
+    vh = vhost_of(state, cmd.vhost)
+    queue = vh.queues.get(cmd.name)
+    if queue is None:
+        raise Refused(fx.NOT_FOUND, f"no queue '{cmd.name}' in vhost '{cmd.vhost}'")
+    effects: list[Effect] = [queue_deleted(queue)]
+    vh = vh.replace(queues=vh.queues.discard(cmd.name))
+    vh = _remove_bindings(vh, vh.bindings_to(QUEUE, cmd.name), effects)
+    return state.with_vhost(vh), OK, tuple(effects)
+
+
+def queue_deleted(queue: QueueRecord) -> fx.QueueDeleted:
+    return fx.QueueDeleted(queue.vhost, queue.name, queue.type, queue.leader, queue.replicas)
+
+
+# -- bindings ----------------------------------------------------------------------
+
+_VALIDATORS = {t: new_index(t, lambda pool: pool[0]) for t in ExchangeType}
+
+
+def _binding_checks(vh: VHostState, cmd: c.Bind | c.Unbind) -> tuple[ExchangeRecord, dict[str, Any]]:
+    """The table's checks, in its order: kind, default exchange, source,
+    destination. Returns the source exchange and the decoded arguments."""
+    if cmd.destination_kind not in (QUEUE, EXCHANGE):
+        raise Refused(fx.INVALID_FIELD, f"invalid destination kind {cmd.destination_kind!r}")
+    if cmd.source == DEFAULT_EXCHANGE or (cmd.destination_kind == EXCHANGE and cmd.destination == DEFAULT_EXCHANGE):
+        raise Refused(fx.NOT_ALLOWED, "operation not permitted on the default exchange")
+    arguments = arguments_of(cmd.arguments, "binding arguments")
+    source = vh.exchanges.get(cmd.source)
+    if source is None:
+        raise Refused(fx.NOT_FOUND, f"no exchange '{cmd.source}' in vhost '{vh.name}'")
+    present = vh.queues if cmd.destination_kind == QUEUE else vh.exchanges
+    if cmd.destination not in present:
+        raise Refused(fx.NOT_FOUND, f"no {cmd.destination_kind} '{cmd.destination}' in vhost '{vh.name}'")
+    return source, arguments
+
+
+def _find(vh: VHostState, cmd: c.Bind | c.Unbind, arguments: dict[str, Any]) -> BindingRecord | None:
+    variants = vh.bindings.get(cmd.source, EMPTY).get((cmd.destination_kind, cmd.destination, cmd.binding_key), ())
+    for b in variants:
+        if b.arguments == cmd.arguments or b.arguments_map == arguments:
+            return b
+    return None
+
+
+def bind(state: MetadataState, cmd: c.Bind) -> Outcome:
+    vh = vhost_of(state, cmd.vhost)
+    source, arguments = _binding_checks(vh, cmd)
+    try:
+        _VALIDATORS[ExchangeType(source.type)].validate(
+            Binding(cmd.source, cmd.destination_kind, cmd.destination, cmd.binding_key, arguments)
+        )
+    except RoutingError as e:
+        raise Refused(e.condition, e.description or str(e)) from None
+    if _find(vh, cmd, arguments) is not None:
+        return state, OK, ()
+    b = BindingRecord(cmd.vhost, cmd.source, cmd.destination_kind, cmd.destination, cmd.binding_key, cmd.arguments)
+    effect = fx.BindingAdded(cmd.vhost, cmd.source, cmd.destination_kind, cmd.destination, cmd.binding_key,
+                             frozen_map(arguments))  # fmt: skip
+    return state.with_vhost(_link(vh, b)), CREATED, (effect,)
+
+
+def unbind(state: MetadataState, cmd: c.Unbind) -> Outcome:
+    """Unbinding what is not bound is not an error (RabbitMQ's unbind is
+    idempotent); a missing source or destination is."""
+    vh = vhost_of(state, cmd.vhost)
+    _, arguments = _binding_checks(vh, cmd)
+    b = _find(vh, cmd, arguments)
+    if b is None:
+        return state, OK, ()
+    effects: list[Effect] = []
+    vh = _remove_bindings(vh, [b], effects)
+    return state.with_vhost(vh), OK, tuple(effects)
+
+
+def binding_effect(cls: type, b: BindingRecord) -> Any:
+    return cls(b.vhost, b.source, b.destination_kind, b.destination, b.binding_key, frozen_map(b.arguments_map))
+
+
+def _link(vh: VHostState, b: BindingRecord) -> VHostState:
+    slot = (b.destination_kind, b.destination, b.binding_key)
+    target = (b.destination_kind, b.destination)
+    slots = vh.bindings.get(b.source, EMPTY)
+    slots = slots.set(slot, slots.get(slot, ()) + (b,))
+    sources = vh.incoming.get(target, EMPTY).set((b.source, b.binding_key), None)
+    return vh.replace(bindings=vh.bindings.set(b.source, slots), incoming=vh.incoming.set(target, sources))
+
+
+def _unlink(vh: VHostState, b: BindingRecord) -> VHostState:
+    slot = (b.destination_kind, b.destination, b.binding_key)
+    slots = vh.bindings[b.source]
+    variants = tuple(x for x in slots[slot] if x != b)
+    incoming = vh.incoming
+    if variants:
+        slots = slots.set(slot, variants)
+    else:
+        slots = slots.discard(slot)
+        target = (b.destination_kind, b.destination)
+        sources = incoming[target].discard((b.source, b.binding_key))
+        incoming = incoming.set(target, sources) if sources else incoming.discard(target)
+    bindings = vh.bindings.set(b.source, slots) if slots else vh.bindings.discard(b.source)
+    return vh.replace(bindings=bindings, incoming=incoming)
+
+
+def _remove_bindings(vh: VHostState, bindings: Sequence[BindingRecord], effects: list[Effect]) -> VHostState:
+    """Unlink stored bindings, then auto-delete the sources left without any
+    binding (which unlinks more bindings, and so on): RoutingTable's rule."""
+    pending = [b.source for b in bindings]
+    for b in bindings:
+        vh = _unlink(vh, b)
+        effects.append(binding_effect(fx.BindingRemoved, b))
+    while pending:
+        name = pending.pop()
+        exchange = vh.exchanges.get(name)
+        if exchange is None or not exchange.auto_delete or name in vh.bindings:
+            continue
+        vh = vh.replace(exchanges=vh.exchanges.discard(name))
+        effects.append(fx.ExchangeDeleted(vh.name, name))
+        for b in vh.bindings_to(EXCHANGE, name):
+            vh = _unlink(vh, b)
+            effects.append(binding_effect(fx.BindingRemoved, b))
+            pending.append(b.source)
+    return vh
