@@ -12,6 +12,8 @@ from node import prometheus
 from node.alarms import Alarms
 from node.amqp.errors import Condition
 from node.auth import Authenticator
+from node.cluster import Cluster
+from node.cluster_kv import KeyValueMachine
 from node.config import Config
 from node.connection_handler import ConnectionHandler, server_properties
 from node.definitions import DefinitionsFile
@@ -49,6 +51,8 @@ class Broker:
         self.management = ManagementAPI(self)
         self._http_runner: Any = None
         self._metrics_runner: Any = None
+        # The Raft side of the node (node/cluster.py); None when grpc_port < 0.
+        self.cluster: Cluster | None = None
 
     # ------------------------------------------------------------ lifecycle
 
@@ -69,6 +73,10 @@ class Broker:
         self._recover_messages()
         self._check_alarms()
         try:
+            if cfg.grpc_port >= 0:
+                # KeyValueMachine stands in until the metadata machine lands
+                self.cluster = Cluster.from_config(cfg, KeyValueMachine())
+                await self.cluster.start()
             # management first: once the AMQP port accepts, the whole node is up
             await self._start_http()
             self._server = await self.loop.create_server(
@@ -79,8 +87,9 @@ class Broker:
             raise
         self.amqp_port = self._server.sockets[0].getsockname()[1]
         self.started_at = time.time()
-        log.info("node=%s listening amqp=%s:%d http=%s metrics=%s data_dir=%s", cfg.node_name, cfg.listen_host,
-                 self.amqp_port, self.http_port, self.metrics_port, os.path.abspath(cfg.data_dir))  # fmt: skip
+        log.info("node=%s listening amqp=%s:%d http=%s metrics=%s cluster=%s data_dir=%s", cfg.node_name,
+                 cfg.listen_host, self.amqp_port, self.http_port, self.metrics_port,
+                 self.cluster.node_id if self.cluster else "off", os.path.abspath(cfg.data_dir))  # fmt: skip
 
     async def _start_http(self) -> None:
         """The management API and the Prometheus endpoint, on this loop."""
@@ -107,6 +116,8 @@ class Broker:
         for conn in list(self.connections):
             conn.force_close(Condition.CONNECTION_FORCED, "broker shutdown")
         await asyncio.sleep(0)  # let the transports write their CLOSE frames
+        if self.cluster is not None:
+            await self.cluster.stop()
         if self.committer is not None:
             await self.committer.close()
         if self.store is not None:

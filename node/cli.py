@@ -23,6 +23,13 @@ def _server(args: argparse.Namespace) -> int:
             "metrics_port": args.metrics_port,
             "grpc_port": args.grpc_port,
             "definitions_file": args.definitions,
+            "seeds": [s.strip() for s in args.seeds.split(",") if s.strip()] if args.seeds is not None else None,
+            "cluster_secret": args.cluster_secret,
+            "advertise_host": args.advertise_host,
+            "cluster_tls_cert": args.cluster_tls_cert,
+            "cluster_tls_key": args.cluster_tls_key,
+            "cluster_tls_ca": args.cluster_tls_ca,
+            "enable_test_faults": args.enable_test_faults,
         },
     )
     return run(cfg)
@@ -39,7 +46,15 @@ def main(argv: list[str] | None = None) -> int:
     server.add_argument("--amqp-port", type=int)
     server.add_argument("--http-port", type=int)
     server.add_argument("--metrics-port", type=int)
-    server.add_argument("--grpc-port", type=int)
+    server.add_argument("--grpc-port", type=int, help="cluster port (25672); 0 picks a free one, negative: no cluster")
+    server.add_argument("--seeds", help="the other members' cluster addresses, host:port,... (first boot only)")
+    server.add_argument("--cluster-secret", help="shared by every member (WARREN_CLUSTER_SECRET)")
+    server.add_argument("--advertise-host", help="the host peers dial for this node (default: --listen-host)")
+    server.add_argument("--cluster-tls-cert", help="PEM certificate for mutual TLS between nodes")
+    server.add_argument("--cluster-tls-key", help="PEM private key for mutual TLS between nodes")
+    server.add_argument("--cluster-tls-ca", help="PEM CA that signed every node's certificate")
+    server.add_argument("--enable-test-faults", action="store_true", default=None,
+                        help="test-only HTTP endpoints: cluster partition switch and key-value probe")  # fmt: skip
     server.add_argument("--definitions", help="JSON file of queues, exchanges and bindings to declare at start")
     server.set_defaults(func=_server)
     ctl.add_parser(sub)

@@ -18,7 +18,7 @@ class Config:
     amqp_port: int = 5672
     http_port: int = 15672  # management HTTP API (node/http_api.py)
     metrics_port: int = 15692  # Prometheus /metrics (node/prometheus.py)
-    grpc_port: int = 25672
+    grpc_port: int = 25672  # cluster (Raft) port, gRPC; node/cluster.py
     default_user: str = "guest"
     default_password: str = "guest"
     anonymous_user: str = "guest"  # SASL ANONYMOUS logs in as this user
@@ -38,6 +38,18 @@ class Config:
     product: str = "RabbitMQ"  # what clients that check the server's identity expect
     product_version: str = "4.2.0"
     log_level: str = "info"
+    # Clustering (node/cluster.py). The node's cluster id is advertise_host:grpc_port,
+    # the address its peers dial; it must not change across restarts.
+    seeds: list[str] = field(default_factory=list)  # peers' "host:port" (grpc); none: a single-member cluster
+    cluster_secret: str = ""  # shared by every member; required with seeds (else generated and kept in data_dir)
+    advertise_host: str = ""  # default: listen_host, or this machine's name when listening on all interfaces
+    cluster_tls_cert: str = ""  # PEM files for mutual TLS between nodes: all three or none
+    cluster_tls_key: str = ""
+    cluster_tls_ca: str = ""
+    cluster_snapshot_entries: int = 5000  # Raft log entries between metadata snapshots
+    cluster_tick_interval: float = 0.02  # seconds between the periodic ticks of the Raft groups
+    cluster_command_timeout: float = 5.0  # default seconds a metadata change may wait for a majority
+    enable_test_faults: bool = False  # test-only HTTP endpoints: partition switch and a KV probe
 
 
 def _coerce(value: str, current: object) -> object:

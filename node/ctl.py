@@ -68,7 +68,8 @@ class Client:
             reason = json.loads(e.read()).get("reason") or e.reason
         except (ValueError, AttributeError):
             reason = e.reason
-        code = {400: EX_DATAERR, 401: EX_NOPERM, 403: EX_NOPERM, 404: EX_DATAERR}.get(e.code, EX_SOFTWARE)
+        code = {400: EX_DATAERR, 401: EX_NOPERM, 403: EX_NOPERM, 404: EX_DATAERR, 409: EX_DATAERR,
+                503: EX_UNAVAILABLE}.get(e.code, EX_SOFTWARE)  # fmt: skip
         return CtlError(f"{reason} (HTTP {e.code})", code, e.code)
 
     def get(self, path: str) -> Any:
@@ -79,6 +80,9 @@ class Client:
 
     def delete(self, path: str, headers: dict | None = None) -> Any:
         return self.request("DELETE", path, headers=headers)
+
+    def post(self, path: str, body: Any) -> Any:
+        return self.request("POST", path, body)
 
 
 # ---------------------------------------------------------------- output
@@ -327,6 +331,44 @@ def delete_queue(client: Client, args: argparse.Namespace) -> Done:
     return Done(f'Deleting queue "{args.name}" in vhost "{args.vhost}" ...')
 
 
+class Report:
+    """What a command that shows one object returns: its JSON, and how people read it."""
+
+    def __init__(self, data: Any, text: str):
+        self.data, self.text = data, text
+
+
+def _cluster_report(s: dict) -> Report:
+    lines = [f"Cluster status of node {s.get('node_name', s['node'])} ({s['node']}) ..."]
+    if s.get("failed"):
+        lines.append(f"FAILED: {s['failed']}")
+    lines.append(f"Role: {s['role']}, term {s.get('term')}, leader {s.get('leader') or '(none)'}")
+    lines.append(f"Commit index: {s.get('commit_index')}, last applied: {s.get('last_applied')}")
+    lines.append(f"Members ({s.get('reachable')} of {len(s['members'])} reachable,"
+                 f" {'majority' if s.get('majority') else 'NO majority'}):")  # fmt: skip
+    rows = [{"node": m["node"], "role": "leader" if m["leader"] else "follower", "reachable": m["reachable"],
+             "this_node": m["self"]} for m in s["members"]]  # fmt: skip
+    lines.append(table(rows, ["node", "role", "reachable", "this_node"]))
+    return Report(s, "\n".join(lines))
+
+
+@command("cluster_status", "this node's view of the cluster: leader, term, members and their reachability")
+def cluster_status(client: Client, args: argparse.Namespace) -> Report:
+    return _cluster_report(client.get("/api/cluster"))
+
+
+@command("join_cluster", "SEED: reset this node and join the cluster of SEED (its cluster address host:port)")
+def join_cluster(client: Client, args: argparse.Namespace) -> Done:
+    client.post("/api/cluster/join", {"seed": args.seed})
+    return Done(f"Clustering node with {args.seed} ...")
+
+
+@command("forget_cluster_node", "NODE: remove a stopped member (its cluster address host:port) from the cluster")
+def forget_cluster_node(client: Client, args: argparse.Namespace) -> Done:
+    client.post("/api/cluster/forget", {"node": args.node})
+    return Done(f"Removing node {args.node} from the cluster ...")
+
+
 # Positional arguments; their dests must differ from the options' (host,
 # port, user, password, json, timeout), which share one namespace.
 _ARGS: dict[str, list[tuple[str, dict]]] = {
@@ -348,6 +390,8 @@ _ARGS: dict[str, list[tuple[str, dict]]] = {
     "close_connection": [("name", {}), ("reason", {})],
     "purge_queue": [("name", {})],
     "delete_queue": [("name", {})],
+    "join_cluster": [("seed", {})],
+    "forget_cluster_node": [("node", {})],
 }
 _VHOST_SCOPED = {"list_queues", "list_exchanges", "list_bindings", "list_permissions", "set_permissions",
                  "clear_permissions", "purge_queue", "delete_queue"}  # fmt: skip
@@ -423,6 +467,8 @@ def main(args: argparse.Namespace) -> int:
             print(table(rows, result.columns))
     elif isinstance(result, Done):
         print(json.dumps({"ok": True}) if args.json else result.message)
+    elif isinstance(result, Report):
+        print(json.dumps(result.data, indent=1) if args.json else result.text)
     elif args.json:
         print(json.dumps(result, indent=1))
     else:

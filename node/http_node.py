@@ -18,8 +18,8 @@ from typing import Any
 import psutil
 from aiohttp import web
 
+from node import http_cluster, permissions
 from node import http_format as fmt
-from node import permissions
 from node.amqp.errors import Condition
 from node.auth import hash_password
 from node.definitions import HASHING_ALGORITHM
@@ -371,4 +371,5 @@ ROUTES = [
     ("GET", "/api/permissions/{vhost}/{user}", get_permission),
     ("PUT", "/api/permissions/{vhost}/{user}", put_permission),
     ("DELETE", "/api/permissions/{vhost}/{user}", delete_permission),
+    *http_cluster.ROUTES,  # /api/cluster
 ]

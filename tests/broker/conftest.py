@@ -73,7 +73,7 @@ class BrokerThread:
 
 def make_config(data_dir: Path, **overrides) -> Config:
     cfg = Config(data_dir=str(data_dir), listen_host="127.0.0.1", amqp_port=0, http_port=0, metrics_port=0,
-                 node_name="warren@test")
+                 grpc_port=0, node_name="warren@test")
     for k, v in overrides.items():
         setattr(cfg, k, v)
     return cfg
@@ -106,7 +106,7 @@ class BrokerProcess:
 
     def __init__(self, data_dir: Path, definitions: Path | None = None, extra_env: dict | None = None):
         cmd = [sys.executable, "-m", "node.cli", "server", "--data-dir", str(data_dir), "--amqp-port", "0", "--http-port", "0", "--metrics-port", "0",
-               "--listen-host", "127.0.0.1"]  # fmt: skip
+               "--grpc-port", "0", "--listen-host", "127.0.0.1"]  # fmt: skip
         if definitions:
             cmd += ["--definitions", str(definitions)]
         env = dict(os.environ, **(extra_env or {}))

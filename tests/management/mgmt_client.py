@@ -73,7 +73,7 @@ class NodeProcess:
 
     def __init__(self, data_dir: Path):
         cmd = [sys.executable, "-m", "node.cli", "server", "--data-dir", str(data_dir), "--listen-host", "127.0.0.1",
-               "--amqp-port", "0", "--http-port", "0", "--metrics-port", "0"]  # fmt: skip
+               "--amqp-port", "0", "--http-port", "0", "--metrics-port", "0", "--grpc-port", "0"]  # fmt: skip
         self.proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline()
         m = re.search(r"listening on amqp://[^:]+:(\d+) http=(\d+) metrics=(\d+)", line)

@@ -1,0 +1,195 @@
+"""Management API handlers for the cluster (node/cluster.py).
+
+    GET  /api/cluster                   this node's view: role, term, leader, indexes, members
+    POST /api/cluster/join              {"seed": "host:port"}: reset this node, join seed's cluster
+    POST /api/cluster/forget            {"node": "host:port"}: remove a (stopped) member
+
+Test-only, answered 404 unless the node runs with --enable-test-faults:
+
+    POST /api/cluster/test/partition    {"peers": [...]} (default: every other member)
+    POST /api/cluster/test/heal         {"peers": [...]} (default: all)
+    PUT  /api/cluster/test/kv/{key}     {"value", "idempotency_key", "timeout"}: commit a Put
+    GET  /api/cluster/test/kv/{key}     ?consistent=true fences first; 404 for a missing key
+    GET  /api/cluster/test/kv           every key
+
+A command that cannot commit in time answers 503 with error "no_quorum"
+("cluster has no majority: 1 of 3 members reachable") or
+"cluster_unavailable".
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from node.cluster import Cluster, ClusterError, ClusterUnavailable, MembershipError, NoQuorum
+from node.cluster_kv import KeyValueMachine, Put
+from node.http_api import (
+    ADMIN,
+    MONITOR,
+    ApiError,
+    access,
+    api_of,
+    bad_request,
+    json_response,
+    not_found,
+    query_flag,
+    read_body,
+)
+
+
+def _cluster(request: web.Request) -> Cluster:
+    cluster = api_of(request).broker.cluster
+    if cluster is None:
+        raise ApiError(404, "Object Not Found", "clustering is off on this node (grpc_port < 0)")
+    return cluster
+
+
+def _test_cluster(request: web.Request) -> Cluster:
+    if not api_of(request).broker.config.enable_test_faults:
+        raise not_found()
+    return _cluster(request)
+
+
+def _cluster_error(e: ClusterError) -> ApiError:
+    if isinstance(e, NoQuorum):
+        return ApiError(503, "no_quorum", str(e))
+    if isinstance(e, ClusterUnavailable):
+        return ApiError(503, "cluster_unavailable", str(e))
+    if isinstance(e, MembershipError):
+        return ApiError(e.status, "bad_request" if e.status == 400 else "cluster_membership", str(e))
+    return ApiError(503, "cluster_error", str(e))
+
+
+def _timeout(body: dict, request: web.Request) -> float | None:
+    raw = body.get("timeout", request.query.get("timeout"))
+    if raw is None:
+        return None
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        raise bad_request("'timeout' must be a number of seconds") from None
+    if not 0 < value <= 300:
+        raise bad_request("'timeout' must be in (0, 300] seconds")
+    return value
+
+
+def _string(body: dict, key: str, required: bool = True) -> str:
+    value = body.get(key, None if required else "")
+    if not isinstance(value, str) or (required and not value):
+        raise bad_request(f"'{key}' must be a {'non-empty ' if required else ''}string")
+    return value
+
+
+def _peers(body: dict) -> list[str] | None:
+    peers = body.get("peers")
+    if peers is not None and (not isinstance(peers, list) or not all(isinstance(p, str) for p in peers)):
+        raise bad_request("'peers' must be a list of cluster addresses")
+    return peers
+
+
+# ---------------------------------------------------------------- status and membership
+
+
+@access(MONITOR)
+async def cluster_status(request: web.Request) -> web.Response:
+    api = api_of(request)
+    status = _cluster(request).status()
+    status["node_name"] = api.broker.config.node_name
+    return json_response(request, status)
+
+
+@access(ADMIN)
+async def join_cluster(request: web.Request) -> web.Response:
+    body = await read_body(request)
+    try:
+        status = await _cluster(request).join_cluster(_string(body, "seed"), _timeout(body, request) or 25.0)
+    except ClusterError as e:
+        raise _cluster_error(e) from None
+    return json_response(request, status)
+
+
+@access(ADMIN)
+async def forget_cluster_node(request: web.Request) -> web.Response:
+    body = await read_body(request)
+    try:
+        status = await _cluster(request).forget_cluster_node(_string(body, "node"), _timeout(body, request))
+    except ClusterError as e:
+        raise _cluster_error(e) from None
+    return json_response(request, status)
+
+
+# ---------------------------------------------------------------- test faults and the key-value probe
+
+
+@access(ADMIN)
+async def partition(request: web.Request) -> web.Response:
+    cluster = _test_cluster(request)
+    cut = cluster.partition(_peers(await read_body(request)))
+    return json_response(request, {"partitioned": cut})
+
+
+@access(ADMIN)
+async def heal(request: web.Request) -> web.Response:
+    cluster = _test_cluster(request)
+    cluster.heal(_peers(await read_body(request)))
+    return json_response(request, {"partitioned": sorted(cluster.transport.partitioned)})
+
+
+def _kv(cluster: Cluster) -> KeyValueMachine:
+    if not isinstance(cluster.machine, KeyValueMachine):
+        raise not_found("this node's machine is not the key-value probe")
+    return cluster.machine
+
+
+@access(ADMIN)
+async def put_kv(request: web.Request) -> web.Response:
+    cluster = _test_cluster(request)
+    _kv(cluster)
+    body = await read_body(request)
+    record = Put(request.match_info["key"], _string(body, "value", required=False),
+                 _string(body, "idempotency_key", required=False))  # fmt: skip
+    try:
+        version = await cluster.propose(record, _timeout(body, request))
+    except ClusterError as e:
+        raise _cluster_error(e) from None
+    return json_response(request, {"key": record.key, "version": version, "node": cluster.node_id})
+
+
+def _kv_json(key: str, item: tuple[str, int]) -> dict[str, Any]:
+    return {"key": key, "value": item[0], "version": item[1]}
+
+
+@access(MONITOR)
+async def get_kv(request: web.Request) -> web.Response:
+    cluster = _test_cluster(request)
+    kv = _kv(cluster)
+    key = request.match_info["key"]
+    if query_flag(request, "consistent"):
+        try:
+            await cluster.fence(_timeout({}, request))
+        except ClusterError as e:
+            raise _cluster_error(e) from None
+    item = kv.get(key)
+    if item is None:
+        raise not_found(f"no key {key!r}")
+    return json_response(request, _kv_json(key, item))
+
+
+@access(MONITOR)
+async def list_kv(request: web.Request) -> web.Response:
+    kv = _kv(_test_cluster(request))
+    return json_response(request, [_kv_json(k, v) for k, v in sorted(kv.data.items())])
+
+
+ROUTES = [
+    ("GET", "/api/cluster", cluster_status),
+    ("POST", "/api/cluster/join", join_cluster),
+    ("POST", "/api/cluster/forget", forget_cluster_node),
+    ("POST", "/api/cluster/test/partition", partition),
+    ("POST", "/api/cluster/test/heal", heal),
+    ("GET", "/api/cluster/test/kv", list_kv),
+    ("GET", "/api/cluster/test/kv/{key}", get_kv),
+    ("PUT", "/api/cluster/test/kv/{key}", put_kv),
+]
