@@ -191,8 +191,9 @@ class PeerLink:
             for t in tasks:
                 try:
                     await t
-                except (asyncio.CancelledError, grpc.aio.AioRpcError, grpc.aio.UsageError):
-                    pass
+                except (asyncio.CancelledError, asyncio.InvalidStateError, grpc.aio.AioRpcError,
+                        grpc.aio.UsageError):  # fmt: skip
+                    pass  # the stream ended under the task ("RPC already finished")
                 except Exception:
                     log.exception("link to %s: stream task failed", self.peer)
             call.cancel()
