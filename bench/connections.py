@@ -67,7 +67,7 @@ def start_warren() -> tuple[subprocess.Popen, int]:
     data = tempfile.mkdtemp(prefix="warren-conn-bench-")
     proc = subprocess.Popen(
         [sys.executable, "-m", "node.cli", "server", "--data-dir", data, "--amqp-port", "0",
-         "--listen-host", "127.0.0.1", "--http-port", "0", "--metrics-port", "0"],
+         "--listen-host", "127.0.0.1", "--http-port", "0", "--metrics-port", "0", "--grpc-port", "0"],
         cwd=Path(__file__).resolve().parent.parent, stdout=subprocess.PIPE, text=True,
         env=dict(os.environ, WARREN_IDLE_TIMEOUT="0"),
     )  # fmt: skip
@@ -92,24 +92,26 @@ async def main() -> None:
     else:
         proc, port = start_warren()
         pid = proc.pid
-    broker = psutil.Process(pid)
-    await open_idle_connection(port, args.sessions, args.user, args.password)  # warm up
-    before = broker.memory_info().rss
-    conns = []
-    for i in range(0, args.count, 200):
-        batch = [open_idle_connection(port, args.sessions, args.user, args.password)
-                 for _ in range(min(200, args.count - i))]  # fmt: skip
-        conns += await asyncio.gather(*batch)
-    await asyncio.sleep(1)
-    after = broker.memory_info().rss
-    per = (after - before) / args.count
-    print(f"connections={args.count} sessions_each={args.sessions} rss_before={before / 2**20:.1f}MiB "
-          f"rss_after={after / 2**20:.1f}MiB per_connection={per / 1024:.1f}KiB")  # fmt: skip
-    for _, w in conns:
-        w.close()
-    if proc is not None:
-        proc.terminate()
-        proc.wait(20)
+    try:
+        broker = psutil.Process(pid)
+        await open_idle_connection(port, args.sessions, args.user, args.password)  # warm up
+        before = broker.memory_info().rss
+        conns = []
+        for i in range(0, args.count, 200):
+            batch = [open_idle_connection(port, args.sessions, args.user, args.password)
+                     for _ in range(min(200, args.count - i))]  # fmt: skip
+            conns += await asyncio.gather(*batch)
+        await asyncio.sleep(1)
+        after = broker.memory_info().rss
+        per = (after - before) / args.count
+        print(f"connections={args.count} sessions_each={args.sessions} rss_before={before / 2**20:.1f}MiB "
+              f"rss_after={after / 2**20:.1f}MiB per_connection={per / 1024:.1f}KiB")  # fmt: skip
+        for _, w in conns:
+            w.close()
+    finally:  # never leave the node we started behind
+        if proc is not None:
+            proc.terminate()
+            proc.wait(20)
 
 
 if __name__ == "__main__":

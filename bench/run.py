@@ -47,7 +47,7 @@ import procs  # noqa: E402
 from rabbitmq import RabbitNode  # noqa: E402
 
 DEFAULT_WARREN_CMD = ("{repo}/.venv/bin/warren server --data-dir {data_dir} --amqp-port {port} "
-                      "--http-port {http_port} --metrics-port 0 --listen-host {host}")
+                      "--http-port {http_port} --metrics-port 0 --grpc-port 0 --listen-host {host}")
 
 
 # --------------------------------------------------------------------------- workloads
