@@ -12,11 +12,12 @@ flows, and client settlements into queue settlements.
 
 from __future__ import annotations
 
+import logging
 import struct
 from typing import TYPE_CHECKING, Any
 
 from node.amqp import definitions as d
-from node.amqp.errors import Condition
+from node.amqp.errors import AMQPError, Condition
 from node.amqp.events import Delivery
 from node.amqp.message import Message
 from node.amqp.types import Symbol
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from node.amqp.link import Link
     from node.connection_handler import ConnectionHandler
 
+log = logging.getLogger("warren.links")
 _seq_tag = struct.Struct(">Q")
 _SECTION = b"\x00\x53"  # a section descriptor, as smallulong
 _HEADER = _SECTION + b"\x70"
@@ -76,7 +78,9 @@ class Publisher:
             self._settle(delivery, _rejected(e.condition, e.description or ""))
             return
         except Exception as e:  # a malformed message: reject it, keep the link
-            condition = getattr(e, "condition", Condition.DECODE_ERROR)
+            if not isinstance(e, AMQPError):
+                log.exception("publish on %s failed", self.handler.name)
+            condition = getattr(e, "condition", Condition.INTERNAL_ERROR)
             self._settle(delivery, _rejected(condition, str(e)))
             return
         if not queues:
@@ -134,24 +138,25 @@ class Publisher:
 class _Confirm:
     """Waits for every queue a message went to; rejected by any means rejected."""
 
-    __slots__ = ("publisher", "delivery", "left", "rejected")
+    __slots__ = ("publisher", "delivery", "left", "worst")
 
     def __init__(self, publisher: Publisher, delivery: Delivery, queues: int):
         self.publisher = publisher
         self.delivery = delivery
         self.left = queues
-        self.rejected = False
+        self.worst = Outcome.ACCEPTED  # rejected by any queue beats released beats accepted
 
     def confirm(self, outcome: Outcome) -> None:
-        if outcome is not Outcome.ACCEPTED:
-            self.rejected = True
+        if outcome is Outcome.REJECTED or (outcome is Outcome.RELEASED and self.worst is Outcome.ACCEPTED):
+            self.worst = outcome
         self.left -= 1
         if self.left == 0:
-            state = (
-                _rejected(Condition.PRECONDITION_FAILED, "queue full (x-overflow reject-publish)")
-                if self.rejected
-                else ACCEPTED
-            )
+            if self.worst is Outcome.REJECTED:
+                state = _rejected(Condition.PRECONDITION_FAILED, "queue full (x-overflow reject-publish)")
+            elif self.worst is Outcome.RELEASED:
+                state = RELEASED  # a queue was deleted under the message
+            else:
+                state = ACCEPTED
             self.publisher.confirmed(self.delivery, state)
 
 
