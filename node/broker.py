@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import time
@@ -13,7 +14,7 @@ from node.alarms import Alarms
 from node.amqp.errors import Condition
 from node.auth import Authenticator
 from node.cluster import Cluster
-from node.cluster_kv import KeyValueMachine
+from node.cluster_machine import ClusterMachine, announce_member, local_flags
 from node.config import Config
 from node.connection_handler import ConnectionHandler, server_properties
 from node.definitions import DefinitionsFile
@@ -53,6 +54,9 @@ class Broker:
         self._metrics_runner: Any = None
         # The Raft side of the node (node/cluster.py); None when grpc_port < 0.
         self.cluster: Cluster | None = None
+        self.cluster_machine: ClusterMachine | None = None
+        self.feature_flags = local_flags(config.enable_test_faults)  # what this node supports
+        self._announcer: asyncio.Task | None = None
 
     # ------------------------------------------------------------ lifecycle
 
@@ -74,9 +78,12 @@ class Broker:
         self._check_alarms()
         try:
             if cfg.grpc_port >= 0:
-                # KeyValueMachine stands in until the metadata machine lands
-                self.cluster = Cluster.from_config(cfg, KeyValueMachine())
+                # the metadata machine and the key-value probe, side by side (node/cluster_machine.py)
+                self.cluster_machine = ClusterMachine()
+                self.cluster = Cluster.from_config(cfg, self.cluster_machine)
                 await self.cluster.start()
+                self._announcer = self.loop.create_task(
+                    announce_member(self.cluster, self.cluster_machine, self.feature_flags))
             # management first: once the AMQP port accepts, the whole node is up
             await self._start_http()
             self._server = await self.loop.create_server(
@@ -116,6 +123,11 @@ class Broker:
         for conn in list(self.connections):
             conn.force_close(Condition.CONNECTION_FORCED, "broker shutdown")
         await asyncio.sleep(0)  # let the transports write their CLOSE frames
+        if self._announcer is not None:
+            self._announcer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._announcer
+            self._announcer = None
         if self.cluster is not None:
             await self.cluster.stop()
         if self.committer is not None:

@@ -8,8 +8,9 @@
         group, one fsync per loop turn; the transport sends nothing a sync
         has not covered (`before_flush` gate)
       - the metadata RaftGroup (raft/group.py), replicating records into the
-        Machine given to the constructor (node/cluster_kv.py's
-        KeyValueMachine until the metadata machine lands); the group's
+        Machine given to the constructor (the Broker gives
+        node/cluster_machine.py's ClusterMachine: the metadata machine and
+        the key-value probe side by side); the group's
         snapshot is <data_dir>/cluster/metadata/snapshot
       - the ticker: `doTick` for a group as soon as it has work (a message
         arrived, a command was proposed, a peer came or went), and for every

@@ -369,6 +369,19 @@ def forget_cluster_node(client: Client, args: argparse.Namespace) -> Done:
     return Done(f"Removing node {args.node} from the cluster ...")
 
 
+@command("list_feature_flags", "feature flags: name, state (enabled, disabled, unavailable), stability")
+def list_feature_flags(client: Client, args: argparse.Namespace) -> Listing:
+    rows = [{**f, "unsupported_by": ",".join(f.get("unsupported_by", []))} for f in client.get("/api/feature_flags")]
+    return Listing(rows, args.columns or ["name", "state", "stability", "unsupported_by"],
+                   "Listing feature flags ...", "name desc stability introduced_in depends_on state unsupported_by")
+
+
+@command("enable_feature_flag", "NAME|all: enable a feature flag (all: every stable flag every member supports)")
+def enable_feature_flag(client: Client, args: argparse.Namespace) -> Done:
+    client.put(f"/api/feature_flags/{_q(args.name)}/enable", {})
+    return Done(f'Enabling feature flag "{args.name}" ...')
+
+
 # Positional arguments; their dests must differ from the options' (host,
 # port, user, password, json, timeout), which share one namespace.
 _ARGS: dict[str, list[tuple[str, dict]]] = {
@@ -392,6 +405,8 @@ _ARGS: dict[str, list[tuple[str, dict]]] = {
     "delete_queue": [("name", {})],
     "join_cluster": [("seed", {})],
     "forget_cluster_node": [("node", {})],
+    "list_feature_flags": [("columns", {"nargs": "*"})],
+    "enable_feature_flag": [("name", {})],
 }
 _VHOST_SCOPED = {"list_queues", "list_exchanges", "list_bindings", "list_permissions", "set_permissions",
                  "clear_permissions", "purge_queue", "delete_queue"}  # fmt: skip

@@ -4,6 +4,13 @@
     POST /api/cluster/join              {"seed": "host:port"}: reset this node, join seed's cluster
     POST /api/cluster/forget            {"node": "host:port"}: remove a (stopped) member
 
+    GET  /api/feature_flags             every flag this node knows: name, desc, stability,
+                                        introduced_in, state (enabled | disabled | unavailable,
+                                        with unsupported_by naming the members lacking it)
+    PUT  /api/feature_flags/{name}/enable   enable it (its dependencies first); name "all":
+                                        every stable flag that every member supports. The
+                                        metadata machine refuses (409) while a member lacks it.
+
 Test-only, answered 404 unless the node runs with --enable-test-faults:
 
     POST /api/cluster/test/partition    {"peers": [...]} (default: every other member)
@@ -19,12 +26,16 @@ A command that cannot commit in time answers 503 with error "no_quorum"
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from aiohttp import web
 
+from metadata.commands import EnableFeatureFlag
+from metadata.feature_flags import FLAGS, STABLE
 from node.cluster import Cluster, ClusterError, ClusterUnavailable, MembershipError, NoQuorum
 from node.cluster_kv import KeyValueMachine, Put
+from node.cluster_machine import ClusterMachine
 from node.http_api import (
     ADMIN,
     MONITOR,
@@ -138,9 +149,10 @@ async def heal(request: web.Request) -> web.Response:
 
 
 def _kv(cluster: Cluster) -> KeyValueMachine:
-    if not isinstance(cluster.machine, KeyValueMachine):
+    machine = cluster.machine.kv if isinstance(cluster.machine, ClusterMachine) else cluster.machine
+    if not isinstance(machine, KeyValueMachine):
         raise not_found("this node's machine is not the key-value probe")
-    return cluster.machine
+    return machine
 
 
 @access(ADMIN)
@@ -183,7 +195,81 @@ async def list_kv(request: web.Request) -> web.Response:
     return json_response(request, [_kv_json(k, v) for k, v in sorted(kv.data.items())])
 
 
+# ---------------------------------------------------------------- feature flags
+
+
+def _metadata(cluster: Cluster):
+    if not isinstance(cluster.machine, ClusterMachine):
+        raise ApiError(404, "Object Not Found", "this node's cluster does not host the metadata machine")
+    return cluster.machine.metadata
+
+
+def _lacking(state, name: str) -> list[str]:
+    return sorted(m.node for m in state.members.values() if name not in m.supported_flags)
+
+
+def _flag_json(state, flag) -> dict[str, Any]:
+    out = {"name": flag.name, "desc": flag.description, "stability": flag.stability,
+           "introduced_in": flag.introduced_in, "depends_on": list(flag.depends_on)}  # fmt: skip
+    lacking = _lacking(state, flag.name)
+    if flag.name in state.feature_flags:
+        out["state"] = "enabled"
+    elif lacking or not state.members:
+        out["state"] = "unavailable"
+        out["unsupported_by"] = lacking
+    else:
+        out["state"] = "disabled"
+    return out
+
+
+@access(MONITOR)
+async def list_feature_flags(request: web.Request) -> web.Response:
+    cluster = _cluster(request)
+    machine = _metadata(cluster)
+    if query_flag(request, "consistent"):
+        try:
+            await cluster.fence(_timeout({}, request))
+        except ClusterError as e:
+            raise _cluster_error(e) from None
+    state = machine.state
+    return json_response(request, [_flag_json(state, f) for f in FLAGS])
+
+
+@access(ADMIN)
+async def enable_feature_flag(request: web.Request) -> web.Response:
+    cluster = _cluster(request)
+    machine = _metadata(cluster)
+    body = await read_body(request)
+    timeout = _timeout(body, request)
+    name = request.match_info["name"]
+    if name == "all":
+        state = machine.state
+        wanted = [f.name for f in FLAGS if f.stability == STABLE and f.name not in state.feature_flags
+                  and state.members and not _lacking(state, f.name)]  # fmt: skip
+    elif name in FLAGS:
+        wanted = [name]
+    else:
+        raise not_found(f"unknown feature flag {name!r}")
+    order: list[str] = []
+    for flag in wanted:
+        order.extend(n for n in FLAGS.plan_enable(flag) if n not in order)
+    enabled = []
+    for flag in order:
+        if flag in machine.state.feature_flags:
+            continue
+        try:
+            result = await cluster.propose(EnableFeatureFlag(f"enable-flag/{flag}/{uuid.uuid4()}", flag), timeout)
+        except ClusterError as e:
+            raise _cluster_error(e) from None
+        if not getattr(result, "ok", False):
+            raise ApiError(409, "precondition_failed", getattr(result, "description", str(result)))
+        enabled.append(flag)
+    return json_response(request, {"enabled": enabled, "node": cluster.node_id})
+
+
 ROUTES = [
+    ("GET", "/api/feature_flags", list_feature_flags),
+    ("PUT", "/api/feature_flags/{name}/enable", enable_feature_flag),
     ("GET", "/api/cluster", cluster_status),
     ("POST", "/api/cluster/join", join_cluster),
     ("POST", "/api/cluster/forget", forget_cluster_node),

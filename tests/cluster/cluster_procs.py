@@ -102,6 +102,7 @@ class ClusterProcesses:
         self.nodes = [Node(i, root / f"n{i}", *ports[3 * i : 3 * i + 3]) for i in range(n)]
         self.extra_args = list(extra_args or [])
         self.env = dict(os.environ, **(env or {}))
+        self.node_env: dict[int, dict[str, str]] = {}  # extra environment of node i, read at each spawn
 
     def __getitem__(self, i: int) -> Node:
         return self.nodes[i]
@@ -128,7 +129,8 @@ class ClusterProcesses:
         log = open(node.log_path, "a")  # the child writes to it
         log.write(f"---- start {time.strftime('%H:%M:%S')}\n")
         log.flush()
-        node.proc = subprocess.Popen(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env=self.env)
+        node.proc = subprocess.Popen(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
+                                     env={**self.env, **self.node_env.get(i, {})})
         log.close()
 
     def start(self, timeout: float = 30.0) -> float:

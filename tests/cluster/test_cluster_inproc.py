@@ -246,3 +246,62 @@ def test_the_http_endpoints_of_a_single_node(tmp_path):
         assert statuses == {False: 404, True: 200}  # test endpoints need --enable-test-faults
 
     uvloop.run(main())
+
+
+def test_cluster_machine_routes_by_kind_and_snapshots_both():
+    from metadata.commands import EnableFeatureFlag
+    from metadata.feature_flags import local_member
+    from node.cluster_machine import ClusterMachine
+
+    m = ClusterMachine()
+    blank = m.snapshot()
+    assert m.apply(Put("a", "1"), 1) == 1
+    assert m.apply(local_member("n1"), 2).ok
+    assert m.apply(EnableFeatureFlag("k", "credit_api_v2"), 3).ok
+    assert m.apply(Noop(), 4) is None
+    copy = ClusterMachine()
+    copy.restore(m.snapshot())
+    assert copy.kv.data == {"a": ("1", 1)}
+    assert copy.metadata.state.feature_flags == ("credit_api_v2",) and list(copy.metadata.state.members) == ["n1"]
+    copy.restore(blank)
+    assert copy.kv.data == {} and copy.metadata.state.feature_flags == ()
+
+
+def test_the_test_knob_takes_flags_away_only_with_test_faults():
+    from metadata.feature_flags import FLAGS
+    from node.cluster_machine import local_flags
+
+    env = {"WARREN_TEST_UNSUPPORTED_FLAGS": "credit_api_v2, nope"}
+    assert local_flags(False, env) is FLAGS
+    assert "credit_api_v2" in FLAGS.supported()
+    assert "credit_api_v2" not in local_flags(True, env).supported()
+    assert "warren_metadata_raft_v1" in local_flags(True, env).supported()
+
+
+def test_a_node_announces_itself_and_a_flag_it_lacks_is_refused(tmp_path):
+    from metadata.commands import EnableFeatureFlag
+    from node.cluster_machine import ClusterMachine, announce_member, local_flags
+
+    async def main():
+        machine = ClusterMachine()
+        node = Cluster(data_dir=str(tmp_path / "a"), machine=machine, port=0, secret=SECRET,
+                       transport_options=OPTIONS)  # fmt: skip
+        await node.start()
+        registry = local_flags(True, {"WARREN_TEST_UNSUPPORTED_FLAGS": "credit_api_v2"})
+        task = asyncio.get_running_loop().create_task(announce_member(node, machine, registry, interval=0.02))
+        try:
+            await until(lambda: node.node_id in machine.metadata.state.members, what="the member record")
+            record = machine.metadata.state.members[node.node_id]
+            assert "credit_api_v2" not in record.supported_flags
+            refused = await node.propose(EnableFeatureFlag("k1", "credit_api_v2"))
+            assert not refused.ok and node.node_id in refused.description
+            assert (await node.propose(EnableFeatureFlag("k2", "warren_metadata_raft_v1"))).ok
+            assert machine.metadata.state.feature_flags == ("warren_metadata_raft_v1",)
+            assert (await node.propose(Put("k", "v"))) == 1  # the key-value probe still answers
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            await node.stop()
+
+    uvloop.run(main())

@@ -1,0 +1,107 @@
+"""The metadata group's machine: records routed by kind to the machines it hosts.
+
+    "cluster.*"   -> KeyValueMachine (node/cluster_kv.py: the tests' probe)
+    "metadata.*"  -> MetadataMachine (metadata/machine.py)
+
+Anything else applies to nothing (None). The snapshot is a versioned
+envelope holding both machines' snapshots.
+
+`announce_member` runs beside the Cluster: once the group has a leader it
+proposes this node's AddMember (metadata/feature_flags.py `local_member`:
+its version and supported flags), again on every start, and again whenever
+the replicated record stops matching (a reset by join_cluster, say).
+`local_flags` is the registry this node reports; with --enable-test-faults,
+WARREN_TEST_UNSUPPORTED_FLAGS=a,b makes it report flags a and b unsupported.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import os
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from metadata.feature_flags import FLAGS, FeatureFlagRegistry, local_member
+from metadata.machine import MetadataMachine
+from node.amqp import codec
+from node.cluster import ClusterError
+from node.cluster_kv import KeyValueMachine
+from raft import records
+
+if TYPE_CHECKING:
+    from node.cluster import Cluster
+
+__all__ = ["ClusterMachine", "announce_member", "local_flags"]
+
+log = logging.getLogger("warren.cluster")
+
+UNSUPPORTED_FLAGS_ENV = "WARREN_TEST_UNSUPPORTED_FLAGS"
+
+
+class ClusterMachine:
+    SNAPSHOT_FORMAT = 1
+
+    def __init__(self, kv: KeyValueMachine | None = None, metadata: MetadataMachine | None = None) -> None:
+        self.kv = kv if kv is not None else KeyValueMachine()
+        self.metadata = metadata if metadata is not None else MetadataMachine()
+
+    def apply(self, record: Any, index: int) -> Any:
+        try:
+            kind = records.kind_of(record)[0]
+        except Exception:
+            return None
+        if kind.startswith("metadata."):
+            return self.metadata.apply(record, index)
+        if kind.startswith("cluster."):
+            return self.kv.apply(record, index)
+        return None
+
+    def snapshot(self) -> bytes:
+        return codec.dumps([self.SNAPSHOT_FORMAT, self.kv.snapshot(), self.metadata.snapshot()])
+
+    def restore(self, data: bytes) -> None:
+        fmt, kv, metadata = codec.loads(data)
+        if fmt != self.SNAPSHOT_FORMAT:
+            raise ValueError(f"cluster machine snapshot format {fmt}, this Warren reads {self.SNAPSHOT_FORMAT}")
+        self.kv.restore(bytes(kv))
+        self.metadata.restore(bytes(metadata))
+
+
+def local_flags(enable_test_faults: bool = False, env: Mapping[str, str] = os.environ) -> FeatureFlagRegistry:
+    """The flags this node reports supported (the test knob may take some away)."""
+    if not enable_test_faults:
+        return FLAGS
+    off = {n.strip() for n in env.get(UNSUPPORTED_FLAGS_ENV, "").split(",") if n.strip()}
+    if not off:
+        return FLAGS
+    log.warning("test knob %s: reporting %s as unsupported", UNSUPPORTED_FLAGS_ENV, ",".join(sorted(off)))
+    flags = [dataclasses.replace(f, supported=False) if f.name in off else f for f in FLAGS]
+    return FeatureFlagRegistry(flags, FLAGS.version)
+
+
+async def announce_member(cluster: Cluster, machine: ClusterMachine, registry: FeatureFlagRegistry = FLAGS,
+                          interval: float = 0.25) -> None:  # fmt: skip
+    """Keep this node's member record (version, supported flags) in the metadata; runs until cancelled."""
+    want = (registry.version, registry.supported())
+    announced = False
+    refused_logged = False
+    while True:
+        group = cluster.group
+        mine = machine.metadata.state.members.get(cluster.node_id)
+        stale = mine is None or (mine.version, tuple(mine.supported_flags)) != want
+        if (not announced or stale) and group is not None and group._getLeader() is not None:
+            try:
+                result = await cluster.propose(local_member(cluster.node_id, registry))
+            except ClusterError as e:
+                log.debug("announcing this member failed, will retry: %s", e)
+            else:
+                if getattr(result, "ok", False):
+                    announced, refused_logged = True, False
+                    log.info("member %s announced: version %s, feature flags %s", cluster.node_id, want[0],
+                             ",".join(want[1]) or "(none)")  # fmt: skip
+                elif not refused_logged:
+                    refused_logged = True
+                    log.error("the cluster refused this member: %s", getattr(result, "description", result))
+        await asyncio.sleep(interval if not refused_logged else max(interval, 2.0))
