@@ -100,8 +100,8 @@ def check_cluster_has(root: Path, committed: set[int]) -> None:
     c = Cluster.start("ours", root, logCompactionMinEntries=20)
     try:
         marker = -1
-        c.commit([marker], timeout=30)
-        c.run_until(lambda: all(m.values and m.values[-1] == marker for m in c.members), timeout=30)
+        c.commit([marker], timeout=90)
+        c.run_until(lambda: all(m.values and m.values[-1] == marker for m in c.members), timeout=90)
         first = c.members[0].values
         for m in c.members:
             assert m.values == first, f"{m.name} diverged"
