@@ -302,3 +302,18 @@ class ScriptedPeer:
         closed = [e for e in self.events if isinstance(e, ev.ConnectionClosed)]
         assert closed, self.events
         return closed[-1].error.condition if closed[-1].error else None
+
+
+# ------------------------------------------------------------------ shared by the engine tests
+
+BEGIN = d.Begin(next_outgoing_id=0, incoming_window=100, outgoing_window=100)
+
+
+def of(events: list, kind: type) -> list:
+    return [e for e in events if isinstance(e, kind)]
+
+
+def only(items: list, kind: type) -> Any:
+    found = [x for x in items if type(x) is kind]
+    assert len(found) == 1, items
+    return found[0]
