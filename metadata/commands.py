@@ -35,6 +35,7 @@ __all__ = [
     "AddMember",
     "AddVHost",
     "Bind",
+    "Bootstrap",
     "ClearPermissions",
     "ClearPolicy",
     "DeclareExchange",
@@ -284,6 +285,22 @@ class ClearPolicy(MetadataCommand):
 # -- cluster -------------------------------------------------------------------
 
 
+@command("metadata.bootstrap", version=1)
+@dataclass(frozen=True, slots=True)
+class Bootstrap(MetadataCommand):
+    """The defaults of a blank cluster: a vhost, a user, and that user's full
+    permissions in it. Applied only while the store holds no vhost and no
+    user, so every node may propose it at start and only the first counts
+    (RabbitMQ creates its defaults only on a blank database)."""
+
+    idempotency_key: str
+    vhost: str
+    vhost_description: str
+    user: str
+    password_hash: str
+    tags: tuple[str, ...] = ()
+
+
 @command("metadata.enable_feature_flag", version=1)
 @dataclass(frozen=True, slots=True)
 class EnableFeatureFlag(MetadataCommand):
@@ -324,7 +341,7 @@ class Noop(MetadataCommand):
 COMMANDS: tuple[type[MetadataCommand], ...] = (
     AddVHost, DeleteVHost, PutUser, DeleteUser, SetPermissions, ClearPermissions,
     DeclareExchange, DeleteExchange, DeclareQueue, DeleteQueue, Bind, Unbind,
-    SetPolicy, ClearPolicy, EnableFeatureFlag, AddMember, RemoveMember, Noop,
+    SetPolicy, ClearPolicy, EnableFeatureFlag, AddMember, RemoveMember, Noop, Bootstrap,
 )  # fmt: skip
 
 

@@ -246,6 +246,20 @@ def _noop(state: MetadataState, cmd: c.Noop) -> Outcome:
     return state, OK, ()
 
 
+def _bootstrap(state: MetadataState, cmd: c.Bootstrap) -> Outcome:
+    if state.vhosts or state.users:
+        return state, OK, ()  # not blank: someone bootstrapped it, or an operator set it up
+    effects: list[Effect] = []
+    for step in (
+        c.AddVHost("", cmd.vhost, cmd.vhost_description),
+        c.PutUser("", cmd.user, cmd.password_hash, cmd.tags),
+        c.SetPermissions("", cmd.user, cmd.vhost),
+    ):
+        state, _, done = _HANDLERS[type(step)](state, step)
+        effects.extend(done)
+    return state, CREATED, tuple(effects)
+
+
 _HANDLERS: dict[type, Callable[[MetadataState, Any], Outcome]] = {
     c.AddVHost: _add_vhost,
     c.DeleteVHost: _delete_vhost,
@@ -265,6 +279,7 @@ _HANDLERS: dict[type, Callable[[MetadataState, Any], Outcome]] = {
     c.AddMember: _add_member,
     c.RemoveMember: _remove_member,
     c.Noop: _noop,
+    c.Bootstrap: _bootstrap,
 }
 assert set(_HANDLERS) == set(c.COMMANDS)
 

@@ -1,6 +1,11 @@
 """Memory and disk alarms. While either is raised every session advertises
 an incoming-window of 0, so publishers stop while consumers go on
-(REFERENCE.md, flow control); the windows reopen when it clears."""
+(REFERENCE.md, flow control); the windows reopen when it clears.
+
+Alarms are cluster-wide, as in RabbitMQ: an alarm of any member blocks the
+publishers of every member. Each node tells the others its own alarms
+(node/alarm_gossip.py); `remote` holds what they told, and a member that
+becomes unreachable no longer counts."""
 
 from __future__ import annotations
 
@@ -26,11 +31,24 @@ class Alarms:
         self.memory = False
         self.disk = False
         self.forced: set[str] = set()  # alarms raised by an operator or a test
+        self.remote: dict[str, tuple[str, ...]] = {}  # member -> the alarms it reported
         self._process = psutil.Process()
 
     @property
-    def active(self) -> bool:
+    def local_active(self) -> bool:
         return self.memory or self.disk or bool(self.forced)
+
+    @property
+    def active(self) -> bool:
+        return self.local_active or any(self.remote.values())
+
+    def set_remote(self, member: str, alarms: list[str] | tuple[str, ...]) -> None:
+        before = self.active
+        if alarms:
+            self.remote[member] = tuple(alarms)
+        else:
+            self.remote.pop(member, None)
+        self._changed(before)
 
     def check(self) -> None:
         before = self.active
@@ -45,9 +63,17 @@ class Alarms:
 
     def _changed(self, before: bool) -> None:
         if self.active != before:
-            log.warning("resource alarm %s (memory=%s disk=%s forced=%s)", "set" if self.active else "cleared",
-                        self.memory, self.disk, sorted(self.forced))  # fmt: skip
+            log.warning("resource alarm %s (memory=%s disk=%s forced=%s remote=%s)",
+                        "set" if self.active else "cleared", self.memory, self.disk, sorted(self.forced),
+                        self.remote)  # fmt: skip
             self.on_change(self.active)
 
     def describe(self) -> list[str]:
+        """This node's own alarms."""
         return (["memory"] if self.memory else []) + (["disk"] if self.disk else []) + sorted(self.forced)
+
+    def cluster_wide(self, this_node: str) -> list[tuple[str, str]]:
+        """(node, resource) for every alarm in effect, this node's first."""
+        return [(this_node, a) for a in self.describe()] + [
+            (member, a) for member, alarms in sorted(self.remote.items()) for a in alarms
+        ]

@@ -9,20 +9,28 @@ import os
 import time
 from typing import Any
 
+from metadata import commands as mc
+from metadata.feature_flags import local_member
+from metadata.machine import MetadataMachine
+from metadata.projections import Projections
 from node import prometheus
+from node.alarm_gossip import AlarmGossip
 from node.alarms import Alarms
 from node.amqp.errors import Condition
-from node.auth import Authenticator
-from node.cluster import Cluster
+from node.auth import Authenticator, hash_password
+from node.cluster import Cluster, ClusterError
 from node.cluster_machine import ClusterMachine, announce_member, local_flags
 from node.config import Config
 from node.connection_handler import ConnectionHandler, server_properties
 from node.definitions import DefinitionsFile
 from node.http_api import ManagementAPI, start_site
 from node.http_format import DEFAULT_VHOST_DESCRIPTION
+from node.local_queues import LocalQueues, Owners
+from node.metadata_store import MetadataStore, new_key
 from node.metrics import NodeMetrics
+from node.remote_queue import QueueService, RemoteQueue
 from node.vhost import VHost
-from queues.classic import MemoryPersistence, StorePersistence
+from queues.classic import ClassicQueue, MemoryPersistence, StorePersistence
 from queues.group_commit import GroupCommitter
 from queues.store import MessageStore
 
@@ -36,9 +44,8 @@ class Broker:
         self.connections: set[ConnectionHandler] = set()
         self.vhosts: dict[str, VHost] = {}
         self.metrics = NodeMetrics()
+        # users and permissions come from the metadata (the projections keep this in step)
         self.auth = Authenticator(config.anonymous_user, config.loopback_users)
-        self.auth.add_user(config.default_user, config.default_password, ["administrator"])
-        self.auth.set_permissions(config.default_user, "/", ".*", ".*", ".*")
         self._server: asyncio.base_events.Server | None = None
         self._alarm_timer: asyncio.TimerHandle | None = None
         self.store: MessageStore | None = None
@@ -52,9 +59,20 @@ class Broker:
         self.management = ManagementAPI(self)
         self._http_runner: Any = None
         self._metrics_runner: Any = None
-        # The Raft side of the node (node/cluster.py); None when grpc_port < 0.
+        # The Raft side of the node (node/cluster.py) and the metadata it replicates.
         self.cluster: Cluster | None = None
         self.cluster_machine: ClusterMachine | None = None
+        self.metadata_machine = MetadataMachine()
+        self.projections = Projections(authenticator=self.auth)
+        self.local_queues = LocalQueues(self)
+        self.metadata_machine.subscribe(self.projections.on_applied, self.projections.on_restored)
+        self.metadata_machine.subscribe(self.local_queues.on_applied, self.local_queues.on_restored)
+        self.metadata: MetadataStore | None = None
+        self.owners = Owners()
+        self.queue_service: QueueService | None = None
+        self.alarm_gossip: AlarmGossip | None = None
+        self._recovered: dict = {}  # messages read from the store at start, by queue, until their queue starts
+        self._background: set[asyncio.Task] = set()
         self.feature_flags = local_flags(config.enable_test_faults)  # what this node supports
         self._announcer: asyncio.Task | None = None
 
@@ -69,21 +87,25 @@ class Broker:
         self.persistence = StorePersistence(self.store, self.committer)
         self.transient_persistence = MemoryPersistence()
         self.alarms = Alarms(cfg.data_dir, cfg.memory_high_watermark, cfg.disk_free_limit, self._alarm_changed)
-        self.ensure_vhost("/").description = DEFAULT_VHOST_DESCRIPTION
-        self.definitions = DefinitionsFile(os.path.join(cfg.data_dir, "definitions.json"), self)
-        self.definitions.load()
-        if cfg.definitions_file:
-            self.definitions.load(cfg.definitions_file)
-        self._recover_messages()
+        self.definitions = DefinitionsFile(self)
+        self._recovered = self.store.recover()
         self._check_alarms()
+        if cfg.grpc_port < 0:
+            raise ValueError("grpc_port < 0: the metadata store needs the cluster port (0 picks a free one)")
         try:
-            if cfg.grpc_port >= 0:
-                # the metadata machine and the key-value probe, side by side (node/cluster_machine.py)
-                self.cluster_machine = ClusterMachine()
-                self.cluster = Cluster.from_config(cfg, self.cluster_machine)
-                await self.cluster.start()
-                self._announcer = self.loop.create_task(
-                    announce_member(self.cluster, self.cluster_machine, self.feature_flags))
+            # the metadata machine and the key-value probe, side by side (node/cluster_machine.py)
+            self.cluster_machine = ClusterMachine(metadata=self.metadata_machine)
+            self.cluster = Cluster.from_config(cfg, self.cluster_machine)
+            await self.cluster.start()
+            self.owners.node_id = self.cluster.node_id
+            self.metadata = MetadataStore(self.metadata_machine, self.cluster.propose)
+            self.queue_service = QueueService(self)
+            self.alarm_gossip = AlarmGossip(self, cfg.alarm_check_interval)
+            await self._metadata_ready()
+            self._announcer = self.loop.create_task(
+                announce_member(self.cluster, self.cluster_machine, self.feature_flags))
+            if cfg.definitions_file:
+                await self.definitions.load(cfg.definitions_file)
             # management first: once the AMQP port accepts, the whole node is up
             await self._start_http()
             self._server = await self.loop.create_server(
@@ -96,7 +118,30 @@ class Broker:
         self.started_at = time.time()
         log.info("node=%s listening amqp=%s:%d http=%s metrics=%s cluster=%s data_dir=%s", cfg.node_name,
                  cfg.listen_host, self.amqp_port, self.http_port, self.metrics_port,
-                 self.cluster.node_id if self.cluster else "off", os.path.abspath(cfg.data_dir))  # fmt: skip
+                 self.cluster.node_id, os.path.abspath(cfg.data_dir))  # fmt: skip
+
+    async def _metadata_ready(self) -> None:
+        """Wait until this node has caught up with the metadata through a
+        majority (a node needs a quorum to start, as with Khepri), then
+        announce it, create the defaults on a blank cluster and drop the
+        stored messages of queues that no longer exist."""
+        cfg, cluster = self.config, self.cluster
+        deadline = self.loop.time() + cfg.cluster_ready_timeout
+        while True:
+            try:
+                await cluster.fence()
+                await cluster.propose(local_member(cluster.node_id, self.feature_flags))
+                await self.metadata.run(mc.Bootstrap(new_key(), "/", DEFAULT_VHOST_DESCRIPTION, cfg.default_user,
+                                                     hash_password(cfg.default_password), ("administrator",)))
+                break
+            except ClusterError as e:
+                if self.loop.time() >= deadline:
+                    raise ClusterError(f"the metadata store did not become available in "
+                                       f"{cfg.cluster_ready_timeout:g}s: {e}") from None  # fmt: skip
+                log.warning("waiting for a majority of the cluster to start: %s", e)
+        for orphan in self._recovered:  # messages of queues that no longer exist
+            self.store.delete_queue(orphan)
+        self._recovered = {}
 
     async def _start_http(self) -> None:
         """The management API and the Prometheus endpoint, on this loop."""
@@ -123,11 +168,17 @@ class Broker:
         for conn in list(self.connections):
             conn.force_close(Condition.CONNECTION_FORCED, "broker shutdown")
         await asyncio.sleep(0)  # let the transports write their CLOSE frames
+        for task in list(self._background):
+            task.cancel()
         if self._announcer is not None:
             self._announcer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._announcer
             self._announcer = None
+        if self.queue_service is not None:
+            self.queue_service.close()
+        if self.alarm_gossip is not None:
+            self.alarm_gossip.close()
         if self.cluster is not None:
             await self.cluster.stop()
         if self.committer is not None:
@@ -136,43 +187,58 @@ class Broker:
             self.store.close()
         log.info("node=%s stopped", self.config.node_name)
 
-    def _recover_messages(self) -> None:
-        recovered = self.store.recover()
-        for vhost in self.vhosts.values():
-            for queue in vhost.queues.values():
-                records = recovered.pop(queue.store_key, None)
-                if records:
-                    queue.recover(records)
-        for orphan in recovered:  # messages of queues that no longer exist
-            self.store.delete_queue(orphan)
+    # ------------------------------------------------------------ services for vhosts, queues and links
 
-    # ------------------------------------------------------------ services for vhosts and links
+    @property
+    def node_id(self) -> str:
+        """This node's name in the cluster (and as a queue's leader)."""
+        return self.cluster.node_id if self.cluster is not None else ""
 
-    def ensure_vhost(self, name: str) -> VHost:
-        vhost = self.vhosts.get(name)
-        if vhost is None:
-            vhost = self.vhosts[name] = VHost(name, self)
-        return vhost
-
-    def delete_vhost(self, name: str) -> bool:
-        """Deletes a vhost with everything in it; its clients are disconnected."""
-        vhost = self.vhosts.pop(name, None)
-        if vhost is None:
+    async def delete_vhost(self, name: str) -> bool:
+        """Deletes a vhost with everything in it, cluster-wide; its clients are disconnected."""
+        if name not in self.vhosts:
             return False
-        for conn in list(self.connections):
-            if conn.vhost is vhost:
-                conn.force_close(Condition.CONNECTION_FORCED, f"vhost '{name}' is deleted")
-        for queue_name in list(vhost.queues):
-            vhost.delete_queue(queue_name)
-        self.auth.vhost_deleted(name)
-        self.definitions.save()
+        await self.metadata.run(mc.DeleteVHost(new_key(), name))
         return True
 
-    def make_queue(self, cls: type, vhost: VHost, name: str, durable: bool, exclusive_owner: Any,
-                   auto_delete: bool, arguments: dict) -> Any:  # fmt: skip
+    def vhost_deleted(self, vhost: VHost) -> None:
+        for conn in list(self.connections):
+            if conn.vhost is vhost:
+                conn.force_close(Condition.CONNECTION_FORCED, f"vhost '{vhost.name}' is deleted")
+
+    def make_queue(self, vhost: VHost, name: str, durable: bool, exclusive_owner: Any, auto_delete: bool,
+                   arguments: dict) -> Any:  # fmt: skip
         persistence = self.persistence if durable else self.transient_persistence
-        return cls(vhost.name, name, durable, exclusive_owner, auto_delete, arguments, host=vhost,
-                   persistence=persistence)  # fmt: skip
+        return ClassicQueue(vhost.name, name, durable, exclusive_owner, auto_delete, arguments, host=vhost,
+                            persistence=persistence)  # fmt: skip
+
+    def recover_queue(self, queue: Any) -> None:
+        """Hands a starting queue the messages the store kept for it."""
+        records = self._recovered.pop(getattr(queue, "store_key", None), None)
+        if records:
+            queue.recover(records)
+
+    def remote_queue(self, vhost: VHost, record: Any, arguments: dict) -> RemoteQueue:
+        return RemoteQueue(self, vhost.name, record, arguments)
+
+    def queue_stopped(self, queue: Any) -> None:
+        if self.queue_service is not None:
+            self.queue_service.queue_stopped(queue)
+
+    def background(self, coro: Any, what: str) -> None:
+        """Runs a metadata change nobody waits for; a failure is logged."""
+
+        async def run() -> None:
+            try:
+                await coro
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                log.warning("%s failed: %s", what, e)
+
+        task = self.loop.create_task(run())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     def now_ms(self) -> int:
         return int(time.time() * 1000)
@@ -187,5 +253,7 @@ class Broker:
         self._alarm_timer = self.loop.call_later(self.config.alarm_check_interval, self._check_alarms)
 
     def _alarm_changed(self, active: bool) -> None:
+        if self.alarm_gossip is not None:
+            self.alarm_gossip.local_changed()
         for conn in list(self.connections):
             conn.block() if active else conn.unblock()

@@ -62,6 +62,8 @@ class NodeRpc:
         self._pins: dict[str, int] = {}
         self._tasks: set[asyncio.Task] = set()
         self._closed = False
+        # other users of node messages, by channel: handler(peer, payload)
+        self.channels: dict[str, Callable[[str, bytes], None]] = {}
         transport.on_node_message = self._on_message
 
     async def call(self, peer: str, method: str, args: dict, deadline: float) -> dict:
@@ -119,6 +121,10 @@ class NodeRpc:
             await asyncio.sleep(0.02)
 
     def _on_message(self, peer: str, channel: str, payload: bytes) -> None:
+        other = self.channels.get(channel)
+        if other is not None:
+            other(peer, payload)
+            return
         try:
             msg = json.loads(payload)
             if not isinstance(msg, dict) or msg.get("v") != VERSION:

@@ -135,6 +135,7 @@ class ConnectionHandler(asyncio.Protocol):
             self._session_gone(session)
         if self.vhost is not None:
             self.vhost.connection_closed(self)
+        self.node.owners.forget(self)
 
     # ------------------------------------------------------------ engine events
 

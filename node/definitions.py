@@ -1,45 +1,31 @@
-"""Durable topology kept on the node's disk until [4/7] moves it into Raft.
+"""Definitions: the whole topology as one JSON document, in RabbitMQ's shape.
 
-The file is rewritten whole on each change: write a temp file, fsync it,
-rename it over the old one, fsync the directory. A crash leaves either the old
-or the new file, never a torn one.
+`document()` exports what the metadata holds (GET /api/definitions);
+`load(path)` declares everything in a definitions file through the metadata
+store (the `definitions_file` setting, like RabbitMQ's load_definitions),
+each declaration idempotent, so loading the same file on every start or on
+every node changes nothing the second time.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
+
+from metadata import commands as mc
+from node.auth import hash_password
+from node.metadata_store import new_key
 
 FORMAT_VERSION = 1
 HASHING_ALGORITHM = "warren_pbkdf2_sha256"  # node/auth.py's format
 
 
 class DefinitionsFile:
-    def __init__(self, path: str, node: Any):
-        self.path = path
+    def __init__(self, node: Any):
         self.node = node
-        self.loading = False
-
-    def save(self) -> None:
-        if self.loading:
-            return
-        doc = self.document()
-        tmp = self.path + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(doc, f, indent=1)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
-        dir_fd = os.open(os.path.dirname(os.path.abspath(self.path)), os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
 
     def document(self) -> dict:
-        """Everything durable, as written to the file (and exported by GET
-        /api/definitions)."""
+        """Everything durable, as GET /api/definitions exports it."""
         auth = self.node.auth
         doc: dict = {
             "version": FORMAT_VERSION,
@@ -68,48 +54,39 @@ class DefinitionsFile:
                                         "routing_key": b.binding_key, "arguments": _plain(b.arguments)})  # fmt: skip
         return doc
 
-    def load(self, path: str | None = None) -> None:
-        """Declares everything in the file (ours, or a user's definitions file)."""
-        path = path or self.path
-        if not os.path.exists(path):
-            return
+    async def load(self, path: str) -> None:
         with open(path) as f:
             doc = json.load(f)
-        self.loading = True
-        try:
-            for v in doc.get("vhosts", []):
-                vhost = self.node.ensure_vhost(v["name"])
-                if "description" in v:
-                    vhost.description = v["description"]
-                if "tags" in v:
-                    vhost.tags = list(v["tags"] or [])
-            auth = self.node.auth
-            for u in doc.get("users", []):
-                tags = u.get("tags") or []
-                tags = tags.split(",") if isinstance(tags, str) else tags
-                if u.get("hashing_algorithm") == HASHING_ALGORITHM:
-                    auth.add_user(u["name"], None, tags, password_hash=u["password_hash"])
-                else:
-                    auth.add_user(u["name"], u.get("password"), tags)
-            for p in doc.get("permissions", []):
-                auth.set_permissions(p["user"], p["vhost"], p["configure"], p["write"], p["read"])
-            for x in doc.get("exchanges", []):
-                vhost = self.node.ensure_vhost(x.get("vhost", "/"))
-                vhost.declare_exchange(x["name"], x.get("type", "direct"), x.get("durable", True),
-                                       x.get("auto_delete", False), x.get("internal", False),
-                                       x.get("arguments") or {})  # fmt: skip
-            for q in doc.get("queues", []):
-                vhost = self.node.ensure_vhost(q.get("vhost", "/"))
-                vhost.declare_queue(q["name"], q.get("durable", True), None, q.get("auto_delete", False),
-                                    q.get("arguments") or {})  # fmt: skip
-            for b in doc.get("bindings", []):
-                vhost = self.node.ensure_vhost(b.get("vhost", "/"))
-                vhost.bind(b["source"], b.get("destination_type", "queue"), b["destination"],
-                           b.get("routing_key", ""), b.get("arguments") or {})  # fmt: skip
-        finally:
-            self.loading = False
-        if path != self.path:
-            self.save()
+        await self.apply(doc)
+
+    async def apply(self, doc: dict) -> None:
+        """Declares everything in `doc`, in dependency order."""
+        run = self.node.metadata.run
+        for v in doc.get("vhosts", []):
+            await run(mc.AddVHost(new_key(), v["name"], v.get("description", ""), tuple(v.get("tags") or ())))
+        for u in doc.get("users", []):
+            tags = u.get("tags") or []
+            tags = tags.split(",") if isinstance(tags, str) else tags
+            if u.get("hashing_algorithm") == HASHING_ALGORITHM:
+                password_hash = u["password_hash"]
+            else:
+                password_hash = hash_password(u["password"]) if u.get("password") else ""
+            await run(mc.PutUser(new_key(), u["name"], password_hash, tuple(tags)))
+        for p in doc.get("permissions", []):
+            await run(mc.SetPermissions(new_key(), p["user"], p["vhost"], p["configure"], p["write"], p["read"]))
+        for x in doc.get("exchanges", []):
+            vhost = self.node.vhosts[x.get("vhost", "/")]
+            await vhost.declare_exchange(x["name"], x.get("type", "direct"), x.get("durable", True),
+                                         x.get("auto_delete", False), x.get("internal", False),
+                                         x.get("arguments") or {})  # fmt: skip
+        for q in doc.get("queues", []):
+            vhost = self.node.vhosts[q.get("vhost", "/")]
+            await vhost.declare_queue(q["name"], q.get("durable", True), None, q.get("auto_delete", False),
+                                      q.get("arguments") or {})  # fmt: skip
+        for b in doc.get("bindings", []):
+            vhost = self.node.vhosts[b.get("vhost", "/")]
+            await vhost.bind(b["source"], b.get("destination_type", "queue"), b["destination"],
+                             b.get("routing_key", ""), b.get("arguments") or {})  # fmt: skip
 
 
 def _vhost(vhost: Any) -> dict:

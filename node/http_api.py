@@ -35,6 +35,7 @@ from aiohttp import web
 from node import http_format as fmt
 from node import permissions
 from node.amqp.errors import Condition
+from node.metadata_store import MetadataUnavailable
 from node.routing.errors import RoutingError
 
 if TYPE_CHECKING:
@@ -82,6 +83,8 @@ def refused(reason: str) -> ApiError:
 
 def routing_error(e: RoutingError) -> ApiError:
     """An AMQP refusal as RabbitMQ's management plugin maps it."""
+    if isinstance(e, MetadataUnavailable):
+        return ApiError(503, "service_unavailable", e.description or "the cluster has no majority")
     if e.condition == Condition.UNAUTHORIZED_ACCESS:
         return refused(e.description or "access refused")
     if e.condition == Condition.NOT_FOUND:
@@ -180,10 +183,6 @@ def check_permission(request: web.Request, vhost: str, kind: str, resource: str,
     user = request[USER]
     permission = api_of(request).broker.auth.permission(user.name, vhost)
     permissions.check(permission, user.name, vhost, kind, resource, what)
-
-
-def save_definitions(request: web.Request) -> None:
-    api_of(request).broker.definitions.save()
 
 
 # ---------------------------------------------------------------- the API

@@ -18,6 +18,7 @@ Test-only, answered 404 unless the node runs with --enable-test-faults:
     PUT  /api/cluster/test/kv/{key}     {"value", "idempotency_key", "timeout"}: commit a Put
     GET  /api/cluster/test/kv/{key}     ?consistent=true fences first; 404 for a missing key
     GET  /api/cluster/test/kv           every key
+    POST /api/cluster/test/alarm        {"resource": "memory", "on": true}: raise or clear a forced alarm
 
 A command that cannot commit in time answers 503 with error "no_quorum"
 ("cluster has no majority: 1 of 3 members reachable") or
@@ -195,6 +196,18 @@ async def list_kv(request: web.Request) -> web.Response:
     return json_response(request, [_kv_json(k, v) for k, v in sorted(kv.data.items())])
 
 
+@access(ADMIN)
+async def force_alarm(request: web.Request) -> web.Response:
+    _test_cluster(request)
+    body = await read_body(request)
+    on = body.get("on", True)
+    if not isinstance(on, bool):
+        raise bad_request("'on' must be true or false")
+    broker = api_of(request).broker
+    broker.alarms.force(_string(body, "resource"), on)
+    return json_response(request, {"alarms": broker.alarms.describe()})
+
+
 # ---------------------------------------------------------------- feature flags
 
 
@@ -278,4 +291,5 @@ ROUTES = [
     ("GET", "/api/cluster/test/kv", list_kv),
     ("GET", "/api/cluster/test/kv/{key}", get_kv),
     ("PUT", "/api/cluster/test/kv/{key}", put_kv),
+    ("POST", "/api/cluster/test/alarm", force_alarm),
 ]

@@ -18,6 +18,7 @@ from typing import Any
 import psutil
 from aiohttp import web
 
+from metadata import commands as mc
 from node import http_cluster, permissions
 from node import http_format as fmt
 from node.amqp.errors import Condition
@@ -42,8 +43,8 @@ from node.http_api import (
     not_found,
     read_body,
     refused,
-    save_definitions,
 )
+from node.metadata_store import new_key
 
 DEFAULT_CLOSE_REASON = "Closed via management plugin"
 
@@ -99,11 +100,15 @@ async def node(request: web.Request) -> web.Response:
 async def alarms_check(request: web.Request) -> web.Response:
     """/api/health/checks/alarms: 200 without alarms, 503 with."""
     broker = api_of(request).broker
-    raised = broker.alarms.describe()
+    if request.path.endswith("/local-alarms"):
+        raised = [(broker.config.node_name, name) for name in broker.alarms.describe()]
+    else:
+        raised = [(broker.config.node_name if node == broker.node_id else node, name)
+                  for node, name in broker.alarms.cluster_wide(broker.node_id)]  # fmt: skip
     if not raised:
         return json_response(request, {"status": "ok"})
     body = {"status": "failed", "reason": "resource alarm(s) in effect in the cluster",
-            "alarms": [{"node": broker.config.node_name, "resource": name} for name in raised]}  # fmt: skip
+            "alarms": [{"node": node, "resource": name} for node, name in raised]}  # fmt: skip
     return json_response(request, body, status=503)
 
 
@@ -201,22 +206,22 @@ async def put_vhost(request: web.Request) -> web.Response:
     if not isinstance(description, str):
         raise bad_request("'description' must be a string")
     broker = api.broker
-    created = name not in broker.vhosts
-    vhost = broker.ensure_vhost(name)
-    if created or "description" in body:
-        vhost.description = description
-    if created or "tags" in body:
-        vhost.tags = tags
+    current = broker.vhosts.get(name)
+    created = current is None
+    if not created:  # keep what the request does not mention
+        description = description if "description" in body else current.description
+        tags = tags if "tags" in body else list(current.tags)
+    run = broker.metadata.run
+    await run(mc.AddVHost(new_key(), name, description, tuple(tags)))
     if created and broker.auth.permission(user.name, name) is None:
-        broker.auth.set_permissions(user.name, name, ".*", ".*", ".*")
-    broker.definitions.save()
+        await run(mc.SetPermissions(new_key(), user.name, name))
     return created_or_updated(created)
 
 
 @access(ADMIN)
 async def delete_vhost(request: web.Request) -> web.Response:
     """Deletes everything in it and disconnects its clients."""
-    if not api_of(request).broker.delete_vhost(request.match_info["vhost"]):
+    if not await api_of(request).broker.delete_vhost(request.match_info["vhost"]):
         raise not_found()
     return no_content()
 
@@ -268,16 +273,16 @@ async def put_user(request: web.Request) -> web.Response:
             raise bad_request(f"password_hash must be in {HASHING_ALGORITHM} format")
     else:
         password_hash = existing.password_hash if existing else ""
-    auth.add_user(name, None, tags, password_hash=password_hash)
-    save_definitions(request)
+    await api_of(request).broker.metadata.run(mc.PutUser(new_key(), name, password_hash, tuple(tags)))
     return created_or_updated(existing is None)
 
 
 @access(ADMIN)
 async def delete_user(request: web.Request) -> web.Response:
-    if not api_of(request).broker.auth.delete_user(request.match_info["user"]):
+    broker, name = api_of(request).broker, request.match_info["user"]
+    if name not in broker.auth.users:
         raise not_found()
-    save_definitions(request)
+    await broker.metadata.run(mc.DeleteUser(new_key(), name))
     return no_content()
 
 
@@ -330,16 +335,16 @@ async def put_permission(request: web.Request) -> web.Response:
             raise bad_request(str(e)) from None
         patterns.append(pattern)
     created = api.broker.auth.permission(user, vhost) is None
-    api.broker.auth.set_permissions(user, vhost, *patterns)
-    save_definitions(request)
+    await api.broker.metadata.run(mc.SetPermissions(new_key(), user, vhost, *patterns))
     return created_or_updated(created)
 
 
 @access(ADMIN)
 async def delete_permission(request: web.Request) -> web.Response:
-    if not api_of(request).broker.auth.clear_permissions(request.match_info["user"], request.match_info["vhost"]):
+    broker, user, vhost = api_of(request).broker, request.match_info["user"], request.match_info["vhost"]
+    if broker.auth.permission(user, vhost) is None:
         raise not_found()
-    save_definitions(request)
+    await broker.metadata.run(mc.ClearPermissions(new_key(), user, vhost))
     return no_content()
 
 

@@ -89,7 +89,7 @@ async def put_queue(request: web.Request) -> web.Response:
     if "type" in body and "x-queue-type" not in arguments:
         arguments["x-queue-type"] = body["type"]
     check_permission(request, vhost.name, "configure", name, "queue")
-    queue, created = vhost.declare_queue(name, durable, None, auto_delete, arguments)
+    queue, created = await vhost.declare_queue(name, durable, None, auto_delete, arguments)
     if not created and hasattr(queue, "touch"):
         queue.touch()
     return created_or_updated(created)
@@ -103,7 +103,7 @@ async def delete_queue(request: web.Request) -> web.Response:
         raise PreconditionFailed(f"queue '{queue.name}' in vhost '{vhost.name}' in use")
     if query_flag(request, "if-empty") and (queue.message_count or getattr(queue, "unacked_count", 0)):
         raise PreconditionFailed(f"queue '{queue.name}' in vhost '{vhost.name}' not empty")
-    vhost.delete_queue(queue.name)
+    await vhost.delete_queue(queue.name)
     return no_content()
 
 
@@ -170,7 +170,7 @@ async def put_exchange(request: web.Request) -> web.Response:
     internal, arguments = body_bool(body, "internal", False), body_arguments(body)
     check_permission(request, vhost.name, "configure", name, "exchange")
     created = vhost.routing.exchange(name) is None
-    vhost.declare_exchange(name, kind, durable, auto_delete, internal, arguments)
+    await vhost.declare_exchange(name, kind, durable, auto_delete, internal, arguments)
     return created_or_updated(created)
 
 
@@ -180,7 +180,7 @@ async def delete_exchange(request: web.Request) -> web.Response:
     check_permission(request, vhost.name, "configure", exchange.name, "exchange")
     if query_flag(request, "if-unused") and vhost.routing.list_bindings(source=exchange.name):
         raise PreconditionFailed(f"exchange '{exchange.name}' in vhost '{vhost.name}' in use")
-    vhost.delete_exchange(exchange.name)
+    await vhost.delete_exchange(exchange.name)
     return no_content()
 
 
@@ -257,7 +257,7 @@ async def post_binding(request: web.Request) -> web.Response:
         raise bad_request("'routing_key' must be a string")
     arguments = body_arguments(body)
     _check_bind(request, vhost, source, kind, destination)
-    vhost.bind(source, kind, destination, key, arguments)
+    await vhost.bind(source, kind, destination, key, arguments)
     m = request.match_info
     location = (f"/api/bindings/{quote(vhost.name, safe='')}/e/{quote(m['source'], safe='')}/{m['kind']}/"
                 f"{quote(destination, safe='')}/{fmt.properties_key(key, arguments)}")  # fmt: skip
@@ -284,7 +284,7 @@ async def delete_binding(request: web.Request) -> web.Response:
     if source == "":
         raise refused("operation not permitted on the default exchange")
     _check_bind(request, vhost, source, kind, destination)
-    vhost.unbind(source, kind, destination, binding["routing_key"], binding["arguments"])
+    await vhost.unbind(source, kind, destination, binding["routing_key"], binding["arguments"])
     return no_content()
 
 

@@ -229,10 +229,14 @@ class QueueConsumer:
 
     def queue_deleted(self) -> None:
         """As RabbitMQ: the consumer's link is detached with resource-deleted."""
+        self.queue_unavailable(f"queue '{self.queue.name}' in vhost '{self.queue.vhost}' was deleted",
+                               Condition.RESOURCE_DELETED)  # fmt: skip
+
+    def queue_unavailable(self, description: str, condition: str = Condition.DETACH_FORCED) -> None:
+        """The queue cannot serve this link any more (its node is unreachable): detach it."""
         link = self.link
         if not (link.detach_sent or link.detach_received):
-            link.detach(closed=True, condition=Condition.RESOURCE_DELETED,
-                        description=f"queue '{self.queue.name}' in vhost '{self.queue.vhost}' was deleted")  # fmt: skip
+            link.detach(closed=True, condition=condition, description=description)
             self.handler._link_gone(link)
             self.handler.schedule_flush()
 

@@ -1,26 +1,35 @@
-"""A virtual host on this node: its routing table, its queues, and the
-dead-letter path between them.
+"""A virtual host as this node sees it: the routing table (the metadata
+projection, metadata/projections.py), the queues (local queue processes for
+the queues this node leads, proxies for the others), and the dead-letter
+path between them.
 
-Until the metadata store of [4/7] replicates topology, durable exchanges,
-queues and bindings are kept in `<data_dir>/definitions.json`, rewritten
-atomically (temp file, fsync, rename, directory fsync) on every change.
+Changes to the topology go through the metadata store (node/metadata_store.py):
+each method proposes a command and returns once it is committed by a majority
+and applied here, so the caller reads its own write. The queue processes
+themselves are started and stopped by node/local_queues.py when the commands
+are applied, on every node alike.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from collections.abc import Callable
 from typing import Any
 
+from metadata import commands as mc
 from node.amqp.errors import Condition
 from node.amqp.types import Symbol, Timestamp
+from node.metadata_store import new_key as mc_key
 from node.routing.errors import InvalidArgument, NotFound, PreconditionFailed, RoutingError
 from node.routing.table import RoutingTable
 from queues.base import Queue, QueueMessage
-from queues.classic import ClassicQueue, QueueArgumentError
+from queues.classic import ClassicQueueConfig, QueueArgumentError
 
-QUEUE_TYPES = {"classic": ClassicQueue}
+log = logging.getLogger("warren.vhost")
+
+QUEUE_TYPES = ("classic",)
 UNSUPPORTED_TYPES = {"quorum", "stream"}
 
 
@@ -33,24 +42,28 @@ class ResourceLocked(RoutingError):
 
 
 class VHost:
-    def __init__(self, name: str, node: Any):
+    def __init__(self, name: str, node: Any, description: str = "", tags: list[str] | None = None):
         self.name = name
         self.node = node
-        self.description = ""
-        self.tags: list[str] = []
-        self.routing = RoutingTable(name)
+        self.description = description
+        self.tags: list[str] = list(tags or [])
         self.queues: dict[str, Queue] = {}
+        self._empty_table = RoutingTable(name)
 
-    # ------------------------------------------------------------ topology
+    @property
+    def routing(self) -> RoutingTable:
+        """The projection's table (replaced wholesale when a snapshot is restored)."""
+        return self.node.projections.table(self.name) or self._empty_table
 
-    def declare_queue(
+    # ------------------------------------------------------------ topology (through the metadata store)
+
+    async def declare_queue(
         self,
         name: str,
         durable: bool = True,
         exclusive_owner: Any = None,
         auto_delete: bool = False,
         arguments: dict | None = None,
-        persist: bool = True,
     ) -> tuple[Queue, bool]:
         """Returns (queue, created). Redeclaring with other properties fails
         with precondition-failed, as in RabbitMQ."""
@@ -60,40 +73,49 @@ class VHost:
             name = f"amq.gen-{uuid.uuid4().hex[:22]}"  # server-named
         existing = self.queues.get(name)
         if existing is not None:
-            if (
-                existing.durable != durable
-                or existing.auto_delete != auto_delete
-                or (existing.exclusive_owner is not None) != (exclusive_owner is not None)
-                or existing.arguments != arguments
-            ):
-                raise PreconditionFailed(f"inequivalent arguments for queue '{name}' in vhost '{self.name}'")
-            if existing.exclusive_owner is not None and existing.exclusive_owner is not exclusive_owner:
-                raise ResourceLocked(f"cannot obtain exclusive access to locked queue '{name}'")
+            self._check_redeclare(existing, durable, exclusive_owner, auto_delete, arguments)
             return existing, False
         if qtype in UNSUPPORTED_TYPES:
             raise QueueTypeNotSupported(f"queue type '{qtype}' is not supported yet")
-        cls = QUEUE_TYPES.get(qtype)
-        if cls is None:
+        if qtype not in QUEUE_TYPES:
             raise InvalidArgument(f"unknown queue type '{qtype}'")
         try:
-            queue = self.node.make_queue(cls, self, name, durable, exclusive_owner, auto_delete, arguments)
+            ClassicQueueConfig.from_arguments(arguments)  # refuse early, without a round through Raft
         except QueueArgumentError as e:
             raise InvalidArgument(str(e)) from None
-        self.queues[name] = queue
-        self.routing.add_queue(name)
-        if durable and exclusive_owner is None and persist:
-            self.node.definitions.save()
-        return queue, True
-
-    def delete_queue(self, name: str) -> int:
-        queue = self.queues.pop(name, None)
+        owner_id = None if exclusive_owner is None else self.node.owners.id_of(exclusive_owner)
+        created = await self.node.metadata.created(mc.DeclareQueue(
+            mc_key(), self.name, name, qtype, durable, auto_delete, owner_id, arguments,
+            leader=self.node.node_id))  # fmt: skip
+        queue = self.queues.get(name)
         if queue is None:
-            raise NotFound(f"no queue '{name}' in vhost '{self.name}'")
-        self.routing.remove_queue(name)
-        dropped = queue.delete()
-        if queue.durable:
-            self.node.definitions.save()
-        return dropped
+            record = self.node.metadata.state.queue(self.name, name)
+            if record is None:  # deleted again before this node applied the declaration
+                raise NotFound(f"no queue '{name}' in vhost '{self.name}'")
+            # it removed itself here but the metadata kept it (the delete did not commit)
+            queue = self.node.local_queues.start(self, record)
+        if not created:
+            self._check_redeclare(queue, durable, exclusive_owner, auto_delete, arguments)
+        return queue, created
+
+    def _check_redeclare(self, existing: Queue, durable: bool, exclusive_owner: Any, auto_delete: bool,
+                         arguments: dict) -> None:  # fmt: skip
+        if (
+            existing.durable != durable
+            or existing.auto_delete != auto_delete
+            or (existing.exclusive_owner is not None) != (exclusive_owner is not None)
+            or existing.arguments != arguments
+        ):
+            raise PreconditionFailed(f"inequivalent arguments for queue '{existing.name}' in vhost '{self.name}'")
+        if existing.exclusive_owner is not None and existing.exclusive_owner is not exclusive_owner:
+            raise ResourceLocked(f"cannot obtain exclusive access to locked queue '{existing.name}'")
+
+    async def delete_queue(self, name: str) -> int:
+        """Deletes the queue everywhere; returns how many messages it held."""
+        queue = self.queue(name)
+        count = queue.message_count
+        await self.node.metadata.run(mc.DeleteQueue(mc_key(), self.name, name))
+        return count
 
     def queue(self, name: str) -> Queue:
         queue = self.queues.get(name)
@@ -101,36 +123,45 @@ class VHost:
             raise NotFound(f"no queue '{name}' in vhost '{self.name}'")
         return queue
 
-    def declare_exchange(self, name: str, type: str = "direct", durable: bool = True, auto_delete: bool = False,
-                         internal: bool = False, arguments: dict | None = None) -> None:  # fmt: skip
-        self.routing.declare_exchange(
-            name, type, durable=durable, auto_delete=auto_delete, internal=internal, arguments=arguments
-        )
-        if durable:
-            self.node.definitions.save()
+    async def declare_exchange(self, name: str, type: str = "direct", durable: bool = True,
+                               auto_delete: bool = False, internal: bool = False,
+                               arguments: dict | None = None) -> bool:  # fmt: skip
+        return await self.node.metadata.created(mc.DeclareExchange(
+            mc_key(), self.name, name, str(type), durable, auto_delete, internal, dict(arguments or {})))  # fmt: skip
 
-    def delete_exchange(self, name: str) -> bool:
-        deleted = self.routing.delete_exchange(name)
-        if deleted:
-            self.node.definitions.save()
-        return deleted
+    async def delete_exchange(self, name: str) -> bool:
+        if self.routing.exchange(name) is None:
+            return False
+        await self.node.metadata.run(mc.DeleteExchange(mc_key(), self.name, name))
+        return True
 
-    def bind(self, source: str, kind: str, destination: str, key: str = "", arguments: dict | None = None) -> bool:
-        created = self.routing.bind(source, kind, destination, key, arguments)
-        if created:
-            self.node.definitions.save()
-        return created
+    async def bind(self, source: str, kind: str, destination: str, key: str = "",
+                   arguments: dict | None = None) -> bool:  # fmt: skip
+        return await self.node.metadata.created(mc.Bind(mc_key(), self.name, source, str(kind), destination, key,
+                                                        dict(arguments or {})))  # fmt: skip
 
-    def unbind(self, source: str, kind: str, destination: str, key: str = "", arguments: dict | None = None) -> bool:
-        removed = self.routing.unbind(source, kind, destination, key, arguments)
-        if removed:
-            self.node.definitions.save()
-        return removed
+    async def unbind(self, source: str, kind: str, destination: str, key: str = "",
+                     arguments: dict | None = None) -> None:  # fmt: skip
+        await self.node.metadata.run(mc.Unbind(mc_key(), self.name, source, str(kind), destination, key,
+                                               dict(arguments or {})))  # fmt: skip
 
     def connection_closed(self, owner: Any) -> None:
-        """Exclusive queues die with their connection."""
-        for name in [n for n, q in self.queues.items() if q.exclusive_owner is owner]:
-            self.delete_queue(name)
+        """Exclusive queues die with their connection: at once here, and in the metadata soon after."""
+        for queue in [q for q in self.queues.values() if q.exclusive_owner is owner]:
+            if not queue.deleted:
+                queue.delete()
+            self.queue_deleted(queue)
+
+    def forget(self, name: str) -> None:
+        """Delete a queue from the metadata in the background (it removed itself, or its owner left)."""
+        self.node.background(self._forget(name), f"deleting queue '{name}' in vhost '{self.name}'")
+
+    async def _forget(self, name: str) -> None:
+        try:
+            await self.node.metadata.run(mc.DeleteQueue(mc_key(), self.name, name))
+        except RoutingError as e:
+            if e.condition != Condition.NOT_FOUND:
+                raise
 
     # ------------------------------------------------------------ routing
 
@@ -141,11 +172,10 @@ class VHost:
     # ------------------------------------------------------------ QueueHost
 
     def queue_deleted(self, queue: Queue) -> None:
+        """The queue removed itself (x-expires, auto-delete)."""
         if self.queues.get(queue.name) is queue:
-            del self.queues[queue.name]
-            self.routing.remove_queue(queue.name)
-            if queue.durable:
-                self.node.definitions.save()
+            del self.queues[queue.name]  # gone here at once; everywhere once the metadata says so
+            self.forget(queue.name)
 
     def dead_letter(self, queue: Queue, message: QueueMessage, reason: str) -> None:
         """Republishes a dead message to the queue's dead-letter exchange,

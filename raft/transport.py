@@ -175,6 +175,10 @@ class NodeTransport:
         # Non-Raft node-to-node messages (cross-node publish/deliver, later):
         # on_node_message(peer, channel, payload), called on the loop.
         self.on_node_message: Callable[[str, str, bytes], None] | None = None
+        # on_peer_down(peer): a stream to or from `peer` ended, and the node
+        # messages still in it are lost (the cross-node data path fails what
+        # it had in flight with that peer).
+        self.on_peer_down: list[Callable[[str], None]] = []
         self.on_error = on_error
         self.failed: BaseException | None = None
         self._secret = secret
@@ -357,6 +361,14 @@ class NodeTransport:
         if self._links.get(link.peer) is link:
             for group in list(self._groups_by_peer.get(link.peer, ())):
                 group._peer_down(link.peer)
+        self._peer_down(link.peer)
+
+    def _peer_down(self, peer: str) -> None:
+        for callback in list(self.on_peer_down):
+            try:
+                callback(peer)
+            except Exception:
+                log.exception("a peer-down callback for %s failed", peer)
 
     # -- fault switch --------------------------------------------------------------
 
@@ -531,6 +543,8 @@ class NodeTransport:
                 reader.cancel()
             if self._inbound.get(peer) is me:
                 del self._inbound[peer]
+            if me.accepted:
+                self._peer_down(peer)
 
     async def _read_frames(self, me: _Inbound) -> None:
         context = me.context

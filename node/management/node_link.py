@@ -50,13 +50,17 @@ class LinkPair:
     """The two halves of one management link pair; either may be missing
     while the client attaches or detaches them."""
 
-    __slots__ = ("key", "requests", "replies", "waiting")
+    __slots__ = ("key", "requests", "replies", "waiting", "incoming", "serving")
 
     def __init__(self, key: tuple[int, str]):
         self.key = key
         self.requests: RequestLink | None = None
         self.replies: ReplyLink | None = None
         self.waiting: deque[bytes] = deque()  # encoded replies held for credit
+        # Requests not yet answered, served one at a time and in order (a
+        # change waits for the metadata store to commit it).
+        self.incoming: deque[bytes] = deque()
+        self.serving = False
 
 
 class ManagementLink:
@@ -98,11 +102,29 @@ class RequestLink(ManagementLink):
             self.handler._link_gone(link)
             self.handler.schedule_flush()
             return
-        self.pair.waiting.append(self._serve(delivery.payload))
-        replies.send_waiting()
+        pair = self.pair
+        pair.incoming.append(delivery.payload)
+        if not pair.serving:
+            pair.serving = True
+            self.handler.node.loop.create_task(self._serve_all())
         self.top_up()
 
-    def _serve(self, payload: bytes) -> bytes:
+    async def _serve_all(self) -> None:
+        pair = self.pair
+        try:
+            while pair.incoming:
+                answer = await self._serve(pair.incoming[0])
+                pair.incoming.popleft()
+                if pair.replies is None:
+                    pair.incoming.clear()  # nobody left to read the answers
+                    return
+                pair.waiting.append(answer)
+                pair.replies.send_waiting()
+                self.top_up()
+        finally:
+            pair.serving = False
+
+    async def _serve(self, payload: bytes) -> bytes:
         message_id = None
         try:
             msg = request_message(payload)
@@ -112,13 +134,13 @@ class RequestLink(ManagementLink):
             return reply(message_id, request.BAD_REQUEST, f"malformed request: {e.description or e.condition}")
         if reply_to != REPLY_TO:
             return reply(message_id, request.BAD_REQUEST, f"reply-to must be '{REPLY_TO}', got {reply_to!r}")
-        status, answer = request.handle(self.caller(), method, target, body)
+        status, answer = await request.handle(self.caller(), method, target, body)
         return reply(message_id, status, answer)
 
     def caller(self) -> request.Caller:
         h = self.handler
         vhost = h.vhost
-        return request.Caller(vhost, h.user, h.node.auth.permission(h.user, vhost.name), h, h.node.config.node_name)
+        return request.Caller(vhost, h.user, h.node.auth.permission(h.user, vhost.name), h, h.node.node_id)
 
     def top_up(self) -> None:
         """Grants request credit again once half is used, unless replies
@@ -126,7 +148,7 @@ class RequestLink(ManagementLink):
         link = self.link
         if not self.open:
             return
-        if link.link_credit <= REQUEST_CREDIT // 2 and len(self.pair.waiting) < MAX_WAITING_REPLIES:
+        if link.link_credit <= REQUEST_CREDIT // 2 and len(self.pair.waiting) + len(self.pair.incoming) < MAX_WAITING_REPLIES:
             link.flow(link_credit=REQUEST_CREDIT)
             self.handler.schedule_flush()
 

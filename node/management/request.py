@@ -48,6 +48,7 @@ from urllib.parse import parse_qsl, unquote
 from node import permissions
 from node.amqp.errors import Condition
 from node.amqp.types import Array, UInt, ULong
+from node.metadata_store import MetadataUnavailable
 from node.routing.address import quote_segment, unquote_segment
 from node.routing.errors import NotFound, PreconditionFailed, RoutingError
 from node.vhost import ResourceLocked
@@ -56,7 +57,7 @@ log = logging.getLogger("warren.management")
 
 OK, CREATED, NO_CONTENT = "200", "201", "204"
 BAD_REQUEST, FORBIDDEN, NOT_FOUND, NOT_ALLOWED, CONFLICT = "400", "403", "404", "405", "409"
-INTERNAL, NOT_IMPLEMENTED = "500", "501"
+INTERNAL, NOT_IMPLEMENTED, UNAVAILABLE = "500", "501", "503"
 
 # How a routing, vhost or permission error answers, by its AMQP condition.
 STATUS_BY_CONDITION = {
@@ -120,12 +121,14 @@ class Caller:
         permissions.check(self.permission, self.user, self.vhost.name, kind, resource, what)
 
 
-def handle(caller: Caller, method: Any, target: Any, body: Any) -> tuple[str, Any]:
+async def handle(caller: Caller, method: Any, target: Any, body: Any) -> tuple[str, Any]:
     """Serves one request; never raises."""
     try:
-        return _dispatch(caller, method, target, body)
+        return await _dispatch(caller, method, target, body)
     except ManagementError as e:
         return e.status, str(e)
+    except MetadataUnavailable as e:  # no majority: a minority node refuses metadata changes
+        return UNAVAILABLE, e.description or "the cluster has no majority"
     except RoutingError as e:
         return STATUS_BY_CONDITION.get(e.condition, BAD_REQUEST), e.description or e.condition
     except Exception:  # a bug of ours costs one request, never the link
@@ -136,7 +139,7 @@ def handle(caller: Caller, method: Any, target: Any, body: Any) -> tuple[str, An
 # ---------------------------------------------------------------- routing
 
 
-def _dispatch(caller: Caller, method: Any, target: Any, body: Any) -> tuple[str, Any]:
+async def _dispatch(caller: Caller, method: Any, target: Any, body: Any) -> tuple[str, Any]:
     if not isinstance(method, str) or not method:
         raise ManagementError("request has no HTTP method in 'subject'")
     if not isinstance(target, str) or not target.startswith("/"):
@@ -145,21 +148,21 @@ def _dispatch(caller: Caller, method: Any, target: Any, body: Any) -> tuple[str,
     segments = path[1:].split("/")
     head, rest = segments[0], segments[1:]
     if head == "queues" and not rest:
-        return _route({"POST": post_queue}, method, target)(caller, "", body)
+        return await _route({"POST": post_queue}, method, target)(caller, "", body)
     if head == "queues" and len(rest) == 1:
         routes = {"GET": get_queue, "PUT": put_queue, "DELETE": delete_queue}
-        return _route(routes, method, target)(caller, _name(rest[0]), body)
+        return await _route(routes, method, target)(caller, _name(rest[0]), body)
     if head == "queues" and len(rest) == 2 and rest[1] == "messages":
-        return _route({"DELETE": purge_queue}, method, target)(caller, _name(rest[0]), body)
+        return await _route({"DELETE": purge_queue}, method, target)(caller, _name(rest[0]), body)
     if head == "exchanges" and len(rest) == 1:
         routes = {"PUT": put_exchange, "DELETE": delete_exchange}
-        return _route(routes, method, target)(caller, _name(rest[0]), body)
+        return await _route(routes, method, target)(caller, _name(rest[0]), body)
     if head == "bindings" and not rest:
         routes = {"POST": post_binding, "GET": get_bindings}
-        return _route(routes, method, target)(caller, query, body)
+        return await _route(routes, method, target)(caller, query, body)
     if head == "bindings" and len(rest) == 1:
         routes = {"DELETE": delete_binding, "GET": get_binding}
-        return _route(routes, method, target)(caller, rest[0], body)
+        return await _route(routes, method, target)(caller, rest[0], body)
     raise ManagementError(f"no such resource: {path}", NOT_FOUND)
 
 
@@ -226,7 +229,8 @@ _BINDING_FIELDS = {"source": str, "destination_queue": str, "destination_exchang
 
 
 def queue_info(queue: Any, node_name: str) -> dict[str, Any]:
-    """The reply body describing a queue; a single node leads every queue."""
+    """The reply body describing a queue; `node_name` leads the queues not led elsewhere."""
+    leader = getattr(queue, "leader", node_name)
     return {
         "name": queue.name,
         "vhost": queue.vhost,
@@ -237,33 +241,33 @@ def queue_info(queue: Any, node_name: str) -> dict[str, Any]:
         "arguments": dict(queue.arguments),
         "message_count": ULong(queue.message_count),
         "consumer_count": UInt(queue.consumer_count),
-        "leader": node_name,
-        "replicas": Array([node_name]),
+        "leader": leader,
+        "replicas": Array([leader]),
     }
 
 
-def get_queue(caller: Caller, name: str, body: Any) -> tuple[str, Any]:
+async def get_queue(caller: Caller, name: str, body: Any) -> tuple[str, Any]:
     # RabbitMQ checks no permission to read a queue's info
     return OK, queue_info(_queue(caller, name), caller.node_name)
 
 
-def put_queue(caller: Caller, name: str, body: Any) -> tuple[str, Any]:
+async def put_queue(caller: Caller, name: str, body: Any) -> tuple[str, Any]:
     props = _properties(body, "queue", _QUEUE_FIELDS, _QUEUE_DEFAULTS)
     if not name:
         raise ManagementError("declare queue with empty name not allowed")
     if name.startswith(RESERVED_PREFIX):
         raise Forbidden(f"queue '{name}' in vhost '{caller.vhost.name}' starts with reserved prefix '{RESERVED_PREFIX}'")
-    return _declare_queue(caller, name, props)
+    return await _declare_queue(caller, name, props)
 
 
-def post_queue(caller: Caller, _: str, body: Any) -> tuple[str, Any]:
+async def post_queue(caller: Caller, _: str, body: Any) -> tuple[str, Any]:
     """Declares a server-named queue (amq.gen-...); the reply names it."""
     props = _properties(body, "queue", _QUEUE_FIELDS, _QUEUE_DEFAULTS)
     name = "amq.gen-" + base64.urlsafe_b64encode(os.urandom(16)).decode().rstrip("=")
-    return _declare_queue(caller, name, props)
+    return await _declare_queue(caller, name, props)
 
 
-def _declare_queue(caller: Caller, name: str, props: dict) -> tuple[str, Any]:
+async def _declare_queue(caller: Caller, name: str, props: dict) -> tuple[str, Any]:
     vhost = caller.vhost
     caller.check("configure", name, "queue")
     durable, exclusive, auto_delete, arguments = (props["durable"], props["exclusive"], props["auto_delete"],
@@ -281,7 +285,7 @@ def _declare_queue(caller: Caller, name: str, props: dict) -> tuple[str, Any]:
         # dead-lettering reads from this queue and publishes to that exchange
         caller.check("read", name, "queue")
         caller.check("write", dlx, "exchange")
-    queue, _ = vhost.declare_queue(name, durable, caller.owner if exclusive else None, auto_delete, arguments)
+    queue, _ = await vhost.declare_queue(name, durable, caller.owner if exclusive else None, auto_delete, arguments)
     return CREATED, queue_info(queue, caller.node_name)
 
 
@@ -315,17 +319,17 @@ def _fmt(value: Any) -> Any:
     return str(value).lower() if isinstance(value, bool) else ("none" if value is None else value)
 
 
-def delete_queue(caller: Caller, name: str, body: Any) -> tuple[str, Any]:
+async def delete_queue(caller: Caller, name: str, body: Any) -> tuple[str, Any]:
     _no_body(body)
     caller.check("configure", name, "queue")
     queue = caller.vhost.queues.get(name)
     if queue is None:
         return OK, {"message_count": ULong(0)}  # deleting is idempotent, as in RabbitMQ
     _exclusive_access(caller, queue)
-    return OK, {"message_count": ULong(caller.vhost.delete_queue(name))}
+    return OK, {"message_count": ULong(await caller.vhost.delete_queue(name))}
 
 
-def purge_queue(caller: Caller, name: str, body: Any) -> tuple[str, Any]:
+async def purge_queue(caller: Caller, name: str, body: Any) -> tuple[str, Any]:
     _no_body(body)
     caller.check("read", name, "queue")
     queue = _queue(caller, name)
@@ -349,7 +353,7 @@ def _exclusive_access(caller: Caller, queue: Any) -> None:
 # ---------------------------------------------------------------- exchanges
 
 
-def put_exchange(caller: Caller, name: str, body: Any) -> tuple[str, Any]:
+async def put_exchange(caller: Caller, name: str, body: Any) -> tuple[str, Any]:
     props = _properties(body, "exchange", _EXCHANGE_FIELDS, _EXCHANGE_DEFAULTS)
     _not_default_exchange(name)
     vhost = caller.vhost
@@ -357,19 +361,19 @@ def put_exchange(caller: Caller, name: str, body: Any) -> tuple[str, Any]:
     if vhost.routing.exchange(name) is None and name.startswith(RESERVED_PREFIX):
         raise Forbidden(f"exchange '{name}' in vhost '{vhost.name}' starts with reserved prefix '{RESERVED_PREFIX}'")
     # creates, or checks that the existing one is equivalent (409)
-    vhost.declare_exchange(name, props["type"], props["durable"], props["auto_delete"], props["internal"],
+    await vhost.declare_exchange(name, props["type"], props["durable"], props["auto_delete"], props["internal"],
                            props["arguments"])  # fmt: skip
     return NO_CONTENT, None
 
 
-def delete_exchange(caller: Caller, name: str, body: Any) -> tuple[str, Any]:
+async def delete_exchange(caller: Caller, name: str, body: Any) -> tuple[str, Any]:
     _no_body(body)
     _not_default_exchange(name)
     if name.startswith(RESERVED_PREFIX):
         raise Forbidden(f"exchange '{name}' in vhost '{caller.vhost.name}' starts with reserved prefix "
                         f"'{RESERVED_PREFIX}'")  # fmt: skip
     caller.check("configure", name, "exchange")
-    caller.vhost.delete_exchange(name)  # deleting an absent exchange is fine, as in RabbitMQ
+    await caller.vhost.delete_exchange(name)  # deleting an absent exchange is fine, as in RabbitMQ
     return NO_CONTENT, None
 
 
@@ -389,7 +393,7 @@ class _BindingSpec:
     key: str
 
 
-def post_binding(caller: Caller, query: str, body: Any) -> tuple[str, Any]:
+async def post_binding(caller: Caller, query: str, body: Any) -> tuple[str, Any]:
     fields = _properties(body, "binding", _BINDING_FIELDS, {"binding_key": "", "arguments": {}})
     if "source" not in fields:
         raise ManagementError("binding has no 'source'")
@@ -400,23 +404,25 @@ def post_binding(caller: Caller, query: str, body: Any) -> tuple[str, Any]:
     spec = _BindingSpec(fields["source"], kind, destination, fields["binding_key"])
     _binding_checks(caller, spec)
     try:
-        caller.vhost.bind(spec.source, spec.kind, spec.destination, spec.key, fields["arguments"])
-    except PreconditionFailed as e:  # e.g. bad x-match: RabbitMQ answers 400 to any binding error
+        await caller.vhost.bind(spec.source, spec.kind, spec.destination, spec.key, fields["arguments"])
+    except RoutingError as e:  # e.g. bad x-match: RabbitMQ answers 400 to any binding error
+        if e.condition != Condition.PRECONDITION_FAILED:
+            raise
         raise ManagementError(e.description or "invalid binding") from None
     return NO_CONTENT, None
 
 
-def delete_binding(caller: Caller, segment: str, body: Any) -> tuple[str, Any]:
+async def delete_binding(caller: Caller, segment: str, body: Any) -> tuple[str, Any]:
     _no_body(body)
     spec, args_hash = _binding_segment(segment)
     _binding_checks(caller, spec)
     binding = _find_binding(caller, spec, args_hash)
     if binding is not None:
-        caller.vhost.unbind(spec.source, spec.kind, spec.destination, spec.key, dict(binding.arguments))
+        await caller.vhost.unbind(spec.source, spec.kind, spec.destination, spec.key, dict(binding.arguments))
     return NO_CONTENT, None  # an absent binding is not an error, as in RabbitMQ
 
 
-def get_binding(caller: Caller, segment: str, body: Any) -> tuple[str, Any]:
+async def get_binding(caller: Caller, segment: str, body: Any) -> tuple[str, Any]:
     spec, args_hash = _binding_segment(segment)
     binding = _find_binding(caller, spec, args_hash)
     if binding is None:
@@ -424,7 +430,7 @@ def get_binding(caller: Caller, segment: str, body: Any) -> tuple[str, Any]:
     return OK, binding_info(binding)
 
 
-def get_bindings(caller: Caller, query: str, body: Any) -> tuple[str, Any]:
+async def get_bindings(caller: Caller, query: str, body: Any) -> tuple[str, Any]:
     try:
         params = dict(parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query), errors="strict"))
     except (ValueError, UnicodeDecodeError):

@@ -5,6 +5,7 @@ node lands), or as a separate process that a test may kill -9."""
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
 import re
 import signal
@@ -16,8 +17,11 @@ from pathlib import Path
 import pytest
 import uvloop
 
+from metadata import commands as mc
+from node.auth import hash_password
 from node.broker import Broker
 from node.config import Config
+from node.metadata_store import new_key
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -48,16 +52,31 @@ class BrokerThread:
         """Runs fn on the node's loop and returns its result."""
 
         async def run():
-            return fn(*args, **kwargs)
+            result = fn(*args, **kwargs)
+            return await result if inspect.isawaitable(result) else result
 
         return asyncio.run_coroutine_threadsafe(run(), self.loop).result(30)
+
+    def metadata(self, command):
+        """Commits a metadata command (metadata/commands.py) through the node's store."""
+        return self.call(self.broker.metadata.run, command)
+
+    def add_vhost(self, name: str) -> None:
+        self.metadata(mc.AddVHost(new_key(), name))
+
+    def add_user(self, name: str, password: str, tags: tuple = ()) -> None:
+        self.metadata(mc.PutUser(new_key(), name, hash_password(password), tuple(tags)))
+
+    def set_permissions(self, user: str, vhost: str, configure: str = ".*", write: str = ".*",
+                        read: str = ".*") -> None:  # fmt: skip
+        self.metadata(mc.SetPermissions(new_key(), user, vhost, configure, write, read))
 
     @property
     def vhost(self):
         return self.broker.vhosts["/"]
 
     def declare_queue(self, name: str, durable: bool = True, **arguments):
-        return self.call(lambda: self.vhost.declare_queue(name, durable, None, False, arguments)[0])
+        return self.call(self.vhost.declare_queue, name, durable, None, False, arguments)[0]
 
     def queue(self, name: str):
         return self.vhost.queues[name]

@@ -127,13 +127,13 @@ def test_exchange_types_route_like_rabbitmq(broker):
         broker.declare_queue(q)
     v = broker.vhost
 
-    def topology():
-        v.bind("amq.direct", "queue", "d", "key-d")
-        v.bind("amq.fanout", "queue", "f1")
-        v.bind("amq.fanout", "queue", "f2")
-        v.bind("amq.topic", "queue", "t1", "stock.*.nyse")
-        v.bind("amq.topic", "queue", "t2", "stock.#")
-        v.bind("amq.headers", "queue", "h", "", {"x-match": "any", "region": "eu", "tier": "gold"})
+    async def topology():
+        await v.bind("amq.direct", "queue", "d", "key-d")
+        await v.bind("amq.fanout", "queue", "f1")
+        await v.bind("amq.fanout", "queue", "f2")
+        await v.bind("amq.topic", "queue", "t1", "stock.*.nyse")
+        await v.bind("amq.topic", "queue", "t2", "stock.#")
+        await v.bind("amq.headers", "queue", "h", "", {"x-match": "any", "region": "eu", "tier": "gold"})
 
     broker.call(topology)
     conn = connect(broker)
@@ -154,14 +154,14 @@ def test_exchange_to_exchange_and_alternate_exchange(broker):
     broker.declare_queue("unrouted")
     v = broker.vhost
 
-    def topology():
-        v.declare_exchange("upstream", "topic")
-        v.declare_exchange("downstream", "fanout")
-        v.bind("upstream", "exchange", "downstream", "a.#")
-        v.bind("downstream", "queue", "via-e2e")
-        v.declare_exchange("catch-all", "fanout")
-        v.bind("catch-all", "queue", "unrouted")
-        v.declare_exchange("with-ae", "direct", arguments={"alternate-exchange": "catch-all"})
+    async def topology():
+        await v.declare_exchange("upstream", "topic")
+        await v.declare_exchange("downstream", "fanout")
+        await v.bind("upstream", "exchange", "downstream", "a.#")
+        await v.bind("downstream", "queue", "via-e2e")
+        await v.declare_exchange("catch-all", "fanout")
+        await v.bind("catch-all", "queue", "unrouted")
+        await v.declare_exchange("with-ae", "direct", arguments={"alternate-exchange": "catch-all"})
 
     broker.call(topology)
     conn = connect(broker)

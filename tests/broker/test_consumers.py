@@ -58,11 +58,11 @@ def counts(broker, queue: str) -> tuple[int, int]:
 def declare_dead_letter_pair(broker, queue: str = "work", dlq: str = "dlq", **arguments) -> None:
     """`queue` dead-letters through fanout exchange `dlx` into `dlq`."""
 
-    def topology():
-        broker.vhost.declare_exchange("dlx", "fanout")
-        broker.vhost.declare_queue(dlq, True, None, False, {})
-        broker.vhost.bind("dlx", "queue", dlq)
-        broker.vhost.declare_queue(queue, True, None, False, {"x-dead-letter-exchange": "dlx", **arguments})
+    async def topology():
+        await broker.vhost.declare_exchange("dlx", "fanout")
+        await broker.vhost.declare_queue(dlq, True, None, False, {})
+        await broker.vhost.bind("dlx", "queue", dlq)
+        await broker.vhost.declare_queue(queue, True, None, False, {"x-dead-letter-exchange": "dlx", **arguments})
 
     broker.call(topology)
 
@@ -177,15 +177,15 @@ def test_copies_dead_lettered_together_keep_their_own_death_history(broker):
     """A fanout dead-letter exchange makes two copies; when one copy dies
     again, the other's x-opt-deaths must not change with it."""
 
-    def topology():
+    async def topology():
         v = broker.vhost
-        v.declare_exchange("dlx", "fanout")
-        v.declare_queue("work", True, None, False, {"x-dead-letter-exchange": "dlx"})
+        await v.declare_exchange("dlx", "fanout")
+        await v.declare_queue("work", True, None, False, {"x-dead-letter-exchange": "dlx"})
         # dlq1 sends its dead back to work; dlq2 keeps them
-        v.declare_queue("dlq1", True, None, False, {"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "work"})
-        v.declare_queue("dlq2", True, None, False, {})
-        v.bind("dlx", "queue", "dlq1")
-        v.bind("dlx", "queue", "dlq2")
+        await v.declare_queue("dlq1", True, None, False, {"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "work"})
+        await v.declare_queue("dlq2", True, None, False, {})
+        await v.bind("dlx", "queue", "dlq1")
+        await v.bind("dlx", "queue", "dlq2")
 
     broker.call(topology)
     conn = connect(broker)

@@ -27,27 +27,24 @@ USER, PASSWORD = "alice", "secret"
 
 
 def add_alice(broker, vhost: str = "/", configure: str = ".*", write: str = ".*", read: str = ".*") -> None:
-    def setup():
-        broker.broker.auth.add_user(USER, PASSWORD)
-        if vhost is not None:
-            broker.broker.auth.set_permissions(USER, vhost, configure, write, read)
-
-    broker.call(setup)
+    broker.add_user(USER, PASSWORD)
+    if vhost is not None:
+        broker.set_permissions(USER, vhost, configure, write, read)
 
 
 def set_alice(broker, configure: str = ".*", write: str = ".*", read: str = ".*") -> None:
-    broker.call(broker.broker.auth.set_permissions, USER, "/", configure, write, read)
+    broker.set_permissions(USER, "/", configure, write, read)
 
 
 def topology(broker) -> None:
     """As guest: queue "shared", exchanges "allowed" (bound to it by "k") and "denied"."""
 
-    def setup():
+    async def setup():
         v = broker.vhost
-        v.declare_queue("shared", True, None, False, {})
+        await v.declare_queue("shared", True, None, False, {})
         for name in ("allowed", "denied"):
-            v.declare_exchange(name, "direct")
-            v.bind(name, "queue", "shared", "k")
+            await v.declare_exchange(name, "direct")
+            await v.bind(name, "queue", "shared", "k")
 
     broker.call(setup)
 
@@ -62,11 +59,11 @@ def to(address: str, body: bytes = b"m") -> ClientMessage:
 
 def test_a_connection_needs_a_permission_entry_for_its_vhost(broker):
     add_alice(broker, vhost=None)
-    broker.call(broker.broker.ensure_vhost, "v1")
+    broker.add_vhost("v1")
     with pytest.raises(BaseException, match="unauthorized-access.*access to vhost '/' refused for user 'alice'"):
         with alice(broker):
             pass
-    broker.call(broker.broker.auth.set_permissions, USER, "v1", ".*", ".*", ".*")
+    broker.set_permissions(USER, "v1")
     with alice(broker, vhost="v1") as conn:
         conn.management().declare_queue(ClassicQueueSpecification(name="alice-q"))
     assert "alice-q" in broker.broker.vhosts["v1"].queues

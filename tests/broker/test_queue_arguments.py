@@ -41,16 +41,16 @@ def barrier(conn: BlockingConnection) -> None:
 
 
 def declare(broker, name: str, durable: bool = False, owner=None, auto_delete: bool = False, **arguments):
-    return broker.call(lambda: broker.vhost.declare_queue(name, durable, owner, auto_delete, arguments)[0])
+    return broker.call(broker.vhost.declare_queue, name, durable, owner, auto_delete, arguments)[0]
 
 
 def with_dlq(broker, dlq: str = "dlq", exchange: str = "dlx") -> None:
     """A fanout exchange `exchange` feeding queue `dlq`."""
 
-    def topology():
-        broker.vhost.declare_exchange(exchange, "fanout", durable=False)
-        broker.vhost.declare_queue(dlq, False, None, False, {})
-        broker.vhost.bind(exchange, "queue", dlq)
+    async def topology():
+        await broker.vhost.declare_exchange(exchange, "fanout", durable=False)
+        await broker.vhost.declare_queue(dlq, False, None, False, {})
+        await broker.vhost.bind(exchange, "queue", dlq)
 
     broker.call(topology)
 
@@ -249,17 +249,17 @@ def test_overflow_reject_publish_rejects_the_publisher(broker):
 
 
 def test_dead_letter_routing_key_replaces_the_original_key(broker):
-    def topology():
+    async def topology():
         v = broker.vhost
-        v.declare_queue("dead-by-key", False, None, False, {})
-        v.declare_queue("dead-by-original", False, None, False, {})
-        v.bind("amq.direct", "queue", "dead-by-key", "dead")
-        v.bind("amq.topic", "queue", "dead-by-original", "orders.*")
-        v.declare_queue("with-key", False, None, False,
+        await v.declare_queue("dead-by-key", False, None, False, {})
+        await v.declare_queue("dead-by-original", False, None, False, {})
+        await v.bind("amq.direct", "queue", "dead-by-key", "dead")
+        await v.bind("amq.topic", "queue", "dead-by-original", "orders.*")
+        await v.declare_queue("with-key", False, None, False,
                         {"x-dead-letter-exchange": "amq.direct", "x-dead-letter-routing-key": "dead"})  # fmt: skip
-        v.declare_queue("without-key", False, None, False, {"x-dead-letter-exchange": "amq.topic"})
-        v.bind("amq.direct", "queue", "with-key", "orders.eu")
-        v.bind("amq.direct", "queue", "without-key", "orders.eu")
+        await v.declare_queue("without-key", False, None, False, {"x-dead-letter-exchange": "amq.topic"})
+        await v.bind("amq.direct", "queue", "with-key", "orders.eu")
+        await v.bind("amq.direct", "queue", "without-key", "orders.eu")
 
     broker.call(topology)
     conn = connect(broker)

@@ -4,9 +4,7 @@ acts on them."""
 
 from __future__ import annotations
 
-import json
 import threading
-from pathlib import Path
 from urllib.parse import quote
 
 from mgmt_client import Api
@@ -23,7 +21,8 @@ def q(name: str) -> str:
 
 
 def definitions_file(node) -> dict:
-    return json.loads((Path(node.config.data_dir) / "definitions.json").read_text())
+    """What the node's metadata store holds, as a definitions document."""
+    return node.call(node.broker.definitions.document)
 
 
 def publish(node, address: str, n: int, vhost: str | None = None) -> None:

@@ -3,38 +3,69 @@ node or sockets: a VHost on a stub node, requests in, (status, body) out."""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
+import asyncio
 
 import pytest
 
+from metadata import commands as mc
+from metadata.machine import MetadataMachine
+from metadata.projections import Projections
 from node.amqp.definitions import AmqpValue, Properties
 from node.amqp.message import Message
+from node.local_queues import LocalQueues, Owners
 from node.management import request as mreq
 from node.management.node_link import reply, request_message
+from node.metadata_store import MetadataStore
 from node.permissions import AccessRefused, Permission
 from node.routing import errors
-from node.vhost import QueueTypeNotSupported, ResourceLocked, VHost
-from queues.classic import MemoryPersistence
+from node.vhost import QueueTypeNotSupported, ResourceLocked
+from queues.classic import ClassicQueue, MemoryPersistence
 
 
-class StubNode:
+class LocalNode:
+    """A node without sockets or Raft: the real metadata machine, projections
+    and queue placement, each command applied at once (MetadataStore.local)."""
+
     connections = ()
+    node_id = "warren@unit"
 
-    def __init__(self):
-        self.definitions = SimpleNamespace(save=lambda: None)
+    def __init__(self, loop: asyncio.AbstractEventLoop):
+        self.loop = loop
+        self.vhosts: dict = {}
+        self.owners = Owners(self.node_id)
+        self.projections = Projections()
+        self.local_queues = LocalQueues(self)
+        machine = MetadataMachine()
+        machine.subscribe(self.projections.on_applied, self.projections.on_restored)
+        machine.subscribe(self.local_queues.on_applied, self.local_queues.on_restored)
+        self.metadata = MetadataStore.local(machine)
+        loop.run_until_complete(self.metadata.run(mc.Bootstrap("", "/", "", "guest", "")))
+        loop.run_until_complete(self.metadata.run(mc.AddMember("", self.node_id, "0.1.0")))
 
-    def make_queue(self, cls, vhost, name, durable, owner, auto_delete, arguments):
-        return cls(vhost.name, name, durable, owner, auto_delete, arguments, host=vhost,
-                   persistence=MemoryPersistence())  # fmt: skip
+    def make_queue(self, vhost, name, durable, owner, auto_delete, arguments):
+        return ClassicQueue(vhost.name, name, durable, owner, auto_delete, arguments, host=vhost,
+                            persistence=MemoryPersistence())  # fmt: skip
+
+    def recover_queue(self, queue) -> None:
+        pass
+
+    def queue_stopped(self, queue) -> None:
+        pass
+
+    def background(self, coro, what: str) -> None:
+        self.loop.create_task(coro)
 
 
 @pytest.fixture
 def caller():
-    return mreq.Caller(VHost("/", StubNode()), "guest", Permission(), owner=object(), node_name="warren@unit")
+    loop = asyncio.new_event_loop()
+    node = LocalNode(loop)
+    yield mreq.Caller(node.vhosts["/"], "guest", Permission(), owner=object(), node_name=node.node_id)
+    loop.close()
 
 
 def call(caller, method, target, body=None):
-    return mreq.handle(caller, method, target, body)
+    return caller.vhost.node.loop.run_until_complete(mreq.handle(caller, method, target, body))
 
 
 def test_every_routing_error_has_a_status():

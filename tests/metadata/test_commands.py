@@ -43,6 +43,7 @@ SAMPLES = [
     c.AddMember("k16", "n1", "0.1.0", ("credit_api_v2", "warren_metadata_raft_v1")),
     c.RemoveMember("k17", "n1"),
     c.Noop(),
+    c.Bootstrap("k18", "/", "the default", "guest", "pbkdf2-sha256$1$00$00", ("administrator",)),
 ]
 
 

@@ -193,6 +193,19 @@ def test_noop_changes_nothing():
     assert result == OK and new.recent_result("fence-1") is not None
 
 
+def test_bootstrap_sets_up_a_blank_store_only():
+    boot = c.Bootstrap(k(), "/", "the default", "guest", "hash", ("administrator",))
+    state, result, effects = step(MetadataState(), boot)
+    assert result == CREATED and "/" in state.vhosts and state.users["guest"].password_hash == "hash"
+    assert state.permissions[("guest", "/")].configure == ".*"
+    assert [type(e) for e in effects] == [fx.VHostAdded, fx.UserPut, fx.PermissionsSet]
+    # a second node's bootstrap, or one after an operator changed things, does nothing
+    again, result, effects = step(state, c.Bootstrap(k(), "/", "", "guest", "other-hash"))
+    assert result == OK and effects == () and again.users["guest"].password_hash == "hash"
+    state, _, _ = step(state, c.DeleteUser(k(), "guest"))
+    assert step(state, c.Bootstrap(k(), "/", "", "guest", "other-hash"))[1] == OK  # a vhost remains
+
+
 # -- idempotency -------------------------------------------------------------------
 
 
@@ -217,6 +230,7 @@ def _every_command(state: MetadataState):
         c.DeleteUser(k(), "u"),
         c.DeleteVHost(k(), "v"),
         c.Noop(k()),
+        c.Bootstrap(k(), "/", "", "guest", "h"),
     ]
 
 

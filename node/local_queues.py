@@ -1,0 +1,162 @@
+"""Keeps this node's vhosts and queue processes in step with the metadata.
+
+Subscribed to the metadata machine after the projections (so routing tables
+exist by the time a queue appears), it runs on every node for every applied
+command, whoever proposed it:
+
+    VHostAdded/Updated  -> a VHost object (node/vhost.py)
+    VHostDeleted        -> its connections closed, its local queues dropped
+    QueueDeclared       -> the queue's process on its leader (a ClassicQueue,
+                           with the messages recovered from the node's store),
+                           a proxy everywhere else (node/remote_queue.py)
+    QueueDeleted        -> the process stopped and its messages dropped; the
+                           links consuming from it detached
+
+`on_restored` (a snapshot installed, or a membership reset) reconciles
+everything at once. A declaration's exclusive owner is an id that
+`Owners` maps back to the connection on the node that declared it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from typing import Any
+
+from metadata import effects as fx
+from metadata.effects import Effect, Result
+from metadata.state import MetadataState, QueueRecord
+from node.vhost import VHost
+
+log = logging.getLogger("warren.queues")
+
+
+class Owners:
+    """Ids for the connections that own exclusive queues ("node/conn-N")."""
+
+    def __init__(self, node_id: str = "") -> None:
+        self.node_id = node_id
+        self._ids: dict[int, str] = {}  # id(owner) ->
+        self._owners: dict[str, Any] = {}
+        self._next = itertools.count(1)
+
+    def id_of(self, owner: Any) -> str:
+        key = self._ids.get(id(owner))
+        if key is None:
+            key = self._ids[id(owner)] = f"{self.node_id}/conn-{next(self._next)}"
+            self._owners[key] = owner
+        return key
+
+    def owner(self, key: str | None) -> Any:
+        return None if key is None else self._owners.get(key)
+
+    def is_local(self, key: str) -> bool:
+        return key.rpartition("/")[0] == self.node_id
+
+    def forget(self, owner: Any) -> None:
+        key = self._ids.pop(id(owner), None)
+        if key is not None:
+            self._owners.pop(key, None)
+
+
+class LocalQueues:
+    def __init__(self, node: Any) -> None:
+        self.node = node
+
+    # -- the machine's listener hooks ------------------------------------------------
+
+    def on_applied(self, command: Any, result: Result, effects: tuple[Effect, ...], index: int) -> None:
+        for effect in effects:
+            handler = self._HANDLERS.get(type(effect))
+            if handler is not None:
+                handler(self, effect)
+
+    def on_restored(self, state: MetadataState) -> None:
+        node = self.node
+        for name in [n for n in node.vhosts if n not in state.vhosts]:
+            self._drop_vhost(name)
+        for vh in state.vhosts.values():
+            record = vh.record
+            vhost = self._vhost(record.name)
+            vhost.description, vhost.tags = record.description, list(record.tags)
+            for name in [n for n in vhost.queues if n not in vh.queues]:
+                self._stop(vhost, name)
+            for q in vh.queues.values():
+                current = vhost.queues.get(q.name)
+                if current is not None and self._placed_here(current) != (q.leader == node.node_id):
+                    self._stop(vhost, q.name)  # moved (a reset cluster reused the name)
+                if q.name not in vhost.queues:
+                    self._start(vhost, q)
+
+    # -- vhosts ----------------------------------------------------------------------
+
+    def _vhost(self, name: str) -> VHost:
+        vhost = self.node.vhosts.get(name)
+        if vhost is None:
+            vhost = self.node.vhosts[name] = VHost(name, self.node)
+        return vhost
+
+    def _vhost_added(self, e: fx.VHostAdded | fx.VHostUpdated) -> None:
+        vhost = self._vhost(e.name)
+        vhost.description, vhost.tags = e.description, list(e.tags)
+
+    def _vhost_deleted(self, e: fx.VHostDeleted) -> None:
+        self._drop_vhost(e.name)
+
+    def _drop_vhost(self, name: str) -> None:
+        vhost = self.node.vhosts.pop(name, None)
+        if vhost is None:
+            return
+        self.node.vhost_deleted(vhost)
+        for queue_name in list(vhost.queues):
+            self._stop(vhost, queue_name)
+
+    # -- queues ----------------------------------------------------------------------
+
+    def _queue_declared(self, e: fx.QueueDeclared) -> None:
+        vhost = self.node.vhosts.get(e.vhost)
+        if vhost is not None and e.name not in vhost.queues:
+            self._start(vhost, e)
+
+    def _queue_deleted(self, e: fx.QueueDeleted) -> None:
+        vhost = self.node.vhosts.get(e.vhost)
+        if vhost is not None:
+            self._stop(vhost, e.name)
+
+    def start(self, vhost: VHost, q: QueueRecord | fx.QueueDeclared) -> Any:
+        self._start(vhost, q)
+        return vhost.queues[q.name]
+
+    def _start(self, vhost: VHost, q: QueueRecord | fx.QueueDeclared) -> None:
+        node = self.node
+        arguments = dict(q.arguments_map if isinstance(q, QueueRecord) else q.arguments)
+        if q.leader == node.node_id:
+            owner = node.owners.owner(q.exclusive_owner)
+            queue = node.make_queue(vhost, q.name, q.durable, owner, q.auto_delete, arguments)
+            vhost.queues[q.name] = queue
+            node.recover_queue(queue)
+            if q.exclusive_owner is not None and owner is None:
+                # its connection closed before the declaration applied here, or
+                # this node restarted: an exclusive queue outlives neither
+                vhost.forget(q.name)
+        else:
+            vhost.queues[q.name] = node.remote_queue(vhost, q, arguments)
+
+    def _stop(self, vhost: VHost, name: str) -> None:
+        queue = vhost.queues.pop(name, None)
+        if queue is None:
+            return
+        if not queue.deleted:
+            queue.delete()
+        self.node.queue_stopped(queue)
+
+    def _placed_here(self, queue: Any) -> bool:
+        return not getattr(queue, "remote", False)
+
+    _HANDLERS: dict[type, Any] = {
+        fx.VHostAdded: _vhost_added,
+        fx.VHostUpdated: _vhost_added,
+        fx.VHostDeleted: _vhost_deleted,
+        fx.QueueDeclared: _queue_declared,
+        fx.QueueDeleted: _queue_deleted,
+    }

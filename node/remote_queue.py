@@ -1,0 +1,303 @@
+"""The cross-node data path: a client on node A uses a queue led by node B.
+
+On A the queue is a `RemoteQueue`, a proxy with the queue interface
+(queues/base.py), so publishers and consumer links do not know the queue is
+elsewhere. On B, `QueueService` hands what arrives to the real queue and
+stands in for A's consumers (`RemoteConsumer`). Both ends speak over the
+cluster transport's node messages on channel "queue.data": per peer in
+order and without duplicates while a stream lives, each message a list
+encoded with the AMQP codec (explicit, never pickled):
+
+    A -> B  ["pub", vhost, queue, corr, payload, durable, expires_at, exchange, routing_keys]
+            ["attach", cid, vhost, queue, priority, presettled]
+            ["credit", cid, delivery_count, credit, drain, echo]
+            ["settle", cid, seqs, kind, delivery_failed, undeliverable_here, annotations]
+            ["detach", cid]
+    B -> A  ["conf", corr, outcome]          after B's queue confirmed (durable: fsynced on B)
+            ["deliver", cid, seq, payload, delivery_count, acquired, durable, exchange, routing_keys, annotations]
+            ["flow", cid, delivery_count, credit, available, drain]
+            ["gone", cid, condition, description]
+
+Credit flows end to end: the queue on B owns each consumer's delivery-count
+and credit (credit API v2), A forwards the client's FLOWs and B's replies.
+A publish is confirmed to the client only when B's queue confirmed it, so a
+remote publisher gets the guarantee a local one gets. When a stream between
+A and B ends, messages in it may be lost: A releases what B had not
+confirmed (the client may publish again) and detaches the consumer links;
+B returns A's unsettled deliveries to the queue.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from typing import Any
+
+from node.amqp import codec
+from node.amqp.errors import Condition
+from queues.base import ConfirmCallback, Consumer, Outcome, Queue, QueueMessage, Settlement
+
+log = logging.getLogger("warren.remote")
+
+CHANNEL = "queue.data"
+_OUTCOMES = {o.value: o for o in Outcome}
+
+
+class RemoteQueue(Queue):
+    """A queue led by another node, as this node's links use it."""
+
+    remote = True
+
+    def __init__(self, node: Any, vhost: str, record: Any, arguments: dict):
+        super().__init__(vhost, record.name, record.durable, record.exclusive_owner, record.auto_delete, arguments)
+        self.type_name = record.type
+        self.node = node
+        self.leader = record.leader
+        self.consumers: dict[Any, int] = {}  # local consumer -> cid
+
+    @property
+    def _service(self) -> QueueService:
+        return self.node.queue_service
+
+    def publish(self, message: QueueMessage, confirm: ConfirmCallback | None) -> None:
+        self._service.publish(self, message, confirm)
+
+    def attach_consumer(self, consumer: Consumer, priority: int = 0) -> None:
+        self.consumers[consumer] = self._service.attach(self, consumer, priority)
+
+    def detach_consumer(self, consumer: Consumer) -> None:
+        cid = self.consumers.pop(consumer, None)
+        if cid is not None:
+            self._service.detach(self.leader, cid)
+
+    def credit(self, consumer: Consumer, delivery_count: int, link_credit: int, drain: bool, echo: bool) -> None:
+        cid = self.consumers.get(consumer)
+        if cid is not None:
+            self._service.send(self.leader, ["credit", cid, delivery_count, link_credit, drain, echo])
+
+    def settle(self, consumer: Consumer, seqs: list[int], settlement: Settlement) -> None:
+        cid = self.consumers.get(consumer)
+        if cid is not None:
+            self._service.send(self.leader, ["settle", cid, list(seqs), settlement.kind, settlement.delivery_failed,
+                                             settlement.undeliverable_here, settlement.annotations])  # fmt: skip
+
+    def purge(self) -> int:
+        raise NotImplementedError("purge a queue on the node that leads it")
+
+    def delete(self) -> int:
+        """The queue was deleted (through the metadata): end the local consumers' links."""
+        self.deleted = True
+        for consumer in list(self.consumers):
+            self._service.forget_consumer(self.consumers.pop(consumer))
+            consumer.queue_deleted()
+        return 0
+
+    @property
+    def message_count(self) -> int:
+        return 0  # held by the leader; management asks it
+
+    @property
+    def consumer_count(self) -> int:
+        return len(self.consumers)
+
+
+class RemoteConsumer:
+    """A consumer link of another node, as the queue here sees it."""
+
+    __slots__ = ("service", "peer", "cid", "presettled", "queue")
+
+    def __init__(self, service: QueueService, peer: str, cid: int, presettled: bool, queue: Queue):
+        self.service, self.peer, self.cid, self.presettled, self.queue = service, peer, cid, presettled, queue
+
+    def deliver(self, queue: Queue, m: QueueMessage) -> None:
+        self.service.send(self.peer, ["deliver", self.cid, m.seq, m.payload, m.delivery_count, m.acquired, m.durable,
+                                      m.exchange, list(m.routing_keys), m.annotations])  # fmt: skip
+
+    def credit_reply(self, delivery_count: int, credit: int, available: int, drain: bool) -> None:
+        self.service.send(self.peer, ["flow", self.cid, delivery_count, credit, available, drain])
+
+    def queue_deleted(self) -> None:
+        self.service.served.pop((self.peer, self.cid), None)
+        self.service.send(self.peer, ["gone", self.cid, Condition.RESOURCE_DELETED,
+                                      f"queue '{self.queue.name}' in vhost '{self.queue.vhost}' was deleted"])
+
+
+class QueueService:
+    """Both ends of the data path on this node."""
+
+    def __init__(self, node: Any):
+        self.node = node
+        cluster = node.cluster
+        self.transport = cluster.transport
+        cluster.rpc.channels[CHANNEL] = self._on_message
+        self.transport.on_peer_down.append(self._peer_down)
+        self._pinned: set[str] = set()
+        # this node as the client's side
+        self._corr = itertools.count(1)
+        self._confirms: dict[int, tuple[str, ConfirmCallback]] = {}  # corr -> (leader, confirm)
+        self._cids = itertools.count(1)
+        self._consumers: dict[int, tuple[RemoteQueue, Consumer]] = {}  # cid ->
+        # this node as the queue's side
+        self.served: dict[tuple[str, int], RemoteConsumer] = {}  # (peer, cid) ->
+
+    def close(self) -> None:
+        if self._peer_down in self.transport.on_peer_down:
+            self.transport.on_peer_down.remove(self._peer_down)
+
+    def send(self, peer: str, message: list) -> bool:
+        if peer not in self._pinned:  # keep a stream to the peer even if no group shares it
+            self._pinned.add(peer)
+            self.transport.add_peer(peer)
+        return self.transport.send_node_message(peer, CHANNEL, codec.dumps(message))
+
+    # -- the client's side -------------------------------------------------------------
+
+    def publish(self, queue: RemoteQueue, m: QueueMessage, confirm: ConfirmCallback | None) -> None:
+        corr = 0
+        if confirm is not None:
+            corr = next(self._corr)
+            self._confirms[corr] = (queue.leader, confirm)
+        sent = self.send(queue.leader, ["pub", queue.vhost, queue.name, corr, m.payload, m.durable, m.expires_at,
+                                        m.exchange, list(m.routing_keys)])  # fmt: skip
+        if not sent and corr:
+            del self._confirms[corr]
+            confirm(Outcome.RELEASED)  # the leader is unreachable: the client may try again
+
+    def attach(self, queue: RemoteQueue, consumer: Consumer, priority: int) -> int:
+        cid = next(self._cids)
+        self._consumers[cid] = (queue, consumer)
+        if not self.send(queue.leader, ["attach", cid, queue.vhost, queue.name, priority, consumer.presettled]):
+            self.node.loop.call_soon(self._unreachable, cid)
+        return cid
+
+    def detach(self, leader: str, cid: int) -> None:
+        if self._consumers.pop(cid, None) is not None:
+            self.send(leader, ["detach", cid])
+
+    def forget_consumer(self, cid: int) -> None:
+        self._consumers.pop(cid, None)
+
+    def _unreachable(self, cid: int) -> None:
+        entry = self._consumers.pop(cid, None)
+        if entry is not None:
+            queue, consumer = entry
+            queue.consumers.pop(consumer, None)
+            _end(consumer, Condition.DETACH_FORCED, _unreachable_text(queue))
+
+    # -- incoming ------------------------------------------------------------------------
+
+    def _on_message(self, peer: str, payload: bytes) -> None:
+        try:
+            message = codec.loads(payload)
+            handler = self._HANDLERS[message[0]]
+        except Exception as e:
+            log.warning("dropped a malformed %s message from %s: %s", CHANNEL, peer, e)
+            return
+        try:
+            handler(self, peer, *message[1:])
+        except Exception:
+            log.exception("handling %r from %s failed", message[0], peer)
+
+    # the queue's side
+
+    def _local_queue(self, vhost: str, name: str) -> Queue | None:
+        vh = self.node.vhosts.get(vhost)
+        queue = vh.queues.get(name) if vh is not None else None
+        return None if queue is None or getattr(queue, "remote", False) or queue.deleted else queue
+
+    def _pub(self, peer: str, vhost: str, name: str, corr: int, payload: bytes, durable: bool, expires_at: Any,
+             exchange: str, routing_keys: list) -> None:  # fmt: skip
+        queue = self._local_queue(vhost, name)
+        if queue is None:
+            if corr:
+                self.send(peer, ["conf", corr, Outcome.RELEASED.value])
+            return
+        message = QueueMessage(0, bytes(payload), durable, expires_at, 0, False, exchange, list(routing_keys))
+        queue.publish(message, (lambda outcome: self.send(peer, ["conf", corr, outcome.value])) if corr else None)
+
+    def _attach(self, peer: str, cid: int, vhost: str, name: str, priority: int, presettled: bool) -> None:
+        queue = self._local_queue(vhost, name)
+        if queue is None:
+            self.send(peer, ["gone", cid, Condition.NOT_FOUND, f"no queue '{name}' in vhost '{vhost}' on this node"])
+            return
+        consumer = self.served[(peer, cid)] = RemoteConsumer(self, peer, cid, presettled, queue)
+        queue.attach_consumer(consumer, priority)
+
+    def _credit(self, peer: str, cid: int, delivery_count: int, credit: int, drain: bool, echo: bool) -> None:
+        consumer = self.served.get((peer, cid))
+        if consumer is not None:
+            consumer.queue.credit(consumer, delivery_count, credit, drain, echo)
+
+    def _settle(self, peer: str, cid: int, seqs: list, kind: str, failed: bool, undeliverable: bool,
+                annotations: Any) -> None:  # fmt: skip
+        consumer = self.served.get((peer, cid))
+        if consumer is not None:
+            consumer.queue.settle(consumer, list(seqs), Settlement(kind, failed, undeliverable, annotations))
+
+    def _detach(self, peer: str, cid: int) -> None:
+        consumer = self.served.pop((peer, cid), None)
+        if consumer is not None:
+            consumer.queue.detach_consumer(consumer)
+
+    # the client's side
+
+    def _conf(self, peer: str, corr: int, outcome: str) -> None:
+        entry = self._confirms.pop(corr, None)
+        if entry is not None:
+            entry[1](_OUTCOMES.get(outcome, Outcome.RELEASED))
+
+    def _deliver(self, peer: str, cid: int, seq: int, payload: bytes, delivery_count: int, acquired: bool,
+                 durable: bool, exchange: str, routing_keys: list, annotations: Any) -> None:  # fmt: skip
+        entry = self._consumers.get(cid)
+        if entry is not None:  # else detached: the leader returns the message to the queue
+            queue, consumer = entry
+            consumer.deliver(queue, QueueMessage(seq, bytes(payload), durable, None, delivery_count, acquired,
+                                                 exchange, list(routing_keys), annotations))  # fmt: skip
+
+    def _flow(self, peer: str, cid: int, delivery_count: int, credit: int, available: int, drain: bool) -> None:
+        entry = self._consumers.get(cid)
+        if entry is not None:
+            entry[1].credit_reply(delivery_count, credit, available, drain)
+
+    def _gone(self, peer: str, cid: int, condition: str, description: str) -> None:
+        entry = self._consumers.pop(cid, None)
+        if entry is not None:
+            queue, consumer = entry
+            queue.consumers.pop(consumer, None)
+            _end(consumer, condition, description)
+
+    _HANDLERS: dict[str, Any] = {
+        "pub": _pub, "attach": _attach, "credit": _credit, "settle": _settle, "detach": _detach,
+        "conf": _conf, "deliver": _deliver, "flow": _flow, "gone": _gone,
+    }  # fmt: skip
+
+    # -- a stream to or from a peer ended ------------------------------------------------------
+
+    def _peer_down(self, peer: str) -> None:
+        for corr in [c for c, (leader, _) in self._confirms.items() if leader == peer]:
+            self._confirms.pop(corr)[1](Outcome.RELEASED)
+        for cid in [c for c, (queue, _) in self._consumers.items() if queue.leader == peer]:
+            self._unreachable(cid)
+        for key in [k for k in self.served if k[0] == peer]:
+            consumer = self.served.pop(key)
+            consumer.queue.detach_consumer(consumer)  # its unsettled messages return to the queue
+
+    def queue_stopped(self, queue: Queue) -> None:
+        """A local queue was deleted: the remote consumers heard it through queue_deleted."""
+        for key in [k for k, c in self.served.items() if c.queue is queue]:
+            self.served.pop(key)
+
+
+def _unreachable_text(queue: RemoteQueue) -> str:
+    return f"queue '{queue.name}' in vhost '{queue.vhost}' is on node {queue.leader}, which this node cannot reach"
+
+
+def _end(consumer: Any, condition: str, description: str) -> None:
+    if condition == Condition.RESOURCE_DELETED:
+        consumer.queue_deleted()
+        return
+    unavailable = getattr(consumer, "queue_unavailable", None)
+    if unavailable is not None:
+        unavailable(description, condition)
+    else:
+        consumer.queue_deleted()
