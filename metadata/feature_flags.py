@@ -115,8 +115,8 @@ FLAGS = FeatureFlagRegistry([
                 "Queues hold each consumer link's flow state and answer FLOWs with credit replies",
                 STABLE, "0.1.0"),
     FeatureFlag(QUORUM_QUEUE_V1,
-                "Quorum queues: a Raft group per queue (not supported until quorum queues land)",
-                EXPERIMENTAL, "0.1.0", supported=False, depends_on=(WARREN_METADATA_RAFT_V1,)),
+                "Quorum queues: a Raft group per queue, its state machine in the log",
+                STABLE, "0.1.0", depends_on=(WARREN_METADATA_RAFT_V1,)),
 ])  # fmt: skip
 
 

@@ -28,10 +28,12 @@ from node.http_format import DEFAULT_VHOST_DESCRIPTION
 from node.local_queues import LocalQueues, Owners
 from node.metadata_store import MetadataStore, new_key
 from node.metrics import NodeMetrics
+from node.quorum import QuorumQueues
 from node.remote_queue import QueueService, RemoteQueue
 from node.vhost import VHost
 from queues.classic import ClassicQueue, MemoryPersistence, StorePersistence
 from queues.group_commit import GroupCommitter
+from queues.quorum_queue import QuorumQueue
 from queues.store import MessageStore
 
 log = logging.getLogger("warren.node")
@@ -69,6 +71,7 @@ class Broker:
         self.metadata_machine.subscribe(self.local_queues.on_applied, self.local_queues.on_restored)
         self.metadata: MetadataStore | None = None
         self.owners = Owners()
+        self.quorum = QuorumQueues(self)
         self.queue_service: QueueService | None = None
         self.alarm_gossip: AlarmGossip | None = None
         self._recovered: dict = {}  # messages read from the store at start, by queue, until their queue starts
@@ -224,6 +227,8 @@ class Broker:
     def queue_stopped(self, queue: Any) -> None:
         if self.queue_service is not None:
             self.queue_service.queue_stopped(queue)
+        if isinstance(queue, QuorumQueue):
+            self.quorum.stop(queue)
 
     def background(self, coro: Any, what: str) -> None:
         """Runs a metadata change nobody waits for; a failure is logged."""

@@ -60,6 +60,7 @@ import json
 import logging
 import os
 import secrets
+import shutil
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -102,6 +103,7 @@ _RETRY = frozenset({FAIL_REASON.MISSING_LEADER, FAIL_REASON.NOT_LEADER, FAIL_REA
 # The leader changed while the command was in flight: it may have committed.
 _AMBIGUOUS = frozenset({FAIL_REASON.LEADER_CHANGED, FAIL_REASON.UNKNOWN_OUTCOME})
 _RETRY_MIN, _RETRY_MAX = 0.02, 0.25
+TICK_SLICES = 5  # groups other than the metadata one are ticked every 5th period
 _SERVE_ADD_TIMEOUT = 20.0  # how long a member works at adding a joining node
 _STEP_DOWN_TIMEOUT = 1.0  # how long a stopping leader waits for a successor
 _SEED_CONNECT_TIMEOUT = 10.0  # how long join_cluster tries to reach its seed
@@ -242,6 +244,7 @@ class Cluster:
         self._joining = False
         self._last_role: tuple[bool, str | None] = (False, None)
         self._pending: set[asyncio.Future] = set()
+        self._slice = 0
 
     @property
     def group(self) -> RaftGroup | None:
@@ -361,6 +364,39 @@ class Cluster:
         self.groups[METADATA] = RaftGroup(self.node_id, others, conf, self._hosted, transport=transport)
         self._joining = joining
 
+    # -- other groups (one per quorum queue) ------------------------------------------
+
+    def open_group(self, name: str, members: list[str], machine: Machine, **overrides: Any) -> RaftGroup:
+        """Start (or restart from its journal) the Raft group `name` of these members on this node."""
+        if name in self.groups:
+            raise ClusterError(f"raft group {name!r} is already open")
+        others = [m for m in members if m != self.node_id]
+        conf = make_conf(os.path.join(self._dir, name), self.log.journal(name),
+                         onStateChanged=lambda _old, _new: self._kick(name), **overrides)  # fmt: skip
+        transport = _KickingTransport(self.transport, name, self.node_id, others, self._kick)
+        group = self.groups[name] = RaftGroup(self.node_id, others, conf, machine, transport=transport)
+        self._kick(name)
+        return group
+
+    def close_group(self, name: str, drop: bool = False) -> None:
+        """Stop the group here; `drop` also deletes its journal, side data and snapshot."""
+        group = self.groups.pop(name, None)
+        if group is not None:
+            group.destroy()
+        if drop and self.log is not None:
+            self.log.drop_group(name)
+            self.log.delete_blobs(name)
+            shutil.rmtree(os.path.join(self._dir, name), ignore_errors=True)
+
+    def submit(self, name: str, record: Any, callback: Callable[[Any, int], None] | None = None) -> bool:
+        """Hand `record` to group `name` (forwarded to its leader); False if the group is not open here."""
+        group = self.groups.get(name)
+        if group is None or self.failed is not None or not self._running:
+            return False
+        group.propose(record, callback=callback)
+        self._kick(name)
+        return True
+
     def _end_joining(self) -> None:
         """Back to the usual election timeouts (pysyncobj reads them from the conf at each election)."""
         if self._joining and self.group is not None:
@@ -402,9 +438,14 @@ class Cluster:
             self._tick(name)
 
     def _periodic(self) -> None:
+        """The metadata group every tick; the others in TICK_SLICES turns, so
+        each is ticked every TICK_SLICES * tick_interval (100 ms: the
+        heartbeat period) and hundreds of idle groups cost little."""
         self._timer = self._loop.call_later(self.tick_interval, self._periodic)
-        for name in list(self.groups):
-            self._tick(name)
+        self._slice = (self._slice + 1) % TICK_SLICES
+        for i, name in enumerate(list(self.groups)):
+            if name == METADATA or i % TICK_SLICES == self._slice:
+                self._tick(name)
 
     def _tick(self, name: str) -> None:
         group = self.groups.get(name)

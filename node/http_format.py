@@ -148,6 +148,9 @@ def queue_json(queue: Any, node_name: str) -> dict:
         "policy": None,
         "exclusive_consumer_tag": None,
     }
+    if "members" in info:  # a replicated queue: its Raft leader and members (RabbitMQ's fields)
+        out["leader"] = out["node"] = info["leader"]
+        out["members"] = out["online"] = list(info["members"])
     stats = getattr(queue, "stats", None)
     if stats is not None:
         out["message_stats"] = {

@@ -169,10 +169,15 @@ class QueueConsumer:
         self.queue = queue
         self.presettled = link.snd_settle_mode == d.SND_SETTLED
 
-    def deliver(self, queue: Queue, message: QueueMessage) -> None:
+    def deliver(self, queue: Queue, message: QueueMessage) -> bool:
+        """False when the link cannot take it: a replicated queue decided the
+        delivery before it applied the receiver's latest FLOW, which lowered
+        the credit; the queue takes the message back (released)."""
         link = self.link
         if link.detach_sent or link.detach_received:
-            return
+            return True  # the detach returns it to the queue
+        if link.link_credit <= 0:
+            return False
         payload = delivery_payload(message)
         limit = link.remote_max_message_size
         if limit and len(payload) > limit:
@@ -191,6 +196,7 @@ class QueueConsumer:
         if message.acquired:
             metrics.redelivered += 1
         self.handler.schedule_flush()
+        return True
 
     def credit_reply(self, delivery_count: int, credit: int, available: int, drain: bool) -> None:
         link = self.link

@@ -130,7 +130,12 @@ class LocalQueues:
     def _start(self, vhost: VHost, q: QueueRecord | fx.QueueDeclared) -> None:
         node = self.node
         arguments = dict(q.arguments_map if isinstance(q, QueueRecord) else q.arguments)
-        if q.leader == node.node_id:
+        if q.type == "quorum":
+            if node.node_id in q.replicas:
+                vhost.queues[q.name] = node.quorum.start(vhost, q, arguments)
+            else:
+                vhost.queues[q.name] = node.remote_queue(vhost, q, arguments)
+        elif q.leader == node.node_id:
             owner = node.owners.owner(q.exclusive_owner)
             queue = node.make_queue(vhost, q.name, q.durable, owner, q.auto_delete, arguments)
             vhost.queues[q.name] = queue

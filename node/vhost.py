@@ -13,6 +13,7 @@ are applied, on every node alike.
 from __future__ import annotations
 
 import logging
+import random
 import time
 import uuid
 from collections.abc import Callable
@@ -26,11 +27,14 @@ from node.routing.errors import InvalidArgument, NotFound, PreconditionFailed, R
 from node.routing.table import RoutingTable
 from queues.base import Queue, QueueMessage
 from queues.classic import ClassicQueueConfig, QueueArgumentError
+from queues.quorum import QueueArgumentError as QuorumArgumentError
+from queues.quorum import QuorumConfig
 
 log = logging.getLogger("warren.vhost")
 
-QUEUE_TYPES = ("classic",)
-UNSUPPORTED_TYPES = {"quorum", "stream"}
+QUEUE_TYPES = ("classic", "quorum")
+UNSUPPORTED_TYPES = {"stream"}
+DEFAULT_QUORUM_SIZE = 3  # x-quorum-initial-group-size, capped by the cluster size
 
 
 class QueueTypeNotSupported(RoutingError):
@@ -79,14 +83,19 @@ class VHost:
             raise QueueTypeNotSupported(f"queue type '{qtype}' is not supported yet")
         if qtype not in QUEUE_TYPES:
             raise InvalidArgument(f"unknown queue type '{qtype}'")
-        try:
-            ClassicQueueConfig.from_arguments(arguments)  # refuse early, without a round through Raft
-        except QueueArgumentError as e:
+        replicas: tuple[str, ...] = ()
+        try:  # refuse early, without a round through Raft
+            if qtype == "quorum":
+                QuorumConfig.from_arguments(arguments)
+                replicas = self._place_replicas(durable, exclusive_owner, auto_delete, arguments)
+            else:
+                ClassicQueueConfig.from_arguments(arguments)
+        except (QueueArgumentError, QuorumArgumentError) as e:
             raise InvalidArgument(str(e)) from None
         owner_id = None if exclusive_owner is None else self.node.owners.id_of(exclusive_owner)
         created = await self.node.metadata.created(mc.DeclareQueue(
             mc_key(), self.name, name, qtype, durable, auto_delete, owner_id, arguments,
-            leader=self.node.node_id))  # fmt: skip
+            leader=self.node.node_id, replicas=replicas))  # fmt: skip
         queue = self.queues.get(name)
         if queue is None:
             record = self.node.metadata.state.queue(self.name, name)
@@ -97,6 +106,18 @@ class VHost:
         if not created:
             self._check_redeclare(queue, durable, exclusive_owner, auto_delete, arguments)
         return queue, created
+
+    def _place_replicas(self, durable: bool, exclusive_owner: Any, auto_delete: bool, arguments: dict) -> tuple:
+        """This node first (it leads at first), then the other members, as many as x-quorum-initial-group-size."""
+        if not durable or exclusive_owner is not None or auto_delete:
+            raise PreconditionFailed("a quorum queue is durable, not exclusive and not auto-delete")
+        size = arguments.get("x-quorum-initial-group-size", DEFAULT_QUORUM_SIZE)
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise InvalidArgument(f"invalid x-quorum-initial-group-size {size!r}: a positive integer")
+        me = self.node.node_id
+        others = sorted(m for m in self.node.metadata.state.members if m != me)
+        random.shuffle(others)
+        return (me, *others[: size - 1])
 
     def _check_redeclare(self, existing: Queue, durable: bool, exclusive_owner: Any, auto_delete: bool,
                          arguments: dict) -> None:  # fmt: skip

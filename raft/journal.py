@@ -96,6 +96,7 @@ _FORMAT = 1
 _U64 = struct.Struct(">Q")
 _U16 = struct.Struct(">H")
 _GROUP = b"g"
+_BLOB = b"b"  # a group's side data (quorum queue bodies), outside its journal
 _ENTRY = b"e"
 _HARD = b"h"
 _COMMIT = b"c"
@@ -104,6 +105,10 @@ _MAX_GROUP_NAME = (1 << 16) - 1
 
 class JournalError(Exception):
     """The Raft log store failed or holds something this Warren cannot read."""
+
+
+def _blob_prefix(group: str) -> bytes:
+    return _BLOB + _group_prefix(group)[1:]
 
 
 def _group_prefix(group: str) -> bytes:
@@ -186,6 +191,24 @@ class DurableLog:
             raise JournalError(f"raft group {group!r} still has an open journal")
         prefix = _group_prefix(group)
         self._pending.delete_range(prefix, prefix + b"\xff")
+        return self._buffered()
+
+    # -- side data of a group, synced with its journal ------------------------------
+
+    def put_blob(self, group: str, key: bytes, value: bytes) -> Ticket:
+        """Store `value` under (`group`, `key`) in the next flush: durable with
+        the journal writes of the same loop turn (one fsync for both)."""
+        self._pending.put(_blob_prefix(group) + key, value)
+        return self._buffered()
+
+    def get_blob(self, group: str, key: bytes) -> bytes | None:
+        """A flushed blob (writes still pending are not visible)."""
+        return self._get(_blob_prefix(group) + key)
+
+    def delete_blobs(self, group: str, below: bytes | None = None) -> Ticket:
+        """Delete `group`'s blobs with a key below `below` (all when None): one range tombstone."""
+        prefix = _blob_prefix(group)
+        self._pending.delete_range(prefix, prefix + below if below is not None else prefix + b"\xff" * 9)
         return self._buffered()
 
     def groups(self) -> list[str]:

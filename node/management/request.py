@@ -242,7 +242,7 @@ def queue_info(queue: Any, node_name: str) -> dict[str, Any]:
         "message_count": ULong(queue.message_count),
         "consumer_count": UInt(queue.consumer_count),
         "leader": leader,
-        "replicas": Array([leader]),
+        "replicas": Array(list(getattr(queue, "replicas", None) or [leader])),
     }
 
 

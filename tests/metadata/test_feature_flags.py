@@ -23,9 +23,9 @@ from node.amqp.errors import Condition
 def test_warrens_first_flags():
     assert [f.name for f in FLAGS] == [WARREN_METADATA_RAFT_V1, CREDIT_API_V2, QUORUM_QUEUE_V1]
     qq = FLAGS.get(QUORUM_QUEUE_V1)
-    assert qq.stability == "experimental" and not qq.supported and qq.introduced_in == "0.1.0"
-    assert FLAGS.supported() == (CREDIT_API_V2, WARREN_METADATA_RAFT_V1)
-    assert FLAGS.default_enabled() == (WARREN_METADATA_RAFT_V1, CREDIT_API_V2)
+    assert qq.stability == "stable" and qq.supported and qq.introduced_in == "0.1.0"
+    assert FLAGS.supported() == (CREDIT_API_V2, QUORUM_QUEUE_V1, WARREN_METADATA_RAFT_V1)
+    assert FLAGS.default_enabled() == (WARREN_METADATA_RAFT_V1, CREDIT_API_V2, QUORUM_QUEUE_V1)
     assert FLAGS.plan_enable(QUORUM_QUEUE_V1) == (WARREN_METADATA_RAFT_V1, QUORUM_QUEUE_V1)
     assert QUORUM_QUEUE_V1 in FLAGS and "nope" not in FLAGS and FLAGS.get("nope") is None
     with pytest.raises(KeyError):
@@ -51,8 +51,10 @@ def test_local_member_reports_version_and_supported_flags():
 
 
 def test_a_rolling_upgrade_enables_a_flag_once_every_node_supports_it():
-    old = FLAGS
     quorum = FeatureFlag(QUORUM_QUEUE_V1, "QQ", "stable", "0.2.0", depends_on=(WARREN_METADATA_RAFT_V1,))
+    lacking = FeatureFlag(QUORUM_QUEUE_V1, "QQ", "stable", "0.2.0", supported=False,
+                          depends_on=(WARREN_METADATA_RAFT_V1,))  # fmt: skip
+    old = FeatureFlagRegistry([*FLAGS][:2] + [lacking], version="0.1.0")
     new = FeatureFlagRegistry([*FLAGS][:2] + [quorum], version="0.2.0")
     state = run(MetadataState(), local_member("n1", old), local_member("n2", old), local_member("n3", old))
     state = run(state, *(c.EnableFeatureFlag(k(), f) for f in old.default_enabled()))

@@ -1,0 +1,323 @@
+"""A quorum queue on one of its replicas: the queue interface (queues/base.py)
+over its own Raft group, whose machine is queues/quorum's pure `apply`.
+
+Every replica holds a `QuorumQueue`: it is both the group's machine (apply,
+snapshot, restore) and the queue the node's links use. Commands from the
+links (publish batches, attach, credit, settlements) are proposed to the
+group from whichever replica the client is on; pysyncobj forwards them to the
+leader. Every replica applies every committed command and acts on the
+effects that concern it: a Deliver or CreditReply for a consumer attached on
+this node is sent from here (deliveries need no hop through the leader,
+since every replica has the bodies), a publish is confirmed by the proposer
+once its batch is committed and applied here, and dead-lettering and TTL
+ticks are the leader's job.
+
+Where the data lives. Bodies travel once, in the publish record of the Raft
+log; at apply each replica writes them to the node's Raft RocksDB under
+(group, message id) (`DurableLog.put_blob`), synced by the same fsync as the
+journal. The state (and so each snapshot) holds only message ids, sizes and
+counters. When pysyncobj compacts the log (every `COMPACTION_ENTRIES`
+entries) the snapshot is taken after a flush, and bodies below the release
+cursor (the oldest live message) are deleted with one range tombstone: memory
+holds the uncompacted log tail and the message index, never every body.
+
+Durability: a publish is accepted once its entry is committed, i.e. in the
+fsynced journal of a majority (persist before confirm, raft/journal.py).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import struct
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from node.amqp import codec
+from queues import quorum as qq
+from queues.base import ConfirmCallback, Consumer, Outcome, Queue, QueueMessage, Settlement
+from raft.records import command
+
+log = logging.getLogger("warren.quorum")
+
+COMPACTION_ENTRIES = 2000  # log entries between snapshots: bounds the in-memory log tail
+_KEY = struct.Struct(">Q")
+
+
+@command("quorum.publish", version=1)
+@dataclass(frozen=True, slots=True)
+class Publish:
+    """A batch of publishes with their bodies, as it goes through the log.
+    Each message: [payload, durable, ttl, exchange, routing_keys, correlation]."""
+
+    messages: tuple
+    now_ms: int
+
+
+class QuorumHost(Protocol):
+    """What a quorum queue needs of its node (node/quorum.py)."""
+
+    node_id: str
+    incarnation: str  # node_id#boot: consumers of an earlier life are recognisable
+
+    def submit(self, group: str, record: Any, callback: Any = None) -> bool: ...
+
+    def is_leader(self, group: str) -> bool: ...
+
+    def leader_of(self, group: str) -> str | None: ...
+
+    def put_blob(self, group: str, key: bytes, value: bytes) -> None: ...
+
+    def get_blob(self, group: str, key: bytes) -> bytes | None: ...
+
+    def delete_blobs(self, group: str, below: bytes | None = None) -> None: ...
+
+    def sync(self) -> None: ...
+
+    def after_durable(self, fn: Any) -> None: ...
+
+    def call_soon(self, fn: Any) -> None: ...
+
+
+class QuorumQueue(Queue):
+    type_name = "quorum"
+
+    def __init__(self, vhost: str, name: str, arguments: dict, members: tuple[str, ...], *, host: Any,
+                 quorum_host: QuorumHost, group: str):  # fmt: skip
+        super().__init__(vhost, name, True, None, False, arguments)
+        self.config = qq.QuorumConfig.from_arguments(arguments)
+        self.state = qq.new_state(self.config)
+        self.members = tuple(members)
+        self.group = group
+        self._host = host  # the vhost: dead-lettering, timers, clock
+        self._qh = quorum_host
+        self._consumers: dict[str, Consumer] = {}  # consumer id -> local link
+        self._ids: dict[Any, str] = {}  # local link -> consumer id
+        self._next_id = itertools.count(1)
+        self._batch: list[list] = []  # publishes of this loop turn
+        self._confirms: list[ConfirmCallback | None] = []
+        self._fresh: dict[int, bytes] = {}  # bodies written but not yet flushed (not readable from the store)
+        self._tick_timer: Any = None
+        self._tick_at: int | None = None
+
+    # -- the queue interface ------------------------------------------------------------
+
+    @property
+    def leader(self) -> str:
+        return self._qh.leader_of(self.group) or self.members[0]
+
+    @property
+    def replicas(self) -> list[str]:
+        return list(self.members)
+
+    def publish(self, message: QueueMessage, confirm: ConfirmCallback | None) -> None:
+        if not self._batch:
+            self._qh.call_soon(self._flush_publishes)
+        ttl = None if message.expires_at is None else max(0, message.expires_at - self._host.now_ms())
+        corr = len(self._batch) if confirm is not None else None
+        self._batch.append([message.payload, message.durable, ttl, message.exchange, list(message.routing_keys), corr])
+        self._confirms.append(confirm)
+
+    def _flush_publishes(self) -> None:
+        batch, confirms = self._batch, self._confirms
+        self._batch, self._confirms = [], []
+        if not batch:
+            return
+
+        def committed(effects: Any, error: int) -> None:
+            done = set()
+            if error == 0 and isinstance(effects, list):
+                for effect in effects:
+                    if isinstance(effect, qq.Confirm):
+                        for corr in effect.correlations:
+                            if corr is not None and confirms[corr] is not None and corr not in done:
+                                done.add(corr)
+                                confirms[corr](Outcome.ACCEPTED if effect.outcome is Outcome.ACCEPTED
+                                               else Outcome.REJECTED)  # fmt: skip
+            for corr, confirm in enumerate(confirms):
+                if confirm is not None and corr not in done:
+                    confirm(Outcome.RELEASED)  # not committed: the client may publish again
+
+        if not self._qh.submit(self.group, Publish(tuple(batch), self._host.now_ms()), committed):
+            committed(None, -1)
+
+    def attach_consumer(self, consumer: Consumer, priority: int = 0) -> None:
+        cid = f"{self._qh.incarnation}/{next(self._next_id)}"
+        self._consumers[cid] = consumer
+        self._ids[consumer] = cid
+        self._submit(qq.Attach(cid, priority, self._host.now_ms(), self._qh.incarnation, 0, consumer.presettled))
+
+    def detach_consumer(self, consumer: Consumer) -> None:
+        cid = self._ids.pop(consumer, None)
+        if cid is not None:
+            self._consumers.pop(cid, None)
+            self._submit(qq.Detach(cid))
+
+    def credit(self, consumer: Consumer, delivery_count: int, link_credit: int, drain: bool, echo: bool) -> None:
+        cid = self._ids.get(consumer)
+        if cid is not None:
+            self._submit(qq.Credit(cid, delivery_count, link_credit, drain, echo))
+
+    def settle(self, consumer: Consumer, seqs: list[int], settlement: Settlement) -> None:
+        cid = self._ids.get(consumer)
+        if cid is None:
+            return
+        ids = tuple(seqs)
+        if settlement.kind == "accepted":
+            self._submit(qq.Settle(cid, ids))
+        elif settlement.kind == "released":
+            self._submit(qq.Return(cid, ids))
+        elif settlement.kind == "rejected":
+            self._submit(qq.Discard(cid, ids))
+        else:
+            self._submit(qq.Modify(cid, ids, settlement.delivery_failed, settlement.undeliverable_here,
+                                   settlement.annotations))  # fmt: skip
+
+    def purge(self) -> int:
+        count = qq.overview(self.state)["ready"]
+        self._submit(qq.Purge())
+        return count
+
+    def delete(self) -> int:
+        self.deleted = True
+        if self._tick_timer is not None:
+            self._tick_timer.cancel()
+        for consumer in list(self._consumers.values()):
+            consumer.queue_deleted()
+        self._consumers.clear()
+        self._ids.clear()
+        return qq.overview(self.state)["depth"]
+
+    @property
+    def message_count(self) -> int:
+        return qq.overview(self.state)["ready"]
+
+    @property
+    def unacked_count(self) -> int:
+        return qq.overview(self.state)["checked_out"]
+
+    @property
+    def consumer_count(self) -> int:
+        return qq.overview(self.state)["consumers"]
+
+    def info(self) -> dict:
+        out = super().info()
+        out.update(leader=self.leader, members=list(self.members),
+                   messages_unacknowledged=self.unacked_count)  # fmt: skip
+        return out
+
+    def _submit(self, record: Any) -> None:
+        if not self._qh.submit(self.group, record):
+            log.warning("quorum queue %s: group not running, %s dropped", self.name, type(record).__name__)
+
+    # -- the Raft machine -----------------------------------------------------------------
+
+    def apply(self, record: Any, index: int) -> Any:
+        if isinstance(record, Publish):
+            record = self._store_bodies(record, index)
+        self.state, effects = qq.apply(record, self.state, index)
+        if not self.deleted:
+            self._act(record, effects)
+        return effects
+
+    def _store_bodies(self, record: Publish, index: int) -> qq.Enqueue:
+        messages = []
+        fresh = []
+        for pos, (payload, durable, ttl, exchange, routing_keys, corr) in enumerate(record.messages):
+            mid = qq.msg_id(index, pos)
+            value = codec.dumps([bytes(payload), bool(durable), exchange, list(routing_keys)])
+            self._qh.put_blob(self.group, _KEY.pack(mid), value)
+            self._fresh[mid] = value
+            fresh.append(mid)
+            messages.append(qq.MsgIn(len(payload), ttl, corr))
+        self._qh.after_durable(lambda: [self._fresh.pop(m, None) for m in fresh])
+        return qq.Enqueue(tuple(messages), record.now_ms)
+
+    def _message(self, mid: int, delivery_count: int = 0, redelivered: bool = False,
+                 annotations: dict | None = None) -> QueueMessage | None:  # fmt: skip
+        value = self._fresh.get(mid)
+        if value is None:
+            value = self._qh.get_blob(self.group, _KEY.pack(mid))
+        if value is None:
+            log.error("quorum queue %s: no body for message %d", self.name, mid)
+            return None
+        payload, durable, exchange, routing_keys = codec.loads(value)
+        return QueueMessage(mid, bytes(payload), durable, None, delivery_count, redelivered, exchange,
+                            list(routing_keys), annotations)  # fmt: skip
+
+    def _act(self, record: Any, effects: list) -> None:
+        leader = self._qh.is_leader(self.group)
+        for effect in effects:
+            if isinstance(effect, qq.Deliver):
+                consumer = self._consumers.get(effect.consumer_id)
+                if consumer is not None:
+                    refused = []
+                    for d in effect.messages:
+                        message = self._message(d.msg_id, d.delivery_count, not d.first_acquirer, d.annotations)
+                        if message is not None and consumer.deliver(self, message) is False:
+                            refused.append(d.msg_id)
+                    if refused:  # the link's credit went down before this was decided: take them back
+                        self._submit(qq.Return(effect.consumer_id, tuple(refused)))
+            elif isinstance(effect, qq.CreditReply):
+                consumer = self._consumers.get(effect.consumer_id)
+                if consumer is not None:
+                    consumer.credit_reply(effect.delivery_count, effect.credit, effect.available, effect.drain)
+            elif isinstance(effect, qq.DeadLetter) and leader:
+                self._dead_letter(effect)
+        if isinstance(record, qq.DownConsumersOnNode):
+            self._check_consumers()
+        if leader:
+            self._arm_tick()
+
+    def _dead_letter(self, effect: qq.DeadLetter) -> None:
+        for i, mid in enumerate(effect.msg_ids):
+            annotations = effect.annotations[i] if effect.annotations else None
+            message = self._message(mid, annotations=annotations)
+            if message is not None:
+                self._host.dead_letter(self, message, effect.reason)
+        if effect.at_least_once:
+            self._submit(qq.DeadLetterSettled(tuple(effect.msg_ids)))
+
+    def _check_consumers(self) -> None:
+        """Consumers the state no longer has (their node was declared down) end their links."""
+        for cid in [c for c in self._consumers if c not in self.state.consumers]:
+            consumer = self._consumers.pop(cid)
+            self._ids.pop(consumer, None)
+            end = getattr(consumer, "queue_unavailable", None)
+            if end is not None:
+                end(f"quorum queue '{self.name}' cancelled this consumer (its node was seen down)")
+
+    def _arm_tick(self) -> None:
+        """The leader ticks the machine when the head message's TTL runs out."""
+        due = qq.next_expiry(self.state)
+        if due == self._tick_at:
+            return
+        if self._tick_timer is not None:
+            self._tick_timer.cancel()
+            self._tick_timer = None
+        self._tick_at = due
+        if due is not None:
+            delay = max(0.0, (due - self._host.now_ms()) / 1000)
+            self._tick_timer = self._host.call_later(delay + 0.001, self._tick)
+
+    def _tick(self) -> None:
+        self._tick_timer, self._tick_at = None, None
+        if not self.deleted and self._qh.is_leader(self.group):
+            self._submit(qq.Tick(self._host.now_ms()))
+
+    def consumers_down(self, node: str) -> None:
+        """The leader learnt that `node` is gone: detach every consumer it had (any incarnation)."""
+        gone = {cs.node for cs in self.state.consumers.values() if cs.node.split("#")[0] == node}
+        for incarnation in sorted(gone):
+            if incarnation != self._qh.incarnation:
+                self._submit(qq.DownConsumersOnNode(incarnation))
+
+    def snapshot(self) -> bytes:
+        # the bodies applied so far must be on disk before the log that carries them is compacted
+        self._qh.sync()
+        cursor = qq.release_cursor(self.state)
+        self._qh.delete_blobs(self.group, _KEY.pack(qq.msg_id(cursor, 0)))
+        return qq.snapshot_bytes(self.state)
+
+    def restore(self, data: bytes) -> None:
+        self.state = qq.restore(data)
