@@ -49,6 +49,7 @@ __all__ = [
     "Noop",
     "PutUser",
     "RemoveMember",
+    "SetQueueReplicas",
     "SetPermissions",
     "SetPolicy",
     "Unbind",
@@ -229,6 +230,18 @@ class DeleteQueue(MetadataCommand):
     name: str
 
 
+@command("metadata.set_queue_replicas", version=1)
+@dataclass(frozen=True, slots=True)
+class SetQueueReplicas(MetadataCommand):
+    """A replicated queue's members after one was added or removed; the
+    queue's own Raft group changed its membership first (node/quorum.py)."""
+
+    idempotency_key: str
+    vhost: str
+    name: str
+    replicas: tuple[str, ...]
+
+
 @command("metadata.bind", version=1)
 @dataclass(frozen=True, slots=True)
 class Bind(MetadataCommand):
@@ -341,7 +354,7 @@ class Noop(MetadataCommand):
 COMMANDS: tuple[type[MetadataCommand], ...] = (
     AddVHost, DeleteVHost, PutUser, DeleteUser, SetPermissions, ClearPermissions,
     DeclareExchange, DeleteExchange, DeclareQueue, DeleteQueue, Bind, Unbind,
-    SetPolicy, ClearPolicy, EnableFeatureFlag, AddMember, RemoveMember, Noop, Bootstrap,
+    SetPolicy, ClearPolicy, EnableFeatureFlag, AddMember, RemoveMember, Noop, Bootstrap, SetQueueReplicas,
 )  # fmt: skip
 
 

@@ -47,6 +47,7 @@ __all__ = [
     "PolicySet",
     "QueueDeclared",
     "QueueDeleted",
+    "QueueReplicasChanged",
     "Result",
     "UserDeleted",
     "UserPut",
@@ -187,6 +188,18 @@ class QueueDeclared:
     arguments: Mapping[str, Any]
     leader: str
     replicas: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class QueueReplicasChanged:
+    """Added members start their copy and catch up; removed ones drop theirs."""
+
+    vhost: str
+    name: str
+    type: str
+    leader: str
+    replicas: tuple[str, ...]
+    previous: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)

@@ -280,6 +280,7 @@ _HANDLERS: dict[type, Callable[[MetadataState, Any], Outcome]] = {
     c.RemoveMember: _remove_member,
     c.Noop: _noop,
     c.Bootstrap: _bootstrap,
+    c.SetQueueReplicas: topology.set_queue_replicas,
 }
 assert set(_HANDLERS) == set(c.COMMANDS)
 

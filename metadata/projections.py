@@ -179,6 +179,9 @@ class Projections:
         self.tables[e.vhost].add_queue(e.name)
         self.targets[e.vhost][e.name] = QueueTarget(e.vhost, e.name, e.type, e.leader, e.replicas)
 
+    def _queue_replicas(self, e: fx.QueueReplicasChanged) -> None:
+        self.targets[e.vhost][e.name] = QueueTarget(e.vhost, e.name, e.type, e.leader, e.replicas)
+
     def _queue_deleted(self, e: fx.QueueDeleted) -> None:
         table = self.tables.get(e.vhost)
         if table is not None:
@@ -236,6 +239,7 @@ class Projections:
         fx.ExchangeDeleted: _exchange_deleted,
         fx.QueueDeclared: _queue_declared,
         fx.QueueDeleted: _queue_deleted,
+        fx.QueueReplicasChanged: _queue_replicas,
         fx.BindingAdded: _binding_added,
         fx.BindingRemoved: _binding_removed,
         fx.UserPut: _user_put,

@@ -18,6 +18,7 @@ Every handler is `(state, command) -> (state, result, effects)` and raises
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from types import MappingProxyType
 from typing import Any
@@ -213,6 +214,26 @@ def delete_queue(state: MetadataState, cmd: c.DeleteQueue) -> Outcome:
     vh = vh.replace(queues=vh.queues.discard(cmd.name))
     vh = _remove_bindings(vh, vh.bindings_to(QUEUE, cmd.name), effects)
     return state.with_vhost(vh), OK, tuple(effects)
+
+
+def set_queue_replicas(state: MetadataState, cmd: c.SetQueueReplicas) -> Outcome:
+    vh = vhost_of(state, cmd.vhost)
+    queue = vh.queues.get(cmd.name)
+    if queue is None:
+        raise Refused(fx.NOT_FOUND, f"no queue '{cmd.name}' in vhost '{cmd.vhost}'")
+    if queue.type != "quorum":
+        raise Refused(fx.PRECONDITION_FAILED, f"queue '{cmd.name}' is not replicated (type '{queue.type}')")
+    if not cmd.replicas or len(set(cmd.replicas)) != len(cmd.replicas):
+        raise Refused(fx.INVALID_FIELD, f"queue '{cmd.name}' needs distinct replicas, at least one")
+    for node in cmd.replicas:
+        if node not in state.members:
+            raise Refused(fx.INVALID_FIELD, f"queue '{cmd.name}' placed on '{node}', which is not a cluster member")
+    if tuple(cmd.replicas) == queue.replicas:
+        return state, OK, ()
+    leader = queue.leader if queue.leader in cmd.replicas else cmd.replicas[0]
+    record = dataclasses.replace(queue, replicas=tuple(cmd.replicas), leader=leader)
+    effect = fx.QueueReplicasChanged(cmd.vhost, cmd.name, queue.type, leader, tuple(cmd.replicas), queue.replicas)
+    return state.with_vhost(vh.replace(queues=vh.queues.set(cmd.name, record))), OK, (effect,)
 
 
 def queue_deleted(queue: QueueRecord) -> fx.QueueDeleted:

@@ -103,6 +103,7 @@ class Broker:
             self.owners.node_id = self.cluster.node_id
             self.metadata = MetadataStore(self.metadata_machine, self.cluster.propose)
             self.queue_service = QueueService(self)
+            self.quorum.attach()
             self.alarm_gossip = AlarmGossip(self, cfg.alarm_check_interval)
             await self._metadata_ready()
             self._announcer = self.loop.create_task(

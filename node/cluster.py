@@ -245,6 +245,8 @@ class Cluster:
         self._last_role: tuple[bool, str | None] = (False, None)
         self._pending: set[asyncio.Future] = set()
         self._slice = 0
+        # calls other parts of the node serve over node messages: method -> handler(peer, args)
+        self.calls: dict[str, Callable[[str, dict], Any]] = {}
 
     @property
     def group(self) -> RaftGroup | None:
@@ -500,7 +502,8 @@ class Cluster:
         """Commit a no-op through the leader: afterwards this node has applied every earlier change."""
         await self.propose(Noop(), timeout, idempotent=True)
 
-    async def _submit(self, send: Callable[[Callable], None], deadline: float, timeout: float) -> tuple[Any, int]:
+    async def _submit(self, send: Callable[[Callable], None], deadline: float, timeout: float,
+                      group: str = METADATA) -> tuple[Any, int]:  # fmt: skip
         fut = self._loop.create_future()
 
         def done(result: Any, error: int) -> None:
@@ -510,7 +513,7 @@ class Cluster:
         self._pending.add(fut)
         try:
             send(done)
-            self._kick(METADATA)
+            self._kick(group)
             try:
                 return await asyncio.wait_for(fut, max(0.0, deadline - self._loop.time()))
             except TimeoutError:
@@ -649,6 +652,22 @@ class Cluster:
         await self._change_membership("rem", node, self.command_timeout if timeout is None else timeout)
         return self.status()
 
+    async def call(self, peer: str, method: str, args: dict, timeout: float | None = None) -> dict:
+        """`method(args)` served by `peer` (see `calls`); raises MembershipError or ClusterUnavailable."""
+        return await self._call(peer, method, args, self._loop.time() + (timeout or self.command_timeout))
+
+    async def change_group_members(self, name: str, op: str, node: str, timeout: float | None = None) -> None:
+        """On the leader of group `name`: add or remove `node` (pysyncobj's one-at-a-time change)."""
+        group = self.groups.get(name)
+        if group is None or not group._isLeader():
+            raise MembershipError(f"this node does not lead raft group {name}", status=409)
+        change = group.addNodeToCluster if op == "add" else group.removeNodeFromCluster
+        deadline = self._loop.time() + (timeout or self.command_timeout)
+        _, error = await self._submit(lambda cb: change(node, callback=cb), deadline, timeout or self.command_timeout,
+                                      name)  # fmt: skip
+        if error != FAIL_REASON.SUCCESS:
+            raise MembershipError(f"raft group {name}: {op} {node} refused ({_REASONS.get(error, error)})", 409)
+
     async def _change_membership(self, op: str, node: str, timeout: float) -> None:
         loop = self._loop
         deadline = loop.time() + timeout
@@ -690,6 +709,9 @@ class Cluster:
             await self._change_membership("add", node, _SERVE_ADD_TIMEOUT)
             log.info("%s joined the cluster", node)
             return {"members": self.members()}
+        handler = self.calls.get(method)
+        if handler is not None:
+            return await handler(peer, args)
         raise MembershipError(f"unknown cluster call {method!r}")
 
     # -- files -------------------------------------------------------------------------------

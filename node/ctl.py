@@ -382,6 +382,35 @@ def enable_feature_flag(client: Client, args: argparse.Namespace) -> Done:
     return Done(f'Enabling feature flag "{args.name}" ...')
 
 
+@command("add_member", "[-p VHOST] QUEUE NODE: add a replica (a member's cluster address) to a quorum queue")
+def add_member(client: Client, args: argparse.Namespace) -> Done:
+    client.post(f"/api/quorum-queues/{_q(args.vhost)}/{_q(args.name)}/members", {"node": args.node})
+    return Done(f'Adding a replica for queue "{args.name}" on node {args.node} ...')
+
+
+@command("delete_member", "[-p VHOST] QUEUE NODE: remove a replica from a quorum queue")
+def delete_member(client: Client, args: argparse.Namespace) -> Done:
+    client.delete(f"/api/quorum-queues/{_q(args.vhost)}/{_q(args.name)}/members/{_q(args.node)}")
+    return Done(f'Removing the replica of queue "{args.name}" on node {args.node} ...')
+
+
+def _each_queue(client: Client, op: str, node: str) -> Listing:
+    rows = [{**r, "members": ",".join(r.get("members", [])), "error": r.get("error", "")}
+            for r in client.post(f"/api/quorum-queues/{op}", {"node": node})]  # fmt: skip
+    return Listing(rows, ["vhost", "name", "ok", "members", "error"], f"{op.capitalize()} quorum queues ...",
+                   "vhost name ok members error")  # fmt: skip
+
+
+@command("grow", "NODE: add NODE as a replica of every quorum queue that lacks it")
+def grow(client: Client, args: argparse.Namespace) -> Listing:
+    return _each_queue(client, "grow", args.node)
+
+
+@command("shrink", "NODE: remove NODE's replica from every quorum queue")
+def shrink(client: Client, args: argparse.Namespace) -> Listing:
+    return _each_queue(client, "shrink", args.node)
+
+
 # Positional arguments; their dests must differ from the options' (host,
 # port, user, password, json, timeout), which share one namespace.
 _ARGS: dict[str, list[tuple[str, dict]]] = {
@@ -407,9 +436,13 @@ _ARGS: dict[str, list[tuple[str, dict]]] = {
     "forget_cluster_node": [("node", {})],
     "list_feature_flags": [("columns", {"nargs": "*"})],
     "enable_feature_flag": [("name", {})],
+    "add_member": [("name", {}), ("node", {})],
+    "delete_member": [("name", {}), ("node", {})],
+    "grow": [("node", {})],
+    "shrink": [("node", {})],
 }
 _VHOST_SCOPED = {"list_queues", "list_exchanges", "list_bindings", "list_permissions", "set_permissions",
-                 "clear_permissions", "purge_queue", "delete_queue"}  # fmt: skip
+                 "clear_permissions", "purge_queue", "delete_queue", "add_member", "delete_member"}  # fmt: skip
 
 
 # ---------------------------------------------------------------- entry point

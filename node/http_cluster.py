@@ -208,6 +208,44 @@ async def force_alarm(request: web.Request) -> web.Response:
     return json_response(request, {"alarms": broker.alarms.describe()})
 
 
+# ---------------------------------------------------------------- quorum queue members
+
+
+async def _members_change(request: web.Request, vhost: str, name: str, node: str, add: bool) -> list[str]:
+    broker = api_of(request).broker
+    try:
+        return await broker.quorum.change_member(vhost, name, node, add)
+    except ClusterError as e:
+        raise _cluster_error(e) from None
+
+
+@access(ADMIN)
+async def add_queue_member(request: web.Request) -> web.Response:
+    """POST /api/quorum-queues/{vhost}/{name}/members {"node": ID}: rabbitmq-queues add_member."""
+    body = await read_body(request)
+    members = await _members_change(request, request.match_info["vhost"], request.match_info["name"],
+                                    _string(body, "node"), True)  # fmt: skip
+    return json_response(request, {"members": members})
+
+
+@access(ADMIN)
+async def delete_queue_member(request: web.Request) -> web.Response:
+    """DELETE /api/quorum-queues/{vhost}/{name}/members/{node}: rabbitmq-queues delete_member."""
+    members = await _members_change(request, request.match_info["vhost"], request.match_info["name"],
+                                    request.match_info["node"], False)  # fmt: skip
+    return json_response(request, {"members": members})
+
+
+@access(ADMIN)
+async def grow_or_shrink(request: web.Request) -> web.Response:
+    """POST /api/quorum-queues/grow|shrink {"node": ID}: add the node to (remove it from) every quorum queue."""
+    body = await read_body(request)
+    quorum = api_of(request).broker.quorum
+    node = _string(body, "node")
+    results = await (quorum.grow(node) if request.match_info["op"] == "grow" else quorum.shrink(node))
+    return json_response(request, results)
+
+
 # ---------------------------------------------------------------- feature flags
 
 
@@ -292,4 +330,7 @@ ROUTES = [
     ("GET", "/api/cluster/test/kv/{key}", get_kv),
     ("PUT", "/api/cluster/test/kv/{key}", put_kv),
     ("POST", "/api/cluster/test/alarm", force_alarm),
+    ("POST", "/api/quorum-queues/{op:grow|shrink}", grow_or_shrink),
+    ("POST", "/api/quorum-queues/{vhost}/{name}/members", add_queue_member),
+    ("DELETE", "/api/quorum-queues/{vhost}/{name}/members/{node}", delete_queue_member),
 ]

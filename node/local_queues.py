@@ -118,6 +118,25 @@ class LocalQueues:
         if vhost is not None and e.name not in vhost.queues:
             self._start(vhost, e)
 
+    def _queue_replicas(self, e: fx.QueueReplicasChanged) -> None:
+        """A quorum queue gained or lost a member: start or drop this node's copy."""
+        vhost = self.node.vhosts.get(e.vhost)
+        if vhost is None:
+            return
+        me = self.node.node_id
+        current = vhost.queues.get(e.name)
+        if me in e.replicas and me not in e.previous:
+            self._stop(vhost, e.name)  # the proxy
+            self._start(vhost, e)
+        elif me in e.previous and me not in e.replicas:
+            self._stop(vhost, e.name)
+            self._start(vhost, e)  # a proxy now
+        elif current is not None:
+            if hasattr(current, "members"):
+                current.members = tuple(e.replicas)
+            else:
+                current.leader = e.leader
+
     def _queue_deleted(self, e: fx.QueueDeleted) -> None:
         vhost = self.node.vhosts.get(e.vhost)
         if vhost is not None:
@@ -127,8 +146,10 @@ class LocalQueues:
         self._start(vhost, q)
         return vhost.queues[q.name]
 
-    def _start(self, vhost: VHost, q: QueueRecord | fx.QueueDeclared) -> None:
+    def _start(self, vhost: VHost, q: QueueRecord | fx.QueueDeclared | fx.QueueReplicasChanged) -> None:
         node = self.node
+        if isinstance(q, fx.QueueReplicasChanged):
+            q = node.metadata_machine.state.queue(q.vhost, q.name)
         arguments = dict(q.arguments_map if isinstance(q, QueueRecord) else q.arguments)
         if q.type == "quorum":
             if node.node_id in q.replicas:
@@ -164,4 +185,5 @@ class LocalQueues:
         fx.VHostDeleted: _vhost_deleted,
         fx.QueueDeclared: _queue_declared,
         fx.QueueDeleted: _queue_deleted,
+        fx.QueueReplicasChanged: _queue_replicas,
     }

@@ -1,6 +1,14 @@
 """This node's side of its quorum queues: one Raft group per queue it
 replicates (queues/quorum_queue.py), on the cluster's transport and log.
 
+Membership (`add_member`, `delete_member`, and `grow`/`shrink` over every
+quorum queue) runs on the queue group's leader: pysyncobj changes the
+group's membership (one node at a time, committed by the group), then the
+metadata records the new replica set, and each node starts or drops its copy
+as that applies (node/local_queues.py); an added member catches up from the
+leader's log or snapshot. A node asked to change a queue it does not lead
+forwards the request to the leader it knows.
+
 The group of a queue is named "qq." + a digest of (vhost, name), so the name
 fits any journal key and a queue declared again after a deletion gets a
 fresh log only because the old one was dropped with it. The leader of a
@@ -15,7 +23,13 @@ import hashlib
 import time
 from typing import Any
 
+from metadata import commands as mc
+from node.cluster import MembershipError
+from node.metadata_store import new_key
+from node.routing.errors import NotFound
 from queues.quorum_queue import COMPACTION_ENTRIES, QuorumQueue
+
+MEMBER_CALL = "quorum.member"
 
 
 def group_name(vhost: str, name: str) -> str:
@@ -27,7 +41,6 @@ class QuorumQueues:
         self.node = node
         self.queues: dict[str, QuorumQueue] = {}  # group -> queue
         self.incarnation = ""
-        self._watching = False
 
     @property
     def node_id(self) -> str:
@@ -37,13 +50,17 @@ class QuorumQueues:
     def _cluster(self) -> Any:
         return self.node.cluster
 
+    def attach(self) -> None:
+        """Once the cluster runs: watch peers, serve forwarded membership changes."""
+        cluster = self._cluster
+        self.incarnation = self.incarnation or f"{cluster.node_id}#{time.time_ns()}"
+        cluster.transport.on_peer_down.append(self._peer_down)
+        cluster.calls[MEMBER_CALL] = self._serve_member_call
+
     def start(self, vhost: Any, record: Any, arguments: dict) -> QuorumQueue:
         cluster = self._cluster
-        if not self.incarnation:
+        if not self.incarnation:  # a queue restored while the cluster starts
             self.incarnation = f"{cluster.node_id}#{time.time_ns()}"
-        if not self._watching:
-            cluster.transport.on_peer_down.append(self._peer_down)
-            self._watching = True
         group = group_name(vhost.name, record.name)
         queue = QuorumQueue(vhost.name, record.name, arguments, tuple(record.replicas), host=vhost, quorum_host=self,
                             group=group)  # fmt: skip
@@ -57,6 +74,65 @@ class QuorumQueues:
         if self.queues.get(queue.group) is queue:
             del self.queues[queue.group]
             self._cluster.close_group(queue.group, drop=True)
+
+    # -- membership ------------------------------------------------------------------------
+
+    async def change_member(self, vhost: str, name: str, node: str, add: bool) -> list[str]:
+        """Add `node` to (or remove it from) quorum queue `name`'s replicas; returns the new members."""
+        record = self.node.metadata.state.queue(vhost, name)
+        if record is None:
+            raise NotFound(f"no queue '{name}' in vhost '{vhost}'")
+        if record.type != "quorum":
+            raise MembershipError(f"queue '{name}' in vhost '{vhost}' is not a quorum queue", 400)
+        if add and node not in self.node.metadata.state.members:
+            raise MembershipError(f"{node} is not a cluster member", 400)
+        members = list(record.replicas)
+        if (node in members) == add:
+            return members  # done already
+        group = group_name(vhost, name)
+        leader = self.leader_of(group) if group in self._cluster.groups else None
+        if leader is None:
+            leader = record.leader if record.leader != self.node_id else next(
+                (m for m in members if m != self.node_id), self.node_id)
+        if leader != self.node_id:
+            result = await self._cluster.call(leader, MEMBER_CALL, {"vhost": vhost, "name": name, "node": node,
+                                                                    "add": add}, timeout=30)  # fmt: skip
+            return list(result.get("members", []))
+        if not add and node == self.node_id:
+            raise MembershipError(f"{node} leads queue '{name}': remove it through another member once it "
+                                  "no longer leads", 409)  # fmt: skip
+        if not add and len(members) == 1:
+            raise MembershipError(f"queue '{name}' would have no replica left", 409)
+        await self._cluster.change_group_members(group, "add" if add else "rem", node, timeout=15)
+        new = [*members, node] if add else [m for m in members if m != node]
+        await self.node.metadata.run(mc.SetQueueReplicas(new_key(), vhost, name, tuple(new)))
+        return new
+
+    async def _serve_member_call(self, peer: str, args: dict) -> dict:
+        members = await self.change_member(str(args["vhost"]), str(args["name"]), str(args["node"]),
+                                           bool(args["add"]))  # fmt: skip
+        return {"members": members}
+
+    async def grow(self, node: str) -> list[dict]:
+        """Add `node` to every quorum queue that lacks it."""
+        return await self._each(node, add=True)
+
+    async def shrink(self, node: str) -> list[dict]:
+        """Remove `node` from every quorum queue that has it (and another replica)."""
+        return await self._each(node, add=False)
+
+    async def _each(self, node: str, add: bool) -> list[dict]:
+        out = []
+        for vh in list(self.node.metadata.state.vhosts.values()):
+            for q in list(vh.queues.values()):
+                if q.type != "quorum" or (node in q.replicas) == add:
+                    continue
+                try:
+                    members = await self.change_member(vh.name, q.name, node, add)
+                    out.append({"vhost": vh.name, "name": q.name, "members": members, "ok": True})
+                except Exception as e:
+                    out.append({"vhost": vh.name, "name": q.name, "ok": False, "error": str(e)})
+        return out
 
     def _peer_down(self, peer: str) -> None:
         for group, queue in self.queues.items():

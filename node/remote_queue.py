@@ -8,7 +8,7 @@ cluster transport's node messages on channel "queue.data": per peer in
 order and without duplicates while a stream lives, each message a list
 encoded with the AMQP codec (explicit, never pickled):
 
-    A -> B  ["pub", vhost, queue, corr, payload, durable, expires_at, exchange, routing_keys]
+    A -> B  ["pub", vhost, queue, corr, payload, durable, expires_at, exchange, routing_keys, annotations]
             ["attach", cid, vhost, queue, priority, presettled]
             ["credit", cid, delivery_count, credit, drain, echo]
             ["settle", cid, seqs, kind, delivery_failed, undeliverable_here, annotations]
@@ -29,6 +29,7 @@ B returns A's unsettled deliveries to the queue.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import logging
 from typing import Any
@@ -40,6 +41,7 @@ from queues.base import ConfirmCallback, Consumer, Outcome, Queue, QueueMessage,
 log = logging.getLogger("warren.remote")
 
 CHANNEL = "queue.data"
+ATTACH_WAIT = 5.0  # seconds a consumer's attach waits for a stream to the queue's node
 _OUTCOMES = {o.value: o for o in Outcome}
 
 
@@ -73,13 +75,14 @@ class RemoteQueue(Queue):
     def credit(self, consumer: Consumer, delivery_count: int, link_credit: int, drain: bool, echo: bool) -> None:
         cid = self.consumers.get(consumer)
         if cid is not None:
-            self._service.send(self.leader, ["credit", cid, delivery_count, link_credit, drain, echo])
+            self._service.send_for(cid, self.leader, ["credit", cid, delivery_count, link_credit, drain, echo])
 
     def settle(self, consumer: Consumer, seqs: list[int], settlement: Settlement) -> None:
         cid = self.consumers.get(consumer)
         if cid is not None:
-            self._service.send(self.leader, ["settle", cid, list(seqs), settlement.kind, settlement.delivery_failed,
-                                             settlement.undeliverable_here, settlement.annotations])  # fmt: skip
+            self._service.send_for(cid, self.leader, ["settle", cid, list(seqs), settlement.kind,
+                                                      settlement.delivery_failed, settlement.undeliverable_here,
+                                                      settlement.annotations])  # fmt: skip
 
     def purge(self) -> int:
         raise NotImplementedError("purge a queue on the node that leads it")
@@ -137,6 +140,8 @@ class QueueService:
         self._confirms: dict[int, tuple[str, ConfirmCallback]] = {}  # corr -> (leader, confirm)
         self._cids = itertools.count(1)
         self._consumers: dict[int, tuple[RemoteQueue, Consumer]] = {}  # cid ->
+        # consumers whose attach waits for a stream to the leader (it restarts, say): what they sent meanwhile
+        self._waiting: dict[int, list[list]] = {}
         # this node as the queue's side
         self.served: dict[tuple[str, int], RemoteConsumer] = {}  # (peer, cid) ->
 
@@ -158,7 +163,7 @@ class QueueService:
             corr = next(self._corr)
             self._confirms[corr] = (queue.leader, confirm)
         sent = self.send(queue.leader, ["pub", queue.vhost, queue.name, corr, m.payload, m.durable, m.expires_at,
-                                        m.exchange, list(m.routing_keys)])  # fmt: skip
+                                        m.exchange, list(m.routing_keys), m.annotations])  # fmt: skip
         if not sent and corr:
             del self._confirms[corr]
             confirm(Outcome.RELEASED)  # the leader is unreachable: the client may try again
@@ -166,12 +171,35 @@ class QueueService:
     def attach(self, queue: RemoteQueue, consumer: Consumer, priority: int) -> int:
         cid = next(self._cids)
         self._consumers[cid] = (queue, consumer)
-        if not self.send(queue.leader, ["attach", cid, queue.vhost, queue.name, priority, consumer.presettled]):
-            self.node.loop.call_soon(self._unreachable, cid)
+        attach = ["attach", cid, queue.vhost, queue.name, priority, consumer.presettled]
+        if not self.send(queue.leader, attach):
+            self._waiting[cid] = [attach]
+            self.node.loop.create_task(self._attach_when_connected(queue.leader, cid))
         return cid
 
+    def send_for(self, cid: int, leader: str, message: list) -> None:
+        """A consumer's message: after its attach, which may wait for the stream."""
+        waiting = self._waiting.get(cid)
+        if waiting is not None:
+            waiting.append(message)
+        else:
+            self.send(leader, message)
+
+    async def _attach_when_connected(self, leader: str, cid: int) -> None:
+        loop = self.node.loop
+        deadline = loop.time() + ATTACH_WAIT
+        while cid in self._consumers and not self.transport.is_connected(leader) and loop.time() < deadline:
+            await asyncio.sleep(0.05)
+        backlog = self._waiting.pop(cid, [])
+        if cid not in self._consumers:
+            return  # detached meanwhile
+        for message in backlog:
+            if not self.send(leader, message):
+                self._unreachable(cid)
+                return
+
     def detach(self, leader: str, cid: int) -> None:
-        if self._consumers.pop(cid, None) is not None:
+        if self._consumers.pop(cid, None) is not None and self._waiting.pop(cid, None) is None:
             self.send(leader, ["detach", cid])
 
     def forget_consumer(self, cid: int) -> None:
@@ -206,13 +234,14 @@ class QueueService:
         return None if queue is None or getattr(queue, "remote", False) or queue.deleted else queue
 
     def _pub(self, peer: str, vhost: str, name: str, corr: int, payload: bytes, durable: bool, expires_at: Any,
-             exchange: str, routing_keys: list) -> None:  # fmt: skip
+             exchange: str, routing_keys: list, annotations: Any = None) -> None:  # fmt: skip
         queue = self._local_queue(vhost, name)
         if queue is None:
             if corr:
                 self.send(peer, ["conf", corr, Outcome.RELEASED.value])
             return
-        message = QueueMessage(0, bytes(payload), durable, expires_at, 0, False, exchange, list(routing_keys))
+        message = QueueMessage(0, bytes(payload), durable, expires_at, 0, False, exchange, list(routing_keys),
+                               annotations=annotations)  # dead-lettered: x-opt-deaths and friends
         queue.publish(message, (lambda outcome: self.send(peer, ["conf", corr, outcome.value])) if corr else None)
 
     def _attach(self, peer: str, cid: int, vhost: str, name: str, priority: int, presettled: bool) -> None:

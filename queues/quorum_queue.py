@@ -48,7 +48,7 @@ _KEY = struct.Struct(">Q")
 @dataclass(frozen=True, slots=True)
 class Publish:
     """A batch of publishes with their bodies, as it goes through the log.
-    Each message: [payload, durable, ttl, exchange, routing_keys, correlation]."""
+    Each message: [payload, durable, ttl, exchange, routing_keys, correlation, annotations]."""
 
     messages: tuple
     now_ms: int
@@ -115,7 +115,8 @@ class QuorumQueue(Queue):
             self._qh.call_soon(self._flush_publishes)
         ttl = None if message.expires_at is None else max(0, message.expires_at - self._host.now_ms())
         corr = len(self._batch) if confirm is not None else None
-        self._batch.append([message.payload, message.durable, ttl, message.exchange, list(message.routing_keys), corr])
+        self._batch.append([message.payload, message.durable, ttl, message.exchange, list(message.routing_keys), corr,
+                            message.annotations])  # fmt: skip
         self._confirms.append(confirm)
 
     def _flush_publishes(self) -> None:
@@ -223,9 +224,9 @@ class QuorumQueue(Queue):
     def _store_bodies(self, record: Publish, index: int) -> qq.Enqueue:
         messages = []
         fresh = []
-        for pos, (payload, durable, ttl, exchange, routing_keys, corr) in enumerate(record.messages):
+        for pos, (payload, durable, ttl, exchange, routing_keys, corr, extra) in enumerate(record.messages):
             mid = qq.msg_id(index, pos)
-            value = codec.dumps([bytes(payload), bool(durable), exchange, list(routing_keys)])
+            value = codec.dumps([bytes(payload), bool(durable), exchange, list(routing_keys), extra])
             self._qh.put_blob(self.group, _KEY.pack(mid), value)
             self._fresh[mid] = value
             fresh.append(mid)
@@ -241,9 +242,11 @@ class QuorumQueue(Queue):
         if value is None:
             log.error("quorum queue %s: no body for message %d", self.name, mid)
             return None
-        payload, durable, exchange, routing_keys = codec.loads(value)
+        payload, durable, exchange, routing_keys, stored = codec.loads(value)
+        if stored and annotations:
+            annotations = {**stored, **annotations}  # what a Modify merged wins
         return QueueMessage(mid, bytes(payload), durable, None, delivery_count, redelivered, exchange,
-                            list(routing_keys), annotations)  # fmt: skip
+                            list(routing_keys), annotations or stored)  # fmt: skip
 
     def _act(self, record: Any, effects: list) -> None:
         leader = self._qh.is_leader(self.group)

@@ -9,7 +9,7 @@ import time
 
 import pytest
 from cluster_procs import HttpError
-from proton import Message
+from proton import Delivery, Message
 from proton.utils import BlockingConnection
 
 pytestmark = pytest.mark.slow
@@ -136,3 +136,86 @@ def test_kill9_of_the_queue_leader_loses_no_confirmed_message(cluster):
     print(f"\nconfirmed {len(set(confirmed))}, consumed {len(set(consumed))} ({len(consumed) - len(set(consumed))}"
           f" redelivered), lost {len(lost)}")  # fmt: skip
     assert not lost and not unexpected
+
+
+def test_delivery_limit_dead_letters_through_the_leader(cluster):
+    enable_quorum_queues(cluster)
+    cluster[0].http("PUT", "/api/queues/%2F/dead-q", {"durable": True})
+    declare(cluster, 1, "qq-limited", **{"x-delivery-limit": 2, "x-dead-letter-exchange": "",
+                                         "x-dead-letter-routing-key": "dead-q"})  # fmt: skip
+    cluster.wait_for(lambda: info(cluster[2], "qq-limited") is not None, 10, "the queue on node 2")
+    conn = BlockingConnection(url(cluster[2]), timeout=10)
+    conn.create_sender("/queues/qq-limited").send(Message(id="poison", body="x", durable=True))
+    receiver = conn.create_receiver("/queues/qq-limited", credit=1)
+    counts = []
+    while len(counts) < 10:
+        try:
+            m = receiver.receive(timeout=3)
+        except Exception:
+            break
+        counts.append(m.delivery_count)
+        receiver.fetcher.unsettled[0].local.failed = True  # modified with delivery-failed: counts toward the limit
+        receiver.settle(Delivery.MODIFIED)
+    assert counts == [0, 1, 2]  # the header's delivery-count grows with each failed delivery
+    dead = conn.create_receiver("/queues/dead-q", credit=1).receive(timeout=10)
+    assert dead.id == "poison"
+    assert dead.annotations["x-first-death-reason"] == "delivery_limit"
+    assert dead.annotations["x-first-death-queue"] == "qq-limited"
+    conn.close()
+
+
+def test_the_rabbitmq_client_declares_and_uses_a_quorum_queue(cluster):
+    from rabbitmq_amqp_python_client import AddressHelper, Connection, Converter, QuorumQueueSpecification
+    from rabbitmq_amqp_python_client import Message as ClientMessage
+
+    enable_quorum_queues(cluster)
+    conn = Connection(f"amqp://guest:guest@127.0.0.1:{cluster[1].amqp_port}/")
+    conn.dial()
+    try:
+        management = conn.management()
+        management.declare_queue(QuorumQueueSpecification(name="qq-client", quorum_initial_group_size=3))
+        queue = management.queue_info("qq-client")
+        assert queue.queue_type.value == "quorum" and sorted(queue.members) == sorted(n.id for n in cluster.nodes)
+        assert queue.leader in queue.members
+        publisher = conn.publisher(AddressHelper.queue_address("qq-client"))
+        for i in range(10):
+            publisher.publish(ClientMessage(body=Converter.string_to_bytes(f"m{i}")))
+        publisher.close()
+        assert management.queue_info("qq-client").message_count == 10
+        assert management.purge_queue("qq-client") == 10
+        management.delete_queue("qq-client")
+        management.close()
+    finally:
+        conn.close()
+    for node in cluster.nodes:
+        cluster.wait_for(lambda node=node: info(node, "qq-client") is None, 10, "the queue gone everywhere")
+
+
+def test_members_are_added_and_removed_and_a_new_member_catches_up(cluster):
+    enable_quorum_queues(cluster)
+    q = declare(cluster, 0, "qq-grow", **{"x-quorum-initial-group-size": 2})
+    assert len(q["members"]) == 2
+    outsider = next(n for n in cluster.nodes if n.id not in q["members"])
+    conn = BlockingConnection(url(cluster[0]), timeout=10)
+    sender = conn.create_sender("/queues/qq-grow")
+    for i in range(50):
+        sender.send(Message(id=i, body=f"m{i}", durable=True))
+    conn.close()
+    out = cluster.ctl(0, "add_member", "qq-grow", outsider.id)
+    assert out.returncode == 0, out.stderr
+    for node in cluster.nodes:
+        cluster.wait_for(lambda node=node: len((info(node, "qq-grow") or {}).get("members", [])) == 3, 15,
+                         f"three members seen by node {node.index}")  # fmt: skip
+    # the new member replays the log it missed: its own copy holds the 50 messages
+    cluster.wait_for(lambda: info(outsider, "qq-grow")["messages_ready"] == 50, 15, "the new member caught up")
+    # shrink takes it off every quorum queue, grow puts it back
+    out = cluster.ctl(0, "shrink", outsider.id, "--json")
+    assert out.returncode == 0, out.stderr
+    cluster.wait_for(lambda: outsider.id not in info(cluster[0], "qq-grow")["members"], 15, "removed")
+    out = cluster.ctl(1, "grow", outsider.id)
+    assert out.returncode == 0, out.stderr
+    cluster.wait_for(lambda: outsider.id in info(cluster[0], "qq-grow")["members"], 15, "added again")
+    cluster.wait_for(lambda: (info(outsider, "qq-grow") or {}).get("messages_ready") == 50, 15, "caught up again")
+    out = cluster.ctl(2, "delete_member", "qq-grow", outsider.id)
+    assert out.returncode == 0, out.stderr
+    cluster.wait_for(lambda: len(info(cluster[0], "qq-grow")["members"]) == 2, 15, "two members again")

@@ -44,6 +44,7 @@ SAMPLES = [
     c.RemoveMember("k17", "n1"),
     c.Noop(),
     c.Bootstrap("k18", "/", "the default", "guest", "pbkdf2-sha256$1$00$00", ("administrator",)),
+    c.SetQueueReplicas("k19", "/", "q", ("n1", "n2")),
 ]
 
 

@@ -1,0 +1,219 @@
+"""The quorum queue's commands: frozen, versioned records (raft/records.py).
+
+Each command is a frozen dataclass registered under a kind ("quorum.*") and a
+version; it travels through the queue's Raft log as the AMQP encoding of
+`[kind, version, field, ...]`. Fields hold plain values only (None, bool, int,
+float, str, bytes, tuples and dicts of these), so a command decoded from the
+log compares equal to the one proposed. A record's layout never changes under
+the same (kind, version): a new layout is a new version registered beside the
+old one, and the machine accepts both.
+
+Time never comes from a clock: commands that need it carry `now_ms`, stamped
+by the proposer (the leader) before the command enters the log, so every
+member sees the same time. The machine keeps the largest `now_ms` it has seen
+as its clock (QuorumState.clock), which also judges expiry during deliveries
+made by commands without a time of their own.
+
+Consumer ids are plain values chosen by the host (a str, an int or a tuple of
+these); they must be unique among the consumers attached to one queue.
+
+Message ids are ints: `msg_id(raft_index, position)`, the Raft index of the
+Enqueue command that brought the message and its position in that batch;
+`split_msg_id` gives them back. The host stores bodies under that pair.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from raft.records import command
+
+__all__ = [
+    "COMMANDS",
+    "POS_BITS",
+    "Attach",
+    "Credit",
+    "DeadLetterSettled",
+    "Detach",
+    "Discard",
+    "DownConsumersOnNode",
+    "Enqueue",
+    "Modify",
+    "MsgIn",
+    "Purge",
+    "Return",
+    "Settle",
+    "Tick",
+    "msg_id",
+    "split_msg_id",
+]
+
+POS_BITS = 20  # positions in one Enqueue batch: < 2**20
+_POS_MASK = (1 << POS_BITS) - 1
+MAX_BATCH = 1 << POS_BITS
+
+
+def msg_id(raft_index: int, position: int) -> int:
+    """The message id of the `position`-th message of the Enqueue at `raft_index`."""
+    return (raft_index << POS_BITS) | position
+
+
+def split_msg_id(mid: int) -> tuple[int, int]:
+    """(raft_index, position) of a message id."""
+    return mid >> POS_BITS, mid & _POS_MASK
+
+
+class MsgIn(NamedTuple):
+    """One message of an Enqueue batch, as the state machine sees it (the body
+    stays with the host). A plain tuple `(size, ttl, correlation)` is accepted
+    in its place, which is what a decoded record holds.
+
+    size         body size in bytes (x-max-length-bytes counts these)
+    ttl          the message's own TTL in ms (AMQP header ttl), or None;
+                 the queue's x-message-ttl applies too, the smaller wins
+    correlation  the publisher's token for the Confirm effect, or None when
+                 the publisher settled already (no confirm is owed)
+    """
+
+    size: int
+    ttl: int | None = None
+    correlation: Any = None
+
+
+@command("quorum.enqueue", version=1)
+@dataclass(frozen=True, slots=True)
+class Enqueue:
+    """A batch of messages, in publish order. Effects: Confirm (accepted and
+    rejected correlations), deliveries, drop-head dead letters."""
+
+    messages: tuple[MsgIn, ...]
+    now_ms: int
+
+
+@command("quorum.attach", version=1)
+@dataclass(frozen=True, slots=True)
+class Attach:
+    """A consumer link attaches. It starts without credit; `delivery_count` is
+    the initial delivery-count the broker sent in its ATTACH [2.7.4].
+    `settled`: the consumer is at-most-once (pre-settled), a delivered message
+    is acknowledged at once. `node` is where the consumer lives, for
+    DownConsumersOnNode. Attaching an id already attached changes nothing."""
+
+    consumer_id: Any
+    priority: int = 0
+    now_ms: int = 0
+    node: str = ""
+    delivery_count: int = 0
+    settled: bool = False
+
+
+@command("quorum.detach", version=1)
+@dataclass(frozen=True, slots=True)
+class Detach:
+    """The consumer is gone: its unsettled messages return to the queue,
+    marked redelivered, not counting as failed deliveries."""
+
+    consumer_id: Any
+
+
+@command("quorum.credit", version=1)
+@dataclass(frozen=True, slots=True)
+class Credit:
+    """The receiver's FLOW (credit API v2): its view of the delivery-count
+    (None: not known yet), the new link credit, drain and echo [2.6.7]."""
+
+    consumer_id: Any
+    delivery_count: int | None
+    credit: int
+    drain: bool = False
+    echo: bool = False
+
+
+@command("quorum.settle", version=1)
+@dataclass(frozen=True, slots=True)
+class Settle:
+    """Accepted: the messages leave the queue."""
+
+    consumer_id: Any
+    msg_ids: tuple[int, ...]
+
+
+@command("quorum.return", version=1)
+@dataclass(frozen=True, slots=True)
+class Return:
+    """Released: back to the queue, not a failed delivery [3.4.4]."""
+
+    consumer_id: Any
+    msg_ids: tuple[int, ...]
+
+
+@command("quorum.discard", version=1)
+@dataclass(frozen=True, slots=True)
+class Discard:
+    """Rejected: dead-lettered (reason "rejected"), or dropped without a DLX."""
+
+    consumer_id: Any
+    msg_ids: tuple[int, ...]
+
+
+@command("quorum.modify", version=1)
+@dataclass(frozen=True, slots=True)
+class Modify:
+    """Modified [3.4.5]: `delivery_failed` counts a failed delivery (and may
+    cross x-delivery-limit), `undeliverable_here` dead-letters (reason
+    "rejected"), `annotations` are merged into the message's annotations."""
+
+    consumer_id: Any
+    msg_ids: tuple[int, ...]
+    delivery_failed: bool = False
+    undeliverable_here: bool = False
+    annotations: dict | None = None
+
+
+@command("quorum.tick", version=1)
+@dataclass(frozen=True, slots=True)
+class Tick:
+    """Time passes: messages at the head whose TTL ran out expire."""
+
+    now_ms: int
+
+
+@command("quorum.purge", version=1)
+@dataclass(frozen=True, slots=True)
+class Purge:
+    """Drops the ready messages (not the checked-out ones, nor those waiting in
+    the at-least-once dead-letter area). Effect: Purged(count)."""
+
+
+@command("quorum.down_node", version=1)
+@dataclass(frozen=True, slots=True)
+class DownConsumersOnNode:
+    """Every consumer attached from `node` is detached (see Detach)."""
+
+    node: str
+
+
+@command("quorum.dlx_settled", version=1)
+@dataclass(frozen=True, slots=True)
+class DeadLetterSettled:
+    """At-least-once dead-lettering: these messages reached every target of the
+    dead-letter exchange and may leave the holding area."""
+
+    msg_ids: tuple[int, ...]
+
+
+COMMANDS: tuple[type, ...] = (
+    Enqueue,
+    Attach,
+    Detach,
+    Credit,
+    Settle,
+    Return,
+    Discard,
+    Modify,
+    Tick,
+    Purge,
+    DownConsumersOnNode,
+    DeadLetterSettled,
+)
