@@ -219,3 +219,33 @@ def test_members_are_added_and_removed_and_a_new_member_catches_up(cluster):
     out = cluster.ctl(2, "delete_member", "qq-grow", outsider.id)
     assert out.returncode == 0, out.stderr
     cluster.wait_for(lambda: len(info(cluster[0], "qq-grow")["members"]) == 2, 15, "two members again")
+
+
+def test_two_hundred_quorum_queues_on_three_nodes(cluster):
+    enable_quorum_queues(cluster)
+    term_before = cluster[0].status()["term"]
+    started = time.monotonic()
+    for i in range(200):
+        cluster[i % 3].http("PUT", f"/api/queues/%2F/many-{i}", {"durable": True,
+                                                                 "arguments": {"x-queue-type": "quorum"}})
+    declared = time.monotonic() - started
+    leaders = {}
+    for i in range(200):
+        leaders[i] = cluster.wait_for(lambda i=i: (info(cluster[0], f"many-{i}") or {}).get("leader"), 15,
+                                      f"a leader for many-{i}")  # fmt: skip
+    conn = BlockingConnection(url(cluster[1]), timeout=20)
+    for i in range(200):
+        conn.create_sender(f"/queues/many-{i}", name=f"s{i}").send(Message(body=f"to {i}", durable=True))
+    conn.close()
+    conn = BlockingConnection(url(cluster[2]), timeout=20)
+    for i in range(200):
+        receiver = conn.create_receiver(f"/queues/many-{i}", credit=1, name=f"r{i}")
+        assert receiver.receive(timeout=20).body == f"to {i}"
+        receiver.accept()
+        receiver.close()
+    conn.close()
+    # nobody called an election under this load: same metadata term, same queue leaders
+    assert cluster[0].status()["term"] == term_before
+    changed = [i for i in range(200) if info(cluster[0], f"many-{i}")["leader"] != leaders[i]]
+    print(f"\n200 quorum queues declared in {declared:.1f}s; leaders changed: {len(changed)}")
+    assert not changed

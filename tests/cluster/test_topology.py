@@ -190,3 +190,26 @@ def test_an_alarm_on_one_node_blocks_publishers_on_every_node(cluster):
     assert receiver.receive(timeout=10).body in ("during", "after")  # "during" if the blocked client sent it
     receiver.accept()
     conn.close()
+
+
+def test_restarting_every_node_keeps_the_topology_and_the_messages(cluster):
+    a = cluster[0]
+    a.http("PUT", "/api/exchanges/%2F/kept-x", {"type": "fanout"})
+    a.http("PUT", "/api/queues/%2F/kept-q", {"durable": True})
+    a.http("POST", "/api/bindings/%2F/e/kept-x/q/kept-q", {"routing_key": ""})
+    a.http("PUT", "/api/users/kept-user", {"password": "pw", "tags": ""})
+    conn = BlockingConnection(url(cluster[1]), timeout=10)  # through another node: the cross-node path
+    sender = conn.create_sender("/exchanges/kept-x")
+    for i in range(20):
+        sender.send(Message(id=i, body=f"m{i}", durable=True))
+    conn.close()
+    for i in range(3):
+        cluster.stop(i)
+    cluster.start()
+    for node in cluster.nodes:
+        cluster.wait_for(lambda node=node: _has_exchange(node, "kept-x")
+                         and node.http("GET", "/api/users/kept-user")["name"] == "kept-user", 15,
+                         f"the topology on node {node.index}")  # fmt: skip
+    cluster.wait_for(lambda: (queue_info(a, "kept-q") or {}).get("messages_ready") == 20, 15, "20 messages kept")
+    binding = a.http("GET", "/api/bindings/%2F/e/kept-x/q/kept-q")
+    assert len(binding) == 1
