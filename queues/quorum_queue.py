@@ -41,6 +41,10 @@ from raft.records import command
 log = logging.getLogger("warren.quorum")
 
 COMPACTION_ENTRIES = 2000  # log entries between snapshots: bounds the in-memory log tail
+SNAPSHOT_FORMAT = 1
+RETRY_MIN, RETRY_MAX = 0.05, 1.0  # seconds between proposals of a command the group did not take
+RESUBMIT_AFTER = 5.0  # seconds without an answer before a proposal is made again
+REMEMBERED_BATCHES = 64  # per publisher: outcomes kept for batches that may be proposed again
 _KEY = struct.Struct(">Q")
 
 
@@ -48,10 +52,14 @@ _KEY = struct.Struct(">Q")
 @dataclass(frozen=True, slots=True)
 class Publish:
     """A batch of publishes with their bodies, as it goes through the log.
-    Each message: [payload, durable, ttl, exchange, routing_keys, correlation, annotations]."""
+    Each message: [payload, durable, ttl, exchange, routing_keys, correlation, annotations].
+    (`publisher`, `seq`) identify the batch: a batch proposed again after a
+    leader change (its first outcome unknown) is applied once."""
 
     messages: tuple
     now_ms: int
+    publisher: str = ""
+    seq: int = 0
 
 
 class QuorumHost(Protocol):
@@ -99,6 +107,12 @@ class QuorumQueue(Queue):
         self._fresh: dict[int, bytes] = {}  # bodies written but not yet flushed (not readable from the store)
         self._tick_timer: Any = None
         self._tick_at: int | None = None
+        self._publisher = f"{quorum_host.incarnation}"
+        self._pub_seq = itertools.count(1)
+        # replicated with the state: per publisher, the batches applied (low watermark, seqs above it)
+        # and the confirms of the recent ones, so a batch proposed twice is applied once
+        self._applied: dict[str, tuple[int, set[int]]] = {}
+        self._outcomes: dict[str, dict[int, list]] = {}
 
     # -- the queue interface ------------------------------------------------------------
 
@@ -125,22 +139,21 @@ class QuorumQueue(Queue):
         if not batch:
             return
 
-        def committed(effects: Any, error: int) -> None:
+        def committed(effects: Any) -> None:
             done = set()
-            if error == 0 and isinstance(effects, list):
-                for effect in effects:
-                    if isinstance(effect, qq.Confirm):
-                        for corr in effect.correlations:
-                            if corr is not None and confirms[corr] is not None and corr not in done:
-                                done.add(corr)
-                                confirms[corr](Outcome.ACCEPTED if effect.outcome is Outcome.ACCEPTED
-                                               else Outcome.REJECTED)  # fmt: skip
+            for effect in effects or ():
+                if isinstance(effect, qq.Confirm):
+                    for corr in effect.correlations:
+                        if corr is not None and confirms[corr] is not None and corr not in done:
+                            done.add(corr)
+                            confirms[corr](Outcome.ACCEPTED if effect.outcome is Outcome.ACCEPTED
+                                           else Outcome.REJECTED)  # fmt: skip
             for corr, confirm in enumerate(confirms):
                 if confirm is not None and corr not in done:
-                    confirm(Outcome.RELEASED)  # not committed: the client may publish again
+                    confirm(Outcome.RELEASED)  # the queue was deleted under it
 
-        if not self._qh.submit(self.group, Publish(tuple(batch), self._host.now_ms()), committed):
-            committed(None, -1)
+        record = Publish(tuple(batch), self._host.now_ms(), self._publisher, next(self._pub_seq))
+        self._submit(record, committed)
 
     def attach_consumer(self, consumer: Consumer, priority: int = 0) -> None:
         cid = f"{self._qh.incarnation}/{next(self._next_id)}"
@@ -207,15 +220,52 @@ class QuorumQueue(Queue):
                    messages_unacknowledged=self.unacked_count)  # fmt: skip
         return out
 
-    def _submit(self, record: Any) -> None:
-        if not self._qh.submit(self.group, record):
-            log.warning("quorum queue %s: group not running, %s dropped", self.name, type(record).__name__)
+    def _submit(self, record: Any, on_applied: Any = None, delay: float = RETRY_MIN) -> None:
+        """Propose `record` until the group takes it: every record a link
+        sends is safe to apply twice (publish batches are deduplicated, the
+        others are idempotent), so a leader change or a lost forward only
+        delays it. `on_applied(effects)` runs once it is applied here."""
+
+        answered = False
+
+        def done(result: Any, error: int) -> None:
+            nonlocal answered
+            if answered:
+                return  # a late answer after the watchdog proposed the record again
+            answered = True
+            watchdog.cancel()
+            if error == 0:
+                if on_applied is not None:
+                    on_applied(result if isinstance(result, list) else [])
+            elif self.deleted:
+                if on_applied is not None:
+                    on_applied([])
+            else:
+                self._host.call_later(delay, lambda: self._submit(record, on_applied, min(delay * 2, RETRY_MAX)))
+
+        def no_answer() -> None:
+            # a forward lost with its stream while the leader stayed the same gets no answer at all
+            if not answered and not self.deleted:
+                done(None, -1)
+
+        watchdog = self._host.call_later(RESUBMIT_AFTER, no_answer)
+        if not self._qh.submit(self.group, record, done):
+            done(None, -1)
 
     # -- the Raft machine -----------------------------------------------------------------
 
     def apply(self, record: Any, index: int) -> Any:
         if isinstance(record, Publish):
+            again = self._seen(record)
+            if again is not None:
+                return again  # proposed twice (a leader change): applied the first time
+            publish = record
             record = self._store_bodies(record, index)
+            self.state, effects = qq.apply(record, self.state, index)
+            self._remember(publish, effects)
+            if not self.deleted:
+                self._act(record, effects)
+            return effects
         self.state, effects = qq.apply(record, self.state, index)
         if not self.deleted:
             self._act(record, effects)
@@ -315,12 +365,50 @@ class QuorumQueue(Queue):
             if incarnation != self._qh.incarnation:
                 self._submit(qq.DownConsumersOnNode(incarnation))
 
+    # -- publish batches applied once ---------------------------------------------------
+
+    def _seen(self, record: Publish) -> list | None:
+        """The confirms of a batch applied before, or None for a new one."""
+        if not record.publisher:
+            return None
+        low, above = self._applied.get(record.publisher, (0, set()))
+        if record.seq > low and record.seq not in above:
+            return None
+        confirms = self._outcomes.get(record.publisher, {}).get(record.seq)
+        if confirms is None:  # too old to be remembered: the proposer gave up on it long ago
+            return []
+        return [qq.Confirm(tuple(corrs), Outcome(outcome)) for outcome, corrs in confirms]
+
+    def _remember(self, record: Publish, effects: list) -> None:
+        if not record.publisher:
+            return
+        low, above = self._applied.get(record.publisher, (0, set()))
+        above = set(above)
+        above.add(record.seq)
+        while low + 1 in above:
+            low += 1
+            above.discard(low)
+        self._applied[record.publisher] = (low, above)
+        outcomes = self._outcomes.setdefault(record.publisher, {})
+        outcomes[record.seq] = [[e.outcome.value, list(e.correlations)] for e in effects if isinstance(e, qq.Confirm)]
+        for old in [s for s in outcomes if s <= record.seq - REMEMBERED_BATCHES]:
+            del outcomes[old]
+
+    # -- snapshots ----------------------------------------------------------------------
+
     def snapshot(self) -> bytes:
         # the bodies applied so far must be on disk before the log that carries them is compacted
         self._qh.sync()
         cursor = qq.release_cursor(self.state)
         self._qh.delete_blobs(self.group, _KEY.pack(qq.msg_id(cursor, 0)))
-        return qq.snapshot_bytes(self.state)
+        publishers = [[p, low, sorted(above), [[s, o] for s, o in sorted(self._outcomes.get(p, {}).items())]]
+                      for p, (low, above) in sorted(self._applied.items())]  # fmt: skip
+        return codec.dumps([SNAPSHOT_FORMAT, publishers, qq.snapshot_bytes(self.state)])
 
     def restore(self, data: bytes) -> None:
-        self.state = qq.restore(data)
+        fmt, publishers, state = codec.loads(data)
+        if fmt != SNAPSHOT_FORMAT:
+            raise ValueError(f"quorum queue snapshot format {fmt}, this Warren reads {SNAPSHOT_FORMAT}")
+        self.state = qq.restore(bytes(state))
+        self._applied = {p: (low, set(above)) for p, low, above, _ in publishers}
+        self._outcomes = {p: {s: o for s, o in outcomes} for p, _, _, outcomes in publishers}

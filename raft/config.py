@@ -22,6 +22,10 @@ What it sets, and why (pysyncobj/config.py documents every field):
   pysyncobj's chunked 'transmission' path, which is slower and pickled.
 - commandsQueueSize 20,000: the proposals buffered before QUEUE_FULL pushes
   back on the caller.
+- commandsWaitLeader=False: with no leader a proposal fails at once
+  (MISSING_LEADER) and the caller retries until its own deadline. Stock
+  pysyncobj keeps it queued until a leader appears, so a write a cut-off
+  node had already answered with 503 would be applied after the heal.
 - useFork=False: the snapshot is written on the loop thread; forking a
   process that runs RocksDB and gRPC threads is not safe.
 """
@@ -53,6 +57,7 @@ DEFAULTS: dict[str, Any] = {
     "appendEntriesBatchSizeBytes": 1 << 20,
     "logCompactionBatchSize": 1 << 20,
     "commandsQueueSize": 20_000,
+    "commandsWaitLeader": False,
     "logCompactionMinEntries": 5000,
     "logCompactionMinTime": 300,
     "useFork": False,
