@@ -13,7 +13,7 @@ from metadata import commands as mc
 from metadata.feature_flags import local_member
 from metadata.machine import MetadataMachine
 from metadata.projections import Projections
-from node import prometheus
+from node import prometheus, snapshot_export
 from node.alarm_gossip import AlarmGossip
 from node.alarms import Alarms
 from node.amqp.errors import Condition
@@ -30,6 +30,7 @@ from node.metadata_store import MetadataStore, new_key
 from node.metrics import NodeMetrics
 from node.quorum import QuorumQueues
 from node.remote_queue import QueueService, RemoteQueue
+from node.state_snapshot import SnapshotWriter, collect
 from node.vhost import VHost
 from queues.classic import ClassicQueue, MemoryPersistence, StorePersistence
 from queues.group_commit import GroupCommitter
@@ -76,6 +77,7 @@ class Broker:
         self.alarm_gossip: AlarmGossip | None = None
         self._recovered: dict = {}  # messages read from the store at start, by queue, until their queue starts
         self._background: set[asyncio.Task] = set()
+        self.snapshots: SnapshotWriter | None = None
         self.feature_flags = local_flags(config.enable_test_faults)  # what this node supports
         self._announcer: asyncio.Task | None = None
 
@@ -104,12 +106,17 @@ class Broker:
             self.metadata = MetadataStore(self.metadata_machine, self.cluster.propose)
             self.queue_service = QueueService(self)
             self.quorum.attach()
+            snapshot_export.register(self)
             self.alarm_gossip = AlarmGossip(self, cfg.alarm_check_interval)
             await self._metadata_ready()
             self._announcer = self.loop.create_task(
                 announce_member(self.cluster, self.cluster_machine, self.feature_flags))
             if cfg.definitions_file:
                 await self.definitions.load(cfg.definitions_file)
+            if cfg.snapshot_interval > 0:
+                self.snapshots = SnapshotWriter(cfg.data_dir, lambda: collect(self), interval=cfg.snapshot_interval,
+                                                max_bytes=cfg.snapshot_max_bytes, keep_files=cfg.snapshot_keep_files)
+                await self.snapshots.start()
             # management first: once the AMQP port accepts, the whole node is up
             await self._start_http()
             self._server = await self.loop.create_server(
@@ -159,6 +166,9 @@ class Broker:
                                                                        cfg.listen_host, cfg.metrics_port)  # fmt: skip
 
     async def stop(self) -> None:
+        if self.snapshots is not None:
+            await self.snapshots.stop()
+            self.snapshots = None
         if self._alarm_timer is not None:
             self._alarm_timer.cancel()
         self.management.stop_sampling()
@@ -179,6 +189,7 @@ class Broker:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._announcer
             self._announcer = None
+        self.quorum.close()
         if self.queue_service is not None:
             self.queue_service.close()
         if self.alarm_gossip is not None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from audit import cli as audit_cli
+
 from . import ctl
 
 
@@ -58,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     server.add_argument("--definitions", help="JSON file of queues, exchanges and bindings to declare at start")
     server.set_defaults(func=_server)
     ctl.add_parser(sub)
+    audit_cli.add_parser(sub)  # pyspark is imported only when `warren audit ...` runs
     args = parser.parse_args(argv)
     return args.func(args)
 

@@ -50,6 +50,10 @@ class Config:
     cluster_tick_interval: float = 0.02  # seconds between the periodic ticks of the Raft groups
     cluster_command_timeout: float = 5.0  # default seconds a metadata change may wait for a majority
     cluster_ready_timeout: float = 300.0  # seconds a starting node waits for a majority before giving up
+    # Cluster-state snapshots for the audit (node/state_snapshot.py, docs/snapshot-schema.md)
+    snapshot_interval: float = 5.0  # seconds between records; 0 turns them off
+    snapshot_max_bytes: int = 16 * 1024 * 1024  # per file, then the next file
+    snapshot_keep_files: int = 8
     enable_test_faults: bool = False  # test-only HTTP endpoints: partition switch and a KV probe
 
 

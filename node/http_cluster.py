@@ -34,6 +34,7 @@ from aiohttp import web
 
 from metadata.commands import EnableFeatureFlag
 from metadata.feature_flags import FLAGS, STABLE
+from node import snapshot_export
 from node.cluster import Cluster, ClusterError, ClusterUnavailable, MembershipError, NoQuorum
 from node.cluster_kv import KeyValueMachine, Put
 from node.cluster_machine import ClusterMachine
@@ -246,6 +247,41 @@ async def grow_or_shrink(request: web.Request) -> web.Response:
     return json_response(request, results)
 
 
+# ---------------------------------------------------------------- cluster-state snapshots
+
+
+@access(ADMIN)
+async def list_snapshots(request: web.Request) -> web.Response:
+    """Every member's snapshot files (node/snapshot_export.py); an unreachable member shows its error."""
+    broker = api_of(request).broker
+    out = []
+    for member in _cluster(request).members():
+        try:
+            out.append({"node": member, "files": await snapshot_export.files_of(broker, member)})
+        except ClusterError as e:
+            out.append({"node": member, "error": str(e)})
+    return json_response(request, out)
+
+
+@access(ADMIN)
+async def read_snapshot(request: web.Request) -> web.Response:
+    """One chunk of one member's snapshot file: {"data": base64, "eof": bool}."""
+    broker = api_of(request).broker
+    member, name = request.match_info["member"], request.match_info["name"]
+    if member not in _cluster(request).members():
+        raise not_found(f"{member} is not a cluster member")
+    try:
+        offset = int(request.query.get("offset", "0"))
+    except ValueError:
+        raise bad_request("offset must be an integer") from None
+    try:
+        return json_response(request, await snapshot_export.chunk_of(broker, member, name, offset))
+    except snapshot_export.SnapshotError as e:
+        raise not_found(str(e)) from None
+    except ClusterError as e:
+        raise _cluster_error(e) from None
+
+
 # ---------------------------------------------------------------- feature flags
 
 
@@ -331,6 +367,8 @@ ROUTES = [
     ("PUT", "/api/cluster/test/kv/{key}", put_kv),
     ("POST", "/api/cluster/test/alarm", force_alarm),
     ("POST", "/api/quorum-queues/{op:grow|shrink}", grow_or_shrink),
+    ("GET", "/api/snapshots", list_snapshots),
+    ("GET", "/api/snapshots/{member}/{name}", read_snapshot),
     ("POST", "/api/quorum-queues/{vhost}/{name}/members", add_queue_member),
     ("DELETE", "/api/quorum-queues/{vhost}/{name}/members/{node}", delete_queue_member),
 ]

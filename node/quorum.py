@@ -30,6 +30,7 @@ from node.routing.errors import NotFound
 from queues.quorum_queue import COMPACTION_ENTRIES, QuorumQueue
 
 MEMBER_CALL = "quorum.member"
+SWEEP_INTERVAL = 2.0  # seconds between checks for consumers whose node is gone
 
 
 def group_name(vhost: str, name: str) -> str:
@@ -41,6 +42,7 @@ class QuorumQueues:
         self.node = node
         self.queues: dict[str, QuorumQueue] = {}  # group -> queue
         self.incarnation = ""
+        self._sweeper: Any = None
 
     @property
     def node_id(self) -> str:
@@ -56,6 +58,27 @@ class QuorumQueues:
         self.incarnation = self.incarnation or f"{cluster.node_id}#{time.time_ns()}"
         cluster.transport.on_peer_down.append(self._peer_down)
         cluster.calls[MEMBER_CALL] = self._serve_member_call
+        self._sweeper = self.node.loop.call_later(SWEEP_INTERVAL, self._sweep)
+
+    def close(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+
+    def _sweep(self) -> None:
+        """Consumers the queues still count but whose node is gone: a peer-down
+        seen while no member led (the leader itself paused, say), or this
+        node's own consumers from before a restart."""
+        self._sweeper = self.node.loop.call_later(SWEEP_INTERVAL, self._sweep)
+        cluster = self._cluster
+        for group, queue in list(self.queues.items()):
+            queue.forget_ghosts()
+            for incarnation in queue.consumer_nodes():
+                node = incarnation.split("#")[0]
+                if node == cluster.node_id:
+                    if incarnation != self.incarnation:
+                        queue.consumers_gone(incarnation)
+                elif self.is_leader(group) and not cluster.is_reachable(node):
+                    queue.consumers_gone(incarnation)
 
     def start(self, vhost: Any, record: Any, arguments: dict) -> QuorumQueue:
         cluster = self._cluster

@@ -561,6 +561,7 @@ class ClassicQueue(Queue):
         self._ready.clear()
         self._ready_bytes = 0
         self._cancel_ttl_timer()
+        self.stats.dropped += count  # the audit's conservation counts purged messages as dropped
         return count
 
     def delete(self) -> int:

@@ -111,6 +111,8 @@ class QuorumQueue(Queue):
         self._pub_seq = itertools.count(1)
         # replicated with the state: per publisher, the batches applied (low watermark, seqs above it)
         # and the confirms of the recent ones, so a batch proposed twice is applied once
+        self._pipelines: dict[str, _Pipeline] = {}  # consumer id -> its commands in flight
+        self._downing: set[str] = set()  # DownConsumersOnNode proposed, not yet applied
         self._applied: dict[str, tuple[int, set[int]]] = {}
         self._outcomes: dict[str, dict[int, list]] = {}
 
@@ -159,18 +161,19 @@ class QuorumQueue(Queue):
         cid = f"{self._qh.incarnation}/{next(self._next_id)}"
         self._consumers[cid] = consumer
         self._ids[consumer] = cid
-        self._submit(qq.Attach(cid, priority, self._host.now_ms(), self._qh.incarnation, 0, consumer.presettled))
+        self._pipelines[cid] = _Pipeline(self)
+        self._for(cid, qq.Attach(cid, priority, self._host.now_ms(), self._qh.incarnation, 0, consumer.presettled))
 
     def detach_consumer(self, consumer: Consumer) -> None:
         cid = self._ids.pop(consumer, None)
         if cid is not None:
             self._consumers.pop(cid, None)
-            self._submit(qq.Detach(cid))
+            self._for(cid, qq.Detach(cid))
 
     def credit(self, consumer: Consumer, delivery_count: int, link_credit: int, drain: bool, echo: bool) -> None:
         cid = self._ids.get(consumer)
         if cid is not None:
-            self._submit(qq.Credit(cid, delivery_count, link_credit, drain, echo))
+            self._for(cid, qq.Credit(cid, delivery_count, link_credit, drain, echo))
 
     def settle(self, consumer: Consumer, seqs: list[int], settlement: Settlement) -> None:
         cid = self._ids.get(consumer)
@@ -178,13 +181,13 @@ class QuorumQueue(Queue):
             return
         ids = tuple(seqs)
         if settlement.kind == "accepted":
-            self._submit(qq.Settle(cid, ids))
+            self._for(cid, qq.Settle(cid, ids))
         elif settlement.kind == "released":
-            self._submit(qq.Return(cid, ids))
+            self._for(cid, qq.Return(cid, ids))
         elif settlement.kind == "rejected":
-            self._submit(qq.Discard(cid, ids))
+            self._for(cid, qq.Discard(cid, ids))
         else:
-            self._submit(qq.Modify(cid, ids, settlement.delivery_failed, settlement.undeliverable_here,
+            self._for(cid, qq.Modify(cid, ids, settlement.delivery_failed, settlement.undeliverable_here,
                                    settlement.annotations))  # fmt: skip
 
     def purge(self) -> int:
@@ -221,36 +224,44 @@ class QuorumQueue(Queue):
         return out
 
     def _submit(self, record: Any, on_applied: Any = None, delay: float = RETRY_MIN) -> None:
-        """Propose `record` until the group takes it: every record a link
-        sends is safe to apply twice (publish batches are deduplicated, the
-        others are idempotent), so a leader change or a lost forward only
-        delays it. `on_applied(effects)` runs once it is applied here."""
-
-        answered = False
+        """Propose `record` until the group takes it: publish batches are
+        deduplicated and the machine's other commands are idempotent, so a
+        leader change or a lost forward only delays it. `on_applied(effects)`
+        runs once it is applied here."""
 
         def done(result: Any, error: int) -> None:
-            nonlocal answered
-            if answered:
-                return  # a late answer after the watchdog proposed the record again
-            answered = True
-            watchdog.cancel()
-            if error == 0:
+            if error == 0 or self.deleted:
                 if on_applied is not None:
-                    on_applied(result if isinstance(result, list) else [])
-            elif self.deleted:
-                if on_applied is not None:
-                    on_applied([])
+                    on_applied(result if error == 0 and isinstance(result, list) else [])
             else:
                 self._host.call_later(delay, lambda: self._submit(record, on_applied, min(delay * 2, RETRY_MAX)))
 
+        self._propose(record, done)
+
+    def _propose(self, record: Any, done: Any) -> None:
+        """One proposal; `done(result, error)` once, a lost answer reported as an error."""
+        answered = False
+
+        def answer(result: Any, error: int) -> None:
+            nonlocal answered
+            if not answered:  # else a late answer after the watchdog gave up on it
+                answered = True
+                watchdog.cancel()
+                done(result, error)
+
         def no_answer() -> None:
             # a forward lost with its stream while the leader stayed the same gets no answer at all
-            if not answered and not self.deleted:
-                done(None, -1)
+            answer(None, -1)
 
         watchdog = self._host.call_later(RESUBMIT_AFTER, no_answer)
-        if not self._qh.submit(self.group, record, done):
-            done(None, -1)
+        if not self._qh.submit(self.group, record, answer):
+            answer(None, -1)
+
+    def _for(self, cid: str, record: Any) -> None:
+        pipeline = self._pipelines.get(cid)
+        if pipeline is None:
+            pipeline = self._pipelines[cid] = _Pipeline(self)
+        pipeline.send(record)
 
     # -- the Raft machine -----------------------------------------------------------------
 
@@ -310,7 +321,7 @@ class QuorumQueue(Queue):
                         if message is not None and consumer.deliver(self, message) is False:
                             refused.append(d.msg_id)
                     if refused:  # the link's credit went down before this was decided: take them back
-                        self._submit(qq.Return(effect.consumer_id, tuple(refused)))
+                        self._for(effect.consumer_id, qq.Return(effect.consumer_id, tuple(refused)))
             elif isinstance(effect, qq.CreditReply):
                 consumer = self._consumers.get(effect.consumer_id)
                 if consumer is not None:
@@ -336,6 +347,8 @@ class QuorumQueue(Queue):
         for cid in [c for c in self._consumers if c not in self.state.consumers]:
             consumer = self._consumers.pop(cid)
             self._ids.pop(consumer, None)
+            # the last word of its pipeline: an Attach or Credit still being retried must not revive it
+            self._for(cid, qq.Detach(cid))
             end = getattr(consumer, "queue_unavailable", None)
             if end is not None:
                 end(f"quorum queue '{self.name}' cancelled this consumer (its node was seen down)")
@@ -360,10 +373,26 @@ class QuorumQueue(Queue):
 
     def consumers_down(self, node: str) -> None:
         """The leader learnt that `node` is gone: detach every consumer it had (any incarnation)."""
-        gone = {cs.node for cs in self.state.consumers.values() if cs.node.split("#")[0] == node}
-        for incarnation in sorted(gone):
-            if incarnation != self._qh.incarnation:
-                self._submit(qq.DownConsumersOnNode(incarnation))
+        for incarnation in self.consumer_nodes():
+            if incarnation.split("#")[0] == node and incarnation != self._qh.incarnation:
+                self.consumers_gone(incarnation)
+
+    def forget_ghosts(self) -> None:
+        """Consumers of this node's incarnation the state has but no link here
+        (an Attach retried after its link ended): detach them."""
+        me = self._qh.incarnation
+        for cid, cs in list(self.state.consumers.items()):
+            if cs.node == me and cid not in self._consumers and cid not in self._pipelines:
+                self._for(cid, qq.Detach(cid))
+
+    def consumer_nodes(self) -> set[str]:
+        """The node incarnations the attached consumers live on."""
+        return {cs.node for cs in self.state.consumers.values()}
+
+    def consumers_gone(self, incarnation: str) -> None:
+        if incarnation not in self._downing:
+            self._downing.add(incarnation)
+            self._submit(qq.DownConsumersOnNode(incarnation), lambda _effects: self._downing.discard(incarnation))
 
     # -- publish batches applied once ---------------------------------------------------
 
@@ -412,3 +441,56 @@ class QuorumQueue(Queue):
         self.state = qq.restore(bytes(state))
         self._applied = {p: (low, set(above)) for p, low, above, _ in publishers}
         self._outcomes = {p: {s: o for s, o in outcomes} for p, _, _, outcomes in publishers}
+
+
+class _Pipeline:
+    """The commands of one consumer link, applied in the order it sent them.
+
+    They are proposed at once, one after the other; when one fails (a leader
+    change), it and every later one, applied or not, are proposed again in
+    order. Each is safe to apply twice, and the order of the last
+    applications is the link's own: a stale Credit never lands after a newer
+    one (which would shrink the credit under a waiting receiver), a retried
+    Attach never after its Detach."""
+
+    def __init__(self, queue: QuorumQueue):
+        self.queue = queue
+        self.entries: list[list] = []  # [record, generation, applied], oldest first
+        self.delay = RETRY_MIN
+
+    def send(self, record: Any) -> None:
+        entry = [record, 0, False]
+        self.entries.append(entry)
+        self._propose(entry)
+
+    def _propose(self, entry: list) -> None:
+        generation = entry[1]
+
+        def done(result: Any, error: int) -> None:
+            if entry[1] != generation or entry not in self.entries:
+                return  # proposed again since, or dropped
+            if error == 0 or self.queue.deleted:
+                entry[2] = True
+                while self.entries and self.entries[0][2]:
+                    self.entries.pop(0)
+                self.delay = RETRY_MIN
+                if not self.entries and isinstance(entry[0], qq.Detach):  # the link's last word
+                    self.queue._pipelines.pop(entry[0].consumer_id, None)
+            else:
+                self._again_from(entry)
+
+        self.queue._propose(entry[0], done)
+
+    def _again_from(self, entry: list) -> None:
+        later = self.entries[self.entries.index(entry):]
+        for e in later:
+            e[1] += 1
+            e[2] = False
+        delay, self.delay = self.delay, min(self.delay * 2, RETRY_MAX)
+
+        def again() -> None:
+            for e in later:
+                if e in self.entries and not self.queue.deleted:
+                    self._propose(e)
+
+        self.queue._host.call_later(delay, again)

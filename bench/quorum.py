@@ -1,0 +1,766 @@
+#!/usr/bin/env python3
+"""Quorum queues side by side: a 3-node Warren cluster vs a 3-node RabbitMQ 3.10 cluster.
+
+The quorum-queue counterpart of bench/run.py.  One cluster at a time (so that
+the two never share the 2 cores), each on loopback:
+
+* Warren: three ``warren server`` processes forming one cluster (the
+  launcher of tests/cluster/cluster_procs.py, started through bench/procs.py
+  so that they are stopped on exit, Ctrl-C or SIGTERM);
+* RabbitMQ 3.10: three nodes ``warren_qq{1,2,3}@localhost`` from the Debian
+  package (bench/rabbitmq.py's RabbitNode, one shared Erlang cookie, their
+  own AMQP/management/distribution ports and mnesia/log dirs, plugins
+  rabbitmq_amqp1_0 + rabbitmq_management), nodes 2 and 3 joined to node 1
+  with ``rabbitmqctl stop_app; join_cluster; start_app``.
+
+Workloads: a quorum queue with 3 replicas and one with 1 replica
+(``x-quorum-initial-group-size``), durable messages, 12 B bodies, credit 1000,
+window 1000, one arrow sender and one arrow receiver (bench/pair.py).  Every
+run declares a fresh queue through node 1's HTTP API, so on both brokers its
+first leader (and, with 1 replica, its only member) is node 1.  Layout
+(``--layout``):
+
+* ``pub-leader`` (default): the publisher on the queue's leader node, the
+  consumer on another node (a follower with 3 replicas; a node without a
+  replica with 1);
+* ``pub-follower``: the publisher on another node, the consumer on the leader's;
+* ``split``: the publisher and the consumer on the two nodes that are not the leader;
+* ``same``: both on the leader's node.
+
+Reported: end-to-end msg/s, p50/p99 send-to-receive latency, the ratio
+Warren/RabbitMQ, the 1-minute load average and CPU idle before each run, and
+whether the queue's leader changed during the run.
+
+    .venv/bin/python bench/quorum.py                       # both, 50k messages per run
+    .venv/bin/python bench/quorum.py --brokers warren --count 20000 --repeat 3
+    .venv/bin/python bench/quorum.py --brokers warren --profile /tmp/qqprof   # where Warren's time goes
+
+``--profile DIR`` profiles each Warren node's event loop (cProfile, in the
+node process: see ``profiled_node``) during every measured run and prints
+each node's top functions at the end (``--profile-clock wall``, the default
+and the cheaper: elapsed time, so blocking calls such as fdatasync and time
+spent waiting for a core show; ``cpu``: the loop thread's CPU time, at a
+system call per profiled event). Rates measured that way are slowed down by
+the profiler and only say where the time goes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.parse
+from pathlib import Path
+from typing import Any
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(REPO, "tests", "cluster"))
+import pair  # noqa: E402
+import procs  # noqa: E402
+from cluster_procs import ClusterProcesses, HttpError  # noqa: E402
+from rabbitmq import RabbitNode  # noqa: E402
+from run import cpu_idle, wait_idle  # noqa: E402
+
+WORKLOADS = {  # key -> (label, replicas)
+    "qq3": ("quorum queue, 3 replicas, 12 B", 3),
+    "qq1": ("quorum queue, 1 replica, 12 B", 1),
+}
+LAYOUTS = ("pub-leader", "pub-follower", "split", "same")
+
+
+def quote(name: str) -> str:
+    return urllib.parse.quote(name, safe="")
+
+
+def load_avg() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+# --------------------------------------------------------------------------- Warren
+class ProcCluster(ClusterProcesses):
+    """ClusterProcesses whose nodes go through bench/procs.py (own process
+    group, stopped at exit and on signals), optionally under cProfile
+    (see `profiled_node`: profiling runs between SIGUSR1 and SIGUSR2)."""
+
+    def __init__(self, root: Path, n: int = 3, profile_dir: str | None = None, profile_clock: str = "wall",
+                 extra_args: list[str] | None = None):  # fmt: skip
+        super().__init__(root, n, extra_args=extra_args)
+        self.profile_dir = profile_dir
+        self.profile_clock = profile_clock
+
+    def spawn(self, i: int) -> None:
+        node = self.nodes[i]
+        prefix = [sys.executable]
+        if self.profile_dir:
+            prefix += [os.path.abspath(__file__), "_profiled_node", self.profile_clock,
+                       os.path.join(self.profile_dir, f"node{i}")]  # fmt: skip
+        else:
+            prefix += ["-m", "node.cli"]
+        cmd = [*prefix, "server", "--node-name", f"warren-{i}@localhost",
+               "--data-dir", str(node.data_dir), "--listen-host", "127.0.0.1", "--amqp-port", str(node.amqp_port),
+               "--http-port", str(node.http_port), "--metrics-port", "-1", "--grpc-port", str(node.grpc_port),
+               "--cluster-secret", "warren-bench-secret", "--seeds", self.seeds, *self.extra_args]  # fmt: skip
+        node.log_path.parent.mkdir(parents=True, exist_ok=True)
+        node.proc = procs.spawn(cmd, env=self.env, log_path=str(node.log_path), cwd=str(REPO))
+
+    def close(self) -> None:
+        # SIGTERM to every node first: a clean, parallel stop
+        for node in self.nodes:
+            if node.proc is not None and node.proc.poll() is None:
+                node.proc.send_signal(signal.SIGTERM)
+        for node in self.nodes:
+            if node.proc is not None:
+                procs.stop(node.proc, term_timeout=30.0)
+
+
+def profiled_node(argv: list[str]) -> int:
+    """`quorum.py _profiled_node cpu|wall OUT server ...`: runs `warren server ...` (node.cli) in
+    this process; SIGUSR1 starts a fresh cProfile of the main thread (the event loop), SIGUSR2
+    stops it and writes OUT-<phase>.prof, <phase> read from the file OUT.phase. Clock "cpu" is
+    the main thread's CPU time (time.thread_time), "wall" is elapsed time (off-CPU waits such as
+    fdatasync, and time spent waiting for a core, count)."""
+    import cProfile
+
+    clock, out, rest = argv[0], argv[1], argv[2:]
+    state: dict[str, Any] = {"prof": None}
+
+    def start(*_: Any) -> None:
+        if state["prof"] is None:
+            # the default timer is read in C (cheap); a Python timer costs a call per event
+            state["prof"] = cProfile.Profile(time.thread_time) if clock == "cpu" else cProfile.Profile()
+            state["prof"].enable()
+
+    def stop(*_: Any) -> None:
+        prof, state["prof"] = state["prof"], None
+        if prof is not None:
+            prof.disable()
+            try:
+                with open(out + ".phase") as f:
+                    phase = f.read().strip() or "run"
+            except OSError:
+                phase = "run"
+            prof.dump_stats(f"{out}-{phase}.prof.tmp")
+            os.replace(f"{out}-{phase}.prof.tmp", f"{out}-{phase}.prof")
+
+    signal.signal(signal.SIGUSR1, start)
+    signal.signal(signal.SIGUSR2, stop)
+    sys.path.insert(0, REPO)
+    sys.argv = ["warren", *rest]
+    from node.cli import main as cli_main
+
+    try:
+        return cli_main(rest)
+    finally:
+        stop()
+
+
+class WarrenCluster:
+    key = "warren"
+    label = "Warren"
+
+    def __init__(self, n: int = 3, keep: bool = False, profile_dir: str | None = None, profile_clock: str = "wall"):
+        self.n, self.keep, self.profile_dir, self.profile_clock = n, keep, profile_dir, profile_clock
+        self.base: str | None = None
+        self.c: ProcCluster | None = None
+
+    def start(self, timeout: float = 90.0) -> None:
+        self.base = tempfile.mkdtemp(prefix="warren-bench-qq-")
+        if self.profile_dir:
+            os.makedirs(self.profile_dir, exist_ok=True)
+        self.c = ProcCluster(Path(self.base), self.n, profile_dir=self.profile_dir, profile_clock=self.profile_clock)
+        t0 = time.monotonic()
+        self.c.start(timeout)
+        for node in self.c.nodes:  # HTTP up and every node following the same leader
+            self.c.wait_for(lambda node=node: node.status() is not None, timeout, f"node {node.index} HTTP")
+        self.enable_quorum()
+        print(f"[bench] Warren cluster of {self.n} ready in {time.monotonic() - t0:.1f} s; dir {self.base}; "
+              + ", ".join(f"n{n.index} amqp {n.amqp_port} http {n.http_port} id {n.id}" for n in self.c.nodes),
+              file=sys.stderr)
+
+    def enable_quorum(self) -> None:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                self.c[0].http("PUT", "/api/feature_flags/quorum_queue_v1/enable", {}, timeout=20)
+                return
+            except (HttpError, OSError) as e:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"enabling quorum_queue_v1: {e}") from None
+                time.sleep(0.5)
+
+    def profile_start(self, phase: str) -> None:
+        """Every node starts a fresh profile, to be written as node<i>-<phase>.prof (with --profile)."""
+        if not self.profile_dir or self.c is None:
+            return
+        for node in self.c.nodes:
+            with open(os.path.join(self.profile_dir, f"node{node.index}.phase"), "w") as f:
+                f.write(phase)
+            node.proc.send_signal(signal.SIGUSR1)
+
+    def profile_stop(self) -> None:
+        if not self.profile_dir or self.c is None:
+            return
+        for node in self.c.nodes:
+            node.proc.send_signal(signal.SIGUSR2)
+        time.sleep(2.0)  # dumping takes a moment
+
+    def stop(self) -> None:
+        if self.c is not None:
+            self.c.close()
+            self.c = None
+        if self.base and not self.keep:
+            shutil.rmtree(self.base, ignore_errors=True)
+            self.base = None
+
+    # -- per node
+    def amqp_port(self, i: int) -> int:
+        return self.c[i].amqp_port
+
+    def node_ids(self) -> list[str]:
+        return [n.id for n in self.c.nodes]
+
+    def pids(self) -> list[int]:
+        return [n.proc.pid for n in self.c.nodes]
+
+    def metadata(self, i: int) -> dict | None:
+        return self.c[i].status()
+
+    probe_path = "/api/cluster"
+
+    def http_get(self, i: int, path: str, timeout: float = 60.0) -> Any:
+        return self.c[i].http("GET", path, timeout=timeout)
+
+    def list_queues(self, i: int) -> list[dict]:
+        return self.http_get(i, "/api/queues/%2F")
+
+    def process_trees(self) -> list[list[int]]:
+        """Per node, the pids whose CPU counts (the server process)."""
+        return [[n.proc.pid] for n in self.c.nodes]
+
+    def log_paths(self) -> list[Path]:
+        return [n.log_path for n in self.c.nodes]
+
+    # -- queues
+    def declare(self, name: str, replicas: int, via: int = 0) -> None:
+        self.c[via].http("PUT", f"/api/queues/%2F/{quote(name)}",
+                         {"durable": True, "arguments": {"x-queue-type": "quorum",
+                                                         "x-quorum-initial-group-size": replicas}}, timeout=30)
+
+    def info(self, name: str, via: int = 0) -> dict | None:
+        try:
+            return self.c[via].http("GET", f"/api/queues/%2F/{quote(name)}")
+        except (HttpError, OSError):
+            return None
+
+    def wait_queue(self, name: str, timeout: float = 30.0) -> dict:
+        """Until every node knows the queue and its replicas agree on a leader; returns node 0's view.
+        (A node without a replica shows the queue without leader and members.)"""
+        deadline = time.monotonic() + timeout
+        while True:
+            views = [self.info(name, i) for i in range(self.n)]
+            if all(v is not None for v in views) and views[0].get("members"):
+                members = views[0]["members"]
+                leaders = {views[self.index_of(m)].get("leader") for m in members}
+                if len(leaders) == 1 and next(iter(leaders)) in members:
+                    return views[0]
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"queue {name} not ready on every node: {views}")
+            time.sleep(0.1)
+
+    def delete(self, name: str) -> None:
+        try:
+            self.c[0].http("DELETE", f"/api/queues/%2F/{quote(name)}", timeout=30)
+        except (HttpError, OSError) as e:
+            print(f"[bench] could not delete {name}: {e}", file=sys.stderr)
+
+    def consumers(self, name: str, via: int) -> int:
+        v = self.info(name, via)
+        return int(v.get("consumers", 0)) if v else 0
+
+    @staticmethod
+    def address(name: str) -> str:
+        return f"/queues/{name}"
+
+    def index_of(self, node_id: str) -> int:
+        return next(n.index for n in self.c.nodes if n.id == node_id)
+
+    def version(self) -> str:
+        return ""
+
+
+# --------------------------------------------------------------------------- RabbitMQ
+class ClusterRabbitNode(RabbitNode):
+    """A RabbitNode whose HOME (its base dir) holds a given Erlang cookie, the same on every node."""
+
+    def __init__(self, cookie: str, **kw: Any):
+        super().__init__(**kw)
+        self.cookie = cookie
+
+    def _write_config(self) -> None:
+        super()._write_config()
+        path = os.path.join(self.base, ".erlang.cookie")
+        with open(path, "w") as f:
+            f.write(self.cookie)
+        os.chmod(path, 0o400)
+
+
+class RabbitCluster:
+    key = "rabbitmq"
+    label = "RabbitMQ 3.10"
+
+    def __init__(self, n: int = 3, amqp_base: int = 5781, mgmt_base: int = 15781, dist_base: int = 25781,
+                 keep: bool = False):  # fmt: skip
+        self.n = n
+        self.cookie = os.urandom(16).hex().upper()
+        self.nodes = [ClusterRabbitNode(self.cookie, amqp_port=amqp_base + i, mgmt_port=mgmt_base + i,
+                                        dist_port=dist_base + i, nodename=f"warren_qq{i + 1}@localhost", keep=keep)
+                      for i in range(n)]  # fmt: skip
+        self._version = ""
+
+    def start(self, timeout: float = 180.0) -> None:
+        t0 = time.monotonic()
+        errors: list[BaseException] = []
+
+        def boot(node: RabbitNode) -> None:
+            try:
+                node.start(timeout)
+            except BaseException as e:  # noqa: BLE001
+                errors.append(e)
+
+        threads = [threading.Thread(target=boot, args=(node,)) for node in self.nodes]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if errors:
+            raise errors[0]
+        first = self.nodes[0].nodename
+        for node in self.nodes[1:]:
+            node.ctl("stop_app")
+            node.ctl("join_cluster", first)
+            node.ctl("start_app")
+            procs.wait_for(node._ready, 60, f"{node.nodename} after join_cluster", interval=0.3)
+        procs.wait_for(self._clustered, 60, "a RabbitMQ cluster of 3 running nodes", interval=0.5)
+        self._version = self.nodes[0].version()
+        self.label = f"RabbitMQ {'.'.join(self._version.split('.')[:2])}"
+        print(f"[bench] RabbitMQ {self._version} cluster of {self.n} ready in {time.monotonic() - t0:.1f} s: "
+              + ", ".join(f"{n.nodename} amqp {n.amqp_port} mgmt {n.mgmt_port}" for n in self.nodes),
+              file=sys.stderr)
+
+    def _clustered(self) -> bool:
+        try:
+            nodes = self.nodes[0].api("GET", "/api/nodes")
+        except Exception:  # noqa: BLE001
+            return False
+        return sum(1 for x in nodes if x.get("running")) == self.n
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()
+
+    def amqp_port(self, i: int) -> int:
+        return self.nodes[i].amqp_port
+
+    def node_ids(self) -> list[str]:
+        return [n.nodename for n in self.nodes]
+
+    def metadata(self, i: int) -> dict | None:
+        return None  # 3.10 keeps its metadata in Mnesia: no Raft term to read
+
+    probe_path = "/api/whoami"
+
+    def http_get(self, i: int, path: str, timeout: float = 60.0) -> Any:
+        return self.nodes[i].api("GET", path, timeout=timeout)
+
+    def list_queues(self, i: int) -> list[dict]:
+        return self.http_get(i, "/api/queues/%2F")
+
+    def process_trees(self) -> list[list[int]]:
+        """Per node, the pids whose CPU counts: the start script and everything under it (beam.smp,
+        erl_child_setup, ...)."""
+        import psutil
+
+        out = []
+        for n in self.nodes:
+            p = psutil.Process(n.proc.pid)
+            out.append([p.pid, *(c.pid for c in p.children(recursive=True))])
+        return out
+
+    def log_paths(self) -> list[Path]:
+        return []
+
+    def profile_start(self, phase: str) -> None:
+        pass
+
+    def profile_stop(self) -> None:
+        pass
+
+    def declare(self, name: str, replicas: int, via: int = 0) -> None:
+        # x-queue-leader-locator defaults to client-local: the first leader is node `via`
+        self.nodes[via].api("PUT", RabbitNode._q(name), {
+            "durable": True, "auto_delete": False,
+            "arguments": {"x-queue-type": "quorum", "x-quorum-initial-group-size": replicas}}, timeout=30)
+
+    def info(self, name: str, via: int = 0) -> dict | None:
+        try:
+            return self.nodes[via].queue_info(name)
+        except Exception:  # noqa: BLE001
+            return None
+
+    def wait_queue(self, name: str, timeout: float = 30.0) -> dict:
+        deadline = time.monotonic() + timeout
+        while True:
+            v = self.info(name)
+            if v and v.get("leader") and v.get("members"):
+                return v
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"queue {name} not ready: {v}")
+            time.sleep(0.2)
+
+    def delete(self, name: str) -> None:
+        try:
+            self.nodes[0].delete_queue(name)
+        except Exception as e:  # noqa: BLE001
+            print(f"[bench] could not delete {name}: {e}", file=sys.stderr)
+
+    def consumers(self, name: str, via: int) -> int:
+        v = self.info(name, via)
+        return int(v.get("consumers", 0) or 0) if v else 0
+
+    @staticmethod
+    def address(name: str) -> str:
+        return RabbitNode.address(name)
+
+    def index_of(self, node_id: str) -> int:
+        return next(i for i, n in enumerate(self.nodes) if n.nodename == node_id)
+
+    def version(self) -> str:
+        return self._version
+
+
+# --------------------------------------------------------------------------- runs
+def prime(broker, name: str, via: int = 0, timeout: float = 30.0) -> None:
+    """One message through the queue (sent and consumed on node `via`): once it is
+    confirmed the queue's Raft group has elected a leader, so the leader read
+    afterwards is the elected one, not the placement's first member."""
+    from proton import Message
+    from proton.utils import BlockingConnection
+
+    conn = BlockingConnection(f"amqp://guest:guest@127.0.0.1:{broker.amqp_port(via)}", timeout=timeout)
+    try:
+        conn.create_sender(broker.address(name)).send(Message(body="prime", durable=True))
+        receiver = conn.create_receiver(broker.address(name), credit=1)
+        receiver.receive(timeout=timeout)
+        receiver.accept()
+    finally:
+        conn.close()
+
+
+class LeaderWatch:
+    """Samples the queue's leader (as node 0 sees it) every `period` s in a thread."""
+
+    def __init__(self, broker, name: str, period: float = 2.0):
+        self.broker, self.name, self.period = broker, name, period
+        self.seen: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.period):
+            v = self.broker.info(self.name)
+            leader = v.get("leader") if v else None
+            if leader and (not self.seen or self.seen[-1] != leader):
+                self.seen.append(leader)
+
+    def __enter__(self) -> LeaderWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+
+def place(layout: str, leader: int, members: list[int], n: int) -> tuple[int, int]:
+    """(publisher node, consumer node) for a layout."""
+    others = [i for i in range(n) if i != leader]
+    # prefer another replica for the "other" node (a follower), else any other node
+    followers = [i for i in others if i in members] + [i for i in others if i not in members]
+    if layout == "pub-leader":
+        return leader, followers[0]
+    if layout == "pub-follower":
+        return followers[0], leader
+    if layout == "split":
+        return followers[0], followers[1]
+    return leader, leader
+
+
+def run_pair_split(*, host: str, pub_port: int, con_port: int, address: str, count: int, body: int, credit: int,
+                   window: int, durable: bool, idle_timeout: float, arrow: str,
+                   ready: Any = None, ready_timeout: float = 15.0, grace: float = 0.2) -> dict:  # fmt: skip
+    """bench/pair.py's run_pair with the receiver on con_port and the sender on pub_port
+    (the receiver starts first; the sender once it is connected and `ready()`)."""
+    timeout = 60 + count / 500
+    common = dict(count=count, body=body, credit=credit, window=window, durable=durable, settled=False,
+                  idle_timeout=idle_timeout)  # fmt: skip
+    r_args = pair.arrow_args(host, con_port, address, **common)
+    s_args = pair.arrow_args(host, pub_port, address, **common)
+    with tempfile.TemporaryDirectory(prefix="warren-bench-qq-pair-") as tmp:
+        r_out, s_out, r_err, s_err = (os.path.join(tmp, x) for x in ("r", "s", "r.err", "s.err"))
+        recv = sender = None
+        try:
+            with open(r_out, "wb") as o, open(r_err, "wb") as e:
+                recv = subprocess.Popen([arrow, "receive", *r_args], stdout=o, stderr=e, stdin=subprocess.DEVNULL)
+            deadline = time.monotonic() + ready_timeout
+            while not pair.connected(recv.pid, con_port):
+                if recv.poll() is not None or time.monotonic() > deadline:
+                    break
+                time.sleep(0.01)
+            if ready is not None:
+                while recv.poll() is None and time.monotonic() < deadline and not ready():
+                    time.sleep(0.05)
+            if recv.poll() is None:
+                time.sleep(grace)
+            with open(s_out, "wb") as o, open(s_err, "wb") as e:
+                sender = subprocess.Popen([arrow, "send", *s_args], stdout=o, stderr=e, stdin=subprocess.DEVNULL)
+            end = time.monotonic() + timeout
+            sc = sender.wait(max(1.0, end - time.monotonic()))
+            rc = recv.wait(max(1.0, end - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            sc = rc = None
+        finally:
+            for p in (sender, recv):
+                if p is not None and p.poll() is None:
+                    p.kill()
+                    p.wait()
+        return pair._result(pair._load(s_out), pair._load(r_out), sc, rc, pair._read(s_err) + pair._read(r_err))
+
+
+def run_workload(broker, key: str, replicas: int, args, tag: str) -> dict:
+    name = f"bench-{key}-{tag}"
+    broker.declare(name, replicas, via=0)
+    broker.wait_queue(name)
+    prime(broker, name)
+    q = broker.wait_queue(name)
+    leader = broker.index_of(q["leader"])
+    members = [broker.index_of(m) for m in q["members"]]
+    pub, con = place(args.layout, leader, members, broker.n)
+    idle = wait_idle(args.min_idle, args.wait_idle) if args.wait_idle > 0 else cpu_idle()
+    load = load_avg()
+    print(f"[bench] {broker.key}: {key} {tag}: leader n{leader}, members {sorted(members)}, "
+          f"publisher n{pub}, consumer n{con}; load {load[0]}, CPU idle {idle:.0%}", file=sys.stderr)
+    t0 = time.monotonic()
+    if getattr(broker, "profile_dir", None):
+        broker.profile_start(f"{key}-{tag}")
+    with LeaderWatch(broker, name) as watch:
+        res = run_pair_split(host="127.0.0.1", pub_port=broker.amqp_port(pub), con_port=broker.amqp_port(con),
+                             address=broker.address(name), count=args.count, body=args.body, credit=args.credit,
+                             window=args.window, durable=True, idle_timeout=args.idle_timeout, arrow=args.arrow,
+                             ready=lambda: broker.consumers(name, con) >= 1)  # fmt: skip
+    wall = time.monotonic() - t0
+    if getattr(broker, "profile_dir", None):
+        broker.profile_stop()
+    after = broker.info(name) or {}
+    leaders = [q["leader"], *[x for x in watch.seen if x != q["leader"]]]
+    if after.get("leader") and after["leader"] != leaders[-1]:
+        leaders.append(after["leader"])
+    res.update(queue=name, leader=leader, members=sorted(members), publisher=pub, consumer=con,
+               load_before=load, load_after=load_avg(), cpu_idle_before=round(idle, 3), wall_s=round(wall, 1),
+               leaders_seen=[f"n{broker.index_of(x)}" for x in leaders], leader_changed=len(leaders) > 1,
+               left_in_queue=after.get("messages"))  # fmt: skip
+    broker.delete(name)
+    return res
+
+
+def run_broker(broker, keys: list[str], args) -> dict:
+    out: dict = {}
+    try:
+        broker.start()
+    except Exception as e:  # noqa: BLE001
+        print(f"[bench] {broker.label} did not start: {e}", file=sys.stderr)
+        broker.stop()
+        return {k: {"error": f"{broker.label} did not start: {str(e)[:300]}"} for k in keys}
+    try:
+        if args.warmup > 0:
+            print(f"[bench] {broker.key}: warm-up ({args.warmup} msgs on a 3-replica queue)", file=sys.stderr)
+            try:
+                broker.declare("bench-warmup", 3)
+                broker.wait_queue("bench-warmup")
+                run_pair_split(host="127.0.0.1", pub_port=broker.amqp_port(0), con_port=broker.amqp_port(1),
+                               address=broker.address("bench-warmup"), count=args.warmup, body=args.body,
+                               credit=args.credit, window=args.window, durable=True,
+                               idle_timeout=args.idle_timeout, arrow=args.arrow)  # fmt: skip
+                broker.delete("bench-warmup")
+                time.sleep(2)
+            except Exception as e:  # noqa: BLE001
+                print(f"[bench] warm-up failed: {e}", file=sys.stderr)
+        for key in keys:
+            _, replicas = WORKLOADS[key]
+            runs = []
+            for i in range(args.repeat):
+                try:
+                    r = run_workload(broker, key, replicas, args, tag=f"r{i + 1}")
+                except Exception as e:  # noqa: BLE001
+                    r = {"ok": False, "error": f"{type(e).__name__}: {e}"}
+                short = {k: r.get(k) for k in ("e2e_rate", "sender_rate", "receiver_rate", "lat_ms", "ok",
+                                               "leaders_seen", "load_before", "wall_s")}  # fmt: skip
+                print(f"[bench]   -> {json.dumps(short)}" + (f" error: {r['error'][:500]}" if "error" in r else ""),
+                      file=sys.stderr)
+                runs.append(r)
+            good = sorted((r for r in runs if r.get("ok")), key=lambda r: r["e2e_rate"])
+            if good:
+                best = dict(good[(len(good) - 1) // 2])
+                best["runs"] = runs
+                best["e2e_rates"] = [r.get("e2e_rate") for r in runs]
+                if len(good) > 1:
+                    best["e2e_median"] = statistics.median(r["e2e_rate"] for r in good)
+                out[key] = best
+            else:
+                out[key] = {"error": runs[-1].get("error", "failed"), "runs": runs}
+    finally:
+        broker.stop()
+    return out
+
+
+# --------------------------------------------------------------------------- report
+def cell(r: dict | None) -> str:
+    if r is None:
+        return "not run"
+    if not r.get("ok"):
+        return "failed"
+    lat = r.get("lat_ms") or {}
+    return f"{r['e2e_rate']:,} msg/s, {lat.get('p50', 0):.1f} / {lat.get('p99', 0):.1f} ms"
+
+
+def ratio(w: dict | None, rb: dict | None) -> str:
+    if not w or not rb or not w.get("ok") or not rb.get("ok") or not rb.get("e2e_rate"):
+        return "—"
+    return f"{w['e2e_rate'] / rb['e2e_rate']:.2f}×"
+
+
+def load_cell(r: dict | None) -> str:
+    if not r or "load_before" not in r:
+        return "—"
+    return f"{r['load_before'][0]:.1f} / {r['cpu_idle_before']:.0%}"
+
+
+def table(results: dict, keys: list[str], labels: dict) -> str:
+    rl, wl = labels.get("rabbitmq", "RabbitMQ 3.10"), labels.get("warren", "Warren")
+    lines = [f"| workload | {rl} rate, p50/p99 | {wl} rate, p50/p99 | ratio Warren/RabbitMQ "
+             "| load avg / CPU idle before (RabbitMQ; Warren) |", "|---|---|---|---|---|"]
+    for k in keys:
+        rb, wr = results.get("rabbitmq", {}).get(k), results.get("warren", {}).get(k)
+        lines.append(f"| {WORKLOADS[k][0]} | {cell(rb)} | {cell(wr)} | {ratio(wr, rb)} "
+                     f"| {load_cell(rb)}; {load_cell(wr)} |")
+    return "\n".join(lines)
+
+
+def print_profiles(profile_dir: str, top: int) -> None:
+    import pstats
+
+    for name in sorted(os.listdir(profile_dir)):
+        if not name.endswith(".prof") or "-warmup" in name:
+            continue
+        path = os.path.join(profile_dir, name)
+        print(f"\n### {name}: top {top} by own time (tottime)\n")
+        st = pstats.Stats(path)
+        st.sort_stats("tottime").print_stats(top)
+        print(f"\n### {name}: top {top} by cumulative time\n")
+        st.sort_stats("cumulative").print_stats(top)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["_profiled_node"]:
+        return profiled_node(argv[1:])
+    ap = argparse.ArgumentParser(description="Quorum queues: 3-node Warren vs 3-node RabbitMQ 3.10 (arrow pairs).")
+    ap.add_argument("--brokers", default="rabbitmq,warren", help="comma list of: warren, rabbitmq (run in this order)")
+    ap.add_argument("--workloads", default="qq3,qq1", help="comma list of: " + ", ".join(WORKLOADS))
+    ap.add_argument("--layout", default="pub-leader", choices=LAYOUTS)
+    ap.add_argument("--count", type=int, default=50_000)
+    ap.add_argument("--body", type=int, default=12)
+    ap.add_argument("--credit", type=int, default=1000)
+    ap.add_argument("--window", type=int, default=1000)
+    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--warmup", type=int, default=2000)
+    ap.add_argument("--idle-timeout", type=float, default=30.0)
+    ap.add_argument("--wait-idle", type=float, default=0.0)
+    ap.add_argument("--min-idle", type=float, default=0.9)
+    ap.add_argument("--arrow", default=pair.DEFAULT_ARROW)
+    ap.add_argument("--rabbit-amqp-base", type=int, default=5781, help="RabbitMQ node i: AMQP port base+i")
+    ap.add_argument("--rabbit-mgmt-base", type=int, default=15781)
+    ap.add_argument("--rabbit-dist-base", type=int, default=25781)
+    ap.add_argument("--profile", metavar="DIR",
+                    help="profile every Warren node's event loop during each measured run (cProfile), "
+                         "files DIR/node<i>-<workload>-r<N>.prof")
+    ap.add_argument("--profile-clock", choices=("cpu", "wall"), default="wall",
+                    help="wall (default, the cheaper): elapsed time, waits included; cpu: the loop thread's "
+                         "CPU time (time.thread_time: a system call per event, slows the node down a lot)")
+    ap.add_argument("--profile-top", type=int, default=30)
+    ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--json", help="write all raw results here")
+    args = ap.parse_args(argv)
+
+    procs.install_handlers()
+    if not os.access(args.arrow, os.X_OK):
+        print(f"arrow not found at {args.arrow}: run bench/setup.sh", file=sys.stderr)
+        return 2
+    keys = [k.strip() for k in args.workloads.split(",") if k.strip()]
+    for k in keys:
+        if k not in WORKLOADS:
+            ap.error(f"unknown workload {k!r}")
+    brokers = [b.strip() for b in args.brokers.split(",") if b.strip()]
+    results: dict = {}
+    labels: dict = {}
+    try:
+        for b in brokers:
+            if b == "warren":
+                broker: Any = WarrenCluster(keep=args.keep, profile_dir=args.profile, profile_clock=args.profile_clock)
+            elif b == "rabbitmq":
+                broker = RabbitCluster(amqp_base=args.rabbit_amqp_base, mgmt_base=args.rabbit_mgmt_base,
+                                       dist_base=args.rabbit_dist_base, keep=args.keep)  # fmt: skip
+            else:
+                ap.error(f"unknown broker {b!r}")
+            results[b] = run_broker(broker, keys, args)
+            labels[b] = broker.label
+    except KeyboardInterrupt:
+        procs.cleanup_all()
+        return 130
+
+    print(table(results, keys, labels))
+    print()
+    print(f"- arrow pair, 1 sender + 1 receiver, {args.count:,} durable messages of {args.body} B per run, credit "
+          f"{args.credit}, window {args.window}; median of {args.repeat} run(s); layout {args.layout}.")
+    for b, per in results.items():
+        for k in keys:
+            r = per.get(k) or {}
+            if r.get("ok"):
+                print(f"- {b} {k}: leader n{r['leader']}, members {r['members']}, publisher on n{r['publisher']}, "
+                      f"consumer on n{r['consumer']}; sender {r['sender_rate']:,} msg/s, receiver "
+                      f"{r['receiver_rate']:,} msg/s; load avg before {r['load_before']}, after {r['load_after']}; "
+                      f"leaders seen during the run: {r['leaders_seen']}; all runs: {r.get('e2e_rates')}")
+            elif r:
+                print(f"- {b} {k}: FAILED: {' '.join(str(r.get('error')).split())[:400]}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"args": vars(args), "host": platform.node(), "cpus": os.cpu_count(), "results": results,
+                       "labels": labels, "time": time.strftime("%Y-%m-%dT%H:%M:%S%z")}, f, indent=1, default=str)
+    if args.profile and "warren" in brokers:
+        print_profiles(args.profile, args.profile_top)
+    failed = any(not r.get("ok") for per in results.values() for r in per.values())
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

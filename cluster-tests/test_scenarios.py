@@ -1,0 +1,40 @@
+"""The chaos scenarios (chaos_scenarios.py) against a real three-node compose cluster.
+
+Slow and docker-only: the session fixture starts the engine when it can
+(scripts/ensure-docker.sh), builds the base image once (scripts/build-base-image.sh, cached)
+and Warren's image from this checkout; each test gets a fresh cluster (conftest.py).
+"""
+
+from __future__ import annotations
+
+import pytest
+from chaos_scenarios import run_scenario
+
+pytestmark = [pytest.mark.slow, pytest.mark.docker, pytest.mark.timeout(900)]
+
+
+def run(name: str, cluster) -> None:
+    report = run_scenario(name, cluster)
+    report.assert_ok()
+    if report.skipped:
+        pytest.xfail("; ".join(f"{c.name}: {c.detail}" for c in report.skipped))
+
+
+def test_smoke(cluster):
+    run("smoke", cluster)
+
+
+def test_kill9_leader_and_restart(cluster):
+    run("kill9-restart", cluster)
+
+
+def test_pause_leader_past_election_timeout(cluster):
+    run("pause-leader", cluster)
+
+
+def test_minority_partition_and_metadata_convergence(cluster):
+    run("minority-partition", cluster)
+
+
+def test_rolling_restart(cluster):
+    run("rolling-restart", cluster)

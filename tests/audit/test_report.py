@@ -1,0 +1,131 @@
+"""The HTML report (render: pure Python, fast) and `warren audit` end to end (Spark, slow)."""
+
+from __future__ import annotations
+
+import re
+from html.parser import HTMLParser
+
+import pytest
+from snapgen import QQ, ms
+
+from audit import report, svg
+
+
+def _data(**over) -> dict:
+    t = {name: [] for name in report.TABLES}
+    t["partitions"] = [{"start_ms": ms(30), "end_ms": ms(45), "windows": 15, "components": [["n1"], ["n2", "n3"]],
+                        "silent": []}]  # fmt: skip
+    t["split_brains"] = [{"group": QQ, "term": 3, "leaders": ["n1", "n3"], "first_ms": ms(70), "last_ms": ms(74),
+                          "overlap_start_ms": ms(70), "overlap_end_ms": ms(75)}]  # fmt: skip
+    t["losses"] = [{"vhost": "/", "queue": "cq1", "type": "classic", "node": "n3", "at_ms": ms(50), "lost": 7,
+                    "missing": 7, "confirmed_gap": 5, "confirmed_lost": True}]  # fmt: skip
+    t["restarts"] = [{"node": "n3", "at_ms": ms(93), "silent_ms": 20000, "from_boot": "a", "to_boot": "b"}]
+    t["leaderless"] = [{"group": "metadata", "start_ms": ms(30), "end_ms": ms(32), "duration_ms": 10000}]
+    data = {
+        "generated_ms": ms(200), "source": "/snapshots <&>", "period_ms": 5000, "t0": ms(0), "t1": ms(120),
+        "nodes": ["n1", "n2", "n3"], "windows": 120, "lines": 360, "bad_lines": 1, "newer_records": 0,
+        "tables": t, "counts": {name: len(rows) for name, rows in t.items()}, "lost_total": 7, "bucket_ms": 5000,
+        "topology": [
+            {"start_ms": ms(0), "end_ms": ms(30), "n_components": 1, "components": [["n1", "n2", "n3"]], "silent": []},
+            {"start_ms": ms(30), "end_ms": ms(45), "n_components": 2, "components": [["n1"], ["n2", "n3"]],
+             "silent": []},
+            {"start_ms": ms(90), "end_ms": ms(93), "n_components": 1, "components": [["n1", "n2"]], "silent": ["n3"]},
+        ],
+        "groups": ["metadata", QQ], "groups_total": 5,
+        "leaders": [
+            {"group": "metadata", "leader": "n1", "start_ms": ms(0), "end_ms": ms(30), "term_first": 1, "term_last": 1},
+            {"group": "metadata", "leader": None, "start_ms": ms(30), "end_ms": ms(32), "term_first": None,
+             "term_last": None},
+            {"group": QQ, "leader": "n3", "start_ms": ms(60), "end_ms": ms(90), "term_first": 2, "term_last": 4},
+        ],
+        "lag": [{"group": QQ, "points": [(ms(w), w * 10) for w in range(30, 45)]}],
+        "queues": [{"vhost": "/", "queue": "cq1", "type": "classic",
+                    "points": [{"t": ms(w), "depth": 200 + w, "unacked": 3, "consumers": 2, "published_rate": 16.0,
+                                "delivered_rate": None if w == 10 else 15.5, "acknowledged_rate": 15.0}
+                               for w in range(120) if not 90 <= w < 93]}],
+        "queues_total": 3,
+    }  # fmt: skip
+    data.update(over)
+    return data
+
+
+class _Checker(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.tags: list[str] = []
+        self.external: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+        for k, v in attrs:
+            if k in ("src", "href") and v and not v.startswith("#"):
+                self.external.append(v)
+
+
+def test_render_is_one_self_contained_page():
+    html = report.render(_data())
+    p = _Checker()
+    p.feed(html)
+    assert p.external == [] and "script" not in p.tags  # nothing to fetch, nothing to run
+    assert p.tags.count("svg") == 5  # partitions, leaders, replica lag, the queue's rates and depth
+    assert "/snapshots &lt;&amp;&gt;" in html  # data is escaped
+    assert "1 unreadable lines" in html
+    for title in ("Partitions", "Split brains", "Messages lost", "Without a leader", "Leader changes"):
+        assert title in html
+    assert "SPLIT BRAIN term 3: n1, n3" in html
+    assert "lost 7" in html  # the loss marker on the queue's charts
+    assert "2 of 5 groups shown" in html and "1 of 3 queues shown" in html
+    assert re.search(r'class="card bad">Partitions<b>1</b>', html)
+
+
+def test_render_a_healthy_fleet():
+    data = _data()
+    data["tables"] = {name: [] for name in report.TABLES}
+    data["counts"] = dict.fromkeys(report.TABLES, 0)
+    data["lost_total"] = 0
+    html = report.render(data)
+    assert 'class="card bad"' not in html and 'class="card warn"' not in html
+    assert html.count("None.") == len(report.TABLES)
+
+
+def test_svg_helpers():
+    ticks, step = svg.time_ticks(ms(0), ms(120))
+    assert step == 120_000 and len(ticks) == 5 and all(ms(0) <= t <= ms(120) for t in ticks)
+    assert svg.nice_max(0) == (1.0, 0.25) and svg.nice_max(87) == (100, 25)
+    assert svg.fmt_num(1234) == "1.23k" and svg.fmt_num(12.5) == "12.5" and svg.fmt_num(None) == "–"
+    assert svg._runs([(0, 1), (1, None), (2, 3), (3, 4), (100, 5)], gap_ms=10) == [[(0, 1.0)], [(2, 3.0), (3, 4.0)],
+                                                                                  [(100, 5.0)]]  # fmt: skip
+
+
+# ------------------------------------------------------------------ warren audit, end to end
+
+
+@pytest.mark.slow
+def test_warren_audit_report_end_to_end(spark, faulty, tmp_path, capsys):
+    from node.cli import main
+
+    out = tmp_path / "out"
+    assert main(["audit", "report", "--snapshots", str(faulty.root), "--out", str(out), "--master", "local[2]"]) == 0
+    printed = capsys.readouterr().out
+    assert str(out / "report.html") in printed
+    assert "partitions: 2" in printed and "split_brains: 1" in printed and "losses: 2" in printed
+    assert "/ cq1: 7 lost (confirmed ones)" in printed
+    html = (out / "report.html").read_text()
+    assert html.startswith("<!doctype html>") and "<svg" in html and "SPLIT BRAIN term 3: n1, n3" in html
+    losses = spark.read.parquet(str(out / "metrics" / "losses")).collect()
+    assert sorted((r["queue"], r["lost"]) for r in losses) == [("cq1", 7), ("qq1", 3)]
+    parts = spark.read.parquet(str(out / "partitions" / "partitions")).collect()
+    assert sorted(r["start_ms"] for r in parts) == [ms(30), ms(115)]
+    assert spark.sparkContext._jsc is not None  # the test's session still runs
+
+
+@pytest.mark.slow
+def test_warren_audit_says_why_it_cannot_read(spark, tmp_path, capsys):
+    from node.cli import main
+
+    assert main(["audit", "partitions", "--snapshots", str(tmp_path / "nowhere")]) == 1
+    assert "no such file or directory" in capsys.readouterr().err
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "snapshots-1.ndjson").write_text("not json\n")
+    assert main(["audit", "metrics", "--snapshots", str(tmp_path / "empty")]) == 1
+    assert "no readable snapshot records" in capsys.readouterr().err
