@@ -8,10 +8,10 @@ Run them outside pytest (a fresh cluster each, a results table at the end):
 
     .venv/bin/python cluster-tests/chaos_scenarios.py [--source worktree|head] [NAME ...]
 
-QUEUE_TYPE is the type of the workload's queue ("classic" today; "quorum" once quorum queues
-exist, or WARREN_CHAOS_QUEUE_TYPE=quorum). Classic queues live on one node and cross-node
-publish/consume is not there yet, so while CROSS_NODE is false every client talks to the
-queue's own node; with quorum queues, publishers and consumers spread over the nodes.
+QUEUE_TYPE is the type of the workload's queue: "quorum" (the default; publishers on every
+node, consumers on the nodes other than the declaring one), or "classic" with
+WARREN_CHAOS_QUEUE_TYPE=classic (a classic queue lives on one node: clients talk to that node
+unless WARREN_CHAOS_CROSS_NODE=1 sends them through the others).
 
 A check that cannot apply yet is `skip` (with the reason), not `fail`: the metadata
 convergence checks skip while topology changes made on one node do not reach the others
@@ -33,7 +33,7 @@ from chaos_cluster import ComposeCluster, HttpError
 from chaos_history import History
 from chaos_workload import QueueWorkload, declare_queue
 
-QUEUE_TYPE = os.environ.get("WARREN_CHAOS_QUEUE_TYPE", "classic")
+QUEUE_TYPE = os.environ.get("WARREN_CHAOS_QUEUE_TYPE", "quorum")
 CROSS_NODE = os.environ.get("WARREN_CHAOS_CROSS_NODE", "1" if QUEUE_TYPE == "quorum" else "0") == "1"
 RATE = float(os.environ.get("WARREN_CHAOS_RATE", "40"))  # messages/s per publisher
 PASS, FAIL, SKIP = "pass", "fail", "skip"
@@ -160,11 +160,20 @@ def start_workload(cluster: ComposeCluster, report: Report, queue: str, queue_no
 
 def finish_workload(w: QueueWorkload, report: Report, drain_timeout: float = 60.0) -> QueueCheck:
     drained = w.finish(drain_timeout=drain_timeout)
-    report.check("queue drained after the faults", drained, "" if drained else f"depth {w.queue_depth()}")
+    report.check("queue drained after the faults", drained, "" if drained else f"depth {w.queue_depth()}; "
+                 + "; ".join(f"{n}: {q_details(w.cluster, n, w.queue)}" for n in w.cluster.nodes))
     report.check("workload clients ran without harness errors", not w.errors, "; ".join(w.errors))
     q = report.check_queue()
     report.check("messages flowed", q.confirmed > 0 and q.consumed > 0, f"confirmed {q.confirmed}")
     return q
+
+
+def q_details(cluster: ComposeCluster, node: str, queue: str) -> object:
+    try:
+        q = cluster.http(node, "GET", f"/api/queues/%2F/{queue}", timeout=5)
+    except Exception as e:
+        return f"{type(e).__name__}: {e}"
+    return {k: q.get(k) for k in ("leader", "messages_ready", "messages_unacknowledged", "consumer_details")}
 
 
 def exchanges(cluster: ComposeCluster, node: str) -> set[str]:
@@ -322,6 +331,77 @@ def pause_leader(cluster: ComposeCluster, report: Report) -> None:
     report.check("one leader after the thaw, in a later term",
                  final is not None and (term(cluster, final) or 0) > (term_before or 0),
                  f"{final}, term {term_before} -> {term(cluster, final) if final else None}")  # fmt: skip
+    time.sleep(3)
+    finish_workload(w, report)
+
+
+def queue_leader(cluster: ComposeCluster, queue: str) -> str | None:
+    """The container whose node leads `queue`'s Raft group (quorum), as any node reports it."""
+    for node in cluster.nodes:
+        try:
+            leader = cluster.http(node, "GET", f"/api/queues/%2F/{queue}", timeout=5).get("leader") or ""
+        except Exception:
+            continue
+        name = leader.split(":")[0]
+        if name in cluster.nodes:
+            return name
+    return None
+
+
+@scenario("isolate-queue-leader")
+def isolate_queue_leader(cluster: ComposeCluster, report: Report) -> None:
+    """Cut the queue's Raft leader off from the two others (iptables, both ways) for ~8 s under
+    load: the two others elect a queue leader of their own and go on confirming; the cut one
+    confirms nothing meanwhile; after healing one leader remains and nothing confirmed is lost."""
+    leader = cluster.wait_converged(timeout=30)
+    w = start_workload(cluster, report, "chaos-qleader", leader)
+    time.sleep(3)
+    qleader = queue_leader(cluster, "chaos-qleader")
+    report.check("the queue has a Raft leader", qleader is not None, f"{qleader}")
+    if qleader is None:
+        finish_workload(w, report)
+        return
+    others = [n for n in cluster.nodes if n != qleader]
+    cluster.partition(qleader)
+    new, took = timed(lambda: poll(lambda: queue_leader_among(cluster, "chaos-qleader", others), 20))
+    report.time("new queue leader", took)
+    report.check("the majority elects a queue leader of its own", new in others, f"{new} in {took:.2f}s")
+    time.sleep(8)
+    cluster.heal()
+    cluster.wait_converged(timeout=30)
+    time.sleep(3)
+    finish_workload(w, report)
+
+
+def queue_leader_among(cluster: ComposeCluster, queue: str, nodes: list[str]) -> str | None:
+    """The queue leader `nodes` agree on, when it is one of them."""
+    seen = set()
+    for node in nodes:
+        try:
+            seen.add((cluster.http(node, "GET", f"/api/queues/%2F/{queue}", timeout=5).get("leader") or "")
+                     .split(":")[0])  # fmt: skip
+        except Exception:
+            return None
+    return seen.pop() if len(seen) == 1 and next(iter(seen)) in nodes else None
+
+
+@scenario("kill9-compacting")
+def kill9_compacting(cluster: ComposeCluster, report: Report) -> None:
+    """kill -9 the queue's leader three times under load while every group compacts its log
+    every 50 entries (docker-compose.chaos.yml): a snapshot or a compaction is under way at
+    the moment of most kills; each killed node restarts from its snapshot and journal, and
+    nothing confirmed is lost."""
+    leader = cluster.wait_converged(timeout=30)
+    w = start_workload(cluster, report, "chaos-compact", leader)
+    time.sleep(3)
+    for round_ in range(3):
+        victim = queue_leader(cluster, "chaos-compact") or leader
+        cluster.kill9(victim)
+        time.sleep(2)
+        _, back = timed(lambda victim=victim: cluster.start(victim))
+        report.time(f"kill {round_ + 1}: {victim} back", back)
+        cluster.wait_converged(timeout=60)
+        time.sleep(2)
     time.sleep(3)
     finish_workload(w, report)
 

@@ -38,3 +38,11 @@ def test_minority_partition_and_metadata_convergence(cluster):
 
 def test_rolling_restart(cluster):
     run("rolling-restart", cluster)
+
+
+def test_isolate_the_queue_leader(cluster):
+    run("isolate-queue-leader", cluster)
+
+
+def test_kill9_while_compacting(cluster):
+    run("kill9-compacting", cluster)

@@ -49,6 +49,7 @@ class Config:
     cluster_snapshot_entries: int = 5000  # Raft log entries between metadata snapshots
     cluster_tick_interval: float = 0.02  # seconds between the periodic ticks of the Raft groups
     cluster_command_timeout: float = 5.0  # default seconds a metadata change may wait for a majority
+    quorum_snapshot_entries: int = 2000  # Raft log entries between a quorum queue's snapshots
     cluster_ready_timeout: float = 300.0  # seconds a starting node waits for a majority before giving up
     # Cluster-state snapshots for the audit (node/state_snapshot.py, docs/snapshot-schema.md)
     snapshot_interval: float = 5.0  # seconds between records; 0 turns them off

@@ -151,6 +151,7 @@ def queue_json(queue: Any, node_name: str) -> dict:
     if "members" in info:  # a replicated queue: its Raft leader and members (RabbitMQ's fields)
         out["leader"] = out["node"] = info["leader"]
         out["members"] = out["online"] = list(info["members"])
+        out["consumer_details"] = info.get("consumer_details", [])
     stats = getattr(queue, "stats", None)
     if stats is not None:
         out["message_stats"] = {

@@ -19,7 +19,9 @@ unsettled messages go back to the queue and are redelivered, marked so.
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import logging
 import time
 from typing import Any
 
@@ -29,7 +31,16 @@ from node.metadata_store import new_key
 from node.routing.errors import NotFound
 from queues.quorum_queue import COMPACTION_ENTRIES, QuorumQueue
 
+log = logging.getLogger("warren.quorum")
+
 MEMBER_CALL = "quorum.member"
+# Longer election timeouts than the metadata group's: with hundreds of groups on a busy
+# 2-core node, heartbeats of 100 ms groups ticked every 100 ms slip past 0.5-1 s and set off
+# elections that feed on themselves (docs/benchmarks.md); 2-4 s is Ra's order of magnitude.
+QUORUM_TIMEOUTS = {"raftMinTimeout": 2.0, "raftMaxTimeout": 4.0, "leaderFallbackTimeout": 6.0,
+                   "connectionTimeout": 4.0}  # fmt: skip
+BODIES_CALL = "quorum.bodies"  # a replica that installed a snapshot fetches the bodies it lacks
+BODIES_REPLY_BYTES = 512 * 1024  # per reply, so that it fits a node message
 SWEEP_INTERVAL = 2.0  # seconds between checks for consumers whose node is gone
 
 
@@ -58,6 +69,7 @@ class QuorumQueues:
         self.incarnation = self.incarnation or f"{cluster.node_id}#{time.time_ns()}"
         cluster.transport.on_peer_down.append(self._peer_down)
         cluster.calls[MEMBER_CALL] = self._serve_member_call
+        cluster.calls[BODIES_CALL] = self._serve_bodies
         self._sweeper = self.node.loop.call_later(SWEEP_INTERVAL, self._sweep)
 
     def close(self) -> None:
@@ -88,8 +100,9 @@ class QuorumQueues:
         queue = QuorumQueue(vhost.name, record.name, arguments, tuple(record.replicas), host=vhost, quorum_host=self,
                             group=group)  # fmt: skip
         self.queues[group] = queue
+        entries = getattr(getattr(self.node, "config", None), "quorum_snapshot_entries", COMPACTION_ENTRIES)
         cluster.open_group(group, list(record.replicas), queue, appendEntriesUseBatch=False,
-                           logCompactionMinEntries=COMPACTION_ENTRIES)  # fmt: skip
+                           logCompactionMinEntries=entries, **QUORUM_TIMEOUTS)  # fmt: skip
         return queue
 
     def stop(self, queue: QuorumQueue) -> None:
@@ -193,3 +206,40 @@ class QuorumQueues:
 
     def call_soon(self, fn: Any) -> None:
         self.node.loop.call_soon(fn)
+
+    def fetch_bodies(self, group: str, mids: list[int], callback: Any) -> None:
+        self.node.background(self._fetch(group, mids, callback), f"fetching message bodies of {group}")
+
+    async def _fetch(self, group: str, mids: list[int], callback: Any) -> None:
+        found: dict[int, bytes] = {}
+        try:
+            queue = self.queues.get(group)
+            members = [self.leader_of(group), *(queue.members if queue is not None else ())]
+            for peer in dict.fromkeys(m for m in members if m and m != self.node_id):
+                while wanted := [m for m in mids if m not in found]:
+                    try:
+                        reply = await self._cluster.call(peer, BODIES_CALL, {"group": group, "ids": wanted},
+                                                         timeout=10)  # fmt: skip
+                    except Exception as e:
+                        log.warning("%s could not send bodies of %s: %s", peer, group, e)
+                        break
+                    got = reply.get("bodies", [])
+                    for mid, data in got:
+                        found[int(mid)] = base64.b64decode(data)
+                    if not got:
+                        break  # this peer lacks the rest: ask the next
+        finally:
+            callback(found, mids)
+
+    async def _serve_bodies(self, peer: str, args: dict) -> dict:
+        queue = self.queues.get(str(args.get("group")))
+        bodies, size = [], 0
+        if queue is not None:
+            for mid in args.get("ids", []):
+                value = queue.body(int(mid))
+                if value is not None:
+                    bodies.append([int(mid), base64.b64encode(value).decode()])
+                    size += len(value)
+                    if size > BODIES_REPLY_BYTES:
+                        break  # the asker comes back for the rest
+        return {"bodies": bodies}

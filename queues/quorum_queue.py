@@ -86,6 +86,9 @@ class QuorumHost(Protocol):
 
     def call_soon(self, fn: Any) -> None: ...
 
+    def fetch_bodies(self, group: str, mids: list[int], callback: Any) -> None:
+        """Ask the other members for these stored messages; `callback(found, mids)`."""
+
 
 class QuorumQueue(Queue):
     type_name = "quorum"
@@ -111,8 +114,12 @@ class QuorumQueue(Queue):
         self._pub_seq = itertools.count(1)
         # replicated with the state: per publisher, the batches applied (low watermark, seqs above it)
         # and the confirms of the recent ones, so a batch proposed twice is applied once
-        self._pipelines: dict[str, _Pipeline] = {}  # consumer id -> its commands in flight
-        self._downing: set[str] = set()  # DownConsumersOnNode proposed, not yet applied
+        self._pipelines: dict[str, _Pipeline] = {}
+        self._sent: dict[str, set[int]] = {}  # local link -> ids handed to it, not yet settled
+        self._missing: dict[int, list[tuple]] = {}  # bodies to fetch -> the deliveries waiting for them
+        self._fetching: set[int] = set()  # consumer id -> its commands in flight
+        self._downing: set[str] = set()
+        self._applied_index = 0  # the last log index applied here (duplicate Publish batches included)  # DownConsumersOnNode proposed, not yet applied
         self._applied: dict[str, tuple[int, set[int]]] = {}
         self._outcomes: dict[str, dict[int, list]] = {}
 
@@ -219,8 +226,10 @@ class QuorumQueue(Queue):
 
     def info(self) -> dict:
         out = super().info()
-        out.update(leader=self.leader, members=list(self.members),
-                   messages_unacknowledged=self.unacked_count)  # fmt: skip
+        out.update(leader=self.leader, members=list(self.members), messages_unacknowledged=self.unacked_count,
+                   consumer_details=[{"id": cid, "node": cs.node, "credit": cs.credit, "checked_out": len(cs.checked),
+                                      "linked_here": cid in self._consumers}
+                                     for cid, cs in self.state.consumers.items()])  # fmt: skip
         return out
 
     def _submit(self, record: Any, on_applied: Any = None, delay: float = RETRY_MIN) -> None:
@@ -266,6 +275,11 @@ class QuorumQueue(Queue):
     # -- the Raft machine -----------------------------------------------------------------
 
     def apply(self, record: Any, index: int) -> Any:
+        if index <= self._applied_index:
+            # applied already: pysyncobj replays entries after a snapshot it sent this
+            # replica although it was not behind (see restore); acting again would deliver twice
+            return (self._seen(record) or []) if isinstance(record, Publish) else []
+        self._applied_index = index
         if isinstance(record, Publish):
             again = self._seen(record)
             if again is not None:
@@ -297,11 +311,8 @@ class QuorumQueue(Queue):
 
     def _message(self, mid: int, delivery_count: int = 0, redelivered: bool = False,
                  annotations: dict | None = None) -> QueueMessage | None:  # fmt: skip
-        value = self._fresh.get(mid)
+        value = self.body(mid)
         if value is None:
-            value = self._qh.get_blob(self.group, _KEY.pack(mid))
-        if value is None:
-            log.error("quorum queue %s: no body for message %d", self.name, mid)
             return None
         payload, durable, exchange, routing_keys, stored = codec.loads(value)
         if stored and annotations:
@@ -309,19 +320,68 @@ class QuorumQueue(Queue):
         return QueueMessage(mid, bytes(payload), durable, None, delivery_count, redelivered, exchange,
                             list(routing_keys), annotations or stored)  # fmt: skip
 
+    def body(self, mid: int) -> bytes | None:
+        """The stored message (payload and routing), or None when this replica lacks it."""
+        value = self._fresh.get(mid)
+        return value if value is not None else self._qh.get_blob(self.group, _KEY.pack(mid))
+
+    def _send(self, cid: str, deliveries: list[tuple]) -> None:
+        """Hand (msg_id, delivery_count, redelivered, annotations) to the local link `cid`.
+        A body this replica lacks (it installed a snapshot instead of the log that carried
+        it) is fetched from another member first; a link whose credit went down meanwhile
+        gives the message back (released)."""
+        consumer = self._consumers.get(cid)
+        if consumer is None:
+            return
+        sent = self._sent.setdefault(cid, set())
+        refused = []
+        for mid, delivery_count, redelivered, merged in deliveries:
+            message = self._message(mid, delivery_count, redelivered, merged)
+            if message is None:
+                self._await_body(mid, (cid, delivery_count, redelivered, merged))
+            elif consumer.deliver(self, message) is False:
+                refused.append(mid)
+            else:
+                sent.add(mid)
+        if refused:  # the link's credit went down before this was decided: take them back
+            self._for(cid, qq.Return(cid, tuple(refused)))
+
+    def _await_body(self, mid: int, delivery: tuple) -> None:
+        if not self._missing:
+            self._qh.call_soon(self._fetch_missing)
+        self._missing.setdefault(mid, []).append(delivery)
+
+    def _fetch_missing(self) -> None:
+        wanted = [m for m in self._missing if m not in self._fetching]
+        if wanted:
+            self._fetching.update(wanted)
+            self._qh.fetch_bodies(self.group, wanted, self._bodies_arrived)
+
+    def _bodies_arrived(self, bodies: dict[int, bytes], asked: list[int]) -> None:
+        self._fetching.difference_update(asked)
+        for mid, value in bodies.items():
+            self._qh.put_blob(self.group, _KEY.pack(mid), value)
+            self._fresh[mid] = value
+        self._qh.after_durable(lambda: [self._fresh.pop(m, None) for m in bodies])
+        for mid in asked:
+            waiting = self._missing.pop(mid, [])
+            if mid not in bodies:
+                if waiting:
+                    log.error("quorum queue %s: no member has the body of message %d", self.name, mid)
+                continue
+            for cid, delivery_count, redelivered, merged in waiting:
+                cs = self.state.consumers.get(cid)
+                if cs is not None and mid in cs.checked:  # still its to deliver
+                    self._send(cid, [(mid, delivery_count, redelivered, merged)])
+
     def _act(self, record: Any, effects: list) -> None:
         leader = self._qh.is_leader(self.group)
+        self._forget_settled(record)
         for effect in effects:
             if isinstance(effect, qq.Deliver):
-                consumer = self._consumers.get(effect.consumer_id)
-                if consumer is not None:
-                    refused = []
-                    for d in effect.messages:
-                        message = self._message(d.msg_id, d.delivery_count, not d.first_acquirer, d.annotations)
-                        if message is not None and consumer.deliver(self, message) is False:
-                            refused.append(d.msg_id)
-                    if refused:  # the link's credit went down before this was decided: take them back
-                        self._for(effect.consumer_id, qq.Return(effect.consumer_id, tuple(refused)))
+                if effect.consumer_id in self._consumers:
+                    self._send(effect.consumer_id, [(d.msg_id, d.delivery_count, not d.first_acquirer, d.annotations)
+                                                    for d in effect.messages])  # fmt: skip
             elif isinstance(effect, qq.CreditReply):
                 consumer = self._consumers.get(effect.consumer_id)
                 if consumer is not None:
@@ -332,6 +392,28 @@ class QuorumQueue(Queue):
             self._check_consumers()
         if leader:
             self._arm_tick()
+
+    def _forget_settled(self, record: Any) -> None:
+        sent = self._sent.get(getattr(record, "consumer_id", None))
+        if sent is not None:
+            if isinstance(record, qq.Detach):
+                self._sent.pop(record.consumer_id, None)
+            else:
+                sent.difference_update(getattr(record, "msg_ids", ()))
+
+    def _resync(self) -> None:
+        """After a snapshot replaced the state: the log entries it stood for were never
+        applied here, so their deliveries to this node's links never happened. Send what
+        the state says each local link holds and it was not sent (marked redelivered:
+        the link may have had it before); end the links the state no longer knows."""
+        for cid in list(self._consumers):
+            cs = self.state.consumers.get(cid)
+            if cs is None:
+                continue
+            sent = self._sent.setdefault(cid, set())
+            sent.intersection_update(cs.checked)
+            self._send(cid, [(mid, m[3], True, m[5]) for mid, m in cs.checked.items() if mid not in sent])
+        self._check_consumers()
 
     def _dead_letter(self, effect: qq.DeadLetter) -> None:
         for i, mid in enumerate(effect.msg_ids):
@@ -438,9 +520,17 @@ class QuorumQueue(Queue):
         fmt, publishers, state = codec.loads(data)
         if fmt != SNAPSHOT_FORMAT:
             raise ValueError(f"quorum queue snapshot format {fmt}, this Warren reads {SNAPSHOT_FORMAT}")
-        self.state = qq.restore(bytes(state))
+        restored = qq.restore(bytes(state))
+        if 0 < restored.last_index <= self._applied_index:
+            # A leader that lost track of this follower sends a snapshot it does not need;
+            # Raft ignores one at or below its commit index, pysyncobj does not.
+            return
+        self.state = restored
+        self._applied_index = restored.last_index
         self._applied = {p: (low, set(above)) for p, low, above, _ in publishers}
         self._outcomes = {p: {s: o for s, o in outcomes} for p, _, _, outcomes in publishers}
+        if self._consumers:
+            self._qh.call_soon(self._resync)
 
 
 class _Pipeline:
