@@ -103,6 +103,7 @@ _RETRY = frozenset({FAIL_REASON.MISSING_LEADER, FAIL_REASON.NOT_LEADER, FAIL_REA
 # The leader changed while the command was in flight: it may have committed.
 _AMBIGUOUS = frozenset({FAIL_REASON.LEADER_CHANGED, FAIL_REASON.UNKNOWN_OUTCOME})
 _RETRY_MIN, _RETRY_MAX = 0.02, 0.25
+_ATTEMPT_TIMEOUT = 1.5  # seconds an idempotent proposal waits for its answer before it is made again
 TICK_SLICES = 5  # groups other than the metadata one are ticked every 5th period
 _SERVE_ADD_TIMEOUT = 20.0  # how long a member works at adding a joining node
 _STEP_DOWN_TIMEOUT = 1.0  # how long a stopping leader waits for a successor
@@ -487,8 +488,16 @@ class Cluster:
         deadline = loop.time() + timeout
         delay = _RETRY_MIN
         while True:
-            result, error = await self._submit(lambda cb: self._live_group().propose(record, callback=cb),
-                                               deadline, timeout)  # fmt: skip
+            # An idempotent record is proposed again when no answer comes within
+            # _ATTEMPT_TIMEOUT: a forward lost with its stream gets no answer at all.
+            attempt = min(deadline, loop.time() + _ATTEMPT_TIMEOUT) if idempotent else deadline
+            try:
+                result, error = await self._submit(lambda cb: self._live_group().propose(record, callback=cb),
+                                                   attempt, timeout)  # fmt: skip
+            except ClusterUnavailable:
+                if attempt >= deadline:
+                    raise
+                continue
             if error == FAIL_REASON.SUCCESS:
                 return result
             if error in _AMBIGUOUS and not idempotent:

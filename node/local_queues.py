@@ -83,7 +83,7 @@ class LocalQueues:
                 self._stop(vhost, name)
             for q in vh.queues.values():
                 current = vhost.queues.get(q.name)
-                if current is not None and self._placed_here(current) != (q.leader == node.node_id):
+                if current is not None and self._placed_here(current) != self._belongs_here(q):
                     self._stop(vhost, q.name)  # moved (a reset cluster reused the name)
                 if q.name not in vhost.queues:
                     self._start(vhost, q)
@@ -175,6 +175,11 @@ class LocalQueues:
         if not queue.deleted:
             queue.delete()
         self.node.queue_stopped(queue)
+
+    def _belongs_here(self, q: QueueRecord) -> bool:
+        """Whether this node runs the queue itself: a quorum queue's replicas, a classic queue's leader."""
+        me = self.node.node_id
+        return me in q.replicas if q.type == "quorum" else q.leader == me
 
     def _placed_here(self, queue: Any) -> bool:
         return not getattr(queue, "remote", False)

@@ -46,6 +46,7 @@ RETRY_MIN, RETRY_MAX = 0.05, 1.0  # seconds between proposals of a command the g
 RESUBMIT_AFTER = 5.0  # seconds without an answer before a proposal is made again
 REMEMBERED_BATCHES = 64  # per publisher: outcomes kept for batches that may be proposed again
 _KEY = struct.Struct(">Q")
+_QUEUE_OBJECTS = itertools.count(1)
 
 
 @command("quorum.publish", version=1)
@@ -110,7 +111,8 @@ class QuorumQueue(Queue):
         self._fresh: dict[int, bytes] = {}  # bodies written but not yet flushed (not readable from the store)
         self._tick_timer: Any = None
         self._tick_at: int | None = None
-        self._publisher = f"{quorum_host.incarnation}"
+        # unique per queue object: one started again (a membership change) never reuses sequences
+        self._publisher = f"{quorum_host.incarnation}/{next(_QUEUE_OBJECTS)}"
         self._pub_seq = itertools.count(1)
         # replicated with the state: per publisher, the batches applied (low watermark, seqs above it)
         # and the confirms of the recent ones, so a batch proposed twice is applied once
@@ -464,7 +466,10 @@ class QuorumQueue(Queue):
         (an Attach retried after its link ended): detach them."""
         me = self._qh.incarnation
         for cid, cs in list(self.state.consumers.items()):
-            if cs.node == me and cid not in self._consumers and cid not in self._pipelines:
+            if cs.node != me or cid in self._consumers:
+                continue  # a link is in _consumers from before its Attach is proposed: this one is gone
+            pipeline = self._pipelines.get(cid)
+            if pipeline is None or not pipeline.entries or not isinstance(pipeline.entries[-1][0], qq.Detach):
                 self._for(cid, qq.Detach(cid))
 
     def consumer_nodes(self) -> set[str]:

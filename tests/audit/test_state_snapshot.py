@@ -268,7 +268,7 @@ def test_a_running_node_writes_valid_snapshots(tmp_path):
     from node.config import Config
 
     cfg = Config(data_dir=str(tmp_path / "data"), listen_host="127.0.0.1", amqp_port=0, http_port=-1,
-                 metrics_port=-1, grpc_port=0, node_name="warren@snap")  # fmt: skip
+                 metrics_port=-1, grpc_port=0, node_name="warren@snap", snapshot_interval=0)  # fmt: skip
     loop = uvloop.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, daemon=True)
     thread.start()
