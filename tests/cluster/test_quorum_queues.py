@@ -4,13 +4,14 @@ confirmed message lost when the queue's leader is killed."""
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
 import time
 
 import pytest
 from cluster_procs import HttpError
-from proton import Delivery, Message
+from proton import Delivery, Message, Timeout
 from proton.utils import BlockingConnection
 
 pytestmark = pytest.mark.slow
@@ -106,17 +107,24 @@ def test_kill9_of_the_queue_leader_loses_no_confirmed_message(cluster):
 
     def consume() -> None:
         while not stop.is_set() or len(set(consumed)) < len(set(confirmed)):
+            conn = None
             try:
                 conn = BlockingConnection(url(sub_node), timeout=5)
                 receiver = conn.create_receiver("/queues/qq-chaos", credit=50)
-                while True:
-                    m = receiver.receive(timeout=3)
+                while not stop.is_set() or len(set(consumed)) < len(set(confirmed)):
+                    try:
+                        m = receiver.receive(timeout=3)
+                    except Timeout:
+                        continue  # nothing yet (an election): the link stays, its credit with it
                     consumed.append(m.id)
                     receiver.accept()
+                return
             except Exception:
-                if stop.is_set() and len(set(consumed)) >= len(set(confirmed)):
-                    return
                 time.sleep(0.2)
+            finally:
+                if conn is not None:  # an abandoned open link would keep taking messages
+                    with contextlib.suppress(Exception):
+                        conn.close()
 
     threads = [threading.Thread(target=publish, daemon=True), threading.Thread(target=consume, daemon=True)]
     for t in threads:
@@ -288,17 +296,24 @@ def test_pausing_the_queue_leader_loses_no_confirmed_message(cluster):
 
     def consume() -> None:
         while not stop.is_set() or len(set(consumed)) < len(set(confirmed)):
+            conn = None
             try:
                 conn = BlockingConnection(url(sub_node), timeout=5)
                 receiver = conn.create_receiver("/queues/qq-pause", credit=50)
-                while True:
-                    m = receiver.receive(timeout=3)
+                while not stop.is_set() or len(set(consumed)) < len(set(confirmed)):
+                    try:
+                        m = receiver.receive(timeout=3)
+                    except Timeout:
+                        continue  # nothing yet (an election): the link stays, its credit with it
                     consumed.append(m.id)
                     receiver.accept()
+                return
             except Exception:
-                if stop.is_set() and len(set(consumed)) >= len(set(confirmed)):
-                    return
                 time.sleep(0.2)
+            finally:
+                if conn is not None:  # an abandoned open link would keep taking messages
+                    with contextlib.suppress(Exception):
+                        conn.close()
 
     threads = [threading.Thread(target=publish, daemon=True), threading.Thread(target=consume, daemon=True)]
     for t in threads:
