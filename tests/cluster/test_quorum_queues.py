@@ -77,12 +77,14 @@ def test_a_replica_cut_off_cannot_confirm(cluster):
     conn.close()
 
 
-def test_kill9_of_the_queue_leader_loses_no_confirmed_message(cluster):
+def confirmed_survive(cluster, queue: str, fault, recover, what: str) -> None:
+    """Publish with confirms through one follower and consume through the other while `fault(leader)`
+    hits the queue's leader, then `recover(leader)`: every confirmed message is consumed."""
     enable_quorum_queues(cluster)
-    declare(cluster, 0, "qq-chaos")
+    declare(cluster, 0, queue)
     for node in cluster.nodes:
-        cluster.wait_for(lambda node=node: info(node, "qq-chaos") is not None, 10, "the queue everywhere")
-    leader_id = info(cluster[0], "qq-chaos")["leader"]
+        cluster.wait_for(lambda node=node: info(node, queue) is not None, 10, "the queue everywhere")
+    leader_id = info(cluster[0], queue)["leader"]
     leader = next(n.index for n in cluster.nodes if n.id == leader_id)
     others = [i for i in range(3) if i != leader]
     pub_node, sub_node = cluster[others[0]], cluster[others[1]]
@@ -95,7 +97,7 @@ def test_kill9_of_the_queue_leader_loses_no_confirmed_message(cluster):
         while not stop.is_set():
             try:
                 conn = BlockingConnection(url(pub_node), timeout=5)
-                sender = conn.create_sender("/queues/qq-chaos")
+                sender = conn.create_sender(f"/queues/{queue}")
                 while not stop.is_set():
                     sender.send(Message(id=n, body=f"m{n}", durable=True))
                     confirmed.append(n)
@@ -110,7 +112,7 @@ def test_kill9_of_the_queue_leader_loses_no_confirmed_message(cluster):
             conn = None
             try:
                 conn = BlockingConnection(url(sub_node), timeout=5)
-                receiver = conn.create_receiver("/queues/qq-chaos", credit=50)
+                receiver = conn.create_receiver(f"/queues/{queue}", credit=50)
                 while not stop.is_set() or len(set(consumed)) < len(set(confirmed)):
                     try:
                         m = receiver.receive(timeout=3)
@@ -129,11 +131,11 @@ def test_kill9_of_the_queue_leader_loses_no_confirmed_message(cluster):
     threads = [threading.Thread(target=publish, daemon=True), threading.Thread(target=consume, daemon=True)]
     for t in threads:
         t.start()
-    cluster.wait_for(lambda: len(confirmed) >= 200, 30, "200 confirmed before the kill")
-    cluster.kill9(leader)
+    cluster.wait_for(lambda: len(confirmed) >= 200, 30, f"200 confirmed before the {what}")
+    fault(leader)
     killed_at = len(confirmed)
-    cluster.wait_for(lambda: len(confirmed) >= killed_at + 200, 60, "publishing resumed after the kill")
-    cluster.restart(leader)
+    cluster.wait_for(lambda: len(confirmed) >= killed_at + 200, 60, f"publishing resumed after the {what}")
+    recover(leader)
     stop.set()
     threads[0].join(30)
     deadline = time.monotonic() + 60
@@ -143,13 +145,17 @@ def test_kill9_of_the_queue_leader_loses_no_confirmed_message(cluster):
     lost = set(confirmed) - set(consumed)
     unexpected = set(consumed) - set(range(max(confirmed, default=0) + 2))
     if lost:
-        print("\nLOST", sorted(lost)[:10], sorted(lost)[-5:], "killed at", killed_at)
+        print("\nLOST", sorted(lost)[:10], sorted(lost)[-5:], f"{what} at", killed_at)
         for node in cluster.nodes:
-            print(node.index, {k: (info(node, "qq-chaos") or {}).get(k) for k in
+            print(node.index, {k: (info(node, queue) or {}).get(k) for k in
                                ("leader", "messages_ready", "messages_unacknowledged", "consumer_details")})
     print(f"\nconfirmed {len(set(confirmed))}, consumed {len(set(consumed))} ({len(consumed) - len(set(consumed))}"
           f" redelivered), lost {len(lost)}")  # fmt: skip
     assert not lost and not unexpected
+
+
+def test_kill9_of_the_queue_leader_loses_no_confirmed_message(cluster):
+    confirmed_survive(cluster, "qq-chaos", cluster.kill9, cluster.restart, "kill")
 
 
 def test_delivery_limit_dead_letters_through_the_leader(cluster):
@@ -269,70 +275,5 @@ def test_two_hundred_quorum_queues_on_three_nodes(cluster):
 @pytest.mark.xfail(strict=False, reason="an intermittent loss of one confirmed message under SIGSTOP of the queue "
                    "leader (1 of ~6 runs), not found yet: see the session note and docs/chaos.md")
 def test_pausing_the_queue_leader_loses_no_confirmed_message(cluster):
-    enable_quorum_queues(cluster)
-    declare(cluster, 0, "qq-pause")
-    for node in cluster.nodes:
-        cluster.wait_for(lambda node=node: info(node, "qq-pause") is not None, 10, "the queue everywhere")
-    leader_id = info(cluster[0], "qq-pause")["leader"]
-    leader = next(n.index for n in cluster.nodes if n.id == leader_id)
-    others = [i for i in range(3) if i != leader]
-    pub_node, sub_node = cluster[others[0]], cluster[others[1]]
-    confirmed: list[int] = []
-    consumed: list[int] = []
-    stop = threading.Event()
-
-    def publish() -> None:
-        n = 0
-        while not stop.is_set():
-            try:
-                conn = BlockingConnection(url(pub_node), timeout=5)
-                sender = conn.create_sender("/queues/qq-pause")
-                while not stop.is_set():
-                    sender.send(Message(id=n, body=f"m{n}", durable=True))
-                    confirmed.append(n)
-                    n += 1
-                conn.close()
-            except Exception:
-                n += 1  # its outcome is unknown: never counted as confirmed
-                time.sleep(0.2)
-
-    def consume() -> None:
-        while not stop.is_set() or len(set(consumed)) < len(set(confirmed)):
-            conn = None
-            try:
-                conn = BlockingConnection(url(sub_node), timeout=5)
-                receiver = conn.create_receiver("/queues/qq-pause", credit=50)
-                while not stop.is_set() or len(set(consumed)) < len(set(confirmed)):
-                    try:
-                        m = receiver.receive(timeout=3)
-                    except Timeout:
-                        continue  # nothing yet (an election): the link stays, its credit with it
-                    consumed.append(m.id)
-                    receiver.accept()
-                return
-            except Exception:
-                time.sleep(0.2)
-            finally:
-                if conn is not None:  # an abandoned open link would keep taking messages
-                    with contextlib.suppress(Exception):
-                        conn.close()
-
-    threads = [threading.Thread(target=publish, daemon=True), threading.Thread(target=consume, daemon=True)]
-    for t in threads:
-        t.start()
-    cluster.wait_for(lambda: len(confirmed) >= 200, 30, "200 confirmed before the pause")
-    cluster[leader].proc.send_signal(signal.SIGSTOP)  # past the election timeout
-    paused_at = len(confirmed)
-    cluster.wait_for(lambda: len(confirmed) >= paused_at + 200, 60, "publishing resumed during the pause")
-    cluster[leader].proc.send_signal(signal.SIGCONT)
-    stop.set()
-    threads[0].join(30)
-    deadline = time.monotonic() + 60
-    while len(set(consumed) & set(confirmed)) < len(set(confirmed)) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    threads[1].join(30)
-    lost = set(confirmed) - set(consumed)
-    unexpected = set(consumed) - set(range(max(confirmed, default=0) + 2))
-    print(f"\nconfirmed {len(set(confirmed))}, consumed {len(set(consumed))} ({len(consumed) - len(set(consumed))}"
-          f" redelivered), lost {len(lost)}")  # fmt: skip
-    assert not lost and not unexpected
+    confirmed_survive(cluster, "qq-pause", lambda i: cluster[i].proc.send_signal(signal.SIGSTOP),  # past the election
+                      lambda i: cluster[i].proc.send_signal(signal.SIGCONT), "pause")  # fmt: skip
