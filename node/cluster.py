@@ -13,8 +13,9 @@
         the key-value probe side by side); the group's
         snapshot is <data_dir>/cluster/metadata/snapshot
       - the ticker: `doTick` for a group as soon as it has work (a message
-        arrived, a command was proposed, a peer came or went), and for every
-        group each `tick_interval` (20 ms) for its timers
+        arrived, a command was proposed, a peer came or went), the
+        metadata group every `tick_interval` (20 ms) and any other group
+        when its next timer is due
 
 Identity. A node's id is "advertise_host:grpc_port", the address its peers
 dial and its name in every group; it must not change across restarts, so
@@ -68,6 +69,7 @@ from typing import TYPE_CHECKING, Any
 
 # pysyncobj's failure codes are part of RaftGroup.propose's callback contract.
 from pysyncobj import FAIL_REASON
+from pysyncobj.monotonic import monotonic
 
 from node.cluster_rpc import NodeRpc, RpcError, RpcUnreachable
 from raft.config import DEFAULTS as RAFT_DEFAULTS
@@ -104,7 +106,6 @@ _RETRY = frozenset({FAIL_REASON.MISSING_LEADER, FAIL_REASON.NOT_LEADER, FAIL_REA
 _AMBIGUOUS = frozenset({FAIL_REASON.LEADER_CHANGED, FAIL_REASON.UNKNOWN_OUTCOME})
 _RETRY_MIN, _RETRY_MAX = 0.02, 0.25
 _ATTEMPT_TIMEOUT = 1.5  # seconds an idempotent proposal waits for its answer before it is made again
-TICK_SLICES = 5  # groups other than the metadata one are ticked every 5th period
 _SERVE_ADD_TIMEOUT = 20.0  # how long a member works at adding a joining node
 _STEP_DOWN_TIMEOUT = 1.0  # how long a stopping leader waits for a successor
 _SEED_CONNECT_TIMEOUT = 10.0  # how long join_cluster tries to reach its seed
@@ -245,7 +246,6 @@ class Cluster:
         self._joining = False
         self._last_role: tuple[bool, str | None] = (False, None)
         self._pending: set[asyncio.Future] = set()
-        self._slice = 0
         # calls other parts of the node serve over node messages: method -> handler(peer, args)
         self.calls: dict[str, Callable[[str, dict], Any]] = {}
 
@@ -424,9 +424,10 @@ class Cluster:
     # Ticking. pysyncobj does its work in doTick: it appends proposals,
     # computes the commit index, applies entries, sends heartbeats and calls
     # elections. A group with news (a message or a proposal for it, a peer up
-    # or down, a role change) is ticked in the next loop turn; every group is
-    # ticked each tick_interval for its timers (pysyncobj does not say when
-    # its next one is due; an idle tick costs ~10-15 us).
+    # or down, a role change) is ticked in the next loop turn. Otherwise the
+    # metadata group is ticked every tick_interval and any other group only
+    # when its own next timer is due (`SafeSyncObj.next_tick_due`), so that
+    # hundreds of idle quorum queues cost a comparison each per period.
 
     def _kick(self, name: str = METADATA) -> None:
         if self._loop is None:
@@ -441,13 +442,10 @@ class Cluster:
             self._tick(name)
 
     def _periodic(self) -> None:
-        """The metadata group every tick; the others in TICK_SLICES turns, so
-        each is ticked every TICK_SLICES * tick_interval (100 ms: the
-        heartbeat period) and hundreds of idle groups cost little."""
         self._timer = self._loop.call_later(self.tick_interval, self._periodic)
-        self._slice = (self._slice + 1) % TICK_SLICES
-        for i, name in enumerate(list(self.groups)):
-            if name == METADATA or i % TICK_SLICES == self._slice:
+        now = monotonic()
+        for name, group in list(self.groups.items()):
+            if name == METADATA or group.next_tick_due() <= now:
                 self._tick(name)
 
     def _tick(self, name: str) -> None:

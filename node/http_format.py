@@ -150,6 +150,7 @@ def queue_json(queue: Any, node_name: str) -> dict:
     }
     if "members" in info:  # a replicated queue: its Raft leader and members (RabbitMQ's fields)
         out["leader"] = out["node"] = info["leader"]
+        out["leader_elected"] = info.get("leader_elected", True)  # False: the first member, until one is
         out["members"] = out["online"] = list(info["members"])
         out["consumer_details"] = info.get("consumer_details", [])
     stats = getattr(queue, "stats", None)

@@ -228,7 +228,8 @@ class QuorumQueue(Queue):
 
     def info(self) -> dict:
         out = super().info()
-        out.update(leader=self.leader, members=list(self.members), messages_unacknowledged=self.unacked_count,
+        out.update(leader=self.leader, leader_elected=self._qh.leader_of(self.group) is not None,
+                   members=list(self.members), messages_unacknowledged=self.unacked_count,
                    consumer_details=[{"id": cid, "node": cs.node, "credit": cs.credit, "checked_out": len(cs.checked),
                                       "linked_here": cid in self._consumers}
                                      for cid, cs in self.state.consumers.items()])  # fmt: skip

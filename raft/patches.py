@@ -46,6 +46,19 @@ name-mangled, so a subclass defines `_SyncObj__name`) and `_onTick`:
    snapshot, acknowledged ones included. The override compacts the journal up
    to the snapshot first when the journal holds those two entries.
 
+6. I/O and timing belong to the node's event loop (raft/transport.py,
+   node/cluster.py): stock polls its own poller at the end of every tick (a
+   system call per tick of every group) and, for groups that send each entry
+   at once (appendEntriesUseBatch=False, the quorum queues), writes to a pipe
+   per proposal to wake a thread Warren does not run. Both are replaced by
+   no-ops and the pipe is closed. `next_tick_due()` tells the loop when the
+   group's own timers (heartbeat, election, leader fallback) next need a tick,
+   so idle groups are not ticked at all in between. And stock appends queued
+   proposals for up to appendEntriesPeriod per tick; with the longer
+   heartbeat periods of idle-cheap groups that would hold the loop for as
+   long, so a tick appends for COMMANDS_BUDGET at most and leaves the rest
+   for the next one.
+
 Importing this module checks the pinned version and that every private
 member overridden here exists, so an upgrade of pysyncobj fails at import
 instead of running unpatched.
@@ -116,6 +129,18 @@ _REQUIRED = (
     "_onTick",
     "_applyCommand",
 )
+# Instance attributes next_tick_due() reads, checked once per group.
+_REQUIRED_STATE = (
+    "_SyncObj__raftState",
+    "_SyncObj__raftElectionDeadline",
+    "_SyncObj__newAppendEntriesTime",
+    "_SyncObj__raftCommitIndex",
+    "_SyncObj__raftLastApplied",
+    "_SyncObj__needLoadDumpFile",
+    "_SyncObj__commandsQueue",
+    "_SyncObj__transport",
+    "_SyncObj__conf",
+)
 
 
 def install() -> None:
@@ -135,6 +160,26 @@ def install() -> None:
 install()
 
 
+_LEADER = _syncobj._RAFT_STATE.LEADER
+COMMANDS_BUDGET = 0.02  # seconds a tick may spend appending queued proposals (patch 6)
+
+
+class _NoPoller:
+    """Stands in for pysyncobj's poller and pipe notifier (patch 6)."""
+
+    def poll(self, timeout: float) -> None:
+        pass
+
+    def notify(self) -> None:
+        pass
+
+    def subscribe(self, *args) -> None:
+        pass
+
+    def unsubscribe(self, *args) -> None:
+        pass
+
+
 class SafeSyncObj(SyncObj):
     """SyncObj with Warren's fixes (see the module docstring); same constructor."""
 
@@ -145,6 +190,46 @@ class SafeSyncObj(SyncObj):
         self._w_commit_before = 0
         self._w_snapshot_checked = False
         super().__init__(selfNode, otherNodes, conf, *args, **kwargs)
+        self._w_quiet_io()
+
+    # -- 6: the node's loop does the I/O and keeps the time
+
+    def _w_quiet_io(self) -> None:
+        missing = [name for name in _REQUIRED_STATE if not hasattr(self, name)]
+        if missing:
+            raise ImportError(f"pysyncobj lacks the state raft/patches.py reads: {missing}")
+        self._poller = _NoPoller()
+        notifier = getattr(self, "_SyncObj__pipeNotifier", None)
+        if notifier is not None:
+            for fd in (notifier._PipeNotifier__pipeR, notifier._PipeNotifier__pipeW):
+                os.close(fd)
+            self._SyncObj__pipeNotifier = _NoPoller()
+
+    def _checkCommandsToApply(self):  # noqa: N802
+        conf = self._SyncObj__conf
+        period = conf.appendEntriesPeriod
+        conf.appendEntriesPeriod = min(period, COMMANDS_BUDGET)  # the only use stock makes of it there
+        try:
+            super()._checkCommandsToApply()
+        finally:
+            conf.appendEntriesPeriod = period
+
+    def next_tick_due(self) -> float:
+        """The monotonic time by which this group needs its next tick if nothing
+        arrives for it meanwhile (a message or a proposal kicks it at once):
+        now when it has work pending, else its heartbeat (leader) or election
+        (follower, candidate) deadline. The leader's fallback check runs at each
+        heartbeat tick, so it is late by one heartbeat period at most."""
+        if (
+            self._SyncObj__needLoadDumpFile
+            or not self._SyncObj__transport.ready
+            or self._SyncObj__raftCommitIndex > self._SyncObj__raftLastApplied
+            or self._SyncObj__commandsQueue._FastQueue__queue
+        ):
+            return 0.0
+        if self._SyncObj__raftState == _LEADER:
+            return self._SyncObj__newAppendEntriesTime
+        return self._SyncObj__raftElectionDeadline
 
     # -- 5: keep acknowledged entries when the snapshot is newer than the compaction
 

