@@ -72,6 +72,7 @@ from pysyncobj import FAIL_REASON
 from pysyncobj.monotonic import monotonic
 
 from node.cluster_rpc import NodeRpc, RpcError, RpcUnreachable
+from queues.group_commit import GroupCommitter
 from raft.config import DEFAULTS as RAFT_DEFAULTS
 from raft.config import make_conf
 from raft.group import Machine, RaftGroup
@@ -232,6 +233,7 @@ class Cluster:
         self.node_id: str = ""
         self.transport: NodeTransport | None = None
         self.log: DurableLog | None = None
+        self._committer: GroupCommitter | None = None
         self.rpc: NodeRpc | None = None
         # Every Raft group this node hosts, by name; only the metadata group so far.
         self.groups: dict[str, RaftGroup] = {}
@@ -288,7 +290,10 @@ class Cluster:
         try:
             await self.transport.start()
             self.log = DurableLog(os.path.join(self.data_dir, "raft"))
-            self.log.flush_every_turn(self._loop)
+            # one fsync in flight at a time, on its own thread: the loop goes on meanwhile, and
+            # what it writes during one fsync goes out together in the next
+            self._committer = GroupCommitter(self.log, self._loop, on_error=self._fatal,
+                                             on_written=self.log.release_durable)  # fmt: skip
             self.transport.before_flush.append(self.log.sync_point)
             self.rpc = NodeRpc(self.transport, self._serve_call)
             self._open_group([m for m in members if m != self.node_id])
@@ -318,6 +323,11 @@ class Cluster:
         self.groups.clear()
         if self.transport is not None:
             await self.transport.close()
+        if self._committer is not None:
+            try:
+                await self._committer.close()
+            except Exception:
+                log.exception("the last raft log commit failed")
         if self.log is not None:
             try:
                 self.log.close()

@@ -51,10 +51,14 @@ class GroupCommitter:
         loop: asyncio.AbstractEventLoop | None = None,
         *,
         on_error: Callable[[BaseException], None] | None = None,
+        on_written: Callable[[], None] | None = None,
     ) -> None:
         self._store = store
         self._loop = loop if loop is not None else asyncio.get_running_loop()
         self._on_error = on_error
+        # on the loop after each write, before this committer's own waiters: a store that
+        # keeps waiters of its own (raft.journal.DurableLog.release_durable) runs them here
+        self._on_written = on_written
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="warren-store-commit")
         # Invariant: at most one batch is being written, and while one is,
         # no commit is scheduled (its completion starts the next one).
@@ -158,6 +162,8 @@ class GroupCommitter:
             self._fail(exc)
             return
         self.commits += 1
+        if self._on_written is not None:
+            self._on_written()
         self._release(self._store.durable_seq())
         # Writes that accumulated during the fsync (and any made by the
         # callbacks just run) go out now, as the next group.

@@ -62,9 +62,10 @@ A flush writes the batch unsynced and then fdatasyncs RocksDB's WAL with
 holds the GIL through a synced `Rdict.write`; see queues/store.py). The log
 also speaks the store protocol of `queues.group_commit.GroupCommitter`
 (`on_pending`, `has_pending`, `pending_seq`, `durable_seq`, `seal`, `write`),
-so a node may move the fsync off the loop thread; it then calls
-`log.release_durable()` on the loop after each write (e.g.
-`committer.on_durable(log.pending_seq(), log.release_durable)`).
+so a node moves the fsync off the loop thread (node/cluster.py does):
+`GroupCommitter(log, loop, on_written=log.release_durable)`. A `flush()` on
+the loop while the committer's batch is being written waits for that batch
+to land first (the order of batches is the order of the log).
 
 Failure is fail-stop: a write or fsync error leaves the disk state unknown,
 so the log refuses every later write, drops the held messages (they are
@@ -79,6 +80,7 @@ from __future__ import annotations
 import asyncio
 import os
 import struct
+import threading
 from collections import deque
 from collections.abc import Callable, Iterator
 
@@ -101,6 +103,7 @@ _ENTRY = b"e"
 _HARD = b"h"
 _COMMIT = b"c"
 _MAX_GROUP_NAME = (1 << 16) - 1
+_IN_FLIGHT_WAIT = 30.0  # seconds flush() waits for a batch another thread is writing
 
 
 class JournalError(Exception):
@@ -156,6 +159,9 @@ class DurableLog:
         # Callbacks waiting for a flush, in submission order; tickets ascend.
         self._held: deque[tuple[Ticket, Callable[[], None], asyncio.Future[None] | None]] = deque()
         self._failed: JournalError | None = None
+        # notified when a write lands (or fails): flush() on the loop waits on it for a batch
+        # a GroupCommitter is writing on its thread, which must reach the disk first
+        self._written = threading.Condition()
         self._flush_scheduled = False
         self._journals: dict[str, RaftJournal] = {}
         self.flushes = 0
@@ -307,9 +313,16 @@ class DurableLog:
         """
         self._check_ok()
         if self._sealed_seq != self._durable_seq:
-            raise JournalError(
-                f"writes {self._durable_seq + 1}..{self._sealed_seq} are sealed but not written; cannot flush past them"
-            )
+            with self._written:
+                landed = self._written.wait_for(
+                    lambda: self._durable_seq == self._sealed_seq or self._failed is not None, _IN_FLIGHT_WAIT
+                )
+            self._check_ok()
+            if not landed:
+                raise JournalError(
+                    f"writes {self._durable_seq + 1}..{self._sealed_seq} are sealed but not written after"
+                    f" {_IN_FLIGHT_WAIT} s; cannot flush past them"
+                )
         batch = self.seal()
         if batch is not None:
             self.write(batch)
@@ -351,10 +364,14 @@ class DurableLog:
             # safely): fail-stop, and never release what waited for this.
             err = JournalError(f"raft log write failed: {e}")
             err.__cause__ = e
-            self._fail(err)
+            with self._written:
+                self._fail(err)
+                self._written.notify_all()
             raise err from e
-        self.flushes += 1
-        self._durable_seq = batch.ticket
+        with self._written:
+            self.flushes += 1
+            self._durable_seq = batch.ticket
+            self._written.notify_all()
 
     # -- lifecycle ---------------------------------------------------------------
 
