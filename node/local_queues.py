@@ -134,8 +134,9 @@ class LocalQueues:
         elif current is not None:
             if hasattr(current, "members"):
                 current.members = tuple(e.replicas)
-            else:
+            else:  # a proxy (node/remote_queue.py)
                 current.leader = e.leader
+                current.replicas = tuple(e.replicas)
 
     def _queue_deleted(self, e: fx.QueueDeleted) -> None:
         vhost = self.node.vhosts.get(e.vhost)

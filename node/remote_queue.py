@@ -25,6 +25,12 @@ remote publisher gets the guarantee a local one gets. When a stream between
 A and B ends, messages in it may be lost: A releases what B had not
 confirmed (the client may publish again) and detaches the consumer links;
 B returns A's unsettled deliveries to the queue.
+
+Which node B is: a classic queue's leader. A quorum queue runs on every one
+of its replicas, so B is its first-listed leader while A reaches it, else any
+replica A reaches (the metadata names the declaring node, which may be down
+while the queue's group goes on without it). A consumer stays with the node
+it attached through.
 """
 
 from __future__ import annotations
@@ -55,11 +61,19 @@ class RemoteQueue(Queue):
         self.type_name = record.type
         self.node = node
         self.leader = record.leader
+        self.replicas: tuple[str, ...] = tuple(record.replicas) if record.type == "quorum" else ()
         self.consumers: dict[Any, int] = {}  # local consumer -> cid
 
     @property
     def _service(self) -> QueueService:
         return self.node.queue_service
+
+    def target(self) -> str:
+        """The node to send to now (see the module docstring)."""
+        reachable = self._service.transport.is_connected
+        if not self.replicas or reachable(self.leader):
+            return self.leader
+        return next((r for r in self.replicas if reachable(r)), self.leader)
 
     def publish(self, message: QueueMessage, confirm: ConfirmCallback | None) -> None:
         self._service.publish(self, message, confirm)
@@ -70,19 +84,18 @@ class RemoteQueue(Queue):
     def detach_consumer(self, consumer: Consumer) -> None:
         cid = self.consumers.pop(consumer, None)
         if cid is not None:
-            self._service.detach(self.leader, cid)
+            self._service.detach(cid)
 
     def credit(self, consumer: Consumer, delivery_count: int, link_credit: int, drain: bool, echo: bool) -> None:
         cid = self.consumers.get(consumer)
         if cid is not None:
-            self._service.send_for(cid, self.leader, ["credit", cid, delivery_count, link_credit, drain, echo])
+            self._service.send_for(cid, ["credit", cid, delivery_count, link_credit, drain, echo])
 
     def settle(self, consumer: Consumer, seqs: list[int], settlement: Settlement) -> None:
         cid = self.consumers.get(consumer)
         if cid is not None:
-            self._service.send_for(cid, self.leader, ["settle", cid, list(seqs), settlement.kind,
-                                                      settlement.delivery_failed, settlement.undeliverable_here,
-                                                      settlement.annotations])  # fmt: skip
+            self._service.send_for(cid, ["settle", cid, list(seqs), settlement.kind, settlement.delivery_failed,
+                                         settlement.undeliverable_here, settlement.annotations])  # fmt: skip
 
     def purge(self) -> int:
         raise NotImplementedError("purge a queue on the node that leads it")
@@ -139,7 +152,7 @@ class QueueService:
         self._corr = itertools.count(1)
         self._confirms: dict[int, tuple[str, ConfirmCallback]] = {}  # corr -> (leader, confirm)
         self._cids = itertools.count(1)
-        self._consumers: dict[int, tuple[RemoteQueue, Consumer]] = {}  # cid ->
+        self._consumers: dict[int, tuple[RemoteQueue, Consumer, str]] = {}  # cid -> (queue, link, node serving it)
         # consumers whose attach waits for a stream to the leader (it restarts, say): what they sent meanwhile
         self._waiting: dict[int, list[list]] = {}
         # this node as the queue's side
@@ -159,10 +172,11 @@ class QueueService:
 
     def publish(self, queue: RemoteQueue, m: QueueMessage, confirm: ConfirmCallback | None) -> None:
         corr = 0
+        target = queue.target()
         if confirm is not None:
             corr = next(self._corr)
-            self._confirms[corr] = (queue.leader, confirm)
-        sent = self.send(queue.leader, ["pub", queue.vhost, queue.name, corr, m.payload, m.durable, m.expires_at,
+            self._confirms[corr] = (target, confirm)
+        sent = self.send(target, ["pub", queue.vhost, queue.name, corr, m.payload, m.durable, m.expires_at,
                                         m.exchange, list(m.routing_keys), m.annotations])  # fmt: skip
         if not sent and corr:
             del self._confirms[corr]
@@ -170,20 +184,21 @@ class QueueService:
 
     def attach(self, queue: RemoteQueue, consumer: Consumer, priority: int) -> int:
         cid = next(self._cids)
-        self._consumers[cid] = (queue, consumer)
+        target = queue.target()
+        self._consumers[cid] = (queue, consumer, target)
         attach = ["attach", cid, queue.vhost, queue.name, priority, consumer.presettled]
-        if not self.send(queue.leader, attach):
+        if not self.send(target, attach):
             self._waiting[cid] = [attach]
-            self.node.loop.create_task(self._attach_when_connected(queue.leader, cid))
+            self.node.loop.create_task(self._attach_when_connected(target, cid))
         return cid
 
-    def send_for(self, cid: int, leader: str, message: list) -> None:
-        """A consumer's message: after its attach, which may wait for the stream."""
+    def send_for(self, cid: int, message: list) -> None:
+        """A consumer's message, to the node serving it: after its attach, which may wait for the stream."""
         waiting = self._waiting.get(cid)
         if waiting is not None:
             waiting.append(message)
-        else:
-            self.send(leader, message)
+        elif cid in self._consumers:
+            self.send(self._consumers[cid][2], message)
 
     async def _attach_when_connected(self, leader: str, cid: int) -> None:
         loop = self.node.loop
@@ -198,9 +213,10 @@ class QueueService:
                 self._unreachable(cid)
                 return
 
-    def detach(self, leader: str, cid: int) -> None:
-        if self._consumers.pop(cid, None) is not None and self._waiting.pop(cid, None) is None:
-            self.send(leader, ["detach", cid])
+    def detach(self, cid: int) -> None:
+        entry = self._consumers.pop(cid, None)
+        if entry is not None and self._waiting.pop(cid, None) is None:
+            self.send(entry[2], ["detach", cid])
 
     def forget_consumer(self, cid: int) -> None:
         self._consumers.pop(cid, None)
@@ -208,9 +224,9 @@ class QueueService:
     def _unreachable(self, cid: int) -> None:
         entry = self._consumers.pop(cid, None)
         if entry is not None:
-            queue, consumer = entry
+            queue, consumer, target = entry
             queue.consumers.pop(consumer, None)
-            _end(consumer, Condition.DETACH_FORCED, _unreachable_text(queue))
+            _end(consumer, Condition.DETACH_FORCED, _unreachable_text(queue, target))
 
     # -- incoming ------------------------------------------------------------------------
 
@@ -279,7 +295,7 @@ class QueueService:
                  durable: bool, exchange: str, routing_keys: list, annotations: Any) -> None:  # fmt: skip
         entry = self._consumers.get(cid)
         if entry is not None:  # else detached: the leader returns the message to the queue
-            queue, consumer = entry
+            queue, consumer, _ = entry
             taken = consumer.deliver(queue, QueueMessage(seq, bytes(payload), durable, None, delivery_count,
                                                          acquired, exchange, list(routing_keys), annotations))
             if taken is False:  # the link's credit went down meanwhile: back to the queue
@@ -293,7 +309,7 @@ class QueueService:
     def _gone(self, peer: str, cid: int, condition: str, description: str) -> None:
         entry = self._consumers.pop(cid, None)
         if entry is not None:
-            queue, consumer = entry
+            queue, consumer, _ = entry
             queue.consumers.pop(consumer, None)
             _end(consumer, condition, description)
 
@@ -307,7 +323,7 @@ class QueueService:
     def _peer_down(self, peer: str) -> None:
         for corr in [c for c, (leader, _) in self._confirms.items() if leader == peer]:
             self._confirms.pop(corr)[1](Outcome.RELEASED)
-        for cid in [c for c, (queue, _) in self._consumers.items() if queue.leader == peer]:
+        for cid in [c for c, (_, _, target) in self._consumers.items() if target == peer]:
             self._unreachable(cid)
         for key in [k for k in self.served if k[0] == peer]:
             consumer = self.served.pop(key)
@@ -319,8 +335,8 @@ class QueueService:
             self.served.pop(key)
 
 
-def _unreachable_text(queue: RemoteQueue) -> str:
-    return f"queue '{queue.name}' in vhost '{queue.vhost}' is on node {queue.leader}, which this node cannot reach"
+def _unreachable_text(queue: RemoteQueue, node: str) -> str:
+    return f"queue '{queue.name}' in vhost '{queue.vhost}' is on node {node}, which this node cannot reach"
 
 
 def _end(consumer: Any, condition: str, description: str) -> None:

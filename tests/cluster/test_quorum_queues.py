@@ -278,3 +278,39 @@ def test_two_hundred_quorum_queues_on_three_nodes(cluster):
 def test_pausing_the_queue_leader_loses_no_confirmed_message(cluster):
     confirmed_survive(cluster, "qq-pause", lambda i: cluster[i].proc.send_signal(signal.SIGSTOP),  # past the election
                       lambda i: cluster[i].proc.send_signal(signal.SIGCONT), "pause")  # fmt: skip
+
+
+def test_a_node_without_a_replica_reaches_the_queue_when_its_declaring_node_is_gone(cluster_factory):
+    """4 nodes, 3 replicas: the fourth node proxies to a replica. The metadata names the
+    declaring node as the queue's node; once it is killed, the proxy goes to another replica."""
+    cluster = cluster_factory(4)
+    cluster.start()
+    enable_quorum_queues(cluster)
+    q = declare(cluster, 0, "qq-proxy")
+    outside = next(n for n in cluster.nodes if n.id not in q["members"])
+    assert q["leader"] == cluster[0].id and len(q["members"]) == 3
+    cluster.wait_for(lambda: (info(cluster[0], "qq-proxy") or {}).get("leader_elected"), 15, "the first election")
+    conn = BlockingConnection(url(outside), timeout=20)
+    conn.create_sender("/queues/qq-proxy").send(Message(id=0, body="before", durable=True))
+    conn.close()
+    cluster.kill9(0)
+
+    def published_again() -> bool:
+        try:
+            c = BlockingConnection(url(outside), timeout=10)
+            try:
+                c.create_sender("/queues/qq-proxy").send(Message(id=1, body="after", durable=True), timeout=10)
+            finally:
+                c.close()
+            return True
+        except Exception:
+            return False  # released while the group elects without node 0: try again
+
+    cluster.wait_for(published_again, 60, "a publish through the node without a replica", interval=0.5)
+    conn = BlockingConnection(url(outside), timeout=20)
+    receiver = conn.create_receiver("/queues/qq-proxy", credit=10)
+    got = set()
+    while got != {0, 1}:
+        got.add(receiver.receive(timeout=20).id)
+        receiver.accept()
+    conn.close()
