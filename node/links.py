@@ -169,15 +169,15 @@ class QueueConsumer:
         self.queue = queue
         self.presettled = link.snd_settle_mode == d.SND_SETTLED
 
-    def deliver(self, queue: Queue, message: QueueMessage) -> bool:
-        """False when the link cannot take it: a replicated queue decided the
-        delivery before it applied the receiver's latest FLOW, which lowered
-        the credit; the queue takes the message back (released)."""
+    def deliver(self, queue: Queue, message: QueueMessage) -> None:
+        """Send it, even when the link has no credit left: a replicated queue
+        decides a delivery under the credit it knows, and a FLOW that lowered
+        the credit may have reached the link first. The queue counted the
+        delivery; holding it back here would leave the queue's delivery-count
+        ahead of the link's for good, one credit short at every later FLOW."""
         link = self.link
         if link.detach_sent or link.detach_received:
-            return True  # the detach returns it to the queue
-        if link.link_credit <= 0:
-            return False
+            return  # the detach returns it to the queue
         payload = delivery_payload(message)
         limit = link.remote_max_message_size
         if limit and len(payload) > limit:
@@ -190,13 +190,12 @@ class QueueConsumer:
             self.handler._link_gone(link)
             self.handler.schedule_flush()
             return
-        link.send(_seq_tag.pack(message.seq), payload, settled=self.presettled)
+        link.send(_seq_tag.pack(message.seq), payload, settled=self.presettled, beyond_credit=True)
         metrics = self.handler.node.metrics
         metrics.delivered += 1
         if message.acquired:
             metrics.redelivered += 1
         self.handler.schedule_flush()
-        return True
 
     def credit_reply(self, delivery_count: int, credit: int, available: int, drain: bool) -> None:
         link = self.link

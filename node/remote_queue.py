@@ -296,10 +296,8 @@ class QueueService:
         entry = self._consumers.get(cid)
         if entry is not None:  # else detached: the leader returns the message to the queue
             queue, consumer, _ = entry
-            taken = consumer.deliver(queue, QueueMessage(seq, bytes(payload), durable, None, delivery_count,
-                                                         acquired, exchange, list(routing_keys), annotations))
-            if taken is False:  # the link's credit went down meanwhile: back to the queue
-                self.send(peer, ["settle", cid, [seq], "released", False, False, None])
+            consumer.deliver(queue, QueueMessage(seq, bytes(payload), durable, None, delivery_count, acquired,
+                                                 exchange, list(routing_keys), annotations))  # fmt: skip
 
     def _flow(self, peer: str, cid: int, delivery_count: int, credit: int, available: int, drain: bool) -> None:
         entry = self._consumers.get(cid)

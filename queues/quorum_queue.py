@@ -331,23 +331,18 @@ class QuorumQueue(Queue):
     def _send(self, cid: str, deliveries: list[tuple]) -> None:
         """Hand (msg_id, delivery_count, redelivered, annotations) to the local link `cid`.
         A body this replica lacks (it installed a snapshot instead of the log that carried
-        it) is fetched from another member first; a link whose credit went down meanwhile
-        gives the message back (released)."""
+        it) is fetched from another member first."""
         consumer = self._consumers.get(cid)
         if consumer is None:
             return
         sent = self._sent.setdefault(cid, set())
-        refused = []
         for mid, delivery_count, redelivered, merged in deliveries:
             message = self._message(mid, delivery_count, redelivered, merged)
             if message is None:
                 self._await_body(mid, (cid, delivery_count, redelivered, merged))
-            elif consumer.deliver(self, message) is False:
-                refused.append(mid)
             else:
+                consumer.deliver(self, message)
                 sent.add(mid)
-        if refused:  # the link's credit went down before this was decided: take them back
-            self._for(cid, qq.Return(cid, tuple(refused)))
 
     def _await_body(self, mid: int, delivery: tuple) -> None:
         if not self._missing:

@@ -191,12 +191,18 @@ class Link:
         )
 
     def send(
-        self, tag: bytes, payload: bytes, settled: bool = False, message_format: int = 0, state: Any = None
+        self, tag: bytes, payload: bytes, settled: bool = False, message_format: int = 0, state: Any = None,
+        *, beyond_credit: bool = False,
     ) -> Delivery:
-        """Sends one message; the caller checks `link_credit` first."""
+        """Sends one message; the caller checks `link_credit` first.
+
+        `beyond_credit`: the sender (a replicated queue) granted this delivery
+        under credit the receiver has taken back since, in a FLOW that crossed
+        it. [2.6.7] counts such a transfer against the new credit, which goes
+        below zero until the receiver's next FLOW sets it again."""
         if not self.is_sender:
             raise LocalProtocolError("a receiving link cannot send")
-        if self.link_credit <= 0:
+        if self.link_credit <= 0 and not beyond_credit:
             raise LocalProtocolError(f"link {self.name!r} has no credit")
         if self.detach_sent or self.detach_received or self.session.end_sent:
             raise LocalProtocolError("link is detached")

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from cluster_procs import HttpError
@@ -314,3 +316,35 @@ def test_a_node_without_a_replica_reaches_the_queue_when_its_declaring_node_is_g
         got.add(receiver.receive(timeout=20).id)
         receiver.accept()
     conn.close()
+
+
+def test_credit_taken_back_while_a_delivery_is_decided_does_not_starve_the_consumer(cluster):
+    """A receiver grants credit and takes it back (FLOW 1, FLOW 0) again and again while
+    messages arrive: now and then the queue decides a delivery under the credit of 1 before it
+    applies the 0. That delivery goes out all the same ([2.6.7]: it counts against the new
+    credit), so the queue's delivery-count stays the link's and a final grant drains every message."""
+    sys.path.insert(0, str(Path(__file__).parents[1] / "broker"))
+    from raw_client import RawClient
+
+    enable_quorum_queues(cluster)
+    declare(cluster, 0, "qq-credit")
+    cluster.wait_for(lambda: (info(cluster[0], "qq-credit") or {}).get("leader_elected"), 15, "the first election")
+    total = 100
+    publisher = BlockingConnection(url(cluster[1]), timeout=20)
+    sender = publisher.create_sender("/queues/qq-credit")
+    client = RawClient(cluster[2].amqp_port)
+    try:
+        client.connect()
+        receiver = client.receiver(client.begin(), "/queues/qq-credit")
+        for i in range(total):
+            sender.send(Message(id=i, body=f"m{i}"), timeout=20)
+            receiver.flow(link_credit=1)  # a delivery of message i may be decided under this credit...
+            client.flush()
+            receiver.flow(link_credit=0)  # ...and meet this FLOW at the link
+            client.flush()
+        receiver.flow(link_credit=total)
+        got = client.receive(total, timeout=30)  # every message still in the queue, or already sent
+        assert len(got) == total
+    finally:
+        client.close()
+        publisher.close()
