@@ -72,6 +72,7 @@ from pysyncobj import FAIL_REASON
 from pysyncobj.monotonic import monotonic
 
 from node.cluster_rpc import NodeRpc, RpcError, RpcUnreachable
+from node.group_liveness import GroupLiveness
 from queues.group_commit import GroupCommitter
 from raft.config import DEFAULTS as RAFT_DEFAULTS
 from raft.config import make_conf
@@ -235,6 +236,7 @@ class Cluster:
         self.log: DurableLog | None = None
         self._committer: GroupCommitter | None = None
         self.rpc: NodeRpc | None = None
+        self.liveness: GroupLiveness | None = None
         # Every Raft group this node hosts, by name; only the metadata group so far.
         self.groups: dict[str, RaftGroup] = {}
         self.failed: BaseException | None = None
@@ -296,12 +298,14 @@ class Cluster:
                                              on_written=self.log.release_durable)  # fmt: skip
             self.transport.before_flush.append(self.log.sync_point)
             self.rpc = NodeRpc(self.transport, self._serve_call)
+            self.liveness = GroupLiveness(self, skip=METADATA)
             self._open_group([m for m in members if m != self.node_id])
         except BaseException:
             await self._close()
             raise
         self._running = True
         self._timer = self._loop.call_later(self.tick_interval, self._periodic)
+        self.liveness.start(self._loop)
         log.info("cluster node %s, members %s", self.node_id, ",".join(members))
 
     async def stop(self) -> None:
@@ -316,6 +320,8 @@ class Cluster:
         await self._close()
 
     async def _close(self) -> None:
+        if self.liveness is not None:
+            self.liveness.stop()
         if self.rpc is not None:
             await self.rpc.close()
         for group in self.groups.values():
@@ -384,10 +390,16 @@ class Cluster:
         if name in self.groups:
             raise ClusterError(f"raft group {name!r} is already open")
         others = [m for m in members if m != self.node_id]
-        conf = make_conf(os.path.join(self._dir, name), self.log.journal(name),
-                         onStateChanged=lambda _old, _new: self._kick(name), **overrides)  # fmt: skip
-        transport = _KickingTransport(self.transport, name, self.node_id, others, self._kick)
-        group = self.groups[name] = RaftGroup(self.node_id, others, conf, machine, transport=transport)
+        journal = self.log.journal(name)
+        try:
+            conf = make_conf(os.path.join(self._dir, name), journal,
+                             onStateChanged=lambda _old, _new: self._kick(name), **overrides)  # fmt: skip
+            transport = _KickingTransport(self.transport, name, self.node_id, others, self._kick)
+            group = RaftGroup(self.node_id, others, conf, machine, transport=transport)
+        except BaseException:
+            journal._destroy()  # so that opening it again is possible
+            raise
+        self.groups[name] = group
         self._kick(name)
         return group
 

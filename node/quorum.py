@@ -37,11 +37,12 @@ MEMBER_CALL = "quorum.member"
 # Longer election timeouts than the metadata group's: with hundreds of groups on a busy
 # 2-core node, heartbeats of 100 ms groups ticked every 100 ms slip past 0.5-1 s and set off
 # elections that feed on themselves (docs/benchmarks.md); 2-4 s is Ra's order of magnitude.
-# Entries and commit indexes go out as they happen (appendEntriesUseBatch=False), so the
-# heartbeat only keeps an idle group's followers quiet: every 0.5 s, a quarter of the
-# shortest election timeout, is a fifth of the traffic of the stock 100 ms.
+# Entries and commit indexes go out as they happen (appendEntriesUseBatch=False), and the
+# node's one liveness message per peer stands for every group's heartbeat
+# (node/group_liveness.py): a group's own heartbeat, every 1.5 s, only carries what a
+# follower that fell behind needs to catch up.
 QUORUM_TIMEOUTS = {"raftMinTimeout": 2.0, "raftMaxTimeout": 4.0, "leaderFallbackTimeout": 6.0,
-                   "connectionTimeout": 4.0, "appendEntriesPeriod": 0.5}  # fmt: skip
+                   "connectionTimeout": 4.0, "heartbeat_period": 1.5}  # fmt: skip
 BODIES_CALL = "quorum.bodies"  # a replica that installed a snapshot fetches the bodies it lacks
 BODIES_REPLY_BYTES = 512 * 1024  # per reply, so that it fits a node message
 SWEEP_INTERVAL = 2.0  # seconds between checks for consumers whose node is gone

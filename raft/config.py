@@ -82,6 +82,7 @@ def check_conf(conf: SyncObjConf | None) -> None:
 def make_conf(
     data_dir: str | os.PathLike[str] | None,
     journal: RaftJournal | None,
+    heartbeat_period: float | None = None,
     **overrides: Any,
 ) -> SyncObjConf:
     """The SyncObjConf of one Raft group.
@@ -89,6 +90,10 @@ def make_conf(
     `data_dir` is the group's own directory (created if missing; it holds the
     snapshot file); `journal` comes from the node's DurableLog. Both None
     gives an in-memory group (tests only). `overrides` are SyncObjConf fields.
+    `heartbeat_period` replaces appendEntriesPeriod once the group is built
+    (`SafeSyncObj`): pysyncobj's validate() wants it under a third of
+    raftMinTimeout, but a group whose followers also hear their leader's node
+    (node/group_liveness.py) may heartbeat more rarely.
     """
     import raft.patches  # noqa: F401  (installs the journal hook make_conf relies on)
 
@@ -101,4 +106,7 @@ def make_conf(
     conf = SyncObjConf(**fields)
     check_conf(conf)
     conf.validate()
+    if heartbeat_period is not None and not 0 < heartbeat_period < conf.leaderFallbackTimeout:
+        raise RaftConfigError(f"heartbeat period {heartbeat_period} s: above 0 and below the leader fallback")
+    conf.warren_heartbeat_period = heartbeat_period
     return conf

@@ -59,6 +59,15 @@ name-mangled, so a subclass defines `_SyncObj__name`) and `_onTick`:
    long, so a tick appends for COMMANDS_BUDGET at most and leaves the rest
    for the next one.
 
+7. Liveness per node rather than per group (node/group_liveness.py): a
+   node that says it leads a group in the current term counts, for a
+   follower, as that leader's heartbeat (`leader_alive` resets the election
+   timer), and a member's node that is heard from counts, for a leader, as
+   that member's answer (`member_alive`, for the leader's fallback check). So
+   hundreds of idle groups can heartbeat rarely without their followers
+   electing. Only timers move: what a term, a vote or a commit needs is
+   untouched.
+
 Importing this module checks the pinned version and that every private
 member overridden here exists, so an upgrade of pysyncobj fails at import
 instead of running unpatched.
@@ -79,6 +88,7 @@ import pysyncobj.version as _version
 from pysyncobj import SyncObj
 from pysyncobj import pickle as _pickle
 from pysyncobj.journal import createJournal as _stock_create_journal
+from pysyncobj.monotonic import monotonic as _monotonic
 
 from raft.config import check_conf
 from raft.journal import RaftJournal
@@ -126,6 +136,7 @@ _REQUIRED = (
     "_SyncObj__doApplyCommand",
     "_SyncObj__sendNextNodeIdx",
     "_SyncObj__loadDumpFile",
+    "_SyncObj__generateRaftTimeout",
     "_onTick",
     "_applyCommand",
 )
@@ -140,6 +151,11 @@ _REQUIRED_STATE = (
     "_SyncObj__commandsQueue",
     "_SyncObj__transport",
     "_SyncObj__conf",
+    "_SyncObj__raftLeader",
+    "_SyncObj__raftCurrentTerm",
+    "_SyncObj__otherNodes",
+    "_SyncObj__lastResponseTime",
+    "_SyncObj__transferInProgress",
 )
 
 
@@ -161,6 +177,7 @@ install()
 
 
 _LEADER = _syncobj._RAFT_STATE.LEADER
+_FOLLOWER = _syncobj._RAFT_STATE.FOLLOWER
 COMMANDS_BUDGET = 0.02  # seconds a tick may spend appending queued proposals (patch 6)
 
 
@@ -191,6 +208,9 @@ class SafeSyncObj(SyncObj):
         self._w_snapshot_checked = False
         super().__init__(selfNode, otherNodes, conf, *args, **kwargs)
         self._w_quiet_io()
+        heartbeat = getattr(conf, "warren_heartbeat_period", None)
+        if heartbeat is not None:  # after SyncObj's validate(): see raft.config.make_conf
+            self._SyncObj__conf.appendEntriesPeriod = heartbeat
 
     # -- 6: the node's loop does the I/O and keeps the time
 
@@ -213,6 +233,28 @@ class SafeSyncObj(SyncObj):
             super()._checkCommandsToApply()
         finally:
             conf.appendEntriesPeriod = period
+
+    # -- 7: liveness heard per node
+
+    def leader_alive(self, node_id: str, term: int) -> None:
+        """`node_id` says it leads this group in `term`: for a follower of that
+        leader in that term, as good as its heartbeat."""
+        leader = self._SyncObj__raftLeader
+        if (
+            self._SyncObj__raftState == _FOLLOWER
+            and term == self._SyncObj__raftCurrentTerm
+            and leader is not None
+            and leader.id == node_id
+            and not self._SyncObj__transferInProgress  # a handover waits for its forced election
+        ):
+            self._SyncObj__raftElectionDeadline = _monotonic() + self._SyncObj__generateRaftTimeout()
+
+    def member_alive(self, node_id: str) -> None:
+        """`node_id`'s node was heard from: for a leader, as good as that member's answer."""
+        if self._SyncObj__raftState == _LEADER:
+            for node in self._SyncObj__otherNodes:
+                if node.id == node_id:
+                    self._SyncObj__lastResponseTime[node] = _monotonic()
 
     def next_tick_due(self) -> float:
         """The monotonic time by which this group needs its next tick if nothing

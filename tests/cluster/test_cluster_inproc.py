@@ -305,3 +305,54 @@ def test_a_node_announces_itself_and_a_flag_it_lacks_is_refused(tmp_path):
             await node.stop()
 
     uvloop.run(main())
+
+
+@pytest.mark.slow
+def test_groups_that_heartbeat_rarely_keep_their_leaders_while_the_nodes_are_heard(tmp_path):
+    """Ten groups whose heartbeat (2.5 s) is longer than their election timeout (1-2 s): the
+    nodes' one liveness message per peer (node/group_liveness.py) is all that keeps their
+    followers from electing. Cut a node off and its groups elect among the two others."""
+    timing = {"raftMinTimeout": 1.0, "raftMaxTimeout": 2.0, "leaderFallbackTimeout": 3.0, "connectionTimeout": 2.0,
+              "heartbeat_period": 2.5}  # fmt: skip
+    names = [f"g{i}" for i in range(10)]
+
+    async def main():
+        async with three_nodes(tmp_path) as nodes:
+            ids = [n.node_id for n in nodes]
+            for n in nodes:
+                for name in names:
+                    n.open_group(name, ids, KeyValueMachine(), **timing)
+
+            def leaders() -> dict[str, str] | None:
+                seen = {}
+                for name in names:
+                    views = {n.groups[name]._getLeader() for n in nodes}
+                    if len(views) != 1 or None in views:
+                        return None
+                    seen[name] = views.pop().id
+                return seen
+
+            await until(lambda: leaders() is not None, 15, "a leader in every group")
+            before = leaders()
+            terms = {name: nodes[0].groups[name].raftCurrentTerm for name in names}
+            await asyncio.sleep(5)  # two heartbeat periods, three to five election timeouts
+            assert leaders() == before
+            assert {name: nodes[0].groups[name].raftCurrentTerm for name in names} == terms
+
+            cut = next(n for n in nodes if n.node_id in before.values())
+            led = [name for name in names if before[name] == cut.node_id]
+            rest = [n for n in nodes if n is not cut]
+            cut.partition()
+            for n in rest:
+                n.partition([cut.node_id])
+
+            def moved() -> bool:
+                return all(len({n.groups[g]._getLeader() for n in rest}) == 1
+                           and rest[0].groups[g]._getLeader() is not None
+                           and rest[0].groups[g]._getLeader().id != cut.node_id for g in led)  # fmt: skip
+
+            await until(moved, 15, "the cut node's groups led by another")
+            for n in nodes:
+                n.heal()
+
+    uvloop.run(main())
