@@ -13,7 +13,15 @@ an `enqueue` of a unique value, every delivery a `dequeue` of one, and
     recovered   publish outcome unknown (enqueue info), consumed: fine, at-least-once
 
 plus what a reader wants to see: how many were published, confirmed, consumed, and the
-longest time no publish was confirmed (unavailability).
+longest time no publish was confirmed (unavailability), from the first confirm to the end of
+the last publish.
+
+`check_metadata` says whether every acknowledged metadata change (an exchange declared or
+deleted, a binding made or removed) is visible on every node at the end, from the ops of the
+metadata workload and a final read of every node taken after the cluster converged.
+
+`leader_disagreements` says which Raft groups have not converged, from what each node names
+as each group's leader.
 """
 
 from __future__ import annotations
@@ -56,7 +64,7 @@ class QueueCheck:
     unmarked_copies: int = 0  # extra copies not marked
     unmarked: set = field(default_factory=set)  # values with an unmarked extra copy
     allow_unmarked_duplicates: bool = False
-    longest_unavailability: float = 0.0  # seconds without a confirmed publish
+    longest_unavailability: float = 0.0  # seconds without a confirmed publish, after the first
     unavailable_from: float = 0.0
     unavailable_to: float = 0.0
 
@@ -138,9 +146,11 @@ def check_total_queue(ops: Iterable[Op], allow_unmarked_duplicates: bool = False
             result.unmarked.add(o.value)
 
     if enqueues:
-        start = min(o.start for o in enqueues)
+        # from the first confirm on: before it a new queue is still electing its first leader
+        confirms = [o.end for o in enqueues if o.type == OK]
+        start = min(confirms) if confirms else min(o.start for o in enqueues)
         end = max(o.end for o in enqueues)
-        gap = longest_gap((o.end for o in enqueues if o.type == OK), start, end)
+        gap = longest_gap(confirms, start, end)
         result.longest_unavailability, result.unavailable_from, result.unavailable_to = gap
     return result
 
@@ -155,3 +165,153 @@ def fault_timeline(ops: Iterable[Op]) -> str:
             tail += " " + " ".join(f"{k}={v}" for k, v in sorted(o.meta.items()))
         lines.append(f"  t={o.start:6.1f}s..{o.end:6.1f}s  {what}: {o.type}{tail}")
     return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- metadata
+
+DECLARE_EXCHANGE, DELETE_EXCHANGE, BIND, UNBIND = "declare-exchange", "delete-exchange", "bind", "unbind"
+CREATES = (DECLARE_EXCHANGE, BIND)  # ops that make their object exist
+REMOVES = (DELETE_EXCHANGE, UNBIND)  # ops that make it absent
+PRESENT, ABSENT, EITHER = "present", "absent", "either"
+
+
+def expected_state(ops: Iterable[Op]) -> str:
+    """What must be true of one object at the end, from every op on it (none overlapping
+    another of a different kind, as the workload makes them): the effect of its last
+    acknowledged (ok) change; `either` when an op with an unknown outcome (info) did not end
+    before that change began, or when none was acknowledged and one is unknown; `absent`
+    when every change on it failed (the object did not exist before the history).
+
+    An unknown op that ended before the last acknowledged change began counts as superseded
+    by it (the workload never touches an object again after an unknown outcome, so its own
+    histories hold none)."""
+    ops = [o for o in ops if o.f in CREATES or o.f in REMOVES]
+    done = [o for o in ops if o.type == OK]
+    unknown = [o for o in ops if o.type == INFO]
+    if not done:
+        return EITHER if unknown else ABSENT
+    last = max(done, key=lambda o: (o.end, o.start))
+    creates = last.f in CREATES
+    if any(o.end > last.start for o in unknown):
+        return EITHER
+    if any(o is not last and o.end > last.start and (o.f in CREATES) != creates for o in done):
+        return EITHER  # two acknowledged changes of opposite kinds overlapped: either order
+    return PRESENT if creates else ABSENT
+
+
+@dataclass
+class MetadataCheck:
+    ops: int = 0  # metadata changes attempted
+    ok: int = 0  # acknowledged
+    failed: int = 0  # refused: certainly not made
+    unknown: int = 0  # outcome unknown (info)
+    objects: int = 0  # distinct objects changed
+    expected: dict = field(default_factory=dict)  # object -> present | absent | either
+    missing: dict = field(default_factory=dict)  # object that must exist -> nodes that lack it
+    resurrected: dict = field(default_factory=dict)  # object that must be absent -> nodes that have it
+    unread: list = field(default_factory=list)  # nodes whose final read failed
+    evidence: dict = field(default_factory=dict)  # object in violation -> its ops
+
+    @property
+    def violations(self) -> int:
+        return len(self.missing) + len(self.resurrected)
+
+    @property
+    def valid(self) -> bool:
+        return not (self.violations or self.unread)
+
+    def problems(self) -> list[str]:
+        out = []
+        if self.missing:
+            out.append(f"{len(self.missing)} acknowledged but missing: {_sample_nodes(self.missing)}")
+        if self.resurrected:
+            out.append(f"{len(self.resurrected)} deleted or refused but present: {_sample_nodes(self.resurrected)}")
+        if self.unread:
+            out.append(f"no final read from {', '.join(self.unread)}")
+        for key, ops in list(self.evidence.items())[:5]:
+            out.append(f"{key}: " + ", ".join(_describe(o) for o in ops))
+        return out
+
+    def summary(self) -> str:
+        kinds = Counter(self.expected.values())
+        return "\n".join([
+            f"metadata changes {self.ops} (ok {self.ok}, failed {self.failed}, unknown {self.unknown}) on "
+            f"{self.objects} objects: {kinds[PRESENT]} must exist, {kinds[ABSENT]} must not, {kinds[EITHER]} either",
+            f"metadata violations {self.violations} (missing {len(self.missing)}, present though deleted or "
+            f"refused {len(self.resurrected)})",
+            "metadata valid" if self.valid else "metadata INVALID: " + "; ".join(self.problems()),
+        ])  # fmt: skip
+
+    def as_row(self) -> dict:
+        return {"md_ok": self.ok, "md_failed": self.failed, "md_unknown": self.unknown,
+                "md_violations": self.violations, "md_valid": self.valid}  # fmt: skip
+
+
+def _describe(o: Op) -> str:
+    error = f" ({o.error[:160]})" if o.error else ""
+    return f"{o.f} {o.type} via {o.node} t={o.start:.2f}..{o.end:.2f}s{error}"
+
+
+def _sample_nodes(found: dict, n: int = 5) -> str:
+    items = sorted(found.items())
+    more = f" ... (+{len(items) - n})" if len(items) > n else ""
+    return ", ".join(f"{k} on {'/'.join(sorted(v))}" for k, v in items[:n]) + more
+
+
+def check_metadata(ops: Iterable[Op], final: dict[str, set | None]) -> MetadataCheck:
+    """Every acknowledged metadata change visible on every node: `final` is each node's view at
+    the end (the objects it has; None when it could not be read), taken once the cluster
+    converged. Objects are the values of the ops (opaque keys such as "exchange NAME"); see
+    expected_state for what each must be. Objects no op touched are not looked at."""
+    ops = [o for o in ops if o.f in CREATES or o.f in REMOVES]
+    result = MetadataCheck(ops=len(ops))
+    result.ok = sum(o.type == OK for o in ops)
+    result.failed = sum(o.type == FAIL for o in ops)
+    result.unknown = sum(o.type == INFO for o in ops)
+    by_object: dict = {}
+    for o in ops:
+        by_object.setdefault(o.value, []).append(o)
+    result.objects = len(by_object)
+    result.unread = sorted(n for n, view in final.items() if view is None)
+    views = {n: view for n, view in final.items() if view is not None}
+    for key, object_ops in by_object.items():
+        expected = result.expected[key] = expected_state(object_ops)
+        if expected == PRESENT:
+            lacking = [n for n, view in views.items() if key not in view]
+            if lacking:
+                result.missing[key] = lacking
+        elif expected == ABSENT:
+            having = [n for n, view in views.items() if key in view]
+            if having:
+                result.resurrected[key] = having
+        if key in result.missing or key in result.resurrected:
+            result.evidence[key] = sorted(object_ops, key=lambda o: o.start)
+    return result
+
+
+# ---------------------------------------------------------------- convergence
+
+
+def leader_disagreements(views: dict[str, dict[str, str | None] | None]) -> dict[str, str]:
+    """Which Raft groups have not converged, and why: `views` is, for each node, the leader it
+    names for each group (a node name, None when it knows none), or None when the node did not
+    answer. A group has converged when every node names the same leader, that leader is one of
+    the nodes, and it names itself (it leads, not just once did)."""
+    out: dict[str, str] = {}
+    silent = sorted(n for n, v in views.items() if v is None)
+    answered = {n: v for n, v in views.items() if v is not None}
+    groups = sorted({g for v in answered.values() for g in v})
+    for group in groups:
+        named = {n: v.get(group, "(no such group)") for n, v in answered.items()}
+        leaders = set(named.values())
+        if silent:
+            out[group] = f"no answer from {', '.join(silent)}"
+        elif len(leaders) != 1:
+            out[group] = "nodes disagree: " + ", ".join(f"{n} names {named[n]}" for n in sorted(named))
+        else:
+            leader = leaders.pop()
+            if leader not in answered:
+                out[group] = f"every node names {leader}, which is not one of them"
+    if silent and not groups:
+        out["*"] = f"no answer from {', '.join(silent)}"
+    return out

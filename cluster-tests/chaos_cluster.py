@@ -271,7 +271,10 @@ class ComposeCluster:
         return (self.container(node).attrs["State"].get("Health") or {}).get("Status")
 
     def ip(self, node: str) -> str:
-        """The node's address on the compose network (remembered while it is down)."""
+        """The node's address on the compose network: asked of docker once per container start
+        (start and restart forget it), remembered while the node is down."""
+        if node in self._ips:
+            return self._ips[node]
         networks = self.container(node).attrs["NetworkSettings"]["Networks"]
         ips = [n["IPAddress"] for n in networks.values() if n.get("IPAddress")]
         if ips:

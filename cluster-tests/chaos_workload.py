@@ -15,22 +15,31 @@ enqueued). Every message is durable and its body is its number.
 
 A delivery is marked redelivered when the broker says so (first-acquirer false or a
 delivery-count above zero): duplicates are allowed only as such.
+
+`MetadataWorkload` changes metadata meanwhile, a few times a second, each change through a
+random node's HTTP API (any node not paused: cut-off ones too), every change recorded with
+its outcome for check_metadata (chaos_checker.py):
+
+    m = MetadataWorkload(cluster, history); m.start()
+    ... faults ...
+    m.stop(); views = m.read_all()    # each node's exchanges and bindings, once converged
 """
 
 from __future__ import annotations
 
+import errno
 import itertools
+import random
+import secrets
 import threading
 import time
 import urllib.parse
-from typing import TYPE_CHECKING
 
-from chaos_history import FAIL, INFO, OK, History
+from chaos_checker import BIND, CREATES, DECLARE_EXCHANGE, DELETE_EXCHANGE, UNBIND
+from chaos_cluster import ClusterError, ComposeCluster, HttpError
+from chaos_history import FAIL, INFO, OK, History, Op
 from proton import Delivery, Message, Timeout
 from proton.utils import BlockingConnection
-
-if TYPE_CHECKING:
-    from chaos_cluster import ComposeCluster
 
 RECONNECT_DELAY = 0.5
 
@@ -223,4 +232,159 @@ def declare_queue(cluster: ComposeCluster, node: str, queue: str, queue_type: st
                  {"durable": True, "auto_delete": False, "arguments": {"x-queue-type": queue_type}})  # fmt: skip
 
 
-__all__ = ["QueueWorkload", "declare_queue", "queue_address", "OK", "FAIL", "INFO"]
+# ---------------------------------------------------------------- metadata
+
+BINDING_SOURCE = "amq.direct"  # the source of the workload's bindings (to an exchange of its own)
+_NOT_SENT = (errno.ECONNREFUSED, errno.EHOSTUNREACH, errno.ENETUNREACH)
+
+
+def exchange_key(name: str) -> str:
+    """An exchange as check_metadata names it."""
+    return f"exchange {name}"
+
+
+def binding_key(source: str, destination: str, routing_key: str) -> str:
+    """An exchange-to-exchange binding (no arguments) as check_metadata names it."""
+    return f"binding {source} -> {destination} {routing_key}"
+
+
+def change_outcome(e: BaseException) -> tuple[str, int]:
+    """(op type, HTTP status or 0) of a metadata change that raised `e`. `fail` when it
+    certainly changed nothing: a refusal (4xx: 404 says the node knew no such object and did
+    nothing), a 503 "no majority" (which Warren promises changed nothing), a connection never
+    made. `info` otherwise: another 503 (not committed in time: it may commit later), a
+    timeout or a connection lost after the request went out."""
+    if isinstance(e, HttpError):
+        if e.status == 503:
+            return (FAIL if "no majority" in str(e.body) else INFO), e.status
+        return (FAIL if e.status < 500 else INFO), e.status
+    if isinstance(e, ClusterError):  # no address: the node is down, nothing was sent
+        return FAIL, 0
+    reason = getattr(e, "reason", e)  # urllib wraps errors before the request went out in URLError
+    if isinstance(reason, OSError) and reason.errno in _NOT_SENT:
+        return FAIL, 0
+    return INFO, 0
+
+
+def metadata_change(cluster: ComposeCluster, history: History, process: str, f: str, node: str, name: str,
+                    source: str = BINDING_SOURCE, routing_key: str = "", timeout: float = 10.0) -> Op:  # fmt: skip
+    """One metadata change through `node`'s HTTP API, recorded in `history` with its outcome
+    and returned (meta: the HTTP status). `f` is declare-exchange or delete-exchange (of the
+    durable direct exchange `name`), bind or unbind (`source` to the exchange `name` with
+    `routing_key`)."""
+    q = lambda v: urllib.parse.quote(v, safe="")  # noqa: E731
+    if f in (DECLARE_EXCHANGE, DELETE_EXCHANGE):
+        key, path = exchange_key(name), f"/api/exchanges/%2F/{q(name)}"
+    else:
+        key, path = binding_key(source, name, routing_key), f"/api/bindings/%2F/e/{q(source)}/e/{q(name)}"
+    method, body = {DECLARE_EXCHANGE: ("PUT", {"type": "direct", "durable": True}), DELETE_EXCHANGE: ("DELETE", None),
+                    BIND: ("POST", {"routing_key": routing_key}), UNBIND: ("DELETE", None)}[f]  # fmt: skip
+    if f == UNBIND:
+        path += "/" + (q(routing_key) or "~")  # the binding's properties key (no arguments)
+    start = history.now()
+    try:
+        cluster.http(node, method, path, body, timeout=timeout)
+    except Exception as e:
+        type_, status = change_outcome(e)
+        return history.record(process, f, type_, key, start, node=node, error=f"{type(e).__name__}: {e}"[:300],
+                              status=status)  # fmt: skip
+    return history.record(process, f, OK, key, start, node=node, status=204 if method == "DELETE" else 201)
+
+
+def metadata_view(cluster: ComposeCluster, node: str, timeout: float = 10.0) -> set[str]:
+    """The node's exchanges and exchange-to-exchange bindings in "/", keyed as check_metadata
+    names them (exchange_key, binding_key)."""
+    view = {exchange_key(x["name"]) for x in cluster.http(node, "GET", "/api/exchanges/%2F", timeout=timeout)}
+    for b in cluster.http(node, "GET", "/api/bindings/%2F", timeout=timeout):
+        if b.get("destination_type") == "exchange":
+            view.add(binding_key(b["source"], b["destination"], b["routing_key"]))
+    return view
+
+
+class MetadataWorkload:
+    """One thread that, `rate` times a second, declares a uniquely named exchange, or binds
+    amq.direct to the workload's own exchange with a unique key, or deletes or unbinds one
+    made earlier, each through a random node that is not paused. An object is never touched
+    again after an unknown outcome; a refused create is tried again (through a random node)
+    half the time, a refused delete later."""
+
+    def __init__(self, cluster: ComposeCluster, history: History, rate: float = 3.0, timeout: float = 10.0,
+                 process: str = "metadata-0", seed: int | None = None) -> None:  # fmt: skip
+        self.cluster, self.history, self.process = cluster, history, process
+        self.rate, self.timeout = rate, timeout
+        self.prefix = f"chaos-md-{secrets.token_hex(3)}-"
+        self.anchor = self.prefix + "anchor"  # the destination of every binding
+        self._rng = random.Random(seed)
+        self._ids = itertools.count(1)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.errors: list[str] = []
+
+    def start(self) -> None:
+        def run() -> None:
+            try:
+                self._run()
+            except Exception as e:  # a bug of the harness: report it
+                self.errors.append(f"{self.process}: {type(e).__name__}: {e}")
+
+        self._thread = threading.Thread(target=run, name=self.process, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(self.timeout + 5)
+
+    def _node(self) -> str:
+        up = [n for n in self.cluster.nodes if n not in self.cluster.paused]
+        return self._rng.choice(up or self.cluster.nodes)
+
+    def _change(self, f: str, name: str, routing_key: str = "") -> str:
+        op = metadata_change(self.cluster, self.history, self.process, f, self._node(), name,
+                             routing_key=routing_key, timeout=self.timeout)  # fmt: skip
+        return op.type
+
+    def _run(self) -> None:
+        while not self._stop.is_set():  # the bindings' destination first
+            if self._change(DECLARE_EXCHANGE, self.anchor) == OK:
+                break
+            self._stop.wait(0.5)
+        made: list[tuple[str, str, str]] = []  # (create f, name, routing key) acknowledged, to remove
+        refused: list[tuple[str, str, str]] = []  # creates refused, to try again
+        interval = 1.0 / self.rate
+        while not self._stop.wait(interval):
+            roll = self._rng.random()
+            if refused and roll < 0.15:
+                obj = refused.pop(0)
+                remove = False
+            elif made and roll < 0.45:
+                obj = made.pop(self._rng.randrange(len(made)))
+                remove = True
+            else:
+                n = next(self._ids)
+                obj = (DECLARE_EXCHANGE, f"{self.prefix}{n}", "") if n % 2 else (BIND, self.anchor, f"{self.prefix}{n}")
+                remove = False
+            create_f, name, key = obj
+            f = ({DECLARE_EXCHANGE: DELETE_EXCHANGE, BIND: UNBIND}[create_f]) if remove else create_f
+            outcome = self._change(f, name, key)
+            if outcome == OK and f in CREATES:
+                made.append(obj)
+            elif outcome == FAIL and f in CREATES and self._rng.random() < 0.5:
+                refused.append(obj)
+            elif outcome == FAIL and remove:
+                made.append(obj)
+            # else: removed, abandoned after a refusal, or unknown (never touched again)
+
+    def read_all(self, nodes: list[str] | None = None) -> dict[str, set[str] | None]:
+        """Every node's view (metadata_view), None for a node that did not answer."""
+        out: dict[str, set[str] | None] = {}
+        for node in nodes or self.cluster.nodes:
+            try:
+                out[node] = metadata_view(self.cluster, node)
+            except Exception:
+                out[node] = None
+        return out
+
+
+__all__ = ["QueueWorkload", "MetadataWorkload", "declare_queue", "queue_address", "metadata_change",
+           "metadata_view", "change_outcome", "OK", "FAIL", "INFO"]  # fmt: skip

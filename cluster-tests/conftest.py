@@ -36,6 +36,12 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    from chaos_report import results_table
+    from chaos_scenarios import REPORTS
+
+    if REPORTS:
+        terminalreporter.section("chaos results")
+        terminalreporter.write_line(results_table(REPORTS))
     if TIMINGS:
         terminalreporter.section("chaos timings")
         for what, seconds in TIMINGS:
@@ -108,12 +114,15 @@ def cluster_pool(docker_image: str):
 @pytest.fixture
 def cluster(request: pytest.FixtureRequest, cluster_pool: ClusterPool, tmp_path: Path):
     """A converged three-node compose cluster with a fresh history (see ClusterPool); its
-    logs and history are kept in tmp_path when the test fails."""
-    c = cluster_pool.get(request.node.name, tmp_path)
+    logs and history are kept when the test fails, in tmp_path or, when it is set, in
+    $WARREN_CHAOS_ARTIFACTS/<test> (pytest removes old tmp_paths)."""
+    keep = os.environ.get("WARREN_CHAOS_ARTIFACTS")
+    artifacts = Path(keep) / request.node.name if keep else tmp_path
+    c = cluster_pool.get(request.node.name, artifacts)
     yield c
     failed = any(getattr(request.node, f"rep_{w}", None) is not None and getattr(request.node, f"rep_{w}").failed
                  for w in ("setup", "call"))  # fmt: skip
     if failed:
         c.save_artifacts()
-        print(f"\n--- cluster logs (also in {tmp_path}):\n{c.logs(tail=40)}", file=sys.stderr)
+        print(f"\n--- cluster logs (also in {artifacts}):\n{c.logs(tail=40)}", file=sys.stderr)
         cluster_pool.discard()

@@ -107,6 +107,9 @@ _RETRY = frozenset({FAIL_REASON.MISSING_LEADER, FAIL_REASON.NOT_LEADER, FAIL_REA
 # The leader changed while the command was in flight: it may have committed.
 _AMBIGUOUS = frozenset({FAIL_REASON.LEADER_CHANGED, FAIL_REASON.UNKNOWN_OUTCOME})
 _RETRY_MIN, _RETRY_MAX = 0.02, 0.25
+# Groups other than the metadata one are checked for a due timer every 5th period (100 ms):
+# their timers are heartbeats of 1.5 s and elections after 2-4 s.
+TIMER_SCAN_PERIODS = 5
 _ATTEMPT_TIMEOUT = 1.5  # seconds an idempotent proposal waits for its answer before it is made again
 _SERVE_ADD_TIMEOUT = 20.0  # how long a member works at adding a joining node
 _STEP_DOWN_TIMEOUT = 1.0  # how long a stopping leader waits for a successor
@@ -237,6 +240,7 @@ class Cluster:
         self._committer: GroupCommitter | None = None
         self.rpc: NodeRpc | None = None
         self.liveness: GroupLiveness | None = None
+        self._periods = 0
         # Every Raft group this node hosts, by name; only the metadata group so far.
         self.groups: dict[str, RaftGroup] = {}
         self.failed: BaseException | None = None
@@ -448,8 +452,9 @@ class Cluster:
     # elections. A group with news (a message or a proposal for it, a peer up
     # or down, a role change) is ticked in the next loop turn. Otherwise the
     # metadata group is ticked every tick_interval and any other group only
-    # when its own next timer is due (`SafeSyncObj.next_tick_due`), so that
-    # hundreds of idle quorum queues cost a comparison each per period.
+    # when its own next timer is due (`SafeSyncObj.next_tick_due`, checked
+    # every TIMER_SCAN_PERIODS), so that hundreds of idle quorum queues cost
+    # a comparison each per scan.
 
     def _kick(self, name: str = METADATA) -> None:
         if self._loop is None:
@@ -465,9 +470,13 @@ class Cluster:
 
     def _periodic(self) -> None:
         self._timer = self._loop.call_later(self.tick_interval, self._periodic)
+        self._tick(METADATA)
+        self._periods += 1
+        if self._periods % TIMER_SCAN_PERIODS:
+            return
         now = monotonic()
         for name, group in list(self.groups.items()):
-            if name == METADATA or group.next_tick_due() <= now:
+            if name != METADATA and group.next_tick_due() <= now:
                 self._tick(name)
 
     def _tick(self, name: str) -> None:
@@ -507,16 +516,19 @@ class Cluster:
             idempotent = type(record) is Noop or bool(getattr(record, "idempotency_key", None))
         deadline = loop.time() + timeout
         delay = _RETRY_MIN
+        in_doubt = False  # an attempt went unanswered or was cut short: it may yet commit
         while True:
             # An idempotent record is proposed again when no answer comes within
             # _ATTEMPT_TIMEOUT: a forward lost with its stream gets no answer at all.
             attempt = min(deadline, loop.time() + _ATTEMPT_TIMEOUT) if idempotent else deadline
+            may_land = self._may_land()
             try:
                 result, error = await self._submit(lambda cb: self._live_group().propose(record, callback=cb),
                                                    attempt, timeout)  # fmt: skip
             except ClusterUnavailable:
+                in_doubt = in_doubt or may_land
                 if attempt >= deadline:
-                    raise
+                    raise self._unavailable(timeout, in_doubt) from None
                 continue
             if error == FAIL_REASON.SUCCESS:
                 return result
@@ -525,7 +537,8 @@ class Cluster:
                                      " it may or may not have been committed")  # fmt: skip
             if error not in _RETRY and error not in _AMBIGUOUS:
                 raise ClusterError(f"command refused: {_REASONS.get(error, error)}")
-            delay = await self._backoff(delay, deadline, timeout)
+            in_doubt = in_doubt or error in _AMBIGUOUS
+            delay = await self._backoff(delay, deadline, timeout, in_doubt)
 
     async def fence(self, timeout: float | None = None) -> None:
         """Commit a no-op through the leader: afterwards this node has applied every earlier change."""
@@ -550,9 +563,18 @@ class Cluster:
         finally:
             self._pending.discard(fut)
 
-    async def _backoff(self, delay: float, deadline: float, timeout: float) -> float:
+    def _may_land(self) -> bool:
+        """Whether a proposal made now can reach a leader's log: this node leads, or
+        the leader it knows is reachable (else pysyncobj's forward is dropped at once)."""
+        group = self.group
+        if group is None:
+            return False
+        leader = group._getLeader()
+        return group._isLeader() or (leader is not None and self.is_reachable(leader.id))
+
+    async def _backoff(self, delay: float, deadline: float, timeout: float, in_doubt: bool = False) -> float:
         if self._loop.time() + delay >= deadline:
-            raise self._unavailable(timeout)
+            raise self._unavailable(timeout, in_doubt)
         await asyncio.sleep(delay)
         return min(delay * 2, _RETRY_MAX)
 
@@ -563,8 +585,14 @@ class Cluster:
             raise ClusterError("the cluster part of this node is not running")
         return self.group
 
-    def _unavailable(self, timeout: float) -> ClusterUnavailable:
+    def _unavailable(self, timeout: float, in_doubt: bool = False) -> ClusterUnavailable:
+        """Why nothing committed in time. NoQuorum and CommitTimeout promise the
+        command was not applied; `in_doubt` (an attempt may still commit, e.g.
+        appended by a leader cut off right after) gives OutcomeUnknown instead."""
         reachable, total = self._reachability()
+        if in_doubt:
+            return OutcomeUnknown(f"not committed within {timeout:g}s ({reachable} of {total} members reachable);"
+                                  " the command was in flight and may still be applied")  # fmt: skip
         if reachable * 2 <= total:
             return NoQuorum(reachable, total)
         leader = self.group._getLeader() if self.group is not None else None

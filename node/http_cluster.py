@@ -21,8 +21,9 @@ Test-only, answered 404 unless the node runs with --enable-test-faults:
     POST /api/cluster/test/alarm        {"resource": "memory", "on": true}: raise or clear a forced alarm
 
 A command that cannot commit in time answers 503 with error "no_quorum"
-("cluster has no majority: 1 of 3 members reachable") or
-"cluster_unavailable".
+("cluster has no majority: 1 of 3 members reachable": it was not applied) or
+"cluster_unavailable" (a majority is reachable but nothing committed in time,
+or the command was in flight when it was cut off and "may still be applied").
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ import pytest
 import uvloop
 
 from node import config
-from node.cluster import Cluster, ClusterError, ClusterUnavailable, MembershipError, Noop, NoQuorum
+from node.cluster import Cluster, ClusterError, ClusterUnavailable, MembershipError, Noop, NoQuorum, OutcomeUnknown
 from node.cluster_kv import KeyValueMachine, Put
 from raft import records
 from raft.transport import TransportOptions
@@ -352,6 +352,28 @@ def test_groups_that_heartbeat_rarely_keep_their_leaders_while_the_nodes_are_hea
                            and rest[0].groups[g]._getLeader().id != cut.node_id for g in led)  # fmt: skip
 
             await until(moved, 15, "the cut node's groups led by another")
+            for n in nodes:
+                n.heal()
+
+    uvloop.run(main())
+
+
+@pytest.mark.slow
+def test_a_leader_cut_off_with_a_command_in_its_log_answers_outcome_unknown(tmp_path):
+    """Only a proposal that can not have reached a leader's log is answered NoQuorum (a
+    promise that it was not applied): one appended by a leader cut off right after may
+    still be committed by the next leader, so its answer is OutcomeUnknown."""
+
+    async def main():
+        async with three_nodes(tmp_path) as nodes:
+            await until(lambda: _leader(nodes), what="a leader")
+            leader = _leader(nodes)
+            leader.partition()
+            for n in nodes:
+                if n is not leader:
+                    n.partition([leader.node_id])
+            with pytest.raises(OutcomeUnknown, match="may still be applied"):
+                await leader.propose(Put("maybe", "x"), timeout=0.5)
             for n in nodes:
                 n.heal()
 
