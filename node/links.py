@@ -134,6 +134,20 @@ class Publisher:
         self.handler.schedule_flush()
         self.top_up()
 
+    def outcome_unknown(self, description: str) -> None:
+        """No settlement tells "maybe stored": end the link with its deliveries unsettled,
+        which the client must treat as unknown outcomes."""
+        self.unconfirmed -= 1
+        link = self.link
+        if link.detach_sent or link.detach_received or self.handler.engine.closed:
+            return
+        link.detach(closed=True, condition=Condition.DETACH_FORCED, description=description)
+        self.handler._link_gone(link)
+        self.handler.schedule_flush()
+
+
+_RANK = {Outcome.ACCEPTED: 0, Outcome.RELEASED: 1, Outcome.REJECTED: 2, Outcome.UNKNOWN: 3}
+
 
 class _Confirm:
     """Waits for every queue a message went to; rejected by any means rejected."""
@@ -144,14 +158,17 @@ class _Confirm:
         self.publisher = publisher
         self.delivery = delivery
         self.left = queues
-        self.worst = Outcome.ACCEPTED  # rejected by any queue beats released beats accepted
+        self.worst = Outcome.ACCEPTED  # unknown by any queue beats rejected beats released beats accepted
 
     def confirm(self, outcome: Outcome) -> None:
-        if outcome is Outcome.REJECTED or (outcome is Outcome.RELEASED and self.worst is Outcome.ACCEPTED):
+        if _RANK[outcome] > _RANK[self.worst]:
             self.worst = outcome
         self.left -= 1
         if self.left == 0:
-            if self.worst is Outcome.REJECTED:
+            if self.worst is Outcome.UNKNOWN:
+                self.publisher.outcome_unknown("a queue's node was lost with this message in flight: it may or"
+                                               " may not have been stored")  # fmt: skip
+            elif self.worst is Outcome.REJECTED:
                 state = _rejected(Condition.PRECONDITION_FAILED, "queue full (x-overflow reject-publish)")
             elif self.worst is Outcome.RELEASED:
                 state = RELEASED  # a queue was deleted under the message

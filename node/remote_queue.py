@@ -22,9 +22,11 @@ Credit flows end to end: the queue on B owns each consumer's delivery-count
 and credit (credit API v2), A forwards the client's FLOWs and B's replies.
 A publish is confirmed to the client only when B's queue confirmed it, so a
 remote publisher gets the guarantee a local one gets. When a stream between
-A and B ends, messages in it may be lost: A releases what B had not
-confirmed (the client may publish again) and detaches the consumer links;
-B returns A's unsettled deliveries to the queue.
+A and B ends, what B had not confirmed may or may not be stored there: A
+reports those publishes' outcome as unknown (the publisher's link is
+detached, leaving them unsettled; "released" would promise they were not
+taken), and detaches the consumer links; B returns A's unsettled deliveries
+to the queue.
 
 Which node B is: a classic queue's leader. A quorum queue runs on every one
 of its replicas, so B is its first-listed leader while A reaches it, else any
@@ -320,7 +322,7 @@ class QueueService:
 
     def _peer_down(self, peer: str) -> None:
         for corr in [c for c, (leader, _) in self._confirms.items() if leader == peer]:
-            self._confirms.pop(corr)[1](Outcome.RELEASED)
+            self._confirms.pop(corr)[1](Outcome.UNKNOWN)
         for cid in [c for c, (_, _, target) in self._consumers.items() if target == peer]:
             self._unreachable(cid)
         for key in [k for k in self.served if k[0] == peer]:

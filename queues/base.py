@@ -26,6 +26,7 @@ class Outcome(Enum):
     ACCEPTED = "accepted"  # stored as promised (durable: fsynced)
     REJECTED = "rejected"  # refused, e.g. x-overflow reject-publish
     RELEASED = "released"  # not taken, try again later
+    UNKNOWN = "unknown"  # lost in flight with the queue's node: it may or may not be stored
 
 
 @dataclass(slots=True, frozen=True)
