@@ -90,10 +90,10 @@ def make_conf(
     `data_dir` is the group's own directory (created if missing; it holds the
     snapshot file); `journal` comes from the node's DurableLog. Both None
     gives an in-memory group (tests only). `overrides` are SyncObjConf fields.
-    `heartbeat_period` replaces appendEntriesPeriod once the group is built
-    (`SafeSyncObj`): pysyncobj's validate() wants it under a third of
-    raftMinTimeout, but a group whose followers also hear their leader's node
-    (node/group_liveness.py) may heartbeat more rarely.
+    `heartbeat_period`: a group whose followers also hear their leader's node
+    (node/group_liveness.py) may heartbeat more rarely than appendEntriesPeriod
+    (which pysyncobj's validate() keeps under a third of raftMinTimeout);
+    `SafeSyncObj` applies it (raft/patches.py, patch 7).
     """
     import raft.patches  # noqa: F401  (installs the journal hook make_conf relies on)
 

@@ -53,11 +53,7 @@ name-mangled, so a subclass defines `_SyncObj__name`) and `_onTick`:
    per proposal to wake a thread Warren does not run. Both are replaced by
    no-ops and the pipe is closed. `next_tick_due()` tells the loop when the
    group's own timers (heartbeat, election, leader fallback) next need a tick,
-   so idle groups are not ticked at all in between. And stock appends queued
-   proposals for up to appendEntriesPeriod per tick; with the longer
-   heartbeat periods of idle-cheap groups that would hold the loop for as
-   long, so a tick appends for COMMANDS_BUDGET at most and leaves the rest
-   for the next one.
+   so idle groups are not ticked at all in between.
 
 7. Liveness per node rather than per group (node/group_liveness.py): a
    node that says it leads a group in the current term counts, for a
@@ -66,7 +62,10 @@ name-mangled, so a subclass defines `_SyncObj__name`) and `_onTick`:
    that member's answer (`member_alive`, for the leader's fallback check). So
    hundreds of idle groups can heartbeat rarely without their followers
    electing. Only timers move: what a term, a vote or a commit needs is
-   untouched.
+   untouched. The rarer heartbeat (`raft.config.make_conf(heartbeat_period=)`)
+   is set after each tick that sent AppendEntries: appendEntriesPeriod itself
+   stays short, as stock also uses it as the time a tick may spend appending
+   proposals or sending entries, which must not hold the loop.
 
 Importing this module checks the pinned version and that every private
 member overridden here exists, so an upgrade of pysyncobj fails at import
@@ -178,7 +177,6 @@ install()
 
 _LEADER = _syncobj._RAFT_STATE.LEADER
 _FOLLOWER = _syncobj._RAFT_STATE.FOLLOWER
-COMMANDS_BUDGET = 0.02  # seconds a tick may spend appending queued proposals (patch 6)
 
 
 class _NoPoller:
@@ -206,11 +204,12 @@ class SafeSyncObj(SyncObj):
         # own properties and leaves them out of its pickled snapshots.
         self._w_commit_before = 0
         self._w_snapshot_checked = False
+        self._w_heartbeat_delay = 0.0
         super().__init__(selfNode, otherNodes, conf, *args, **kwargs)
         self._w_quiet_io()
         heartbeat = getattr(conf, "warren_heartbeat_period", None)
-        if heartbeat is not None:  # after SyncObj's validate(): see raft.config.make_conf
-            self._SyncObj__conf.appendEntriesPeriod = heartbeat
+        # patch 7: how much later than stock the next heartbeat goes out
+        self._w_heartbeat_delay = 0.0 if heartbeat is None else max(0.0, heartbeat - conf.appendEntriesPeriod)
 
     # -- 6: the node's loop does the I/O and keeps the time
 
@@ -224,15 +223,6 @@ class SafeSyncObj(SyncObj):
             for fd in (notifier._PipeNotifier__pipeR, notifier._PipeNotifier__pipeW):
                 os.close(fd)
             self._SyncObj__pipeNotifier = _NoPoller()
-
-    def _checkCommandsToApply(self):  # noqa: N802
-        conf = self._SyncObj__conf
-        period = conf.appendEntriesPeriod
-        conf.appendEntriesPeriod = min(period, COMMANDS_BUDGET)  # the only use stock makes of it there
-        try:
-            super()._checkCommandsToApply()
-        finally:
-            conf.appendEntriesPeriod = period
 
     # -- 7: liveness heard per node
 
@@ -280,7 +270,10 @@ class SafeSyncObj(SyncObj):
             self._w_snapshot_checked = True
             self._w_align_journal_to_snapshot()
         self._w_commit_before = self._SyncObj__raftCommitIndex
+        sent_before = self._SyncObj__newAppendEntriesTime
         super()._onTick(timeToWait)
+        if self._w_heartbeat_delay and self._SyncObj__newAppendEntriesTime != sent_before:
+            self._SyncObj__newAppendEntriesTime += self._w_heartbeat_delay  # patch 7: AppendEntries went out
 
     def _w_snapshot_tail(self):
         """(last, prev) entries the snapshot file ends with, or None if there is none."""
