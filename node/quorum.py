@@ -29,7 +29,7 @@ from metadata import commands as mc
 from node.cluster import MembershipError
 from node.metadata_store import new_key
 from node.routing.errors import NotFound
-from queues.quorum_queue import COMPACTION_ENTRIES, QuorumQueue
+from queues.quorum_queue import COMPACTION_BYTES, COMPACTION_ENTRIES, QuorumQueue
 
 log = logging.getLogger("warren.quorum")
 
@@ -106,7 +106,8 @@ class QuorumQueues:
         self.queues[group] = queue
         entries = getattr(getattr(self.node, "config", None), "quorum_snapshot_entries", COMPACTION_ENTRIES)
         cluster.open_group(group, list(record.replicas), queue, appendEntriesUseBatch=False,
-                           logCompactionMinEntries=entries, **QUORUM_TIMEOUTS)  # fmt: skip
+                           logCompactionMinEntries=entries, compaction_bytes=COMPACTION_BYTES,
+                           **QUORUM_TIMEOUTS)  # fmt: skip
         return queue
 
     def stop(self, queue: QuorumQueue) -> None:

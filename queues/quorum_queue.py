@@ -17,7 +17,7 @@ log; at apply each replica writes them to the node's Raft RocksDB under
 (group, message id) (`DurableLog.put_blob`), synced by the same fsync as the
 journal. The state (and so each snapshot) holds only message ids, sizes and
 counters. When pysyncobj compacts the log (every `COMPACTION_ENTRIES`
-entries) the snapshot is taken after a flush, and bodies below the release
+entries or `COMPACTION_BYTES` of commands, whichever comes first) the snapshot is taken after a flush, and bodies below the release
 cursor (the oldest live message) are deleted with one range tombstone: memory
 holds the uncompacted log tail and the message index, never every body.
 
@@ -40,7 +40,8 @@ from raft.records import command
 
 log = logging.getLogger("warren.quorum")
 
-COMPACTION_ENTRIES = 2000  # log entries between snapshots: bounds the in-memory log tail
+COMPACTION_ENTRIES = 2000  # log entries between snapshots: bounds the in-memory log tail...
+COMPACTION_BYTES = 32 << 20  # ...and so do its bytes: entries carry bodies (a loop turn's, up to ~1 MB)
 SNAPSHOT_FORMAT = 1
 RETRY_MIN, RETRY_MAX = 0.05, 1.0  # seconds between proposals of a command the group did not take
 RESUBMIT_AFTER = 5.0  # seconds without an answer before a proposal is made again

@@ -83,6 +83,7 @@ def make_conf(
     data_dir: str | os.PathLike[str] | None,
     journal: RaftJournal | None,
     heartbeat_period: float | None = None,
+    compaction_bytes: int | None = None,
     **overrides: Any,
 ) -> SyncObjConf:
     """The SyncObjConf of one Raft group.
@@ -93,7 +94,8 @@ def make_conf(
     `heartbeat_period`: a group whose followers also hear their leader's node
     (node/group_liveness.py) may heartbeat more rarely than appendEntriesPeriod
     (which pysyncobj's validate() keeps under a third of raftMinTimeout);
-    `SafeSyncObj` applies it (raft/patches.py, patch 7).
+    `SafeSyncObj` applies it (raft/patches.py, patch 7). `compaction_bytes`:
+    compact also once the log holds more command bytes than this (patch 8).
     """
     import raft.patches  # noqa: F401  (installs the journal hook make_conf relies on)
 
@@ -109,4 +111,5 @@ def make_conf(
     if heartbeat_period is not None and not 0 < heartbeat_period < conf.leaderFallbackTimeout:
         raise RaftConfigError(f"heartbeat period {heartbeat_period} s: above 0 and below the leader fallback")
     conf.warren_heartbeat_period = heartbeat_period
+    conf.warren_compaction_bytes = compaction_bytes
     return conf

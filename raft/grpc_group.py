@@ -112,9 +112,17 @@ class GroupTransport(Transport):
         link = self._nt._links.get(peer)
         if peer not in self._members or link is None or not link.up:
             return False
-        if message.get("type") == "append_entries" and "transmission" in message:
-            message = self._transmission(peer, message)
-            if message is None:
+        if message.get("type") == "append_entries":
+            if "transmission" in message:
+                message = self._transmission(peer, message)
+                if message is None:
+                    return True
+            if message.get("entries") and self._nt.backlog(peer) > self._nt.options.max_outbox_bytes // 4:
+                # The peer is far behind (a follower catching up): pysyncobj would queue its whole
+                # missing log at once, and past max_outbox_bytes the link, every group's, is reset.
+                # Held back, these entries are as lost; the follower's answer to the next
+                # AppendEntries rewinds the leader to what it has, and the rest follows later.
+                self._nt.stats.entries_held_back += 1
                 return True
         try:
             payload = encode(message)

@@ -58,6 +58,9 @@ class PeerLink:
         # This loop turn's messages, (kind, group, payload); sealed by the
         # transport's flush, which also resets `dirty`.
         self.pending: list[tuple[int, str, bytes]] = []
+        # bytes enqueued for this peer and not yet in `outbox` (pending, or sealed behind the
+        # durability gate): with outbox_bytes, how far behind the peer is (NodeTransport.backlog)
+        self.queued_bytes = 0
         self.dirty = False
         # Frames released for the current session, written in order by its writer.
         self.outbox: deque[tuple[Frame, int]] = deque()
@@ -125,6 +128,7 @@ class PeerLink:
     def _set_down(self) -> None:
         """Forget everything not yet handed to gRPC: it belongs to a dead session."""
         dropped = len(self.pending) + sum(len(f.messages) for f, _ in self.outbox)
+        self.queued_bytes -= sum(len(item[2]) for item in self.pending)  # sealed ones: when released
         self.pending = []
         self.outbox.clear()
         self.outbox_bytes = 0

@@ -484,6 +484,7 @@ class RaftJournal:
         self._hard_key = prefix + _HARD
         self._commit_key = prefix + _COMMIT
         self._entries: list[Entry] = []
+        self.command_bytes = 0  # held in `_entries`: what a snapshot would free (raft.patches, patch 8)
         self._open = True
         n = len(self._entry_prefix)
         for key, value in log._scan(self._entry_prefix):
@@ -494,6 +495,7 @@ class RaftJournal:
             if self._entries and idx != self._entries[-1][1] + 1:
                 raise JournalError(f"raft group {group!r}: log jumps from {self._entries[-1][1]} to {idx}")
             self._entries.append((bytes(value[8:]), idx, term))
+            self.command_bytes += len(value) - 8
         hard = log._get(self._hard_key)
         if hard is None:
             self._term, self._voted_for = 0, None
@@ -516,11 +518,13 @@ class RaftJournal:
             raise JournalError(f"raft group {self.group!r}: append of index {idx} after {entries[-1][1]}")
         command = bytes(command)
         entries.append((command, idx, term))
+        self.command_bytes += len(command)
         ticket = self._log._put(self._entry_key(idx), _U64.pack(term) + command)
         self._unsynced.append((ticket, idx))
 
     def clear(self) -> None:
         self._entries = []
+        self.command_bytes = 0
         self._unsynced.clear()
         self._durable_idx = 0
         self._log._delete_range(self._entry_prefix, self._entry_prefix + b"\xff" * 9)
@@ -530,6 +534,7 @@ class RaftJournal:
         if entryFrom >= len(self._entries):
             return
         first_gone = self._entries[entryFrom][1]
+        self.command_bytes -= sum(len(e[0]) for e in self._entries[entryFrom:])
         del self._entries[entryFrom:]
         unsynced = self._unsynced
         while unsynced and unsynced[-1][1] >= first_gone:
@@ -545,8 +550,10 @@ class RaftJournal:
         if entryTo >= len(entries):
             end = self._entry_key(entries[-1][1] + 1) if entries else self._entry_prefix + b"\xff" * 9
             self._entries = []
+            self.command_bytes = 0
         else:
             end = self._entry_key(entries[entryTo][1])
+            self.command_bytes -= sum(len(e[0]) for e in entries[:entryTo])
             del entries[:entryTo]
         self._log._delete_range(self._entry_prefix, end)
 

@@ -67,6 +67,15 @@ name-mangled, so a subclass defines `_SyncObj__name`) and `_onTick`:
    stays short, as stock also uses it as the time a tick may spend appending
    proposals or sending entries, which must not hold the loop.
 
+8. Compaction by size as well as by count: stock compacts every
+   logCompactionMinEntries entries, and a quorum queue's entries carry its
+   message bodies, so the log tail held in memory (and replayed at a restart,
+   and sent to a lagging follower) could reach gigabytes. With
+   `make_conf(compaction_bytes=)` a tick forces a compaction once the
+   journal holds more command bytes than that, and once a compaction freed
+   that much, glibc is asked to hand the memory back (`malloc_trim`: it
+   otherwise keeps the freed log, measured at 590 MB held for 82 MB in use).
+
 Importing this module checks the pinned version and that every private
 member overridden here exists, so an upgrade of pysyncobj fails at import
 instead of running unpatched.
@@ -78,6 +87,7 @@ past index 2 with lastApplied = 1, so it never applies a command again.
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
 
@@ -175,6 +185,7 @@ def install() -> None:
 install()
 
 
+_malloc_trim = getattr(ctypes.CDLL(None), "malloc_trim", lambda pad: 0)  # glibc only
 _LEADER = _syncobj._RAFT_STATE.LEADER
 _FOLLOWER = _syncobj._RAFT_STATE.FOLLOWER
 
@@ -205,8 +216,10 @@ class SafeSyncObj(SyncObj):
         self._w_commit_before = 0
         self._w_snapshot_checked = False
         self._w_heartbeat_delay = 0.0
+        self._w_compaction_bytes: int | None = None
         super().__init__(selfNode, otherNodes, conf, *args, **kwargs)
         self._w_quiet_io()
+        self._w_compaction_bytes = getattr(conf, "warren_compaction_bytes", None)
         heartbeat = getattr(conf, "warren_heartbeat_period", None)
         # patch 7: how much later than stock the next heartbeat goes out
         self._w_heartbeat_delay = 0.0 if heartbeat is None else max(0.0, heartbeat - conf.appendEntriesPeriod)
@@ -270,8 +283,14 @@ class SafeSyncObj(SyncObj):
             self._w_snapshot_checked = True
             self._w_align_journal_to_snapshot()
         self._w_commit_before = self._SyncObj__raftCommitIndex
+        limit = self._w_compaction_bytes
+        held = getattr(self._SyncObj__raftLog, "command_bytes", 0)
+        if limit is not None and held > limit:
+            self.forceLogCompaction()  # patch 8
         sent_before = self._SyncObj__newAppendEntriesTime
         super()._onTick(timeToWait)
+        if limit is not None and held - getattr(self._SyncObj__raftLog, "command_bytes", 0) > limit:
+            _malloc_trim(0)
         if self._w_heartbeat_delay and self._SyncObj__newAppendEntriesTime != sent_before:
             self._SyncObj__newAppendEntriesTime += self._w_heartbeat_delay  # patch 7: AppendEntries went out
 

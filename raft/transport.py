@@ -120,6 +120,7 @@ class TransportStats:
     partition_refusals: int = 0  # inbound streams refused by the partition switch
     connect_failures: int = 0
     timeouts: int = 0  # streams dropped by the watchdog
+    entries_held_back: int = 0  # AppendEntries with entries not sent to a peer too far behind (grpc_group.py)
 
 
 class _Inbound:
@@ -401,6 +402,11 @@ class NodeTransport:
 
     # -- sending --------------------------------------------------------------------
 
+    def backlog(self, peer: str) -> int:
+        """Bytes queued for `peer` and not yet written to its stream."""
+        link = self._links.get(peer)
+        return 0 if link is None else link.queued_bytes + link.outbox_bytes
+
     def send_node_message(self, peer: str, channel: str, payload: bytes) -> bool:
         """Queue a non-Raft message for `peer` (see `on_node_message`); False if not connected."""
         link = self._links.get(peer)
@@ -413,6 +419,7 @@ class NodeTransport:
             log.error("message of %d bytes for %s/%s is over max_message_bytes", len(payload), link.peer, group)
             return False
         link.pending.append((kind, group, payload))
+        link.queued_bytes += len(payload)
         if not link.dirty:
             link.dirty = True
             self._dirty.append(link)
@@ -476,6 +483,7 @@ class NodeTransport:
     def _release_sealed(self, sealed: list[tuple[PeerLink, int, list]]) -> None:
         limit = self.options.max_frame_bytes
         for link, epoch, items in sealed:
+            link.queued_bytes -= sum(len(item[2]) for item in items)
             if not link.up or link.epoch != epoch or link.peer in self._partitioned:
                 self.stats.dropped_on_reconnect += len(items)
                 continue

@@ -248,3 +248,43 @@ def test_fifty_groups_over_the_same_three_transports_all_elect_leaders():
             assert elapsed < 15
 
     uvloop.run(main())
+
+
+def test_a_follower_far_behind_catches_up_without_the_link_being_reset():
+    """Cut a follower off while 12 MB are committed, then heal: pysyncobj would queue its whole
+    missing log at once, past max_outbox_bytes (2 MiB here), and the transport would reset the
+    link, every group's, again and again. GroupTransport holds entries back while the peer's
+    backlog is over a quarter of that, and the follower catches up over one session."""
+
+    async def main():
+        ts = [NodeTransport(listen="127.0.0.1:0", secret=SECRET,
+                            options=TransportOptions(backoff_initial=0.02, backoff_max=0.3,
+                                                     max_outbox_bytes=2 << 20)) for _ in range(3)]  # fmt: skip
+        for t in ts:
+            await t.start()
+        c = Cluster(ts)
+        try:
+            objs = c.add_group("q", appendEntriesUseBatch=False, logCompactionMinEntries=100_000)
+            c.start_ticking()
+            leader = await c.leader("q")
+            lagging = next(o for o in objs if o is not leader)
+            t_lag = ts[objs.index(lagging)]
+            others = [t.node_id for t in ts if t is not t_lag]
+            t_lag.partition(others)
+            for t in ts:
+                if t is not t_lag:
+                    t.partition([t_lag.node_id])
+            body = "x" * 100_000
+            for i in range(120):
+                assert (await commit(leader, body + str(i)))[1] == 0
+            t_leader = ts[objs.index(leader)]
+            sessions = t_leader._links[t_lag.node_id].sessions
+            for t in ts:
+                t.heal()
+            await until(lambda: len(lagging.values) == 120, 30, "the follower caught up")
+            assert t_leader.stats.entries_held_back > 0
+            assert t_leader._links[t_lag.node_id].sessions <= sessions + 1  # the reconnect after the heal
+        finally:
+            await c.close()
+
+    uvloop.run(main())
