@@ -299,7 +299,7 @@ class Cluster:
             # one fsync in flight at a time, on its own thread: the loop goes on meanwhile, and
             # what it writes during one fsync goes out together in the next
             self._committer = GroupCommitter(self.log, self._loop, on_error=self._fatal,
-                                             on_written=self.log.release_durable)  # fmt: skip
+                                             on_written=self._written)  # fmt: skip
             self.transport.before_flush.append(self.log.sync_point)
             self.rpc = NodeRpc(self.transport, self._serve_call)
             self.liveness = GroupLiveness(self, skip=METADATA)
@@ -455,6 +455,14 @@ class Cluster:
     # when its own next timer is due (`SafeSyncObj.next_tick_due`, checked
     # every TIMER_SCAN_PERIODS), so that hundreds of idle quorum queues cost
     # a comparison each per scan.
+
+    def _written(self) -> None:
+        """A write of the Raft log landed: send what it held back, and tick the groups that
+        appended entries, whose leader may now count itself for them (a one-member group
+        hears from no follower, so nothing else would tick it to commit)."""
+        self.log.release_durable()
+        for name in self.log.groups_made_durable():
+            self._kick(name)
 
     def _kick(self, name: str = METADATA) -> None:
         if self._loop is None:

@@ -267,6 +267,17 @@ class DurableLog:
         self._held.append((ticket, done, fut))
         return fut
 
+    def groups_made_durable(self) -> list[str]:
+        """The groups whose durable_index() moved since the last call: after a write
+        lands, their leaders may count themselves for more entries."""
+        moved = []
+        for name, journal in self._journals.items():
+            if journal._unsynced:
+                before = journal._durable_idx
+                if journal.durable_index() != before:
+                    moved.append(name)
+        return moved
+
     def release_durable(self) -> int:
         """Run the held callbacks whose writes are durable; returns how many ran."""
         held = self._held

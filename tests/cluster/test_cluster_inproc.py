@@ -378,3 +378,25 @@ def test_a_leader_cut_off_with_a_command_in_its_log_answers_outcome_unknown(tmp_
                 n.heal()
 
     uvloop.run(main())
+
+
+def test_a_one_member_group_commits_once_its_write_lands(tmp_path):
+    """No follower answers a one-member group, and its heartbeat (here 20 s) is far off: the
+    landing of the write that holds its entries is what ticks it to commit (node/cluster.py)."""
+
+    async def main():
+        node = _node(tmp_path, "solo")
+        await node.start()
+        try:
+            node.open_group("g", [node.node_id], KeyValueMachine(), raftMinTimeout=1.0, raftMaxTimeout=2.0,
+                            leaderFallbackTimeout=30.0, connectionTimeout=2.0, heartbeat_period=20.0)  # fmt: skip
+            await until(lambda: node.groups["g"]._isLeader(), what="the group leads itself")
+            loop = asyncio.get_running_loop()
+            for i in range(5):
+                done = loop.create_future()
+                node.submit("g", Put(f"k{i}", "v"), lambda result, error, done=done: done.set_result(error))
+                assert await asyncio.wait_for(done, 10) == 0
+        finally:
+            await node.stop()
+
+    uvloop.run(main())
