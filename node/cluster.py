@@ -5,8 +5,9 @@
         messages to and from the peers, one gRPC stream per peer,
         authenticated by the cluster secret, optionally over mutual TLS
       - DurableLog (raft/journal.py) at <data_dir>/raft: the journal of every
-        group, one fsync per loop turn; the transport sends nothing a sync
-        has not covered (`before_flush` gate)
+        group, written and fsynced by a GroupCommitter on its own thread (one
+        write in flight, what the loop wrote meanwhile in the next); the
+        transport sends nothing a sync has not covered (`before_flush` gate)
       - the metadata RaftGroup (raft/group.py), replicating records into the
         Machine given to the constructor (the Broker gives
         node/cluster_machine.py's ClusterMachine: the metadata machine and

@@ -27,7 +27,8 @@ half-compacted log. The commit index is stored only as pysyncobj's restart
 hint: it never exceeds what a majority stored, and pysyncobj clamps it to the
 log end on load.
 
-Durability: etcd's Ready discipline, one fsync per loop turn for all groups.
+Durability: etcd's Ready discipline, one fsync for every group's writes of a
+loop turn (the node runs it on a GroupCommitter's thread, see below).
 Nothing is written to disk while pysyncobj runs: its ticks only buffer. The
 node's loop turn is
 
