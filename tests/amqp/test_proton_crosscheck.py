@@ -14,13 +14,9 @@ import uuid
 
 import proton
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-from proton import Data, Message
 
-# the sibling test module holds the strategies; conftest.py puts this
-# directory on sys.path
-from test_codec_roundtrip import (
+# the strategies live next to this file; conftest.py puts this directory on sys.path
+from codec_strategies import (
     ALL_COMPOSITES,
     PRIMITIVES,
     RESTRICTED,
@@ -31,6 +27,9 @@ from test_codec_roundtrip import (
     unicode_chars,
     unknown_descriptors,
 )
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from proton import Data, Message
 
 from node.amqp import codec
 from node.amqp import definitions as d

@@ -19,7 +19,7 @@ from queues.classic import (
 from queues.group_commit import GroupCommitter
 from queues.store import MessageStore, Record, StoreFormatError
 
-from .test_classic import T0, FakeConsumer, FakeHost, grant
+from .classic_fakes import T0, FakeConsumer, FakeHost, grant
 
 
 def make(host, persistence, name="q", **arguments):
