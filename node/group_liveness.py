@@ -60,6 +60,7 @@ class GroupLiveness:
             kind, leading = codec.loads(payload)
             if kind != "alive":
                 raise ValueError(f"unknown message {kind!r}")
+            leading = [(str(name), int(term)) for name, term in leading]
         except Exception as e:
             log.warning("dropped a malformed %s message from %s: %s", CHANNEL, peer, e)
             return
