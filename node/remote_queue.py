@@ -152,7 +152,7 @@ class QueueService:
         self._pinned: set[str] = set()
         # this node as the client's side
         self._corr = itertools.count(1)
-        self._confirms: dict[int, tuple[str, ConfirmCallback]] = {}  # corr -> (leader, confirm)
+        self._confirms: dict[int, tuple[str, ConfirmCallback]] = {}  # corr -> (node sent to, confirm)
         self._cids = itertools.count(1)
         self._consumers: dict[int, tuple[RemoteQueue, Consumer, str]] = {}  # cid -> (queue, link, node serving it)
         # consumers whose attach waits for a stream to the leader (it restarts, say): what they sent meanwhile

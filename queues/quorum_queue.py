@@ -17,9 +17,10 @@ log; at apply each replica writes them to the node's Raft RocksDB under
 (group, message id) (`DurableLog.put_blob`), synced by the same fsync as the
 journal. The state (and so each snapshot) holds only message ids, sizes and
 counters. When pysyncobj compacts the log (every `COMPACTION_ENTRIES`
-entries or `COMPACTION_BYTES` of commands, whichever comes first) the snapshot is taken after a flush, and bodies below the release
-cursor (the oldest live message) are deleted with one range tombstone: memory
-holds the uncompacted log tail and the message index, never every body.
+entries or `COMPACTION_BYTES` of commands, whichever comes first) the
+snapshot is taken after a flush, and bodies below the release cursor (the
+oldest live message) are deleted with one range tombstone: memory holds the
+uncompacted log tail and the message index, never every body.
 
 Durability: a publish is accepted once its entry is committed, i.e. in the
 fsynced journal of a majority (persist before confirm, raft/journal.py).

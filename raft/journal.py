@@ -64,7 +64,8 @@ holds the GIL through a synced `Rdict.write`; see queues/store.py). The log
 also speaks the store protocol of `queues.group_commit.GroupCommitter`
 (`on_pending`, `has_pending`, `pending_seq`, `durable_seq`, `seal`, `write`),
 so a node moves the fsync off the loop thread (node/cluster.py does):
-`GroupCommitter(log, loop, on_written=log.release_durable)`. A `flush()` on
+`GroupCommitter(log, loop, on_written=...)` with a callback that calls
+`log.release_durable()`. A `flush()` on
 the loop while the committer's batch is being written waits for that batch
 to land first (the order of batches is the order of the log).
 

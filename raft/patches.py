@@ -284,12 +284,13 @@ class SafeSyncObj(SyncObj):
             self._w_align_journal_to_snapshot()
         self._w_commit_before = self._SyncObj__raftCommitIndex
         limit = self._w_compaction_bytes
-        held = getattr(self._SyncObj__raftLog, "command_bytes", 0)
-        if limit is not None and held > limit:
-            self.forceLogCompaction()  # patch 8
+        if limit is not None:
+            held = self._SyncObj__raftLog.command_bytes
+            if held > limit:
+                self.forceLogCompaction()  # patch 8
         sent_before = self._SyncObj__newAppendEntriesTime
         super()._onTick(timeToWait)
-        if limit is not None and held - getattr(self._SyncObj__raftLog, "command_bytes", 0) > limit:
+        if limit is not None and held - self._SyncObj__raftLog.command_bytes > limit:
             _malloc_trim(0)
         if self._w_heartbeat_delay and self._SyncObj__newAppendEntriesTime != sent_before:
             self._SyncObj__newAppendEntriesTime += self._w_heartbeat_delay  # patch 7: AppendEntries went out
