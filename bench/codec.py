@@ -18,9 +18,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from node.amqp.definitions import Transfer  # noqa: E402
-from node.amqp.framing import FrameParser, encode_frame  # noqa: E402
-from node.amqp.message import Message  # noqa: E402
+from amqp.definitions import Transfer  # noqa: E402
+from amqp.framing import FrameParser, encode_frame  # noqa: E402
+from amqp.message import Message  # noqa: E402
 
 
 def sample_message(body_size: int) -> bytes:

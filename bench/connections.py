@@ -25,8 +25,8 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from node.amqp import events as ev  # noqa: E402
-from node.amqp.connection import CLIENT, Connection  # noqa: E402
+from amqp import events as ev  # noqa: E402
+from amqp.connection import CLIENT, Connection  # noqa: E402
 
 
 async def open_idle_connection(port: int, sessions: int, user: str, password: str):

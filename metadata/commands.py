@@ -10,7 +10,7 @@ AMQP-typed values. raft/records.py hands plain Python values back (a UInt
 comes back an int, a Symbol a str), but queue and exchange arguments must
 survive exactly as the client sent them (RabbitMQ compares and reports them
 typed). So `arguments` (and a policy's `definition`) are held as the AMQP
-encoding of the map (node/amqp/codec.py): pass a dict to the constructor,
+encoding of the map (amqp/codec.py): pass a dict to the constructor,
 it is packed; read it back with `.arguments_map` (or `unpack`). Packing is
 deterministic: the same dict always gives the same bytes.
 
@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from node.amqp import codec
+from amqp import codec
 from raft.records import command
 
 __all__ = [

@@ -4,7 +4,7 @@
 Results are explicit values: `Ok` (nothing new: an equivalent redeclare, a
 change to something that existed, an idempotent no-op), `Created` (something
 came into existence) or `Error(condition, description)` with the AMQP
-condition the caller reports (node/amqp/errors.py: not-found, precondition-
+condition the caller reports (amqp/errors.py: not-found, precondition-
 failed, invalid-field, not-allowed, resource-locked, not-implemented).
 
 Effects describe what every node must do locally once the command is
@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from node.amqp.errors import Condition
+from amqp.errors import Condition
 
 __all__ = [
     "CREATED",

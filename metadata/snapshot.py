@@ -27,6 +27,7 @@ import typing
 from collections.abc import Callable
 from typing import Any
 
+from amqp import codec
 from metadata.effects import CREATED, OK, Error, Result
 from metadata.pmap import PMap
 from metadata.state import (
@@ -43,7 +44,6 @@ from metadata.state import (
     VHostRecord,
     VHostState,
 )
-from node.amqp import codec
 
 __all__ = ["MIGRATIONS", "SNAPSHOT_FORMAT", "SnapshotFormatError", "decode_state", "encode_state"]
 

@@ -9,6 +9,7 @@ import os
 import time
 from typing import Any
 
+from amqp.errors import Condition
 from metadata import commands as mc
 from metadata.feature_flags import local_member
 from metadata.machine import MetadataMachine
@@ -16,7 +17,6 @@ from metadata.projections import Projections
 from node import prometheus, snapshot_export
 from node.alarm_gossip import AlarmGossip
 from node.alarms import Alarms
-from node.amqp.errors import Condition
 from node.auth import Authenticator, hash_password
 from node.cluster import Cluster, ClusterError
 from node.cluster_machine import ClusterMachine, announce_member, local_flags

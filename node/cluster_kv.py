@@ -8,7 +8,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from node.amqp import codec
+from amqp import codec
 from raft.records import command
 
 __all__ = ["KeyValueMachine", "Put"]

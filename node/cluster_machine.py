@@ -23,9 +23,9 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from amqp import codec
 from metadata.feature_flags import FLAGS, FeatureFlagRegistry, local_member
 from metadata.machine import MetadataMachine
-from node.amqp import codec
 from node.cluster import ClusterError
 from node.cluster_kv import KeyValueMachine
 from raft import records

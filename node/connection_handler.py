@@ -13,12 +13,12 @@ import logging
 import platform
 from typing import TYPE_CHECKING, Any
 
+from amqp import definitions as d
+from amqp import events as ev
+from amqp.connection import SERVER, Connection
+from amqp.errors import Condition
+from amqp.types import Symbol
 from node import __version__
-from node.amqp import definitions as d
-from node.amqp import events as ev
-from node.amqp.connection import SERVER, Connection
-from node.amqp.errors import Condition
-from node.amqp.types import Symbol
 from node.links import Publisher, QueueConsumer
 from node.management import node_link
 from node.management.node_link import ManagementLink, ReplyLink

@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from node.amqp import codec
+from amqp import codec
 
 log = logging.getLogger("warren.liveness")
 

@@ -32,9 +32,9 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
+from amqp.errors import Condition
 from node import http_format as fmt
 from node import permissions
-from node.amqp.errors import Condition
 from node.metadata_store import MetadataUnavailable
 from node.routing.errors import RoutingError
 

@@ -18,10 +18,10 @@ from typing import Any
 import psutil
 from aiohttp import web
 
+from amqp.errors import Condition
 from metadata import commands as mc
 from node import http_cluster, permissions
 from node import http_format as fmt
-from node.amqp.errors import Condition
 from node.auth import hash_password
 from node.definitions import HASHING_ALGORITHM
 from node.http_api import (

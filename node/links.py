@@ -16,17 +16,17 @@ import logging
 import struct
 from typing import TYPE_CHECKING, Any
 
-from node.amqp import definitions as d
-from node.amqp.errors import AMQPError, Condition
-from node.amqp.events import Delivery
-from node.amqp.message import Message
-from node.amqp.types import Symbol
+from amqp import definitions as d
+from amqp.errors import AMQPError, Condition
+from amqp.events import Delivery
+from amqp.message import Message
+from amqp.types import Symbol
 from node.routing import address
 from node.routing.errors import AddressError, RoutingError
 from queues.base import ACCEPT, REJECT, RELEASE, Outcome, Queue, QueueMessage, Settlement
 
 if TYPE_CHECKING:
-    from node.amqp.link import Link
+    from amqp.link import Link
     from node.connection_handler import ConnectionHandler
 
 log = logging.getLogger("warren.links")

@@ -18,10 +18,10 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from amqp.errors import Condition, SessionError
 from metadata.effects import Created, Error, Result
 from metadata.machine import MetadataMachine
 from metadata.state import MetadataState
-from node.amqp.errors import Condition, SessionError
 from node.cluster import ClusterError
 from node.routing.errors import RoutingError
 

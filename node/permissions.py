@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from node.amqp.errors import Condition
+from amqp.errors import Condition
 from node.routing.errors import RoutingError
 
 DEFAULT_EXCHANGE_RESOURCE = "amq.default"

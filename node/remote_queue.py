@@ -42,8 +42,8 @@ import itertools
 import logging
 from typing import Any
 
-from node.amqp import codec
-from node.amqp.errors import Condition
+from amqp import codec
+from amqp.errors import Condition
 from queues.base import ConfirmCallback, Consumer, Outcome, Queue, QueueMessage, Settlement
 
 log = logging.getLogger("warren.remote")

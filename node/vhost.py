@@ -19,9 +19,9 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from amqp.errors import Condition
+from amqp.types import Symbol, Timestamp
 from metadata import commands as mc
-from node.amqp.errors import Condition
-from node.amqp.types import Symbol, Timestamp
 from node.metadata_store import new_key as mc_key
 from node.routing.errors import InvalidArgument, NotFound, PreconditionFailed, RoutingError
 from node.routing.table import RoutingTable

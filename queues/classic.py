@@ -44,9 +44,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from node.amqp import serial
-from node.amqp.codec import dumps, loads
-from node.amqp.errors import DecodeError
+from amqp import serial
+from amqp.codec import dumps, loads
+from amqp.errors import DecodeError
 
 from .base import ConfirmCallback, Consumer, Outcome, Queue, QueueHost, QueueMessage, Settlement
 from .store import Record, StoreFormatError, Ticket

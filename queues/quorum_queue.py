@@ -34,7 +34,7 @@ import struct
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from node.amqp import codec
+from amqp import codec
 from queues import quorum as qq
 from queues.base import ConfirmCallback, Consumer, Outcome, Queue, QueueMessage, Settlement
 from raft.records import command

@@ -88,7 +88,7 @@ from collections.abc import Callable, Iterator
 
 from rocksdict import Options, Rdict, WriteBatch, WriteOptions
 
-from node.amqp import codec
+from amqp import codec
 from node.rocks import WalSyncer
 
 __all__ = ["DurableLog", "JournalError", "LogBatch", "RaftJournal"]

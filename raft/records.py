@@ -9,7 +9,7 @@ A command is a frozen dataclass registered under a kind and a version:
         name: str
         durable: bool = True
 
-and travels through the Raft log as the AMQP encoding (node/amqp/codec.py) of
+and travels through the Raft log as the AMQP encoding (amqp/codec.py) of
 
     [kind, version, field_1, field_2, ...]        # fields in declaration order
 
@@ -39,7 +39,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from node.amqp import codec
+from amqp import codec
 
 __all__ = [
     "RecordError",

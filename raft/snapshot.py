@@ -27,7 +27,7 @@ import struct
 import zlib
 from typing import NamedTuple
 
-from node.amqp import codec
+from amqp import codec
 
 __all__ = ["FORMAT_VERSION", "Snapshot", "SnapshotError", "read_snapshot", "write_snapshot"]
 

@@ -1,4 +1,4 @@
-"""node/amqp/ is the sans-I/O protocol core: it must not import anything
+"""amqp/ is the sans-I/O protocol core: it must not import anything
 that does I/O or owns an event loop (STYLE.md, rule 1)."""
 
 import ast

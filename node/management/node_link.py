@@ -22,10 +22,10 @@ from __future__ import annotations
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from node.amqp import codec
-from node.amqp import definitions as d
-from node.amqp.errors import AMQPError, Condition, DecodeError
-from node.amqp.message import Message
+from amqp import codec
+from amqp import definitions as d
+from amqp.errors import AMQPError, Condition, DecodeError
+from amqp.message import Message
 from node.management import request
 
 if TYPE_CHECKING:

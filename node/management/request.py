@@ -45,9 +45,9 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, unquote
 
+from amqp.errors import Condition
+from amqp.types import Array, UInt, ULong
 from node import permissions
-from node.amqp.errors import Condition
-from node.amqp.types import Array, UInt, ULong
 from node.metadata_store import MetadataUnavailable
 from node.routing.address import quote_segment, unquote_segment
 from node.routing.errors import NotFound, PreconditionFailed, RoutingError

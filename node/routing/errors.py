@@ -9,7 +9,7 @@ outcome, DETACH, or an HTTP-like status (400, 403, 404, 409).
 
 from __future__ import annotations
 
-from node.amqp.errors import Condition, SessionError
+from amqp.errors import Condition, SessionError
 
 
 class RoutingError(SessionError):

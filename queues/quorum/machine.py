@@ -52,7 +52,7 @@ from collections import deque
 from heapq import heappop, heappush
 from typing import Any
 
-from node.amqp import serial
+from amqp import serial
 
 from . import commands as c
 from .effects import (

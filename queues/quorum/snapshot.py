@@ -1,7 +1,7 @@
 """The quorum queue state as bytes: indexes and metadata only, never bodies.
 
     magic "WQQS" | format u16 | crc32 u32 (of what follows) | meta length u32
-    meta     AMQP value (node/amqp/codec.py):
+    meta     AMQP value (amqp/codec.py):
              [config, last_index, clock, counters, consumers, service, sac_active]
              config     QuorumConfig fields in declaration order
              counters   Counters slots in order
@@ -41,7 +41,7 @@ from itertools import repeat
 from operator import itemgetter
 from typing import Any
 
-from node.amqp import codec
+from amqp import codec
 
 from .effects import REASONS
 from .state import ConsumerState, Counters, QuorumConfig, QuorumState

@@ -19,11 +19,11 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
-from node.amqp import codec
-from node.amqp import definitions as d
-from node.amqp.composite import Composite
-from node.amqp.errors import DecodeError
-from node.amqp.types import (
+from amqp import codec
+from amqp import definitions as d
+from amqp.composite import Composite
+from amqp.errors import DecodeError
+from amqp.types import (
     Array,
     Byte,
     Char,

@@ -11,11 +11,11 @@ import dataclasses
 import struct
 from typing import Any
 
-from node.amqp import codec
-from node.amqp import definitions as d
-from node.amqp import events as ev
-from node.amqp.connection import CLIENT, SERVER, Connection
-from node.amqp.framing import AMQP_HEADER, FRAME_AMQP, FRAME_SASL, SASL_HEADER, encode_frame
+from amqp import codec
+from amqp import definitions as d
+from amqp import events as ev
+from amqp.connection import CLIENT, SERVER, Connection
+from amqp.framing import AMQP_HEADER, FRAME_AMQP, FRAME_SASL, SASL_HEADER, encode_frame
 
 __all__ = [
     "AMQP_HEADER",

@@ -14,10 +14,10 @@ import threading
 from collections import defaultdict, deque
 from typing import Any
 
-from node.amqp import definitions as d
-from node.amqp import events as ev
-from node.amqp.connection import SERVER, Connection
-from node.amqp.errors import Condition
+from amqp import definitions as d
+from amqp import events as ev
+from amqp.connection import SERVER, Connection
+from amqp.errors import Condition
 
 CREDIT = 100
 

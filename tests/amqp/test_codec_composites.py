@@ -17,11 +17,11 @@ from codec_strategies import ALL_COMPOSITES, COMPOSITES, FEW, PER_CLASS, SECTION
 from hypothesis import given
 from hypothesis import strategies as st
 
-from node.amqp import codec
-from node.amqp import definitions as d
-from node.amqp.composite import Composite
-from node.amqp.errors import DecodeError
-from node.amqp.types import Array, Byte, Char, Decimal32, Described, Symbol, Timestamp, UByte, UInt, ULong, UShort
+from amqp import codec
+from amqp import definitions as d
+from amqp.composite import Composite
+from amqp.errors import DecodeError
+from amqp.types import Array, Byte, Char, Decimal32, Described, Symbol, Timestamp, UByte, UInt, ULong, UShort
 
 # ------------------------------------------------------------------ composites
 

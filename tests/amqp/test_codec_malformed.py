@@ -16,10 +16,10 @@ from codec_strategies import COMPOSITES, MEDIUM, SECTIONS, SETTINGS, _assert_eve
 from hypothesis import given
 from hypothesis import strategies as st
 
-from node.amqp import codec
-from node.amqp import definitions as d
-from node.amqp.errors import DecodeError
-from node.amqp.types import Array, Described, ULong
+from amqp import codec
+from amqp import definitions as d
+from amqp.errors import DecodeError
+from amqp.types import Array, Described, ULong
 
 # ------------------------------------------------------------------ malformed input
 

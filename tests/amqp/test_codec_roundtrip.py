@@ -38,9 +38,9 @@ from codec_strategies import (
 from hypothesis import given
 from hypothesis import strategies as st
 
-from node.amqp import codec
-from node.amqp import definitions as d
-from node.amqp.types import (
+from amqp import codec
+from amqp import definitions as d
+from amqp.types import (
     Array,
     Byte,
     Char,

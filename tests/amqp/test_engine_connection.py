@@ -20,12 +20,12 @@ from engine_helpers import (
     raw_frame,
 )
 
-from node.amqp import codec
-from node.amqp import definitions as d
-from node.amqp import events as ev
-from node.amqp.errors import Condition, LocalProtocolError
-from node.amqp.framing import HEARTBEAT, MAX_DESCRIPTION
-from node.amqp.types import Described, ULong
+from amqp import codec
+from amqp import definitions as d
+from amqp import events as ev
+from amqp.errors import Condition, LocalProtocolError
+from amqp.framing import HEARTBEAT, MAX_DESCRIPTION
+from amqp.types import Described, ULong
 
 # ================================================================== connection
 

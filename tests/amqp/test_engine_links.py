@@ -15,10 +15,10 @@ from engine_helpers import (
 from hypothesis import given
 from hypothesis import strategies as st
 
-from node.amqp import definitions as d
-from node.amqp import events as ev
-from node.amqp import serial
-from node.amqp.errors import Condition, LocalProtocolError
+from amqp import definitions as d
+from amqp import events as ev
+from amqp import serial
+from amqp.errors import Condition, LocalProtocolError
 
 # ================================================================== links
 

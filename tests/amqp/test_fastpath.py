@@ -5,11 +5,11 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from node.amqp import codec
-from node.amqp.definitions import Accepted, Transfer
-from node.amqp.errors import DecodeError
-from node.amqp.fastpath import decode_transfer, encode_transfer_frame
-from node.amqp.framing import encode_frame
+from amqp import codec
+from amqp.definitions import Accepted, Transfer
+from amqp.errors import DecodeError
+from amqp.fastpath import decode_transfer, encode_transfer_frame
+from amqp.framing import encode_frame
 
 uint = st.integers(0, 2**32 - 1)
 tags = st.binary(max_size=32)

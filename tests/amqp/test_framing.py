@@ -22,11 +22,11 @@ from engine_helpers import (
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from node.amqp import definitions as d
-from node.amqp import events as ev
-from node.amqp.connection import CLIENT, SERVER, Connection
-from node.amqp.errors import Condition
-from node.amqp.framing import HEARTBEAT, TLS_HEADER, Frame, FrameParser, ProtocolHeader
+from amqp import definitions as d
+from amqp import events as ev
+from amqp.connection import CLIENT, SERVER, Connection
+from amqp.errors import Condition
+from amqp.framing import HEARTBEAT, TLS_HEADER, Frame, FrameParser, ProtocolHeader
 
 OPEN = frame(d.Open(container_id="peer", max_frame_size=65536))
 

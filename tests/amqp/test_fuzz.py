@@ -25,12 +25,12 @@ import pytest
 from engine_helpers import AMQP_HEADER, SASL_HEADER, decode_stream, frame, message, raw_frame, sasl_frame
 from mini_server import BrokerHandler, Store
 
-from node.amqp import codec
-from node.amqp import definitions as d
-from node.amqp import events as ev
-from node.amqp.connection import CLIENT, SERVER, Connection
-from node.amqp.framing import HEARTBEAT, MIN_MAX_FRAME_SIZE
-from node.amqp.types import (
+from amqp import codec
+from amqp import definitions as d
+from amqp import events as ev
+from amqp.connection import CLIENT, SERVER, Connection
+from amqp.framing import HEARTBEAT, MIN_MAX_FRAME_SIZE
+from amqp.types import (
     Array,
     Byte,
     Char,

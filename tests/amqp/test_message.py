@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from node.amqp import codec
-from node.amqp.definitions import (
+from amqp import codec
+from amqp.definitions import (
     AmqpSequence,
     AmqpValue,
     ApplicationProperties,
@@ -24,8 +24,8 @@ from node.amqp.definitions import (
     MessageAnnotations,
     Properties,
 )
-from node.amqp.errors import DecodeError
-from node.amqp.message import (
+from amqp.errors import DecodeError
+from amqp.message import (
     _HEADER_CONSTRUCTORS,
     _PROPERTIES_CONSTRUCTORS,
     _WIDTH,
@@ -39,7 +39,7 @@ from node.amqp.message import (
     Message,
     _quick_composite,
 )
-from node.amqp.types import Byte, Char, Decimal32, Int, Symbol, Timestamp, UByte, UInt, ULong, UShort
+from amqp.types import Byte, Char, Decimal32, Int, Symbol, Timestamp, UByte, UInt, ULong, UShort
 
 
 def enc(section) -> bytes:

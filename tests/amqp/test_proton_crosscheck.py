@@ -31,10 +31,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from proton import Data, Message
 
-from node.amqp import codec
-from node.amqp import definitions as d
-from node.amqp.composite import Composite
-from node.amqp.types import (
+from amqp import codec
+from amqp import definitions as d
+from amqp.composite import Composite
+from amqp.types import (
     Array,
     Byte,
     Char,

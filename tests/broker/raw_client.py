@@ -13,10 +13,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from node.amqp import definitions as d
-from node.amqp import events as ev
-from node.amqp.connection import CLIENT, Connection
-from node.amqp.framing import encode_frame
+from amqp import definitions as d
+from amqp import events as ev
+from amqp.connection import CLIENT, Connection
+from amqp.framing import encode_frame
 
 
 class RawClient:

@@ -15,10 +15,10 @@ from proton.reactor import Container
 from proton.utils import BlockingConnection, LinkDetached
 from raw_client import RawClient
 
-from node.amqp import definitions as d
-from node.amqp import events as ev
-from node.amqp.errors import Condition
-from node.amqp.message import Message as WireMessage
+from amqp import definitions as d
+from amqp import events as ev
+from amqp.errors import Condition
+from amqp.message import Message as WireMessage
 
 
 @pytest.fixture

@@ -12,8 +12,8 @@ from proton.reactor import AtMostOnce
 from proton.utils import BlockingConnection, BlockingReceiver
 from raw_client import RawClient
 
-from node.amqp import definitions as d
-from node.amqp.message import Message as WireMessage
+from amqp import definitions as d
+from amqp.message import Message as WireMessage
 from node.links import delivery_payload
 from queues.base import QueueMessage
 

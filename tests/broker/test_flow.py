@@ -239,7 +239,7 @@ def test_a_publisher_that_ignores_an_alarm_is_disconnected(broker_factory):
     sys.path.insert(0, str(Path(__file__).parent))
     from raw_client import RawClient
 
-    from node.amqp import definitions as d
+    from amqp import definitions as d
 
     b = broker_factory(session_window=10)
     b.declare_queue("alarmed")

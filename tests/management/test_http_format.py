@@ -6,8 +6,8 @@ import json
 
 import pytest
 
+from amqp.types import Symbol, UInt
 from node import http_format as fmt
-from node.amqp.types import Symbol, UInt
 from node.routing.model import Binding
 
 

@@ -7,11 +7,11 @@ import asyncio
 
 import pytest
 
+from amqp.definitions import AmqpValue, Properties
+from amqp.message import Message
 from metadata import commands as mc
 from metadata.machine import MetadataMachine
 from metadata.projections import Projections
-from node.amqp.definitions import AmqpValue, Properties
-from node.amqp.message import Message
 from node.local_queues import LocalQueues, Owners
 from node.management import request as mreq
 from node.management.node_link import reply, request_message

@@ -7,8 +7,8 @@ import uuid
 
 import pytest
 
+from amqp.types import Array, Described, Long, Symbol, Timestamp, UByte, UInt, ULong
 from metadata import commands as c
-from node.amqp.types import Array, Described, Long, Symbol, Timestamp, UByte, UInt, ULong
 from raft import records
 
 TYPED = {

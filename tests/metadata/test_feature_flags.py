@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from metadata_helpers import k, refused, run
 
+from amqp.errors import Condition
 from metadata import commands as c
 from metadata.feature_flags import (
     CREDIT_API_V2,
@@ -17,7 +18,6 @@ from metadata.feature_flags import (
 )
 from metadata.state import MetadataState
 from node import __version__
-from node.amqp.errors import Condition
 
 
 def test_warrens_first_flags():

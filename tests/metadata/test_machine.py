@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 from metadata_helpers import ALL_FLAGS, cluster, k, refused, run, step
 
+from amqp.errors import Condition
 from metadata import commands as c
 from metadata import effects as fx
 from metadata import machine
 from metadata.effects import CREATED, OK, Error
 from metadata.state import MetadataState
-from node.amqp.errors import Condition
 
 NOT_FOUND = Condition.NOT_FOUND
 PRECONDITION_FAILED = Condition.PRECONDITION_FAILED

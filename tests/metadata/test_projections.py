@@ -8,12 +8,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from metadata_helpers import ALL_FLAGS, cluster, k, run
 
+from amqp.types import Long, UInt
 from metadata import commands as c
 from metadata.machine import MetadataMachine, apply
 from metadata.projections import Projections, QueueTarget
 from metadata.snapshot import decode_state, encode_state
 from metadata.state import MetadataState
-from node.amqp.types import Long, UInt
 from node.auth import Authenticator, hash_password
 from node.permissions import Permission
 from node.routing.errors import NotFound

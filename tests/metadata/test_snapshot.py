@@ -11,14 +11,14 @@ from pathlib import Path
 import pytest
 from metadata_helpers import ALL_FLAGS, cluster, k, run
 
+from amqp import codec
+from amqp.types import Symbol, UInt
 from metadata import commands as c
 from metadata import snapshot
 from metadata.effects import CREATED, OK, Error
 from metadata.machine import MetadataMachine, apply
 from metadata.snapshot import SnapshotFormatError, decode_state, encode_state
 from metadata.state import MetadataState, VHostRecord
-from node.amqp import codec
-from node.amqp.types import Symbol, UInt
 
 
 def busy_state() -> MetadataState:

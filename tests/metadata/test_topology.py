@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 from metadata_helpers import cluster, k, refused, run, step
 
+from amqp.errors import Condition
+from amqp.types import Long, Symbol, UInt
 from metadata import commands as c
 from metadata import effects as fx
 from metadata.effects import CREATED, OK
-from node.amqp.errors import Condition
-from node.amqp.types import Long, Symbol, UInt
 
 NOT_FOUND = Condition.NOT_FOUND
 PRECONDITION_FAILED = Condition.PRECONDITION_FAILED

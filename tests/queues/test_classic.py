@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from node.amqp import serial
+from amqp import serial
 from queues.base import ACCEPT, RELEASE, Outcome, Settlement
 from queues.classic import MAX_CREDIT
 

@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from node.amqp.types import Symbol, UInt
+from amqp.types import Symbol, UInt
 from queues.base import ACCEPT, RELEASE, Outcome, QueueMessage, Settlement
 from queues.classic import (
     ENVELOPE_VERSION,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from node.amqp.types import Symbol
+from amqp.types import Symbol
 from queues.base import ACCEPT, REJECT, RELEASE, Outcome, QueueMessage
 from queues.classic import ClassicQueueConfig, QueueArgumentError, store_key
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from node.amqp.types import Symbol
+from amqp.types import Symbol
 from queues.base import ACCEPT, REJECT, RELEASE, Settlement
 
 from .classic_fakes import FakeConsumer, FakeHost, RecordingPersistence, _delivered, fill, grant, make, msg

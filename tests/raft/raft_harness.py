@@ -27,7 +27,7 @@ from pysyncobj import pickle as pysyncobj_pickle
 from pysyncobj.node import Node
 from pysyncobj.transport import Transport
 
-from node.amqp import codec
+from amqp import codec
 from raft.config import make_conf
 from raft.group import RaftGroup
 from raft.journal import DurableLog

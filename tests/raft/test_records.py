@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from node.amqp import codec
+from amqp import codec
 from raft import records
 from raft.records import RecordError, UnknownRecordError, command, decode, encode, kind_of
 

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from node.amqp.errors import AMQPError, Condition
+from amqp.errors import AMQPError, Condition
 from node.routing.address import (
     ExchangeTarget,
     QueueSource,

@@ -2,8 +2,8 @@
 
 import pytest
 
-from node.amqp.errors import Condition
-from node.amqp.types import Symbol, UInt
+from amqp.errors import Condition
+from amqp.types import Symbol, UInt
 from node.routing.errors import PreconditionFailed
 from node.routing.headers import HeadersMatcher, headers_match, validate_arguments, values_equal
 

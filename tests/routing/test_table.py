@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from node.amqp.errors import Condition
+from amqp.errors import Condition
 from node.routing.errors import InvalidArgument, NotAllowed, NotFound, PreconditionFailed, RoutingError
 from node.routing.headers import headers_match
 from node.routing.model import Binding, DestinationKind, ExchangeType

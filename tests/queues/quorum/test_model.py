@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 from qq_helpers import conservation_holds
 
-from node.amqp import serial
+from amqp import serial
 from queues.quorum import (
     Attach,
     Confirm,
