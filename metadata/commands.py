@@ -134,7 +134,7 @@ class DeleteVHost(MetadataCommand):
 @command("metadata.put_user", version=1)
 @dataclass(frozen=True, slots=True)
 class PutUser(MetadataCommand):
-    """Create or replace a user. `password_hash` is node/auth.py's format
+    """Create or replace a user. `password_hash` is routing/users.py's format
     ("" refuses every password); hashing happens before proposing, so the
     machine never sees a password nor draws a salt."""
 

@@ -2,11 +2,11 @@
 machine and never reading Raft (RabbitMQ keeps ETS projections of Khepri for
 the same reason).
 
-- per vhost, a `RoutingTable` (node/routing/table.py) fed from exchanges,
+- per vhost, a `RoutingTable` (routing/table.py) fed from exchanges,
   bindings and queues;
 - per queue, a compact `QueueTarget` (vhost, name, type, leader, replicas):
   routing a message needs one lookup, not the full queue record;
-- users and permissions, readable with node/auth.py's Authenticator API
+- users and permissions, readable with routing/users.py's Authenticator API
   (`users`, `permission(user, vhost)`), and pushed into an Authenticator
   when one is attached (so its password-check cache is invalidated too);
 - vhosts, policies, enabled feature flags and members, for management.
@@ -35,11 +35,11 @@ from typing import Any
 from metadata import effects as fx
 from metadata.effects import Effect, Result
 from metadata.state import MetadataState, VHostState
-from node.auth import Authenticator, User
-from node.permissions import Permission
-from node.routing.errors import NotFound
-from node.routing.exchange_types import Choice, Headers
-from node.routing.table import RESERVED_PREFIX, RoutingTable
+from routing.errors import NotFound
+from routing.exchange_types import Choice, Headers
+from routing.permissions import Permission
+from routing.table import RESERVED_PREFIX, RoutingTable
+from routing.users import Authenticator, User
 
 __all__ = ["MemberInfo", "PolicyInfo", "Projections", "QueueTarget", "VHostInfo"]
 

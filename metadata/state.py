@@ -29,8 +29,8 @@ from typing import Any
 from metadata.commands import EMPTY_MAP, unpack
 from metadata.effects import Result
 from metadata.pmap import EMPTY, PMap
-from node.routing.model import ExchangeType
-from node.routing.table import BUILTIN_EXCHANGES
+from routing.model import ExchangeType
+from routing.table import BUILTIN_EXCHANGES
 
 __all__ = [
     "BindingRecord",

@@ -1,5 +1,5 @@
 """Exchanges, queues and bindings in the metadata state: the rules of
-node/routing/table.py, applied to immutable records.
+routing/table.py, applied to immutable records.
 
 The local `RoutingTable` projections (metadata/projections.py) must end up
 exactly as the state says, so these rules mirror the table's, check for
@@ -29,11 +29,11 @@ from metadata.effects import CREATED, OK, Effect, Result
 from metadata.feature_flags import QUORUM_QUEUE_V1
 from metadata.pmap import EMPTY
 from metadata.state import BindingRecord, ExchangeRecord, MetadataState, QueueRecord, VHostState
-from node.routing.errors import RoutingError
-from node.routing.exchange_types import new_index
-from node.routing.model import ALTERNATE_EXCHANGE, DEFAULT_EXCHANGE, Binding, DestinationKind, ExchangeType
-from node.routing.table import MAX_NAME_BYTES, RESERVED_PREFIX
 from queues.classic import ClassicQueueConfig, QueueArgumentError
+from routing.errors import RoutingError
+from routing.exchange_types import new_index
+from routing.model import ALTERNATE_EXCHANGE, DEFAULT_EXCHANGE, Binding, DestinationKind, ExchangeType
+from routing.table import MAX_NAME_BYTES, RESERVED_PREFIX
 
 __all__ = ["Outcome", "Refused", "bind", "declare_exchange", "declare_queue", "delete_exchange", "delete_queue",
            "unbind", "vhost_of"]  # fmt: skip

@@ -17,7 +17,6 @@ from metadata.projections import Projections
 from node import prometheus, snapshot_export
 from node.alarm_gossip import AlarmGossip
 from node.alarms import Alarms
-from node.auth import Authenticator, hash_password
 from node.cluster import Cluster, ClusterError
 from node.cluster_machine import ClusterMachine, announce_member, local_flags
 from node.config import Config
@@ -36,6 +35,7 @@ from queues.classic import ClassicQueue, MemoryPersistence, StorePersistence
 from queues.group_commit import GroupCommitter
 from queues.quorum_queue import QuorumQueue
 from queues.store import MessageStore
+from routing.users import Authenticator, hash_password
 
 log = logging.getLogger("warren.node")
 

@@ -22,10 +22,10 @@ from node import __version__
 from node.links import Publisher, QueueConsumer
 from node.management import node_link
 from node.management.node_link import ManagementLink, ReplyLink
-from node.permissions import check as check_permission
-from node.routing import address
-from node.routing.errors import NotFound, RoutingError
 from node.vhost import ResourceLocked
+from routing import address
+from routing.errors import NotFound, RoutingError
+from routing.permissions import check as check_permission
 
 if TYPE_CHECKING:
     from node.broker import Broker
@@ -281,7 +281,7 @@ class ConnectionHandler(asyncio.Protocol):
     def check_access(self, kind: str, resource: str, what: str) -> None:
         """Raises AccessRefused (unauthorized-access) unless the user may
         `kind` (configure, write, read) the resource in this vhost, as its
-        permission entry reads now (node/permissions.py)."""
+        permission entry reads now (routing/permissions.py)."""
         name = self.vhost.name
         check_permission(self.node.auth.permission(self.user, name), self.user, name, kind, resource, what)
 

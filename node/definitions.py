@@ -13,11 +13,11 @@ import json
 from typing import Any
 
 from metadata import commands as mc
-from node.auth import hash_password
 from node.metadata_store import new_key
+from routing.users import hash_password
 
 FORMAT_VERSION = 1
-HASHING_ALGORITHM = "warren_pbkdf2_sha256"  # node/auth.py's format
+HASHING_ALGORITHM = "warren_pbkdf2_sha256"  # routing/users.py's format
 
 
 class DefinitionsFile:

@@ -10,7 +10,7 @@ management may use the API; users and permissions need administrator;
 nodes and other users' connections need monitoring; a vhost-scoped resource
 needs administrator or a permission entry in that vhost; and declaring,
 deleting, purging and binding also need the AMQP permission the operation
-would need over AMQP (node/permissions.py), for administrators too. A
+would need over AMQP (routing/permissions.py), for administrators too. A
 refused request is 401 with error "not_authorised", as in RabbitMQ 4 (its
 source carries "TODO: consider changing to 403"); a failed login is 401 with
 error "not_authorized" and a WWW-Authenticate challenge.
@@ -34,9 +34,9 @@ from aiohttp import web
 
 from amqp.errors import Condition
 from node import http_format as fmt
-from node import permissions
 from node.metadata_store import MetadataUnavailable
-from node.routing.errors import RoutingError
+from routing import permissions
+from routing.errors import RoutingError
 
 if TYPE_CHECKING:
     from node.broker import Broker

@@ -20,9 +20,8 @@ from aiohttp import web
 
 from amqp.errors import Condition
 from metadata import commands as mc
-from node import http_cluster, permissions
+from node import http_cluster
 from node import http_format as fmt
-from node.auth import hash_password
 from node.definitions import HASHING_ALGORITHM
 from node.http_api import (
     ADMIN,
@@ -45,6 +44,8 @@ from node.http_api import (
     refused,
 )
 from node.metadata_store import new_key
+from routing import permissions
+from routing.users import hash_password
 
 DEFAULT_CLOSE_REASON = "Closed via management plugin"
 

@@ -1,7 +1,7 @@
 """Management API handlers for a vhost's topology: queues, exchanges and
 bindings. Served by `node/http_api.py`, which authenticates and authorises
 each request from the handler's @access level first; each change also needs
-the AMQP permission the same operation would need (node/permissions.py).
+the AMQP permission the same operation would need (routing/permissions.py).
 
 As in RabbitMQ: names are percent-encoded path segments ("/" is %2F), the
 default exchange is "amq.default" in paths, a binding is named by source,
@@ -39,7 +39,7 @@ from node.http_api import (
     read_body,
     refused,
 )
-from node.routing.errors import PreconditionFailed
+from routing.errors import PreconditionFailed
 
 # ---------------------------------------------------------------- queues
 

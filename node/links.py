@@ -21,9 +21,9 @@ from amqp.errors import AMQPError, Condition
 from amqp.events import Delivery
 from amqp.message import Message
 from amqp.types import Symbol
-from node.routing import address
-from node.routing.errors import AddressError, RoutingError
 from queues.base import ACCEPT, REJECT, RELEASE, Outcome, Queue, QueueMessage, Settlement
+from routing import address
+from routing.errors import AddressError, RoutingError
 
 if TYPE_CHECKING:
     from amqp.link import Link

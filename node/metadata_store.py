@@ -23,7 +23,7 @@ from metadata.effects import Created, Error, Result
 from metadata.machine import MetadataMachine
 from metadata.state import MetadataState
 from node.cluster import ClusterError
-from node.routing.errors import RoutingError
+from routing.errors import RoutingError
 
 __all__ = ["MetadataRefused", "MetadataStore", "MetadataUnavailable", "new_key"]
 

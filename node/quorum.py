@@ -28,8 +28,8 @@ from typing import Any
 from metadata import commands as mc
 from node.cluster import MembershipError
 from node.metadata_store import new_key
-from node.routing.errors import NotFound
 from queues.quorum_queue import COMPACTION_BYTES, COMPACTION_ENTRIES, QuorumQueue
+from routing.errors import NotFound
 
 log = logging.getLogger("warren.quorum")
 

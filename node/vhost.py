@@ -23,12 +23,12 @@ from amqp.errors import Condition
 from amqp.types import Symbol, Timestamp
 from metadata import commands as mc
 from node.metadata_store import new_key as mc_key
-from node.routing.errors import InvalidArgument, NotFound, PreconditionFailed, RoutingError
-from node.routing.table import RoutingTable
 from queues.base import Queue, QueueMessage
 from queues.classic import ClassicQueueConfig, QueueArgumentError
 from queues.quorum import QueueArgumentError as QuorumArgumentError
 from queues.quorum import QuorumConfig
+from routing.errors import InvalidArgument, NotFound, PreconditionFailed, RoutingError
+from routing.table import RoutingTable
 
 log = logging.getLogger("warren.vhost")
 

@@ -47,11 +47,11 @@ from urllib.parse import parse_qsl, unquote
 
 from amqp.errors import Condition
 from amqp.types import Array, UInt, ULong
-from node import permissions
 from node.metadata_store import MetadataUnavailable
-from node.routing.address import quote_segment, unquote_segment
-from node.routing.errors import NotFound, PreconditionFailed, RoutingError
 from node.vhost import ResourceLocked
+from routing import permissions
+from routing.address import quote_segment, unquote_segment
+from routing.errors import NotFound, PreconditionFailed, RoutingError
 
 log = logging.getLogger("warren.management")
 

@@ -18,10 +18,10 @@ import pytest
 import uvloop
 
 from metadata import commands as mc
-from node.auth import hash_password
 from node.broker import Broker
 from node.config import Config
 from node.metadata_store import new_key
+from routing.users import hash_password
 
 REPO = Path(__file__).resolve().parents[2]
 

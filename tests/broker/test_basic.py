@@ -7,7 +7,7 @@ import pytest
 from proton import Delivery, Message
 from proton.utils import BlockingConnection, LinkDetached, SendException
 
-from node.auth import Authenticator
+from routing.users import Authenticator
 
 
 def connect(broker, **kw) -> BlockingConnection:

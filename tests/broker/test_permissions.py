@@ -1,4 +1,4 @@
-"""Permissions as RabbitMQ enforces them on AMQP 1.0 (node/permissions.py):
+"""Permissions as RabbitMQ enforces them on AMQP 1.0 (routing/permissions.py):
 vhost access at OPEN, write to publish, read to consume, configure to
 declare and delete, checked with the permission entry as it reads now.
 Driven by RabbitMQ's AMQP 1.0 Python client and by python-qpid-proton."""

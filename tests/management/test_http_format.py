@@ -8,7 +8,7 @@ import pytest
 
 from amqp.types import Symbol, UInt
 from node import http_format as fmt
-from node.routing.model import Binding
+from routing.model import Binding
 
 
 def test_select_columns_keeps_named_and_dotted_fields():

@@ -16,10 +16,10 @@ from node.local_queues import LocalQueues, Owners
 from node.management import request as mreq
 from node.management.node_link import reply, request_message
 from node.metadata_store import MetadataStore
-from node.permissions import AccessRefused, Permission
-from node.routing import errors
 from node.vhost import QueueTypeNotSupported, ResourceLocked
 from queues.classic import ClassicQueue, MemoryPersistence
+from routing import errors
+from routing.permissions import AccessRefused, Permission
 
 
 class LocalNode:

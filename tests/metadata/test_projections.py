@@ -14,9 +14,9 @@ from metadata.machine import MetadataMachine, apply
 from metadata.projections import Projections, QueueTarget
 from metadata.snapshot import decode_state, encode_state
 from metadata.state import MetadataState
-from node.auth import Authenticator, hash_password
-from node.permissions import Permission
-from node.routing.errors import NotFound
+from routing.errors import NotFound
+from routing.permissions import Permission
+from routing.users import Authenticator, hash_password
 
 
 def pick_first(pool):

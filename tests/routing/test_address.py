@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from amqp.errors import AMQPError, Condition
-from node.routing.address import (
+from routing.address import (
     ExchangeTarget,
     QueueSource,
     QueueTarget,
@@ -17,7 +17,7 @@ from node.routing.address import (
     parse_target,
     queue_address,
 )
-from node.routing.errors import AddressError
+from routing.errors import AddressError
 
 
 @pytest.mark.parametrize(

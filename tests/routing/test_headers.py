@@ -4,8 +4,8 @@ import pytest
 
 from amqp.errors import Condition
 from amqp.types import Symbol, UInt
-from node.routing.errors import PreconditionFailed
-from node.routing.headers import HeadersMatcher, headers_match, validate_arguments, values_equal
+from routing.errors import PreconditionFailed
+from routing.headers import HeadersMatcher, headers_match, validate_arguments, values_equal
 
 
 @pytest.mark.parametrize(

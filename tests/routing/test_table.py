@@ -6,11 +6,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from amqp.errors import Condition
-from node.routing.errors import InvalidArgument, NotAllowed, NotFound, PreconditionFailed, RoutingError
-from node.routing.headers import headers_match
-from node.routing.model import Binding, DestinationKind, ExchangeType
-from node.routing.table import RoutingTable
-from node.routing.topic import topic_matches
+from routing.errors import InvalidArgument, NotAllowed, NotFound, PreconditionFailed, RoutingError
+from routing.headers import headers_match
+from routing.model import Binding, DestinationKind, ExchangeType
+from routing.table import RoutingTable
+from routing.topic import topic_matches
 
 
 @pytest.fixture

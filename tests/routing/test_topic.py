@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from node.routing.topic import TopicTrie, split_words, topic_matches
+from routing.topic import TopicTrie, split_words, topic_matches
 
 
 def reference_match(binding_key: str, routing_key: str) -> bool:

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from node.routing.errors import PreconditionFailed
+from routing.errors import PreconditionFailed
 
 X_MATCH = "x-match"
 _MODES = {"all": (True, False), "any": (False, False), "all-with-x": (True, True), "any-with-x": (False, True)}

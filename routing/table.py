@@ -27,9 +27,9 @@ import random
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
-from node.routing.errors import InvalidArgument, NotAllowed, NotFound, PreconditionFailed
-from node.routing.exchange_types import Choice, Headers, Index, new_index
-from node.routing.model import (
+from routing.errors import InvalidArgument, NotAllowed, NotFound, PreconditionFailed
+from routing.exchange_types import Choice, Headers, Index, new_index
+from routing.model import (
     ALTERNATE_EXCHANGE,
     DEFAULT_EXCHANGE,
     Binding,

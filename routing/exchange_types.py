@@ -15,10 +15,10 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
-from node.routing.errors import PreconditionFailed
-from node.routing.headers import HeadersMatcher
-from node.routing.model import Binding, Destination, DestinationKind, ExchangeType
-from node.routing.topic import TopicTrie
+from routing.errors import PreconditionFailed
+from routing.headers import HeadersMatcher
+from routing.model import Binding, Destination, DestinationKind, ExchangeType
+from routing.topic import TopicTrie
 
 Headers = Mapping[str, Any] | None
 Choice = Callable[[Sequence[Destination]], Destination]

@@ -13,7 +13,7 @@ import ipaddress
 import os
 from dataclasses import dataclass, field
 
-from node.permissions import Permission
+from routing.permissions import Permission
 
 ITERATIONS = 100_000
 

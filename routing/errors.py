@@ -13,7 +13,7 @@ from amqp.errors import Condition, SessionError
 
 
 class RoutingError(SessionError):
-    """Base of every error raised by node.routing."""
+    """Base of every error raised by routing."""
 
     condition_code = Condition.INTERNAL_ERROR
 

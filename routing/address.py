@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass
 from urllib.parse import quote, unquote
 
-from node.routing.errors import AddressError
+from routing.errors import AddressError
 
 EXCHANGES_PREFIX = "/exchanges/"
 QUEUES_PREFIX = "/queues/"

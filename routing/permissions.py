@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from amqp.errors import Condition
-from node.routing.errors import RoutingError
+from routing.errors import RoutingError
 
 DEFAULT_EXCHANGE_RESOURCE = "amq.default"
 TAGS = ("administrator", "management", "policymaker", "monitoring")
