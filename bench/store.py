@@ -24,8 +24,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from queues.group_commit import GroupCommitter  # noqa: E402
-from queues.store import MessageStore, Record  # noqa: E402
+from storage.group_commit import GroupCommitter  # noqa: E402
+from storage.message_store import MessageStore, Record  # noqa: E402
 
 BATCHES = (1, 10, 100, 1000)
 

@@ -32,10 +32,10 @@ from node.remote_queue import QueueService, RemoteQueue
 from node.state_snapshot import SnapshotWriter, collect
 from node.vhost import VHost
 from queues.classic import ClassicQueue, MemoryPersistence, StorePersistence
-from queues.group_commit import GroupCommitter
 from queues.quorum_queue import QuorumQueue
-from queues.store import MessageStore
 from routing.users import Authenticator, hash_password
+from storage.group_commit import GroupCommitter
+from storage.message_store import MessageStore
 
 log = logging.getLogger("warren.node")
 

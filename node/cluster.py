@@ -74,13 +74,13 @@ from pysyncobj.monotonic import monotonic
 
 from node.cluster_rpc import NodeRpc, RpcError, RpcUnreachable
 from node.group_liveness import GroupLiveness
-from queues.group_commit import GroupCommitter
 from raft.config import DEFAULTS as RAFT_DEFAULTS
 from raft.config import make_conf
 from raft.group import Machine, RaftGroup
 from raft.journal import DurableLog
 from raft.records import command
 from raft.transport import GroupTransport, NodeTransport, TlsConfig, TransportOptions
+from storage.group_commit import GroupCommitter
 
 if TYPE_CHECKING:
     from node.config import Config

@@ -47,9 +47,9 @@ from typing import Any, Protocol
 from amqp import serial
 from amqp.codec import dumps, loads
 from amqp.errors import DecodeError
+from storage.message_store import Record, StoreFormatError, Ticket
 
 from .base import ConfirmCallback, Consumer, Outcome, Queue, QueueHost, QueueMessage, Settlement
-from .store import Record, StoreFormatError, Ticket
 
 __all__ = [
     "ClassicQueue",
@@ -270,8 +270,8 @@ class StorePersistence:
     """Persistence on the node's MessageStore, made durable by its GroupCommitter."""
 
     def __init__(self, store: Any, committer: Any) -> None:
-        self.store = store  # queues.store.MessageStore
-        self.committer = committer  # queues.group_commit.GroupCommitter
+        self.store = store  # storage.message_store.MessageStore
+        self.committer = committer  # storage.group_commit.GroupCommitter
 
     def put(self, queue: str, seq: int, message: QueueMessage) -> Ticket:
         return self.store.put(queue, seq, encode_record(message))

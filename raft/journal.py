@@ -59,9 +59,9 @@ persist before confirm" hold:
    relaxed for the leader's own AppendEntries.)
 
 A flush writes the batch unsynced and then fdatasyncs RocksDB's WAL with
-`node.rocks.WalSyncer`, which releases the GIL during the fsync (rocksdict
-holds the GIL through a synced `Rdict.write`; see queues/store.py). The log
-also speaks the store protocol of `queues.group_commit.GroupCommitter`
+`storage.rocks.WalSyncer`, which releases the GIL during the fsync (rocksdict
+holds the GIL through a synced `Rdict.write`; see storage/message_store.py). The log
+also speaks the store protocol of `storage.group_commit.GroupCommitter`
 (`on_pending`, `has_pending`, `pending_seq`, `durable_seq`, `seal`, `write`),
 so a node moves the fsync off the loop thread (node/cluster.py does):
 `GroupCommitter(log, loop, on_written=...)` with a callback that calls
@@ -89,7 +89,7 @@ from collections.abc import Callable, Iterator
 from rocksdict import Options, Rdict, WriteBatch, WriteOptions
 
 from amqp import codec
-from node.rocks import WalSyncer
+from storage.rocks import WalSyncer
 
 __all__ = ["DurableLog", "JournalError", "LogBatch", "RaftJournal"]
 

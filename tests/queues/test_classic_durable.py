@@ -16,8 +16,8 @@ from queues.classic import (
     decode_record,
     encode_record,
 )
-from queues.group_commit import GroupCommitter
-from queues.store import MessageStore, Record, StoreFormatError
+from storage.group_commit import GroupCommitter
+from storage.message_store import MessageStore, Record, StoreFormatError
 
 from .classic_fakes import T0, FakeConsumer, FakeHost, grant
 

@@ -12,8 +12,8 @@ import threading
 
 import pytest
 
-from queues.group_commit import GroupCommitter
-from queues.store import MessageStore, Record, StoreError
+from storage.group_commit import GroupCommitter
+from storage.message_store import MessageStore, Record, StoreError
 
 
 def rec(n: int) -> Record:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from queues.store import (
+from storage.message_store import (
     FORMAT_VERSION,
     MessageStore,
     Record,

@@ -20,14 +20,14 @@ from pathlib import Path
 
 import pytest
 
-from queues.store import MessageStore
+from storage.message_store import MessageStore
 
 REPO = Path(__file__).resolve().parents[2]
 
 CHILD = r"""
 import asyncio, sys
-from queues.group_commit import GroupCommitter
-from queues.store import MessageStore, Record
+from storage.group_commit import GroupCommitter
+from storage.message_store import MessageStore, Record
 
 async def main(path):
     store = MessageStore(path)

@@ -37,7 +37,7 @@ import itertools
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from .store import Batch, MessageStore, StoreError, Ticket
+from storage.message_store import Batch, MessageStore, StoreError, Ticket
 
 __all__ = ["GroupCommitter"]
 

@@ -5,7 +5,7 @@ included, which would freeze the event loop's thread for every commit. So
 Warren's stores write with sync off (RocksDB still appends the batch to its
 write-ahead log with write(2)) and then fdatasync that WAL file themselves:
 `os.fdatasync` releases the GIL. This is RocksDB's own "Write() then
-SyncWAL()" sequence. Used by the message store (queues/store.py) and the
+SyncWAL()" sequence. Used by the message store (storage/message_store.py) and the
 Raft log (raft/journal.py).
 """
 

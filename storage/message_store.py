@@ -69,7 +69,7 @@ from typing import NamedTuple
 
 from rocksdict import Options, Rdict, WriteBatch, WriteOptions
 
-from node.rocks import WalSyncer
+from storage.rocks import WalSyncer
 
 __all__ = [
     "FORMAT_VERSION",

@@ -1,0 +1,1 @@
+"""Durable storage: RocksDB helpers, the message store and its group-commit fsync."""
