@@ -37,7 +37,7 @@ from pyspark.sql import functions as F
 
 from audit.partitions import _intervals
 from audit.spark import Snapshots
-from node.state_snapshot import COUNTERS
+from node.ops.state_snapshot import COUNTERS
 
 BACKLOG_WINDOWS = 12
 RATES = ("published", "confirmed", "delivered", "acknowledged", "redelivered", "dead_lettered", "dropped")

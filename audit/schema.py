@@ -1,4 +1,4 @@
-"""The Spark schema of a snapshot record, derived from node/state_snapshot.py's SCHEMA
+"""The Spark schema of a snapshot record, derived from node/ops/state_snapshot.py's SCHEMA
 (one source of truth): int -> long, str -> string, bool -> boolean, object -> struct,
 list -> array. A field a record lacks reads as null; a line that is not JSON lands in
 `_corrupt_record`."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pyspark.sql import types as T
 
-from node.state_snapshot import SCHEMA, Field
+from node.ops.state_snapshot import SCHEMA, Field
 
 CORRUPT = "_corrupt_record"
 

@@ -24,7 +24,7 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from audit.schema import CORRUPT, record_schema
-from node.state_snapshot import SCHEMA_VERSION
+from node.ops.state_snapshot import SCHEMA_VERSION
 
 DEFAULT_PERIOD_MS = 5000
 
@@ -64,7 +64,7 @@ def session(master: str | None = None, app: str = "warren-audit", shuffle_partit
 
 
 def _ship_package(spark: SparkSession) -> None:
-    """Zip audit/ and node/state_snapshot.py for the executors' Python."""
+    """Zip audit/ and node/ops/state_snapshot.py for the executors' Python."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     path = os.path.join(tempfile.mkdtemp(prefix="warren-audit-"), "warren_audit.zip")
     with zipfile.ZipFile(path, "w") as z:
@@ -72,7 +72,7 @@ def _ship_package(spark: SparkSession) -> None:
             if name.endswith(".py"):
                 z.write(os.path.join(root, "audit", name), f"audit/{name}")
         z.writestr("node/__init__.py", "")
-        z.write(os.path.join(root, "node", "state_snapshot.py"), "node/state_snapshot.py")
+        z.write(os.path.join(root, "node", "state_snapshot.py"), "node/ops/state_snapshot.py")
     spark.sparkContext.addPyFile(path)
 
 

@@ -234,7 +234,7 @@ class DeleteQueue(MetadataCommand):
 @dataclass(frozen=True, slots=True)
 class SetQueueReplicas(MetadataCommand):
     """A replicated queue's members after one was added or removed; the
-    queue's own Raft group changed its membership first (node/quorum.py)."""
+    queue's own Raft group changed its membership first (node/vhosts/quorum_groups.py)."""
 
     idempotency_key: str
     vhost: str

@@ -14,23 +14,24 @@ from metadata import commands as mc
 from metadata.feature_flags import local_member
 from metadata.machine import MetadataMachine
 from metadata.projections import Projections
-from node import prometheus, snapshot_export
-from node.alarm_gossip import AlarmGossip
-from node.alarms import Alarms
-from node.cluster import Cluster, ClusterError
-from node.cluster_machine import ClusterMachine, announce_member, local_flags
+from node.client.connection import ConnectionHandler, server_properties
+from node.cluster.alarm_gossip import AlarmGossip
+from node.cluster.cluster import Cluster, ClusterError
+from node.cluster.machine import ClusterMachine, announce_member, local_flags
 from node.config import Config
-from node.connection_handler import ConnectionHandler, server_properties
-from node.definitions import DefinitionsFile
-from node.http_api import ManagementAPI, start_site
-from node.http_format import DEFAULT_VHOST_DESCRIPTION
-from node.local_queues import LocalQueues, Owners
-from node.metadata_store import MetadataStore, new_key
-from node.metrics import NodeMetrics
-from node.quorum import QuorumQueues
-from node.remote_queue import QueueService, RemoteQueue
-from node.state_snapshot import SnapshotWriter, collect
-from node.vhost import VHost
+from node.http import prometheus
+from node.http.api import ManagementAPI, start_site
+from node.http.formats import DEFAULT_VHOST_DESCRIPTION
+from node.ops import snapshot_export
+from node.ops.alarms import Alarms
+from node.ops.metrics import NodeMetrics
+from node.ops.state_snapshot import SnapshotWriter, collect
+from node.vhosts.definitions import DefinitionsFile
+from node.vhosts.local_queues import LocalQueues, Owners
+from node.vhosts.metadata_store import MetadataStore, new_key
+from node.vhosts.quorum_groups import QuorumQueues
+from node.vhosts.remote_queue import QueueService, RemoteQueue
+from node.vhosts.vhost import VHost
 from queues.classic import ClassicQueue, MemoryPersistence, StorePersistence
 from queues.quorum_queue import QuorumQueue
 from routing.users import Authenticator, hash_password
@@ -62,7 +63,7 @@ class Broker:
         self.management = ManagementAPI(self)
         self._http_runner: Any = None
         self._metrics_runner: Any = None
-        # The Raft side of the node (node/cluster.py) and the metadata it replicates.
+        # The Raft side of the node (node/cluster/cluster.py) and the metadata it replicates.
         self.cluster: Cluster | None = None
         self.cluster_machine: ClusterMachine | None = None
         self.metadata_machine = MetadataMachine()
@@ -98,7 +99,7 @@ class Broker:
         if cfg.grpc_port < 0:
             raise ValueError("grpc_port < 0: the metadata store needs the cluster port (0 picks a free one)")
         try:
-            # the metadata machine and the key-value probe, side by side (node/cluster_machine.py)
+            # the metadata machine and the key-value probe, side by side (node/cluster/machine.py)
             self.cluster_machine = ClusterMachine(metadata=self.metadata_machine)
             self.cluster = Cluster.from_config(cfg, self.cluster_machine)
             await self.cluster.start()

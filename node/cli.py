@@ -7,7 +7,7 @@ import sys
 
 from audit import cli as audit_cli
 
-from . import ctl
+from .ops import ctl
 
 
 def _server(args: argparse.Namespace) -> int:

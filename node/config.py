@@ -16,9 +16,9 @@ class Config:
     # Listener ports; 0 picks a free port (Broker.*_port holds the bound one),
     # and a negative http or metrics port turns that listener off.
     amqp_port: int = 5672
-    http_port: int = 15672  # management HTTP API (node/http_api.py)
-    metrics_port: int = 15692  # Prometheus /metrics (node/prometheus.py)
-    grpc_port: int = 25672  # cluster (Raft) port, gRPC; node/cluster.py
+    http_port: int = 15672  # management HTTP API (node/http/api.py)
+    metrics_port: int = 15692  # Prometheus /metrics (node/http/prometheus.py)
+    grpc_port: int = 25672  # cluster (Raft) port, gRPC; node/cluster/cluster.py
     default_user: str = "guest"
     default_password: str = "guest"
     anonymous_user: str = "guest"  # SASL ANONYMOUS logs in as this user
@@ -38,7 +38,7 @@ class Config:
     product: str = "RabbitMQ"  # what clients that check the server's identity expect
     product_version: str = "4.2.0"
     log_level: str = "info"
-    # Clustering (node/cluster.py). The node's cluster id is advertise_host:grpc_port,
+    # Clustering (node/cluster/cluster.py). The node's cluster id is advertise_host:grpc_port,
     # the address its peers dial; it must not change across restarts.
     seeds: list[str] = field(default_factory=list)  # peers' "host:port" (grpc); none: a single-member cluster
     cluster_secret: str = ""  # shared by every member; required with seeds (else generated and kept in data_dir)
@@ -51,7 +51,7 @@ class Config:
     cluster_command_timeout: float = 5.0  # default seconds a metadata change may wait for a majority
     quorum_snapshot_entries: int = 2000  # Raft log entries between a quorum queue's snapshots
     cluster_ready_timeout: float = 300.0  # seconds a starting node waits for a majority before giving up
-    # Cluster-state snapshots for the audit (node/state_snapshot.py, docs/snapshot-schema.md)
+    # Cluster-state snapshots for the audit (node/ops/state_snapshot.py, docs/snapshot-schema.md)
     snapshot_interval: float = 5.0  # seconds between records; 0 turns them off
     snapshot_max_bytes: int = 16 * 1024 * 1024  # per file, then the next file
     snapshot_keep_files: int = 8

@@ -66,7 +66,7 @@ class Publish:
 
 
 class QuorumHost(Protocol):
-    """What a quorum queue needs of its node (node/quorum.py)."""
+    """What a quorum queue needs of its node (node/vhosts/quorum_groups.py)."""
 
     node_id: str
     incarnation: str  # node_id#boot: consumers of an earlier life are recognisable

@@ -92,7 +92,7 @@ def make_conf(
     snapshot file); `journal` comes from the node's DurableLog. Both None
     gives an in-memory group (tests only). `overrides` are SyncObjConf fields.
     `heartbeat_period`: a group whose followers also hear their leader's node
-    (node/group_liveness.py) may heartbeat more rarely than appendEntriesPeriod
+    (node/cluster/liveness.py) may heartbeat more rarely than appendEntriesPeriod
     (which pysyncobj's validate() keeps under a third of raftMinTimeout);
     `SafeSyncObj` applies it (raft/patches.py, patch 7). `compaction_bytes`:
     compact also once the log holds more command bytes than this (patch 8).

@@ -63,7 +63,7 @@ A flush writes the batch unsynced and then fdatasyncs RocksDB's WAL with
 holds the GIL through a synced `Rdict.write`; see storage/message_store.py). The log
 also speaks the store protocol of `storage.group_commit.GroupCommitter`
 (`on_pending`, `has_pending`, `pending_seq`, `durable_seq`, `seal`, `write`),
-so a node moves the fsync off the loop thread (node/cluster.py does):
+so a node moves the fsync off the loop thread (node/cluster/cluster.py does):
 `GroupCommitter(log, loop, on_written=...)` with a callback that calls
 `log.release_durable()`. A `flush()` on
 the loop while the committer's batch is being written waits for that batch

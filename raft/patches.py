@@ -47,7 +47,7 @@ name-mangled, so a subclass defines `_SyncObj__name`) and `_onTick`:
    to the snapshot first when the journal holds those two entries.
 
 6. I/O and timing belong to the node's event loop (raft/transport.py,
-   node/cluster.py): stock polls its own poller at the end of every tick (a
+   node/cluster/cluster.py): stock polls its own poller at the end of every tick (a
    system call per tick of every group) and, for groups that send each entry
    at once (appendEntriesUseBatch=False, the quorum queues), writes to a pipe
    per proposal to wake a thread Warren does not run. Both are replaced by
@@ -55,7 +55,7 @@ name-mangled, so a subclass defines `_SyncObj__name`) and `_onTick`:
    group's own timers (heartbeat, election, leader fallback) next need a tick,
    so idle groups are not ticked at all in between.
 
-7. Liveness per node rather than per group (node/group_liveness.py): a
+7. Liveness per node rather than per group (node/cluster/liveness.py): a
    node that says it leads a group in the current term counts, for a
    follower, as that leader's heartbeat (`leader_alive` resets the election
    timer), and a member's node that is heard from counts, for a leader, as

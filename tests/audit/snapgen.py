@@ -9,7 +9,7 @@ loss is injected), a Raft group's commit index advances only while a leader
 reaches a majority, a replica applies only while it reaches the leader, and a
 restarted node comes back with a new boot_id, seq 0 and reset classic-queue
 counters (recovered = the messages it kept). Every record is checked against
-node/state_snapshot.py's schema and written through SnapshotWriter.append, so
+node/ops/state_snapshot.py's schema and written through SnapshotWriter.append, so
 the files rotate as the broker's would.
 """
 
@@ -20,7 +20,7 @@ import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from node.state_snapshot import COUNTERS, SnapshotWriter, validate_record
+from node.ops.state_snapshot import COUNTERS, SnapshotWriter, validate_record
 
 BASE_MS = 1_700_000_000_000  # a multiple of the period: window w starts at BASE_MS + w * PERIOD_MS
 PERIOD_MS = 5000

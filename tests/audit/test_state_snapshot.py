@@ -1,4 +1,4 @@
-"""node/state_snapshot.py: the schema, the writer and its rotation (real files), collect()."""
+"""node/ops/state_snapshot.py: the schema, the writer and its rotation (real files), collect()."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import types
 
 import pytest
 
-from node import state_snapshot as ss
-from node.state_snapshot import (
+from node.ops import state_snapshot as ss
+from node.ops.state_snapshot import (
     SnapshotSchemaError,
     SnapshotWriter,
     collect,

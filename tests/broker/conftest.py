@@ -20,7 +20,7 @@ import uvloop
 from metadata import commands as mc
 from node.broker import Broker
 from node.config import Config
-from node.metadata_store import new_key
+from node.vhosts.metadata_store import new_key
 from routing.users import hash_password
 
 REPO = Path(__file__).resolve().parents[2]

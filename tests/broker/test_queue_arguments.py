@@ -11,7 +11,7 @@ import pytest
 from proton import Delivery, Message
 from proton.utils import BlockingConnection, LinkDetached, SendException
 
-from node.vhost import ResourceLocked
+from node.vhosts.vhost import ResourceLocked
 
 
 def connect(broker) -> BlockingConnection:

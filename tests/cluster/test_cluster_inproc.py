@@ -1,4 +1,4 @@
-"""node/cluster.py in one process: the key-value machine, node identity,
+"""node/cluster/cluster.py in one process: the key-value machine, node identity,
 propose/fence semantics, NoQuorum, and join/forget (several Clusters on one
 loop, over real gRPC on loopback)."""
 
@@ -12,8 +12,16 @@ import pytest
 import uvloop
 
 from node import config
-from node.cluster import Cluster, ClusterError, ClusterUnavailable, MembershipError, Noop, NoQuorum, OutcomeUnknown
-from node.cluster_kv import KeyValueMachine, Put
+from node.cluster.cluster import (
+    Cluster,
+    ClusterError,
+    ClusterUnavailable,
+    MembershipError,
+    Noop,
+    NoQuorum,
+    OutcomeUnknown,
+)
+from node.cluster.kv import KeyValueMachine, Put
 from raft import records
 from raft.transport import TransportOptions
 
@@ -96,7 +104,7 @@ def test_a_single_node_commits_alone_and_keeps_its_id_and_data(tmp_path):
 
 @contextlib.asynccontextmanager
 async def three_nodes(tmp_path, seeded: bool = True):
-    from node.cluster import _free_port
+    from node.cluster.cluster import _free_port
 
     ports = [_free_port("127.0.0.1") for _ in range(3)]
     ids = [f"127.0.0.1:{p}" for p in ports]
@@ -251,7 +259,7 @@ def test_the_http_endpoints_of_a_single_node(tmp_path):
 def test_cluster_machine_routes_by_kind_and_snapshots_both():
     from metadata.commands import EnableFeatureFlag
     from metadata.feature_flags import local_member
-    from node.cluster_machine import ClusterMachine
+    from node.cluster.machine import ClusterMachine
 
     m = ClusterMachine()
     blank = m.snapshot()
@@ -269,7 +277,7 @@ def test_cluster_machine_routes_by_kind_and_snapshots_both():
 
 def test_the_test_knob_takes_flags_away_only_with_test_faults():
     from metadata.feature_flags import FLAGS
-    from node.cluster_machine import local_flags
+    from node.cluster.machine import local_flags
 
     env = {"WARREN_TEST_UNSUPPORTED_FLAGS": "credit_api_v2, nope"}
     assert local_flags(False, env) is FLAGS
@@ -280,7 +288,7 @@ def test_the_test_knob_takes_flags_away_only_with_test_faults():
 
 def test_a_node_announces_itself_and_a_flag_it_lacks_is_refused(tmp_path):
     from metadata.commands import EnableFeatureFlag
-    from node.cluster_machine import ClusterMachine, announce_member, local_flags
+    from node.cluster.machine import ClusterMachine, announce_member, local_flags
 
     async def main():
         machine = ClusterMachine()
@@ -310,7 +318,7 @@ def test_a_node_announces_itself_and_a_flag_it_lacks_is_refused(tmp_path):
 @pytest.mark.slow
 def test_groups_that_heartbeat_rarely_keep_their_leaders_while_the_nodes_are_heard(tmp_path):
     """Ten groups whose heartbeat (2.5 s) is longer than their election timeout (1-2 s): the
-    nodes' one liveness message per peer (node/group_liveness.py) is all that keeps their
+    nodes' one liveness message per peer (node/cluster/liveness.py) is all that keeps their
     followers from electing. Cut a node off and its groups elect among the two others."""
     timing = {"raftMinTimeout": 1.0, "raftMaxTimeout": 2.0, "leaderFallbackTimeout": 3.0, "connectionTimeout": 2.0,
               "heartbeat_period": 2.5}  # fmt: skip
@@ -382,7 +390,7 @@ def test_a_leader_cut_off_with_a_command_in_its_log_answers_outcome_unknown(tmp_
 
 def test_a_one_member_group_commits_once_its_write_lands(tmp_path):
     """No follower answers a one-member group, and its heartbeat (here 20 s) is far off: the
-    landing of the write that holds its entries is what ticks it to commit (node/cluster.py)."""
+    landing of the write that holds its entries is what ticks it to commit (node/cluster/cluster.py)."""
 
     async def main():
         node = _node(tmp_path, "solo")

@@ -11,8 +11,8 @@ from mgmt_client import Api
 from proton import Message
 from proton.utils import BlockingConnection, ConnectionClosed
 
-from node import ctl
-from node.ctl import table
+from node.ops import ctl
+from node.ops.ctl import table
 
 
 def ok(result) -> str:

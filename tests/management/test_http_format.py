@@ -7,7 +7,7 @@ import json
 import pytest
 
 from amqp.types import Symbol, UInt
-from node import http_format as fmt
+from node.http import formats as fmt
 from routing.model import Binding
 
 

@@ -1,4 +1,4 @@
-"""node/management/request.py and the pure parts of node_link.py without a
+"""node/client/management/request.py and the pure parts of node_link.py without a
 node or sockets: a VHost on a stub node, requests in, (status, body) out."""
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from amqp.message import Message
 from metadata import commands as mc
 from metadata.machine import MetadataMachine
 from metadata.projections import Projections
-from node.local_queues import LocalQueues, Owners
-from node.management import request as mreq
-from node.management.node_link import reply, request_message
-from node.metadata_store import MetadataStore
-from node.vhost import QueueTypeNotSupported, ResourceLocked
+from node.client.management import request as mreq
+from node.client.management.node_link import reply, request_message
+from node.vhosts.local_queues import LocalQueues, Owners
+from node.vhosts.metadata_store import MetadataStore
+from node.vhosts.vhost import QueueTypeNotSupported, ResourceLocked
 from queues.classic import ClassicQueue, MemoryPersistence
 from routing import errors
 from routing.permissions import AccessRefused, Permission

@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 from metadata import commands as mc
-from node.metadata_store import new_key
+from node.vhosts.metadata_store import new_key
 from routing.users import hash_password
 
 FORMAT_VERSION = 1

@@ -5,7 +5,7 @@ A client attaches a sender (requests) and a receiver (replies) to the
 address `/management`, both with the same link name and the link property
 `paired` = true; the two halves find each other by session and name, and
 either may attach first. Requests are handled one at a time, in order, by
-node/management/request.py; each reply goes back on the paired receiver,
+node/client/management/request.py; each reply goes back on the paired receiver,
 settled, with `correlation-id` = the request's `message-id` and the status
 code in `subject`.
 
@@ -26,10 +26,10 @@ from amqp import codec
 from amqp import definitions as d
 from amqp.errors import AMQPError, Condition, DecodeError
 from amqp.message import Message
-from node.management import request
+from node.client.management import request
 
 if TYPE_CHECKING:
-    from node.connection_handler import ConnectionHandler
+    from node.client.connection import ConnectionHandler
 
 ADDRESS = "/management"
 REQUEST_CREDIT = 8  # RabbitMQ's MAX_MANAGEMENT_LINK_CREDIT

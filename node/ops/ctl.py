@@ -1,5 +1,5 @@
 """`warren ctl`: rabbitmqctl's everyday commands, over the node's management
-HTTP API (node/http_api.py), so it needs nothing but the standard library.
+HTTP API (node/http/api.py), so it needs nothing but the standard library.
 
     warren ctl [--host H] [--port 15672] [--user guest] [--password guest] [--json] COMMAND ...
 
@@ -148,7 +148,7 @@ class Listing:
         return [c for c in self.columns if c not in self.known and all(c not in row for row in self.rows)]
 
 
-# The fields of the HTTP API's objects (node/http_format.py), per listing.
+# The fields of the HTTP API's objects (node/http/formats.py), per listing.
 CONNECTION_COLUMNS = ("name node type user vhost protocol host port peer_host peer_port channels state ssl frame_max "
                       "channel_max timeout client_properties")  # fmt: skip
 QUEUE_COLUMNS = (

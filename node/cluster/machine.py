@@ -1,6 +1,6 @@
 """The metadata group's machine: records routed by kind to the machines it hosts.
 
-    "cluster.*"   -> KeyValueMachine (node/cluster_kv.py: the tests' probe)
+    "cluster.*"   -> KeyValueMachine (node/cluster/kv.py: the tests' probe)
     "metadata.*"  -> MetadataMachine (metadata/machine.py)
 
 Anything else applies to nothing (None). The snapshot is a versioned
@@ -26,12 +26,12 @@ from typing import TYPE_CHECKING, Any
 from amqp import codec
 from metadata.feature_flags import FLAGS, FeatureFlagRegistry, local_member
 from metadata.machine import MetadataMachine
-from node.cluster import ClusterError
-from node.cluster_kv import KeyValueMachine
+from node.cluster.cluster import ClusterError
+from node.cluster.kv import KeyValueMachine
 from raft import records
 
 if TYPE_CHECKING:
-    from node.cluster import Cluster
+    from node.cluster.cluster import Cluster
 
 __all__ = ["ClusterMachine", "announce_member", "local_flags"]
 

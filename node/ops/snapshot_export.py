@@ -2,7 +2,7 @@
 every member, gathered through any one node.
 
 The node asked over HTTP reads its own files and asks each other member over
-the cluster transport (node messages, node/cluster_rpc.py): "snapshots.list"
+the cluster transport (node messages, node/cluster/rpc.py): "snapshots.list"
 names a member's files, "snapshots.read" returns one chunk of one file
 (base64 in the JSON reply, CHUNK bytes at most), so a large file travels in
 pieces that fit the transport's message limit.
@@ -15,7 +15,7 @@ import os
 import re
 from typing import Any
 
-from node.state_snapshot import SNAPSHOT_DIR, snapshot_files
+from node.ops.state_snapshot import SNAPSHOT_DIR, snapshot_files
 
 LIST, READ = "snapshots.list", "snapshots.read"
 CHUNK = 256 * 1024
@@ -53,17 +53,17 @@ def register(node: Any) -> None:
     async def read_call(peer: str, args: dict) -> dict:
         return local_chunk(node, str(args.get("name", "")), int(args.get("offset", 0)))
 
-    node.cluster.calls[LIST] = list_call
-    node.cluster.calls[READ] = read_call
+    node.cluster.cluster.calls[LIST] = list_call
+    node.cluster.cluster.calls[READ] = read_call
 
 
 async def files_of(node: Any, member: str) -> list[dict]:
     if member == node.node_id:
         return local_files(node)
-    return (await node.cluster.call(member, LIST, {}))["files"]
+    return (await node.cluster.cluster.call(member, LIST, {}))["files"]
 
 
 async def chunk_of(node: Any, member: str, name: str, offset: int) -> dict:
     if member == node.node_id:
         return local_chunk(node, name, offset)
-    return await node.cluster.call(member, READ, {"name": name, "offset": offset})
+    return await node.cluster.cluster.call(member, READ, {"name": name, "offset": offset})

@@ -4,7 +4,7 @@ an incoming-window of 0, so publishers stop while consumers go on
 
 Alarms are cluster-wide, as in RabbitMQ: an alarm of any member blocks the
 publishers of every member. Each node tells the others its own alarms
-(node/alarm_gossip.py); `remote` holds what they told, and a member that
+(node/cluster/alarm_gossip.py); `remote` holds what they told, and a member that
 becomes unreachable no longer counts."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Management API handlers for the node itself and its access control:
 overview, nodes, health checks, definitions, connections, vhosts, users and
-permissions. Served by `node/http_api.py`, which authenticates and
+permissions. Served by `node/http/api.py`, which authenticates and
 authorises each request from the handler's @access level first.
 
 Answers follow RabbitMQ's HTTP API: PUT is 201 when it created something
@@ -20,10 +20,9 @@ from aiohttp import web
 
 from amqp.errors import Condition
 from metadata import commands as mc
-from node import http_cluster
-from node import http_format as fmt
-from node.definitions import HASHING_ALGORITHM
-from node.http_api import (
+from node.http import cluster_routes as http_cluster
+from node.http import formats as fmt
+from node.http.api import (
     ADMIN,
     MGMT,
     MONITOR,
@@ -43,7 +42,8 @@ from node.http_api import (
     read_body,
     refused,
 )
-from node.metadata_store import new_key
+from node.vhosts.definitions import HASHING_ALGORITHM
+from node.vhosts.metadata_store import new_key
 from routing import permissions
 from routing.users import hash_password
 

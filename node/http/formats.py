@@ -1,7 +1,7 @@
 """The JSON shapes of the management HTTP API, with RabbitMQ's field names,
 built from live node objects at request time.
 
-Pure functions: no aiohttp, no I/O; `node/http_api.py` calls them on the
+Pure functions: no aiohttp, no I/O; `node/http/api.py` calls them on the
 node's event loop. Fields RabbitMQ fills from its statistics database that
 Warren does not keep (per-object rates, memory per queue, GC counters) are
 left out rather than faked.

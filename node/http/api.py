@@ -15,9 +15,9 @@ refused request is 401 with error "not_authorised", as in RabbitMQ 4 (its
 source carries "TODO: consider changing to 403"); a failed login is 401 with
 error "not_authorized" and a WWW-Authenticate challenge.
 
-Handlers are in `node/http_node.py` (node, connections, vhosts, users,
-permissions) and `node/http_topology.py` (queues, exchanges, bindings); JSON
-shapes in `node/http_format.py`.
+Handlers are in `node/http/node_routes.py` (node, connections, vhosts, users,
+permissions) and `node/http/topology_routes.py` (queues, exchanges, bindings); JSON
+shapes in `node/http/formats.py`.
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from amqp.errors import Condition
-from node import http_format as fmt
-from node.metadata_store import MetadataUnavailable
+from node.http import formats as fmt
+from node.vhosts.metadata_store import MetadataUnavailable
 from routing import permissions
 from routing.errors import RoutingError
 
@@ -198,7 +198,8 @@ class ManagementAPI:
         self._timer: asyncio.TimerHandle | None = None
 
     def application(self) -> web.Application:
-        from node import http_node, http_topology  # they import this module
+        from node.http import node_routes as http_node  # they import this module
+        from node.http import topology_routes as http_topology
 
         app = web.Application(middlewares=[self._middleware])
         for method, path, handler in http_node.ROUTES + http_topology.ROUTES:

@@ -12,7 +12,7 @@ message (channel "raft.alive"):
 
 A follower of that leader in that term takes it as the leader's heartbeat,
 and every group this node leads takes the message as its member's answer.
-Groups can then heartbeat rarely (node/quorum.py); a node that stops
+Groups can then heartbeat rarely (node/vhosts/quorum_groups.py); a node that stops
 (killed, paused, cut off) stops announcing, and its groups' followers elect
 after their usual timeout. The metadata group keeps its own heartbeats.
 """

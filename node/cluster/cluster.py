@@ -10,7 +10,7 @@
         transport sends nothing a sync has not covered (`before_flush` gate)
       - the metadata RaftGroup (raft/group.py), replicating records into the
         Machine given to the constructor (the Broker gives
-        node/cluster_machine.py's ClusterMachine: the metadata machine and
+        node/cluster/machine.py's ClusterMachine: the metadata machine and
         the key-value probe side by side); the group's
         snapshot is <data_dir>/cluster/metadata/snapshot
       - the ticker: `doTick` for a group as soon as it has work (a message
@@ -30,7 +30,7 @@ discovery runs only on a blank node. `join_cluster(seed)` resets this node
 (its metadata is dropped, as rabbitmqctl's join_cluster does) and has the
 seed's cluster add it; `forget_cluster_node(node)` removes a member (stop it
 first). Both use pysyncobj's one-at-a-time membership changes. The joining
-node asks the seed over node messages (node/cluster_rpc.py), so it needs
+node asks the seed over node messages (node/cluster/rpc.py), so it needs
 only the seed's cluster address and the secret. A joining node starts with
 long election timeouts, so that it hears from the leader before it could
 call an election and disrupt the cluster.
@@ -72,8 +72,8 @@ from typing import TYPE_CHECKING, Any
 from pysyncobj import FAIL_REASON
 from pysyncobj.monotonic import monotonic
 
-from node.cluster_rpc import NodeRpc, RpcError, RpcUnreachable
-from node.group_liveness import GroupLiveness
+from node.cluster.liveness import GroupLiveness
+from node.cluster.rpc import NodeRpc, RpcError, RpcUnreachable
 from raft.config import DEFAULTS as RAFT_DEFAULTS
 from raft.config import make_conf
 from raft.group import Machine, RaftGroup
@@ -753,7 +753,7 @@ class Cluster:
             # committed its first entry yet; try again.
             delay = await self._backoff(delay, deadline, timeout)
 
-    # -- the join protocol (node messages, node/cluster_rpc.py) ---------------------------------
+    # -- the join protocol (node messages, node/cluster/rpc.py) ---------------------------------
 
     async def _call(self, peer: str, method: str, args: dict, deadline: float) -> dict:
         try:

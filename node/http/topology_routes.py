@@ -1,5 +1,5 @@
 """Management API handlers for a vhost's topology: queues, exchanges and
-bindings. Served by `node/http_api.py`, which authenticates and authorises
+bindings. Served by `node/http/api.py`, which authenticates and authorises
 each request from the handler's @access level first; each change also needs
 the AMQP permission the same operation would need (routing/permissions.py).
 
@@ -18,8 +18,8 @@ from urllib.parse import quote
 
 from aiohttp import web
 
-from node import http_format as fmt
-from node.http_api import (
+from node.http import formats as fmt
+from node.http.api import (
     MGMT,
     USER,
     VHOST,

@@ -1,5 +1,5 @@
 """Node-wide counters, bumped on the message path (plain integer adds) and
-read at scrape time by the Prometheus collector (node/prometheus.py) and the
+read at scrape time by the Prometheus collector (node/http/prometheus.py) and the
 management API's overview."""
 
 from dataclasses import dataclass, field

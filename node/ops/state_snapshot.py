@@ -217,7 +217,7 @@ def _int_or_none(value: Any) -> int | None:
 
 
 def group_record(status: Mapping[str, Any], name: str | None = None) -> dict:
-    """A `groups[]` entry from a status dict shaped like node/cluster.py `Cluster.status()`:
+    """A `groups[]` entry from a status dict shaped like node/cluster/cluster.py `Cluster.status()`:
     node, group, role, term, leader, commit_index, last_applied, and members as a list of
     {"node": id, "reachable": bool} (or of plain ids, with `reachable` a list of ids)."""
     me = status.get("node")

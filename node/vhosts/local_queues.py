@@ -4,11 +4,11 @@ Subscribed to the metadata machine after the projections (so routing tables
 exist by the time a queue appears), it runs on every node for every applied
 command, whoever proposed it:
 
-    VHostAdded/Updated  -> a VHost object (node/vhost.py)
+    VHostAdded/Updated  -> a VHost object (node/vhosts/vhost.py)
     VHostDeleted        -> its connections closed, its local queues dropped
     QueueDeclared       -> the queue's process on its leader (a ClassicQueue,
                            with the messages recovered from the node's store),
-                           a proxy everywhere else (node/remote_queue.py)
+                           a proxy everywhere else (node/vhosts/remote_queue.py)
     QueueDeleted        -> the process stopped and its messages dropped; the
                            links consuming from it detached
 
@@ -26,7 +26,7 @@ from typing import Any
 from metadata import effects as fx
 from metadata.effects import Effect, Result
 from metadata.state import MetadataState, QueueRecord
-from node.vhost import VHost
+from node.vhosts.vhost import VHost
 
 log = logging.getLogger("warren.queues")
 
@@ -134,7 +134,7 @@ class LocalQueues:
         elif current is not None:
             if hasattr(current, "members"):
                 current.members = tuple(e.replicas)
-            else:  # a proxy (node/remote_queue.py)
+            else:  # a proxy (node/vhosts/remote_queue.py)
                 current.leader = e.leader
                 current.replicas = tuple(e.replicas)
 
@@ -154,9 +154,9 @@ class LocalQueues:
         arguments = dict(q.arguments_map if isinstance(q, QueueRecord) else q.arguments)
         if q.type == "quorum":
             if node.node_id in q.replicas:
-                vhost.queues[q.name] = node.quorum.start(vhost, q, arguments)
+                vhost.queues[q.name] = node.vhosts.quorum_groups.start(vhost, q, arguments)
             else:
-                vhost.queues[q.name] = node.remote_queue(vhost, q, arguments)
+                vhost.queues[q.name] = node.vhosts.remote_queue(vhost, q, arguments)
         elif q.leader == node.node_id:
             owner = node.owners.owner(q.exclusive_owner)
             queue = node.make_queue(vhost, q.name, q.durable, owner, q.auto_delete, arguments)
@@ -167,7 +167,7 @@ class LocalQueues:
                 # this node restarted: an exclusive queue outlives neither
                 vhost.forget(q.name)
         else:
-            vhost.queues[q.name] = node.remote_queue(vhost, q, arguments)
+            vhost.queues[q.name] = node.vhosts.remote_queue(vhost, q, arguments)
 
     def _stop(self, vhost: VHost, name: str) -> None:
         queue = vhost.queues.pop(name, None)

@@ -1,4 +1,4 @@
-"""Management API handlers for the cluster (node/cluster.py).
+"""Management API handlers for the cluster (node/cluster/cluster.py).
 
     GET  /api/cluster                   this node's view: role, term, leader, indexes, members
     POST /api/cluster/join              {"seed": "host:port"}: reset this node, join seed's cluster
@@ -35,11 +35,10 @@ from aiohttp import web
 
 from metadata.commands import EnableFeatureFlag
 from metadata.feature_flags import FLAGS, STABLE
-from node import snapshot_export
-from node.cluster import Cluster, ClusterError, ClusterUnavailable, MembershipError, NoQuorum
-from node.cluster_kv import KeyValueMachine, Put
-from node.cluster_machine import ClusterMachine
-from node.http_api import (
+from node.cluster.cluster import Cluster, ClusterError, ClusterUnavailable, MembershipError, NoQuorum
+from node.cluster.kv import KeyValueMachine, Put
+from node.cluster.machine import ClusterMachine
+from node.http.api import (
     ADMIN,
     MONITOR,
     ApiError,
@@ -51,6 +50,7 @@ from node.http_api import (
     query_flag,
     read_body,
 )
+from node.ops import snapshot_export
 
 
 def _cluster(request: web.Request) -> Cluster:
@@ -253,7 +253,7 @@ async def grow_or_shrink(request: web.Request) -> web.Response:
 
 @access(ADMIN)
 async def list_snapshots(request: web.Request) -> web.Response:
-    """Every member's snapshot files (node/snapshot_export.py); an unreachable member shows its error."""
+    """Every member's snapshot files (node/ops/snapshot_export.py); an unreachable member shows its error."""
     broker = api_of(request).broker
     out = []
     for member in _cluster(request).members():

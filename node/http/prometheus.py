@@ -3,7 +3,7 @@ metric names and labels of RabbitMQ 4's rabbitmq_prometheus plugin, so its
 dashboards and alerts work unchanged.
 
 Nothing is recorded per message for this: a custom collector reads the
-node's counters (node/metrics.py), its connections and its queues when
+node's counters (node/ops/metrics.py), its connections and its queues when
 Prometheus scrapes, on the node's event loop (aiohttp, like the management
 API), so the reads never race the message path. `/metrics` carries the
 per-queue series too (RabbitMQ keeps them for `/metrics/per-object`, which
@@ -22,7 +22,7 @@ from prometheus_client.core import CollectorRegistry, CounterMetricFamily, Gauge
 from prometheus_client.exposition import choose_encoder
 
 from node import __version__
-from node.metrics import DEAD_LETTER_REASONS
+from node.ops.metrics import DEAD_LETTER_REASONS
 
 if TYPE_CHECKING:
     from node.broker import Broker

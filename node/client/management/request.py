@@ -47,8 +47,8 @@ from urllib.parse import parse_qsl, unquote
 
 from amqp.errors import Condition
 from amqp.types import Array, UInt, ULong
-from node.metadata_store import MetadataUnavailable
-from node.vhost import ResourceLocked
+from node.vhosts.metadata_store import MetadataUnavailable
+from node.vhosts.vhost import ResourceLocked
 from routing import permissions
 from routing.address import quote_segment, unquote_segment
 from routing.errors import NotFound, PreconditionFailed, RoutingError

@@ -22,7 +22,7 @@ from amqp.errors import Condition, SessionError
 from metadata.effects import Created, Error, Result
 from metadata.machine import MetadataMachine
 from metadata.state import MetadataState
-from node.cluster import ClusterError
+from node.cluster.cluster import ClusterError
 from routing.errors import RoutingError
 
 __all__ = ["MetadataRefused", "MetadataStore", "MetadataUnavailable", "new_key"]

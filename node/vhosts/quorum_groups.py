@@ -5,7 +5,7 @@ Membership (`add_member`, `delete_member`, and `grow`/`shrink` over every
 quorum queue) runs on the queue group's leader: pysyncobj changes the
 group's membership (one node at a time, committed by the group), then the
 metadata records the new replica set, and each node starts or drops its copy
-as that applies (node/local_queues.py); an added member catches up from the
+as that applies (node/vhosts/local_queues.py); an added member catches up from the
 leader's log or snapshot. A node asked to change a queue it does not lead
 forwards the request to the leader it knows.
 
@@ -26,8 +26,8 @@ import time
 from typing import Any
 
 from metadata import commands as mc
-from node.cluster import MembershipError
-from node.metadata_store import new_key
+from node.cluster.cluster import MembershipError
+from node.vhosts.metadata_store import new_key
 from queues.quorum_queue import COMPACTION_BYTES, COMPACTION_ENTRIES, QuorumQueue
 from routing.errors import NotFound
 
@@ -39,7 +39,7 @@ MEMBER_CALL = "quorum.member"
 # elections that feed on themselves (docs/benchmarks.md); 2-4 s is Ra's order of magnitude.
 # Entries and commit indexes go out as they happen (appendEntriesUseBatch=False), and the
 # node's one liveness message per peer stands for every group's heartbeat
-# (node/group_liveness.py): a group's own heartbeat, every 1.5 s, only carries what a
+# (node/cluster/liveness.py): a group's own heartbeat, every 1.5 s, only carries what a
 # follower that fell behind needs to catch up.
 QUORUM_TIMEOUTS = {"raftMinTimeout": 2.0, "raftMaxTimeout": 4.0, "leaderFallbackTimeout": 6.0,
                    "connectionTimeout": 4.0, "heartbeat_period": 1.5}  # fmt: skip

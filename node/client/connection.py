@@ -19,10 +19,10 @@ from amqp.connection import SERVER, Connection
 from amqp.errors import Condition
 from amqp.types import Symbol
 from node import __version__
-from node.links import Publisher, QueueConsumer
-from node.management import node_link
-from node.management.node_link import ManagementLink, ReplyLink
-from node.vhost import ResourceLocked
+from node.client.links import Publisher, QueueConsumer
+from node.client.management import node_link
+from node.client.management.node_link import ManagementLink, ReplyLink
+from node.vhosts.vhost import ResourceLocked
 from routing import address
 from routing.errors import NotFound, RoutingError
 from routing.permissions import check as check_permission
@@ -53,7 +53,7 @@ class ConnectionHandler(asyncio.Protocol):
         self._flush_scheduled = False
         self._timer: asyncio.TimerHandle | None = None
         self._closed = False
-        self.management_pairs: dict | None = None  # node/management/node_link.py, made on first use
+        self.management_pairs: dict | None = None  # node/client/management/node_link.py, made on first use
 
     # ------------------------------------------------------------ asyncio side
 

@@ -3,10 +3,10 @@ projection, metadata/projections.py), the queues (local queue processes for
 the queues this node leads, proxies for the others), and the dead-letter
 path between them.
 
-Changes to the topology go through the metadata store (node/metadata_store.py):
+Changes to the topology go through the metadata store (node/vhosts/metadata_store.py):
 each method proposes a command and returns once it is committed by a majority
 and applied here, so the caller reads its own write. The queue processes
-themselves are started and stopped by node/local_queues.py when the commands
+themselves are started and stopped by node/vhosts/local_queues.py when the commands
 are applied, on every node alike.
 """
 
@@ -22,7 +22,7 @@ from typing import Any
 from amqp.errors import Condition
 from amqp.types import Symbol, Timestamp
 from metadata import commands as mc
-from node.metadata_store import new_key as mc_key
+from node.vhosts.metadata_store import new_key as mc_key
 from queues.base import Queue, QueueMessage
 from queues.classic import ClassicQueueConfig, QueueArgumentError
 from queues.quorum import QueueArgumentError as QuorumArgumentError

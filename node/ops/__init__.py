@@ -1,0 +1,1 @@
+"""Operations: warren ctl, resource alarms, metrics counters and cluster-state snapshots."""
