@@ -36,8 +36,8 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from audit.partitions import _intervals
+from audit.schema import COUNTERS
 from audit.spark import Snapshots
-from node.ops.state_snapshot import COUNTERS
 
 BACKLOG_WINDOWS = 12
 RATES = ("published", "confirmed", "delivered", "acknowledged", "redelivered", "dead_lettered", "dropped")

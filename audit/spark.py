@@ -23,8 +23,8 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from audit.schema import CORRUPT, record_schema
-from node.ops.state_snapshot import SCHEMA_VERSION
+from audit.schema import SCHEMA_VERSION
+from audit.spark_schema import CORRUPT, record_schema
 
 DEFAULT_PERIOD_MS = 5000
 

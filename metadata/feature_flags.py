@@ -25,7 +25,6 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from metadata.commands import AddMember
-from node import __version__
 
 __all__ = [
     "CREDIT_API_V2",
@@ -62,8 +61,7 @@ class FeatureFlag:
 class FeatureFlagRegistry:
     """The flags one build knows, by name, in declaration order."""
 
-    def __init__(self, flags: Iterable[FeatureFlag], version: str = __version__):
-        self.version = version
+    def __init__(self, flags: Iterable[FeatureFlag]):
         self._flags: dict[str, FeatureFlag] = {}
         for flag in flags:
             if flag.name in self._flags:
@@ -120,8 +118,9 @@ FLAGS = FeatureFlagRegistry([
 ])  # fmt: skip
 
 
-def local_member(node: str, registry: FeatureFlagRegistry = FLAGS, idempotency_key: str | None = None) -> AddMember:
+def local_member(node: str, version: str, registry: FeatureFlagRegistry = FLAGS,
+                 idempotency_key: str | None = None) -> AddMember:  # fmt: skip
     """The AddMember command this node proposes when it joins or restarts:
-    its version and the flags it supports."""
+    its version (the caller's build) and the flags it supports."""
     key = idempotency_key if idempotency_key is not None else f"add-member/{node}/{uuid.uuid4()}"
-    return AddMember(key, node, registry.version, registry.supported())
+    return AddMember(key, node, version, registry.supported())

@@ -14,6 +14,7 @@ from metadata import commands as mc
 from metadata.feature_flags import local_member
 from metadata.machine import MetadataMachine
 from metadata.projections import Projections
+from node import __version__
 from node.client.connection import ConnectionHandler, server_properties
 from node.cluster.alarm_gossip import AlarmGossip
 from node.cluster.cluster import Cluster, ClusterError
@@ -142,7 +143,7 @@ class Broker:
         while True:
             try:
                 await cluster.fence()
-                await cluster.propose(local_member(cluster.node_id, self.feature_flags))
+                await cluster.propose(local_member(cluster.node_id, __version__, self.feature_flags))
                 await self.metadata.run(mc.Bootstrap(new_key(), "/", DEFAULT_VHOST_DESCRIPTION, cfg.default_user,
                                                      hash_password(cfg.default_password), ("administrator",)))
                 break

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from amqp import codec
 from metadata.feature_flags import FLAGS, FeatureFlagRegistry, local_member
 from metadata.machine import MetadataMachine
+from node import __version__
 from node.cluster.cluster import ClusterError
 from node.cluster.kv import KeyValueMachine
 from raft import records
@@ -78,13 +79,13 @@ def local_flags(enable_test_faults: bool = False, env: Mapping[str, str] = os.en
         return FLAGS
     log.warning("test knob %s: reporting %s as unsupported", UNSUPPORTED_FLAGS_ENV, ",".join(sorted(off)))
     flags = [dataclasses.replace(f, supported=False) if f.name in off else f for f in FLAGS]
-    return FeatureFlagRegistry(flags, FLAGS.version)
+    return FeatureFlagRegistry(flags)
 
 
 async def announce_member(cluster: Cluster, machine: ClusterMachine, registry: FeatureFlagRegistry = FLAGS,
-                          interval: float = 0.25) -> None:  # fmt: skip
+                          version: str = __version__, interval: float = 0.25) -> None:  # fmt: skip
     """Keep this node's member record (version, supported flags) in the metadata; runs until cancelled."""
-    want = (registry.version, registry.supported())
+    want = (version, registry.supported())
     announced = False
     refused_logged = False
     while True:
@@ -93,7 +94,7 @@ async def announce_member(cluster: Cluster, machine: ClusterMachine, registry: F
         stale = mine is None or (mine.version, tuple(mine.supported_flags)) != want
         if (not announced or stale) and group is not None and group._getLeader() is not None:
             try:
-                result = await cluster.propose(local_member(cluster.node_id, registry))
+                result = await cluster.propose(local_member(cluster.node_id, version, registry))
             except ClusterError as e:
                 log.debug("announcing this member failed, will retry: %s", e)
             else:

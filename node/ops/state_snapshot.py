@@ -1,11 +1,11 @@
-"""Cluster-state snapshots: one JSON line per node per period, for the audit.
+"""Cluster-state snapshots, the node's side: one JSON line per node per period, for the audit.
 
 Every `interval` seconds a node appends one record of what it sees (its Raft
 groups, who it reaches, its queues and their counters) to
 `<data_dir>/snapshots/snapshots-<n>.ndjson`. The files of every node, copied
 or mounted side by side, are what the Spark jobs of `audit/` read
-(docs/audit.md). The record layout is `SCHEMA` below, versioned by
-`schema_version`; docs/snapshot-schema.md describes every field.
+(docs/audit.md). The record layout, its validation and reading live in
+audit/schema.py; docs/snapshot-schema.md describes every field.
 
     writer = SnapshotWriter(data_dir, lambda: collect(broker), interval=5.0)
     await writer.start()        # one record now, then one per interval
@@ -13,12 +13,7 @@ or mounted side by side, are what the Spark jobs of `audit/` read
     await writer.stop()
 
 `collect(broker)` builds a record from a running Broker; it only reads
-attributes, never blocks, and tolerates parts that do not exist yet.
-`validate_record(record)` raises `SnapshotSchemaError` when a record does not
-match the schema (the tests check every record they write with it).
-
-This module is stdlib only: the audit imports it on machines without the
-broker's dependencies.
+attributes and never blocks.
 """
 
 from __future__ import annotations
@@ -28,176 +23,15 @@ import contextlib
 import json
 import logging
 import os
-import re
 import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from audit.schema import COUNTERS, SCHEMA_VERSION, SNAPSHOT_DIR, SNAPSHOT_FILE_NAME, snapshot_files
+
 log = logging.getLogger("warren.snapshots")
-
-SCHEMA_VERSION = 1
-
-# ---------------------------------------------------------------------------------------- schema
-
-
-@dataclass(frozen=True)
-class Field:
-    """One field of a record: `kind` is int, str, bool, object (with `fields`)
-    or list (of `of`: a kind name, or a dict of fields for a list of objects)."""
-
-    kind: str
-    required: bool = True
-    nullable: bool = False
-    of: Any = None
-    fields: Mapping[str, Field] | None = None
-    doc: str = ""
-
-
-COUNTERS = ("published", "confirmed", "rejected", "delivered", "redelivered", "acknowledged", "dead_lettered",
-            "dropped", "expired", "recovered")  # fmt: skip
-"""A queue's monotonic counters, in `queues[].counters`; every one is an int >= 0 that only grows
-while the process (or, for a quorum queue, the replicated state) lives."""
-
-COUNTER_DOCS = {
-    "published": "messages offered to the queue (publish calls), refused ones included",
-    "confirmed": "publishes confirmed to the publisher as accepted",
-    "rejected": "publishes refused (x-overflow reject-publish); they never entered the queue",
-    "delivered": "transfers to consumers, redeliveries included",
-    "redelivered": "transfers of messages that had been delivered before",
-    "acknowledged": "messages that left the queue accepted by a consumer",
-    "dead_lettered": "messages that left the queue to a dead-letter exchange (any reason)",
-    "dropped": "messages that left the queue otherwise: overflow, expiry or rejection without a "
-    "dead-letter exchange, purge",
-    "expired": "TTL expiries (each also counted in dead_lettered or dropped)",
-    "recovered": "messages the queue found in its store at start (they were not published in this epoch)",
-}
-
-GROUP_FIELDS: dict[str, Field] = {
-    "name": Field("str", doc="the Raft group: 'metadata', or the quorum queue's group name"),
-    "role": Field("str", doc="leader, follower, candidate, joining or stopped"),
-    "term": Field("int", nullable=True, doc="the current term as this node knows it"),
-    "leader": Field("str", nullable=True, doc="member id of the leader this node follows (itself when leading)"),
-    "commit_index": Field("int", nullable=True),
-    "last_applied": Field("int", nullable=True),
-    "members": Field("list", of="str", doc="member ids of the group"),
-    "reachable": Field("list", of="str", doc="the other members this node currently reaches (self excluded)"),
-}
-
-QUEUE_FIELDS: dict[str, Field] = {
-    "vhost": Field("str"),
-    "name": Field("str"),
-    "type": Field("str", doc="classic, quorum or stream"),
-    "durable": Field("bool", required=False),
-    "leader": Field("bool", doc="this node's counters are the queue's: the quorum queue's leader, "
-                                "the classic queue's home node"),  # fmt: skip
-    "group": Field("str", required=False, nullable=True, doc="the queue's Raft group, null for a classic queue"),
-    "depth": Field("int", doc="messages held: ready plus delivered-unsettled"),
-    "unacked": Field("int", doc="of depth: delivered to a consumer and not settled yet"),
-    "consumers": Field("int"),
-    "counters": Field("object", fields={c: Field("int", doc=COUNTER_DOCS[c]) for c in COUNTERS}),
-}
-
-SCHEMA: dict[str, Field] = {
-    "schema_version": Field("int", doc=f"layout version of this record ({SCHEMA_VERSION})"),
-    "node": Field("str", doc="the node's name (config node_name)"),
-    "member_id": Field("str", nullable=True, doc="the node's cluster address host:port; null when not clustered"),
-    "boot_id": Field("str", doc="random per process start: a new value means the node restarted"),
-    "seq": Field("int", doc="record number since this boot, from 0"),
-    "wall_ms": Field("int", doc="wall-clock time of the record, Unix ms"),
-    "mono_ms": Field("int", doc="monotonic clock, ms (only differences within one boot_id mean anything)"),
-    "interval_ms": Field("int", doc="the snapshot period"),
-    "version": Field("str", doc="Warren version"),
-    "feature_flags": Field("object", fields={
-        "supported": Field("list", of="str"),
-        "enabled": Field("list", of="str"),
-    }),  # fmt: skip
-    "groups": Field("list", of=GROUP_FIELDS, doc="one per Raft group this node is a member of"),
-    "connections": Field("int"),
-    "sessions": Field("int"),
-    "links": Field("int"),
-    "queues": Field("list", of=QUEUE_FIELDS, doc="one per queue this node hosts (a replica counts)"),
-    "alarms": Field("list", of="str", doc="resource alarms in effect: memory, disk, forced ones"),
-}
-
-
-class SnapshotSchemaError(ValueError):
-    def __init__(self, problems: list[str]) -> None:
-        super().__init__("; ".join(problems))
-        self.problems = problems
-
-
-_KINDS: dict[str, Callable[[Any], bool]] = {
-    "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
-    "str": lambda v: isinstance(v, str),
-    "bool": lambda v: isinstance(v, bool),
-}
-
-
-def _check(value: Any, f: Field, path: str, out: list[str]) -> None:
-    if value is None:
-        if not f.nullable:
-            out.append(f"{path}: null")
-        return
-    if f.kind in _KINDS:
-        if not _KINDS[f.kind](value):
-            out.append(f"{path}: {type(value).__name__}, want {f.kind}")
-    elif f.kind == "object":
-        _check_object(value, f.fields or {}, path, out)
-    elif f.kind == "list":
-        if not isinstance(value, list):
-            out.append(f"{path}: {type(value).__name__}, want a list")
-            return
-        for i, item in enumerate(value):
-            if isinstance(f.of, dict):
-                _check_object(item, f.of, f"{path}[{i}]", out)
-            else:
-                _check(item, Field(f.of), f"{path}[{i}]", out)
-
-
-def _check_object(value: Any, fields: Mapping[str, Field], path: str, out: list[str]) -> None:
-    if not isinstance(value, dict):
-        out.append(f"{path or 'record'}: {type(value).__name__}, want an object")
-        return
-    for name, f in fields.items():
-        where = f"{path}.{name}" if path else name
-        if name not in value:
-            if f.required:
-                out.append(f"{where}: missing")
-            continue
-        _check(value[name], f, where, out)
-
-
-def record_problems(record: Any) -> list[str]:
-    """Everything that keeps `record` from matching the schema (empty: it matches).
-    Fields the schema does not name are allowed (a newer writer may add them)."""
-    out: list[str] = []
-    _check_object(record, SCHEMA, "", out)
-    if not out:
-        if record["schema_version"] != SCHEMA_VERSION:
-            out.append(f"schema_version: {record['schema_version']}, this Warren writes {SCHEMA_VERSION}")
-        for name in ("seq", "interval_ms", "connections", "sessions", "links"):
-            if record[name] < 0:
-                out.append(f"{name}: negative")
-        for i, q in enumerate(record["queues"]):
-            for name in ("depth", "unacked", "consumers"):
-                if q[name] < 0:
-                    out.append(f"queues[{i}].{name}: negative")
-            if q["unacked"] > q["depth"]:
-                out.append(f"queues[{i}]: unacked {q['unacked']} > depth {q['depth']}")
-            for c in COUNTERS:
-                if q["counters"][c] < 0:
-                    out.append(f"queues[{i}].counters.{c}: negative")
-    return out
-
-
-def validate_record(record: Any) -> None:
-    """Raises SnapshotSchemaError unless `record` matches the schema of this version."""
-    problems = record_problems(record)
-    if problems:
-        raise SnapshotSchemaError(problems)
-
 
 # ---------------------------------------------------------------------------------------- collect
 
@@ -439,20 +273,6 @@ def collect(broker: Any, now_ms: int | None = None, mono_ms: int | None = None) 
 
 # ---------------------------------------------------------------------------------------- writer
 
-SNAPSHOT_DIR = "snapshots"
-_FILE = re.compile(r"^snapshots-(\d+)\.ndjson$")
-
-
-def snapshot_files(directory: str) -> list[str]:
-    """The snapshot files in `directory`, oldest first (by their number)."""
-    try:
-        names = os.listdir(directory)
-    except FileNotFoundError:
-        return []
-    found = sorted((int(m.group(1)), n) for n in names if (m := _FILE.match(n)))
-    return [os.path.join(directory, n) for _, n in found]
-
-
 @dataclass
 class SnapshotWriter:
     """Appends `source()` to `<data_dir>/snapshots/snapshots-<n>.ndjson` every `interval`
@@ -560,7 +380,7 @@ class SnapshotWriter:
         self._close()
         os.makedirs(self.directory, exist_ok=True)
         existing = snapshot_files(self.directory)
-        last = int(_FILE.match(os.path.basename(existing[-1])).group(1)) if existing else 0
+        last = int(SNAPSHOT_FILE_NAME.match(os.path.basename(existing[-1])).group(1)) if existing else 0
         self._index = max(last, self._index) + 1
         path = os.path.join(self.directory, f"snapshots-{self._index}.ndjson")
         self._file = open(path, "ab")  # noqa: SIM115 (kept open across periods)
@@ -581,15 +401,3 @@ class SnapshotWriter:
     @property
     def current_path(self) -> str | None:
         return None if self._file is None else self._file.name
-
-
-def read_records(directory: str) -> list[dict]:
-    """Every readable record of the snapshot files in `directory`, oldest first;
-    lines that do not parse (a torn last line) are skipped. For tests and tools."""
-    out = []
-    for path in snapshot_files(directory):
-        with open(path, "rb") as f:
-            for line in f:
-                with contextlib.suppress(ValueError):
-                    out.append(json.loads(line))
-    return out

@@ -20,7 +20,8 @@ import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from node.ops.state_snapshot import COUNTERS, SnapshotWriter, validate_record
+from audit.schema import COUNTERS, validate_record
+from node.ops.state_snapshot import SnapshotWriter
 
 BASE_MS = 1_700_000_000_000  # a multiple of the period: window w starts at BASE_MS + w * PERIOD_MS
 PERIOD_MS = 5000

@@ -9,15 +9,9 @@ import types
 
 import pytest
 
-from node.ops import state_snapshot as ss
-from node.ops.state_snapshot import (
-    SnapshotSchemaError,
-    SnapshotWriter,
-    collect,
-    read_records,
-    snapshot_files,
-    validate_record,
-)
+from audit import schema
+from audit.schema import SnapshotSchemaError, read_records, snapshot_files, validate_record
+from node.ops.state_snapshot import SnapshotWriter, collect, queue_record
 
 
 def record(**over) -> dict:
@@ -29,7 +23,7 @@ def record(**over) -> dict:
                     "last_applied": 10, "members": ["a:25672", "b:25672"], "reachable": ["b:25672"]}],
         "connections": 1, "sessions": 1, "links": 2,
         "queues": [{"vhost": "/", "name": "q", "type": "classic", "durable": True, "leader": True, "group": None,
-                    "depth": 3, "unacked": 1, "consumers": 1, "counters": dict.fromkeys(ss.COUNTERS, 0)}],
+                    "depth": 3, "unacked": 1, "consumers": 1, "counters": dict.fromkeys(schema.COUNTERS, 0)}],
         "alarms": [],
     }  # fmt: skip
     rec.update(over)
@@ -41,7 +35,7 @@ def record(**over) -> dict:
 
 def test_a_complete_record_validates():
     validate_record(record())
-    assert ss.record_problems(record(extra_field_of_a_newer_writer=1)) == []
+    assert schema.record_problems(record(extra_field_of_a_newer_writer=1)) == []
 
 
 @pytest.mark.parametrize("mutate, problem", [
@@ -62,7 +56,7 @@ def test_a_complete_record_validates():
 def test_schema_problems_are_named(mutate, problem):
     rec = record()
     mutate(rec)
-    problems = ss.record_problems(rec)
+    problems = schema.record_problems(rec)
     if problem is None:
         assert problems == []
     else:
@@ -72,7 +66,7 @@ def test_schema_problems_are_named(mutate, problem):
 
 
 def test_not_an_object():
-    assert ss.record_problems([1]) == ["record: list, want an object"]
+    assert schema.record_problems([1]) == ["record: list, want an object"]
 
 
 # ------------------------------------------------------------------ writer
@@ -90,7 +84,7 @@ def test_append_stamps_and_writes_one_line_per_record(tmp_path):
     first, second = (json.loads(x) for x in lines[:2])
     assert first["seq"] == 0 and second["seq"] == 99  # the writer's seq only where the record has none
     assert first["boot_id"] == second["boot_id"] == w.boot_id
-    assert first["interval_ms"] == 2500 and first["schema_version"] == ss.SCHEMA_VERSION
+    assert first["interval_ms"] == 2500 and first["schema_version"] == schema.SCHEMA_VERSION
     assert isinstance(first["wall_ms"], int) and isinstance(first["mono_ms"], int)
 
 
@@ -251,7 +245,7 @@ def test_collect_skips_the_proxies_of_queues_other_nodes_host():
 
 def test_counters_that_count_enqueued_give_published():
     q = _Queue("qq", 1, 0, 0, counters={"enqueued": 5, "rejected": 2, "acknowledged": 4})
-    rec = ss.queue_record(q)
+    rec = queue_record(q)
     assert rec["counters"]["published"] == 7 and rec["counters"]["rejected"] == 2
 
 
@@ -323,18 +317,18 @@ def test_the_schema_page_describes_every_field():
     from pathlib import Path
 
     page = (Path(__file__).resolve().parents[2] / "docs" / "snapshot-schema.md").read_text()
-    assert f"(version {ss.SCHEMA_VERSION})" in page
-    names = list(ss.SCHEMA) + list(ss.GROUP_FIELDS) + list(ss.QUEUE_FIELDS) + list(ss.COUNTERS)
+    assert f"(version {schema.SCHEMA_VERSION})" in page
+    names = list(schema.SCHEMA) + list(schema.GROUP_FIELDS) + list(schema.QUEUE_FIELDS) + list(schema.COUNTERS)
     missing = [n for n in names if f"`{n}`" not in page]
     assert missing == []
 
 
 def test_the_spark_schema_follows_the_record_schema():
     pytest.importorskip("pyspark")
-    from audit.schema import CORRUPT, record_schema
+    from audit.spark_schema import CORRUPT, record_schema
 
     st = record_schema()
-    assert st.fieldNames() == [*ss.SCHEMA, CORRUPT]
+    assert st.fieldNames() == [*schema.SCHEMA, CORRUPT]
     queue = st["queues"].dataType.elementType
-    assert queue["counters"].dataType.fieldNames() == list(ss.COUNTERS)
+    assert queue["counters"].dataType.fieldNames() == list(schema.COUNTERS)
     assert st["groups"].dataType.elementType["reachable"].dataType.simpleString() == "array<string>"

@@ -264,7 +264,7 @@ def test_cluster_machine_routes_by_kind_and_snapshots_both():
     m = ClusterMachine()
     blank = m.snapshot()
     assert m.apply(Put("a", "1"), 1) == 1
-    assert m.apply(local_member("n1"), 2).ok
+    assert m.apply(local_member("n1", "0.1.0"), 2).ok
     assert m.apply(EnableFeatureFlag("k", "credit_api_v2"), 3).ok
     assert m.apply(Noop(), 4) is None
     copy = ClusterMachine()

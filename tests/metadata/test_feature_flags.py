@@ -43,26 +43,26 @@ def test_registry_checks_its_declarations():
 
 
 def test_local_member_reports_version_and_supported_flags():
-    cmd = local_member("n1")
+    cmd = local_member("n1", __version__)
     assert isinstance(cmd, c.AddMember) and cmd.node == "n1" and cmd.version == __version__
     assert cmd.supported_flags == FLAGS.supported() and cmd.idempotency_key
-    assert local_member("n1").idempotency_key != cmd.idempotency_key
-    assert local_member("n1", idempotency_key="fixed").idempotency_key == "fixed"
+    assert local_member("n1", __version__).idempotency_key != cmd.idempotency_key
+    assert local_member("n1", __version__, idempotency_key="fixed").idempotency_key == "fixed"
 
 
 def test_a_rolling_upgrade_enables_a_flag_once_every_node_supports_it():
     quorum = FeatureFlag(QUORUM_QUEUE_V1, "QQ", "stable", "0.2.0", depends_on=(WARREN_METADATA_RAFT_V1,))
     lacking = FeatureFlag(QUORUM_QUEUE_V1, "QQ", "stable", "0.2.0", supported=False,
                           depends_on=(WARREN_METADATA_RAFT_V1,))  # fmt: skip
-    old = FeatureFlagRegistry([*FLAGS][:2] + [lacking], version="0.1.0")
-    new = FeatureFlagRegistry([*FLAGS][:2] + [quorum], version="0.2.0")
-    state = run(MetadataState(), local_member("n1", old), local_member("n2", old), local_member("n3", old))
+    old = FeatureFlagRegistry([*FLAGS][:2] + [lacking])
+    new = FeatureFlagRegistry([*FLAGS][:2] + [quorum])
+    state = run(MetadataState(), local_member("n1", "0.1.0", old), local_member("n2", "0.1.0", old), local_member("n3", "0.1.0", old))
     state = run(state, *(c.EnableFeatureFlag(k(), f) for f in old.default_enabled()))
     for node in ("n1", "n2"):
-        state = run(state, local_member(node, new))
+        state = run(state, local_member(node, "0.2.0", new))
         refused(state, c.EnableFeatureFlag(k(), QUORUM_QUEUE_V1), Condition.PRECONDITION_FAILED)
-    state = run(state, local_member("n3", new), c.EnableFeatureFlag(k(), QUORUM_QUEUE_V1), c.AddVHost(k(), "/"))
+    state = run(state, local_member("n3", "0.2.0", new), c.EnableFeatureFlag(k(), QUORUM_QUEUE_V1), c.AddVHost(k(), "/"))
     state = run(state, c.DeclareQueue(k(), "/", "qq", "quorum", leader="n1", replicas=("n1", "n2", "n3")))
     assert state.queue("/", "qq").replicas == ("n1", "n2", "n3")
     # A node still on the old version can no longer (re)join.
-    refused(state, local_member("n4", old), Condition.PRECONDITION_FAILED)
+    refused(state, local_member("n4", "0.1.0", old), Condition.PRECONDITION_FAILED)
