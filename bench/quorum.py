@@ -5,7 +5,7 @@ The quorum-queue counterpart of bench/run.py.  One cluster at a time (so that
 the two never share the 2 cores), each on loopback:
 
 * Warren: three ``warren server`` processes forming one cluster (the
-  launcher of tests/cluster/cluster_procs.py, started through bench/procs.py
+  launcher of tests/support/cluster_procs.py, started through bench/procs.py
   so that they are stopped on exit, Ctrl-C or SIGTERM);
 * RabbitMQ 3.10: three nodes ``warren_qq{1,2,3}@localhost`` from the Debian
   package (bench/rabbitmq.py's RabbitNode, one shared Erlang cookie, their
@@ -65,7 +65,7 @@ from typing import Any
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(REPO, "tests", "cluster"))
+sys.path.insert(0, os.path.join(REPO, "tests", "support"))
 import pair  # noqa: E402
 import procs  # noqa: E402
 from cluster_procs import ClusterProcesses, HttpError  # noqa: E402

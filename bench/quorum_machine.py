@@ -2,7 +2,7 @@
 Times are CPU time of this process (time.process_time), so that a busy
 machine disturbs them less.
 
-    .venv/bin/python tests/queues/quorum/bench_machine.py
+    .venv/bin/python bench/quorum_machine.py
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Feature flags across three `warren server` processes (tests/cluster/conftest.py).
+"""Feature flags across three `warren server` processes (tests/node/cluster/conftest.py).
 
 Every node announces its version and supported flags to the metadata group
 when it starts; a flag cannot be enabled while a member lacks it, and the

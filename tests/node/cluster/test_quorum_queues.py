@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import contextlib
 import signal
-import sys
 import threading
 import time
-from pathlib import Path
 
 import pytest
 from cluster_procs import HttpError
@@ -323,7 +321,6 @@ def test_credit_taken_back_while_a_delivery_is_decided_does_not_starve_the_consu
     messages arrive: now and then the queue decides a delivery under the credit of 1 before it
     applies the 0. That delivery goes out all the same ([2.6.7]: it counts against the new
     credit), so the queue's delivery-count stays the link's and a final grant drains every message."""
-    sys.path.insert(0, str(Path(__file__).parents[1] / "broker"))
     from raw_client import RawClient
 
     enable_quorum_queues(cluster)

@@ -1,6 +1,6 @@
 """Commits per second of a 3-member group in one process (not a test).
 
-    .venv/bin/python tests/raft/bench_raft.py [KINDS] [N] [COMPACT_EVERY]
+    .venv/bin/python bench/raft_log.py [KINDS] [N] [COMPACT_EVERY]
 
 KINDS is a comma list of raft_harness kinds (default "ours,stock,stock-mem"):
 "ours" is RaftGroup + DurableLog with one group-commit fsync per member per
@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "raft"))  # raft_harness
 
 from raft_harness import Cluster  # noqa: E402
 

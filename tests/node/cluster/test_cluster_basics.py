@@ -1,4 +1,4 @@
-"""Three `warren server` processes form one cluster (tests/cluster/conftest.py).
+"""Three `warren server` processes form one cluster (tests/node/cluster/conftest.py).
 
 Election and membership agreement, writes through any node (read-your-writes
 on the node that wrote), failover after kill -9 of the leader, a node cut off

@@ -233,10 +233,6 @@ def test_alarm_blocks_publishers_and_lets_consumers_consume(broker):
 
 
 def test_a_publisher_that_ignores_an_alarm_is_disconnected(broker_factory):
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).parent))
     from raw_client import RawClient
 
     from amqp import definitions as d

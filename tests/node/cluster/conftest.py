@@ -18,17 +18,8 @@ leader through /api/cluster, and that leader reports itself as leading.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
-
-# cluster_procs.py, next to this file, is importable by the tests
-# (--import-mode=importlib does not put test directories on sys.path)
-if str(Path(__file__).parent) not in sys.path:
-    sys.path.insert(0, str(Path(__file__).parent))
-
-from cluster_procs import ClusterProcesses  # noqa: E402
+from cluster_procs import ClusterProcesses  # tests/support/
 
 
 @pytest.fixture

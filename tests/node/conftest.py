@@ -1,6 +1,8 @@
 """Fixtures that run a real Warren node: in a thread of this process (fast,
 and topology can be created through the Python API until the management
-node lands), or as a separate process that a test may kill -9."""
+node lands), or as a separate process that a test may kill -9; `node` and
+`api` add its HTTP API and Prometheus endpoint on ephemeral ports, with the
+client of tests/support/mgmt_client.py."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from pathlib import Path
 
 import pytest
 import uvloop
+from mgmt_client import Api, NodeProcess
 
 from metadata import commands as mc
 from node.broker import Broker
@@ -24,11 +27,6 @@ from node.vhosts.metadata_store import new_key
 from routing.users import hash_password
 
 REPO = Path(__file__).resolve().parents[2]
-
-# helper modules next to this file (raw_client.py) are importable by the tests
-# (--import-mode=importlib does not put test directories on sys.path)
-if str(Path(__file__).parent) not in sys.path:
-    sys.path.insert(0, str(Path(__file__).parent))
 
 
 class BrokerThread:
@@ -164,3 +162,20 @@ def broker_process_factory():
         if p.proc.poll() is None:
             p.proc.kill()
             p.proc.wait(10)
+
+
+@pytest.fixture
+def node(broker_factory) -> BrokerThread:
+    return broker_factory(http_port=0, metrics_port=0)
+
+
+@pytest.fixture
+def api(node) -> Api:
+    return Api(node.broker.http_port)
+
+
+@pytest.fixture(scope="module")
+def node_process(tmp_path_factory):
+    p = NodeProcess(tmp_path_factory.mktemp("ctl-node"))
+    yield p
+    p.stop()
