@@ -64,7 +64,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import pair  # noqa: E402
 import procs  # noqa: E402
-from quorum import RabbitCluster, WarrenCluster, load_avg, prime, quote  # noqa: E402
+from clusters import RabbitCluster, WarrenCluster, load_avg, prime, quote  # noqa: E402
 
 MIB = 1 << 20
 QUEUE = "deep"
