@@ -64,6 +64,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(REPO, "tests", "support"))
 import pair  # noqa: E402
 import procs  # noqa: E402
+from clusters import RabbitCluster, WarrenCluster, load_avg, prime, profiled_node  # noqa: E402
 from run import cpu_idle, wait_idle  # noqa: E402
 
 WORKLOADS = {  # key -> (label, replicas)
