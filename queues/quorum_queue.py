@@ -31,13 +31,12 @@ from __future__ import annotations
 import itertools
 import logging
 import struct
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from amqp import codec
 from queues import quorum as qq
 from queues.base import ConfirmCallback, Consumer, Outcome, Queue, QueueMessage, Settlement
-from raft.records import command
+from queues.quorum import Publish
 
 log = logging.getLogger("warren.quorum")
 
@@ -49,20 +48,6 @@ RESUBMIT_AFTER = 5.0  # seconds without an answer before a proposal is made agai
 REMEMBERED_BATCHES = 64  # per publisher: outcomes kept for batches that may be proposed again
 _KEY = struct.Struct(">Q")
 _QUEUE_OBJECTS = itertools.count(1)
-
-
-@command("quorum.publish", version=1)
-@dataclass(frozen=True, slots=True)
-class Publish:
-    """A batch of publishes with their bodies, as it goes through the log.
-    Each message: [payload, durable, ttl, exchange, routing_keys, correlation, annotations].
-    (`publisher`, `seq`) identify the batch: a batch proposed again after a
-    leader change (its first outcome unknown) is applied once."""
-
-    messages: tuple
-    now_ms: int
-    publisher: str = ""
-    seq: int = 0
 
 
 class QuorumHost(Protocol):
