@@ -34,7 +34,7 @@ from node.vhosts.quorum_groups import QuorumQueues
 from node.vhosts.remote_queue import QueueService, RemoteQueue
 from node.vhosts.vhost import VHost
 from queues.classic import ClassicQueue, MemoryPersistence, StorePersistence
-from queues.quorum_queue import QuorumQueue
+from queues.quorum.queue import QuorumQueue
 from routing.users import Authenticator, hash_password
 from storage.group_commit import GroupCommitter
 from storage.message_store import MessageStore

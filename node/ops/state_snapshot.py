@@ -100,7 +100,7 @@ def _overview(queue: Any) -> Mapping | None:
         if callable(fn):
             return fn()
         if getattr(queue, "type_name", "") == "quorum" and getattr(queue, "state", None) is not None:
-            from queues.quorum.machine import overview
+            from queues.quorum import overview
 
             return overview(queue.state)
     return None

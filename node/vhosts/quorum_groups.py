@@ -1,5 +1,5 @@
 """This node's side of its quorum queues: one Raft group per queue it
-replicates (queues/quorum_queue.py), on the cluster's transport and log.
+replicates (queues/quorum/queue.py), on the cluster's transport and log.
 
 Membership (`add_member`, `delete_member`, and `grow`/`shrink` over every
 quorum queue) runs on the queue group's leader: pysyncobj changes the
@@ -28,7 +28,7 @@ from typing import Any
 from metadata import commands as mc
 from node.cluster.cluster import MembershipError
 from node.vhosts.metadata_store import new_key
-from queues.quorum_queue import COMPACTION_BYTES, COMPACTION_ENTRIES, QuorumQueue
+from queues.quorum.queue import COMPACTION_BYTES, COMPACTION_ENTRIES, QuorumQueue
 from routing.errors import NotFound
 
 log = logging.getLogger("warren.quorum")

@@ -2,7 +2,8 @@
 
 Effects are produced on every member; only the leader acts on the ones that
 talk to clients (Confirm, Deliver, CreditReply) and runs dead-lettering. They
-come out of `apply` in the order they must be acted on: confirms first, then
+come out of `apply` in the order they must be acted on: StoreBodies (a new
+Publish batch) before anything, confirms next, then
 deliveries (one Deliver per consumer per command, messages in delivery order),
 dead letters, and finally credit replies, so a receiver sees the transfers
 before the FLOW that accounts for them.
@@ -29,6 +30,7 @@ __all__ = [
     "Effect",
     "Outcome",
     "Purged",
+    "StoreBodies",
 ]
 
 REASON_REJECTED = "rejected"
@@ -36,6 +38,17 @@ REASON_EXPIRED = "expired"
 REASON_MAXLEN = "maxlen"
 REASON_DELIVERY_LIMIT = "delivery_limit"
 REASONS = (REASON_REJECTED, REASON_EXPIRED, REASON_MAXLEN, REASON_DELIVERY_LIMIT)  # order is the snapshot code
+
+
+@dataclass(frozen=True, slots=True)
+class StoreBodies:
+    """The Publish at raft `index` is a new batch: the host keeps the bodies of
+    its `count` messages under msg_id(index, position), before it acts on the
+    effects that follow (they may deliver them). A batch applied before gets
+    no StoreBodies: its bodies are stored already."""
+
+    index: int
+    count: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,4 +120,4 @@ class Purged:
     count: int
 
 
-Effect = Confirm | Deliver | CreditReply | DeadLetter | Purged
+Effect = StoreBodies | Confirm | Deliver | CreditReply | DeadLetter | Purged
