@@ -38,6 +38,7 @@ from amqp import codec
 from queues import quorum as qq
 from queues.base import ConfirmCallback, Consumer, Outcome, Queue, QueueMessage, Settlement
 from raft.records import command
+from raft.status import ProposalOutcome
 
 log = logging.getLogger("warren.quorum")
 
@@ -243,33 +244,33 @@ class QuorumQueue(Queue):
         leader change or a lost forward only delays it. `on_applied(effects)`
         runs once it is applied here."""
 
-        def done(result: Any, error: int) -> None:
-            if error == 0 or self.deleted:
+        def done(result: Any, outcome: ProposalOutcome | None) -> None:
+            if outcome is ProposalOutcome.SUCCESS or self.deleted:
                 if on_applied is not None:
-                    on_applied(result if error == 0 and isinstance(result, list) else [])
+                    on_applied(result if outcome is ProposalOutcome.SUCCESS and isinstance(result, list) else [])
             else:
                 self._host.call_later(delay, lambda: self._submit(record, on_applied, min(delay * 2, RETRY_MAX)))
 
         self._propose(record, done)
 
     def _propose(self, record: Any, done: Any) -> None:
-        """One proposal; `done(result, error)` once, a lost answer reported as an error."""
+        """One proposal; `done(result, outcome)` once, a lost answer reported as outcome None."""
         answered = False
 
-        def answer(result: Any, error: int) -> None:
+        def answer(result: Any, outcome: ProposalOutcome | None) -> None:
             nonlocal answered
             if not answered:  # else a late answer after the watchdog gave up on it
                 answered = True
                 watchdog.cancel()
-                done(result, error)
+                done(result, outcome)
 
         def no_answer() -> None:
             # a forward lost with its stream while the leader stayed the same gets no answer at all
-            answer(None, -1)
+            answer(None, None)
 
         watchdog = self._host.call_later(RESUBMIT_AFTER, no_answer)
         if not self._qh.submit(self.group, record, answer):
-            answer(None, -1)
+            answer(None, None)
 
     def _for(self, cid: str, record: Any) -> None:
         pipeline = self._pipelines.get(cid)
@@ -559,10 +560,10 @@ class _Pipeline:
     def _propose(self, entry: list) -> None:
         generation = entry[1]
 
-        def done(result: Any, error: int) -> None:
+        def done(result: Any, outcome: ProposalOutcome | None) -> None:
             if entry[1] != generation or entry not in self.entries:
                 return  # proposed again since, or dropped
-            if error == 0 or self.queue.deleted:
+            if outcome is ProposalOutcome.SUCCESS or self.queue.deleted:
                 entry[2] = True
                 while self.entries and self.entries[0][2]:
                     self.entries.pop(0)

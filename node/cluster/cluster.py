@@ -68,15 +68,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-# pysyncobj's failure codes are part of RaftGroup.propose's callback contract.
-from pysyncobj import FAIL_REASON
-from pysyncobj.monotonic import monotonic
-
 from node.cluster.liveness import GroupLiveness
 from node.cluster.rpc import NodeRpc, RpcError, RpcUnreachable
 from raft.config import DEFAULTS as RAFT_DEFAULTS
 from raft.config import make_conf
-from raft.group import Machine, RaftGroup
+from raft.group import Machine, ProposalOutcome, RaftGroup, Role, monotonic
 from raft.journal import DurableLog
 from raft.records import command
 from raft.transport import GroupTransport, NodeTransport, TlsConfig, TransportOptions
@@ -100,13 +96,11 @@ log = logging.getLogger("warren.cluster")
 
 METADATA = "metadata"  # the metadata group's name on the transport and in the log
 MEMBERS_FORMAT = 1
-_ROLES = {0: "follower", 1: "candidate", 2: "leader"}  # pysyncobj's _RAFT_STATE
-_REASONS = {v: k.lower() for k, v in vars(FAIL_REASON).items() if k.isupper()}
 # Certainly not appended, or certainly not committed: safe to propose again.
-_RETRY = frozenset({FAIL_REASON.MISSING_LEADER, FAIL_REASON.NOT_LEADER, FAIL_REASON.DISCARDED,
-                    FAIL_REASON.QUEUE_FULL})  # fmt: skip
+_RETRY = frozenset({ProposalOutcome.MISSING_LEADER, ProposalOutcome.NOT_LEADER, ProposalOutcome.DISCARDED,
+                    ProposalOutcome.QUEUE_FULL})  # fmt: skip
 # The leader changed while the command was in flight: it may have committed.
-_AMBIGUOUS = frozenset({FAIL_REASON.LEADER_CHANGED, FAIL_REASON.UNKNOWN_OUTCOME})
+_AMBIGUOUS = frozenset({ProposalOutcome.LEADER_CHANGED, ProposalOutcome.UNKNOWN_OUTCOME})
 _RETRY_MIN, _RETRY_MAX = 0.02, 0.25
 # Groups other than the metadata one are checked for a due timer every 5th period (100 ms):
 # their timers are heartbeats of 1.5 s and elections after 2-4 s.
@@ -348,14 +342,14 @@ class Cluster:
     async def _step_down(self, timeout: float) -> None:
         """Leading: ask the most caught-up follower to take over (Raft's TimeoutNow), shortening failover."""
         group = self.group
-        if group is None or self.failed is not None or not group._isLeader() or not group.otherNodes:
+        if group is None or self.failed is not None or not group.is_leader or not group.peers:
             return
-        refused: list[int] = []
-        group.transferLeadership(callback=lambda _res, err: err != FAIL_REASON.SUCCESS and refused.append(err))
+        refused: list[ProposalOutcome] = []
+        group.transfer_leadership(lambda _res, out: out is not ProposalOutcome.SUCCESS and refused.append(out))
         self._kick(METADATA)
         loop = self._loop
         deadline = loop.time() + timeout
-        while not refused and group._isLeader() and loop.time() < deadline:
+        while not refused and group.is_leader and loop.time() < deadline:
             await asyncio.sleep(0.01)
 
     def _fatal(self, e: BaseException) -> None:
@@ -418,7 +412,7 @@ class Cluster:
             self.log.delete_blobs(name)
             shutil.rmtree(os.path.join(self._dir, name), ignore_errors=True)
 
-    def submit(self, name: str, record: Any, callback: Callable[[Any, int], None] | None = None) -> bool:
+    def submit(self, name: str, record: Any, callback: Callable[[Any, ProposalOutcome], None] | None = None) -> bool:
         """Hand `record` to group `name` (forwarded to its leader); False if the group is not open here."""
         group = self.groups.get(name)
         if group is None or self.failed is not None or not self._running:
@@ -431,8 +425,7 @@ class Cluster:
         """Back to the usual election timeouts (pysyncobj reads them from the conf at each election)."""
         if self._joining and self.group is not None:
             usual = {**RAFT_DEFAULTS, **self._raft_overrides}
-            self.group.conf.raftMinTimeout = usual["raftMinTimeout"]
-            self.group.conf.raftMaxTimeout = usual["raftMaxTimeout"]
+            self.group.set_election_timeouts(usual["raftMinTimeout"], usual["raftMaxTimeout"])
             self._joining = False
 
     def _reset_group(self, others: list[str], joining: bool) -> None:
@@ -493,7 +486,7 @@ class Cluster:
         if group is None or self.failed is not None:
             return
         try:
-            group.doTick(0)
+            group.tick()
         except Exception as e:
             # A journal or snapshot failure is fail-stop, and a machine that
             # raises on a committed entry raises again at every tick.
@@ -504,15 +497,14 @@ class Cluster:
 
     def _observe(self, group: RaftGroup) -> None:
         """Remember membership changes on disk; log role and leader changes."""
-        members = sorted([self.node_id, *(n.id for n in group.otherNodes)])
+        members = sorted([self.node_id, *group.peers])
         if members != self._saved_members:
             self._save_members(members)
             log.info("cluster members: %s", ",".join(members))
-        leader = group._getLeader()
-        role = (group._isLeader(), leader.id if leader is not None else None)
+        role = (group.is_leader, group.leader_id)
         if role != self._last_role:
             self._last_role = role
-            log.info("metadata group: term %d, leader %s%s", group.raftCurrentTerm, role[1],
+            log.info("metadata group: term %d, leader %s%s", group.term, role[1],
                      " (this node)" if role[0] else "")  # fmt: skip
 
     # -- commands -------------------------------------------------------------------------
@@ -539,13 +531,13 @@ class Cluster:
                 if attempt >= deadline:
                     raise self._unavailable(timeout, in_doubt) from None
                 continue
-            if error == FAIL_REASON.SUCCESS:
+            if error is ProposalOutcome.SUCCESS:
                 return result
             if error in _AMBIGUOUS and not idempotent:
-                raise OutcomeUnknown(f"the leader changed while the command was in flight ({_REASONS[error]});"
+                raise OutcomeUnknown(f"the leader changed while the command was in flight ({error.value});"
                                      " it may or may not have been committed")  # fmt: skip
             if error not in _RETRY and error not in _AMBIGUOUS:
-                raise ClusterError(f"command refused: {_REASONS.get(error, error)}")
+                raise ClusterError(f"command refused: {error.value}")
             in_doubt = in_doubt or error in _AMBIGUOUS
             delay = await self._backoff(delay, deadline, timeout, in_doubt)
 
@@ -554,10 +546,10 @@ class Cluster:
         await self.propose(Noop(), timeout, idempotent=True)
 
     async def _submit(self, send: Callable[[Callable], None], deadline: float, timeout: float,
-                      group: str = METADATA) -> tuple[Any, int]:  # fmt: skip
+                      group: str = METADATA) -> tuple[Any, ProposalOutcome]:  # fmt: skip
         fut = self._loop.create_future()
 
-        def done(result: Any, error: int) -> None:
+        def done(result: Any, error: ProposalOutcome) -> None:
             if not fut.done():
                 fut.set_result((result, error))
 
@@ -578,8 +570,8 @@ class Cluster:
         group = self.group
         if group is None:
             return False
-        leader = group._getLeader()
-        return group._isLeader() or (leader is not None and self.is_reachable(leader.id))
+        leader = group.leader_id
+        return group.is_leader or (leader is not None and self.is_reachable(leader))
 
     async def _backoff(self, delay: float, deadline: float, timeout: float, in_doubt: bool = False) -> float:
         if self._loop.time() + delay >= deadline:
@@ -604,9 +596,9 @@ class Cluster:
                                   " the command was in flight and may still be applied")  # fmt: skip
         if reachable * 2 <= total:
             return NoQuorum(reachable, total)
-        leader = self.group._getLeader() if self.group is not None else None
+        leader = self.group.leader_id if self.group is not None else None
         return CommitTimeout(f"not committed within {timeout:g}s ({reachable} of {total} members reachable,"
-                             f" leader {leader.id if leader is not None else 'unknown'})")  # fmt: skip
+                             f" leader {leader or 'unknown'})")  # fmt: skip
 
     # -- status ---------------------------------------------------------------------------
 
@@ -614,7 +606,7 @@ class Cluster:
         """Every member's id, this node's included (this node's view)."""
         if self.group is None:
             return [self.node_id]
-        return sorted([self.node_id, *(n.id for n in self.group.otherNodes)])
+        return sorted([self.node_id, *self.group.peers])
 
     def is_reachable(self, node: str) -> bool:
         nt = self.transport
@@ -625,7 +617,7 @@ class Cluster:
         return sum(1 for m in members if self.is_reachable(m)), len(members)
 
     def is_leader(self) -> bool:
-        return self.group is not None and self.group._isLeader()
+        return self.group is not None and self.group.is_leader
 
     def status(self) -> dict:
         """This node's view of the metadata group."""
@@ -633,20 +625,19 @@ class Cluster:
         group = self.group
         if group is None:
             return {**base, "role": "stopped", "members": []}
-        st = group.getStatus()
-        role = _ROLES.get(st["state"], str(st["state"]))
-        leader = st["leader"].id if st["leader"] is not None else None
+        st = group.status()
+        leader = st.leader
         members = []
         for m in self.members():
             entry: dict[str, Any] = {"node": m, "self": m == self.node_id, "reachable": self.is_reachable(m),
                                      "leader": m == leader}  # fmt: skip
-            if role == "leader" and m != self.node_id:
-                entry["match_index"] = st.get(f"match_idx_server_{m}")
+            if st.role is Role.LEADER and m != self.node_id:
+                entry["match_index"] = st.match_index.get(m)
             members.append(entry)
         reachable = sum(1 for m in members if m["reachable"])
-        return {**base, "role": role, "term": st["raft_term"], "leader": leader,
+        return {**base, "role": st.role.value, "term": st.term, "leader": leader,
                 "leader_reachable": leader is not None and self.is_reachable(leader),
-                "commit_index": st["commit_idx"], "last_applied": st["last_applied"], "log_entries": st["log_len"],
+                "commit_index": st.commit_index, "last_applied": st.last_applied, "log_entries": st.log_entries,
                 "members": members, "reachable": reachable, "majority": reachable * 2 > len(members),
                 "joining": self._joining, "partitioned": sorted(self.transport.partitioned)}  # fmt: skip
 
@@ -711,8 +702,7 @@ class Cluster:
             raise MembershipError("a node cannot forget itself: run forget_cluster_node on another member")
         if node not in self.members():
             raise MembershipError(f"{node} is not a member of this cluster", status=404)
-        leader = self.group._getLeader()
-        if leader is not None and leader.id == node:
+        if self.group.leader_id == node:
             raise MembershipError(f"{node} is the leader: stop it, and forget it once another node leads",
                                   status=409)  # fmt: skip
         await self._change_membership("rem", node, self.command_timeout if timeout is None else timeout)
@@ -725,14 +715,14 @@ class Cluster:
     async def change_group_members(self, name: str, op: str, node: str, timeout: float | None = None) -> None:
         """On the leader of group `name`: add or remove `node` (pysyncobj's one-at-a-time change)."""
         group = self.groups.get(name)
-        if group is None or not group._isLeader():
+        if group is None or not group.is_leader:
             raise MembershipError(f"this node does not lead raft group {name}", status=409)
-        change = group.addNodeToCluster if op == "add" else group.removeNodeFromCluster
+        change = group.add_member if op == "add" else group.remove_member
         deadline = self._loop.time() + (timeout or self.command_timeout)
         _, error = await self._submit(lambda cb: change(node, callback=cb), deadline, timeout or self.command_timeout,
                                       name)  # fmt: skip
-        if error != FAIL_REASON.SUCCESS:
-            raise MembershipError(f"raft group {name}: {op} {node} refused ({_REASONS.get(error, error)})", 409)
+        if error is not ProposalOutcome.SUCCESS:
+            raise MembershipError(f"raft group {name}: {op} {node} refused ({error.value})", 409)
 
     async def _change_membership(self, op: str, node: str, timeout: float) -> None:
         loop = self._loop
@@ -745,9 +735,9 @@ class Cluster:
                 await self.fence(max(0.0, deadline - loop.time()))
                 return
             group = self._live_group()
-            change = group.addNodeToCluster if op == "add" else group.removeNodeFromCluster
+            change = group.add_member if op == "add" else group.remove_member
             _, error = await self._submit(lambda cb, change=change: change(node, callback=cb), deadline, timeout)
-            if error == FAIL_REASON.SUCCESS:
+            if error is ProposalOutcome.SUCCESS:
                 return
             # REQUEST_DENIED: the leader has an uncommitted change or has not
             # committed its first entry yet; try again.

@@ -6,6 +6,7 @@ from __future__ import annotations
 from queues import quorum as qq
 from queues.base import Outcome, QueueMessage
 from queues.quorum_queue import Publish, QuorumQueue
+from raft.status import ProposalOutcome
 
 
 class Host:
@@ -107,5 +108,5 @@ def test_publishes_are_confirmed_once_the_batch_is_applied():
         fn()
     ((record, callback),) = host.proposed  # one record for the loop turn
     assert isinstance(record, Publish) and len(record.messages) == 3
-    callback(queue.apply(record, 1), 0)
+    callback(queue.apply(record, 1), ProposalOutcome.SUCCESS)
     assert outcomes == [Outcome.ACCEPTED] * 3
