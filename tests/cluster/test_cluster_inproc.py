@@ -105,9 +105,9 @@ def test_a_single_node_commits_alone_and_keeps_its_id_and_data(tmp_path):
 
 @contextlib.asynccontextmanager
 async def three_nodes(tmp_path, seeded: bool = True):
-    from node.cluster.cluster import _free_port
+    from node.cluster.identity import free_port
 
-    ports = [_free_port("127.0.0.1") for _ in range(3)]
+    ports = [free_port("127.0.0.1") for _ in range(3)]
     ids = [f"127.0.0.1:{p}" for p in ports]
     nodes = [_node(tmp_path, f"n{i}", ports[i], ids if seeded else ()) for i in range(3)]
     for n in nodes:
@@ -170,7 +170,7 @@ def test_join_resets_the_joiner_and_forget_removes_a_member(tmp_path):
             with pytest.raises(MembershipError, match="another node"):
                 await b.join_cluster(b.node_id)
             # the seed refuses the add: b is a cluster of one again
-            real_call = b._call
+            real_call = b.membership._call
             trouble: list[Exception] = [MembershipError("refused", status=403), ClusterUnavailable("no answer")]
 
             async def troubled_call(peer, method, args, deadline):
@@ -178,7 +178,7 @@ def test_join_resets_the_joiner_and_forget_removes_a_member(tmp_path):
                     raise trouble.pop(0)
                 return await real_call(peer, method, args, deadline)
 
-            b._call = troubled_call
+            b.membership._call = troubled_call
             with pytest.raises(MembershipError, match="refused"):
                 await b.join_cluster(a.node_id)
             assert b.members() == [b.node_id] and not b.status()["joining"]
