@@ -55,7 +55,7 @@ name-mangled, so a subclass defines `_SyncObj__<name>`) and `_onTick`, and adds 
    to the snapshot first when the journal holds those two entries.
 
 6. I/O and timing belong to the node's event loop (raft/transport.py,
-   node/cluster/cluster.py): stock polls its own poller at the end of every tick (a
+   node/cluster/hosting.py): stock polls its own poller at the end of every tick (a
    system call per tick of every group) and, for groups that send each entry
    at once (appendEntriesUseBatch=False, the quorum queues), writes to a pipe
    per proposal to wake a thread Warren does not run. Both are replaced by

@@ -1,4 +1,4 @@
-"""node/cluster/cluster.py in one process: the key-value machine, node identity,
+"""node/cluster/ (Cluster and its parts) in one process: the key-value machine, node identity,
 propose/fence semantics, NoQuorum, and join/forget (several Clusters on one
 loop, over real gRPC on loopback)."""
 
@@ -390,7 +390,7 @@ def test_a_leader_cut_off_with_a_command_in_its_log_answers_outcome_unknown(tmp_
 
 def test_a_one_member_group_commits_once_its_write_lands(tmp_path):
     """No follower answers a one-member group, and its heartbeat (here 20 s) is far off: the
-    landing of the write that holds its entries is what ticks it to commit (node/cluster/cluster.py)."""
+    landing of the write that holds its entries is what ticks it to commit (node/cluster/hosting.py)."""
 
     async def main():
         node = _node(tmp_path, "solo")
