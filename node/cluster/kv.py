@@ -1,6 +1,12 @@
-"""A versioned key-value map as a replicated machine: the node's metadata
-machine until the real one (metadata/) lands, and the cluster tests' probe
-(served under /api/cluster/test/kv with --enable-test-faults)."""
+"""A versioned key-value map as a replicated machine: the cluster tests' probe.
+
+It runs in the metadata group beside the metadata machine (node/cluster/machine.py
+routes "cluster.*" records here, "metadata.*" to metadata/machine.py) and is
+served under /api/cluster/test/kv only with --enable-test-faults
+(node/http/cluster_routes.py), so tests can commit, read and fence plain
+values through the real Raft group without touching the broker's metadata.
+In-process tests (tests/cluster/test_cluster_inproc.py) also give it to a
+Cluster as its whole machine."""
 
 from __future__ import annotations
 

@@ -92,7 +92,7 @@ async def announce_member(cluster: Cluster, machine: ClusterMachine, registry: F
         group = cluster.group
         mine = machine.metadata.state.members.get(cluster.node_id)
         stale = mine is None or (mine.version, tuple(mine.supported_flags)) != want
-        if (not announced or stale) and group is not None and group._getLeader() is not None:
+        if (not announced or stale) and group is not None and group.leader_id is not None:
             try:
                 result = await cluster.propose(local_member(cluster.node_id, version, registry))
             except ClusterError as e:

@@ -180,22 +180,18 @@ def _groups(broker: Any) -> list[dict]:
     return out
 
 
-_RAFT_ROLES = {0: "follower", 1: "candidate", 2: "leader"}  # pysyncobj's _RAFT_STATE
-
-
 def raft_group_status(cluster: Any, name: str, members: Any) -> dict | None:
     """A Cluster.status()-shaped dict for any Raft group `cluster` hosts (a quorum
-    queue's), from pysyncobj's getStatus(); None when the group is not open here."""
+    queue's), from the group's `status()` (raft/status.py GroupStatus); None when
+    the group is not open here."""
     g = (getattr(cluster, "groups", None) or {}).get(name)
     if g is None:
         return None
-    st = g.getStatus()
-    leader = st.get("leader")
+    st = g.status()
     me = getattr(cluster, "node_id", None)
     reach = getattr(cluster, "is_reachable", lambda m: False)
-    return {"node": me, "group": name, "role": _RAFT_ROLES.get(st.get("state"), str(st.get("state"))),
-            "term": st.get("raft_term"), "leader": getattr(leader, "id", leader),
-            "commit_index": st.get("commit_idx"), "last_applied": st.get("last_applied"),
+    return {"node": me, "group": name, "role": st.role.value, "term": st.term, "leader": st.leader,
+            "commit_index": st.commit_index, "last_applied": st.last_applied,
             "members": [{"node": m, "reachable": m != me and reach(m)} for m in members or ()]}  # fmt: skip
 
 

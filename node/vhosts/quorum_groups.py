@@ -2,7 +2,7 @@
 replicates (queues/quorum/queue.py), on the cluster's transport and log.
 
 Membership (`add_member`, `delete_member`, and `grow`/`shrink` over every
-quorum queue) runs on the queue group's leader: pysyncobj changes the
+quorum queue) runs on the queue group's leader: Raft changes the
 group's membership (one node at a time, committed by the group), then the
 metadata records the new replica set, and each node starts or drops its copy
 as that applies (node/vhosts/local_queues.py); an added member catches up from the
@@ -187,12 +187,11 @@ class QuorumQueues:
 
     def is_leader(self, group: str) -> bool:
         g = self._cluster.groups.get(group)
-        return g is not None and g._isLeader()
+        return g is not None and g.is_leader
 
     def leader_of(self, group: str) -> str | None:
         g = self._cluster.groups.get(group)
-        leader = g._getLeader() if g is not None else None
-        return None if leader is None else leader.id
+        return None if g is None else g.leader_id
 
     def put_blob(self, group: str, key: bytes, value: bytes) -> None:
         self._cluster.log.put_blob(group, key, value)

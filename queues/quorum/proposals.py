@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from raft.status import ProposalOutcome
+
 from .commands import Detach
 from .host import QuorumHost
 
@@ -41,33 +43,33 @@ class Proposer:
         """Propose `record` until the group takes it; `on_applied(effects)`
         runs once it is applied here."""
 
-        def done(result: Any, error: int) -> None:
-            if error == 0 or self.stopped:
+        def done(result: Any, outcome: ProposalOutcome | None) -> None:
+            if outcome is ProposalOutcome.SUCCESS or self.stopped:
                 if on_applied is not None:
-                    on_applied(result if error == 0 and isinstance(result, list) else [])
+                    on_applied(result if outcome is ProposalOutcome.SUCCESS and isinstance(result, list) else [])
             else:
                 self.clock.call_later(delay, lambda: self.submit(record, on_applied, min(delay * 2, RETRY_MAX)))
 
         self.propose(record, done)
 
     def propose(self, record: Any, done: Callable[[Any, int], None]) -> None:
-        """One proposal; `done(result, error)` once, a lost answer reported as an error."""
+        """One proposal; `done(result, outcome)` once, a lost answer reported as outcome None."""
         answered = False
 
-        def answer(result: Any, error: int) -> None:
+        def answer(result: Any, outcome: ProposalOutcome | None) -> None:
             nonlocal answered
             if not answered:  # else a late answer after the watchdog gave up on it
                 answered = True
                 watchdog.cancel()
-                done(result, error)
+                done(result, outcome)
 
         def no_answer() -> None:
             # a forward lost with its stream while the leader stayed the same gets no answer at all
-            answer(None, -1)
+            answer(None, None)
 
         watchdog = self.clock.call_later(RESUBMIT_AFTER, no_answer)
         if not self._qh.submit(self._group, record, answer):
-            answer(None, -1)
+            answer(None, None)
 
     def for_consumer(self, cid: str, record: Any) -> None:
         """A command of consumer link `cid`, applied after the ones it sent before."""
@@ -105,10 +107,10 @@ class ConsumerPipeline:
     def _propose(self, entry: list) -> None:
         generation = entry[1]
 
-        def done(result: Any, error: int) -> None:
+        def done(result: Any, outcome: ProposalOutcome | None) -> None:
             if entry[1] != generation or entry not in self.entries:
                 return  # proposed again since, or dropped
-            if error == 0 or self.proposer.stopped:
+            if outcome is ProposalOutcome.SUCCESS or self.proposer.stopped:
                 entry[2] = True
                 while self.entries and self.entries[0][2]:
                     self.entries.pop(0)

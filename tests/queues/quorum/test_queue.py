@@ -7,6 +7,7 @@ from queues import quorum as qq
 from queues.base import Outcome, QueueMessage
 from queues.quorum import Publish
 from queues.quorum.queue import QuorumQueue
+from raft.status import ProposalOutcome
 
 
 class Host:
@@ -108,7 +109,7 @@ def test_publishes_are_confirmed_once_the_batch_is_applied():
         fn()
     ((record, callback),) = host.proposed  # one record for the loop turn
     assert isinstance(record, Publish) and len(record.messages) == 3
-    callback(queue.apply(record, 1), 0)
+    callback(queue.apply(record, 1), ProposalOutcome.SUCCESS)
     assert outcomes == [Outcome.ACCEPTED] * 3
 
 
