@@ -86,6 +86,7 @@ class Queue(ABC):
     """One queue of any type."""
 
     type_name: str = ""
+    remote = False  # True for the proxy of a queue another node hosts (node/vhosts/remote_queue.py)
 
     def __init__(self, vhost: str, name: str, durable: bool, exclusive_owner: Any, auto_delete: bool,
                  arguments: dict):  # fmt: skip
