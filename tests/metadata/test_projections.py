@@ -253,7 +253,7 @@ def test_when_applied_waits_for_the_index():
     p.when_applied(1, lambda: fired.append(1))
     p.when_applied(0, lambda: fired.append(0))
     assert fired == [0]
-    m.apply(c.Noop(), 1)
+    m.apply(c.Fence(), 1)
     assert fired == [0, 1]
     m.apply(c.AddVHost(k(), "/"), 2)
     assert fired == [0, 1, 2] and "/" in p.vhosts
