@@ -82,6 +82,11 @@ class Consumer(Protocol):
 ConfirmCallback = Callable[[Outcome], None]
 
 
+class QueueArgumentError(ValueError):
+    """A queue argument (x-...) has a value the queue's type refuses at declare
+    (where RabbitMQ would refuse it too)."""
+
+
 class Queue(ABC):
     """One queue of any type."""
 

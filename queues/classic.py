@@ -49,7 +49,7 @@ from amqp.codec import dumps, loads
 from amqp.errors import DecodeError
 from storage.message_store import Record, StoreFormatError, Ticket
 
-from .base import ConfirmCallback, Consumer, Outcome, Queue, QueueHost, QueueMessage, Settlement
+from .base import ConfirmCallback, Consumer, Outcome, Queue, QueueArgumentError, QueueHost, QueueMessage, Settlement
 
 __all__ = [
     "ClassicQueue",
@@ -74,10 +74,6 @@ _OVERFLOWS = (DROP_HEAD, REJECT_PUBLISH, REJECT_PUBLISH_DLX)
 
 
 # ---------------------------------------------------------------- configuration
-
-
-class QueueArgumentError(ValueError):
-    """A queue argument (x-...) has a value RabbitMQ would refuse at declare."""
 
 
 def _non_negative(arguments: dict, name: str, positive: bool = False) -> int | None:

@@ -23,9 +23,8 @@ from amqp.errors import Condition
 from amqp.types import Symbol, Timestamp
 from metadata import commands as mc
 from node.vhosts.metadata_store import new_key as mc_key
-from queues.base import Queue, QueueMessage
-from queues.classic import ClassicQueueConfig, QueueArgumentError
-from queues.quorum import QueueArgumentError as QuorumArgumentError
+from queues.base import Queue, QueueArgumentError, QueueMessage
+from queues.classic import ClassicQueueConfig
 from queues.quorum import QuorumConfig
 from routing.errors import InvalidArgument, NotFound, PreconditionFailed, RoutingError
 from routing.table import RoutingTable
@@ -90,7 +89,7 @@ class VHost:
                 replicas = self._place_replicas(durable, exclusive_owner, auto_delete, arguments)
             else:
                 ClassicQueueConfig.from_arguments(arguments)
-        except (QueueArgumentError, QuorumArgumentError) as e:
+        except QueueArgumentError as e:
             raise InvalidArgument(str(e)) from None
         owner_id = None if exclusive_owner is None else self.node.owners.id_of(exclusive_owner)
         created = await self.node.metadata.created(mc.DeclareQueue(

@@ -28,7 +28,7 @@ from .commands import (
     msg_id,
     split_msg_id,
 )
-from .effects import Confirm, CreditReply, DeadLetter, Deliver, Delivery, Outcome, Purged
+from .effects import Confirm, CreditReply, DeadLetter, Deliver, DeliveredMessage, Outcome, Purged
 from .machine import (
     QuorumMachine,
     apply,
@@ -51,7 +51,7 @@ __all__ = [
     "DeadLetter",
     "DeadLetterSettled",
     "Deliver",
-    "Delivery",
+    "DeliveredMessage",
     "Detach",
     "Discard",
     "DownConsumersOnNode",

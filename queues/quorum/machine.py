@@ -64,7 +64,7 @@ from .effects import (
     CreditReply,
     DeadLetter,
     Deliver,
-    Delivery,
+    DeliveredMessage,
     Outcome,
     Purged,
 )
@@ -351,7 +351,7 @@ def _dispatch(st: QuorumState, ctx: _Ctx, fresh_from: int = _NO_FRESH) -> None:
             size_out += size
             if acq:
                 redelivered += 1
-            append(_tnew(Delivery, (mid, dc, not acq, ann)))
+            append(_tnew(DeliveredMessage, (mid, dc, not acq, ann)))
             if checked is None:
                 _forget(st, mid)
             else:
