@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from amqp import codec
+from amqp import codec, decoder
 from amqp.definitions import (
     AmqpSequence,
     AmqpValue,
@@ -243,7 +243,7 @@ def test_section_contents_are_checked_when_decoded():
 
 
 def test_skip_table_matches_codec_constructors():
-    valid = {c for c in range(256) if codec._READERS[c] is not None}
+    valid = {c for c in range(256) if decoder._READERS[c] is not None}
     assert {c for c in range(256) if _WIDTH[c] > -8} | {0x00} == valid
 
 
