@@ -28,7 +28,6 @@ from amqp.errors import DecodeError
 from amqp.message import (
     _HEADER_CONSTRUCTORS,
     _PROPERTIES_CONSTRUCTORS,
-    _WIDTH,
     AMQP_SEQUENCE,
     AMQP_VALUE,
     BODY,
@@ -39,6 +38,7 @@ from amqp.message import (
     Message,
     _quick_composite,
 )
+from amqp.sections import _WIDTH
 from amqp.types import Byte, Char, Decimal32, Int, Symbol, Timestamp, UByte, UInt, ULong, UShort
 
 
