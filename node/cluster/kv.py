@@ -1,12 +1,9 @@
 """A versioned key-value map as a replicated machine: the cluster tests' probe.
 
-It runs in the metadata group beside the metadata machine (node/cluster/machine.py
-routes "cluster.*" records here, "metadata.*" to metadata/machine.py) and is
-served under /api/cluster/test/kv only with --enable-test-faults
-(node/http/cluster_routes.py), so tests can commit, read and fence plain
-values through the real Raft group without touching the broker's metadata.
-In-process tests (tests/cluster/test_cluster_inproc.py) also give it to a
-Cluster as its whole machine."""
+A node run with --enable-test-faults hosts it beside the metadata machine
+(node/cluster/machine.py) and serves it under /api/cluster/test/kv, so the
+process-level cluster tests can write and read through Raft without going
+through the metadata; other nodes do not host it."""
 
 from __future__ import annotations
 

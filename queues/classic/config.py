@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from queues.base import QueueArgumentError
+
 __all__ = [
     "DROP_HEAD",
     "REJECT_PUBLISH",
@@ -17,10 +19,6 @@ DROP_HEAD = "drop-head"
 REJECT_PUBLISH = "reject-publish"
 REJECT_PUBLISH_DLX = "reject-publish-dlx"
 _OVERFLOWS = (DROP_HEAD, REJECT_PUBLISH, REJECT_PUBLISH_DLX)
-
-
-class QueueArgumentError(ValueError):
-    """A queue argument (x-...) has a value RabbitMQ would refuse at declare."""
 
 
 def _non_negative(arguments: dict, name: str, positive: bool = False) -> int | None:

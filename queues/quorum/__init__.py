@@ -36,7 +36,7 @@ from .commands import (
     msg_id,
     split_msg_id,
 )
-from .effects import Confirm, CreditReply, DeadLetter, Deliver, Delivery, Outcome, Purged, StoreBodies
+from .effects import Confirm, CreditReply, DeadLetter, Deliver, DeliveredMessage, Outcome, Purged, StoreBodies
 from .machine import apply
 from .queries import (
     checked_out,
@@ -60,7 +60,7 @@ __all__ = [
     "DeadLetter",
     "DeadLetterSettled",
     "Deliver",
-    "Delivery",
+    "DeliveredMessage",
     "Detach",
     "Discard",
     "DownConsumersOnNode",

@@ -14,7 +14,7 @@ from typing import Any
 from amqp import serial
 
 from . import commands as c
-from .effects import REASON_EXPIRED, REASON_MAXLEN, Deliver, Delivery
+from .effects import REASON_EXPIRED, REASON_MAXLEN, Deliver, DeliveredMessage
 from .state import M_ANN, M_ID, M_SIZE, ConsumerState, QuorumState
 
 __all__ = [
@@ -216,7 +216,7 @@ def dispatch(st: QuorumState, ctx: Ctx, fresh_from: int = NO_FRESH) -> None:
             size_out += size
             if acq:
                 redelivered += 1
-            append(_tnew(Delivery, (mid, dc, not acq, ann)))
+            append(_tnew(DeliveredMessage, (mid, dc, not acq, ann)))
             if checked is None:
                 forget(st, mid)
             else:

@@ -26,7 +26,7 @@ __all__ = [
     "CreditReply",
     "DeadLetter",
     "Deliver",
-    "Delivery",
+    "DeliveredMessage",
     "Effect",
     "Outcome",
     "Purged",
@@ -59,7 +59,7 @@ class Confirm:
     outcome: Outcome  # ACCEPTED or REJECTED (x-overflow reject-publish)
 
 
-class Delivery(NamedTuple):
+class DeliveredMessage(NamedTuple):
     """One message handed to a consumer."""
 
     msg_id: int
@@ -77,7 +77,7 @@ class Deliver:
     """Send these messages to the consumer; one credit was spent per message."""
 
     consumer_id: Any
-    messages: tuple[Delivery, ...]
+    messages: tuple[DeliveredMessage, ...]
 
     @property
     def msg_ids(self) -> tuple[int, ...]:

@@ -50,6 +50,8 @@ from collections import deque
 from dataclasses import dataclass, fields
 from typing import Any
 
+from queues.base import QueueArgumentError
+
 __all__ = [
     "AT_LEAST_ONCE",
     "AT_MOST_ONCE",
@@ -87,10 +89,6 @@ REJECT_PUBLISH = "reject-publish"
 REJECT_PUBLISH_DLX = "reject-publish-dlx"
 AT_MOST_ONCE = "at-most-once"
 AT_LEAST_ONCE = "at-least-once"
-
-
-class QueueArgumentError(ValueError):
-    """A queue argument (x-...) has a value a quorum queue refuses at declare."""
 
 
 def _int_arg(arguments: dict, name: str, minimum: int = 0) -> int | None:

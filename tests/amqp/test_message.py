@@ -9,7 +9,7 @@ import uuid
 import pytest
 from codec_strategies import SECTION_NAMES
 
-from amqp import codec
+from amqp import decoder
 from amqp.definitions import (
     AmqpSequence,
     AmqpValue,
@@ -23,7 +23,6 @@ from amqp.definitions import (
 )
 from amqp.errors import DecodeError
 from amqp.message import (
-    _WIDTH,
     AMQP_SEQUENCE,
     AMQP_VALUE,
     BODY,
@@ -32,6 +31,7 @@ from amqp.message import (
     PROPERTIES,
     Message,
 )
+from amqp.sections import _WIDTH
 from amqp.types import Symbol, Timestamp, UByte, UInt, ULong
 
 
@@ -236,7 +236,7 @@ def test_section_contents_are_checked_when_decoded():
 
 
 def test_skip_table_matches_codec_constructors():
-    valid = {c for c in range(256) if codec._READERS[c] is not None}
+    valid = {c for c in range(256) if decoder._READERS[c] is not None}
     assert {c for c in range(256) if _WIDTH[c] > -8} | {0x00} == valid
 
 

@@ -262,18 +262,36 @@ def test_cluster_machine_routes_by_kind_and_snapshots_both():
     from metadata.feature_flags import local_member
     from node.cluster.machine import ClusterMachine
 
-    m = ClusterMachine()
+    m = ClusterMachine(kv=KeyValueMachine())
     blank = m.snapshot()
     assert m.apply(Put("a", "1"), 1) == 1
     assert m.apply(local_member("n1", "0.1.0"), 2).ok
     assert m.apply(EnableFeatureFlag("k", "credit_api_v2"), 3).ok
     assert m.apply(Noop(), 4) is None
-    copy = ClusterMachine()
+    copy = ClusterMachine(kv=KeyValueMachine())
     copy.restore(m.snapshot())
     assert copy.kv.data == {"a": ("1", 1)}
     assert copy.metadata.state.feature_flags == ("credit_api_v2",) and list(copy.metadata.state.members) == ["n1"]
     copy.restore(blank)
     assert copy.kv.data == {} and copy.metadata.state.feature_flags == ()
+
+
+def test_without_the_probe_the_machine_ignores_cluster_records_and_snapshots_alike():
+    from metadata.feature_flags import local_member
+    from node.cluster.machine import ClusterMachine
+
+    production, probed = ClusterMachine(), ClusterMachine(kv=KeyValueMachine())
+    assert production.kv is None
+    member = local_member("n1", "0.1.0")
+    for m in (production, probed):
+        assert m.apply(member, 1).ok
+    # same bytes as a node whose probe holds nothing: any node (and version) reads either
+    assert production.snapshot() == probed.snapshot()
+    assert production.apply(Put("a", "1"), 2) is None
+    assert probed.apply(Put("a", "1"), 2) == 1
+    copy = ClusterMachine()
+    copy.restore(probed.snapshot())  # the probe's data is dropped, the metadata kept
+    assert copy.kv is None and list(copy.metadata.state.members) == ["n1"]
 
 
 def test_the_test_knob_takes_flags_away_only_with_test_faults():
@@ -292,7 +310,7 @@ def test_a_node_announces_itself_and_a_flag_it_lacks_is_refused(tmp_path):
     from node.cluster.machine import ClusterMachine, announce_member, local_flags
 
     async def main():
-        machine = ClusterMachine()
+        machine = ClusterMachine(kv=KeyValueMachine())
         node = Cluster(data_dir=str(tmp_path / "a"), machine=machine, port=0, secret=SECRET,
                        transport_options=OPTIONS)  # fmt: skip
         await node.start()
