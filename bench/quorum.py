@@ -347,9 +347,9 @@ class RabbitCluster:
             raise errors[0]
         first = self.nodes[0].nodename
         for node in self.nodes[1:]:
-            node.ops.ctl("stop_app")
-            node.ops.ctl("join_cluster", first)
-            node.ops.ctl("start_app")
+            node.ctl("stop_app")
+            node.ctl("join_cluster", first)
+            node.ctl("start_app")
             procs.wait_for(node._ready, 60, f"{node.nodename} after join_cluster", interval=0.3)
         procs.wait_for(self._clustered, 60, "a RabbitMQ cluster of 3 running nodes", interval=0.5)
         self._version = self.nodes[0].version()

@@ -69,7 +69,7 @@ class Publisher:
 
     def on_message(self, delivery: Delivery) -> None:
         node = self.handler.node
-        node.ops.metrics.published += 1
+        node.metrics.published += 1
         try:
             msg = Message.from_bytes(delivery.payload)
             queues, exchange, key = self._route(msg)
@@ -84,10 +84,10 @@ class Publisher:
             self._settle(delivery, _rejected(condition, str(e)))
             return
         if not queues:
-            node.ops.metrics.unroutable += 1
+            node.metrics.unroutable += 1
             self._settle(delivery, RELEASED)
             return
-        node.ops.metrics.routed += 1
+        node.metrics.routed += 1
         durable = msg.durable
         ttl = msg.ttl
         expires_at = node.now_ms() + ttl if ttl is not None else None

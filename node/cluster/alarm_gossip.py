@@ -1,7 +1,7 @@
 """Tells every cluster member this node's resource alarms, so that an alarm
 anywhere blocks publishers everywhere (RabbitMQ's alarms are cluster-wide).
 
-A node message on channel "node.ops.alarms" carries the full list of this
+A node message on channel "node.alarms" carries the full list of this
 node's alarms (JSON, versioned): sent to every member when the list
 changes, and again each `interval` so that a member that restarted or was
 cut off hears it. A member whose stream ends is forgotten until it speaks
@@ -16,7 +16,7 @@ from typing import Any
 
 log = logging.getLogger("warren.alarms")
 
-CHANNEL = "node.ops.alarms"
+CHANNEL = "node.alarms"
 VERSION = 1
 
 
@@ -24,7 +24,7 @@ class AlarmGossip:
     def __init__(self, node: Any, interval: float = 1.0):
         self.node = node
         self.interval = interval
-        cluster = node.cluster.cluster
+        cluster = node.cluster
         self._transport = cluster.transport
         cluster.rpc.channels[CHANNEL] = self._on_message
         self._transport.on_peer_down.append(self._peer_down)

@@ -15,7 +15,7 @@ import os
 import re
 from typing import Any
 
-from node.ops.state_snapshot import SNAPSHOT_DIR, snapshot_files
+from audit.schema import SNAPSHOT_DIR, snapshot_files
 
 LIST, READ = "snapshots.list", "snapshots.read"
 CHUNK = 256 * 1024
@@ -53,17 +53,17 @@ def register(node: Any) -> None:
     async def read_call(peer: str, args: dict) -> dict:
         return local_chunk(node, str(args.get("name", "")), int(args.get("offset", 0)))
 
-    node.cluster.cluster.calls[LIST] = list_call
-    node.cluster.cluster.calls[READ] = read_call
+    node.cluster.calls[LIST] = list_call
+    node.cluster.calls[READ] = read_call
 
 
 async def files_of(node: Any, member: str) -> list[dict]:
     if member == node.node_id:
         return local_files(node)
-    return (await node.cluster.cluster.call(member, LIST, {}))["files"]
+    return (await node.cluster.call(member, LIST, {}))["files"]
 
 
 async def chunk_of(node: Any, member: str, name: str, offset: int) -> dict:
     if member == node.node_id:
         return local_chunk(node, name, offset)
-    return await node.cluster.cluster.call(member, READ, {"name": name, "offset": offset})
+    return await node.cluster.call(member, READ, {"name": name, "offset": offset})

@@ -154,9 +154,9 @@ class LocalQueues:
         arguments = dict(q.arguments_map if isinstance(q, QueueRecord) else q.arguments)
         if q.type == "quorum":
             if node.node_id in q.replicas:
-                vhost.queues[q.name] = node.vhosts.quorum_groups.start(vhost, q, arguments)
+                vhost.queues[q.name] = node.quorum.start(vhost, q, arguments)
             else:
-                vhost.queues[q.name] = node.vhosts.remote_queue(vhost, q, arguments)
+                vhost.queues[q.name] = node.remote_queue(vhost, q, arguments)
         elif q.leader == node.node_id:
             owner = node.owners.owner(q.exclusive_owner)
             queue = node.make_queue(vhost, q.name, q.durable, owner, q.auto_delete, arguments)
@@ -167,7 +167,7 @@ class LocalQueues:
                 # this node restarted: an exclusive queue outlives neither
                 vhost.forget(q.name)
         else:
-            vhost.queues[q.name] = node.vhosts.remote_queue(vhost, q, arguments)
+            vhost.queues[q.name] = node.remote_queue(vhost, q, arguments)
 
     def _stop(self, vhost: VHost, name: str) -> None:
         queue = vhost.queues.pop(name, None)

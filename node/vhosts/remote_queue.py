@@ -145,7 +145,7 @@ class QueueService:
 
     def __init__(self, node: Any):
         self.node = node
-        cluster = node.cluster.cluster
+        cluster = node.cluster
         self.transport = cluster.transport
         cluster.rpc.channels[CHANNEL] = self._on_message
         self.transport.on_peer_down.append(self._peer_down)

@@ -269,7 +269,7 @@ def test_queue_declare_get_purge_delete(api, node):
 def test_queue_names_are_percent_decoded(api, node):
     name = "odd name/with%chars"
     assert api.put(f"/api/queues/%2F/{q(name)}", {"durable": False}).status == 201
-    assert name in node.vhosts.vhost.queues
+    assert name in node.vhost.queues
     assert api.get(f"/api/queues/%2F/{q(name)}").body["name"] == name
 
 
@@ -325,7 +325,7 @@ def test_bindings_route_messages_and_can_be_deleted(api, node):
     assert api.delete(location).status == 204
     assert api.get(location).status == 404
     assert api.delete(location).status == 404
-    assert node.vhosts.vhost.routing.list_bindings(source="events") == []
+    assert node.vhost.routing.list_bindings(source="events") == []
 
 
 # ---------------------------------------------------------------- connections

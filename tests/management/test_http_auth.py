@@ -84,7 +84,7 @@ def test_resource_operations_need_the_amqp_permission(users, node, api):
     r = mgmt.put("/api/queues/%2F/other-q")
     assert r.status == 401 and r.body["error"] == "not_authorised"
     assert "configure access to queue 'other-q'" in r.body["reason"]
-    assert "other-q" not in node.vhosts.vhost.queues
+    assert "other-q" not in node.vhost.queues
     node.declare_queue("guest-q")
     assert mgmt.delete("/api/queues/%2F/guest-q").status == 401
     assert mgmt.delete("/api/queues/%2F/guest-q/contents").status == 401
