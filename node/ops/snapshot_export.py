@@ -15,7 +15,7 @@ import os
 import re
 from typing import Any
 
-from audit.schema import SNAPSHOT_DIR, snapshot_files
+from node.ops.state_snapshot import SNAPSHOT_DIR, snapshot_files
 
 LIST, READ = "snapshots.list", "snapshots.read"
 CHUNK = 256 * 1024
