@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--interval", type=float, default=0.02)
-    ap.add_argument("--timeout", type=float, default=10.0, help="seconds a probe waits for the reply")
+    ap.add_argument("--timeout", type=float, default=30.0, help="seconds a probe waits for the reply")
     ap.add_argument("--limit", type=float, default=600.0, help="seconds before the probe stops by itself")
     args = ap.parse_args(argv)
     stop = threading.Event()
