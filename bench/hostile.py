@@ -216,7 +216,9 @@ def log(msg: str) -> None:
     print(f"[hostile] {msg}", file=sys.stderr, flush=True)
 
 
-def table(quiet: dict, results: list[dict]) -> str:
+def table(quiet: dict, results: list[dict], cap: float) -> str:
+    """The markdown table; "<=" marks a fraction the attack's cap cut short (it
+    stopped before the pair was done, so the pair ended at full speed)."""
     lines = ["| row | attack | pair rate (msg/s) | fraction of quiet | peak RSS MB | longest stall ms |",
              "|---|---|---|---|---|---|"]  # fmt: skip
 
@@ -228,7 +230,8 @@ def table(quiet: dict, results: list[dict]) -> str:
     for r in results:
         frac = r["rate"] / quiet["rate"] if quiet["rate"] else 0
         flag = "" if r["ok"] else " (pair failed)"
-        lines.append(f"| {r['row']} | {ATTACKS[r['row']][0]} | {r['rate']:,}{flag} | {frac:.2f} | "
+        bound = "<= " if r["attack"].get("seconds", 0) >= cap - 0.5 else ""
+        lines.append(f"| {r['row']} | {ATTACKS[r['row']][0]} | {r['rate']:,}{flag} | {bound}{frac:.2f} | "
                      f"{r['rss_peak_mb']:.0f} | {stall(r)} |")  # fmt: skip
     return "\n".join(lines)
 
@@ -280,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
             f"stall {r['stall_ms']} ms, attack {r['attack']}" + (f", pair error {r['error']}" if r["error"] else "")
         )
     load = os.getloadavg()
-    print(table(quiet, results))
+    print(table(quiet, results, args.attack_cap))
     print(
         f"\npair: arrow, {count} x {args.body} B non-durable messages on a transient classic queue, credit "
         f"{args.credit}, window 1000; quiet rate = median of {len(quiet_runs)} runs "
