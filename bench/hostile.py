@@ -27,6 +27,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -80,6 +81,7 @@ class Node:
 
     def stop(self) -> None:
         procs.stop(self.proc, term_timeout=20)
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 class RssSampler:
