@@ -40,11 +40,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(REPO))
-# tests/.../raw_client.py (RawClient), wherever the test layout keeps it
-for helpers in (REPO / "tests" / "support", REPO / "tests" / "node" / "client", REPO / "tests" / "broker"):
-    if (helpers / "raw_client.py").exists():
-        sys.path.insert(0, str(helpers))
-        break
+sys.path.insert(0, str(REPO / "tests" / "support"))  # raw_client.py: Warren's engine in the client role
 
 from raw_client import RawClient  # noqa: E402
 
