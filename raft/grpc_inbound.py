@@ -161,7 +161,7 @@ class InboundStreams:
                 s.kill("nothing received")
             elif s.accepted and not s.pinging and now - s.last_sent >= opts.ping_interval:
                 s.pinging = True
-                nt._spawn(self._ping(s), "warren-transport-ping")
+                nt.spawn(self._ping(s), "warren-transport-ping")
 
     async def _ping(self, s: InboundStream) -> None:
         try:

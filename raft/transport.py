@@ -73,7 +73,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
@@ -83,6 +82,7 @@ from .grpc_auth import TlsConfig
 from .grpc_group import GroupTransport
 from .grpc_inbound import InboundStreams, Servicer
 from .grpc_link import PeerLink
+from .outbound import Outbound
 from .proto import cluster_pb2, cluster_pb2_grpc
 
 __all__ = ["GroupTransport", "NodeTransport", "TransportOptions", "TransportStats", "TlsConfig"]
@@ -167,7 +167,7 @@ class NodeTransport:
         self._epoch_clock = epoch_clock
         self._epoch = 0
         self._server: grpc.aio.Server | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
         self._started = False
         self._closed = False
         self._groups: dict[str, GroupTransport] = {}
@@ -176,18 +176,14 @@ class NodeTransport:
         self._links: dict[str, PeerLink] = {}
         self.inbound = InboundStreams(self)  # the peers' streams to us (grpc_inbound.py)
         self._partitioned: set[str] = set()
-        self._dirty: list[PeerLink] = []
-        self._flush_scheduled = False
-        # Sealed turns waiting for before_flush awaitables, oldest first.
-        self._held: deque[tuple[list[Awaitable[object]], list[tuple[PeerLink, int, list]]]] = deque()
-        self._gate_task: asyncio.Task | None = None
+        self.outbound = Outbound(self)  # this loop turn's messages, sealed and gated (outbound.py)
         self._watchdog_task: asyncio.Task | None = None
         self._tasks: set[asyncio.Task] = set()
 
     # -- lifecycle -------------------------------------------------------------
 
     async def start(self) -> None:
-        self._loop = asyncio.get_running_loop()
+        self.loop = asyncio.get_running_loop()
         opts = self.options
         self._server = grpc.aio.server(
             options=[
@@ -215,16 +211,16 @@ class NodeTransport:
         self._started = True
         for link in self._links.values():
             link.start()
-        self._watchdog_task = self._spawn(self._watchdog(), "warren-transport-watchdog")
+        self._watchdog_task = self.spawn(self._watchdog(), "warren-transport-watchdog")
 
     async def close(self) -> None:
         """Stop everything; pending messages are dropped."""
         if self._closed:
             return
         self._closed = True
-        for task in (self._watchdog_task, self._gate_task):
-            if task is not None:
-                task.cancel()
+        if self._watchdog_task is not None:
+            self._watchdog_task.cancel()
+        self.outbound.close()
         links = list(self._links.values())
         self._links.clear()
         await asyncio.gather(*(link.close() for link in links), return_exceptions=True)
@@ -236,9 +232,9 @@ class NodeTransport:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
-    def _spawn(self, coro, name: str) -> asyncio.Task:
-        assert self._loop is not None
-        task = self._loop.create_task(coro, name=name)
+    def spawn(self, coro, name: str) -> asyncio.Task:
+        assert self.loop is not None
+        task = self.loop.create_task(coro, name=name)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
@@ -301,7 +297,7 @@ class NodeTransport:
         self._groups_by_peer.pop(peer, None)
         link = self._links.pop(peer, None)
         if link is not None:
-            self._spawn(link.close(), f"warren-link-close-{peer}")
+            self.spawn(link.close(), f"warren-link-close-{peer}")
 
     def _make_channel(self, peer: str) -> grpc.aio.Channel:
         opts = self.options
@@ -382,98 +378,7 @@ class NodeTransport:
     def send_node_message(self, peer: str, channel: str, payload: bytes) -> bool:
         """Queue a non-Raft message for `peer` (see `on_node_message`); False if not connected."""
         link = self._links.get(peer)
-        return link is not None and self._enqueue(link, NODE, channel, payload)
-
-    def _enqueue(self, link: PeerLink, kind: int, group: str, payload: bytes) -> bool:
-        if not link.up or self.failed is not None or link.peer in self._partitioned:
-            return False
-        if len(payload) > self.options.max_message_bytes:
-            log.error("message of %d bytes for %s/%s is over max_message_bytes", len(payload), link.peer, group)
-            return False
-        link.pending.append((kind, group, payload))
-        link.queued_bytes += len(payload)
-        if not link.dirty:
-            link.dirty = True
-            self._dirty.append(link)
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
-            assert self._loop is not None
-            self._loop.call_soon(self._flush)
-        return True
-
-    def _flush(self) -> None:
-        """Seal this loop turn's messages, pass the durability gate, hand them to the links."""
-        self._flush_scheduled = False
-        sealed = []
-        for link in self._dirty:
-            link.dirty = False
-            if link.pending and link.epoch is not None:
-                sealed.append((link, link.epoch, link.pending))
-                link.pending = []
-        self._dirty.clear()
-        if not sealed or self.failed is not None:
-            return
-        self.stats.flushes += 1
-        waits: list[Awaitable[object]] = []
-        try:
-            for hook in self.before_flush:
-                w = hook()
-                if w is not None:
-                    waits.append(w)
-        except Exception as e:
-            self._fail(e)
-            return
-        if not waits and not self._held:
-            self._release_sealed(sealed)
-            return
-        self._held.append((waits, sealed))
-        if self._gate_task is None:
-            self._gate_task = self._spawn(self._drain_held(), "warren-transport-gate")
-
-    async def _drain_held(self) -> None:
-        try:
-            while self._held:
-                waits, sealed = self._held[0]
-                for w in waits:
-                    await w
-                self._held.popleft()
-                self._release_sealed(sealed)
-        except asyncio.CancelledError:
-            raise
-        except Exception as e:
-            self._fail(e)
-        finally:
-            self._gate_task = None
-
-    def _fail(self, e: BaseException) -> None:
-        log.error("durability gate failed; the transport sends nothing more", exc_info=e)
-        self.failed = e
-        self._held.clear()
-        if self.on_error is not None:
-            self.on_error(e)
-
-    def _release_sealed(self, sealed: list[tuple[PeerLink, int, list]]) -> None:
-        limit = self.options.max_frame_bytes
-        for link, epoch, items in sealed:
-            link.queued_bytes -= sum(len(item[2]) for item in items)
-            if not link.up or link.epoch != epoch or link.peer in self._partitioned:
-                self.stats.dropped_on_reconnect += len(items)
-                continue
-            frame = Frame(epoch=epoch)
-            size = 0
-            add = frame.messages.add
-            for kind, group, payload in items:
-                n = len(payload) + len(group) + _ENVELOPE_OVERHEAD
-                if size and size + n > limit:
-                    link.push(frame, size)
-                    frame = Frame(epoch=epoch)
-                    add = frame.messages.add
-                    size = 0
-                add(kind=kind, group=group, payload=payload)
-                size += n
-            link.push(frame, size)
-            if link.outbox_bytes > self.options.max_outbox_bytes:
-                link.kill(f"{link.outbox_bytes} bytes unsent")
+        return link is not None and self.outbound.enqueue(link, NODE, channel, payload)
 
     # -- receiving --------------------------------------------------------------------
 
