@@ -92,6 +92,7 @@ class Connection:
         # Server: a SASL init is waiting for the application's outcome; bytes the
         # client pipelined behind it stay buffered until sasl_outcome() [5.3.2].
         self._sasl_paused = False
+        self._input_resumed = False  # see `input_pending`
 
     # ----------------------------------------------------------- I/O boundary
 
@@ -102,6 +103,7 @@ class Connection:
         client pipelined behind its SASL init, once `sasl_outcome()` is given.
         """
         events, self._pending_events = self._pending_events, []
+        self._input_resumed = False
         if self.phase == DONE:
             return events
         if data:
@@ -136,6 +138,13 @@ class Connection:
         self._out = []
         self.last_sent = self.clock()
         return out
+
+    @property
+    def input_pending(self) -> bool:
+        """True when bytes the peer already sent wait for `receive_data(b"")`:
+        a client may pipeline its AMQP header and OPEN behind its SASL init, and
+        nothing more may ever arrive to process them [5.3.2]."""
+        return self._input_resumed
 
     @property
     def closed(self) -> bool:
@@ -184,6 +193,7 @@ class Connection:
             code = d.SASL_OK if ok else d.SASL_AUTH
         self._send_frame(0, d.SaslOutcome(code=code), type_=FRAME_SASL)
         self._sasl_paused = False
+        self._input_resumed = ok and self._parser.buffered > 0
         if ok:
             self.sasl_done = True
             self.phase = HDR

@@ -69,8 +69,15 @@ class ConnectionHandler(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         try:
-            for event in self.engine.receive_data(data):
-                self._dispatch(event)
+            events = self.engine.receive_data(data)
+            while True:
+                for event in events:
+                    self._dispatch(event)
+                # bytes pipelined behind a SASL init wait for its outcome, given
+                # above: process them now, the client may send nothing more
+                if not self.engine.input_pending:
+                    break
+                events = self.engine.receive_data(b"")
         except Exception:  # a bug of ours must cost one connection, never the node
             log.exception("internal error on connection %s", self.name)
             self.engine.close(Condition.INTERNAL_ERROR, "internal error")
