@@ -59,11 +59,16 @@ class Connection:
         sasl_mechanisms: list[str] | None = None,
         require_sasl: bool = True,
         clock: Callable[[], float] = time.monotonic,
+        handle_max: int = 0xFFFFFFFF,
     ):
         self.role = role
         self.container_id = container_id
         self.max_frame_size = max_frame_size
         self.channel_max = channel_max
+        # The handle-max of every session the peer begins, in force from its
+        # BEGIN on: ATTACHes pipelined behind the BEGIN are read before the
+        # application answers it, and must meet the same limit [2.7.2].
+        self.handle_max = handle_max
         self.idle_timeout = idle_timeout  # seconds; we close if the peer is silent this long
         self.sasl_mechanisms = sasl_mechanisms if sasl_mechanisms is not None else ["PLAIN", "ANONYMOUS"]
         self.require_sasl = require_sasl
@@ -420,6 +425,7 @@ class Connection:
                 )
         else:
             session = Session(self, self._free_channel())
+            session.handle_max = self.handle_max
             self.sessions[session.channel] = session
         session.remote_channel = channel
         session._on_begin(b)

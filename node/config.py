@@ -25,7 +25,8 @@ class Config:
     loopback_users: list[str] = field(default_factory=lambda: ["guest"])  # as in RabbitMQ
     max_frame_size: int = 131072
     channel_max: int = 2047
-    handle_max: int = 255
+    session_max: int = 64  # sessions per connection (RabbitMQ 4's session_max_per_connection); caps channel_max
+    handle_max: int = 255  # links per session: handles 0 .. handle_max
     max_message_size: int = 16 * 1024 * 1024  # RabbitMQ 4's default
     idle_timeout: float = 60.0
     session_window: int = 400  # transfer frames a session may have in flight to us

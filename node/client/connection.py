@@ -42,8 +42,10 @@ class ConnectionHandler(asyncio.Protocol):
             SERVER,
             container_id=cfg.node_name,
             max_frame_size=cfg.max_frame_size,
-            channel_max=cfg.channel_max,
+            # as RabbitMQ 4: at most session_max sessions, so channels 0 .. session_max - 1 [2.7.1]
+            channel_max=min(cfg.channel_max, cfg.session_max - 1),
             idle_timeout=cfg.idle_timeout or None,
+            handle_max=cfg.handle_max,
         )
         self.transport: asyncio.Transport | None = None
         self.user: str | None = None
