@@ -29,6 +29,8 @@ class Config:
     handle_max: int = 255  # links per session: handles 0 .. handle_max
     max_message_size: int = 16 * 1024 * 1024  # RabbitMQ 4's default
     idle_timeout: float = 60.0
+    handshake_timeout: float = 10.0  # seconds from accept to the client's OPEN, SASL included (as RabbitMQ); 0: none
+    max_connections: int = 0  # connections on this node, 0 = unlimited (RabbitMQ's connection_max is infinity)
     session_window: int = 400  # transfer frames a session may have in flight to us
     publisher_credit: int = 256  # link credit granted to publishers
     max_unconfirmed: int = 512  # per publisher link: no more credit beyond this

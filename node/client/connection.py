@@ -54,6 +54,7 @@ class ConnectionHandler(asyncio.Protocol):
         self.name = ""
         self._flush_scheduled = False
         self._timer: asyncio.TimerHandle | None = None
+        self._handshake_timer: asyncio.TimerHandle | None = None
         self._closed = False
         self.management_pairs: dict | None = None  # node/client/management/node_link.py, made on first use
 
@@ -68,6 +69,9 @@ class ConnectionHandler(asyncio.Protocol):
         self.node.connections.add(self)
         self.node.metrics.connections_opened += 1
         self._arm_timer()
+        if self.node.config.handshake_timeout > 0:
+            self._handshake_timer = self.node.loop.call_later(self.node.config.handshake_timeout,
+                                                              self._handshake_expired)  # fmt: skip
 
     def data_received(self, data: bytes) -> None:
         try:
@@ -119,6 +123,16 @@ class ConnectionHandler(asyncio.Protocol):
         self._arm_timer()
         self._flush()
 
+    def _handshake_expired(self) -> None:
+        """A client that has not sent its OPEN by now (silent, stuck in SASL,
+        or trickling bytes) loses its socket, as RabbitMQ's handshake_timeout."""
+        self._handshake_timer = None
+        if self._closed or self.engine.open_received:
+            return
+        log.info("closing connection %s: no OPEN within the handshake timeout (%gs)", self.name,
+                 self.node.config.handshake_timeout)  # fmt: skip
+        self._abort()
+
     def force_close(self, condition: str, description: str) -> None:
         """Operator-initiated close (shutdown, management). A client that does
         not answer our CLOSE within a grace period loses its socket."""
@@ -136,6 +150,8 @@ class ConnectionHandler(asyncio.Protocol):
     def _cleanup(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
+        if self._handshake_timer is not None:
+            self._handshake_timer.cancel()
         self._closed = True
         if self not in self.node.connections:
             return
@@ -193,10 +209,20 @@ class ConnectionHandler(asyncio.Protocol):
             log.info("authentication failed on %s (%s)", self.name, event.mechanism)
 
     def _on_open(self, open_: Any) -> None:
+        if self._handshake_timer is not None:
+            self._handshake_timer.cancel()
+            self._handshake_timer = None
         hostname = open_.hostname or ""
         vhost_name = hostname[len("vhost:") :] if hostname.startswith("vhost:") else "/"
         vhost = self.node.vhosts.get(vhost_name)
         self.engine.open(properties=self.node.server_properties(), offered_capabilities=OFFERED_CAPABILITIES)
+        # As RabbitMQ, the node-wide limit counts every accepted socket (this
+        # one included) and is checked first, before the vhost.
+        limit = self.node.config.max_connections
+        if limit > 0 and len(self.node.connections) > limit:
+            self.engine.close(Condition.RESOURCE_LIMIT_EXCEEDED,
+                              f"connection refused: node connection limit ({limit}) is reached")  # fmt: skip
+            return
         # As RabbitMQ: a missing vhost and one the user has no permission
         # entry for are both refused with unauthorized-access (after OPEN,
         # which must come first [2.4.1]).
