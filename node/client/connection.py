@@ -182,15 +182,8 @@ class ConnectionHandler(asyncio.Protocol):
             self._link_gone(event.link)
         elif kind is ev.SessionBegun:
             event.session.begin(incoming_window=self.node.config.session_window, handle_max=self.node.config.handle_max)
-            if self.node.alarms.active:
-                event.session.block()
         elif kind is ev.SessionEnded:
             self._session_gone(event.session)
-            error = event.error
-            if not event.remote and error is not None and error.condition == Condition.WINDOW_VIOLATION \
-                    and self.node.alarms.active:  # fmt: skip
-                # a publisher that ignores the shut window of an alarm is cut off (REFERENCE.md)
-                self.engine.close(Condition.RESOURCE_LIMIT_EXCEEDED, "publishing while a resource alarm is raised")
         elif kind is ev.SaslInitReceived:
             self._on_sasl(event)
         elif kind is ev.ConnectionOpened:
@@ -325,16 +318,22 @@ class ConnectionHandler(asyncio.Protocol):
             self._link_gone(link)
 
     def block(self) -> None:
-        for session in self.engine.sessions.values():
-            if session.begin_sent:
-                session.block()
+        """A resource alarm is raised: publishers are held by their link
+        credit, taken back to zero, as RabbitMQ 4 does; links and sessions stay
+        open and consumers go on. (Only a publisher that sends past the credit
+        it was given loses its link, with transfer-limit-exceeded.)"""
+        for publisher in self._publishers():
+            publisher.hold()
         self.schedule_flush()
 
     def unblock(self) -> None:
-        for session in self.engine.sessions.values():
-            if session.begin_sent:
-                session.unblock()
+        for publisher in self._publishers():
+            publisher.top_up()
         self.schedule_flush()
+
+    def _publishers(self) -> list[Publisher]:
+        return [link.context for session in self.engine.sessions.values() for link in session.links.values()
+                if isinstance(link.context, Publisher)]  # fmt: skip
 
     def info(self) -> dict:
         return {

@@ -59,13 +59,25 @@ class Publisher:
         self.max_unconfirmed = cfg.max_unconfirmed
 
     def top_up(self) -> None:
-        """Grants credit again once half is used, unless confirms lag."""
+        """Grants credit again once half is used, unless confirms lag or a
+        resource alarm holds publishers."""
         link = self.link
-        if link.detach_sent or link.detach_received:
+        if link.detach_sent or link.detach_received or self.handler.node.alarms.active:
             return
         if link.link_credit <= self.grant // 2 and self.unconfirmed < self.max_unconfirmed:
             link.flow(link_credit=self.grant)
             self.handler.schedule_flush()
+
+    def hold(self) -> None:
+        """Takes the credit back (a resource alarm): the client stops at once,
+        with its link attached and nothing of unknown outcome. What it sent
+        under the old credit before this FLOW reached it is still taken
+        [2.6.7]; anything past that ends the link (amqp/link.py)."""
+        link = self.link
+        if link.detach_sent or link.detach_received or not link.attach_sent:
+            return
+        if link.link_credit > 0:
+            link.flow(link_credit=0)
 
     def on_message(self, delivery: Delivery) -> None:
         node = self.handler.node
