@@ -145,6 +145,13 @@ class Connection:
         return out
 
     @property
+    def output_bytes(self) -> int:
+        """Bytes due to the peer and not yet taken by `data_to_send()`, plus
+        the transfers its session windows hold back: what this connection
+        buffers for the peer."""
+        return sum(map(len, self._out)) + sum(s.waiting_bytes for s in self.sessions.values())
+
+    @property
     def input_pending(self) -> bool:
         """True when bytes the peer already sent wait for `receive_data(b"")`:
         a client may pipeline its AMQP header and OPEN behind its SASL init, and

@@ -56,12 +56,23 @@ class ConnectionHandler(asyncio.Protocol):
         self._timer: asyncio.TimerHandle | None = None
         self._handshake_timer: asyncio.TimerHandle | None = None
         self._closed = False
+        # Back-pressure on writes: while the client does not take what we
+        # send, its consumers stop being fed and deliveries wait in their
+        # queues (`writing_paused`). Paused by the transport (its buffer passed
+        # max_write_buffer) or by what the engine holds for the client.
+        self.writing_paused = False
+        self._transport_paused = False
+        self._holding_too_much = False
+        self._unflushed = 0  # delivery bytes since the last write
+        self._write_chunk = max(1, cfg.max_write_buffer // 4)
         self.management_pairs: dict | None = None  # node/client/management/node_link.py, made on first use
 
     # ------------------------------------------------------------ asyncio side
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        limit = self.node.config.max_write_buffer
+        transport.set_write_buffer_limits(high=limit, low=limit // 2)  # type: ignore[attr-defined]
         peer = transport.get_extra_info("peername") or ("?", 0)
         self.peer = (peer[0], peer[1])
         local = transport.get_extra_info("sockname") or ("?", 0)
@@ -88,6 +99,8 @@ class ConnectionHandler(asyncio.Protocol):
             log.exception("internal error on connection %s", self.name)
             self.engine.close(Condition.INTERNAL_ERROR, "internal error")
         self._flush()
+        if self._holding_too_much:  # the client's FLOW may have let held transfers go
+            self._check_output()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cleanup()
@@ -97,8 +110,58 @@ class ConnectionHandler(asyncio.Protocol):
             self._flush_scheduled = True
             self.node.loop.call_soon(self._flush)
 
+    # ------------------------------------------------------------ back-pressure
+
+    def pause_writing(self) -> None:
+        """asyncio: the transport buffers more than max_write_buffer."""
+        self._transport_paused = True
+        self._update_pause()
+
+    def resume_writing(self) -> None:
+        self._transport_paused = False
+        self._check_output()
+
+    def delivered(self, size: int) -> None:
+        """A consumer sent `size` bytes. Every quarter of max_write_buffer they
+        are written out at once, not at the end of the loop turn, so the
+        transport can push back (pause_writing) in the middle of a queue's
+        dispatch of a large credit."""
+        self._unflushed += size
+        if self._unflushed >= self._write_chunk:
+            self._flush()
+            self._check_output()
+
+    @property
+    def buffered_bytes(self) -> int:
+        """What this connection holds for its client, in the transport and the engine."""
+        in_transport = self.transport.get_write_buffer_size() if self.transport is not None else 0
+        return in_transport + self.engine.output_bytes
+
+    def _check_output(self) -> None:
+        limit = self.node.config.max_write_buffer
+        held = self.engine.output_bytes
+        if held > limit:
+            self._holding_too_much = True
+        elif self._holding_too_much and held <= limit // 2:
+            self._holding_too_much = False
+        self._update_pause()
+
+    def _update_pause(self) -> None:
+        paused = self._transport_paused or self._holding_too_much
+        if paused == self.writing_paused or self._closed:
+            return
+        self.writing_paused = paused
+        for consumer in self._consumers():
+            consumer.pause() if paused else consumer.resume()
+        self.schedule_flush()
+
+    def _consumers(self) -> list[QueueConsumer]:
+        return [link.context for session in self.engine.sessions.values() for link in session.links.values()
+                if isinstance(link.context, QueueConsumer)]  # fmt: skip
+
     def _flush(self) -> None:
         self._flush_scheduled = False
+        self._unflushed = 0
         if self.transport is None or self._closed:
             return
         data = self.engine.data_to_send()

@@ -197,6 +197,11 @@ class QueueConsumer:
         self.link = link
         self.queue = queue
         self.presettled = link.snd_settle_mode == d.SND_SETTLED
+        # While the connection's writes are paused the queue holds this link
+        # at zero credit; the link's own state (engine) keeps what the client
+        # granted, handed back to the queue on resume.
+        self.paused = handler.writing_paused
+        self._echo_owed = False
 
     def deliver(self, queue: Queue, message: QueueMessage) -> None:
         """Send it, even when the link has no credit left: a replicated queue
@@ -225,6 +230,7 @@ class QueueConsumer:
         if message.acquired:
             metrics.redelivered += 1
         self.handler.schedule_flush()
+        self.handler.delivered(len(payload))
 
     def credit_reply(self, delivery_count: int, credit: int, available: int, drain: bool) -> None:
         link = self.link
@@ -237,8 +243,30 @@ class QueueConsumer:
         self.handler.schedule_flush()
 
     def on_flow(self, drain: bool, echo: bool) -> None:
+        if self.paused:  # the link keeps the new state; the queue gets it on resume
+            self._echo_owed = self._echo_owed or echo
+            return
         link = self.link
         self.queue.credit(self, link.delivery_count, link.link_credit, drain, echo)
+
+    def pause(self) -> None:
+        """The client does not read: the queue stops feeding this link (no
+        FLOW goes to the client; its credit stands)."""
+        if self.paused:
+            return
+        self.paused = True
+        link = self.link
+        if not (link.detach_sent or link.detach_received):
+            self.queue.credit(self, link.delivery_count, 0, False, False)
+
+    def resume(self) -> None:
+        if not self.paused:
+            return
+        self.paused = False
+        link = self.link
+        if not (link.detach_sent or link.detach_received):
+            echo, self._echo_owed = self._echo_owed, False
+            self.queue.credit(self, link.delivery_count, link.link_credit, link.drain, echo)
 
     def on_settled(self, deliveries: list[Delivery]) -> None:
         """Client settlements, already in delivery-id order; consecutive ones
