@@ -289,7 +289,28 @@ class ConnectionHandler(asyncio.Protocol):
             self.engine.close(Condition.UNAUTHORIZED_ACCESS,
                               f"access to vhost '{vhost_name}' refused for user '{self.user}'")  # fmt: skip
             return
+        refusal = self._over_connection_limit(vhost)
+        if refusal is not None:
+            self.engine.close(Condition.RESOURCE_LIMIT_EXCEEDED, refusal)
+            return
         self.vhost = vhost
+
+    def _over_connection_limit(self, vhost: Any) -> str | None:
+        """The refusal, as RabbitMQ words it, when the vhost's or the user's
+        max-connections limit (metadata; negative: none) is reached. Counted
+        over this node's open connections: the node does not track the
+        connections of the other members."""
+        projections = self.node.projections
+        vhost_limit = projections.limit("vhost", vhost.name, "max-connections")
+        user_limit = projections.limit("user", self.user or "", "max-connections")
+        if vhost_limit is not None and vhost_limit >= 0:
+            if sum(1 for c in self.node.connections if c.vhost is vhost) >= vhost_limit:
+                return (f"access to vhost '{vhost.name}' refused for user '{self.user}': "
+                        f"vhost connection limit ({vhost_limit}) is reached")  # fmt: skip
+        if user_limit is not None and user_limit >= 0:
+            if sum(1 for c in self.node.connections if c.vhost is not None and c.user == self.user) >= user_limit:
+                return f"connection refused for user '{self.user}': user connection limit ({user_limit}) is reached"
+        return None
 
     def _on_attach(self, link: Any, attach: Any) -> None:
         try:

@@ -198,11 +198,12 @@ class ManagementAPI:
         self._timer: Periodic | None = None
 
     def application(self) -> web.Application:
+        from node.http import limit_routes as http_limits
         from node.http import node_routes as http_node  # they import this module
         from node.http import topology_routes as http_topology
 
         app = web.Application(middlewares=[self._middleware])
-        for method, path, handler in http_node.ROUTES + http_topology.ROUTES:
+        for method, path, handler in http_node.ROUTES + http_topology.ROUTES + http_limits.ROUTES:
             app.router.add_route(method, path, handler)
         app[API] = self
         return app
