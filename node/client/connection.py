@@ -43,7 +43,7 @@ class ConnectionHandler(asyncio.Protocol):
             container_id=cfg.node_name,
             max_frame_size=cfg.max_frame_size,
             # as RabbitMQ 4: at most session_max sessions, so channels 0 .. session_max - 1 [2.7.1]
-            channel_max=min(cfg.channel_max, cfg.session_max - 1),
+            channel_max=max(0, min(cfg.channel_max, cfg.session_max - 1)),
             idle_timeout=cfg.idle_timeout or None,
             handle_max=cfg.handle_max,
         )
