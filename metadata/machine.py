@@ -290,7 +290,7 @@ def _remove_member(state: MetadataState, cmd: c.RemoveMember) -> Outcome:
     return state.replace(members=state.members.discard(cmd.node)), OK, (fx.MemberRemoved(cmd.node),)
 
 
-def _noop(state: MetadataState, cmd: c.Noop) -> Outcome:
+def _fence(state: MetadataState, cmd: c.Fence) -> Outcome:
     return state, OK, ()
 
 
@@ -326,7 +326,7 @@ _HANDLERS: dict[type, Callable[[MetadataState, Any], Outcome]] = {
     c.EnableFeatureFlag: _enable_feature_flag,
     c.AddMember: _add_member,
     c.RemoveMember: _remove_member,
-    c.Noop: _noop,
+    c.Fence: _fence,
     c.Bootstrap: _bootstrap,
     c.SetQueueReplicas: topology.set_queue_replicas,
     c.SetLimit: _set_limit,

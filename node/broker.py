@@ -18,6 +18,7 @@ from node import __version__
 from node.client.connection import ConnectionHandler, server_properties
 from node.cluster.alarm_gossip import AlarmGossip
 from node.cluster.cluster import Cluster, ClusterError
+from node.cluster.kv import KeyValueMachine
 from node.cluster.machine import ClusterMachine, announce_member, local_flags
 from node.config import Config
 from node.http import prometheus
@@ -35,7 +36,7 @@ from node.vhosts.quorum_groups import QuorumQueues
 from node.vhosts.remote_queue import QueueService, RemoteQueue
 from node.vhosts.vhost import VHost
 from queues.classic import ClassicQueue, MemoryPersistence, StorePersistence
-from queues.quorum_queue import QuorumQueue
+from queues.quorum.queue import QuorumQueue
 from routing.users import Authenticator, hash_password
 from storage.group_commit import GroupCommitter
 from storage.message_store import MessageStore
@@ -102,8 +103,10 @@ class Broker:
         if cfg.grpc_port < 0:
             raise ValueError("grpc_port < 0: the metadata store needs the cluster port (0 picks a free one)")
         try:
-            # the metadata machine and the key-value probe, side by side (node/cluster/machine.py)
-            self.cluster_machine = ClusterMachine(metadata=self.metadata_machine)
+            # the metadata machine, and with --enable-test-faults the cluster tests' key-value
+            # probe beside it (node/cluster/machine.py)
+            probe = KeyValueMachine() if cfg.enable_test_faults else None
+            self.cluster_machine = ClusterMachine(metadata=self.metadata_machine, kv=probe)
             self.cluster = Cluster.from_config(cfg, self.cluster_machine)
             await self.cluster.start()
             self.owners.node_id = self.cluster.node_id

@@ -6,6 +6,8 @@
         optionally over mutual TLS
       - one PeerLink per peer (raft/grpc_link.py): our outbound stream,
         reconnected with backoff, a new epoch per stream
+      - InboundStreams (raft/grpc_inbound.py): the peers' streams to us, at
+        most one per peer, the one of the highest epoch
       - per-peer send queues sealed into ONE Frame per peer per loop turn
       - the `before_flush` gate for the durable journal, the `partition` switch
     GroupTransport (one per Raft group, raft/grpc_group.py, re-exported here)
@@ -77,8 +79,9 @@ from dataclasses import dataclass
 
 import grpc
 
-from .grpc_auth import MD_LAST_EPOCH, AuthError, TlsConfig, check_metadata
+from .grpc_auth import TlsConfig
 from .grpc_group import GroupTransport
+from .grpc_inbound import InboundStreams, Servicer
 from .grpc_link import PeerLink
 from .proto import cluster_pb2, cluster_pb2_grpc
 
@@ -121,31 +124,6 @@ class TransportStats:
     connect_failures: int = 0
     timeouts: int = 0  # streams dropped by the watchdog
     entries_held_back: int = 0  # AppendEntries with entries not sent to a peer too far behind (grpc_group.py)
-
-
-class _Inbound:
-    """A peer's stream to us: the only one from that peer whose frames are dispatched."""
-
-    __slots__ = ("accepted", "context", "epoch", "killed", "last_recv", "last_sent", "peer", "pinging")
-
-    def __init__(self, peer: str, epoch: int, context: grpc.aio.ServicerContext, now: float) -> None:
-        self.peer = peer
-        self.epoch = epoch
-        self.context = context
-        self.killed: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-        self.last_recv = now
-        self.last_sent = now
-        self.accepted = False
-        self.pinging = False
-
-    def kill(self, reason: str) -> None:
-        """End the stream (cancelling the handler task would not end the RPC)."""
-        if not self.killed.done():
-            self.killed.set_result(reason)
-
-
-class _BadFrame(Exception):
-    pass
 
 
 class NodeTransport:
@@ -196,8 +174,7 @@ class NodeTransport:
         self._groups_by_peer: dict[str, set[GroupTransport]] = {}
         self._pinned: set[str] = set()
         self._links: dict[str, PeerLink] = {}
-        self._inbound: dict[str, _Inbound] = {}
-        self._inbound_epoch: dict[str, int] = {}  # last accepted epoch per sender
+        self.inbound = InboundStreams(self)  # the peers' streams to us (grpc_inbound.py)
         self._partitioned: set[str] = set()
         self._dirty: list[PeerLink] = []
         self._flush_scheduled = False
@@ -219,7 +196,7 @@ class NodeTransport:
                 ("grpc.so_reuseport", 0),
             ]
         )
-        cluster_pb2_grpc.add_ClusterServicer_to_server(_Servicer(self), self._server)
+        cluster_pb2_grpc.add_ClusterServicer_to_server(Servicer(self.inbound), self._server)
         try:
             if self._tls is not None:
                 # Read the PEM files once, now, so a bad path fails start() and not a later addNode.
@@ -251,9 +228,7 @@ class NodeTransport:
         links = list(self._links.values())
         self._links.clear()
         await asyncio.gather(*(link.close() for link in links), return_exceptions=True)
-        for s in self._inbound.values():
-            s.kill("node shutting down")
-        self._inbound.clear()
+        self.inbound.close_all("node shutting down")
         await asyncio.sleep(0)  # let the handlers send their status
         if self._server is not None:
             await self._server.stop(grace=None)
@@ -302,8 +277,7 @@ class NodeTransport:
 
     def epoch_from(self, peer: str) -> int | None:
         """Epoch of `peer`'s current stream to us (None when there is none)."""
-        s = self._inbound.get(peer)
-        return s.epoch if s is not None else None
+        return self.inbound.epoch_from(peer)
 
     def reset_peer(self, peer: str) -> None:
         """Drop our stream to `peer` now; it comes back with a new epoch."""
@@ -380,9 +354,7 @@ class NodeTransport:
             link = self._links.get(peer)
             if link is not None:
                 link.kill("partitioned")
-            inbound = self._inbound.pop(peer, None)
-            if inbound is not None:
-                inbound.kill("partitioned")
+            self.inbound.cut(peer, "partitioned")
 
     def heal(self, peers: Iterable[str] | None = None) -> None:
         """Undo `partition` for `peers` (default: all)."""
@@ -505,68 +477,6 @@ class NodeTransport:
 
     # -- receiving --------------------------------------------------------------------
 
-    async def _serve(self, context: grpc.aio.ServicerContext) -> None:
-        assert self.node_id is not None
-        try:
-            peer, epoch = check_metadata(self._secret, self.node_id, context.invocation_metadata() or ())
-        except AuthError as e:
-            self.stats.auth_failures += 1
-            log.warning("refused a cluster stream from %s: %s", context.peer(), e)
-            await context.abort(grpc.StatusCode.UNAUTHENTICATED, str(e))
-        if peer == self.node_id:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "stream from a node with this node's id")
-        if peer in self._partitioned:
-            self.stats.partition_refusals += 1
-            await context.abort(grpc.StatusCode.UNAVAILABLE, "partitioned")
-        last = self._inbound_epoch.get(peer, 0)
-        if epoch <= last:
-            self.stats.stale_streams += 1
-            await context.abort(
-                grpc.StatusCode.FAILED_PRECONDITION,
-                f"stale epoch {epoch}, last accepted {last}",
-                trailing_metadata=((MD_LAST_EPOCH, str(last)),),
-            )
-        self._inbound_epoch[peer] = epoch
-        old = self._inbound.pop(peer, None)
-        if old is not None:
-            old.kill(f"superseded by epoch {epoch}")
-        me = self._inbound[peer] = _Inbound(peer, epoch, context, self._clock())
-        reader: asyncio.Task | None = None
-        try:
-            await context.write(Frame(epoch=epoch))
-            me.accepted = True
-            me.last_sent = self._clock()
-            reader = asyncio.get_running_loop().create_task(self._read_frames(me))
-            await asyncio.wait({reader, me.killed}, return_when=asyncio.FIRST_COMPLETED)
-            if me.killed.done():
-                reader.cancel()
-                await asyncio.gather(reader, return_exceptions=True)
-                await context.abort(grpc.StatusCode.UNAVAILABLE, me.killed.result())
-            try:
-                reader.result()
-            except _BadFrame as e:
-                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
-        finally:
-            if reader is not None and not reader.done():
-                reader.cancel()
-            if self._inbound.get(peer) is me:
-                del self._inbound[peer]
-            if me.accepted:
-                self._peer_down(peer)
-
-    async def _read_frames(self, me: _Inbound) -> None:
-        context = me.context
-        while True:
-            frame = await context.read()
-            if frame is grpc.aio.EOF:
-                return
-            me.last_recv = self._clock()
-            if frame.epoch != me.epoch:
-                raise _BadFrame(f"frame epoch {frame.epoch} on a stream of epoch {me.epoch}")
-            if me.killed.done():
-                return  # superseded, partitioned or silent: deliver nothing more
-            self._dispatch(me.peer, frame)
-
     def _dispatch(self, peer: str, frame: Frame) -> None:
         stats = self.stats
         stats.frames_received += 1
@@ -606,31 +516,4 @@ class NodeTransport:
                     assert link.epoch is not None
                     link.push(Frame(epoch=link.epoch), 0)
                     link.last_sent = now
-            for s in list(self._inbound.values()):
-                if now - s.last_recv > opts.dead_after:
-                    self.stats.timeouts += 1
-                    log.info(
-                        "stream from %s (epoch %d): nothing received for %.1fs", s.peer, s.epoch, now - s.last_recv
-                    )
-                    self._inbound.pop(s.peer, None)
-                    s.kill("nothing received")
-                elif s.accepted and not s.pinging and now - s.last_sent >= opts.ping_interval:
-                    s.pinging = True
-                    self._spawn(self._ping(s), "warren-transport-ping")
-
-    async def _ping(self, s: _Inbound) -> None:
-        try:
-            await s.context.write(Frame(epoch=s.epoch))
-            s.last_sent = self._clock()
-        except Exception:
-            pass  # the stream is ending; its handler sees why
-        finally:
-            s.pinging = False
-
-
-class _Servicer(cluster_pb2_grpc.ClusterServicer):
-    def __init__(self, transport: NodeTransport) -> None:
-        self._transport = transport
-
-    async def Stream(self, request_iterator, context):  # noqa: N802 (gRPC method name)
-        await self._transport._serve(context)
+            self.inbound.check(now)

@@ -5,7 +5,7 @@ import ast
 from pathlib import Path
 
 FORBIDDEN = {"asyncio", "socket", "grpc", "uvloop", "selectors", "ssl", "threading"}
-CORE = Path(__file__).resolve().parents[1] / "node" / "amqp"
+CORE = Path(__file__).resolve().parents[1] / "amqp"
 
 
 def imported_modules(path: Path) -> set[str]:

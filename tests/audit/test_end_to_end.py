@@ -4,16 +4,12 @@ and end, `warren ctl export_snapshots`, then both Spark jobs."""
 
 from __future__ import annotations
 
-import sys
 import time
-from pathlib import Path
 
 import pytest
+from cluster_procs import ClusterProcesses
 from proton import Message
 from proton.utils import BlockingConnection
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cluster"))
-from cluster_procs import ClusterProcesses  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

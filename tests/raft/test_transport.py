@@ -338,7 +338,7 @@ def test_a_sender_whose_clock_went_back_jumps_past_the_last_epoch():
     async def main():
         async with nodes(2, connect=False) as (a, b):
             a._epoch_clock = lambda: 1  # a restarted with a clock far in the past...
-            b._inbound_epoch[a.node_id] = 10**18  # ...after an earlier run b remembers
+            b.inbound.last_epoch[a.node_id] = 10**18  # ...after an earlier run b remembers
             a.add_peer(b.node_id)
             await until(lambda: a.is_connected(b.node_id))
             assert a.epoch_to(b.node_id) > 10**18

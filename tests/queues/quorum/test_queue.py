@@ -1,0 +1,135 @@
+"""queues/quorum/queue.py as its Raft group's machine, without Raft: the
+records a group would commit are applied in order, as pysyncobj does."""
+
+from __future__ import annotations
+
+from queues import quorum as qq
+from queues.base import Outcome, QueueMessage
+from queues.quorum import Publish
+from queues.quorum.queue import QuorumQueue
+from raft.status import ProposalOutcome
+
+
+class Host:
+    """The node services a quorum queue uses: bodies in a dict, the clock fixed."""
+
+    node_id = "n1"
+    incarnation = "n1#1"
+
+    def __init__(self):
+        self.blobs: dict[bytes, bytes] = {}
+        self.proposed: list = []
+        self.soon: list = []
+
+    def submit(self, group, record, callback=None):
+        self.proposed.append((record, callback))
+        return True
+
+    def is_leader(self, group):
+        return True
+
+    def leader_of(self, group):
+        return "n1"
+
+    def put_blob(self, group, key, value):
+        self.blobs[key] = value
+
+    def get_blob(self, group, key):
+        return self.blobs.get(key)
+
+    def delete_blobs(self, group, below=None):
+        for key in [k for k in self.blobs if below is None or k < below]:
+            del self.blobs[key]
+
+    def sync(self):
+        pass
+
+    def after_durable(self, fn):
+        fn()
+
+    def call_soon(self, fn):
+        self.soon.append(fn)  # run by the test: the end of the loop turn
+
+    # the vhost's part
+    def now_ms(self):
+        return 1000
+
+    def call_later(self, delay, fn):
+        class Handle:
+            def cancel(self):
+                pass
+
+        return Handle()
+
+    def dead_letter(self, queue, message, reason):
+        pass
+
+
+def make() -> tuple[QuorumQueue, Host]:
+    host = Host()
+    return QuorumQueue("/", "q", {"x-queue-type": "quorum"}, ("n1",), host=host, quorum_host=host, group="g"), host
+
+
+def batch(n: int, seq: int) -> Publish:
+    return Publish(tuple([f"m{i}".encode(), True, None, "", ["q"], i, None] for i in range(n)), 1000, "n1#1", seq)
+
+
+def test_a_batch_proposed_twice_is_applied_once_and_answered_alike():
+    queue, _ = make()
+    first = queue.apply(batch(3, 1), 1)
+    assert queue.message_count == 3
+    again = queue.apply(batch(3, 1), 2)  # the leader changed: the proposer could not know it was committed
+    assert queue.message_count == 3
+    assert [(c.correlations, c.outcome) for c in again] == [(c.correlations, c.outcome) for c in first
+                                                            if isinstance(c, qq.Confirm)]  # fmt: skip
+    # a later batch applied before an earlier one's retry: both count once
+    queue.apply(batch(2, 3), 3)
+    queue.apply(batch(2, 2), 4)
+    queue.apply(batch(2, 3), 5)
+    assert queue.message_count == 7
+
+
+def test_the_snapshot_keeps_what_was_applied_and_the_bodies_stay_outside():
+    queue, host = make()
+    queue.apply(batch(5, 1), 1)
+    data = queue.snapshot()
+    assert b"m4" not in data  # bodies live beside the journal, not in the snapshot
+    copy, _ = make()
+    copy.restore(data)
+    assert copy.state == queue.state and copy.message_count == 5
+    assert copy.apply(batch(5, 1), 2) and copy.message_count == 5  # still recognised after the restore
+
+
+def test_publishes_are_confirmed_once_the_batch_is_applied():
+    queue, host = make()
+    outcomes = []
+    for i in range(3):
+        queue.publish(QueueMessage(0, f"b{i}".encode(), True), outcomes.append)
+    for fn in host.soon:
+        fn()
+    ((record, callback),) = host.proposed  # one record for the loop turn
+    assert isinstance(record, Publish) and len(record.messages) == 3
+    callback(queue.apply(record, 1), ProposalOutcome.SUCCESS)
+    assert outcomes == [Outcome.ACCEPTED] * 3
+
+
+def test_a_snapshot_of_the_queue_before_the_machine_held_the_dedup_tables_restores():
+    from pathlib import Path
+
+    queue, _ = make()
+    queue.restore((Path(__file__).parent / "fixtures" / "queue_snapshot_v0.bin").read_bytes())
+    assert queue.message_count == 5 and queue.unacked_count == 1
+    again = Publish(tuple([f"m3.{i}".encode(), True, None, "", ["q"], i, None] for i in range(2)), 1000, "n1#1/1", 3)
+    assert [(c.correlations, c.outcome) for c in queue.apply(again, 7)] == [((0, 1), Outcome.ACCEPTED)]
+    assert queue.message_count == 5
+    # pysyncobj replays an entry it applied already: answered alike, nothing applied
+    assert [(c.correlations, c.outcome) for c in queue.apply(again, 7)] == [((0, 1), Outcome.ACCEPTED)]
+    assert queue.apply(qq.Purge(), 7) == [] and queue.message_count == 5
+
+
+def test_bodies_are_stored_for_new_batches_only():
+    queue, host = make()
+    queue.apply(batch(2, 1), 1)
+    queue.apply(batch(2, 1), 2)  # the same batch again
+    assert sorted(host.blobs) == [qq.msg_id(1, 0).to_bytes(8, "big"), qq.msg_id(1, 1).to_bytes(8, "big")]
+    assert queue.body(qq.msg_id(1, 1)) is not None and queue.body(qq.msg_id(2, 0)) is None
