@@ -36,6 +36,7 @@ __all__ = [
     "AddVHost",
     "Bind",
     "Bootstrap",
+    "ClearLimit",
     "ClearPermissions",
     "ClearPolicy",
     "DeclareExchange",
@@ -50,6 +51,7 @@ __all__ = [
     "PutUser",
     "RemoveMember",
     "SetQueueReplicas",
+    "SetLimit",
     "SetPermissions",
     "SetPolicy",
     "Unbind",
@@ -295,6 +297,32 @@ class ClearPolicy(MetadataCommand):
     name: str
 
 
+# -- limits --------------------------------------------------------------------
+
+
+@command("metadata.set_limit", version=1)
+@dataclass(frozen=True, slots=True)
+class SetLimit(MetadataCommand):
+    """A vhost or user limit, as RabbitMQ's `set_vhost_limits` and
+    `set_user_limits`: scope "vhost" or "user", limit "max-connections";
+    a negative value means no limit, 0 allows none."""
+
+    idempotency_key: str
+    scope: str
+    name: str
+    limit: str
+    value: int
+
+
+@command("metadata.clear_limit", version=1)
+@dataclass(frozen=True, slots=True)
+class ClearLimit(MetadataCommand):
+    idempotency_key: str
+    scope: str
+    name: str
+    limit: str
+
+
 # -- cluster -------------------------------------------------------------------
 
 
@@ -356,6 +384,7 @@ COMMANDS: tuple[type[MetadataCommand], ...] = (
     AddVHost, DeleteVHost, PutUser, DeleteUser, SetPermissions, ClearPermissions,
     DeclareExchange, DeleteExchange, DeclareQueue, DeleteQueue, Bind, Unbind,
     SetPolicy, ClearPolicy, EnableFeatureFlag, AddMember, RemoveMember, Fence, Bootstrap, SetQueueReplicas,
+    SetLimit, ClearLimit,
 )  # fmt: skip
 
 

@@ -80,6 +80,7 @@ class Projections:
         self.policies: dict[tuple[str, str], PolicyInfo] = {}  # (vhost, name) ->
         self.feature_flags: set[str] = set()
         self.members: dict[str, MemberInfo] = {}
+        self.limits: dict[tuple[str, str, str], int] = {}  # (scope "vhost" | "user", name, limit) -> value
         self.applied_index = 0
         self._waiters: list[tuple[int, int, Callable[[], None]]] = []
         self._order = itertools.count()
@@ -100,6 +101,10 @@ class Projections:
 
     def permission(self, user: str, vhost: str) -> Permission | None:
         return self.permissions.get((user, vhost))
+
+    def limit(self, scope: str, name: str, limit: str) -> int | None:
+        """A vhost's or user's limit; None (or negative) is no limit."""
+        return self.limits.get((scope, name, limit))
 
     # -- the machine's listener hooks --------------------------------------------------
 
@@ -138,6 +143,7 @@ class Projections:
         self.tables.pop(e.name, None)
         self.permissions = {k: v for k, v in self.permissions.items() if k[1] != e.name}
         self.policies = {k: v for k, v in self.policies.items() if k[0] != e.name}
+        self.limits = {k: v for k, v in self.limits.items() if k[:2] != ("vhost", e.name)}
         if self.authenticator is not None:
             self.authenticator.vhost_deleted(e.name)
 
@@ -173,6 +179,7 @@ class Projections:
     def _user_deleted(self, e: fx.UserDeleted) -> None:
         self.users.pop(e.name, None)
         self.permissions = {k: v for k, v in self.permissions.items() if k[0] != e.name}
+        self.limits = {k: v for k, v in self.limits.items() if k[:2] != ("user", e.name)}
         if self.authenticator is not None:
             self.authenticator.delete_user(e.name)
 
@@ -192,6 +199,12 @@ class Projections:
 
     def _policy_cleared(self, e: fx.PolicyCleared) -> None:
         self.policies.pop((e.vhost, e.name), None)
+
+    def _limit_set(self, e: fx.LimitSet) -> None:
+        self.limits[(e.scope, e.name, e.limit)] = e.value
+
+    def _limit_cleared(self, e: fx.LimitCleared) -> None:
+        self.limits.pop((e.scope, e.name, e.limit), None)
 
     def _flag_enabled(self, e: fx.FeatureFlagEnabled) -> None:
         self.feature_flags.add(e.name)
@@ -223,6 +236,8 @@ class Projections:
         fx.MemberAdded: _member_put,
         fx.MemberUpdated: _member_put,
         fx.MemberRemoved: _member_removed,
+        fx.LimitSet: _limit_set,
+        fx.LimitCleared: _limit_cleared,
     }
 
     # -- wholesale rebuild -------------------------------------------------------------
@@ -236,6 +251,7 @@ class Projections:
         self.permissions = {k: Permission(p.configure, p.write, p.read) for k, p in state.permissions.items()}
         self.feature_flags = set(state.feature_flags)
         self.members = {m.node: MemberInfo(m.node, m.version, m.supported_flags) for m in state.members.values()}
+        self.limits = {k: x.value for k, x in state.limits.items()}
         if self.authenticator is not None:
             self._sync_authenticator(self.authenticator)
 

@@ -27,6 +27,7 @@ from node.http.formats import DEFAULT_VHOST_DESCRIPTION
 from node.ops import snapshot_export
 from node.ops.alarms import Alarms
 from node.ops.metrics import NodeMetrics
+from node.ops.periodic import Periodic
 from node.ops.state_snapshot import SnapshotWriter, collect
 from node.vhosts.definitions import DefinitionsFile
 from node.vhosts.local_queues import LocalQueues, Owners
@@ -53,7 +54,7 @@ class Broker:
         # users and permissions come from the metadata (the projections keep this in step)
         self.auth = Authenticator(config.anonymous_user, config.loopback_users)
         self._server: asyncio.base_events.Server | None = None
-        self._alarm_timer: asyncio.TimerHandle | None = None
+        self.alarm_check: Periodic | None = None
         self.store: MessageStore | None = None
         self.committer: GroupCommitter | None = None
         self.amqp_port = config.amqp_port
@@ -97,7 +98,8 @@ class Broker:
         self.alarms = Alarms(cfg.data_dir, cfg.memory_high_watermark, cfg.disk_free_limit, self._alarm_changed)
         self.definitions = DefinitionsFile(self)
         self._recovered = self.store.recover()
-        self._check_alarms()
+        self.alarm_check = Periodic(self.loop, cfg.alarm_check_interval, self.alarms.check, "the resource alarm check")
+        self.alarm_check.start()
         if cfg.grpc_port < 0:
             raise ValueError("grpc_port < 0: the metadata store needs the cluster port (0 picks a free one)")
         try:
@@ -174,8 +176,8 @@ class Broker:
         if self.snapshots is not None:
             await self.snapshots.stop()
             self.snapshots = None
-        if self._alarm_timer is not None:
-            self._alarm_timer.cancel()
+        if self.alarm_check is not None:
+            self.alarm_check.stop()
         self.management.stop_sampling()
         for runner in (self._http_runner, self._metrics_runner):
             if runner is not None:
@@ -269,10 +271,6 @@ class Broker:
         return server_properties(self.config)
 
     # ------------------------------------------------------------ alarms
-
-    def _check_alarms(self) -> None:
-        self.alarms.check()
-        self._alarm_timer = self.loop.call_later(self.config.alarm_check_interval, self._check_alarms)
 
     def _alarm_changed(self, active: bool) -> None:
         if self.alarm_gossip is not None:

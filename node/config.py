@@ -25,9 +25,15 @@ class Config:
     loopback_users: list[str] = field(default_factory=lambda: ["guest"])  # as in RabbitMQ
     max_frame_size: int = 131072
     channel_max: int = 2047
-    handle_max: int = 255
+    session_max: int = 64  # sessions per connection (RabbitMQ 4's session_max_per_connection); caps channel_max
+    handle_max: int = 255  # links per session: handles 0 .. handle_max
     max_message_size: int = 16 * 1024 * 1024  # RabbitMQ 4's default
     idle_timeout: float = 60.0
+    handshake_timeout: float = 10.0  # seconds from accept to the client's OPEN, SASL included (as RabbitMQ); 0: none
+    max_connections: int = 0  # connections on this node, 0 = unlimited (RabbitMQ's connection_max is infinity)
+    # bytes a connection may buffer for its client (socket writer, pending frames, transfers held
+    # by the client's session window) before its consumers stop being fed; they resume below half
+    max_write_buffer: int = 1024 * 1024
     session_window: int = 400  # transfer frames a session may have in flight to us
     publisher_credit: int = 256  # link credit granted to publishers
     max_unconfirmed: int = 512  # per publisher link: no more credit beyond this

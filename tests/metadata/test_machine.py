@@ -226,6 +226,8 @@ def _every_command(state: MetadataState):
         c.Unbind(k(), "v", "x", "queue", "q", "a.#"),
         c.SetPolicy(k(), "v", "p", ".*", definition={"max-length": 3}),
         c.ClearPolicy(k(), "v", "p"),
+        c.SetLimit(k(), "vhost", "v", "max-connections", 10),
+        c.ClearLimit(k(), "vhost", "v", "max-connections"),
         c.DeleteQueue(k(), "v", "q"),
         c.DeleteExchange(k(), "v", "x"),
         c.EnableFeatureFlag(k(), "credit_api_v2"),
