@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 import uvloop
 from mgmt_client import Api, NodeProcess
+from raw_client import RawClient
 
 from metadata import commands as mc
 from node.broker import Broker
@@ -179,3 +180,18 @@ def node_process(tmp_path_factory):
     p = NodeProcess(tmp_path_factory.mktemp("ctl-node"))
     yield p
     p.stop()
+
+
+@pytest.fixture
+def raw_clients():
+    """`raw_clients(broker, **kw)` connects a RawClient (tests/support/raw_client.py); all closed at teardown."""
+    clients: list[RawClient] = []
+
+    def make(broker, **kw) -> RawClient:
+        c = RawClient(broker.port, **kw)
+        clients.append(c)
+        return c
+
+    yield make
+    for c in clients:
+        c.close()

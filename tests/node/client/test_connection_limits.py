@@ -13,27 +13,11 @@ from proton import Message
 from proton.handlers import MessagingHandler
 from proton.reactor import Container
 from proton.utils import BlockingConnection, LinkDetached
-from raw_client import RawClient
 
 from amqp import definitions as d
 from amqp import events as ev
 from amqp.errors import Condition
 from amqp.message import Message as WireMessage
-
-
-@pytest.fixture
-def raw_clients():
-    clients: list[RawClient] = []
-
-    def make(broker, **kw) -> RawClient:
-        c = RawClient(broker.port, **kw)
-        clients.append(c)
-        return c
-
-    yield make
-    for c in clients:
-        c.close()
-
 
 # ---------------------------------------------------------------- idle timeout
 

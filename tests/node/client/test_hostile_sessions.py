@@ -4,26 +4,9 @@ default) and `handle_max` + 1 links per session, however the frames arrive."""
 
 from __future__ import annotations
 
-import pytest
-from raw_client import RawClient
-
 from amqp import definitions as d
 from amqp.errors import Condition
 from amqp.framing import encode_frame
-
-
-@pytest.fixture
-def raw_clients():
-    clients: list[RawClient] = []
-
-    def make(broker, **kw) -> RawClient:
-        c = RawClient(broker.port, **kw)
-        clients.append(c)
-        return c
-
-    yield make
-    for c in clients:
-        c.close()
 
 
 def _begin() -> d.Begin:
