@@ -36,10 +36,14 @@ def check_password(password: str, stored: str) -> bool:
 
 
 def is_loopback(host: str) -> bool:
+    """True for 127.0.0.0/8, ::1 and their IPv4-mapped IPv6 form
+    (::ffff:127.0.0.1, what a dual-stack listener reports for an IPv4 peer)."""
     try:
-        return ipaddress.ip_address(host.split("%")[0]).is_loopback
+        ip = ipaddress.ip_address(host.split("%")[0])
     except ValueError:
         return host == "localhost"
+    mapped = getattr(ip, "ipv4_mapped", None)
+    return (mapped or ip).is_loopback
 
 
 @dataclass
