@@ -28,6 +28,7 @@ from queues.classic import ClassicQueueConfig, QueueArgumentError
 from queues.quorum import QueueArgumentError as QuorumArgumentError
 from queues.quorum import QuorumConfig
 from routing.errors import InvalidArgument, NotFound, PreconditionFailed, RoutingError
+from routing.exchange_types import Headers
 from routing.table import RoutingTable
 
 log = logging.getLogger("warren.vhost")
@@ -186,7 +187,9 @@ class VHost:
 
     # ------------------------------------------------------------ routing
 
-    def route(self, exchange: str, routing_key: str, headers: dict | None) -> list[Queue]:
+    def route(self, exchange: str, routing_key: str, headers: Headers) -> list[Queue]:
+        """`headers`: the application-properties, or a function that decodes
+        them when a headers exchange needs them."""
         names = self.routing.route(exchange, routing_key, headers)
         return [self.queues[n] for n in names if n in self.queues]
 
