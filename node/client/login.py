@@ -17,7 +17,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from routing.users import Authenticator
+from routing.users import Authenticator, hash_password
 
 
 class LoginsBusy(Exception):
@@ -126,6 +126,10 @@ class LoginService:
         if name is None:
             self.delays.failed(peer)
         return name
+
+    async def hash_password(self, password: str) -> str:
+        """A new stored hash for `password`, computed off the loop as well."""
+        return await asyncio.get_running_loop().run_in_executor(self._executor, hash_password, password)
 
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)

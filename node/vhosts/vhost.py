@@ -22,6 +22,7 @@ from typing import Any
 from amqp.errors import Condition
 from amqp.types import Symbol, Timestamp
 from metadata import commands as mc
+from metadata import limits
 from node.vhosts.metadata_store import new_key as mc_key
 from queues.base import Queue, QueueMessage
 from queues.classic import ClassicQueueConfig, QueueArgumentError
@@ -73,6 +74,7 @@ class VHost:
         """Returns (queue, created). Redeclaring with other properties fails
         with precondition-failed, as in RabbitMQ."""
         arguments = dict(arguments or {})
+        _check_arguments("queue", arguments, queue=True)
         qtype = arguments.get("x-queue-type", "classic")
         if not name:
             name = f"amq.gen-{uuid.uuid4().hex[:22]}"  # server-named
@@ -148,6 +150,7 @@ class VHost:
     async def declare_exchange(self, name: str, type: str = "direct", durable: bool = True,
                                auto_delete: bool = False, internal: bool = False,
                                arguments: dict | None = None) -> bool:  # fmt: skip
+        _check_arguments("exchange", arguments)
         return await self.node.metadata.created(mc.DeclareExchange(
             mc_key(), self.name, name, str(type), durable, auto_delete, internal, dict(arguments or {})))  # fmt: skip
 
@@ -159,6 +162,7 @@ class VHost:
 
     async def bind(self, source: str, kind: str, destination: str, key: str = "",
                    arguments: dict | None = None) -> bool:  # fmt: skip
+        _check_arguments("binding", arguments)
         return await self.node.metadata.created(mc.Bind(mc_key(), self.name, source, str(kind), destination, key,
                                                         dict(arguments or {})))  # fmt: skip
 
@@ -266,3 +270,12 @@ class VHost:
 
     def call_later(self, delay_s: float, fn: Callable[[], None]) -> Any:
         return self.node.loop.call_later(delay_s, fn)
+
+
+def _check_arguments(what: str, arguments: dict | None, queue: bool = False) -> None:
+    """Values out of the ranges RabbitMQ enforces, or that no AMQP type holds,
+    are a bad request (metadata/limits.py), not a failure to encode them."""
+    try:
+        limits.check_arguments(what, arguments, queue)
+    except limits.Invalid as e:
+        raise InvalidArgument(str(e)) from None
