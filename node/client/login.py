@@ -108,12 +108,15 @@ class LoginService:
             raise LoginsBusy(f"{self.pending} logins in progress")
         self.pending += 1
         try:
-            wait = self.delays.wait(peer)
-            if wait > 0:
-                self.delayed += 1
-                await asyncio.sleep(wait)
             attempt = self.auth.plan(mechanism, response)
             if attempt.needs_hash:
+                # Only a login that must be hashed waits: one the cache already
+                # verified proves nothing new, and a client reconnecting with the
+                # right password from an address others abuse (NAT) is not held.
+                wait = self.delays.wait(peer)
+                if wait > 0:
+                    self.delayed += 1
+                    await asyncio.sleep(wait)
                 self.hashing += 1
                 try:
                     attempt.ok = await asyncio.get_running_loop().run_in_executor(self._executor, self.auth.verify,

@@ -153,6 +153,21 @@ def test_failed_logins_delay_the_next_from_the_same_address(broker_factory):
     assert b.call(lambda: b.broker.logins.delayed) == 1
 
 
+def test_a_login_the_cache_answers_is_not_delayed(broker_factory):
+    b = broker_factory(login_failure_delay=0.05, login_failure_delay_max=0.2)
+    b.add_user("alice", "secret")
+    ok = SaslOnly(b.port, "alice", "secret")
+    assert ok.outcome() == d.SASL_OK
+    ok.close()
+    wrong = SaslOnly(b.port, "alice", "wrong")
+    assert wrong.outcome() == d.SASL_AUTH
+    wrong.close()
+    again = SaslOnly(b.port, "alice", "secret")
+    assert again.outcome() == d.SASL_OK
+    again.close()
+    assert b.call(lambda: b.broker.logins.delayed) == 0
+
+
 def test_http_basic_auth_takes_the_same_path(broker_factory):
     b = broker_factory(http_port=0, login_failure_delay=0.05, login_failure_delay_max=0.2)
     api = Api(b.broker.http_port)
