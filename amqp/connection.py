@@ -59,11 +59,16 @@ class Connection:
         sasl_mechanisms: list[str] | None = None,
         require_sasl: bool = True,
         clock: Callable[[], float] = time.monotonic,
+        handle_max: int = 0xFFFFFFFF,
     ):
         self.role = role
         self.container_id = container_id
         self.max_frame_size = max_frame_size
         self.channel_max = channel_max
+        # The handle-max of every session the peer begins, in force from its
+        # BEGIN on: ATTACHes pipelined behind the BEGIN are read before the
+        # application answers it, and must meet the same limit [2.7.2].
+        self.handle_max = handle_max
         self.idle_timeout = idle_timeout  # seconds; we close if the peer is silent this long
         self.sasl_mechanisms = sasl_mechanisms if sasl_mechanisms is not None else ["PLAIN", "ANONYMOUS"]
         self.require_sasl = require_sasl
@@ -92,6 +97,7 @@ class Connection:
         # Server: a SASL init is waiting for the application's outcome; bytes the
         # client pipelined behind it stay buffered until sasl_outcome() [5.3.2].
         self._sasl_paused = False
+        self._input_resumed = False  # see `input_pending`
 
     # ----------------------------------------------------------- I/O boundary
 
@@ -102,6 +108,7 @@ class Connection:
         client pipelined behind its SASL init, once `sasl_outcome()` is given.
         """
         events, self._pending_events = self._pending_events, []
+        self._input_resumed = False
         if self.phase == DONE:
             return events
         if data:
@@ -136,6 +143,20 @@ class Connection:
         self._out = []
         self.last_sent = self.clock()
         return out
+
+    @property
+    def output_bytes(self) -> int:
+        """Bytes due to the peer and not yet taken by `data_to_send()`, plus
+        the transfers its session windows hold back: what this connection
+        buffers for the peer."""
+        return sum(map(len, self._out)) + sum(s.waiting_bytes for s in self.sessions.values())
+
+    @property
+    def input_pending(self) -> bool:
+        """True when bytes the peer already sent wait for `receive_data(b"")`:
+        a client may pipeline its AMQP header and OPEN behind its SASL init, and
+        nothing more may ever arrive to process them [5.3.2]."""
+        return self._input_resumed
 
     @property
     def closed(self) -> bool:
@@ -184,6 +205,7 @@ class Connection:
             code = d.SASL_OK if ok else d.SASL_AUTH
         self._send_frame(0, d.SaslOutcome(code=code), type_=FRAME_SASL)
         self._sasl_paused = False
+        self._input_resumed = ok and self._parser.buffered > 0
         if ok:
             self.sasl_done = True
             self.phase = HDR
@@ -410,6 +432,7 @@ class Connection:
                 )
         else:
             session = Session(self, self._free_channel())
+            session.handle_max = self.handle_max
             self.sessions[session.channel] = session
         session.remote_channel = channel
         session._on_begin(b)

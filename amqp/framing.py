@@ -14,7 +14,7 @@ from typing import Any
 
 from . import codec
 from .definitions import Error
-from .errors import AMQPError, Condition, DecodeError, FramingError
+from .errors import DecodeError, FramingError
 from .fastpath import decode_transfer
 
 AMQP_HEADER = b"AMQP\x00\x01\x00\x00"
@@ -31,15 +31,9 @@ _size = struct.Struct(">I")
 
 @dataclass(slots=True)
 class ProtocolHeader:
+    """The 8 bytes a peer opened with [2.2] (the connection decides whether it speaks them)."""
+
     raw: bytes
-
-    @property
-    def protocol_id(self) -> int:
-        return self.raw[4]
-
-    @property
-    def supported(self) -> bool:
-        return self.raw in (AMQP_HEADER, SASL_HEADER)
 
 
 @dataclass(slots=True)
@@ -59,13 +53,6 @@ def encode_frame(
         buf += payload
     _frame_header.pack_into(buf, 0, len(buf), 2, type_, channel)
     return bytes(buf)
-
-
-def frame_overhead(performative: Any) -> int:
-    """Bytes a frame spends before its payload."""
-    buf = bytearray()
-    performative.encode_into(buf)
-    return 8 + len(buf)
 
 
 HEARTBEAT = b"\x00\x00\x00\x08\x02\x00\x00\x00"
@@ -136,13 +123,6 @@ class FrameParser:
         if not hasattr(performative, "FIELDS"):
             raise DecodeError("frame body is not a performative")
         return Frame(type_, channel, performative, body[after:])
-
-
-def error_condition(exc: Exception) -> tuple[str, str]:
-    """(condition, description) for an exception raised while parsing."""
-    if isinstance(exc, AMQPError):
-        return exc.condition, exc.description or ""
-    return Condition.INTERNAL_ERROR, repr(exc)
 
 
 MAX_DESCRIPTION = 256  # UTF-8 bytes; keeps CLOSE/END/DETACH within a 512-byte frame

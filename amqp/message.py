@@ -6,10 +6,9 @@ A message on the wire is a run of described sections, in this order:
     [ properties? application-properties? body? ]   <- the bare message
     footer?
 
-`Message.from_bytes` only finds where each section starts and ends: it reads
-each section's descriptor and the constructor and size of its value, and
-skips the value by size without decoding it (a 100 MB data section costs the
-same as a 10 byte one). Sections are decoded on first access and cached.
+`Message.from_bytes` only finds where each section starts and ends
+(sections.py): it skips each value by size without decoding it. Sections are
+decoded on first access and cached.
 
 The bare message is immutable once sent [3.2]: the broker forwards its bytes
 exactly as received (they are what a signature in the footer covers), and
@@ -26,11 +25,10 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable, Mapping
-from typing import Any, NamedTuple
+from typing import Any
 
 from . import codec
 from .definitions import (
-    SECTIONS,
     AmqpSequence,
     AmqpValue,
     ApplicationProperties,
@@ -42,200 +40,44 @@ from .definitions import (
     Properties,
 )
 from .errors import DecodeError
+from .sections import (
+    _ANY,
+    _RANK_NAMES,
+    AMQP_SEQUENCE,
+    AMQP_VALUE,
+    APPLICATION_PROPERTIES,
+    BODY,
+    DATA,
+    DELIVERY_ANNOTATIONS,
+    FOOTER,
+    HEADER,
+    MESSAGE_ANNOTATIONS,
+    PROPERTIES,
+    Sizes,
+    _descriptor,
+    _scan,
+    splice,
+)
 
-# Section ranks, in wire order [3.2]. The three body kinds share one rank.
-HEADER, DELIVERY_ANNOTATIONS, MESSAGE_ANNOTATIONS, PROPERTIES, APPLICATION_PROPERTIES, BODY, FOOTER = range(7)
-_RANK_NAMES = (
-    "header", "delivery-annotations", "message-annotations", "properties",
-    "application-properties", "body", "footer",
-)  # fmt: skip
-
-DATA, AMQP_SEQUENCE, AMQP_VALUE = 0x75, 0x76, 0x77  # body section descriptors
-
-_RANK = {0x70: 0, 0x71: 1, 0x72: 2, 0x73: 3, 0x74: 4, 0x75: 5, 0x76: 5, 0x77: 5, 0x78: 6}
-_CODE_BY_NAME = {cls.NAME: cls.CODE for cls in SECTIONS}
-_NAME_BY_CODE = {cls.CODE: cls.NAME.split(":")[1] for cls in SECTIONS} | {0x77: "amqp-value"}
-
-_LISTS = frozenset((0x45, 0xC0, 0xD0))
-_MAPS = frozenset((0xC1, 0xD1))
-_ANY = frozenset(range(256))  # amqp-value: _skip rejects what is no constructor
-# The constructors each section's value may have.
-_ALLOWED = {
-    0x70: _LISTS, 0x71: _MAPS, 0x72: _MAPS, 0x73: _LISTS, 0x74: _MAPS,
-    0x75: frozenset((0xA0, 0xB0)), 0x76: _LISTS, 0x77: _ANY, 0x78: _MAPS,
-}  # fmt: skip
-# descriptor code -> (rank, allowed constructors), a list for the hot path
-_SECTION: list[tuple[int, frozenset[int]] | None] = [None] * 256
-for _code, _rank in _RANK.items():
-    _SECTION[_code] = (_rank, _ALLOWED[_code])
-
-# How to skip a value from its constructor [1.2]: the subcategory (high
-# nibble) fixes the width. >= 0: that many fixed bytes; -1 / -4: a 1 or 4
-# byte size follows; _DESCRIBED: a descriptor and a value follow; _INVALID:
-# not a constructor of AMQP 1.0.
-_INVALID, _DESCRIBED = -9, -8
-_WIDTH = [_INVALID] * 256
-_WIDTH[0x00] = _DESCRIBED
-for _codes, _w in (
-    ((0x40, 0x41, 0x42, 0x43, 0x44, 0x45), 0),
-    ((0x50, 0x51, 0x52, 0x53, 0x54, 0x55, 0x56), 1),
-    ((0x60, 0x61), 2),
-    ((0x70, 0x71, 0x72, 0x73, 0x74), 4),
-    ((0x80, 0x81, 0x82, 0x83, 0x84), 8),
-    ((0x94, 0x98), 16),
-    ((0xA0, 0xA1, 0xA3, 0xC0, 0xC1, 0xE0), -1),
-    ((0xB0, 0xB1, 0xB3, 0xD0, 0xD1, 0xF0), -4),
-):
-    for _c in _codes:
-        _WIDTH[_c] = _w
-del _codes, _w, _c, _code, _rank
+__all__ = [
+    "AMQP_SEQUENCE",
+    "AMQP_VALUE",
+    "APPLICATION_PROPERTIES",
+    "BODY",
+    "DATA",
+    "DELIVERY_ANNOTATIONS",
+    "FOOTER",
+    "HEADER",
+    "MESSAGE_ANNOTATIONS",
+    "PROPERTIES",
+    "Message",
+    "Sizes",
+]
 
 _u32 = struct.Struct(">I").unpack_from
-_u64 = struct.Struct(">Q").unpack_from
 
 _HEADER_FIELDS = frozenset(f.name for f in Header.FIELDS)
 _NO_HEADER = Header()  # the defaults a missing header stands for [3.2.1]
-
-
-class Sizes(NamedTuple):
-    """Encoded size in bytes of each part of a message; 0 when absent."""
-
-    header: int
-    delivery_annotations: int
-    message_annotations: int
-    properties: int
-    application_properties: int
-    body: int
-    footer: int
-    bare: int  # properties through the end of the body
-
-
-# ---------------------------------------------------------------- scanning
-
-
-def _skip(data: bytes, p: int, n: int, depth: int) -> int:
-    """Returns the end of the value at `p` without decoding it."""
-    if p >= n:
-        raise DecodeError("value truncated")
-    c = data[p]
-    w = _WIDTH[c]
-    if w >= 0:
-        end = p + 1 + w
-    elif w == -1:
-        if p + 2 > n:
-            raise DecodeError("value truncated")
-        end = p + 2 + data[p + 1]
-    elif w == -4:
-        if p + 5 > n:
-            raise DecodeError("value truncated")
-        end = p + 5 + _u32(data, p + 1)[0]
-    elif w == _DESCRIBED:
-        if depth >= codec.MAX_NESTING:
-            raise DecodeError("values nested too deeply")
-        return _skip(data, _skip(data, p + 1, n, depth + 1), n, depth + 1)
-    else:
-        raise DecodeError(f"invalid constructor 0x{c:02x} at offset {p}")
-    if end > n:
-        raise DecodeError("value truncated")
-    return end
-
-
-def _descriptor(data: bytes, p: int, n: int) -> tuple[int, int]:
-    """Reads a section descriptor other than smallulong: (code, next pos)."""
-    c = data[p]
-    if c == 0x80:
-        if p + 9 > n:
-            raise DecodeError("section descriptor truncated")
-        code, end = _u64(data, p + 1)[0], p + 9
-    elif c == 0x44:
-        code, end = 0, p + 1
-    elif c in (0xA3, 0xB3):
-        end = _skip(data, p, n, 0)
-        name = bytes(data[p + 2 if c == 0xA3 else p + 5 : end])
-        code = _CODE_BY_NAME.get(name.decode("ascii", "replace"), -1)
-        if code < 0:
-            raise DecodeError(f"section descriptor {name!r} is not a message section [3.2]")
-    else:
-        raise DecodeError(f"a section descriptor is a ulong or a symbol, not constructor 0x{c:02x} [1.5]")
-    if code not in _RANK:
-        raise DecodeError(f"descriptor 0x{code:x} is not a message section [3.2]")
-    return code, end
-
-
-def _order_error(code: int, last: int, last_code: int) -> DecodeError:
-    name = _NAME_BY_CODE[code]
-    if last == FOOTER:
-        return DecodeError(f"{name} section after the footer [3.2]")
-    if code == last_code:
-        if code == AMQP_VALUE:
-            return DecodeError("a body holds at most one amqp-value section [3.2]")
-        return DecodeError(f"more than one {name} section [3.2]")
-    if last == BODY and _RANK[code] == BODY:
-        return DecodeError(f"{name} section in a body of {_NAME_BY_CODE[last_code]} sections [3.2]")
-    return DecodeError(f"{name} section after {_NAME_BY_CODE[last_code]} [3.2]")
-
-
-def _scan(data: bytes) -> tuple[list[int], int]:
-    """Finds the sections of a message.
-
-    Returns (bounds, body_code): the sections of rank r occupy
-    data[bounds[r]:bounds[r + 1]] (empty when absent), and body_code is the
-    descriptor of the body sections, or 0 without a body.
-    """
-    n = len(data)
-    bounds = [0, 0, 0, 0, 0, 0, 0, n]
-    pos = 0
-    last = -1  # rank of the previous section
-    last_code = 0
-    body_code = 0
-    while pos < n:
-        if data[pos]:
-            raise DecodeError(f"expected a described section at offset {pos}, got 0x{data[pos]:02x} [3.2]")
-        if pos + 4 > n:  # 0x00, a descriptor and a value take at least 4 bytes
-            raise DecodeError(f"message section truncated at offset {pos}")
-        if data[pos + 1] == 0x53:  # smallulong: what every client sends
-            code = data[pos + 2]
-            p = pos + 3
-        else:
-            code, p = _descriptor(data, pos + 1, n)
-            if p >= n:
-                raise DecodeError("message section truncated")
-        section = _SECTION[code]
-        if section is None:
-            raise DecodeError(f"descriptor 0x{code:x} is not a message section [3.2]")
-        rank, allowed = section
-        if rank > last:
-            while last < rank:  # ranks skipped over are empty
-                last += 1
-                bounds[last] = pos
-            last_code = code
-            if rank == 5:  # BODY (literals: this loop is the hot path)
-                body_code = code
-        elif rank != 5 or code != last_code or code == 0x77:  # only data and amqp-sequence repeat
-            raise _order_error(code, last, last_code)
-        c = data[p]
-        if c not in allowed:
-            raise DecodeError(f"{_NAME_BY_CODE[code]} section holds constructor 0x{c:02x} [3.2]")
-        # skip the value by its size: _skip inlined for the sized
-        # constructors that all sections but amqp-value have
-        w = _WIDTH[c]
-        if w == -1:
-            if p + 2 > n:
-                raise DecodeError("message section truncated")
-            pos = p + 2 + data[p + 1]
-        elif w == -4:
-            if p + 5 > n:
-                raise DecodeError("message section truncated")
-            pos = p + 5 + _u32(data, p + 1)[0]
-        else:
-            pos = _skip(data, p, n, 0)
-        if pos > n:
-            raise DecodeError("message section truncated")
-    while last < 6:  # FOOTER
-        last += 1
-        bounds[last] = n
-    return bounds, body_code
-
 
 # ---------------------------------------------------------------- quick header and properties
 #
@@ -565,58 +407,12 @@ class Message:
 
     # ------------------------------------------------------------ re-encoding
 
-    def _new_header(self, changes: Mapping[str, Any] | None) -> bytes | None:
-        """The encoded header with `changes`, or None if nothing changes."""
-        if not changes:
-            return None
-        unknown = changes.keys() - _HEADER_FIELDS
-        if unknown:
-            raise TypeError(f"not header fields: {', '.join(sorted(unknown))}")
-        old = self.header
-        base = _NO_HEADER if old is None else old
-        if all(getattr(base, k) == v for k, v in changes.items()):
-            return None
-        new = Header(*(getattr(base, f.name) for f in Header.FIELDS))
-        for k, v in changes.items():
-            setattr(new, k, v)
-        return new.encode()
-
-    def _new_annotations(self, merge: Mapping[Any, Any] | None) -> bytes | None:
-        """The encoded message-annotations with `merge` applied, or None if
-        nothing changes."""
-        if not merge:
-            return None
-        old = self.message_annotations or {}
-        for k, v in merge.items():
-            if k not in old or old[k] != v or type(old[k]) is not type(v):
-                break
-        else:
-            return None
-        new = dict(old)
-        new.update(merge)
-        return MessageAnnotations(new).encode()
-
-    def _splice(self, header: bytes | None, annotations: bytes | None, keep_da: bool) -> tuple[bytes, list[int]]:
-        """New payload: header (new or old), delivery annotations if kept,
-        message annotations (new or old), then the rest unchanged."""
-        b = self._b
-        mv = memoryview(self.payload)
-        h = mv[b[0] : b[1]] if header is None else header
-        da = mv[b[1] : b[2]] if keep_da else b""
-        ma = mv[b[2] : b[3]] if annotations is None else annotations
-        payload = b"".join((h, da, ma, mv[b[3] :]))
-        b1 = len(h)
-        b2 = b1 + len(da)
-        b3 = b2 + len(ma)
-        shift = b3 - b[3]
-        return payload, [0, b1, b2, b3, b[4] + shift, b[5] + shift, b[6] + shift, b[7] + shift]
-
     def with_header(self, **changes: Any) -> Message:
         """This message with header fields changed; self if none changes."""
-        header = self._new_header(changes)
+        header = _new_header(self, changes)
         if header is None:
             return self
-        payload, bounds = self._splice(header, None, True)
+        payload, bounds = splice(self.payload, self._b, header, None, True)
         return Message(payload, bounds, self._bc)
 
     def with_delivery_count(self, n: int) -> Message:
@@ -628,10 +424,10 @@ class Message:
     def with_message_annotations(self, merge: Mapping[Any, Any]) -> Message:
         """This message with `merge` added to its message annotations
         (str keys become symbols [3.2.3]); self if nothing changes."""
-        annotations = self._new_annotations(merge)
+        annotations = _new_annotations(self, merge)
         if annotations is None:
             return self
-        payload, bounds = self._splice(None, annotations, True)
+        payload, bounds = splice(self.payload, self._b, None, annotations, True)
         return Message(payload, bounds, self._bc)
 
     def to_delivery_bytes(
@@ -644,12 +440,12 @@ class Message:
         footer unchanged, and no delivery annotations (they are meant for the
         next hop only [3.2.2]; RabbitMQ drops them too). Returns `payload`
         itself when nothing changes."""
-        header = self._new_header(header_changes)
-        annotations = self._new_annotations(annotations_merge)
+        header = _new_header(self, header_changes)
+        annotations = _new_annotations(self, annotations_merge)
         b = self._b
         if header is None and annotations is None and b[1] == b[2]:
             return self.payload
-        return self._splice(header, annotations, False)[0]
+        return splice(self.payload, self._b, header, annotations, False)[0]
 
     def __repr__(self) -> str:
         b = self._b
@@ -669,3 +465,37 @@ def _body_sections_for(body: Any, kind: str | None) -> list[Any]:
     if kind == "value":
         return [AmqpValue(body)]
     raise ValueError(f"body_kind is data, sequence or value, not {kind!r}")
+
+
+def _new_header(message: Message, changes: Mapping[str, Any] | None) -> bytes | None:
+    """The encoded header of `message` with `changes`, or None if nothing
+    changes (the header is decoded only when there are changes)."""
+    if not changes:
+        return None
+    unknown = changes.keys() - _HEADER_FIELDS
+    if unknown:
+        raise TypeError(f"not header fields: {', '.join(sorted(unknown))}")
+    old = message.header
+    base = _NO_HEADER if old is None else old
+    if all(getattr(base, k) == v for k, v in changes.items()):
+        return None
+    new = Header(*(getattr(base, f.name) for f in Header.FIELDS))
+    for k, v in changes.items():
+        setattr(new, k, v)
+    return new.encode()
+
+
+def _new_annotations(message: Message, merge: Mapping[Any, Any] | None) -> bytes | None:
+    """The encoded message-annotations of `message` with `merge` applied, or
+    None if nothing changes (they are decoded only when there is a merge)."""
+    if not merge:
+        return None
+    old = message.message_annotations or {}
+    for k, v in merge.items():
+        if k not in old or old[k] != v or type(old[k]) is not type(v):
+            break
+    else:
+        return None
+    new = dict(old)
+    new.update(merge)
+    return MessageAnnotations(new).encode()

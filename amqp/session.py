@@ -70,6 +70,7 @@ class Session:
         # (link, None, link state) for a sender's FLOW that must not overtake
         # its link's transfers (it carries a delivery-count that counts them).
         self._waiting: deque[tuple[Link, bytes | None, tuple | None]] = deque()
+        self.waiting_bytes = 0  # the size of the transfer frames in `_waiting`
         self._dispositions: list[tuple[int, bool, bool, Any]] = []  # (id, role, settled, state)
         self._flow_due = False
         self.context: Any = None  # the application's object for this session
@@ -106,6 +107,7 @@ class Session:
             self.begin()
         self.end_sent = True
         self._waiting.clear()
+        self.waiting_bytes = 0
         self._send(End(error=bounded_error(condition, description) if condition else None))
         self.connection._session_end_sent(self)
 
@@ -230,6 +232,7 @@ class Session:
             return  # nothing may follow our CLOSE [2.4.4]
         if self._waiting or self.remote_incoming_window <= 0:
             self._waiting.append((link, frame, None))
+            self.waiting_bytes += len(frame)
             return
         self._spend_outgoing()
         self.connection._out.append(frame)
@@ -242,6 +245,7 @@ class Session:
         out = self.connection._out
         if not self.connection._can_send:
             self._waiting.clear()
+            self.waiting_bytes = 0
             return
         while self._waiting:
             link, frame, held = self._waiting[0]
@@ -252,6 +256,7 @@ class Session:
             if self.remote_incoming_window <= 0:
                 break
             self._waiting.popleft()
+            self.waiting_bytes -= len(frame)
             self._spend_outgoing()
             out.append(frame)
 
@@ -311,6 +316,7 @@ class Session:
             # its held transfers must not follow the DETACH onto an unattached
             # handle; their deliveries are among `unsettled` (or were pre-settled)
             self._waiting = deque(item for item in self._waiting if item[0] is not link)
+            self.waiting_bytes = sum(len(frame) for _, frame, _ in self._waiting if frame is not None)
         self._forget_link_if_done(link)
         link.unsettled_at_detach = unsettled
         return unsettled

@@ -64,15 +64,13 @@ def session(master: str | None = None, app: str = "warren-audit", shuffle_partit
 
 
 def _ship_package(spark: SparkSession) -> None:
-    """Zip audit/ and node/ops/state_snapshot.py for the executors' Python."""
+    """Zip audit/ (stdlib and pyspark only: no part of the node) for the executors' Python."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     path = os.path.join(tempfile.mkdtemp(prefix="warren-audit-"), "warren_audit.zip")
     with zipfile.ZipFile(path, "w") as z:
         for name in sorted(os.listdir(os.path.join(root, "audit"))):
             if name.endswith(".py"):
                 z.write(os.path.join(root, "audit", name), f"audit/{name}")
-        z.writestr("node/__init__.py", "")
-        z.write(os.path.join(root, "node", "state_snapshot.py"), "node/ops/state_snapshot.py")
     spark.sparkContext.addPyFile(path)
 
 

@@ -64,70 +64,14 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import pair  # noqa: E402
 import procs  # noqa: E402
-from quorum import RabbitCluster, WarrenCluster, load_avg, prime, quote  # noqa: E402
+from clusters import RabbitCluster, WarrenCluster, load_avg, prime  # noqa: E402
+from quorum_deep_report import MIB, report  # noqa: E402
+from quorum_deep_sampling import DepthPoller, Prober, Sampler, tree_pids  # noqa: E402
 
-MIB = 1 << 20
 QUEUE = "deep"
 
 
 # --------------------------------------------------------------------------- /proc and disk
-def proc_status(pid: int) -> dict[str, int] | None:
-    """VmRSS, VmHWM, RssAnon, RssFile of a process in bytes; None when it is gone."""
-    out: dict[str, int] = {}
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                key, _, rest = line.partition(":")
-                if key in ("VmRSS", "VmHWM", "RssAnon", "RssFile"):
-                    out[key] = int(rest.split()[0]) * 1024
-    except OSError:
-        return None
-    return out
-
-
-def proc_cpu(pid: int) -> float | None:
-    """User + system CPU seconds of a process."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
-        return None
-
-
-def tree_pids(pid: int) -> list[int]:
-    """pid and all its descendants (from /proc/*/stat ppid)."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        children.setdefault(ppid, []).append(int(entry))
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        out.append(p)
-        todo.extend(children.get(p, []))
-    return out
-
-
-def du(path: str) -> int:
-    """Bytes allocated on disk under path (st_blocks, as du does)."""
-    total = 0
-    for root, _dirs, files in os.walk(path):
-        for name in files:
-            try:
-                total += os.lstat(os.path.join(root, name)).st_blocks * 512
-            except OSError:
-                pass
-    return total
-
-
-# --------------------------------------------------------------------------- brokers
 class _Deep:
     """What both adapters share: their cluster object does the starting and counting."""
 
@@ -233,132 +177,6 @@ class RabbitDeep(_Deep):
 
 
 # --------------------------------------------------------------------------- probes and sampler
-class Prober(threading.Thread):
-    """GET `path` on node i back to back (`pause` s between answers); records
-    (start offset, answer seconds or None on an error)."""
-
-    def __init__(self, broker: Any, i: int, t0: float, stop: threading.Event, pause: float,
-                 path: str = "/api/overview", timeout: float = 300.0):  # fmt: skip
-        super().__init__(daemon=True, name=f"probe-{i}")
-        self.broker, self.i, self.t0, self.stop_event, self.pause = broker, i, t0, stop, pause
-        self.path, self.timeout = path, timeout
-        self.records: list[tuple[float, float | None]] = []
-        self.inflight: float | None = None  # start of the request now waiting
-
-    def run(self) -> None:
-        while not self.stop_event.is_set():
-            if not self.broker.alive(self.i):
-                self.stop_event.wait(0.5)
-                continue
-            start = time.monotonic()
-            self.inflight = start
-            try:
-                self.broker.http_get(self.i, self.path, timeout=self.timeout)
-                took: float | None = time.monotonic() - start
-            except Exception:  # noqa: BLE001  (refused while restarting, a timeout)
-                took = None
-            self.inflight = None
-            self.records.append((round(start - self.t0, 3), None if took is None else round(took, 4)))
-            self.stop_event.wait(self.pause if took is not None else 0.5)
-
-    def waiting(self) -> float:
-        """Age of the request in flight, 0 when none."""
-        start = self.inflight
-        return 0.0 if start is None else time.monotonic() - start
-
-
-class DepthPoller(threading.Thread):
-    """Every `period` s, the queue's depth (ready + unacknowledged) as node i reports it."""
-
-    def __init__(self, broker: Any, i: int, stop: threading.Event, period: float = 1.0):
-        super().__init__(daemon=True, name=f"depth-{i}")
-        self.broker, self.i, self.stop_event, self.period = broker, i, stop, period
-        self.depth: int | None = None
-        self.info: dict = {}
-
-    def run(self) -> None:
-        while not self.stop_event.is_set():
-            if self.broker.alive(self.i):
-                try:
-                    info = self.broker.http_get(self.i, f"/api/queues/%2F/{quote(QUEUE)}", timeout=60)
-                    self.info = info or {}
-                    self.depth = int(info.get("messages", 0) or 0)
-                except Exception:  # noqa: BLE001
-                    self.depth = None
-            else:
-                self.depth = None
-            self.stop_event.wait(self.period)
-
-
-class Sampler(threading.Thread):
-    """Every `interval` s, one record for the whole cluster (see the module docstring)."""
-
-    def __init__(self, broker: Any, t0: float, stop: threading.Event, interval: float,
-                 depth: list[DepthPoller], probes: list[Prober], rss_limit: int, out: Any = None):  # fmt: skip
-        super().__init__(daemon=True, name="sampler")
-        self.broker, self.t0, self.stop_event, self.interval = broker, t0, stop, interval
-        self.depth, self.probes, self.rss_limit, self.out = depth, probes, rss_limit, out
-        self.phase = "start"
-        self.samples: list[dict] = []
-        self.snap_writes: list[list[tuple[float, int]]] = [[] for _ in range(broker.n)]  # (t, size)
-        self._snap_seen: list[dict[str, float]] = [{} for _ in range(broker.n)]
-        self.over_limit: str | None = None
-        self.abort = threading.Event()
-
-    def run(self) -> None:
-        next_at = time.monotonic()
-        while not self.stop_event.is_set():
-            try:
-                self.sample()
-            except Exception as e:  # noqa: BLE001
-                print(f"[deep] sampler: {type(e).__name__}: {e}", file=sys.stderr)
-            next_at += self.interval
-            self.stop_event.wait(max(0.0, next_at - time.monotonic()))
-
-    def sample(self) -> dict:
-        now = time.monotonic()
-        rec: dict[str, Any] = {"t": round(now - self.t0, 2), "phase": self.phase, "load1": os.getloadavg()[0],
-                               "nodes": []}  # fmt: skip
-        for i in range(self.broker.n):
-            node: dict[str, Any] = {"alive": self.broker.alive(i)}
-            pids = self.broker.pids(i)
-            stats = [s for s in (proc_status(p) for p in pids) if s]
-            if stats:
-                node["rss"] = sum(s.get("VmRSS", 0) for s in stats)
-                node["hwm"] = max(s.get("VmHWM", 0) for s in stats)  # the biggest process's own peak
-                node["anon"] = sum(s.get("RssAnon", 0) for s in stats)
-                node["cpu"] = round(sum(c for c in (proc_cpu(p) for p in pids) if c is not None), 2)
-            node["disk"] = du(self.broker.data_dir(i))
-            node["log_disk"] = du(self.broker.log_dir(i))
-            snap_size, newest = 0, 0.0
-            for path in self.broker.snapshot_files(i):
-                try:
-                    st = os.stat(path)
-                except OSError:
-                    continue
-                snap_size += st.st_size
-                newest = max(newest, st.st_mtime)
-                seen = self._snap_seen[i]
-                if seen.get(path) != st.st_mtime:
-                    seen[path] = st.st_mtime
-                    # wall-clock mtime -> our monotonic offset
-                    self.snap_writes[i].append((round(st.st_mtime - time.time() + now - self.t0, 2), st.st_size))
-            node["snap"] = snap_size
-            node["depth"] = self.depth[i].depth
-            node["probe_wait"] = round(self.probes[i].waiting(), 3)
-            rec["nodes"].append(node)
-            if node.get("rss", 0) > self.rss_limit and self.over_limit is None:
-                self.over_limit = f"node {i} RSS {node['rss'] / MIB:.0f} MiB > limit {self.rss_limit / MIB:.0f} MiB"
-                print(f"[deep] {self.over_limit}: stopping", file=sys.stderr)
-                self.abort.set()
-        self.samples.append(rec)
-        if self.out is not None:
-            self.out.write(json.dumps(rec) + "\n")
-            self.out.flush()
-        return rec
-
-
-# --------------------------------------------------------------------------- the run
 def arrow_proc(args: Any, mode: str, port: int, address: str, count: int, out_path: str) -> subprocess.Popen:
     a = pair.arrow_args("127.0.0.1", port, address, count, args.body, args.credit, args.window, durable=True,
                         settled=False, idle_timeout=args.idle_timeout)  # fmt: skip
@@ -420,7 +238,7 @@ def run(args: Any) -> dict:
         )
 
         t0 = time.monotonic()
-        depth = [DepthPoller(broker, i, stop) for i in range(broker.n)]
+        depth = [DepthPoller(broker, i, QUEUE, stop) for i in range(broker.n)]
         probes = [Prober(broker, i, t0, stop, args.probe_interval) for i in range(broker.n)]
         sampler = Sampler(broker, t0, stop, args.interval, depth, probes, args.rss_limit_mib * MIB, out)
         for th in (*depth, *probes, sampler):
@@ -555,136 +373,6 @@ def run(args: Any) -> dict:
 
 
 # --------------------------------------------------------------------------- report
-def mib(x: float | None) -> str:
-    return "—" if x is None else f"{x / MIB:,.0f}"
-
-
-def at_depth(samples: list[dict], leader: int, want: int, phase: str = "publish") -> dict | None:
-    """The first sample (publish or later) whose leader depth reached `want`."""
-    started = False
-    for s in samples:
-        started = started or s["phase"] == phase
-        d = s["nodes"][leader].get("depth")
-        if started and d is not None and d >= want:
-            return s
-    return None
-
-
-def last_of(samples: list[dict], phase: str) -> dict | None:
-    found = [s for s in samples if s["phase"] == phase]
-    return found[-1] if found else None
-
-
-def window_max(records: list[tuple[float, float | None]], lo: float, hi: float) -> float | None:
-    """Longest answer among probes that were in flight at some time in [lo, hi]."""
-    vals = [took for start, took in records if took is not None and start <= hi and start + took >= lo]
-    return max(vals) if vals else None
-
-
-def pct(vals: list[float], q: float) -> float | None:
-    if not vals:
-        return None
-    vals = sorted(vals)
-    return vals[min(len(vals) - 1, int(q * len(vals)))]
-
-
-def report(res: dict) -> str:
-    samples = res.get("samples") or []
-    if not samples:
-        return f"no samples: {res.get('aborted') or res}"
-    n = len(samples[0]["nodes"])
-    leader = res.get("leader", 0)
-    total = res["messages"]
-    body_bytes = total * res["body"]
-    lines = []
-    role = {}
-    for i in range(n):
-        parts = ["leader" if i == leader else "follower"]
-        if i == res.get("publisher"):
-            parts.append("publisher")
-        if i == res.get("consumer"):
-            parts.append("consumer")
-        if (res.get("restart") or {}).get("node") == i:
-            parts.append("restarted")
-        role[i] = " + ".join(parts)
-    marks = [(f"{int(f * 100)} % ({int(total * f):,})", at_depth(samples, leader, int(total * f)))
-             for f in (0.25, 0.5, 0.75, 1.0)]  # fmt: skip
-    marks.insert(0, ("0 (idle, queue declared)", last_of(samples, "idle")))
-    marks.append(("full, end of the rest before the drain", last_of(samples, "full")))
-    marks.append(("after the drain (0 left)", last_of(samples, "drained")))
-    marks.append(("end (rest after the drain)", last_of(samples, "end")))
-    hdr = " | ".join(f"n{i} {role[i]}" for i in range(n))
-    lines.append(f"RSS MiB per node (body bytes published: {body_bytes / MIB:,.0f} MiB)\n")
-    lines.append(f"| depth (leader's view) | t s | {hdr} | load avg |")
-    lines.append("|---|---|" + "---|" * n + "---|")
-    for label, s in marks:
-        if s is None:
-            lines.append(f"| {label} | — |" + " — |" * n + " — |")
-            continue
-        cells = " | ".join(mib(x.get("rss")) for x in s["nodes"])
-        lines.append(f"| {label} | {s['t']:.0f} | {cells} | {s['load1']:.1f} |")
-    peak = [max((s["nodes"][i].get("hwm", 0) for s in samples), default=0) for i in range(n)]
-    peak_rss = [max((s["nodes"][i].get("rss", 0) for s in samples), default=0) for i in range(n)]
-    lines.append(f"| **peak (VmHWM)** | | {' | '.join(f'**{mib(p)}**' for p in peak)} | |")
-    lines.append(f"| peak / body bytes | | {' | '.join(f'{p / body_bytes:.2f}' for p in peak)} | |")
-    lines.append("")
-
-    full = at_depth(samples, leader, total) or last_of(samples, "full")
-    lines.append("| per node | " + " | ".join(f"n{i}" for i in range(n)) + " |")
-    lines.append("|---|" + "---|" * n)
-
-    def row(label: str, cells: list[str]) -> None:
-        lines.append(f"| {label} | " + " | ".join(cells) + " |")
-
-    fulls = last_of(samples, "full") or full
-    row("peak VmRSS sampled MiB", [mib(p) for p in peak_rss])
-    if fulls:
-        row("snapshot file at full depth", [f"{x.get('snap', 0) / MIB:.1f} MiB" for x in fulls["nodes"]])
-        row("data dir at full depth MiB", [mib(x.get("disk")) for x in fulls["nodes"]])
-        row("of which Raft log store MiB", [mib(x.get("log_disk")) for x in fulls["nodes"]])
-    end = last_of(samples, "end") or samples[-1]
-    row("data dir at the end MiB", [mib(x.get("disk")) for x in end["nodes"]])
-    writes = res.get("snap_writes") or [[] for _ in range(n)]
-    pub_t = res.get("publish_t") or [0, 0]
-    con_t = res.get("consume_t") or [1e18, 1e18]
-    row("snapshots written (publish / drain)",
-        [f"{sum(1 for t, _ in w if pub_t[0] <= t <= pub_t[-1] + 1)} / "
-         f"{sum(1 for t, _ in w if con_t[0] <= t <= con_t[-1] + 1)}" for w in writes])  # fmt: skip
-    row("largest snapshot MiB", [f"{max((sz for _, sz in w), default=0) / MIB:.1f}" for w in writes])
-    probes = res.get("probes") or [[] for _ in range(n)]
-    ok = [[took for _, took in p if took is not None] for p in probes]
-    row("API answers (GET /api/overview)", [str(len(v)) for v in ok])
-    row("answer p50 / p99 ms", [f"{(pct(v, 0.5) or 0) * 1e3:.0f} / {(pct(v, 0.99) or 0) * 1e3:.0f}" for v in ok])
-    row("longest answer s, publish", [f"{window_max(p, pub_t[0], pub_t[-1]) or 0:.2f}" for p in probes])
-    row("longest answer s, drain", [f"{window_max(p, con_t[0], con_t[-1]) or 0:.2f}" for p in probes])
-    row("longest answer s, overall", [f"{max(v, default=0):.2f}" for v in ok])
-    comp = []
-    for i in range(n):
-        vals = [window_max(probes[i], t - 2.0, t + 0.5) or 0 for t, _ in writes[i]]
-        comp.append(f"{max(vals, default=0):.2f} (over {len(vals)})")
-    row("longest answer s within 2 s of a snapshot write", comp)
-    row("probe still waiting at the end s", [f"{x:.1f}" for x in res.get("probe_waiting_at_end", [0] * n)])
-    lines.append("")
-    lines.append(f"- published {res.get('published_accepted', 0):,} accepted ({res.get('published_other', 0)} "
-                 f"other outcomes) at {res.get('publish_rate', 0):,} msg/s; consumed {res.get('consumed', 0):,} at "
-                 f"{res.get('consume_rate', 0):,} msg/s; left in the queue after the drain: "
-                 f"{res.get('left_in_queue')}")  # fmt: skip
-    lines.append(f"- every replica held all messages {res.get('replicas_full_after_s')} s after the last confirm; "
-                 f"load average at start {res.get('load_start')}, publish start/end {res.get('load_publish_start')} / "
-                 f"{res.get('load_publish_end')}, drain start/end {res.get('load_consume_start')} / "
-                 f"{res.get('load_consume_end')}, max seen "
-                 f"{max(s['load1'] for s in samples):.1f}")  # fmt: skip
-    if res.get("restart"):
-        lines.append(f"- restart: {res['restart']}")
-    if res.get("aborted"):
-        lines.append(f"- **ABORTED: {res['aborted']}**")
-    errs = (res.get("publish_errors") or []) + ([res["receiver"]["error"]] if res.get("receiver", {}).get("error")
-                                               else [])  # fmt: skip
-    if errs:
-        lines.append(f"- client errors: {errs}")
-    return "\n".join(lines)
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="A deep quorum queue (1M x 1 KB): memory, snapshots, compaction stalls.")
     ap.add_argument("--broker", choices=("warren", "rabbitmq"), default="warren")

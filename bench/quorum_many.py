@@ -53,7 +53,8 @@ import psutil
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import procs  # noqa: E402
-from quorum import RabbitCluster, WarrenCluster, load_avg, print_profiles  # noqa: E402
+from clusters import RabbitCluster, WarrenCluster, load_avg  # noqa: E402
+from quorum import print_profiles  # noqa: E402
 from run import cpu_idle  # noqa: E402
 
 

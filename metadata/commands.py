@@ -3,7 +3,7 @@
 Every command carries an `idempotency_key`. A proposer that retries a command
 after a leader change or an unknown outcome reuses the key, and the machine
 applies it at most once: the retry is answered with the first result
-(metadata/machine.py). An empty key opts out (`Noop` fences, which must be
+(metadata/machine.py). An empty key opts out (`Fence`s, which must be
 applied every time).
 
 AMQP-typed values. raft/records.py hands plain Python values back (a UInt
@@ -36,6 +36,7 @@ __all__ = [
     "AddVHost",
     "Bind",
     "Bootstrap",
+    "ClearLimit",
     "ClearPermissions",
     "ClearPolicy",
     "DeclareExchange",
@@ -46,10 +47,11 @@ __all__ = [
     "DeleteVHost",
     "EnableFeatureFlag",
     "MetadataCommand",
-    "Noop",
+    "Fence",
     "PutUser",
     "RemoveMember",
     "SetQueueReplicas",
+    "SetLimit",
     "SetPermissions",
     "SetPolicy",
     "Unbind",
@@ -295,6 +297,32 @@ class ClearPolicy(MetadataCommand):
     name: str
 
 
+# -- limits --------------------------------------------------------------------
+
+
+@command("metadata.set_limit", version=1)
+@dataclass(frozen=True, slots=True)
+class SetLimit(MetadataCommand):
+    """A vhost or user limit, as RabbitMQ's `set_vhost_limits` and
+    `set_user_limits`: scope "vhost" or "user", limit "max-connections";
+    a negative value means no limit, 0 allows none."""
+
+    idempotency_key: str
+    scope: str
+    name: str
+    limit: str
+    value: int
+
+
+@command("metadata.clear_limit", version=1)
+@dataclass(frozen=True, slots=True)
+class ClearLimit(MetadataCommand):
+    idempotency_key: str
+    scope: str
+    name: str
+    limit: str
+
+
 # -- cluster -------------------------------------------------------------------
 
 
@@ -341,12 +369,13 @@ class RemoveMember(MetadataCommand):
     node: str
 
 
-@command("metadata.noop", version=1)
+@command("metadata.noop", version=1)  # the record's kind on the wire and in logs: unchanged
 @dataclass(frozen=True, slots=True)
-class Noop(MetadataCommand):
+class Fence(MetadataCommand):
     """Changes nothing. Committing one is a fence (Khepri's): once it is
     applied here, every earlier command is too, so local reads that follow
-    see them."""
+    see them. (Not node/cluster/cluster.py's `Noop`, the cluster-level record
+    `Cluster.fence()` commits, which never reaches this machine.)"""
 
     idempotency_key: str = ""
 
@@ -354,7 +383,8 @@ class Noop(MetadataCommand):
 COMMANDS: tuple[type[MetadataCommand], ...] = (
     AddVHost, DeleteVHost, PutUser, DeleteUser, SetPermissions, ClearPermissions,
     DeclareExchange, DeleteExchange, DeclareQueue, DeleteQueue, Bind, Unbind,
-    SetPolicy, ClearPolicy, EnableFeatureFlag, AddMember, RemoveMember, Noop, Bootstrap, SetQueueReplicas,
+    SetPolicy, ClearPolicy, EnableFeatureFlag, AddMember, RemoveMember, Fence, Bootstrap, SetQueueReplicas,
+    SetLimit, ClearLimit,
 )  # fmt: skip
 
 

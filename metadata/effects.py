@@ -41,6 +41,8 @@ __all__ = [
     "MemberRemoved",
     "MemberUpdated",
     "Ok",
+    "LimitCleared",
+    "LimitSet",
     "PermissionsCleared",
     "PermissionsSet",
     "PolicyCleared",
@@ -251,6 +253,21 @@ class PolicyCleared:
 
 
 @dataclass(frozen=True, slots=True)
+class LimitSet:
+    scope: str  # "vhost" or "user"
+    name: str
+    limit: str
+    value: int
+
+
+@dataclass(frozen=True, slots=True)
+class LimitCleared:
+    scope: str
+    name: str
+    limit: str
+
+
+@dataclass(frozen=True, slots=True)
 class FeatureFlagEnabled:
     name: str
 
@@ -278,4 +295,5 @@ Effect = (
     VHostAdded | VHostUpdated | VHostDeleted | UserPut | UserDeleted | PermissionsSet | PermissionsCleared
     | ExchangeDeclared | ExchangeDeleted | QueueDeclared | QueueDeleted | BindingAdded | BindingRemoved
     | PolicySet | PolicyCleared | FeatureFlagEnabled | MemberAdded | MemberUpdated | MemberRemoved
+    | LimitSet | LimitCleared
 )  # fmt: skip

@@ -35,6 +35,7 @@ from metadata import topology
 from metadata.effects import CREATED, OK, Effect, Error, Result
 from metadata.snapshot import decode_state, encode_state
 from metadata.state import (
+    LimitRecord,
     MemberRecord,
     MetadataState,
     PermissionRecord,
@@ -111,7 +112,8 @@ def _delete_vhost(state: MetadataState, cmd: c.DeleteVHost) -> Outcome:
     permissions = state.permissions
     for key in [k for k in permissions if k[1] == cmd.name]:
         permissions = permissions.discard(key)
-    return state.replace(vhosts=state.vhosts.discard(cmd.name), permissions=permissions), OK, tuple(effects)
+    new = state.replace(vhosts=state.vhosts.discard(cmd.name), permissions=permissions)
+    return _without_limits(new, "vhost", cmd.name), OK, tuple(effects)
 
 
 # -- users and permissions ---------------------------------------------------------
@@ -133,7 +135,8 @@ def _delete_user(state: MetadataState, cmd: c.DeleteUser) -> Outcome:
     permissions = state.permissions
     for key in [k for k in permissions if k[0] == cmd.name]:
         permissions = permissions.discard(key)
-    new = state.replace(users=state.users.discard(cmd.name), permissions=permissions)
+    new = _without_limits(state.replace(users=state.users.discard(cmd.name), permissions=permissions), "user",
+                          cmd.name)  # fmt: skip
     return new, OK, (fx.UserDeleted(cmd.name),)
 
 
@@ -202,6 +205,51 @@ def _clear_policy(state: MetadataState, cmd: c.ClearPolicy) -> Outcome:
     return new, OK, (fx.PolicyCleared(cmd.vhost, cmd.name),)
 
 
+# -- limits --------------------------------------------------------------------------
+
+# What each scope may limit, as RabbitMQ's vhost and user limits; only what
+# the node enforces is accepted.
+LIMITS = {"vhost": ("max-connections",), "user": ("max-connections",)}
+
+
+def _check_limit(state: MetadataState, scope: str, name: str, limit: str) -> None:
+    if scope not in LIMITS:
+        raise Refused(fx.INVALID_FIELD, f"unknown limit scope '{scope}'")
+    if limit not in LIMITS[scope]:
+        raise Refused(fx.INVALID_FIELD, f"unknown {scope} limit '{limit}' (known: {', '.join(LIMITS[scope])})")
+    if scope == "vhost":
+        vhost_of(state, name)
+    elif name not in state.users:
+        raise Refused(fx.NOT_FOUND, f"no user '{name}'")
+
+
+def _set_limit(state: MetadataState, cmd: c.SetLimit) -> Outcome:
+    _check_limit(state, cmd.scope, cmd.name, cmd.limit)
+    key = (cmd.scope, cmd.name, cmd.limit)
+    record = LimitRecord(cmd.scope, cmd.name, cmd.limit, cmd.value)
+    current = state.limits.get(key)
+    if current == record:
+        return state, OK, ()
+    new = state.replace(limits=state.limits.set(key, record))
+    return new, CREATED if current is None else OK, (fx.LimitSet(cmd.scope, cmd.name, cmd.limit, cmd.value),)
+
+
+def _clear_limit(state: MetadataState, cmd: c.ClearLimit) -> Outcome:
+    _check_limit(state, cmd.scope, cmd.name, cmd.limit)
+    key = (cmd.scope, cmd.name, cmd.limit)
+    if key not in state.limits:
+        raise Refused(fx.NOT_FOUND, f"no {cmd.limit} limit on {cmd.scope} '{cmd.name}'")
+    return state.replace(limits=state.limits.discard(key)), OK, (fx.LimitCleared(cmd.scope, cmd.name, cmd.limit),)
+
+
+def _without_limits(state: MetadataState, scope: str, name: str) -> MetadataState:
+    """A deleted vhost or user takes its limits with it."""
+    limits = state.limits
+    for key in [k for k in limits if k[0] == scope and k[1] == name]:
+        limits = limits.discard(key)
+    return state.replace(limits=limits) if limits is not state.limits else state
+
+
 # -- cluster -------------------------------------------------------------------------
 
 
@@ -242,7 +290,7 @@ def _remove_member(state: MetadataState, cmd: c.RemoveMember) -> Outcome:
     return state.replace(members=state.members.discard(cmd.node)), OK, (fx.MemberRemoved(cmd.node),)
 
 
-def _noop(state: MetadataState, cmd: c.Noop) -> Outcome:
+def _fence(state: MetadataState, cmd: c.Fence) -> Outcome:
     return state, OK, ()
 
 
@@ -278,9 +326,11 @@ _HANDLERS: dict[type, Callable[[MetadataState, Any], Outcome]] = {
     c.EnableFeatureFlag: _enable_feature_flag,
     c.AddMember: _add_member,
     c.RemoveMember: _remove_member,
-    c.Noop: _noop,
+    c.Fence: _fence,
     c.Bootstrap: _bootstrap,
     c.SetQueueReplicas: topology.set_queue_replicas,
+    c.SetLimit: _set_limit,
+    c.ClearLimit: _clear_limit,
 }
 assert set(_HANDLERS) == set(c.COMMANDS)
 

@@ -3,9 +3,10 @@ machine and never reading Raft (RabbitMQ keeps ETS projections of Khepri for
 the same reason).
 
 - per vhost, a `RoutingTable` (routing/table.py) fed from exchanges,
-  bindings and queues;
-- per queue, a compact `QueueTarget` (vhost, name, type, leader, replicas):
-  routing a message needs one lookup, not the full queue record;
+  bindings and queues: the node routes a publish with it to queue names,
+  then looks each name up in its vhost's queue objects (node/vhosts/vhost.py),
+  where a queue another node hosts is a proxy that knows its leader and
+  replicas (node/vhosts/remote_queue.py);
 - users and permissions, readable with routing/users.py's Authenticator API
   (`users`, `permission(user, vhost)`), and pushed into an Authenticator
   when one is attached (so its password-check cache is invalidated too);
@@ -35,24 +36,12 @@ from typing import Any
 from metadata import effects as fx
 from metadata.effects import Effect, Result
 from metadata.state import MetadataState, VHostState
-from routing.errors import NotFound
-from routing.exchange_types import Choice, Headers
+from routing.exchange_types import Choice
 from routing.permissions import Permission
 from routing.table import RESERVED_PREFIX, RoutingTable
 from routing.users import Authenticator, User
 
-__all__ = ["MemberInfo", "PolicyInfo", "Projections", "QueueTarget", "VHostInfo"]
-
-
-@dataclass(frozen=True, slots=True)
-class QueueTarget:
-    """What publishing to a queue needs to know about it."""
-
-    vhost: str
-    name: str
-    type: str
-    leader: str
-    replicas: tuple[str, ...] = ()
+__all__ = ["MemberInfo", "PolicyInfo", "Projections", "VHostInfo"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,13 +74,13 @@ class Projections:
     def __init__(self, *, choice: Choice = random.choice, authenticator: Authenticator | None = None) -> None:
         self._choice = choice
         self.tables: dict[str, RoutingTable] = {}
-        self.targets: dict[str, dict[str, QueueTarget]] = {}  # vhost -> queue name ->
         self.vhosts: dict[str, VHostInfo] = {}
         self.users: dict[str, User] = {}
         self.permissions: dict[tuple[str, str], Permission] = {}  # (user, vhost) ->
         self.policies: dict[tuple[str, str], PolicyInfo] = {}  # (vhost, name) ->
         self.feature_flags: set[str] = set()
         self.members: dict[str, MemberInfo] = {}
+        self.limits: dict[tuple[str, str, str], int] = {}  # (scope "vhost" | "user", name, limit) -> value
         self.applied_index = 0
         self._waiters: list[tuple[int, int, Callable[[], None]]] = []
         self._order = itertools.count()
@@ -110,21 +99,12 @@ class Projections:
     def table(self, vhost: str) -> RoutingTable | None:
         return self.tables.get(vhost)
 
-    def target(self, vhost: str, name: str) -> QueueTarget | None:
-        targets = self.targets.get(vhost)
-        return None if targets is None else targets.get(name)
-
-    def route(self, vhost: str, exchange: str, routing_key: str, headers: Headers = None) -> list[QueueTarget]:
-        """The queues a message published to `exchange` reaches. Raises
-        NotFound for a missing vhost or exchange, as RoutingTable.route."""
-        table = self.tables.get(vhost)
-        if table is None:
-            raise NotFound(f"no vhost '{vhost}'")
-        targets = self.targets[vhost]
-        return [targets[name] for name in table.route(exchange, routing_key, headers)]
-
     def permission(self, user: str, vhost: str) -> Permission | None:
         return self.permissions.get((user, vhost))
+
+    def limit(self, scope: str, name: str, limit: str) -> int | None:
+        """A vhost's or user's limit; None (or negative) is no limit."""
+        return self.limits.get((scope, name, limit))
 
     # -- the machine's listener hooks --------------------------------------------------
 
@@ -157,14 +137,13 @@ class Projections:
         self.vhosts[e.name] = VHostInfo(e.name, e.description, e.tags)
         if e.name not in self.tables:
             self.tables[e.name] = RoutingTable(e.name, choice=self._choice)
-            self.targets[e.name] = {}
 
     def _vhost_deleted(self, e: fx.VHostDeleted) -> None:
         self.vhosts.pop(e.name, None)
         self.tables.pop(e.name, None)
-        self.targets.pop(e.name, None)
         self.permissions = {k: v for k, v in self.permissions.items() if k[1] != e.name}
         self.policies = {k: v for k, v in self.policies.items() if k[0] != e.name}
+        self.limits = {k: v for k, v in self.limits.items() if k[:2] != ("vhost", e.name)}
         if self.authenticator is not None:
             self.authenticator.vhost_deleted(e.name)
 
@@ -177,16 +156,14 @@ class Projections:
 
     def _queue_declared(self, e: fx.QueueDeclared) -> None:
         self.tables[e.vhost].add_queue(e.name)
-        self.targets[e.vhost][e.name] = QueueTarget(e.vhost, e.name, e.type, e.leader, e.replicas)
 
     def _queue_replicas(self, e: fx.QueueReplicasChanged) -> None:
-        self.targets[e.vhost][e.name] = QueueTarget(e.vhost, e.name, e.type, e.leader, e.replicas)
+        pass  # routing goes by name; the node's queue proxies follow replicas (node/vhosts/local_queues.py)
 
     def _queue_deleted(self, e: fx.QueueDeleted) -> None:
         table = self.tables.get(e.vhost)
         if table is not None:
             table.remove_queue(e.name)
-            self.targets[e.vhost].pop(e.name, None)
 
     def _binding_added(self, e: fx.BindingAdded) -> None:
         self.tables[e.vhost].bind(e.source, e.destination_kind, e.destination, e.binding_key, e.arguments)
@@ -202,6 +179,7 @@ class Projections:
     def _user_deleted(self, e: fx.UserDeleted) -> None:
         self.users.pop(e.name, None)
         self.permissions = {k: v for k, v in self.permissions.items() if k[0] != e.name}
+        self.limits = {k: v for k, v in self.limits.items() if k[:2] != ("user", e.name)}
         if self.authenticator is not None:
             self.authenticator.delete_user(e.name)
 
@@ -221,6 +199,12 @@ class Projections:
 
     def _policy_cleared(self, e: fx.PolicyCleared) -> None:
         self.policies.pop((e.vhost, e.name), None)
+
+    def _limit_set(self, e: fx.LimitSet) -> None:
+        self.limits[(e.scope, e.name, e.limit)] = e.value
+
+    def _limit_cleared(self, e: fx.LimitCleared) -> None:
+        self.limits.pop((e.scope, e.name, e.limit), None)
 
     def _flag_enabled(self, e: fx.FeatureFlagEnabled) -> None:
         self.feature_flags.add(e.name)
@@ -252,19 +236,22 @@ class Projections:
         fx.MemberAdded: _member_put,
         fx.MemberUpdated: _member_put,
         fx.MemberRemoved: _member_removed,
+        fx.LimitSet: _limit_set,
+        fx.LimitCleared: _limit_cleared,
     }
 
     # -- wholesale rebuild -------------------------------------------------------------
 
     def rebuild(self, state: MetadataState) -> None:
         """Replace every projection with one built from `state`."""
-        self.tables, self.targets, self.vhosts, self.policies = {}, {}, {}, {}
+        self.tables, self.vhosts, self.policies = {}, {}, {}
         for vh in state.vhosts.values():
             self._rebuild_vhost(vh)
         self.users = {u.name: User(u.name, u.password_hash, list(u.tags)) for u in state.users.values()}
         self.permissions = {k: Permission(p.configure, p.write, p.read) for k, p in state.permissions.items()}
         self.feature_flags = set(state.feature_flags)
         self.members = {m.node: MemberInfo(m.node, m.version, m.supported_flags) for m in state.members.values()}
+        self.limits = {k: x.value for k, x in state.limits.items()}
         if self.authenticator is not None:
             self._sync_authenticator(self.authenticator)
 
@@ -272,9 +259,6 @@ class Projections:
         name = vh.name
         self.vhosts[name] = VHostInfo(name, vh.record.description, vh.record.tags)
         table = self.tables[name] = RoutingTable(name, choice=self._choice)
-        self.targets[name] = {
-            q.name: QueueTarget(name, q.name, q.type, q.leader, q.replicas) for q in vh.queues.values()
-        }
         for q in vh.queues.values():
             table.add_queue(q.name)
         for x in vh.exchanges.values():

@@ -2,11 +2,14 @@
 
     ["warren.metadata", SNAPSHOT_FORMAT, machine_version, recent_limit,
      vhosts, users, permissions, members, feature_flags,
-     recent_previous, recent]
+     recent_previous, recent, limits?]
 
     vhosts       [[vhost record, [exchange], [queue], [binding], [policy]], ...]
     a record     [format, field, field, ...]   (its dataclass fields in order, format first)
     recent       [[key, digest, result], ...]  result: ["ok"] | ["created"] | ["error", condition, description]
+    limits       [limit record, ...], written only when there is one: a state
+                 without limits gives the bytes it gave before limits existed,
+                 and snapshots from before them restore with none
 
 Deterministic: maps are written in their iteration order, which depends only
 on the commands applied (metadata/pmap.py), and restoring rebuilds them in
@@ -34,6 +37,7 @@ from metadata.state import (
     MACHINE_VERSION,
     BindingRecord,
     ExchangeRecord,
+    LimitRecord,
     MemberRecord,
     MetadataState,
     PermissionRecord,
@@ -72,7 +76,7 @@ def _layout(cls: type) -> tuple[int, tuple[str, ...], tuple[int, ...]]:
 
 
 _LAYOUTS = {cls: _layout(cls) for cls in (VHostRecord, UserRecord, PermissionRecord, ExchangeRecord, QueueRecord,
-                                          BindingRecord, PolicyRecord, MemberRecord)}  # fmt: skip
+                                          BindingRecord, PolicyRecord, MemberRecord, LimitRecord)}  # fmt: skip
 
 
 def _record(rec: Any) -> list[Any]:
@@ -132,7 +136,7 @@ def encode_state(state: MetadataState) -> bytes:
         ]
         for vh in state.vhosts.values()
     ]
-    return codec.dumps([
+    value = [
         MAGIC, SNAPSHOT_FORMAT, state.machine_version, state.recent_limit,
         vhosts,
         [_record(u) for u in state.users.values()],
@@ -141,7 +145,10 @@ def encode_state(state: MetadataState) -> bytes:
         list(state.feature_flags),
         [[k, r.digest, _result(r.result)] for k, r in state.recent_previous.items()],
         [[k, r.digest, _result(r.result)] for k, r in state.recent.items()],
-    ])  # fmt: skip
+    ]  # fmt: skip
+    if state.limits:
+        value.append([_record(x) for x in state.limits.values()])
+    return codec.dumps(value)
 
 
 def decode_state(data: bytes) -> MetadataState:
@@ -164,7 +171,8 @@ def decode_state(data: bytes) -> MetadataState:
 
 
 def _decode(value: list[Any]) -> MetadataState:
-    (_, _, machine_version, recent_limit, vhosts, users, permissions, members, flags, previous, recent) = value
+    (_, _, machine_version, recent_limit, vhosts, users, permissions, members, flags, previous, recent) = value[:11]
+    limits = value[11] if len(value) > 11 else []
     return MetadataState(
         vhosts=PMap((vh.name, vh) for vh in map(_decode_vhost, vhosts)),
         users=PMap((u.name, u) for u in (_unrecord(UserRecord, v) for v in users)),
@@ -175,6 +183,7 @@ def _decode(value: list[Any]) -> MetadataState:
         recent_previous=PMap((str(k), Recent(bytes(d), _unresult(r))) for k, d, r in previous),
         recent_limit=int(recent_limit),
         machine_version=int(machine_version),
+        limits=PMap(((x.scope, x.name, x.limit), x) for x in (_unrecord(LimitRecord, v) for v in limits)),
     )
 
 

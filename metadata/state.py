@@ -17,6 +17,7 @@ Invariants (kept by machine.py and topology.py):
 - a binding's source exchange and destination exist in its vhost;
 - `VHostState.incoming` indexes exactly the bindings in `bindings`;
 - a permission names an existing user and an existing vhost;
+- a limit names an existing vhost ("vhost" scope) or user ("user" scope);
 - `feature_flags` is sorted, and every member supports each of them.
 """
 
@@ -35,6 +36,7 @@ from routing.table import BUILTIN_EXCHANGES
 __all__ = [
     "BindingRecord",
     "ExchangeRecord",
+    "LimitRecord",
     "MemberRecord",
     "MetadataState",
     "PermissionRecord",
@@ -141,6 +143,15 @@ class PolicyRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class LimitRecord:
+    scope: str  # "vhost" or "user"
+    name: str  # of the vhost or user
+    limit: str  # "max-connections"
+    value: int  # negative: no limit
+    format: int = 1
+
+
+@dataclass(frozen=True, slots=True)
 class MemberRecord:
     node: str
     version: str
@@ -206,6 +217,7 @@ class MetadataState:
     permissions: PMap[tuple[str, str], PermissionRecord] = _empty()  # (user, vhost) ->
     members: PMap[str, MemberRecord] = _empty()
     feature_flags: tuple[str, ...] = ()  # enabled, sorted
+    limits: PMap[tuple[str, str, str], LimitRecord] = _empty()  # (scope, name, limit) ->
     # Idempotency keys of recent commands, in two generations: when `recent`
     # holds `recent_limit` keys it becomes `recent_previous` and a new one
     # starts, so between limit and 2 x limit keys are remembered. Bounded by

@@ -29,7 +29,8 @@ from metadata.effects import CREATED, OK, Effect, Result
 from metadata.feature_flags import QUORUM_QUEUE_V1
 from metadata.pmap import EMPTY
 from metadata.state import BindingRecord, ExchangeRecord, MetadataState, QueueRecord, VHostState
-from queues.classic import ClassicQueueConfig, QueueArgumentError
+from queues.base import QueueArgumentError
+from queues.classic import ClassicQueueConfig
 from routing.errors import RoutingError
 from routing.exchange_types import new_index
 from routing.model import ALTERNATE_EXCHANGE, DEFAULT_EXCHANGE, Binding, DestinationKind, ExchangeType

@@ -19,6 +19,7 @@ from node.client.connection import ConnectionHandler, server_properties
 from node.client.login import FailureDelays, LoginService
 from node.cluster.alarm_gossip import AlarmGossip
 from node.cluster.cluster import Cluster, ClusterError
+from node.cluster.kv import KeyValueMachine
 from node.cluster.machine import ClusterMachine, announce_member, local_flags
 from node.config import Config
 from node.http import prometheus
@@ -27,6 +28,7 @@ from node.http.formats import DEFAULT_VHOST_DESCRIPTION
 from node.ops import snapshot_export
 from node.ops.alarms import Alarms
 from node.ops.metrics import NodeMetrics
+from node.ops.periodic import Periodic
 from node.ops.state_snapshot import SnapshotWriter, collect
 from node.vhosts.definitions import DefinitionsFile
 from node.vhosts.local_queues import LocalQueues, Owners
@@ -35,7 +37,7 @@ from node.vhosts.quorum_groups import QuorumQueues
 from node.vhosts.remote_queue import QueueService, RemoteQueue
 from node.vhosts.vhost import VHost
 from queues.classic import ClassicQueue, MemoryPersistence, StorePersistence
-from queues.quorum_queue import QuorumQueue
+from queues.quorum.queue import QuorumQueue
 from routing.users import Authenticator, hash_password
 from storage.group_commit import GroupCommitter
 from storage.message_store import MessageStore
@@ -56,7 +58,7 @@ class Broker:
                                    FailureDelays(config.login_failure_delay, config.login_failure_delay_max,
                                                  config.login_failure_addresses))  # fmt: skip
         self._server: asyncio.base_events.Server | None = None
-        self._alarm_timer: asyncio.TimerHandle | None = None
+        self.alarm_check: Periodic | None = None
         self.store: MessageStore | None = None
         self.committer: GroupCommitter | None = None
         self.amqp_port = config.amqp_port
@@ -100,12 +102,15 @@ class Broker:
         self.alarms = Alarms(cfg.data_dir, cfg.memory_high_watermark, cfg.disk_free_limit, self._alarm_changed)
         self.definitions = DefinitionsFile(self)
         self._recovered = self.store.recover()
-        self._check_alarms()
+        self.alarm_check = Periodic(self.loop, cfg.alarm_check_interval, self.alarms.check, "the resource alarm check")
+        self.alarm_check.start()
         if cfg.grpc_port < 0:
             raise ValueError("grpc_port < 0: the metadata store needs the cluster port (0 picks a free one)")
         try:
-            # the metadata machine and the key-value probe, side by side (node/cluster/machine.py)
-            self.cluster_machine = ClusterMachine(metadata=self.metadata_machine)
+            # the metadata machine, and with --enable-test-faults the cluster tests' key-value
+            # probe beside it (node/cluster/machine.py)
+            probe = KeyValueMachine() if cfg.enable_test_faults else None
+            self.cluster_machine = ClusterMachine(metadata=self.metadata_machine, kv=probe)
             self.cluster = Cluster.from_config(cfg, self.cluster_machine)
             await self.cluster.start()
             self.owners.node_id = self.cluster.node_id
@@ -175,8 +180,8 @@ class Broker:
         if self.snapshots is not None:
             await self.snapshots.stop()
             self.snapshots = None
-        if self._alarm_timer is not None:
-            self._alarm_timer.cancel()
+        if self.alarm_check is not None:
+            self.alarm_check.stop()
         self.management.stop_sampling()
         for runner in (self._http_runner, self._metrics_runner):
             if runner is not None:
@@ -271,10 +276,6 @@ class Broker:
         return server_properties(self.config)
 
     # ------------------------------------------------------------ alarms
-
-    def _check_alarms(self) -> None:
-        self.alarms.check()
-        self._alarm_timer = self.loop.call_later(self.config.alarm_check_interval, self._check_alarms)
 
     def _alarm_changed(self, active: bool) -> None:
         if self.alarm_gossip is not None:

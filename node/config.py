@@ -18,16 +18,22 @@ class Config:
     amqp_port: int = 5672
     http_port: int = 15672  # management HTTP API (node/http/api.py)
     metrics_port: int = 15692  # Prometheus /metrics (node/http/prometheus.py)
-    grpc_port: int = 25672  # cluster (Raft) port, gRPC; node/cluster/cluster.py
+    grpc_port: int = 25672  # cluster (Raft) port, gRPC; 0: a free one, kept across restarts (node/cluster/identity.py)
     default_user: str = "guest"
     default_password: str = "guest"
     anonymous_user: str = "guest"  # SASL ANONYMOUS logs in as this user
     loopback_users: list[str] = field(default_factory=lambda: ["guest"])  # as in RabbitMQ
     max_frame_size: int = 131072
     channel_max: int = 2047
-    handle_max: int = 255
+    session_max: int = 64  # sessions per connection (RabbitMQ 4's session_max_per_connection); caps channel_max
+    handle_max: int = 255  # links per session: handles 0 .. handle_max
     max_message_size: int = 16 * 1024 * 1024  # RabbitMQ 4's default
     idle_timeout: float = 60.0
+    handshake_timeout: float = 10.0  # seconds from accept to the client's OPEN, SASL included (as RabbitMQ); 0: none
+    max_connections: int = 0  # connections on this node, 0 = unlimited (RabbitMQ's connection_max is infinity)
+    # bytes a connection may buffer for its client (socket writer, pending frames, transfers held
+    # by the client's session window) before its consumers stop being fed; they resume below half
+    max_write_buffer: int = 1024 * 1024
     session_window: int = 400  # transfer frames a session may have in flight to us
     publisher_credit: int = 256  # link credit granted to publishers
     max_unconfirmed: int = 512  # per publisher link: no more credit beyond this

@@ -1,9 +1,11 @@
 """The queue-type interface: what a session may ask of any queue.
 
-Every queue type (classic now; quorum, stream and volatile later) implements
-`Queue`. Calls never block; results come back through the small callbacks a
-session hands over (`Consumer`, the publish confirm), which the session turns
-into frames. This mirrors rabbit_queue_type: the session does not know which
+Every queue type implements `Queue`: classic (queues/classic.py), quorum
+(queues/quorum/queue.py), and on a node that does not host the queue, the
+proxy that forwards to the node that does (node/vhosts/remote_queue.py).
+Calls never block; results come back through the small callbacks a session
+hands over (`Consumer`, the publish confirm), which the session turns into
+frames. This mirrors rabbit_queue_type: the session does not know which
 queue type it talks to.
 
 Flow control is credit API v2: the queue, not the session, owns each
@@ -82,10 +84,16 @@ class Consumer(Protocol):
 ConfirmCallback = Callable[[Outcome], None]
 
 
+class QueueArgumentError(ValueError):
+    """A queue argument (x-...) has a value the queue's type refuses at declare
+    (where RabbitMQ would refuse it too)."""
+
+
 class Queue(ABC):
     """One queue of any type."""
 
     type_name: str = ""
+    remote = False  # True for the proxy of a queue another node hosts (node/vhosts/remote_queue.py)
 
     def __init__(self, vhost: str, name: str, durable: bool, exclusive_owner: Any, auto_delete: bool,
                  arguments: dict):  # fmt: skip

@@ -7,7 +7,8 @@ What it sets, and why (pysyncobj/config.py documents every field):
   and then flushes the node's DurableLog once (raft/journal.py); pysyncobj
   starts no thread.
 - The journal is a `raft.journal.RaftJournal`, passed in `journalFile`
-  (raft/patches.py makes pysyncobj's createJournal return it), and the
+  (raft/patches.py's `install()`, which every SafeSyncObj runs, makes
+  pysyncobj's createJournal return it), and the
   snapshot is `<data_dir>/snapshot`. A journal without a snapshot file is
   refused (`check_conf`): pysyncobj then compacts into memory only, and
   after a restart the journal starts past lastApplied and no command is
@@ -97,8 +98,6 @@ def make_conf(
     `SafeSyncObj` applies it (raft/patches.py, patch 7). `compaction_bytes`:
     compact also once the log holds more command bytes than this (patch 8).
     """
-    import raft.patches  # noqa: F401  (installs the journal hook make_conf relies on)
-
     fields = dict(DEFAULTS)
     if data_dir is not None:
         os.makedirs(data_dir, exist_ok=True)

@@ -11,7 +11,7 @@ pysyncobj as a plain command (`SyncObj._applyCommand`, type REGULAR), so the
 log entry is `b"\\x00" + encode(record)`. When the entry is committed,
 pysyncobj calls its private `__doApplyCommand`; this class overrides it to
 decode the record and call `machine.apply(record, index)`; the return value
-reaches the proposer's `callback(result, FAIL_REASON.SUCCESS)`. pysyncobj's
+reaches the proposer's `callback(result, ProposalOutcome.SUCCESS)`. pysyncobj's
 `@replicated` methods are not used at all: they number methods by sorting
 (version, name) and pickle the arguments, so adding a method renumbers the
 others and a restart from a snapshot reverts `ver=` dispatch to version 0
@@ -25,6 +25,14 @@ pickling the SyncObj's attributes. A snapshot that cannot be read stops the
 group (`SnapshotError` from doTick) rather than starting it empty, which
 pysyncobj would do after logging the error.
 
+The rest of Warren sees a group only through this class's own API: `is_leader`,
+`leader_id`, `term`, `peers`, `status()` (raft/status.py's `GroupStatus`),
+`propose`, `add_member`, `remove_member`, `transfer_leadership` (whose
+callbacks receive a `ProposalOutcome`, never pysyncobj's FAIL_REASON ints),
+`tick()`, `next_tick_due()` (on the clock `monotonic` exported here),
+`leader_alive`/`member_alive` and `destroy()`. Nothing outside raft/ imports
+pysyncobj (tests/test_layout.py checks it).
+
 The machine runs on the loop thread inside doTick. It must be deterministic
 (the same records in the same order give the same state and results on every
 member) and should report a bad command as a result, not an exception: an
@@ -37,19 +45,33 @@ import os
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from pysyncobj import SyncObj
+from pysyncobj import FAIL_REASON, SyncObj
+from pysyncobj.monotonic import monotonic
 from pysyncobj.node import Node
-from pysyncobj.syncobj import _COMMAND_TYPE
+from pysyncobj.syncobj import _COMMAND_TYPE, _RAFT_STATE
 
 from raft import records
 from raft.config import RaftConfigError
 from raft.patches import SafeSyncObj
 from raft.snapshot import read_snapshot, write_snapshot
+from raft.status import GroupStatus, ProposalOutcome, Role
 
-__all__ = ["Machine", "RaftGroup"]
+__all__ = ["GroupStatus", "Machine", "ProposalOutcome", "RaftGroup", "Role", "monotonic"]
 
 _REGULAR_TYPE = _COMMAND_TYPE.REGULAR
 _REGULAR = bytes([_REGULAR_TYPE])
+# pysyncobj's ints to raft/status.py's names (a KeyError here means pysyncobj renamed one)
+_ROLES = {getattr(_RAFT_STATE, r.name): r for r in Role}
+_OUTCOMES = {getattr(FAIL_REASON, o.name): o for o in ProposalOutcome}
+
+Callback = Callable[[Any, ProposalOutcome], None]
+
+
+def _translated(callback: Callback | None) -> Callable[[Any, int], None] | None:
+    """`callback` as pysyncobj calls it: with a FAIL_REASON int, handed on as a ProposalOutcome."""
+    if callback is None:
+        return None
+    return lambda result, error: callback(result, _OUTCOMES[error])
 
 
 class Machine(Protocol):
@@ -88,13 +110,70 @@ class RaftGroup(SafeSyncObj):
         self._w_snapshot_error: BaseException | None = None
         super().__init__(self_node, other_nodes, conf, transport=transport, nodeClass=node_class, **kwargs)
 
-    def propose(self, record: Any, callback: Callable[[Any, int], None] | None = None) -> None:
-        """Replicate `record`; `callback(result, fail_reason)` runs on commit or failure.
+    # -- what the rest of Warren uses ------------------------------------------------
 
-        `fail_reason` is a pysyncobj FAIL_REASON (SUCCESS = 0). Without a
-        callback the outcome is not reported.
+    @property
+    def is_leader(self) -> bool:
+        """This node leads the group (another node may still think it does too, until it hears)."""
+        return self._isLeader()
+
+    @property
+    def leader_id(self) -> str | None:
+        """The node id of the last leader this node heard of, or None."""
+        leader = self._getLeader()
+        return None if leader is None else leader.id
+
+    @property
+    def term(self) -> int:
+        return self.raftCurrentTerm
+
+    @property
+    def peers(self) -> tuple[str, ...]:
+        """The other members' node ids, as this node knows the membership."""
+        return tuple(node.id for node in self.otherNodes)
+
+    def status(self) -> GroupStatus:
+        st = self.getStatus()
+        leader = st["leader"]
+        prefix = "match_idx_server_"
+        return GroupStatus(
+            role=_ROLES[st["state"]],
+            term=st["raft_term"],
+            leader=None if leader is None else leader.id,
+            commit_index=st["commit_idx"],
+            last_applied=st["last_applied"],
+            log_entries=st["log_len"],
+            peers=self.peers,
+            match_index={k[len(prefix):]: v for k, v in st.items() if k.startswith(prefix)},
+        )
+
+    def propose(self, record: Any, callback: Callback | None = None) -> None:
+        """Replicate `record`; `callback(result, outcome)` runs on commit or failure.
+
+        `result` is what the machine returned (on ProposalOutcome.SUCCESS).
+        Without a callback the outcome is not reported.
         """
-        self._applyCommand(records.encode(record), callback, _REGULAR_TYPE)
+        self._applyCommand(records.encode(record), _translated(callback), _REGULAR_TYPE)
+
+    def add_member(self, node_id: str, callback: Callback | None = None) -> None:
+        """On the leader: add `node_id` to the group (one change at a time, as a log entry)."""
+        self.addNodeToCluster(node_id, callback=_translated(callback))
+
+    def remove_member(self, node_id: str, callback: Callback | None = None) -> None:
+        """On the leader: remove `node_id` from the group."""
+        self.removeNodeFromCluster(node_id, callback=_translated(callback))
+
+    def transfer_leadership(self, callback: Callback | None = None) -> None:
+        """On the leader: hand leadership to the most caught-up follower (Raft's TimeoutNow)."""
+        self.transferLeadership(callback=_translated(callback))
+
+    def tick(self) -> None:
+        """Do the group's pending work now (append, commit, apply, send, elect); never waits."""
+        self.doTick(0)
+
+    def set_election_timeouts(self, low: float, high: float) -> None:
+        """Election timeouts from the next election on (pysyncobj reads them at each one)."""
+        self.conf.raftMinTimeout, self.conf.raftMaxTimeout = low, high
 
     # -- pysyncobj hooks -------------------------------------------------------
 

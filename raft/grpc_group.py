@@ -129,7 +129,7 @@ class GroupTransport(Transport):
         except MessageError as e:
             log.error("group %r: not sending a message to %s: %s", self.group, peer, e)
             return False
-        return self._nt._enqueue(link, RAFT, self.group, payload)
+        return self._nt.outbound.enqueue(link, RAFT, self.group, payload)
 
     def destroy(self) -> None:
         for name in ("MessageReceived", "NodeConnected", "NodeDisconnected"):

@@ -7,7 +7,7 @@ in ns). A session is:
 
   connecting --accept frame--> up --stream error / EOF / kill()--> down
 
-Only an `up` link takes messages (`NodeTransport._enqueue`), and every batch
+Only an `up` link takes messages (`Outbound.enqueue`, raft/outbound.py), and every batch
 it takes is tagged with the session's epoch. Going down drops everything not
 yet handed to gRPC (the loop turn's pending messages and the outbox), so no
 message is ever sent on a later session than the one it was accepted for:

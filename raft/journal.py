@@ -58,16 +58,17 @@ persist before confirm" hold:
    not synced, so this matters for a one-member group, or if rule 1 is ever
    relaxed for the leader's own AppendEntries.)
 
-A flush writes the batch unsynced and then fdatasyncs RocksDB's WAL with
-`storage.rocks.WalSyncer`, which releases the GIL during the fsync (rocksdict
-holds the GIL through a synced `Rdict.write`; see storage/message_store.py). The log
-also speaks the store protocol of `storage.group_commit.GroupCommitter`
-(`on_pending`, `has_pending`, `pending_seq`, `durable_seq`, `seal`, `write`),
-so a node moves the fsync off the loop thread (node/cluster/cluster.py does):
+The database, the pending batch, the tickets and the fsync are a
+`storage.batch.BatchWriter` (shared with the message store): a flush writes
+the batch unsynced and then fdatasyncs RocksDB's WAL, releasing the GIL
+during the fsync (storage/rocks.py says why). The log also speaks the store
+protocol of `storage.group_commit.GroupCommitter` (`on_pending`,
+`has_pending`, `pending_seq`, `durable_seq`, `seal`, `write`), so a node moves
+the fsync off the loop thread (node/cluster/cluster.py does):
 `GroupCommitter(log, loop, on_written=...)` with a callback that calls
-`log.release_durable()`. A `flush()` on
-the loop while the committer's batch is being written waits for that batch
-to land first (the order of batches is the order of the log).
+`log.release_durable()`. A `flush()` on the loop while the committer's batch
+is being written waits for that batch to land first (the order of batches is
+the order of the log).
 
 Failure is fail-stop: a write or fsync error leaves the disk state unknown,
 so the log refuses every later write, drops the held messages (they are
@@ -86,14 +87,10 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterator
 
-from rocksdict import Options, Rdict, WriteBatch, WriteOptions
-
 from amqp import codec
-from storage.rocks import WalSyncer
+from storage.batch import BatchWriter, SealedBatch, Ticket
 
-__all__ = ["DurableLog", "JournalError", "LogBatch", "RaftJournal"]
-
-Ticket = int
+__all__ = ["DurableLog", "JournalError", "RaftJournal"]
 
 _FORMAT_KEY = b"\x00format"
 _FORMAT = 1
@@ -123,20 +120,6 @@ def _group_prefix(group: str) -> bytes:
     return _GROUP + _U16.pack(len(name)) + name
 
 
-class LogBatch:
-    """Writes sealed for one synced write; made by DurableLog.seal()."""
-
-    __slots__ = ("_wb", "base", "ticket")
-
-    def __init__(self, wb: WriteBatch, base: Ticket, ticket: Ticket) -> None:
-        self._wb = wb
-        self.base = base
-        self.ticket = ticket
-
-    def __repr__(self) -> str:
-        return f"LogBatch(base={self.base}, ticket={self.ticket})"
-
-
 class DurableLog:
     """The Raft logs of one node in one RocksDB, with one group commit per turn.
 
@@ -144,20 +127,15 @@ class DurableLog:
     """
 
     def __init__(self, path: str | os.PathLike[str], *, sync: bool = True) -> None:
-        self._path = os.fspath(path)
-        opts = Options(raw_mode=True)
-        opts.create_if_missing(True)
-        try:
-            self._db: Rdict | None = Rdict(self._path, opts)
-        except Exception as e:  # rocksdict raises plain Exception
-            raise JournalError(f"cannot open raft log at {self._path}: {e}") from e
-        self._write_opt = WriteOptions()
-        self._write_opt.sync = False  # the WAL is fdatasync'ed by WalSyncer
-        self._wal: WalSyncer | None = None
-        self._pending = WriteBatch(raw_mode=True)
-        self._pending_seq: Ticket = 0
-        self._sealed_seq: Ticket = 0
-        self._durable_seq: Ticket = 0
+        self._batches = BatchWriter(
+            path,
+            label="raft log",
+            format_key=_FORMAT_KEY,
+            format_version=_FORMAT,
+            sync=sync,
+            error=JournalError,
+            on_failure=self._write_failed,
+        )
         # Callbacks waiting for a flush, in submission order; tickets ascend.
         self._held: deque[tuple[Ticket, Callable[[], None], asyncio.Future[None] | None]] = deque()
         self._failed: JournalError | None = None
@@ -166,17 +144,20 @@ class DurableLog:
         self._written = threading.Condition()
         self._flush_scheduled = False
         self._journals: dict[str, RaftJournal] = {}
-        self.flushes = 0
-        # Called (no arguments) when a write lands in an empty pending batch.
-        self.on_pending: Callable[[], None] | None = None
-        try:
-            self._check_format()
-            if sync:
-                self._wal = WalSyncer(self._db, self._path)
-        except BaseException:
-            self._db.close()
-            self._db = None
-            raise
+
+    @property
+    def on_pending(self) -> Callable[[], None] | None:
+        """Called (no arguments) when a write lands in an empty pending batch."""
+        return self._batches.on_pending
+
+    @on_pending.setter
+    def on_pending(self, callback: Callable[[], None] | None) -> None:
+        self._batches.on_pending = callback
+
+    @property
+    def flushes(self) -> int:
+        """Batches written so far."""
+        return self._batches.writes
 
     # -- groups --------------------------------------------------------------
 
@@ -187,7 +168,7 @@ class DurableLog:
         """
         if group in self._journals:
             raise JournalError(f"raft group {group!r} already has an open journal")
-        if self.has_pending() or self._sealed_seq != self._durable_seq:
+        if self.has_pending() or self._batches.has_unwritten():
             self.flush()
         journal = RaftJournal(self, group, _group_prefix(group))
         self._journals[group] = journal
@@ -198,16 +179,14 @@ class DurableLog:
         if group in self._journals:
             raise JournalError(f"raft group {group!r} still has an open journal")
         prefix = _group_prefix(group)
-        self._pending.delete_range(prefix, prefix + b"\xff")
-        return self._buffered()
+        return self._delete_range(prefix, prefix + b"\xff")
 
     # -- side data of a group, synced with its journal ------------------------------
 
     def put_blob(self, group: str, key: bytes, value: bytes) -> Ticket:
         """Store `value` under (`group`, `key`) in the next flush: durable with
         the journal writes of the same loop turn (one fsync for both)."""
-        self._pending.put(_blob_prefix(group) + key, value)
-        return self._buffered()
+        return self._put(_blob_prefix(group) + key, value)
 
     def get_blob(self, group: str, key: bytes) -> bytes | None:
         """A flushed blob (writes still pending are not visible)."""
@@ -216,12 +195,11 @@ class DurableLog:
     def delete_blobs(self, group: str, below: bytes | None = None) -> Ticket:
         """Delete `group`'s blobs with a key below `below` (all when None): one range tombstone."""
         prefix = _blob_prefix(group)
-        self._pending.delete_range(prefix, prefix + below if below is not None else prefix + b"\xff" * 9)
-        return self._buffered()
+        return self._delete_range(prefix, prefix + below if below is not None else prefix + b"\xff" * 9)
 
     def groups(self) -> list[str]:
         """Names of the groups that have anything stored (durable writes only)."""
-        db = self._check_open()
+        db = self._batches.db
         out: list[str] = []
         key = _GROUP
         while True:
@@ -242,8 +220,8 @@ class DurableLog:
         the write that covers them (flush() calls it), in submission order.
         """
         self._check_ok()
-        ticket = self._pending_seq
-        if ticket <= self._durable_seq and not self._held:
+        ticket = self._batches.pending_seq()
+        if ticket <= self._batches.durable_seq() and not self._held:
             deliver()
         else:
             self._held.append((ticket, deliver, None))
@@ -257,8 +235,8 @@ class DurableLog:
         turn, or `flush_every_turn(loop)`.
         """
         self._check_ok()
-        ticket = self._pending_seq
-        if ticket <= self._durable_seq and not self._held:
+        ticket = self._batches.pending_seq()
+        if ticket <= self._batches.durable_seq() and not self._held:
             return None
         fut = asyncio.get_running_loop().create_future()
 
@@ -283,7 +261,7 @@ class DurableLog:
     def release_durable(self) -> int:
         """Run the held callbacks whose writes are durable; returns how many ran."""
         held = self._held
-        durable = self._durable_seq
+        durable = self._batches.durable_seq()
         n = 0
         while held and held[0][0] <= durable:
             deliver = held.popleft()[1]
@@ -313,7 +291,7 @@ class DurableLog:
 
     def _scheduled_flush(self) -> None:
         self._flush_scheduled = False
-        if self._db is not None and self._failed is None:
+        if not self._batches.closed and self._failed is None:
             self.flush()
 
     # -- group commit ----------------------------------------------------------
@@ -325,85 +303,67 @@ class DurableLog:
         has a batch in flight.
         """
         self._check_ok()
-        if self._sealed_seq != self._durable_seq:
+        batches = self._batches
+        if batches.has_unwritten():
             with self._written:
                 landed = self._written.wait_for(
-                    lambda: self._durable_seq == self._sealed_seq or self._failed is not None, _IN_FLIGHT_WAIT
+                    lambda: not batches.has_unwritten() or self._failed is not None, _IN_FLIGHT_WAIT
                 )
             self._check_ok()
             if not landed:
                 raise JournalError(
-                    f"writes {self._durable_seq + 1}..{self._sealed_seq} are sealed but not written after"
+                    f"writes {batches.durable_seq() + 1}..{batches.sealed_seq()} are sealed but not written after"
                     f" {_IN_FLIGHT_WAIT} s; cannot flush past them"
                 )
-        batch = self.seal()
+        batch = batches.seal()
         if batch is not None:
             self.write(batch)
         self.release_durable()
-        return self._durable_seq
+        return batches.durable_seq()
 
     def pending_seq(self) -> Ticket:
         """Ticket of the most recent buffered write."""
-        return self._pending_seq
+        return self._batches.pending_seq()
 
     def durable_seq(self) -> Ticket:
         """Every write with a ticket <= this is on disk."""
-        return self._durable_seq
+        return self._batches.durable_seq()
 
     def has_pending(self) -> bool:
-        return self._pending_seq > self._sealed_seq
+        return self._batches.has_pending()
 
-    def seal(self) -> LogBatch | None:
+    def seal(self) -> SealedBatch | None:
         """Take the pending writes as a batch; None if nothing is pending."""
-        self._check_open()
-        if not self.has_pending():
-            return None
-        batch = LogBatch(self._pending, self._sealed_seq, self._pending_seq)
-        self._pending = WriteBatch(raw_mode=True)
-        self._sealed_seq = self._pending_seq
-        return batch
+        return self._batches.seal()
 
-    def write(self, batch: LogBatch) -> None:
+    def write(self, batch: SealedBatch) -> None:
         """Apply a sealed batch and fsync the WAL; may run off the loop thread."""
-        db = self._check_open()
-        if batch.base != self._durable_seq:
-            raise JournalError(f"{batch!r} written out of order: durable_seq is {self._durable_seq}")
-        try:
-            db.write(batch._wb, self._write_opt)
-            if self._wal is not None:
-                self._wal.sync()
-        except Exception as e:
-            # The disk state is unknown (an fsync error cannot be retried
-            # safely): fail-stop, and never release what waited for this.
-            err = JournalError(f"raft log write failed: {e}")
-            err.__cause__ = e
-            with self._written:
-                self._fail(err)
-                self._written.notify_all()
-            raise err from e
+        self._batches.write(batch)  # a failure fail-stops the log first (_write_failed)
         with self._written:
-            self.flushes += 1
-            self._durable_seq = batch.ticket
+            self._written.notify_all()
+
+    def _write_failed(self, err: Exception) -> None:
+        # The disk state is unknown (an fsync error cannot be retried
+        # safely): fail-stop, and never release what waited for this.
+        with self._written:
+            self._fail(err)
             self._written.notify_all()
 
     # -- lifecycle ---------------------------------------------------------------
 
     def close(self) -> None:
         """Flush what is pending and close the database; idempotent."""
-        if self._db is None:
+        if self._batches.closed:
             return
         try:
             if self._failed is None:
                 self.flush()
         finally:
-            db, self._db = self._db, None
-            if self._wal is not None:
-                self._wal.close()
-            db.close()
+            self._batches.close()
 
     @property
     def closed(self) -> bool:
-        return self._db is None
+        return self._batches.closed
 
     def __enter__(self) -> DurableLog:
         return self
@@ -414,22 +374,22 @@ class DurableLog:
     # -- used by RaftJournal -------------------------------------------------------
 
     def _put(self, key: bytes, value: bytes) -> Ticket:
-        self._pending.put(key, value)
-        return self._buffered()
+        self._check_ok()
+        return self._batches.put(key, value)
 
     def _delete_range(self, start: bytes, end: bytes) -> Ticket:
-        self._pending.delete_range(start, end)
-        return self._buffered()
+        self._check_ok()
+        return self._batches.delete_range(start, end)
 
     def _scan(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
         n = len(prefix)
-        for key, value in self._check_open().items(from_key=prefix):
+        for key, value in self._batches.db.items(from_key=prefix):
             if key[:n] != prefix:
                 break
             yield key, value
 
     def _get(self, key: bytes) -> bytes | None:
-        return self._check_open().get(key)
+        return self._batches.db.get(key)
 
     def _closed_journal(self, group: str) -> None:
         self._journals.pop(group, None)
@@ -448,31 +408,6 @@ class DurableLog:
     @property
     def failed(self) -> JournalError | None:
         return self._failed
-
-    def _buffered(self) -> Ticket:
-        self._check_ok()
-        self._pending_seq += 1
-        if self._pending_seq == self._sealed_seq + 1 and self.on_pending is not None:
-            self.on_pending()
-        return self._pending_seq
-
-    def _check_open(self) -> Rdict:
-        if self._db is None:
-            raise JournalError("raft log is closed")
-        return self._db
-
-    def _check_format(self) -> None:
-        db = self._check_open()
-        found = db.get(_FORMAT_KEY)
-        if found is None:
-            if next(iter(db.keys()), None) is not None:
-                raise JournalError(f"{self._path} holds data but no raft log format marker")
-            synced = WriteOptions()
-            synced.sync = True
-            db.put(_FORMAT_KEY, bytes([_FORMAT]), synced)
-        elif found != bytes([_FORMAT]):
-            raise JournalError(f"{self._path}: raft log format {found!r}, this Warren reads {_FORMAT}")
-
 
 def _set_exception(fut: asyncio.Future[None], err: BaseException) -> None:
     if not fut.done():

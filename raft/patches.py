@@ -4,8 +4,16 @@ pysyncobj has no hook for these, so they are made here and only here, against
 the pinned version (pyproject.toml). Each fix has a test in tests/raft/ that
 runs the stock behaviour beside it and shows the bug there.
 
-Module-level patches, installed by `install()` (run at import) and harmless
-to a SyncObj that does not use Warren's pieces:
+Importing this module changes nothing in pysyncobj: it only checks the pinned
+version and that every private pysyncobj member raft/ relies on exists
+(`PRIVATE_MEMBERS`, covering raft/group.py and raft/grpc_group.py too; a
+test in tests/raft keeps that list complete), so that an upgrade of
+pysyncobj fails at import instead of running unpatched.
+
+Module-level patches, installed by `install()` (idempotent). `SafeSyncObj`
+calls it before pysyncobj's constructor, so every `RaftGroup` has them;
+code that runs a stock SyncObj on Warren's journal (tests) calls it itself.
+They are harmless to a SyncObj that does not use Warren's pieces:
 
 1. `pysyncobj.syncobj.createJournal`: SyncObjConf has no journal factory, and
    SyncObj.__init__ calls the module-global `createJournal(conf.journalFile)`.
@@ -20,7 +28,7 @@ to a SyncObj that does not use Warren's pieces:
    entries the snapshot covers only after this returns.
 
 `SafeSyncObj`, a SyncObj subclass, overrides two private methods (they are
-name-mangled, so a subclass defines `_SyncObj__name`) and `_onTick`:
+name-mangled, so a subclass defines `_SyncObj__<name>`) and `_onTick`, and adds what the node's loop needs:
 
 3. `__onMessageReceived`, for 'append_entries' only: stock deletes every entry
    after prevLogIdx whenever the follower has any, then appends the message's
@@ -47,7 +55,7 @@ name-mangled, so a subclass defines `_SyncObj__name`) and `_onTick`:
    to the snapshot first when the journal holds those two entries.
 
 6. I/O and timing belong to the node's event loop (raft/transport.py,
-   node/cluster/cluster.py): stock polls its own poller at the end of every tick (a
+   node/cluster/hosting.py): stock polls its own poller at the end of every tick (a
    system call per tick of every group) and, for groups that send each entry
    at once (appendEntriesUseBatch=False, the quorum queues), writes to a pipe
    per proposal to wake a thread Warren does not run. Both are replaced by
@@ -76,20 +84,19 @@ name-mangled, so a subclass defines `_SyncObj__name`) and `_onTick`:
    that much, glibc is asked to hand the memory back (`malloc_trim`: it
    otherwise keeps the freed log, measured at 590 MB held for 82 MB in use).
 
-Importing this module checks the pinned version and that every private
-member overridden here exists, so an upgrade of pysyncobj fails at import
-instead of running unpatched.
-
-It also refuses a journal without a snapshot file (`raft.config.check_conf`):
-stock then compacts into memory only, and after a restart the journal starts
+`SafeSyncObj` also refuses a journal without a snapshot file
+(`raft.config.check_conf`): stock then compacts into memory only, and after a restart the journal starts
 past index 2 with lastApplied = 1, so it never applies a command again.
 """
 
 from __future__ import annotations
 
 import ctypes
+import dis
+import importlib
 import logging
 import os
+import types
 
 import pysyncobj.serializer as _serializer
 import pysyncobj.syncobj as _syncobj
@@ -137,52 +144,116 @@ def durable_replace(tmp_path: str, path: str) -> None:
 
 
 PATCHED_VERSION = "0.3.17"
-# The private members the overrides below replace or read; checked at import
-# so that a pysyncobj upgrade fails loudly instead of silently unpatched.
-_REQUIRED = (
-    "_SyncObj__onMessageReceived",
-    "_SyncObj__applyLogEntries",
-    "_SyncObj__doApplyCommand",
-    "_SyncObj__sendNextNodeIdx",
-    "_SyncObj__loadDumpFile",
-    "_SyncObj__generateRaftTimeout",
-    "_onTick",
-    "_applyCommand",
-)
-# Instance attributes next_tick_due() reads, checked once per group.
-_REQUIRED_STATE = (
-    "_SyncObj__raftState",
-    "_SyncObj__raftElectionDeadline",
-    "_SyncObj__newAppendEntriesTime",
-    "_SyncObj__raftCommitIndex",
-    "_SyncObj__raftLastApplied",
-    "_SyncObj__needLoadDumpFile",
-    "_SyncObj__commandsQueue",
-    "_SyncObj__transport",
-    "_SyncObj__conf",
-    "_SyncObj__raftLeader",
-    "_SyncObj__raftCurrentTerm",
-    "_SyncObj__otherNodes",
-    "_SyncObj__lastResponseTime",
-    "_SyncObj__transferInProgress",
-)
+# Every pysyncobj member raft/ uses that is not pysyncobj's public API, by
+# owner (a class or a module): the private methods the overrides replace or
+# call, the private state they read and write, and the module globals that
+# `install` replaces. A class member is found either on the class or as an
+# attribute its methods assign (instance state). Checked at import;
+# tests/raft/test_private_members.py fails if raft/ uses one not listed here.
+PRIVATE_MEMBERS: dict[str, tuple[str, ...]] = {
+    "pysyncobj.syncobj.SyncObj": (
+        # methods
+        "_SyncObj__onMessageReceived",
+        "_SyncObj__applyLogEntries",
+        "_SyncObj__doApplyCommand",
+        "_SyncObj__sendNextNodeIdx",
+        "_SyncObj__loadDumpFile",
+        "_SyncObj__generateRaftTimeout",
+        "_onTick",
+        "_applyCommand",
+        "_isLeader",
+        "_getLeader",
+        # instance state
+        "_SyncObj__raftState",
+        "_SyncObj__raftElectionDeadline",
+        "_SyncObj__newAppendEntriesTime",
+        "_SyncObj__raftCommitIndex",
+        "_SyncObj__raftLastApplied",
+        "_SyncObj__leaderCommitIndex",
+        "_SyncObj__needLoadDumpFile",
+        "_SyncObj__commandsQueue",
+        "_SyncObj__transport",
+        "_SyncObj__conf",
+        "_SyncObj__raftLeader",
+        "_SyncObj__raftCurrentTerm",
+        "_SyncObj__otherNodes",
+        "_SyncObj__lastResponseTime",
+        "_SyncObj__transferInProgress",
+        "_SyncObj__raftLog",
+        "_SyncObj__raftMatchIndex",
+        "_SyncObj__recvTransmission",
+        "_SyncObj__serializer",
+        "_SyncObj__nodeClass",
+        "_SyncObj__pipeNotifier",
+        "_poller",
+    ),
+    "pysyncobj.transport.Transport": (
+        "_onMessageReceived",
+        "_onNodeConnected",
+        "_onNodeDisconnected",
+        "_onNodeConnectedCallback",
+    ),
+    "pysyncobj.pipe_notifier.PipeNotifier": ("_PipeNotifier__pipeR", "_PipeNotifier__pipeW"),
+    "pysyncobj.fast_queue.FastQueue": ("_FastQueue__queue",),
+    "pysyncobj.syncobj": ("createJournal", "_COMMAND_TYPE", "_RAFT_STATE"),
+    "pysyncobj.serializer": ("atomicReplace",),
+}
 
 
-def install() -> None:
-    """Install the module-level patches (idempotent); refuse another pysyncobj version."""
+def _assigned_attributes(cls: type) -> set[str]:
+    """The attribute names the methods of `cls` assign (`self.x = ...`), nested code included."""
+    names: set[str] = set()
+    stack = [f.__code__ for f in vars(cls).values() if isinstance(f, types.FunctionType)]
+    while stack:
+        code = stack.pop()
+        names.update(i.argval for i in dis.get_instructions(code) if i.opname == "STORE_ATTR")
+        stack.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
+    return names
+
+
+def missing_members(required: dict[str, tuple[str, ...]]) -> list[str]:
+    """Which of `required` (owner -> member names) pysyncobj lacks, as "owner.member"."""
+    missing = []
+    for owner, members in required.items():
+        module_name, cls_name = _split_owner(owner)
+        obj = importlib.import_module(module_name)
+        assigned: set[str] = set()
+        if cls_name:
+            obj = getattr(obj, cls_name, None)
+            assigned = _assigned_attributes(obj) if isinstance(obj, type) else set()
+        missing += [f"{owner}.{m}" for m in members if obj is None or not (hasattr(obj, m) or m in assigned)]
+    return missing
+
+
+def _split_owner(owner: str) -> tuple[str, str]:
+    """Split "pysyncobj.syncobj.SyncObj" into module and class; a module name has no class part."""
+    head, _, last = owner.rpartition(".")
+    return (head, last) if last[:1].isupper() else (owner, "")
+
+
+def _check() -> None:
     if _version.VERSION != PATCHED_VERSION:
         raise ImportError(
             f"raft.patches is written against pysyncobj {PATCHED_VERSION}, found {_version.VERSION}:"
             " re-check every override in raft/patches.py before changing the pin"
         )
-    missing = [name for name in _REQUIRED if not hasattr(SyncObj, name)]
-    if missing or not hasattr(_syncobj, "createJournal") or not hasattr(_serializer, "atomicReplace"):
-        raise ImportError(f"pysyncobj lacks what raft/patches.py overrides: {missing}")
+    missing = missing_members(PRIVATE_MEMBERS)
+    if missing:
+        raise ImportError(f"pysyncobj lacks what raft/ relies on: {', '.join(missing)}")
+
+
+_check()
+_installed = False
+
+
+def install() -> None:
+    """Install the module-level patches 1 and 2; calling it again changes nothing."""
+    global _installed
+    if _installed:
+        return
     _syncobj.createJournal = _create_journal
     _serializer.atomicReplace = durable_replace
-
-
-install()
+    _installed = True
 
 
 _malloc_trim = getattr(ctypes.CDLL(None), "malloc_trim", lambda pad: 0)  # glibc only
@@ -211,6 +282,7 @@ class SafeSyncObj(SyncObj):
 
     def __init__(self, selfNode, otherNodes, conf=None, *args, **kwargs):  # noqa: N803
         check_conf(conf)
+        install()  # before SyncObj.__init__, which calls createJournal
         # Set before SyncObj.__init__ so that SyncObj counts these among its
         # own properties and leaves them out of its pickled snapshots.
         self._w_commit_before = 0
@@ -227,9 +299,6 @@ class SafeSyncObj(SyncObj):
     # -- 6: the node's loop does the I/O and keeps the time
 
     def _w_quiet_io(self) -> None:
-        missing = [name for name in _REQUIRED_STATE if not hasattr(self, name)]
-        if missing:
-            raise ImportError(f"pysyncobj lacks the state raft/patches.py reads: {missing}")
         self._poller = _NoPoller()
         notifier = getattr(self, "_SyncObj__pipeNotifier", None)
         if notifier is not None:

@@ -6,6 +6,8 @@
         optionally over mutual TLS
       - one PeerLink per peer (raft/grpc_link.py): our outbound stream,
         reconnected with backoff, a new epoch per stream
+      - InboundStreams (raft/grpc_inbound.py): the peers' streams to us, at
+        most one per peer, the one of the highest epoch
       - per-peer send queues sealed into ONE Frame per peer per loop turn
       - the `before_flush` gate for the durable journal, the `partition` switch
     GroupTransport (one per Raft group, raft/grpc_group.py, re-exported here)
@@ -71,15 +73,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
 import grpc
 
-from .grpc_auth import MD_LAST_EPOCH, AuthError, TlsConfig, check_metadata
+from .grpc_auth import TlsConfig
 from .grpc_group import GroupTransport
+from .grpc_inbound import InboundStreams, Servicer
 from .grpc_link import PeerLink
+from .outbound import Outbound
 from .proto import cluster_pb2, cluster_pb2_grpc
 
 __all__ = ["GroupTransport", "NodeTransport", "TransportOptions", "TransportStats", "TlsConfig"]
@@ -123,31 +126,6 @@ class TransportStats:
     entries_held_back: int = 0  # AppendEntries with entries not sent to a peer too far behind (grpc_group.py)
 
 
-class _Inbound:
-    """A peer's stream to us: the only one from that peer whose frames are dispatched."""
-
-    __slots__ = ("accepted", "context", "epoch", "killed", "last_recv", "last_sent", "peer", "pinging")
-
-    def __init__(self, peer: str, epoch: int, context: grpc.aio.ServicerContext, now: float) -> None:
-        self.peer = peer
-        self.epoch = epoch
-        self.context = context
-        self.killed: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-        self.last_recv = now
-        self.last_sent = now
-        self.accepted = False
-        self.pinging = False
-
-    def kill(self, reason: str) -> None:
-        """End the stream (cancelling the handler task would not end the RPC)."""
-        if not self.killed.done():
-            self.killed.set_result(reason)
-
-
-class _BadFrame(Exception):
-    pass
-
-
 class NodeTransport:
     """The cluster port of one node. Create, `await start()`, then build the groups' SyncObjs."""
 
@@ -189,28 +167,23 @@ class NodeTransport:
         self._epoch_clock = epoch_clock
         self._epoch = 0
         self._server: grpc.aio.Server | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
         self._started = False
         self._closed = False
         self._groups: dict[str, GroupTransport] = {}
         self._groups_by_peer: dict[str, set[GroupTransport]] = {}
         self._pinned: set[str] = set()
         self._links: dict[str, PeerLink] = {}
-        self._inbound: dict[str, _Inbound] = {}
-        self._inbound_epoch: dict[str, int] = {}  # last accepted epoch per sender
+        self.inbound = InboundStreams(self)  # the peers' streams to us (grpc_inbound.py)
         self._partitioned: set[str] = set()
-        self._dirty: list[PeerLink] = []
-        self._flush_scheduled = False
-        # Sealed turns waiting for before_flush awaitables, oldest first.
-        self._held: deque[tuple[list[Awaitable[object]], list[tuple[PeerLink, int, list]]]] = deque()
-        self._gate_task: asyncio.Task | None = None
+        self.outbound = Outbound(self)  # this loop turn's messages, sealed and gated (outbound.py)
         self._watchdog_task: asyncio.Task | None = None
         self._tasks: set[asyncio.Task] = set()
 
     # -- lifecycle -------------------------------------------------------------
 
     async def start(self) -> None:
-        self._loop = asyncio.get_running_loop()
+        self.loop = asyncio.get_running_loop()
         opts = self.options
         self._server = grpc.aio.server(
             options=[
@@ -219,7 +192,7 @@ class NodeTransport:
                 ("grpc.so_reuseport", 0),
             ]
         )
-        cluster_pb2_grpc.add_ClusterServicer_to_server(_Servicer(self), self._server)
+        cluster_pb2_grpc.add_ClusterServicer_to_server(Servicer(self.inbound), self._server)
         try:
             if self._tls is not None:
                 # Read the PEM files once, now, so a bad path fails start() and not a later addNode.
@@ -238,22 +211,20 @@ class NodeTransport:
         self._started = True
         for link in self._links.values():
             link.start()
-        self._watchdog_task = self._spawn(self._watchdog(), "warren-transport-watchdog")
+        self._watchdog_task = self.spawn(self._watchdog(), "warren-transport-watchdog")
 
     async def close(self) -> None:
         """Stop everything; pending messages are dropped."""
         if self._closed:
             return
         self._closed = True
-        for task in (self._watchdog_task, self._gate_task):
-            if task is not None:
-                task.cancel()
+        if self._watchdog_task is not None:
+            self._watchdog_task.cancel()
+        self.outbound.close()
         links = list(self._links.values())
         self._links.clear()
         await asyncio.gather(*(link.close() for link in links), return_exceptions=True)
-        for s in self._inbound.values():
-            s.kill("node shutting down")
-        self._inbound.clear()
+        self.inbound.close_all("node shutting down")
         await asyncio.sleep(0)  # let the handlers send their status
         if self._server is not None:
             await self._server.stop(grace=None)
@@ -261,9 +232,9 @@ class NodeTransport:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
-    def _spawn(self, coro, name: str) -> asyncio.Task:
-        assert self._loop is not None
-        task = self._loop.create_task(coro, name=name)
+    def spawn(self, coro, name: str) -> asyncio.Task:
+        assert self.loop is not None
+        task = self.loop.create_task(coro, name=name)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
@@ -302,8 +273,7 @@ class NodeTransport:
 
     def epoch_from(self, peer: str) -> int | None:
         """Epoch of `peer`'s current stream to us (None when there is none)."""
-        s = self._inbound.get(peer)
-        return s.epoch if s is not None else None
+        return self.inbound.epoch_from(peer)
 
     def reset_peer(self, peer: str) -> None:
         """Drop our stream to `peer` now; it comes back with a new epoch."""
@@ -327,7 +297,7 @@ class NodeTransport:
         self._groups_by_peer.pop(peer, None)
         link = self._links.pop(peer, None)
         if link is not None:
-            self._spawn(link.close(), f"warren-link-close-{peer}")
+            self.spawn(link.close(), f"warren-link-close-{peer}")
 
     def _make_channel(self, peer: str) -> grpc.aio.Channel:
         opts = self.options
@@ -380,9 +350,7 @@ class NodeTransport:
             link = self._links.get(peer)
             if link is not None:
                 link.kill("partitioned")
-            inbound = self._inbound.pop(peer, None)
-            if inbound is not None:
-                inbound.kill("partitioned")
+            self.inbound.cut(peer, "partitioned")
 
     def heal(self, peers: Iterable[str] | None = None) -> None:
         """Undo `partition` for `peers` (default: all)."""
@@ -410,162 +378,9 @@ class NodeTransport:
     def send_node_message(self, peer: str, channel: str, payload: bytes) -> bool:
         """Queue a non-Raft message for `peer` (see `on_node_message`); False if not connected."""
         link = self._links.get(peer)
-        return link is not None and self._enqueue(link, NODE, channel, payload)
-
-    def _enqueue(self, link: PeerLink, kind: int, group: str, payload: bytes) -> bool:
-        if not link.up or self.failed is not None or link.peer in self._partitioned:
-            return False
-        if len(payload) > self.options.max_message_bytes:
-            log.error("message of %d bytes for %s/%s is over max_message_bytes", len(payload), link.peer, group)
-            return False
-        link.pending.append((kind, group, payload))
-        link.queued_bytes += len(payload)
-        if not link.dirty:
-            link.dirty = True
-            self._dirty.append(link)
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
-            assert self._loop is not None
-            self._loop.call_soon(self._flush)
-        return True
-
-    def _flush(self) -> None:
-        """Seal this loop turn's messages, pass the durability gate, hand them to the links."""
-        self._flush_scheduled = False
-        sealed = []
-        for link in self._dirty:
-            link.dirty = False
-            if link.pending and link.epoch is not None:
-                sealed.append((link, link.epoch, link.pending))
-                link.pending = []
-        self._dirty.clear()
-        if not sealed or self.failed is not None:
-            return
-        self.stats.flushes += 1
-        waits: list[Awaitable[object]] = []
-        try:
-            for hook in self.before_flush:
-                w = hook()
-                if w is not None:
-                    waits.append(w)
-        except Exception as e:
-            self._fail(e)
-            return
-        if not waits and not self._held:
-            self._release_sealed(sealed)
-            return
-        self._held.append((waits, sealed))
-        if self._gate_task is None:
-            self._gate_task = self._spawn(self._drain_held(), "warren-transport-gate")
-
-    async def _drain_held(self) -> None:
-        try:
-            while self._held:
-                waits, sealed = self._held[0]
-                for w in waits:
-                    await w
-                self._held.popleft()
-                self._release_sealed(sealed)
-        except asyncio.CancelledError:
-            raise
-        except Exception as e:
-            self._fail(e)
-        finally:
-            self._gate_task = None
-
-    def _fail(self, e: BaseException) -> None:
-        log.error("durability gate failed; the transport sends nothing more", exc_info=e)
-        self.failed = e
-        self._held.clear()
-        if self.on_error is not None:
-            self.on_error(e)
-
-    def _release_sealed(self, sealed: list[tuple[PeerLink, int, list]]) -> None:
-        limit = self.options.max_frame_bytes
-        for link, epoch, items in sealed:
-            link.queued_bytes -= sum(len(item[2]) for item in items)
-            if not link.up or link.epoch != epoch or link.peer in self._partitioned:
-                self.stats.dropped_on_reconnect += len(items)
-                continue
-            frame = Frame(epoch=epoch)
-            size = 0
-            add = frame.messages.add
-            for kind, group, payload in items:
-                n = len(payload) + len(group) + _ENVELOPE_OVERHEAD
-                if size and size + n > limit:
-                    link.push(frame, size)
-                    frame = Frame(epoch=epoch)
-                    add = frame.messages.add
-                    size = 0
-                add(kind=kind, group=group, payload=payload)
-                size += n
-            link.push(frame, size)
-            if link.outbox_bytes > self.options.max_outbox_bytes:
-                link.kill(f"{link.outbox_bytes} bytes unsent")
+        return link is not None and self.outbound.enqueue(link, NODE, channel, payload)
 
     # -- receiving --------------------------------------------------------------------
-
-    async def _serve(self, context: grpc.aio.ServicerContext) -> None:
-        assert self.node_id is not None
-        try:
-            peer, epoch = check_metadata(self._secret, self.node_id, context.invocation_metadata() or ())
-        except AuthError as e:
-            self.stats.auth_failures += 1
-            log.warning("refused a cluster stream from %s: %s", context.peer(), e)
-            await context.abort(grpc.StatusCode.UNAUTHENTICATED, str(e))
-        if peer == self.node_id:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "stream from a node with this node's id")
-        if peer in self._partitioned:
-            self.stats.partition_refusals += 1
-            await context.abort(grpc.StatusCode.UNAVAILABLE, "partitioned")
-        last = self._inbound_epoch.get(peer, 0)
-        if epoch <= last:
-            self.stats.stale_streams += 1
-            await context.abort(
-                grpc.StatusCode.FAILED_PRECONDITION,
-                f"stale epoch {epoch}, last accepted {last}",
-                trailing_metadata=((MD_LAST_EPOCH, str(last)),),
-            )
-        self._inbound_epoch[peer] = epoch
-        old = self._inbound.pop(peer, None)
-        if old is not None:
-            old.kill(f"superseded by epoch {epoch}")
-        me = self._inbound[peer] = _Inbound(peer, epoch, context, self._clock())
-        reader: asyncio.Task | None = None
-        try:
-            await context.write(Frame(epoch=epoch))
-            me.accepted = True
-            me.last_sent = self._clock()
-            reader = asyncio.get_running_loop().create_task(self._read_frames(me))
-            await asyncio.wait({reader, me.killed}, return_when=asyncio.FIRST_COMPLETED)
-            if me.killed.done():
-                reader.cancel()
-                await asyncio.gather(reader, return_exceptions=True)
-                await context.abort(grpc.StatusCode.UNAVAILABLE, me.killed.result())
-            try:
-                reader.result()
-            except _BadFrame as e:
-                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
-        finally:
-            if reader is not None and not reader.done():
-                reader.cancel()
-            if self._inbound.get(peer) is me:
-                del self._inbound[peer]
-            if me.accepted:
-                self._peer_down(peer)
-
-    async def _read_frames(self, me: _Inbound) -> None:
-        context = me.context
-        while True:
-            frame = await context.read()
-            if frame is grpc.aio.EOF:
-                return
-            me.last_recv = self._clock()
-            if frame.epoch != me.epoch:
-                raise _BadFrame(f"frame epoch {frame.epoch} on a stream of epoch {me.epoch}")
-            if me.killed.done():
-                return  # superseded, partitioned or silent: deliver nothing more
-            self._dispatch(me.peer, frame)
 
     def _dispatch(self, peer: str, frame: Frame) -> None:
         stats = self.stats
@@ -606,31 +421,4 @@ class NodeTransport:
                     assert link.epoch is not None
                     link.push(Frame(epoch=link.epoch), 0)
                     link.last_sent = now
-            for s in list(self._inbound.values()):
-                if now - s.last_recv > opts.dead_after:
-                    self.stats.timeouts += 1
-                    log.info(
-                        "stream from %s (epoch %d): nothing received for %.1fs", s.peer, s.epoch, now - s.last_recv
-                    )
-                    self._inbound.pop(s.peer, None)
-                    s.kill("nothing received")
-                elif s.accepted and not s.pinging and now - s.last_sent >= opts.ping_interval:
-                    s.pinging = True
-                    self._spawn(self._ping(s), "warren-transport-ping")
-
-    async def _ping(self, s: _Inbound) -> None:
-        try:
-            await s.context.write(Frame(epoch=s.epoch))
-            s.last_sent = self._clock()
-        except Exception:
-            pass  # the stream is ending; its handler sees why
-        finally:
-            s.pinging = False
-
-
-class _Servicer(cluster_pb2_grpc.ClusterServicer):
-    def __init__(self, transport: NodeTransport) -> None:
-        self._transport = transport
-
-    async def Stream(self, request_iterator, context):  # noqa: N802 (gRPC method name)
-        await self._transport._serve(context)
+            self.inbound.check(now)

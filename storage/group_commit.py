@@ -12,7 +12,7 @@ How it runs: the first write into an empty pending batch schedules a commit
 with `loop.call_soon`, so every write made in the rest of that loop turn joins
 it. The commit seals the pending batch and hands it to one dedicated worker
 thread, which applies the batch and fdatasyncs the RocksDB WAL with the GIL
-released (store.py says why it is not a synced RocksDB write), so the loop
+released (storage/rocks.py says why it is not a synced RocksDB write), so the loop
 keeps running during the fsync. Meanwhile new writes accumulate in the next
 pending batch. (When the loop is busy, the worker waits up to
 sys.getswitchinterval(), 5 ms by default, to get the GIL back after the
@@ -37,7 +37,8 @@ import itertools
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from storage.message_store import Batch, MessageStore, StoreError, Ticket
+from storage.batch import SealedBatch, Ticket
+from storage.message_store import MessageStore, StoreError
 
 __all__ = ["GroupCommitter"]
 
@@ -62,7 +63,7 @@ class GroupCommitter:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="warren-store-commit")
         # Invariant: at most one batch is being written, and while one is,
         # no commit is scheduled (its completion starts the next one).
-        self._in_flight: Batch | None = None
+        self._in_flight: SealedBatch | None = None
         self._scheduled = False
         self._closed = False
         self._failed: StoreError | None = None

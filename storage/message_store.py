@@ -13,20 +13,10 @@ puts/s in batches of 1,000 against ~6k/s with a sync per put
 (/work/shared/MEASUREMENTS.md); here the Python cost of a put (~2 us) bounds
 it first (bench/store.py). `group_commit.GroupCommitter` drives the split
 form of `commit()` (`seal()` on the event loop, `write()` in a worker thread)
-so the fsync never blocks the loop; this module has no asyncio in it.
-
-How the fsync happens: rocksdict 0.3.29 holds the GIL for the whole of
-`Rdict.write`, fsync included (measured: a synced 20 MB write in a thread
-stops the main thread for its full ~150 ms), so a synced RocksDB write in a
-worker thread would still freeze the event loop. Batches are therefore
-written with sync=False, which leaves them appended to the write-ahead log
-with write(2) (RocksDB flushes its WAL buffer on every write unless
-manual_wal_flush is set), and `WalSyncer` then fdatasyncs that WAL file with
-os.fdatasync, which releases the GIL. It is the sequence RocksDB documents as
-Write() followed by SyncWAL(), except that readers of this process may see a
-batch before its fsync ends; nothing here relies on that visibility (the
-broker serves messages from memory, and acts on durability only through
-tickets).
+so the fsync never blocks the loop; this module has no asyncio in it. The
+batches, tickets and the fsync (an unsynced write, then an fdatasync of the
+WAL that releases the GIL) are `storage.batch.BatchWriter`'s, shared with the
+Raft log.
 
 Nothing in here reads a clock: timestamps come in the records.
 
@@ -67,13 +57,10 @@ import struct
 from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
-from rocksdict import Options, Rdict, WriteBatch, WriteOptions
-
-from storage.rocks import WalSyncer
+from storage.batch import BatchWriter, SealedBatch, Ticket
 
 __all__ = [
     "FORMAT_VERSION",
-    "Batch",
     "MessageStore",
     "Record",
     "StoreClosedError",
@@ -81,9 +68,6 @@ __all__ = [
     "StoreFormatError",
     "Ticket",
 ]
-
-Ticket = int
-"""Position of a buffered write in the store's write order; 0 means "nothing"."""
 
 FORMAT_VERSION = 1
 _STORE_FORMAT = 1
@@ -172,26 +156,6 @@ def _split_key(key: bytes) -> tuple[str, int]:
     return key[3 : 3 + n].decode("utf-8"), seq
 
 
-class Batch:
-    """Writes sealed for one synced commit; made by MessageStore.seal().
-
-    Invariant: `base` is the ticket of the last write in the batch sealed
-    just before this one, so batches must be written in order and
-    `base < ticket`.
-    """
-
-    __slots__ = ("_wb", "base", "ticket", "writes")
-
-    def __init__(self, wb: WriteBatch, base: Ticket, ticket: Ticket) -> None:
-        self._wb = wb
-        self.base = base
-        self.ticket = ticket
-        self.writes = ticket - base
-
-    def __repr__(self) -> str:
-        return f"Batch(base={self.base}, ticket={self.ticket})"
-
-
 class MessageStore:
     """Classic-queue messages of one node in one RocksDB, with group commit.
 
@@ -201,42 +165,38 @@ class MessageStore:
     """
 
     def __init__(self, path: str | os.PathLike[str], *, sync: bool = True) -> None:
-        self._path = os.fspath(path)
-        opts = Options(raw_mode=True)
-        opts.create_if_missing(True)
-        try:
-            self._db: Rdict | None = Rdict(self._path, opts)
-        except Exception as e:  # rocksdict raises plain Exception
-            raise StoreError(f"cannot open message store at {self._path}: {e}") from e
-        # Batches are written unsynced and the WAL is fsync'ed outside the GIL
-        # (see the module docstring); sync=False skips that fsync.
-        self._write_opt = WriteOptions()
-        self._write_opt.sync = False
-        self._wal: WalSyncer | None = None
+        self._batches = BatchWriter(
+            path,
+            label="message store",
+            format_key=_FORMAT_KEY,
+            format_version=_STORE_FORMAT,
+            sync=sync,
+            error=StoreError,
+            closed_error=StoreClosedError,
+            format_error=StoreFormatError,
+        )
         self._prefixes: dict[str, bytes] = {}
-        self._pending = WriteBatch(raw_mode=True)
-        self._pending_seq: Ticket = 0
-        self._sealed_seq: Ticket = 0
-        self._durable_seq: Ticket = 0
-        self.commits = 0
-        # Called (with no arguments) when a write lands in an empty pending
-        # batch: the GroupCommitter uses it to schedule a commit.
-        self.on_pending: Callable[[], None] | None = None
-        try:
-            self._check_format()
-            if sync:
-                self._wal = WalSyncer(self._db, self._path)
-        except BaseException:
-            self._db.close()
-            self._db = None
-            raise
+
+    @property
+    def on_pending(self) -> Callable[[], None] | None:
+        """Called (with no arguments) when a write lands in an empty pending
+        batch: the GroupCommitter uses it to schedule a commit."""
+        return self._batches.on_pending
+
+    @on_pending.setter
+    def on_pending(self, callback: Callable[[], None] | None) -> None:
+        self._batches.on_pending = callback
+
+    @property
+    def commits(self) -> int:
+        """Batches written so far."""
+        return self._batches.writes
 
     # -- buffered writes ---------------------------------------------------
 
     def put(self, queue: str, seq: int, record: Record) -> Ticket:
         """Store a message at (queue, seq); overwrites any record there."""
-        self._pending.put(self._key(queue, seq), record.encode())
-        return self._buffered()
+        return self._batches.put(self._key(queue, seq), record.encode())
 
     def update(self, queue: str, seq: int, record: Record) -> Ticket:
         """Replace the record at (queue, seq), e.g. delivery_count after a requeue.
@@ -249,8 +209,7 @@ class MessageStore:
 
     def delete(self, queue: str, seq: int) -> Ticket:
         """Remove the message at (queue, seq); a no-op if there is none."""
-        self._pending.delete(self._key(queue, seq))
-        return self._buffered()
+        return self._batches.delete(self._key(queue, seq))
 
     def delete_queue(self, queue: str) -> Ticket:
         """Remove every message of `queue` with one range tombstone.
@@ -259,23 +218,22 @@ class MessageStore:
         same name declared afterwards starts empty and keeps its new puts.
         """
         prefix = self._prefix(queue)
-        self._pending.delete_range(prefix, prefix + _RANGE_END)
         self._prefixes.pop(queue, None)
-        return self._buffered()
+        return self._batches.delete_range(prefix, prefix + _RANGE_END)
 
     # -- tickets -----------------------------------------------------------
 
     def pending_seq(self) -> Ticket:
         """Ticket of the most recent buffered write (durable or not)."""
-        return self._pending_seq
+        return self._batches.pending_seq()
 
     def durable_seq(self) -> Ticket:
         """Every write with a ticket <= this is on disk (fsync completed)."""
-        return self._durable_seq
+        return self._batches.durable_seq()
 
     def has_pending(self) -> bool:
         """True if writes are buffered that no batch has taken yet."""
-        return self._pending_seq > self._sealed_seq
+        return self._batches.has_pending()
 
     # -- commit ------------------------------------------------------------
 
@@ -286,59 +244,42 @@ class MessageStore:
         but not yet written (in flight, or lost to a failed write) makes this
         raise StoreError, since batches reach the disk in seal order.
         """
-        if self._sealed_seq != self._durable_seq:
+        batches = self._batches
+        if batches.has_unwritten():
             raise StoreError(
-                f"writes {self._durable_seq + 1}..{self._sealed_seq} are sealed but not written;"
+                f"writes {batches.durable_seq() + 1}..{batches.sealed_seq()} are sealed but not written;"
                 " cannot commit past them"
             )
-        batch = self.seal()
+        batch = batches.seal()
         if batch is not None:
-            self.write(batch)
-        return self._durable_seq
+            batches.write(batch)
+        return batches.durable_seq()
 
-    def seal(self) -> Batch | None:
-        """Take the pending writes as a Batch and start a fresh pending batch.
+    def seal(self) -> SealedBatch | None:
+        """Take the pending writes as a batch and start a fresh pending batch.
 
         Returns None when nothing is pending. Writes buffered after this call
         go into the next batch.
         """
-        self._check_open()
-        if not self.has_pending():
-            return None
-        batch = Batch(self._pending, self._sealed_seq, self._pending_seq)
-        self._pending = WriteBatch(raw_mode=True)
-        self._sealed_seq = self._pending_seq
-        return batch
+        return self._batches.seal()
 
-    def write(self, batch: Batch) -> None:
+    def write(self, batch: SealedBatch) -> None:
         """Write a sealed batch and fsync it; may run off the loop thread.
 
         Batches must be written one at a time, in the order seal() made them.
-        The GIL is held while RocksDB applies the batch (µs to a few ms, by
-        size) and released for the fsync.
         """
-        db = self._check_open()
-        if batch.base != self._durable_seq:
-            raise StoreError(f"{batch!r} written out of order: durable_seq is {self._durable_seq}")
-        try:
-            db.write(batch._wb, self._write_opt)
-            if self._wal is not None:
-                self._wal.sync()
-        except Exception as e:
-            raise StoreError(f"message store write failed: {e}") from e
-        self.commits += 1
-        self._durable_seq = batch.ticket
+        self._batches.write(batch)
 
     # -- reads -------------------------------------------------------------
 
     def get(self, queue: str, seq: int) -> Record | None:
         """The committed record at (queue, seq), or None (pending writes are not visible)."""
-        value = self._check_open().get(self._key(queue, seq))
+        value = self._batches.db.get(self._key(queue, seq))
         return None if value is None else Record.decode(value)
 
     def iter_queue(self, queue: str, from_seq: int = 0) -> Iterator[tuple[int, Record]]:
         """Committed (seq, record) pairs of one queue with seq >= from_seq, in seq order."""
-        db = self._check_open()
+        db = self._batches.db
         prefix = self._prefix(queue)
         start = prefix + _SEQ.pack(from_seq)
         n = len(prefix)
@@ -353,7 +294,7 @@ class MessageStore:
         Reads the whole store into memory; queues are in key order (by name
         length, then name), which callers should not rely on.
         """
-        db = self._check_open()
+        db = self._batches.db
         out: dict[str, list[tuple[int, Record]]] = {}
         for key, value in db.items(from_key=_MSG):
             if key[:1] != _MSG:
@@ -373,19 +314,16 @@ class MessageStore:
         Must not run while another thread is inside write() (close the
         GroupCommitter first).
         """
-        if self._db is None:
+        if self._batches.closed:
             return
         try:
             self.commit()
         finally:
-            db, self._db = self._db, None
-            if self._wal is not None:
-                self._wal.close()
-            db.close()
+            self._batches.close()
 
     @property
     def closed(self) -> bool:
-        return self._db is None
+        return self._batches.closed
 
     def __enter__(self) -> MessageStore:
         return self
@@ -394,12 +332,6 @@ class MessageStore:
         self.close()
 
     # -- internals ---------------------------------------------------------
-
-    def _buffered(self) -> Ticket:
-        self._pending_seq += 1
-        if self._pending_seq == self._sealed_seq + 1 and self.on_pending is not None:
-            self.on_pending()
-        return self._pending_seq
 
     def _prefix(self, queue: str) -> bytes:
         prefix = self._prefixes.get(queue)
@@ -413,20 +345,3 @@ class MessageStore:
             return prefix + _SEQ.pack(seq)
         except struct.error:
             raise ValueError(f"seq out of range: {seq}") from None
-
-    def _check_open(self) -> Rdict:
-        if self._db is None:
-            raise StoreClosedError("message store is closed")
-        return self._db
-
-    def _check_format(self) -> None:
-        db = self._check_open()
-        found = db.get(_FORMAT_KEY)
-        if found is None:
-            if next(iter(db.keys()), None) is not None:
-                raise StoreFormatError(f"{self._path} holds data but no store format marker")
-            synced = WriteOptions()
-            synced.sync = True
-            db.put(_FORMAT_KEY, bytes([_STORE_FORMAT]), synced)
-        elif found != bytes([_STORE_FORMAT]):
-            raise StoreFormatError(f"{self._path}: store format {found!r}, this Warren reads {_STORE_FORMAT}")

@@ -43,8 +43,10 @@ class ConnectionHandler(asyncio.Protocol):
             SERVER,
             container_id=cfg.node_name,
             max_frame_size=cfg.max_frame_size,
-            channel_max=cfg.channel_max,
+            # as RabbitMQ 4: at most session_max sessions, so channels 0 .. session_max - 1 [2.7.1]
+            channel_max=max(0, min(cfg.channel_max, cfg.session_max - 1)),
             idle_timeout=cfg.idle_timeout or None,
+            handle_max=cfg.handle_max,
         )
         self.transport: asyncio.Transport | None = None
         self.user: str | None = None
@@ -53,14 +55,26 @@ class ConnectionHandler(asyncio.Protocol):
         self.name = ""
         self._flush_scheduled = False
         self._timer: asyncio.TimerHandle | None = None
+        self._handshake_timer: asyncio.TimerHandle | None = None
         self._closed = False
         self._login: asyncio.Task | None = None  # the SASL check in progress
+        # Back-pressure on writes: while the client does not take what we
+        # send, its consumers stop being fed and deliveries wait in their
+        # queues (`writing_paused`). Paused by the transport (its buffer passed
+        # max_write_buffer) or by what the engine holds for the client.
+        self.writing_paused = False
+        self._transport_paused = False
+        self._holding_too_much = False
+        self._unflushed = 0  # delivery bytes since the last write
+        self._write_chunk = max(1, cfg.max_write_buffer // 4)
         self.management_pairs: dict | None = None  # node/client/management/node_link.py, made on first use
 
     # ------------------------------------------------------------ asyncio side
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        limit = self.node.config.max_write_buffer
+        transport.set_write_buffer_limits(high=limit, low=limit // 2)  # type: ignore[attr-defined]
         peer = transport.get_extra_info("peername") or ("?", 0)
         self.peer = (peer[0], peer[1])
         local = transport.get_extra_info("sockname") or ("?", 0)
@@ -68,15 +82,27 @@ class ConnectionHandler(asyncio.Protocol):
         self.node.connections.add(self)
         self.node.metrics.connections_opened += 1
         self._arm_timer()
+        if self.node.config.handshake_timeout > 0:
+            self._handshake_timer = self.node.loop.call_later(self.node.config.handshake_timeout,
+                                                              self._handshake_expired)  # fmt: skip
 
     def data_received(self, data: bytes) -> None:
         try:
-            for event in self.engine.receive_data(data):
-                self._dispatch(event)
+            events = self.engine.receive_data(data)
+            while True:
+                for event in events:
+                    self._dispatch(event)
+                # bytes pipelined behind a SASL init wait for its outcome, given
+                # above: process them now, the client may send nothing more
+                if not self.engine.input_pending:
+                    break
+                events = self.engine.receive_data(b"")
         except Exception:  # a bug of ours must cost one connection, never the node
             log.exception("internal error on connection %s", self.name)
             self.engine.close(Condition.INTERNAL_ERROR, "internal error")
         self._flush()
+        if self._holding_too_much:  # the client's FLOW may have let held transfers go
+            self._check_output()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cleanup()
@@ -86,8 +112,58 @@ class ConnectionHandler(asyncio.Protocol):
             self._flush_scheduled = True
             self.node.loop.call_soon(self._flush)
 
+    # ------------------------------------------------------------ back-pressure
+
+    def pause_writing(self) -> None:
+        """asyncio: the transport buffers more than max_write_buffer."""
+        self._transport_paused = True
+        self._update_pause()
+
+    def resume_writing(self) -> None:
+        self._transport_paused = False
+        self._check_output()
+
+    def delivered(self, size: int) -> None:
+        """A consumer sent `size` bytes. Every quarter of max_write_buffer they
+        are written out at once, not at the end of the loop turn, so the
+        transport can push back (pause_writing) in the middle of a queue's
+        dispatch of a large credit."""
+        self._unflushed += size
+        if self._unflushed >= self._write_chunk:
+            self._flush()
+            self._check_output()
+
+    @property
+    def buffered_bytes(self) -> int:
+        """What this connection holds for its client, in the transport and the engine."""
+        in_transport = self.transport.get_write_buffer_size() if self.transport is not None else 0
+        return in_transport + self.engine.output_bytes
+
+    def _check_output(self) -> None:
+        limit = self.node.config.max_write_buffer
+        held = self.engine.output_bytes
+        if held > limit:
+            self._holding_too_much = True
+        elif self._holding_too_much and held <= limit // 2:
+            self._holding_too_much = False
+        self._update_pause()
+
+    def _update_pause(self) -> None:
+        paused = self._transport_paused or self._holding_too_much
+        if paused == self.writing_paused or self._closed:
+            return
+        self.writing_paused = paused
+        for consumer in self._consumers():
+            consumer.pause() if paused else consumer.resume()
+        self.schedule_flush()
+
+    def _consumers(self) -> list[QueueConsumer]:
+        return [link.context for session in self.engine.sessions.values() for link in session.links.values()
+                if isinstance(link.context, QueueConsumer)]  # fmt: skip
+
     def _flush(self) -> None:
         self._flush_scheduled = False
+        self._unflushed = 0
         if self.transport is None or self._closed:
             return
         data = self.engine.data_to_send()
@@ -112,6 +188,16 @@ class ConnectionHandler(asyncio.Protocol):
         self._arm_timer()
         self._flush()
 
+    def _handshake_expired(self) -> None:
+        """A client that has not sent its OPEN by now (silent, stuck in SASL,
+        or trickling bytes) loses its socket, as RabbitMQ's handshake_timeout."""
+        self._handshake_timer = None
+        if self._closed or self.engine.open_received:
+            return
+        log.info("closing connection %s: no OPEN within the handshake timeout (%gs)", self.name,
+                 self.node.config.handshake_timeout)  # fmt: skip
+        self._abort()
+
     def force_close(self, condition: str, description: str) -> None:
         """Operator-initiated close (shutdown, management). A client that does
         not answer our CLOSE within a grace period loses its socket."""
@@ -131,6 +217,8 @@ class ConnectionHandler(asyncio.Protocol):
             self._timer.cancel()
         if self._login is not None:
             self._login.cancel()
+        if self._handshake_timer is not None:
+            self._handshake_timer.cancel()
         self._closed = True
         if self not in self.node.connections:
             return
@@ -161,15 +249,8 @@ class ConnectionHandler(asyncio.Protocol):
             self._link_gone(event.link)
         elif kind is ev.SessionBegun:
             event.session.begin(incoming_window=self.node.config.session_window, handle_max=self.node.config.handle_max)
-            if self.node.alarms.active:
-                event.session.block()
         elif kind is ev.SessionEnded:
             self._session_gone(event.session)
-            error = event.error
-            if not event.remote and error is not None and error.condition == Condition.WINDOW_VIOLATION \
-                    and self.node.alarms.active:  # fmt: skip
-                # a publisher that ignores the shut window of an alarm is cut off (REFERENCE.md)
-                self.engine.close(Condition.RESOURCE_LIMIT_EXCEEDED, "publishing while a resource alarm is raised")
         elif kind is ev.SaslInitReceived:
             self._on_sasl(event)
         elif kind is ev.ConnectionOpened:
@@ -203,10 +284,20 @@ class ConnectionHandler(asyncio.Protocol):
         self.data_received(b"")  # the frames the client pipelined behind its SASL init
 
     def _on_open(self, open_: Any) -> None:
+        if self._handshake_timer is not None:
+            self._handshake_timer.cancel()
+            self._handshake_timer = None
         hostname = open_.hostname or ""
         vhost_name = hostname[len("vhost:") :] if hostname.startswith("vhost:") else "/"
         vhost = self.node.vhosts.get(vhost_name)
         self.engine.open(properties=self.node.server_properties(), offered_capabilities=OFFERED_CAPABILITIES)
+        # As RabbitMQ, the node-wide limit counts every accepted socket (this
+        # one included) and is checked first, before the vhost.
+        limit = self.node.config.max_connections
+        if limit > 0 and len(self.node.connections) > limit:
+            self.engine.close(Condition.RESOURCE_LIMIT_EXCEEDED,
+                              f"connection refused: node connection limit ({limit}) is reached")  # fmt: skip
+            return
         # As RabbitMQ: a missing vhost and one the user has no permission
         # entry for are both refused with unauthorized-access (after OPEN,
         # which must come first [2.4.1]).
@@ -217,7 +308,28 @@ class ConnectionHandler(asyncio.Protocol):
             self.engine.close(Condition.UNAUTHORIZED_ACCESS,
                               f"access to vhost '{vhost_name}' refused for user '{self.user}'")  # fmt: skip
             return
+        refusal = self._over_connection_limit(vhost)
+        if refusal is not None:
+            self.engine.close(Condition.RESOURCE_LIMIT_EXCEEDED, refusal)
+            return
         self.vhost = vhost
+
+    def _over_connection_limit(self, vhost: Any) -> str | None:
+        """The refusal, as RabbitMQ words it, when the vhost's or the user's
+        max-connections limit (metadata; negative: none) is reached. Counted
+        over this node's open connections: the node does not track the
+        connections of the other members."""
+        projections = self.node.projections
+        vhost_limit = projections.limit("vhost", vhost.name, "max-connections")
+        user_limit = projections.limit("user", self.user or "", "max-connections")
+        if vhost_limit is not None and vhost_limit >= 0:
+            if sum(1 for c in self.node.connections if c.vhost is vhost) >= vhost_limit:
+                return (f"access to vhost '{vhost.name}' refused for user '{self.user}': "
+                        f"vhost connection limit ({vhost_limit}) is reached")  # fmt: skip
+        if user_limit is not None and user_limit >= 0:
+            if sum(1 for c in self.node.connections if c.vhost is not None and c.user == self.user) >= user_limit:
+                return f"connection refused for user '{self.user}': user connection limit ({user_limit}) is reached"
+        return None
 
     def _on_attach(self, link: Any, attach: Any) -> None:
         try:
@@ -309,16 +421,22 @@ class ConnectionHandler(asyncio.Protocol):
             self._link_gone(link)
 
     def block(self) -> None:
-        for session in self.engine.sessions.values():
-            if session.begin_sent:
-                session.block()
+        """A resource alarm is raised: publishers are held by their link
+        credit, taken back to zero, as RabbitMQ 4 does; links and sessions stay
+        open and consumers go on. (Only a publisher that sends past the credit
+        it was given loses its link, with transfer-limit-exceeded.)"""
+        for publisher in self._publishers():
+            publisher.hold()
         self.schedule_flush()
 
     def unblock(self) -> None:
-        for session in self.engine.sessions.values():
-            if session.begin_sent:
-                session.unblock()
+        for publisher in self._publishers():
+            publisher.top_up()
         self.schedule_flush()
+
+    def _publishers(self) -> list[Publisher]:
+        return [link.context for session in self.engine.sessions.values() for link in session.links.values()
+                if isinstance(link.context, Publisher)]  # fmt: skip
 
     def info(self) -> dict:
         return {

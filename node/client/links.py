@@ -59,13 +59,25 @@ class Publisher:
         self.max_unconfirmed = cfg.max_unconfirmed
 
     def top_up(self) -> None:
-        """Grants credit again once half is used, unless confirms lag."""
+        """Grants credit again once half is used, unless confirms lag or a
+        resource alarm holds publishers."""
         link = self.link
-        if link.detach_sent or link.detach_received:
+        if link.detach_sent or link.detach_received or self.handler.node.alarms.active:
             return
         if link.link_credit <= self.grant // 2 and self.unconfirmed < self.max_unconfirmed:
             link.flow(link_credit=self.grant)
             self.handler.schedule_flush()
+
+    def hold(self) -> None:
+        """Takes the credit back (a resource alarm): the client stops at once,
+        with its link attached and nothing of unknown outcome. What it sent
+        under the old credit before this FLOW reached it is still taken
+        [2.6.7]; anything past that ends the link (amqp/link.py)."""
+        link = self.link
+        if link.detach_sent or link.detach_received or not link.attach_sent:
+            return
+        if link.link_credit > 0:
+            link.flow(link_credit=0)
 
     def on_message(self, delivery: Delivery) -> None:
         node = self.handler.node
@@ -186,6 +198,11 @@ class QueueConsumer:
         self.link = link
         self.queue = queue
         self.presettled = link.snd_settle_mode == d.SND_SETTLED
+        # While the connection's writes are paused the queue holds this link
+        # at zero credit; the link's own state (engine) keeps what the client
+        # granted, handed back to the queue on resume.
+        self.paused = handler.writing_paused
+        self._echo_owed = False
 
     def deliver(self, queue: Queue, message: QueueMessage) -> None:
         """Send it, even when the link has no credit left: a replicated queue
@@ -214,6 +231,7 @@ class QueueConsumer:
         if message.acquired:
             metrics.redelivered += 1
         self.handler.schedule_flush()
+        self.handler.delivered(len(payload))
 
     def credit_reply(self, delivery_count: int, credit: int, available: int, drain: bool) -> None:
         link = self.link
@@ -226,8 +244,30 @@ class QueueConsumer:
         self.handler.schedule_flush()
 
     def on_flow(self, drain: bool, echo: bool) -> None:
+        if self.paused:  # the link keeps the new state; the queue gets it on resume
+            self._echo_owed = self._echo_owed or echo
+            return
         link = self.link
         self.queue.credit(self, link.delivery_count, link.link_credit, drain, echo)
+
+    def pause(self) -> None:
+        """The client does not read: the queue stops feeding this link (no
+        FLOW goes to the client; its credit stands)."""
+        if self.paused:
+            return
+        self.paused = True
+        link = self.link
+        if not (link.detach_sent or link.detach_received):
+            self.queue.credit(self, link.delivery_count, 0, False, False)
+
+    def resume(self) -> None:
+        if not self.paused:
+            return
+        self.paused = False
+        link = self.link
+        if not (link.detach_sent or link.detach_received):
+            echo, self._echo_owed = self._echo_owed, False
+            self.queue.credit(self, link.delivery_count, link.link_credit, link.drain, echo)
 
     def on_settled(self, deliveries: list[Delivery]) -> None:
         """Client settlements, already in delivery-id order; consecutive ones

@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from node.broker import Broker
 
 log = logging.getLogger("warren.alarms")
 
@@ -21,15 +24,15 @@ VERSION = 1
 
 
 class AlarmGossip:
-    def __init__(self, node: Any, interval: float = 1.0):
-        self.node = node
+    def __init__(self, broker: Broker, interval: float = 1.0):
+        self.broker = broker
         self.interval = interval
-        cluster = node.cluster
+        cluster = broker.cluster
         self._transport = cluster.transport
         cluster.rpc.channels[CHANNEL] = self._on_message
         self._transport.on_peer_down.append(self._peer_down)
         self._last: list[str] | None = None
-        self._timer = node.loop.call_soon(self._tick)
+        self._timer = broker.loop.call_soon(self._tick)
 
     def close(self) -> None:
         self._timer.cancel()
@@ -41,12 +44,12 @@ class AlarmGossip:
         self._send()
 
     def _tick(self) -> None:
-        self._timer = self.node.loop.call_later(self.interval, self._tick)
+        self._timer = self.broker.loop.call_later(self.interval, self._tick)
         self._send()
 
     def _send(self) -> None:
-        cluster = self.node.cluster
-        payload = json.dumps({"v": VERSION, "alarms": self.node.alarms.describe()}).encode()
+        cluster = self.broker.cluster
+        payload = json.dumps({"v": VERSION, "alarms": self.broker.alarms.describe()}).encode()
         for member in cluster.members():
             if member != cluster.node_id:
                 self._transport.send_node_message(member, CHANNEL, payload)
@@ -60,7 +63,7 @@ class AlarmGossip:
         except (ValueError, KeyError, TypeError) as e:
             log.warning("dropped an alarm message from %s: %s", peer, e)
             return
-        self.node.alarms.set_remote(peer, alarms)
+        self.broker.alarms.set_remote(peer, alarms)
 
     def _peer_down(self, peer: str) -> None:
-        self.node.alarms.set_remote(peer, [])
+        self.broker.alarms.set_remote(peer, [])

@@ -1,6 +1,9 @@
-"""A versioned key-value map as a replicated machine: the node's metadata
-machine until the real one (metadata/) lands, and the cluster tests' probe
-(served under /api/cluster/test/kv with --enable-test-faults)."""
+"""A versioned key-value map as a replicated machine: the cluster tests' probe.
+
+A node run with --enable-test-faults hosts it beside the metadata machine
+(node/cluster/machine.py) and serves it under /api/cluster/test/kv, so the
+process-level cluster tests can write and read through Raft without going
+through the metadata; other nodes do not host it."""
 
 from __future__ import annotations
 

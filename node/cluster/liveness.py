@@ -51,8 +51,8 @@ class GroupLiveness:
         groups = [(name, g) for name, g in self.cluster.groups.items() if name != self.skip]
         if not groups:
             return
-        payload = codec.dumps(["alive", [[name, g.raftCurrentTerm] for name, g in groups if g._isLeader()]])
-        for peer in {node.id for _, g in groups for node in g.otherNodes}:
+        payload = codec.dumps(["alive", [[name, g.term] for name, g in groups if g.is_leader]])
+        for peer in {peer for _, g in groups for peer in g.peers}:
             self.cluster.transport.send_node_message(peer, CHANNEL, payload)
 
     def _on_message(self, peer: str, payload: bytes) -> None:

@@ -1,10 +1,13 @@
 """The metadata group's machine: records routed by kind to the machines it hosts.
 
-    "cluster.*"   -> KeyValueMachine (node/cluster/kv.py: the tests' probe)
     "metadata.*"  -> MetadataMachine (metadata/machine.py)
+    "cluster.*"   -> KeyValueMachine (node/cluster/kv.py), the cluster tests'
+                     probe, hosted only by a node run with --enable-test-faults
 
 Anything else applies to nothing (None). The snapshot is a versioned
-envelope holding both machines' snapshots.
+envelope [format, key-value snapshot, metadata snapshot]; a node without the
+probe writes an empty probe's snapshot in its slot, so every node writes the
+bytes this format always had and any version reads them.
 
 `announce_member` runs beside the Cluster: once the group has a leader it
 proposes this node's AddMember (metadata/feature_flags.py `local_member`:
@@ -41,12 +44,15 @@ log = logging.getLogger("warren.cluster")
 UNSUPPORTED_FLAGS_ENV = "WARREN_TEST_UNSUPPORTED_FLAGS"
 
 
+_NO_KV = KeyValueMachine().snapshot()  # the probe's slot of a node that does not host it
+
+
 class ClusterMachine:
     SNAPSHOT_FORMAT = 1
 
-    def __init__(self, kv: KeyValueMachine | None = None, metadata: MetadataMachine | None = None) -> None:
-        self.kv = kv if kv is not None else KeyValueMachine()
+    def __init__(self, metadata: MetadataMachine | None = None, kv: KeyValueMachine | None = None) -> None:
         self.metadata = metadata if metadata is not None else MetadataMachine()
+        self.kv = kv  # the tests' probe, or None
 
     def apply(self, record: Any, index: int) -> Any:
         try:
@@ -55,18 +61,20 @@ class ClusterMachine:
             return None
         if kind.startswith("metadata."):
             return self.metadata.apply(record, index)
-        if kind.startswith("cluster."):
+        if kind.startswith("cluster.") and self.kv is not None:
             return self.kv.apply(record, index)
         return None
 
     def snapshot(self) -> bytes:
-        return codec.dumps([self.SNAPSHOT_FORMAT, self.kv.snapshot(), self.metadata.snapshot()])
+        kv = self.kv.snapshot() if self.kv is not None else _NO_KV
+        return codec.dumps([self.SNAPSHOT_FORMAT, kv, self.metadata.snapshot()])
 
     def restore(self, data: bytes) -> None:
         fmt, kv, metadata = codec.loads(data)
         if fmt != self.SNAPSHOT_FORMAT:
             raise ValueError(f"cluster machine snapshot format {fmt}, this Warren reads {self.SNAPSHOT_FORMAT}")
-        self.kv.restore(bytes(kv))
+        if self.kv is not None:
+            self.kv.restore(bytes(kv))
         self.metadata.restore(bytes(metadata))
 
 
@@ -92,7 +100,7 @@ async def announce_member(cluster: Cluster, machine: ClusterMachine, registry: F
         group = cluster.group
         mine = machine.metadata.state.members.get(cluster.node_id)
         stale = mine is None or (mine.version, tuple(mine.supported_flags)) != want
-        if (not announced or stale) and group is not None and group._getLeader() is not None:
+        if (not announced or stale) and group is not None and group.leader_id is not None:
             try:
                 result = await cluster.propose(local_member(cluster.node_id, version, registry))
             except ClusterError as e:

@@ -22,7 +22,6 @@ shapes in `node/http/formats.py`.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
 import json
@@ -35,6 +34,7 @@ from aiohttp import web
 from amqp.errors import Condition
 from node.client.login import LoginsBusy
 from node.http import formats as fmt
+from node.ops.periodic import Periodic
 from node.vhosts.metadata_store import MetadataUnavailable
 from routing import permissions
 from routing.errors import RoutingError
@@ -196,25 +196,29 @@ class ManagementAPI:
     def __init__(self, broker: Broker):
         self.broker = broker
         self.rates = fmt.Rates()
-        self._timer: asyncio.TimerHandle | None = None
+        self._timer: Periodic | None = None
 
     def application(self) -> web.Application:
+        from node.http import limit_routes as http_limits
         from node.http import node_routes as http_node  # they import this module
         from node.http import topology_routes as http_topology
 
         app = web.Application(middlewares=[self._middleware])
-        for method, path, handler in http_node.ROUTES + http_topology.ROUTES:
+        for method, path, handler in http_node.ROUTES + http_topology.ROUTES + http_limits.ROUTES:
             app.router.add_route(method, path, handler)
         app[API] = self
         return app
 
     def start_sampling(self) -> None:
+        self._timer = Periodic(self.broker.loop, SAMPLE_INTERVAL, self._sample, "sampling the message rates")
+        self._timer.start()
+
+    def _sample(self) -> None:
         self.rates.sample(fmt.message_counters(self.broker.metrics))
-        self._timer = self.broker.loop.call_later(SAMPLE_INTERVAL, self.start_sampling)
 
     def stop_sampling(self) -> None:
         if self._timer is not None:
-            self._timer.cancel()
+            self._timer.stop()
             self._timer = None
 
     # -- who is asking ---------------------------------------------------------

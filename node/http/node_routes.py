@@ -98,8 +98,14 @@ async def node(request: web.Request) -> web.Response:
 
 @access(MGMT)
 async def alarms_check(request: web.Request) -> web.Response:
-    """/api/health/checks/alarms: 200 without alarms, 503 with."""
+    """/api/health/checks/alarms: 200 without alarms, 503 with, and 503 while
+    this node's alarm check itself fails (then nobody knows)."""
     broker = api_of(request).broker
+    check = broker.alarm_check
+    if check is not None and check.failing:
+        body = {"status": "failed", "reason": f"the resource alarm check is failing ({check.failures} in a row): "
+                                              f"{check.last_error}"}  # fmt: skip
+        return json_response(request, body, status=503)
     if request.path.endswith("/local-alarms"):
         raised = [(broker.config.node_name, name) for name in broker.alarms.describe()]
     else:

@@ -1,6 +1,7 @@
-"""Memory and disk alarms. While either is raised every session advertises
-an incoming-window of 0, so publishers stop while consumers go on
-(REFERENCE.md, flow control); the windows reopen when it clears.
+"""Memory and disk alarms. While either is raised no publisher link has
+credit (node/client/links.py `Publisher.hold`), so publishers stop, attached,
+while consumers go on, as in RabbitMQ 4; credit is granted again when it
+clears.
 
 Alarms are cluster-wide, as in RabbitMQ: an alarm of any member blocks the
 publishers of every member. Each node tells the others its own alarms

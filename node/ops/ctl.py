@@ -313,6 +313,61 @@ def clear_permissions(client: Client, args: argparse.Namespace) -> Done:
     return Done(f'Clearing permissions for user "{args.username}" in vhost "{args.vhost}" ...')
 
 
+def _limits_definition(text: str) -> dict[str, int]:
+    """rabbitmqctl's definition argument: a JSON object of limit -> integer."""
+    try:
+        definition = json.loads(text)
+    except ValueError as e:
+        raise CtlError(f"the limit definition is not JSON: {e}", EX_USAGE) from None
+    if not isinstance(definition, dict) or not definition:
+        raise CtlError('the limit definition must be a JSON object such as {"max-connections": 64}', EX_USAGE)
+    return definition
+
+
+@command("set_vhost_limits", '[-p VHOST] DEFINITION: set limits, e.g. \'{"max-connections": 64}\' (negative: none)')
+def set_vhost_limits(client: Client, args: argparse.Namespace) -> Done:
+    for name, value in _limits_definition(args.definition).items():
+        client.put(f"/api/vhost-limits/{_q(args.vhost)}/{_q(name)}", {"value": value})
+    return Done(f'Applying limits to vhost "{args.vhost}" ...')
+
+
+@command("clear_vhost_limits", "[-p VHOST]: remove every limit of a vhost")
+def clear_vhost_limits(client: Client, args: argparse.Namespace) -> Done:
+    for entry in client.get(f"/api/vhost-limits/{_q(args.vhost)}"):
+        for name in entry["value"]:
+            client.delete(f"/api/vhost-limits/{_q(args.vhost)}/{_q(name)}")
+    return Done(f'Clearing limits for vhost "{args.vhost}" ...')
+
+
+@command("list_vhost_limits", "limits of every vhost")
+def list_vhost_limits(client: Client, args: argparse.Namespace) -> Listing:
+    rows = [{"vhost": e["vhost"], "limits": json.dumps(e["value"])} for e in client.get("/api/vhost-limits")]
+    return Listing(rows, ["vhost", "limits"], "Listing limits for all vhosts ...", "vhost limits")
+
+
+@command("set_user_limits", 'USER DEFINITION: set limits, e.g. \'{"max-connections": 10}\' (negative: none)')
+def set_user_limits(client: Client, args: argparse.Namespace) -> Done:
+    for name, value in _limits_definition(args.definition).items():
+        client.put(f"/api/user-limits/{_q(args.username)}/{_q(name)}", {"value": value})
+    return Done(f'Setting user limits to "{args.definition}" for user "{args.username}" ...')
+
+
+@command("clear_user_limits", "USER LIMIT|all: remove one limit of a user, or all of them")
+def clear_user_limits(client: Client, args: argparse.Namespace) -> Done:
+    names = [args.limit]
+    if args.limit == "all":
+        names = [name for e in client.get(f"/api/user-limits/{_q(args.username)}") for name in e["value"]]
+    for name in names:
+        client.delete(f"/api/user-limits/{_q(args.username)}/{_q(name)}")
+    return Done(f'Clearing "{args.limit}" limit for user "{args.username}" ...')
+
+
+@command("list_user_limits", "limits of every user")
+def list_user_limits(client: Client, args: argparse.Namespace) -> Listing:
+    rows = [{"user": e["user"], "limits": json.dumps(e["value"])} for e in client.get("/api/user-limits")]
+    return Listing(rows, ["user", "limits"], "Listing limits for all users ...", "user limits")
+
+
 @command("close_connection", "NAME REASON: close a connection with amqp:connection:forced")
 def close_connection(client: Client, args: argparse.Namespace) -> Done:
     client.delete(f"/api/connections/{_q(args.name)}", headers={"X-Reason": args.reason})
@@ -454,6 +509,9 @@ _ARGS: dict[str, list[tuple[str, dict]]] = {
     "set_permissions": [("username", {"metavar": "user"}), ("conf", {}), ("write", {}), ("read", {})],
     "clear_permissions": [("username", {"metavar": "user"})],
     "close_connection": [("name", {}), ("reason", {})],
+    "set_vhost_limits": [("definition", {})],
+    "set_user_limits": [("username", {"metavar": "user"}), ("definition", {})],
+    "clear_user_limits": [("username", {"metavar": "user"}), ("limit", {})],
     "purge_queue": [("name", {})],
     "delete_queue": [("name", {})],
     "join_cluster": [("seed", {})],
@@ -467,7 +525,8 @@ _ARGS: dict[str, list[tuple[str, dict]]] = {
     "shrink": [("node", {})],
 }
 _VHOST_SCOPED = {"list_queues", "list_exchanges", "list_bindings", "list_permissions", "set_permissions",
-                 "clear_permissions", "purge_queue", "delete_queue", "add_member", "delete_member"}  # fmt: skip
+                 "clear_permissions", "purge_queue", "delete_queue", "add_member", "delete_member", "set_vhost_limits",
+                 "clear_vhost_limits"}  # fmt: skip
 
 
 # ---------------------------------------------------------------- entry point

@@ -13,9 +13,12 @@ from __future__ import annotations
 import base64
 import os
 import re
-from typing import Any
+from typing import TYPE_CHECKING
 
-from audit.schema import SNAPSHOT_DIR, snapshot_files
+from node.ops.state_snapshot import SNAPSHOT_DIR, snapshot_files
+
+if TYPE_CHECKING:
+    from node.broker import Broker
 
 LIST, READ = "snapshots.list", "snapshots.read"
 CHUNK = 256 * 1024
@@ -26,19 +29,19 @@ class SnapshotError(Exception):
     status = 404
 
 
-def _directory(node: Any) -> str:
-    return os.path.join(node.config.data_dir, SNAPSHOT_DIR)
+def _directory(broker: Broker) -> str:
+    return os.path.join(broker.config.data_dir, SNAPSHOT_DIR)
 
 
-def local_files(node: Any) -> list[dict]:
-    return [{"name": os.path.basename(p), "size": os.path.getsize(p)} for p in snapshot_files(_directory(node))]
+def local_files(broker: Broker) -> list[dict]:
+    return [{"name": os.path.basename(p), "size": os.path.getsize(p)} for p in snapshot_files(_directory(broker))]
 
 
-def local_chunk(node: Any, name: str, offset: int) -> dict:
+def local_chunk(broker: Broker, name: str, offset: int) -> dict:
     if not _NAME.match(name) or offset < 0:
         raise SnapshotError(f"no snapshot file {name!r}")
     try:
-        with open(os.path.join(_directory(node), name), "rb") as f:
+        with open(os.path.join(_directory(broker), name), "rb") as f:
             f.seek(offset)
             data = f.read(CHUNK)
     except FileNotFoundError:
@@ -46,24 +49,24 @@ def local_chunk(node: Any, name: str, offset: int) -> dict:
     return {"data": base64.b64encode(data).decode(), "eof": len(data) < CHUNK}
 
 
-def register(node: Any) -> None:
+def register(broker: Broker) -> None:
     async def list_call(peer: str, args: dict) -> dict:
-        return {"files": local_files(node)}
+        return {"files": local_files(broker)}
 
     async def read_call(peer: str, args: dict) -> dict:
-        return local_chunk(node, str(args.get("name", "")), int(args.get("offset", 0)))
+        return local_chunk(broker, str(args.get("name", "")), int(args.get("offset", 0)))
 
-    node.cluster.calls[LIST] = list_call
-    node.cluster.calls[READ] = read_call
-
-
-async def files_of(node: Any, member: str) -> list[dict]:
-    if member == node.node_id:
-        return local_files(node)
-    return (await node.cluster.call(member, LIST, {}))["files"]
+    broker.cluster.calls[LIST] = list_call
+    broker.cluster.calls[READ] = read_call
 
 
-async def chunk_of(node: Any, member: str, name: str, offset: int) -> dict:
-    if member == node.node_id:
-        return local_chunk(node, name, offset)
-    return await node.cluster.call(member, READ, {"name": name, "offset": offset})
+async def files_of(broker: Broker, member: str) -> list[dict]:
+    if member == broker.node_id:
+        return local_files(broker)
+    return (await broker.cluster.call(member, LIST, {}))["files"]
+
+
+async def chunk_of(broker: Broker, member: str, name: str, offset: int) -> dict:
+    if member == broker.node_id:
+        return local_chunk(broker, name, offset)
+    return await broker.cluster.call(member, READ, {"name": name, "offset": offset})

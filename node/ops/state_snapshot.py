@@ -12,262 +12,164 @@ audit/schema.py; docs/snapshot-schema.md describes every field.
     ...
     await writer.stop()
 
-`collect(broker)` builds a record from a running Broker; it only reads
-attributes and never blocks.
+`collect(broker)` builds a record from a started Broker; it only reads, and
+never blocks.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 import os
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from audit.schema import COUNTERS, SCHEMA_VERSION, SNAPSHOT_DIR, SNAPSHOT_FILE_NAME, snapshot_files
+from node import __version__
+from queues.quorum.machine import overview as quorum_overview
+
+if TYPE_CHECKING:
+    from node.broker import Broker
+    from node.cluster.cluster import Cluster
+    from queues.base import Queue
 
 log = logging.getLogger("warren.snapshots")
 
 # ---------------------------------------------------------------------------------------- collect
 
 
-def _int(value: Any) -> int:
-    try:
-        return max(0, int(value))
-    except (TypeError, ValueError):
-        return 0
-
-
-def _int_or_none(value: Any) -> int | None:
-    try:
-        return None if value is None else int(value)
-    except (TypeError, ValueError):
-        return None
-
-
 def group_record(status: Mapping[str, Any], name: str | None = None) -> dict:
-    """A `groups[]` entry from a status dict shaped like node/cluster/cluster.py `Cluster.status()`:
+    """A `groups[]` entry from a status dict shaped like `Cluster.status()` (node/cluster/cluster.py):
     node, group, role, term, leader, commit_index, last_applied, and members as a list of
-    {"node": id, "reachable": bool} (or of plain ids, with `reachable` a list of ids)."""
-    me = status.get("node")
-    members: list[str] = []
-    reachable: list[str] = []
-    raw_reach = status.get("reachable")
-    for m in status.get("members") or []:
-        if isinstance(m, Mapping):
-            mid = str(m.get("node"))
-            members.append(mid)
-            if m.get("reachable") and mid != me:
-                reachable.append(mid)
-        else:
-            members.append(str(m))
-    if isinstance(raw_reach, list):  # the plain form
-        reachable = [str(r) for r in raw_reach if r != me]
-    leader = status.get("leader")
+    {"node": id, "reachable": bool}."""
+    me = status["node"]
+    members = [str(m["node"]) for m in status["members"]]
+    reachable = [str(m["node"]) for m in status["members"] if m["reachable"] and m["node"] != me]
+    leader = status["leader"]
     return {
-        "name": str(name or status.get("group") or "metadata"),
-        "role": str(status.get("role") or "unknown"),
-        "term": _int_or_none(status.get("term")),
+        "name": str(name or status["group"]),
+        "role": str(status["role"]),
+        "term": status["term"],
         "leader": None if leader is None else str(leader),
-        "commit_index": _int_or_none(status.get("commit_index")),
-        "last_applied": _int_or_none(status.get("last_applied")),
+        "commit_index": status["commit_index"],
+        "last_applied": status["last_applied"],
         "members": members,
         "reachable": reachable,
     }
 
 
-def _counter_source(queue: Any) -> Any:
-    src = getattr(queue, "counters", None)
-    if src is None:
-        src = getattr(queue, "stats", None)  # ClassicQueue
-    if src is None:
-        src = getattr(getattr(queue, "state", None), "counters", None)  # QuorumQueue's replicated state
-    if src is not None and not isinstance(src, Mapping) and hasattr(src, "as_dict"):
-        src = src.as_dict()
-    return src
+def queue_record(queue: Queue, leader: bool = True, group: str | None = None) -> dict:
+    """A `queues[]` entry for a classic or a quorum queue.
 
-
-def _overview(queue: Any) -> Mapping | None:
-    """`queue.overview()` when the queue has it; for a quorum queue, queues/quorum's
-    overview of its replicated state (depth, checked_out, counters)."""
-    with contextlib.suppress(Exception):
-        fn = getattr(queue, "overview", None)
-        if callable(fn):
-            return fn()
-        if getattr(queue, "type_name", "") == "quorum" and getattr(queue, "state", None) is not None:
-            from queues.quorum.machine import overview
-
-            return overview(queue.state)
-    return None
-
-
-def queue_record(queue: Any, leader: bool = True, group: str | None = None) -> dict:
-    """A `queues[]` entry from a queue object (queues/base.py). Counters come from
-    `queue.counters` (a dict or an object), else `queue.stats` (classic), else
-    `queue.state.counters` (quorum), zeros where absent; a source that counts
-    `enqueued` (accepted) instead of `published` gets published = enqueued + rejected.
-    The depth is `queue.depth` when the queue has one, else ready + unacked."""
-    ready = _int(getattr(queue, "message_count", 0))
-    unacked = _int(getattr(queue, "unacked_count", 0))
-    depth = getattr(queue, "depth", None)
-    depth = _int(depth) if isinstance(depth, int) and not isinstance(depth, bool) else ready + unacked
-    src = _counter_source(queue)
-    ov = _overview(queue)
-    if ov:  # a quorum queue also holds the messages waiting for their dead-letter settlement
-        depth, unacked = _int(ov.get("depth", depth)), _int(ov.get("checked_out", unacked))
-        src = ov.get("counters", src)
-
-    def get(name: str) -> Any:
-        return src.get(name) if isinstance(src, Mapping) else getattr(src, name, None)
-
-    counters = {c: _int(get(c)) for c in COUNTERS}
-    if get("published") is None and get("enqueued") is not None:
-        counters["published"] = _int(get("enqueued")) + counters["rejected"]
+    A classic queue counts in `queue.stats`; a quorum queue in its replicated
+    state, whose overview (queues/quorum/machine.py) also gives a depth that
+    holds the messages waiting for their dead-letter settlement. The quorum
+    counters count `enqueued` (accepted) rather than `published`: published =
+    enqueued + rejected. Counters a queue type does not keep are 0."""
+    unacked = queue.unacked_count
+    if queue.type_name == "quorum":
+        ov = quorum_overview(queue.state)
+        depth, kept = ov["depth"], ov["counters"]
+    else:
+        depth, kept = queue.message_count + unacked, dataclasses.asdict(queue.stats)
+    counters = {c: kept.get(c, 0) for c in COUNTERS}
+    if "published" not in kept:
+        counters["published"] = kept["enqueued"] + kept["rejected"]
     return {
-        "vhost": str(getattr(queue, "vhost", "/")),
-        "name": str(getattr(queue, "name", "")),
-        "type": str(getattr(queue, "type_name", "") or "classic"),
-        "durable": bool(getattr(queue, "durable", False)),
-        "leader": bool(leader),
+        "vhost": queue.vhost,
+        "name": queue.name,
+        "type": queue.type_name,
+        "durable": queue.durable,
+        "leader": leader,
         "group": group,
         "depth": max(depth, unacked),
         "unacked": unacked,
-        "consumers": _int(getattr(queue, "consumer_count", 0)),
+        "consumers": queue.consumer_count,
         "counters": counters,
     }
 
 
-def _flag_names(value: Any) -> list[str]:
-    if value is None:
-        return []
-    if isinstance(value, Mapping):
-        value = value.keys()
-    names = []
-    for v in value:
-        names.append(str(v if isinstance(v, str) else getattr(v, "name", v)))
-    return sorted(set(names))
+def _feature_flags(broker: Broker) -> dict:
+    return {
+        "supported": list(broker.feature_flags.supported()),
+        "enabled": list(broker.metadata_machine.state.feature_flags),
+    }
 
 
-def _feature_flags(broker: Any) -> dict:
-    registry = getattr(broker, "feature_flags", None)
-    supported: list[str] = []
-    with contextlib.suppress(Exception):
-        sup = registry.supported() if hasattr(registry, "supported") else registry
-        supported = _flag_names(sup)
-    enabled: list[str] = []
-    with contextlib.suppress(Exception):
-        machine = getattr(broker, "metadata_machine", None) or broker.cluster_machine.metadata
-        enabled = _flag_names(machine.state.feature_flags)
-    return {"supported": supported, "enabled": enabled}
-
-
-def _groups(broker: Any) -> list[dict]:
-    out = []
-    cluster = getattr(broker, "cluster", None)
-    if cluster is not None:
-        statuses: Any = None
-        with contextlib.suppress(Exception):
-            statuses = cluster.statuses() if hasattr(cluster, "statuses") else [cluster.status()]
-        for st in statuses or []:
-            with contextlib.suppress(Exception):
-                if st is not None and st.get("role") != "stopped":
-                    out.append(group_record(st))
-    return out
-
-
-_RAFT_ROLES = {0: "follower", 1: "candidate", 2: "leader"}  # pysyncobj's _RAFT_STATE
-
-
-def raft_group_status(cluster: Any, name: str, members: Any) -> dict | None:
+def raft_group_status(cluster: Cluster, name: str, members: Iterable[str]) -> dict | None:
     """A Cluster.status()-shaped dict for any Raft group `cluster` hosts (a quorum
-    queue's), from pysyncobj's getStatus(); None when the group is not open here."""
-    g = (getattr(cluster, "groups", None) or {}).get(name)
+    queue's), from the group's typed status (raft/status.py); None when the group
+    is not open here."""
+    g = cluster.groups.get(name)
     if g is None:
         return None
-    st = g.getStatus()
-    leader = st.get("leader")
-    me = getattr(cluster, "node_id", None)
-    reach = getattr(cluster, "is_reachable", lambda m: False)
-    return {"node": me, "group": name, "role": _RAFT_ROLES.get(st.get("state"), str(st.get("state"))),
-            "term": st.get("raft_term"), "leader": getattr(leader, "id", leader),
-            "commit_index": st.get("commit_idx"), "last_applied": st.get("last_applied"),
-            "members": [{"node": m, "reachable": m != me and reach(m)} for m in members or ()]}  # fmt: skip
+    st = g.status()
+    me = cluster.node_id
+    return {"node": me, "group": name, "role": st.role.value, "term": st.term, "leader": st.leader,
+            "commit_index": st.commit_index, "last_applied": st.last_applied,
+            "members": [{"node": m, "reachable": m != me and cluster.is_reachable(m)} for m in members]}  # fmt: skip
 
 
-def _queue_group(broker: Any, queue: Any) -> tuple[bool, str | None, dict | None]:
-    """(leader, group name, group record) for a queue. A queue with a Raft group (a
-    quorum queue: `queue.group` names it) leads when its group says so; any other
-    queue is its node's own. `queue.raft_status()`, when a queue has it, gives the
-    group's status directly."""
-    name = getattr(queue, "group", None)
-    status_of = getattr(queue, "raft_status", None)
-    if not isinstance(name, str) and status_of is None:
+def _queue_group(cluster: Cluster | None, queue: Queue) -> tuple[bool, str | None, dict | None]:
+    """(leader, group name, group record) for a queue. A quorum queue leads when its
+    Raft group says so; a classic queue is its node's own."""
+    if queue.type_name != "quorum":
         return True, None, None
-    st = None
-    with contextlib.suppress(Exception):
-        if status_of is not None:
-            st = status_of()
-        else:
-            st = raft_group_status(getattr(broker, "cluster", None), name, getattr(queue, "members", ()))
-    if not st:
-        return False, name if isinstance(name, str) else None, None
-    g = group_record(st, name if isinstance(name, str) else None)
-    return g["role"] == "leader", g["name"], g
+    name = queue.group
+    st = raft_group_status(cluster, name, queue.members) if cluster is not None else None
+    if st is None:
+        return False, name, None
+    g = group_record(st, name)
+    return g["role"] == "leader", name, g
 
 
-def collect(broker: Any, now_ms: int | None = None, mono_ms: int | None = None) -> dict:
-    """A snapshot record of `broker` (node/broker.py) as it is now. Parts the broker
-    lacks come out empty or zero; nothing here raises for a missing attribute.
+def collect(broker: Broker, now_ms: int | None = None, mono_ms: int | None = None) -> dict:
+    """A snapshot record of a started `broker` (node/broker.py) as it is now.
     `boot_id`, `seq` and `interval_ms` are left to the SnapshotWriter."""
-    cfg = getattr(broker, "config", None)
-    cluster = getattr(broker, "cluster", None)
-    groups = _groups(broker)
+    cluster = broker.cluster
+    groups = []
+    if cluster is not None:
+        status = cluster.status()
+        if status["role"] != "stopped":
+            groups.append(group_record(status))
     connections = sessions = links = 0
-    for conn in list(getattr(broker, "connections", ()) or ()):
+    for conn in list(broker.connections):
         connections += 1
-        engine_sessions = getattr(getattr(conn, "engine", None), "sessions", None) or {}
-        with contextlib.suppress(Exception):
-            for s in list(engine_sessions.values()):
-                sessions += 1
-                links += len(getattr(s, "links", None) or ())
+        for s in list(conn.engine.sessions.values()):
+            sessions += 1
+            links += len(s.links)
     queues = []
-    for vhost in list((getattr(broker, "vhosts", None) or {}).values()):
-        for queue in list((getattr(vhost, "queues", None) or {}).values()):
-            if getattr(queue, "deleted", False) or getattr(queue, "remote", False):
+    for vhost in list(broker.vhosts.values()):
+        for queue in list(vhost.queues.values()):
+            if queue.deleted or queue.remote:
                 continue  # a RemoteQueue is the proxy of a queue another node hosts
-            with contextlib.suppress(Exception):
-                leader, gname, grec = _queue_group(broker, queue)
-                queues.append(queue_record(queue, leader, gname))
-                if grec is not None:
-                    groups.append(grec)
+            leader, gname, grec = _queue_group(cluster, queue)
+            queues.append(queue_record(queue, leader, gname))
+            if grec is not None:
+                groups.append(grec)
     seen: set[str] = set()
     groups = [g for g in groups if not (g["name"] in seen or seen.add(g["name"]))]  # once each
-    alarms: list[str] = []
-    with contextlib.suppress(Exception):
-        alarms = [str(a) for a in broker.alarms.describe()]
-    version = "unknown"
-    with contextlib.suppress(Exception):
-        from node import __version__ as version
     wall = int(time.time() * 1000) if now_ms is None else now_ms
     return {
         "schema_version": SCHEMA_VERSION,
-        "node": str(getattr(cfg, "node_name", None) or "unknown"),
-        "member_id": None if cluster is None else str(getattr(cluster, "node_id", None) or "") or None,
+        "node": broker.config.node_name,
+        "member_id": None if cluster is None else cluster.node_id,
         "wall_ms": wall,
         "mono_ms": int(time.monotonic() * 1000) if mono_ms is None else mono_ms,
-        "version": str(version),
+        "version": __version__,
         "feature_flags": _feature_flags(broker),
         "groups": groups,
         "connections": connections,
         "sessions": sessions,
         "links": links,
         "queues": queues,
-        "alarms": alarms,
+        "alarms": broker.alarms.describe(),
     }
 
 

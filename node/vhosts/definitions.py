@@ -10,26 +10,29 @@ every node changes nothing the second time.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from metadata import commands as mc
 from node.vhosts.metadata_store import new_key
 from routing.users import hash_password
+
+if TYPE_CHECKING:
+    from node.broker import Broker
 
 FORMAT_VERSION = 1
 HASHING_ALGORITHM = "warren_pbkdf2_sha256"  # routing/users.py's format
 
 
 class DefinitionsFile:
-    def __init__(self, node: Any):
-        self.node = node
+    def __init__(self, broker: Broker):
+        self.broker = broker
 
     def document(self) -> dict:
         """Everything durable, as GET /api/definitions exports it."""
-        auth = self.node.auth
+        auth = self.broker.auth
         doc: dict = {
             "version": FORMAT_VERSION,
-            "vhosts": [_vhost(v) for v in self.node.vhosts.values()],
+            "vhosts": [_vhost(v) for v in self.broker.vhosts.values()],
             "users": [{"name": u.name, "password_hash": u.password_hash, "hashing_algorithm": HASHING_ALGORITHM,
                        "tags": u.tags} for u in auth.users.values()],
             "permissions": [{"user": user, "vhost": vhost, "configure": p.configure, "write": p.write,
@@ -38,7 +41,7 @@ class DefinitionsFile:
             "exchanges": [],
             "bindings": [],
         }  # fmt: skip
-        for vhost in self.node.vhosts.values():
+        for vhost in self.broker.vhosts.values():
             for q in vhost.queues.values():
                 if q.durable and q.exclusive_owner is None:
                     doc["queues"].append({"vhost": vhost.name, "name": q.name, "durable": True,
@@ -61,7 +64,7 @@ class DefinitionsFile:
 
     async def apply(self, doc: dict) -> None:
         """Declares everything in `doc`, in dependency order."""
-        run = self.node.metadata.run
+        run = self.broker.metadata.run
         for v in doc.get("vhosts", []):
             await run(mc.AddVHost(new_key(), v["name"], v.get("description", ""), tuple(v.get("tags") or ())))
         for u in doc.get("users", []):
@@ -75,16 +78,16 @@ class DefinitionsFile:
         for p in doc.get("permissions", []):
             await run(mc.SetPermissions(new_key(), p["user"], p["vhost"], p["configure"], p["write"], p["read"]))
         for x in doc.get("exchanges", []):
-            vhost = self.node.vhosts[x.get("vhost", "/")]
+            vhost = self.broker.vhosts[x.get("vhost", "/")]
             await vhost.declare_exchange(x["name"], x.get("type", "direct"), x.get("durable", True),
                                          x.get("auto_delete", False), x.get("internal", False),
                                          x.get("arguments") or {})  # fmt: skip
         for q in doc.get("queues", []):
-            vhost = self.node.vhosts[q.get("vhost", "/")]
+            vhost = self.broker.vhosts[q.get("vhost", "/")]
             await vhost.declare_queue(q["name"], q.get("durable", True), None, q.get("auto_delete", False),
                                       q.get("arguments") or {})  # fmt: skip
         for b in doc.get("bindings", []):
-            vhost = self.node.vhosts[b.get("vhost", "/")]
+            vhost = self.broker.vhosts[b.get("vhost", "/")]
             await vhost.bind(b["source"], b.get("destination_type", "queue"), b["destination"],
                              b.get("routing_key", ""), b.get("arguments") or {})  # fmt: skip
 

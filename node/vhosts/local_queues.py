@@ -21,12 +21,15 @@ from __future__ import annotations
 
 import itertools
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from metadata import effects as fx
 from metadata.effects import Effect, Result
 from metadata.state import MetadataState, QueueRecord
 from node.vhosts.vhost import VHost
+
+if TYPE_CHECKING:
+    from node.broker import Broker
 
 log = logging.getLogger("warren.queues")
 
@@ -60,8 +63,8 @@ class Owners:
 
 
 class LocalQueues:
-    def __init__(self, node: Any) -> None:
-        self.node = node
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
 
     # -- the machine's listener hooks ------------------------------------------------
 
@@ -72,8 +75,8 @@ class LocalQueues:
                 handler(self, effect)
 
     def on_restored(self, state: MetadataState) -> None:
-        node = self.node
-        for name in [n for n in node.vhosts if n not in state.vhosts]:
+        broker = self.broker
+        for name in [n for n in broker.vhosts if n not in state.vhosts]:
             self._drop_vhost(name)
         for vh in state.vhosts.values():
             record = vh.record
@@ -91,9 +94,9 @@ class LocalQueues:
     # -- vhosts ----------------------------------------------------------------------
 
     def _vhost(self, name: str) -> VHost:
-        vhost = self.node.vhosts.get(name)
+        vhost = self.broker.vhosts.get(name)
         if vhost is None:
-            vhost = self.node.vhosts[name] = VHost(name, self.node)
+            vhost = self.broker.vhosts[name] = VHost(name, self.broker)
         return vhost
 
     def _vhost_added(self, e: fx.VHostAdded | fx.VHostUpdated) -> None:
@@ -104,26 +107,26 @@ class LocalQueues:
         self._drop_vhost(e.name)
 
     def _drop_vhost(self, name: str) -> None:
-        vhost = self.node.vhosts.pop(name, None)
+        vhost = self.broker.vhosts.pop(name, None)
         if vhost is None:
             return
-        self.node.vhost_deleted(vhost)
+        self.broker.vhost_deleted(vhost)
         for queue_name in list(vhost.queues):
             self._stop(vhost, queue_name)
 
     # -- queues ----------------------------------------------------------------------
 
     def _queue_declared(self, e: fx.QueueDeclared) -> None:
-        vhost = self.node.vhosts.get(e.vhost)
+        vhost = self.broker.vhosts.get(e.vhost)
         if vhost is not None and e.name not in vhost.queues:
             self._start(vhost, e)
 
     def _queue_replicas(self, e: fx.QueueReplicasChanged) -> None:
         """A quorum queue gained or lost a member: start or drop this node's copy."""
-        vhost = self.node.vhosts.get(e.vhost)
+        vhost = self.broker.vhosts.get(e.vhost)
         if vhost is None:
             return
-        me = self.node.node_id
+        me = self.broker.node_id
         current = vhost.queues.get(e.name)
         if me in e.replicas and me not in e.previous:
             self._stop(vhost, e.name)  # the proxy
@@ -139,7 +142,7 @@ class LocalQueues:
                 current.replicas = tuple(e.replicas)
 
     def _queue_deleted(self, e: fx.QueueDeleted) -> None:
-        vhost = self.node.vhosts.get(e.vhost)
+        vhost = self.broker.vhosts.get(e.vhost)
         if vhost is not None:
             self._stop(vhost, e.name)
 
@@ -148,26 +151,26 @@ class LocalQueues:
         return vhost.queues[q.name]
 
     def _start(self, vhost: VHost, q: QueueRecord | fx.QueueDeclared | fx.QueueReplicasChanged) -> None:
-        node = self.node
+        broker = self.broker
         if isinstance(q, fx.QueueReplicasChanged):
-            q = node.metadata_machine.state.queue(q.vhost, q.name)
+            q = broker.metadata_machine.state.queue(q.vhost, q.name)
         arguments = dict(q.arguments_map if isinstance(q, QueueRecord) else q.arguments)
         if q.type == "quorum":
-            if node.node_id in q.replicas:
-                vhost.queues[q.name] = node.quorum.start(vhost, q, arguments)
+            if broker.node_id in q.replicas:
+                vhost.queues[q.name] = broker.quorum.start(vhost, q, arguments)
             else:
-                vhost.queues[q.name] = node.remote_queue(vhost, q, arguments)
-        elif q.leader == node.node_id:
-            owner = node.owners.owner(q.exclusive_owner)
-            queue = node.make_queue(vhost, q.name, q.durable, owner, q.auto_delete, arguments)
+                vhost.queues[q.name] = broker.remote_queue(vhost, q, arguments)
+        elif q.leader == broker.node_id:
+            owner = broker.owners.owner(q.exclusive_owner)
+            queue = broker.make_queue(vhost, q.name, q.durable, owner, q.auto_delete, arguments)
             vhost.queues[q.name] = queue
-            node.recover_queue(queue)
+            broker.recover_queue(queue)
             if q.exclusive_owner is not None and owner is None:
                 # its connection closed before the declaration applied here, or
                 # this node restarted: an exclusive queue outlives neither
                 vhost.forget(q.name)
         else:
-            vhost.queues[q.name] = node.remote_queue(vhost, q, arguments)
+            vhost.queues[q.name] = broker.remote_queue(vhost, q, arguments)
 
     def _stop(self, vhost: VHost, name: str) -> None:
         queue = vhost.queues.pop(name, None)
@@ -175,11 +178,11 @@ class LocalQueues:
             return
         if not queue.deleted:
             queue.delete()
-        self.node.queue_stopped(queue)
+        self.broker.queue_stopped(queue)
 
     def _belongs_here(self, q: QueueRecord) -> bool:
         """Whether this node runs the queue itself: a quorum queue's replicas, a classic queue's leader."""
-        me = self.node.node_id
+        me = self.broker.node_id
         return me in q.replicas if q.type == "quorum" else q.leader == me
 
     def _placed_here(self, queue: Any) -> bool:

@@ -1,8 +1,8 @@
 """This node's side of its quorum queues: one Raft group per queue it
-replicates (queues/quorum_queue.py), on the cluster's transport and log.
+replicates (queues/quorum/queue.py), on the cluster's transport and log.
 
 Membership (`add_member`, `delete_member`, and `grow`/`shrink` over every
-quorum queue) runs on the queue group's leader: pysyncobj changes the
+quorum queue) runs on the queue group's leader: Raft changes the
 group's membership (one node at a time, committed by the group), then the
 metadata records the new replica set, and each node starts or drops its copy
 as that applies (node/vhosts/local_queues.py); an added member catches up from the
@@ -23,13 +23,16 @@ import base64
 import hashlib
 import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from metadata import commands as mc
 from node.cluster.cluster import MembershipError
 from node.vhosts.metadata_store import new_key
-from queues.quorum_queue import COMPACTION_BYTES, COMPACTION_ENTRIES, QuorumQueue
+from queues.quorum.queue import COMPACTION_BYTES, COMPACTION_ENTRIES, QuorumQueue
 from routing.errors import NotFound
+
+if TYPE_CHECKING:
+    from node.broker import Broker
 
 log = logging.getLogger("warren.quorum")
 
@@ -53,19 +56,19 @@ def group_name(vhost: str, name: str) -> str:
 
 
 class QuorumQueues:
-    def __init__(self, node: Any):
-        self.node = node
+    def __init__(self, broker: Broker):
+        self.broker = broker
         self.queues: dict[str, QuorumQueue] = {}  # group -> queue
         self.incarnation = ""
         self._sweeper: Any = None
 
     @property
     def node_id(self) -> str:
-        return self.node.node_id
+        return self.broker.node_id
 
     @property
     def _cluster(self) -> Any:
-        return self.node.cluster
+        return self.broker.cluster
 
     def attach(self) -> None:
         """Once the cluster runs: watch peers, serve forwarded membership changes."""
@@ -74,7 +77,7 @@ class QuorumQueues:
         cluster.transport.on_peer_down.append(self._peer_down)
         cluster.calls[MEMBER_CALL] = self._serve_member_call
         cluster.calls[BODIES_CALL] = self._serve_bodies
-        self._sweeper = self.node.loop.call_later(SWEEP_INTERVAL, self._sweep)
+        self._sweeper = self.broker.loop.call_later(SWEEP_INTERVAL, self._sweep)
 
     def close(self) -> None:
         if self._sweeper is not None:
@@ -84,7 +87,7 @@ class QuorumQueues:
         """Consumers the queues still count but whose node is gone: a peer-down
         seen while no member led (the leader itself paused, say), or this
         node's own consumers from before a restart."""
-        self._sweeper = self.node.loop.call_later(SWEEP_INTERVAL, self._sweep)
+        self._sweeper = self.broker.loop.call_later(SWEEP_INTERVAL, self._sweep)
         cluster = self._cluster
         for group, queue in list(self.queues.items()):
             queue.forget_ghosts()
@@ -104,7 +107,7 @@ class QuorumQueues:
         queue = QuorumQueue(vhost.name, record.name, arguments, tuple(record.replicas), host=vhost, quorum_host=self,
                             group=group)  # fmt: skip
         self.queues[group] = queue
-        entries = getattr(getattr(self.node, "config", None), "quorum_snapshot_entries", COMPACTION_ENTRIES)
+        entries = getattr(getattr(self.broker, "config", None), "quorum_snapshot_entries", COMPACTION_ENTRIES)
         cluster.open_group(group, list(record.replicas), queue, appendEntriesUseBatch=False,
                            logCompactionMinEntries=entries, compaction_bytes=COMPACTION_BYTES,
                            **QUORUM_TIMEOUTS)  # fmt: skip
@@ -120,12 +123,12 @@ class QuorumQueues:
 
     async def change_member(self, vhost: str, name: str, node: str, add: bool) -> list[str]:
         """Add `node` to (or remove it from) quorum queue `name`'s replicas; returns the new members."""
-        record = self.node.metadata.state.queue(vhost, name)
+        record = self.broker.metadata.state.queue(vhost, name)
         if record is None:
             raise NotFound(f"no queue '{name}' in vhost '{vhost}'")
         if record.type != "quorum":
             raise MembershipError(f"queue '{name}' in vhost '{vhost}' is not a quorum queue", 400)
-        if add and node not in self.node.metadata.state.members:
+        if add and node not in self.broker.metadata.state.members:
             raise MembershipError(f"{node} is not a cluster member", 400)
         members = list(record.replicas)
         if (node in members) == add:
@@ -146,7 +149,7 @@ class QuorumQueues:
             raise MembershipError(f"queue '{name}' would have no replica left", 409)
         await self._cluster.change_group_members(group, "add" if add else "rem", node, timeout=15)
         new = [*members, node] if add else [m for m in members if m != node]
-        await self.node.metadata.run(mc.SetQueueReplicas(new_key(), vhost, name, tuple(new)))
+        await self.broker.metadata.run(mc.SetQueueReplicas(new_key(), vhost, name, tuple(new)))
         return new
 
     async def _serve_member_call(self, peer: str, args: dict) -> dict:
@@ -164,7 +167,7 @@ class QuorumQueues:
 
     async def _each(self, node: str, add: bool) -> list[dict]:
         out = []
-        for vh in list(self.node.metadata.state.vhosts.values()):
+        for vh in list(self.broker.metadata.state.vhosts.values()):
             for q in list(vh.queues.values()):
                 if q.type != "quorum" or (node in q.replicas) == add:
                     continue
@@ -187,12 +190,11 @@ class QuorumQueues:
 
     def is_leader(self, group: str) -> bool:
         g = self._cluster.groups.get(group)
-        return g is not None and g._isLeader()
+        return g is not None and g.is_leader
 
     def leader_of(self, group: str) -> str | None:
         g = self._cluster.groups.get(group)
-        leader = g._getLeader() if g is not None else None
-        return None if leader is None else leader.id
+        return None if g is None else g.leader_id
 
     def put_blob(self, group: str, key: bytes, value: bytes) -> None:
         self._cluster.log.put_blob(group, key, value)
@@ -210,10 +212,10 @@ class QuorumQueues:
         self._cluster.log.after_durable(fn)
 
     def call_soon(self, fn: Any) -> None:
-        self.node.loop.call_soon(fn)
+        self.broker.loop.call_soon(fn)
 
     def fetch_bodies(self, group: str, mids: list[int], callback: Any) -> None:
-        self.node.background(self._fetch(group, mids, callback), f"fetching message bodies of {group}")
+        self.broker.background(self._fetch(group, mids, callback), f"fetching message bodies of {group}")
 
     async def _fetch(self, group: str, mids: list[int], callback: Any) -> None:
         found: dict[int, bytes] = {}

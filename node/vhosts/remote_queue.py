@@ -40,11 +40,14 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from amqp import codec
 from amqp.errors import Condition
 from queues.base import ConfirmCallback, Consumer, Outcome, Queue, QueueMessage, Settlement
+
+if TYPE_CHECKING:
+    from node.broker import Broker
 
 log = logging.getLogger("warren.remote")
 
@@ -58,17 +61,17 @@ class RemoteQueue(Queue):
 
     remote = True
 
-    def __init__(self, node: Any, vhost: str, record: Any, arguments: dict):
+    def __init__(self, broker: Broker, vhost: str, record: Any, arguments: dict):
         super().__init__(vhost, record.name, record.durable, record.exclusive_owner, record.auto_delete, arguments)
         self.type_name = record.type
-        self.node = node
+        self.broker = broker
         self.leader = record.leader
         self.replicas: tuple[str, ...] = tuple(record.replicas) if record.type == "quorum" else ()
         self.consumers: dict[Any, int] = {}  # local consumer -> cid
 
     @property
     def _service(self) -> QueueService:
-        return self.node.queue_service
+        return self.broker.queue_service
 
     def target(self) -> str:
         """The node to send to now (see the module docstring)."""
@@ -143,9 +146,9 @@ class RemoteConsumer:
 class QueueService:
     """Both ends of the data path on this node."""
 
-    def __init__(self, node: Any):
-        self.node = node
-        cluster = node.cluster
+    def __init__(self, broker: Broker):
+        self.broker = broker
+        cluster = broker.cluster
         self.transport = cluster.transport
         cluster.rpc.channels[CHANNEL] = self._on_message
         self.transport.on_peer_down.append(self._peer_down)
@@ -191,7 +194,7 @@ class QueueService:
         attach = ["attach", cid, queue.vhost, queue.name, priority, consumer.presettled]
         if not self.send(target, attach):
             self._waiting[cid] = [attach]
-            self.node.loop.create_task(self._attach_when_connected(target, cid))
+            self.broker.loop.create_task(self._attach_when_connected(target, cid))
         return cid
 
     def send_for(self, cid: int, message: list) -> None:
@@ -203,7 +206,7 @@ class QueueService:
             self.send(self._consumers[cid][2], message)
 
     async def _attach_when_connected(self, leader: str, cid: int) -> None:
-        loop = self.node.loop
+        loop = self.broker.loop
         deadline = loop.time() + ATTACH_WAIT
         while cid in self._consumers and not self.transport.is_connected(leader) and loop.time() < deadline:
             await asyncio.sleep(0.05)
@@ -247,7 +250,7 @@ class QueueService:
     # the queue's side
 
     def _local_queue(self, vhost: str, name: str) -> Queue | None:
-        vh = self.node.vhosts.get(vhost)
+        vh = self.broker.vhosts.get(vhost)
         queue = vh.queues.get(name) if vh is not None else None
         return None if queue is None or getattr(queue, "remote", False) or queue.deleted else queue
 

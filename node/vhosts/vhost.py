@@ -17,20 +17,22 @@ import random
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from amqp.errors import Condition
 from amqp.types import Symbol, Timestamp
 from metadata import commands as mc
 from metadata import limits
 from node.vhosts.metadata_store import new_key as mc_key
-from queues.base import Queue, QueueMessage
-from queues.classic import ClassicQueueConfig, QueueArgumentError
-from queues.quorum import QueueArgumentError as QuorumArgumentError
+from queues.base import Queue, QueueArgumentError, QueueMessage
+from queues.classic import ClassicQueueConfig
 from queues.quorum import QuorumConfig
 from routing.errors import InvalidArgument, NotFound, PreconditionFailed, RoutingError
 from routing.exchange_types import Headers
 from routing.table import RoutingTable
+
+if TYPE_CHECKING:
+    from node.broker import Broker
 
 log = logging.getLogger("warren.vhost")
 
@@ -48,9 +50,9 @@ class ResourceLocked(RoutingError):
 
 
 class VHost:
-    def __init__(self, name: str, node: Any, description: str = "", tags: list[str] | None = None):
+    def __init__(self, name: str, broker: Broker, description: str = "", tags: list[str] | None = None):
         self.name = name
-        self.node = node
+        self.broker = broker
         self.description = description
         self.tags: list[str] = list(tags or [])
         self.queues: dict[str, Queue] = {}
@@ -59,7 +61,7 @@ class VHost:
     @property
     def routing(self) -> RoutingTable:
         """The projection's table (replaced wholesale when a snapshot is restored)."""
-        return self.node.projections.table(self.name) or self._empty_table
+        return self.broker.projections.table(self.name) or self._empty_table
 
     # ------------------------------------------------------------ topology (through the metadata store)
 
@@ -93,19 +95,19 @@ class VHost:
                 replicas = self._place_replicas(durable, exclusive_owner, auto_delete, arguments)
             else:
                 ClassicQueueConfig.from_arguments(arguments)
-        except (QueueArgumentError, QuorumArgumentError) as e:
+        except QueueArgumentError as e:
             raise InvalidArgument(str(e)) from None
-        owner_id = None if exclusive_owner is None else self.node.owners.id_of(exclusive_owner)
-        created = await self.node.metadata.created(mc.DeclareQueue(
+        owner_id = None if exclusive_owner is None else self.broker.owners.id_of(exclusive_owner)
+        created = await self.broker.metadata.created(mc.DeclareQueue(
             mc_key(), self.name, name, qtype, durable, auto_delete, owner_id, arguments,
-            leader=self.node.node_id, replicas=replicas))  # fmt: skip
+            leader=self.broker.node_id, replicas=replicas))  # fmt: skip
         queue = self.queues.get(name)
         if queue is None:
-            record = self.node.metadata.state.queue(self.name, name)
+            record = self.broker.metadata.state.queue(self.name, name)
             if record is None:  # deleted again before this node applied the declaration
                 raise NotFound(f"no queue '{name}' in vhost '{self.name}'")
             # it removed itself here but the metadata kept it (the delete did not commit)
-            queue = self.node.local_queues.start(self, record)
+            queue = self.broker.local_queues.start(self, record)
         if not created:
             self._check_redeclare(queue, durable, exclusive_owner, auto_delete, arguments)
         return queue, created
@@ -117,8 +119,8 @@ class VHost:
         size = arguments.get("x-quorum-initial-group-size", DEFAULT_QUORUM_SIZE)
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
             raise InvalidArgument(f"invalid x-quorum-initial-group-size {size!r}: a positive integer")
-        me = self.node.node_id
-        others = sorted(m for m in self.node.metadata.state.members if m != me)
+        me = self.broker.node_id
+        others = sorted(m for m in self.broker.metadata.state.members if m != me)
         random.shuffle(others)
         return (me, *others[: size - 1])
 
@@ -138,7 +140,7 @@ class VHost:
         """Deletes the queue everywhere; returns how many messages it held."""
         queue = self.queue(name)
         count = queue.message_count
-        await self.node.metadata.run(mc.DeleteQueue(mc_key(), self.name, name))
+        await self.broker.metadata.run(mc.DeleteQueue(mc_key(), self.name, name))
         return count
 
     def queue(self, name: str) -> Queue:
@@ -151,24 +153,24 @@ class VHost:
                                auto_delete: bool = False, internal: bool = False,
                                arguments: dict | None = None) -> bool:  # fmt: skip
         _check_arguments("exchange", arguments)
-        return await self.node.metadata.created(mc.DeclareExchange(
+        return await self.broker.metadata.created(mc.DeclareExchange(
             mc_key(), self.name, name, str(type), durable, auto_delete, internal, dict(arguments or {})))  # fmt: skip
 
     async def delete_exchange(self, name: str) -> bool:
         if self.routing.exchange(name) is None:
             return False
-        await self.node.metadata.run(mc.DeleteExchange(mc_key(), self.name, name))
+        await self.broker.metadata.run(mc.DeleteExchange(mc_key(), self.name, name))
         return True
 
     async def bind(self, source: str, kind: str, destination: str, key: str = "",
                    arguments: dict | None = None) -> bool:  # fmt: skip
         _check_arguments("binding", arguments)
-        return await self.node.metadata.created(mc.Bind(mc_key(), self.name, source, str(kind), destination, key,
+        return await self.broker.metadata.created(mc.Bind(mc_key(), self.name, source, str(kind), destination, key,
                                                         dict(arguments or {})))  # fmt: skip
 
     async def unbind(self, source: str, kind: str, destination: str, key: str = "",
                      arguments: dict | None = None) -> None:  # fmt: skip
-        await self.node.metadata.run(mc.Unbind(mc_key(), self.name, source, str(kind), destination, key,
+        await self.broker.metadata.run(mc.Unbind(mc_key(), self.name, source, str(kind), destination, key,
                                                dict(arguments or {})))  # fmt: skip
 
     def connection_closed(self, owner: Any) -> None:
@@ -180,11 +182,11 @@ class VHost:
 
     def forget(self, name: str) -> None:
         """Delete a queue from the metadata in the background (it removed itself, or its owner left)."""
-        self.node.background(self._forget(name), f"deleting queue '{name}' in vhost '{self.name}'")
+        self.broker.background(self._forget(name), f"deleting queue '{name}' in vhost '{self.name}'")
 
     async def _forget(self, name: str) -> None:
         try:
-            await self.node.metadata.run(mc.DeleteQueue(mc_key(), self.name, name))
+            await self.broker.metadata.run(mc.DeleteQueue(mc_key(), self.name, name))
         except RoutingError as e:
             if e.condition != Condition.NOT_FOUND:
                 raise
@@ -263,13 +265,13 @@ class VHost:
                 ),
                 None,
             )
-        self.node.metrics.count_dead_letter(reason)
+        self.broker.metrics.count_dead_letter(reason)
 
     def now_ms(self) -> int:
         return int(time.time() * 1000)
 
     def call_later(self, delay_s: float, fn: Callable[[], None]) -> Any:
-        return self.node.loop.call_later(delay_s, fn)
+        return self.broker.loop.call_later(delay_s, fn)
 
 
 def _check_arguments(what: str, arguments: dict | None, queue: bool = False) -> None:

@@ -1,13 +1,20 @@
-"""Quorum queues: the replicated state machine (rabbit_fifo's role).
+"""Quorum queues: the replicated state machine (rabbit_fifo's role) and the
+queue that runs it on each replica.
 
-    commands.py  the versioned command records (Enqueue, Attach, Credit, ...)
-    effects.py   what applying them asks of the host (Confirm, Deliver, ...)
-    state.py     QuorumConfig (the x-arguments), QuorumState, Counters
-    machine.py   apply(command, state, index) -> (state, effects), queries
-    snapshot.py  snapshot_bytes(state) / restore(bytes)
+The machine, pure (no I/O, no clock, no randomness):
 
-Pure: no I/O, no clock, no randomness. Bodies are not in the state; the host
-stores them under each message id's (raft index, position).
+    commands.py  the versioned command records (Publish, Enqueue, Attach, ...)
+    effects.py   what applying them asks of the host (StoreBodies, Confirm, Deliver, ...)
+    state.py     QuorumConfig (the x-arguments), QuorumState, Counters, MACHINE_VERSION
+    machine.py   apply(command, state, index) -> (state, effects)
+    dispatch.py  how messages move: to consumers, back, out (machine.py's parts)
+    dedup.py     Publish batches applied once per (publisher, seq)
+    queries.py   release_cursor, overview, ... (read-only)
+    snapshot.py  snapshot_bytes(state) / restore(bytes), versioned
+
+Bodies are not in the state; the host stores them under each message id's
+(raft index, position). The replica's side (queue.py and its parts) is not
+imported here: see queue.py.
 """
 
 from .commands import (
@@ -21,6 +28,7 @@ from .commands import (
     Enqueue,
     Modify,
     MsgIn,
+    Publish,
     Purge,
     Return,
     Settle,
@@ -28,22 +36,23 @@ from .commands import (
     msg_id,
     split_msg_id,
 )
-from .effects import Confirm, CreditReply, DeadLetter, Deliver, Delivery, Outcome, Purged
-from .machine import (
-    QuorumMachine,
-    apply,
+from .effects import Confirm, CreditReply, DeadLetter, Deliver, DeliveredMessage, Outcome, Purged, StoreBodies
+from .machine import apply
+from .queries import (
     checked_out,
     consumer_link,
     dead_letter_pending,
     next_expiry,
     overview,
+    publish_outcome,
     release_cursor,
 )
 from .snapshot import SnapshotFormatError, restore, snapshot_bytes
-from .state import QueueArgumentError, QuorumConfig, QuorumState, new_state
+from .state import MACHINE_VERSION, QueueArgumentError, QuorumConfig, QuorumState, new_state
 
 __all__ = [
     "COMMANDS",
+    "MACHINE_VERSION",
     "Attach",
     "Confirm",
     "Credit",
@@ -51,7 +60,7 @@ __all__ = [
     "DeadLetter",
     "DeadLetterSettled",
     "Deliver",
-    "Delivery",
+    "DeliveredMessage",
     "Detach",
     "Discard",
     "DownConsumersOnNode",
@@ -59,15 +68,16 @@ __all__ = [
     "Modify",
     "MsgIn",
     "Outcome",
+    "Publish",
     "Purge",
     "Purged",
     "QueueArgumentError",
     "QuorumConfig",
-    "QuorumMachine",
     "QuorumState",
     "Return",
     "Settle",
     "SnapshotFormatError",
+    "StoreBodies",
     "Tick",
     "apply",
     "checked_out",
@@ -77,6 +87,7 @@ __all__ = [
     "new_state",
     "next_expiry",
     "overview",
+    "publish_outcome",
     "release_cursor",
     "restore",
     "snapshot_bytes",

@@ -41,6 +41,7 @@ __all__ = [
     "Enqueue",
     "Modify",
     "MsgIn",
+    "Publish",
     "Purge",
     "Return",
     "Settle",
@@ -89,6 +90,29 @@ class Enqueue:
 
     messages: tuple[MsgIn, ...]
     now_ms: int
+
+
+@command("quorum.publish", version=1)
+@dataclass(frozen=True, slots=True)
+class Publish:
+    """A batch of publishes with their bodies, as the host proposes it. Each
+    message is [payload, durable, ttl, exchange, routing_keys, correlation,
+    annotations]: the machine enqueues (len(payload), ttl, correlation), as
+    Enqueue does, and leaves the rest to the host, which keeps it with the body.
+
+    (`publisher`, `seq`) identify the batch: a batch proposed again after a
+    leader change (its first outcome unknown) is applied once. Effects, for a
+    new batch: StoreBodies, then those of an Enqueue; for one applied before:
+    its Confirms again (none once it is too old to be remembered). An empty
+    `publisher` opts out of deduplication."""
+
+    messages: tuple
+    now_ms: int
+    publisher: str = ""
+    seq: int = 0
+
+
+P_PAYLOAD, P_TTL, P_CORRELATION = 0, 2, 5  # fields of a Publish message the machine reads
 
 
 @command("quorum.attach", version=1)
@@ -205,6 +229,7 @@ class DeadLetterSettled:
 
 COMMANDS: tuple[type, ...] = (
     Enqueue,
+    Publish,
     Attach,
     Detach,
     Credit,

@@ -2,7 +2,8 @@
 
 Effects are produced on every member; only the leader acts on the ones that
 talk to clients (Confirm, Deliver, CreditReply) and runs dead-lettering. They
-come out of `apply` in the order they must be acted on: confirms first, then
+come out of `apply` in the order they must be acted on: StoreBodies (a new
+Publish batch) before anything, confirms next, then
 deliveries (one Deliver per consumer per command, messages in delivery order),
 dead letters, and finally credit replies, so a receiver sees the transfers
 before the FLOW that accounts for them.
@@ -25,10 +26,11 @@ __all__ = [
     "CreditReply",
     "DeadLetter",
     "Deliver",
-    "Delivery",
+    "DeliveredMessage",
     "Effect",
     "Outcome",
     "Purged",
+    "StoreBodies",
 ]
 
 REASON_REJECTED = "rejected"
@@ -39,6 +41,17 @@ REASONS = (REASON_REJECTED, REASON_EXPIRED, REASON_MAXLEN, REASON_DELIVERY_LIMIT
 
 
 @dataclass(frozen=True, slots=True)
+class StoreBodies:
+    """The Publish at raft `index` is a new batch: the host keeps the bodies of
+    its `count` messages under msg_id(index, position), before it acts on the
+    effects that follow (they may deliver them). A batch applied before gets
+    no StoreBodies: its bodies are stored already."""
+
+    index: int
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
 class Confirm:
     """Publish outcomes for the given correlations (in enqueue order)."""
 
@@ -46,7 +59,7 @@ class Confirm:
     outcome: Outcome  # ACCEPTED or REJECTED (x-overflow reject-publish)
 
 
-class Delivery(NamedTuple):
+class DeliveredMessage(NamedTuple):
     """One message handed to a consumer."""
 
     msg_id: int
@@ -64,7 +77,7 @@ class Deliver:
     """Send these messages to the consumer; one credit was spent per message."""
 
     consumer_id: Any
-    messages: tuple[Delivery, ...]
+    messages: tuple[DeliveredMessage, ...]
 
     @property
     def msg_ids(self) -> tuple[int, ...]:
@@ -107,4 +120,4 @@ class Purged:
     count: int
 
 
-Effect = Confirm | Deliver | CreditReply | DeadLetter | Purged
+Effect = StoreBodies | Confirm | Deliver | CreditReply | DeadLetter | Purged

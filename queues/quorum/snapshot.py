@@ -1,14 +1,19 @@
 """The quorum queue state as bytes: indexes and metadata only, never bodies.
 
-    magic "WQQS" | format u16 | crc32 u32 (of what follows) | meta length u32
+    magic "WQQS" | format u16 | machine version u16 | crc32 u32 (of what follows)
+             | meta length u32
     meta     AMQP value (amqp/codec.py):
-             [config, last_index, clock, counters, consumers, service, sac_active]
+             [config, last_index, clock, counters, consumers, service, sac_active,
+              publishers]
              config     QuorumConfig fields in declaration order
              counters   Counters slots in order
              consumers  [[id, priority, node, delivery_count, credit, settled, in_service], ...]
                         in attach order
              service    [[priority, [consumer id, ...]], ...] highest priority
                         first, each level in round-robin order
+             publishers [[publisher, low, [seq above low, ...],
+                          [[seq, [[outcome, [correlation, ...]], ...]], ...]], ...]
+                        by publisher, seqs ascending (state.PublisherState)
     then message sections, little-endian columns:
              returned (by id), ready, each consumer's checked-out messages
              (consumers in attach order, messages in delivery order), dlx
@@ -24,9 +29,20 @@
 
 Columns a section does not need are left out, so a queue of plain messages
 costs 12 bytes per message. Deterministic: equal states give equal bytes
-(the return heap is written sorted). Versioned: a format this build does not
-know is refused (SnapshotFormatError), never guessed at; a new layout is a
-new SNAPSHOT_FORMAT and `restore` keeps reading the old ones.
+(the return heap is written sorted).
+
+Versioned twice, as the metadata machine's snapshot is: SNAPSHOT_FORMAT for
+this layout, and the machine version (state.MACHINE_VERSION) of what wrote
+it. A layout or a machine version newer than this build's is refused
+(SnapshotFormatError), never guessed at; a new layout is a new
+SNAPSHOT_FORMAT and `restore` keeps reading the old ones:
+
+    format 1  the header without the machine version (machine version 1),
+              the meta without publishers
+    format 0  (no magic) what the host wrote before the publish dedup tables
+              moved into the machine: the AMQP value
+              [1, publishers, format 1 snapshot], publishers as above with
+              outcomes as [outcome, [correlation, ...]] pairs
 """
 
 from __future__ import annotations
@@ -44,14 +60,17 @@ from typing import Any
 from amqp import codec
 
 from .effects import REASONS
-from .state import ConsumerState, Counters, QuorumConfig, QuorumState
+from .state import MACHINE_VERSION, ConsumerState, Counters, PublisherState, QuorumConfig, QuorumState
 
 __all__ = ["SNAPSHOT_FORMAT", "SnapshotFormatError", "restore", "snapshot_bytes"]
 
 MAGIC = b"WQQS"
-SNAPSHOT_FORMAT = 1
-_HEAD = struct.Struct("<4sHII")
+SNAPSHOT_FORMAT = 2
+_HEAD = struct.Struct("<4sHHII")  # magic, format, machine version, crc, meta length
+_HEAD_V1 = struct.Struct("<4sHII")  # format 1: no machine version
+_LEGACY_HOST_FORMAT = 1  # format 0's outer list
 _U32 = struct.Struct("<I")
+_U16 = struct.Struct("<H")
 _SECTION = struct.Struct("<IB")
 _SWAP = sys.byteorder != "little"
 _REASON_CODE = {r: i for i, r in enumerate(REASONS)}
@@ -114,6 +133,9 @@ def snapshot_bytes(state: QuorumState) -> bytes:
         consumers,
         service,
         state.sac_active,
+        [[p, ps.low, sorted(ps.above), [[seq, [[o, list(corrs)] for o, corrs in confirms]]
+                                        for seq, confirms in sorted(ps.outcomes.items())]]
+         for p, ps in sorted(state.publishers.items())],
     ])  # fmt: skip
     parts = [meta]
     _pack_msgs(parts, sorted(state.returned))
@@ -127,7 +149,7 @@ def snapshot_bytes(state: QuorumState) -> bytes:
     parts.append(_col("Q", live.keys()))
     parts.append(_col("I", live.values()))
     body = b"".join(parts)
-    return _HEAD.pack(MAGIC, SNAPSHOT_FORMAT, zlib.crc32(body), len(meta)) + body
+    return _HEAD.pack(MAGIC, SNAPSHOT_FORMAT, state.machine_version, zlib.crc32(body), len(meta)) + body
 
 
 # ---------------------------------------------------------------- restore
@@ -225,21 +247,43 @@ def restore(data: bytes) -> QuorumState:
 
 
 def _restore(data: bytes) -> QuorumState:
-    if len(data) < _HEAD.size:
+    if data[:1] != MAGIC[:1]:
+        return _restore_legacy(data)
+    if len(data) < _HEAD_V1.size:
         raise SnapshotFormatError("not a quorum queue snapshot: too short")
-    magic, fmt, crc, meta_len = _HEAD.unpack_from(data)
+    magic, fmt = data[:4], _U16.unpack_from(data, 4)[0]
     if magic != MAGIC:
         raise SnapshotFormatError("not a quorum queue snapshot: bad magic")
-    if fmt != SNAPSHOT_FORMAT:
-        raise SnapshotFormatError(f"quorum queue snapshot format {fmt} is not known to this build")
+    if fmt == 1:
+        _, _, crc, meta_len = _HEAD_V1.unpack_from(data)
+        version, start = 1, _HEAD_V1.size
+    elif fmt == SNAPSHOT_FORMAT:
+        if len(data) < _HEAD.size:
+            raise SnapshotFormatError("not a quorum queue snapshot: too short")
+        _, _, version, crc, meta_len = _HEAD.unpack_from(data)
+        start = _HEAD.size
+    else:
+        raise SnapshotFormatError(f"quorum queue snapshot format {fmt} is not known to this build "
+                                  f"(it reads 1 to {SNAPSHOT_FORMAT})")  # fmt: skip
+    if version > MACHINE_VERSION:
+        raise SnapshotFormatError(f"quorum queue machine version {version} is newer than this build's "
+                                  f"{MACHINE_VERSION}: this node must be upgraded to read it")  # fmt: skip
+    if version < 1:
+        raise SnapshotFormatError(f"quorum queue machine version {version} does not exist")
     view = memoryview(data)
-    if zlib.crc32(view[_HEAD.size :]) != crc:
+    if zlib.crc32(view[start:]) != crc:
         raise SnapshotFormatError("quorum queue snapshot checksum mismatch")
-    rd = _Reader(view, _HEAD.size)
+    rd = _Reader(view, start)
     try:
         meta = _thaw(codec.loads(bytes(rd.take(meta_len))))
-        config_values, last_index, clock, counters, consumers, service, sac_active = meta
+        publishers: Any = ()
+        if fmt == 1:
+            config_values, last_index, clock, counters, consumers, service, sac_active = meta
+        else:
+            config_values, last_index, clock, counters, consumers, service, sac_active, publishers = meta
         state = QuorumState(QuorumConfig(*config_values))
+        state.machine_version = version
+        state.publishers = _publishers(publishers)
         state.last_index = last_index
         state.clock = clock
         state.counters = Counters(*counters)
@@ -273,4 +317,33 @@ def _restore(data: bytes) -> QuorumState:
     state.live_order = deque(indexes)
     if rd.pos != len(view):
         raise SnapshotFormatError(f"{len(view) - rd.pos} trailing bytes after the snapshot")
+    return state
+
+
+def _publishers(value: Any) -> dict[str, PublisherState]:
+    """The dedup tables from [[publisher, low, [above], [[seq, [[outcome, [corr]]]]]]] (thawed)."""
+    return {
+        publisher: PublisherState(low, set(above), {seq: tuple((o, tuple(corrs)) for o, corrs in confirms)
+                                                   for seq, confirms in outcomes})
+        for publisher, low, above, outcomes in value
+    }  # fmt: skip
+
+
+def _restore_legacy(data: bytes) -> QuorumState:
+    """Format 0: the host's wrapper around a format 1 snapshot, written before
+    the machine held the publish dedup tables."""
+    try:
+        value = codec.loads(data)
+    except Exception as e:  # codec.DecodeError and friends
+        raise SnapshotFormatError(f"not a quorum queue snapshot: {e}") from None
+    if not isinstance(value, list) or len(value) != 3 or value[0] != _LEGACY_HOST_FORMAT:
+        raise SnapshotFormatError("not a quorum queue snapshot")
+    _, publishers, inner = value
+    if not isinstance(inner, bytes) or inner[:6] != MAGIC + _U16.pack(1):
+        raise SnapshotFormatError("a format 0 quorum queue snapshot must hold one of format 1")
+    state = _restore(inner)
+    try:
+        state.publishers = _publishers(_thaw(publishers))
+    except Exception as e:  # wrong shapes
+        raise SnapshotFormatError(f"bad publisher tables: {e}") from None
     return state

@@ -30,6 +30,9 @@ Where a message is (each live message is in exactly one place):
 A message is only ever taken from the head of the queue (the smallest id), so
 every id in `returned` is below every id in `ready`.
 
+`publishers` remembers, per publisher, the Publish batches applied (see
+PublisherState), so that a batch proposed twice is applied once.
+
 `live` counts live messages per raft index (insertion order = index order);
 `live_order` is a deque of those indexes with possibly stale entries behind
 its head, kept so that its head is always the smallest live index: the
@@ -47,6 +50,8 @@ from collections import deque
 from dataclasses import dataclass, fields
 from typing import Any
 
+from queues.base import QueueArgumentError
+
 __all__ = [
     "AT_LEAST_ONCE",
     "AT_MOST_ONCE",
@@ -58,16 +63,25 @@ __all__ = [
     "M_EXPIRY",
     "M_ID",
     "M_SIZE",
+    "MACHINE_VERSION",
     "REJECT_PUBLISH",
+    "REMEMBERED_BATCHES",
     "ConsumerState",
     "Counters",
     "QueueArgumentError",
     "QuorumConfig",
     "QuorumState",
+    "PublisherState",
     "new_state",
 ]
 
 M_ID, M_SIZE, M_EXPIRY, M_DC, M_ACQ, M_ANN = range(6)
+
+# The machine's version: what `apply` does with each command. Snapshots carry it,
+# and a member refuses a snapshot from a newer machine instead of guessing at it.
+# A change to what any command does (its state or its effects) is a new version.
+MACHINE_VERSION = 1
+REMEMBERED_BATCHES = 64  # per publisher: outcomes kept for batches that may be proposed again
 
 DEFAULT_DELIVERY_LIMIT = 20  # RabbitMQ 4.0's default x-delivery-limit for quorum queues
 DROP_HEAD = "drop-head"
@@ -75,10 +89,6 @@ REJECT_PUBLISH = "reject-publish"
 REJECT_PUBLISH_DLX = "reject-publish-dlx"
 AT_MOST_ONCE = "at-most-once"
 AT_LEAST_ONCE = "at-least-once"
-
-
-class QueueArgumentError(ValueError):
-    """A queue argument (x-...) has a value a quorum queue refuses at declare."""
 
 
 def _int_arg(arguments: dict, name: str, minimum: int = 0) -> int | None:
@@ -217,6 +227,27 @@ class ConsumerState:
                 f"credit={self.credit}, checked={len(self.checked)})")  # fmt: skip
 
 
+class PublisherState:
+    """The Publish batches applied for one publisher (a queue object on one node
+    incarnation, which numbers its batches 1, 2, ...): every seq <= `low` and
+    the seqs in `above`; and the confirms of the last REMEMBERED_BATCHES of
+    them, seq -> ((outcome value, correlations), ...), answered again when one
+    is proposed twice (a leader change hid whether the first one committed)."""
+
+    __slots__ = ("low", "above", "outcomes")
+
+    def __init__(self, low: int = 0, above: set[int] | None = None, outcomes: dict | None = None) -> None:
+        self.low = low
+        self.above: set[int] = set() if above is None else above
+        self.outcomes: dict[int, tuple[tuple[str, tuple], ...]] = {} if outcomes is None else outcomes
+
+    def key(self) -> tuple:
+        return (self.low, sorted(self.above), sorted(self.outcomes.items()))
+
+    def __repr__(self) -> str:
+        return f"PublisherState(low={self.low}, above={sorted(self.above)}, remembered={len(self.outcomes)})"
+
+
 class QuorumState:
     """See the module docstring. Build one with `new_state(config)`."""
 
@@ -238,6 +269,8 @@ class QuorumState:
         "live",  # raft index -> live messages enqueued by it
         "live_order",  # deque of raft indexes; head = smallest live index
         "counters",
+        "publishers",  # publisher -> PublisherState: Publish batches applied once
+        "machine_version",  # MACHINE_VERSION of the machine that wrote this state
     )
 
     def __init__(self, config: QuorumConfig) -> None:
@@ -258,6 +291,8 @@ class QuorumState:
         self.live: dict[int, int] = {}
         self.live_order: deque[int] = deque()
         self.counters = Counters()
+        self.publishers: dict[str, PublisherState] = {}
+        self.machine_version = MACHINE_VERSION
 
     @property
     def ready_count(self) -> int:
@@ -283,6 +318,8 @@ class QuorumState:
                 value = [i for i in value if i in self.live]
             elif name == "counters":
                 value = value.as_list()
+            elif name == "publishers":
+                value = sorted((p, ps.key()) for p, ps in value.items())
             parts.append((name, value))
         return tuple(parts)
 

@@ -354,3 +354,11 @@ def _assert_every_cut_fails(data: bytes, cuts=None):
     for cut in range(len(data)) if cuts is None else cuts:
         with pytest.raises(DecodeError):
             codec.loads(data[:cut])
+
+
+# The symbolic descriptor of each message section [3.2], by its numeric code.
+SECTION_NAMES = {
+    0x70: "amqp:header:list", 0x71: "amqp:delivery-annotations:map", 0x72: "amqp:message-annotations:map",
+    0x73: "amqp:properties:list", 0x74: "amqp:application-properties:map", 0x75: "amqp:data:binary",
+    0x76: "amqp:amqp-sequence:list", 0x77: "amqp:value:*", 0x78: "amqp:footer:map",
+}  # fmt: skip

@@ -11,7 +11,7 @@ import pytest
 
 from audit import schema
 from audit.schema import SnapshotSchemaError, read_records, snapshot_files, validate_record
-from node.ops.state_snapshot import SnapshotWriter, collect, queue_record
+from node.ops.state_snapshot import SnapshotWriter, collect, group_record, queue_record
 
 
 def record(**over) -> dict:
@@ -175,78 +175,61 @@ def test_start_writes_at_once_then_every_interval_and_stop_closes(tmp_path):
 # ------------------------------------------------------------------ collect
 
 
-class _Queue:
-    type_name = "classic"
+class _Host:
+    """A QueueHost for queues made outside a node: a fixed clock, timers never fire."""
 
-    def __init__(self, name, ready, unacked, consumers, counters=None, stats=None, deleted=False):
-        self.vhost, self.name, self.durable, self.deleted = "/", name, True, deleted
-        self.message_count, self.unacked_count, self.consumer_count = ready, unacked, consumers
-        if counters is not None:
-            self.counters = counters
-        if stats is not None:
-            self.stats = stats
+    def now_ms(self):
+        return 1_700_000_000_000
+
+    def call_later(self, delay_s, fn):
+        return types.SimpleNamespace(cancel=lambda: None)
+
+    def dead_letter(self, queue, message, reason):
+        pass
+
+    def queue_deleted(self, queue):
+        pass
 
 
-def test_collect_reads_a_broker_defensively():
-    from queues.classic import ClassicQueueCounters
+def test_queue_record_of_a_classic_queue_reads_its_stats():
+    from queues.base import QueueMessage
+    from queues.classic import ClassicQueue
 
-    stats = ClassicQueueCounters(published=10, confirmed=9, acknowledged=4, dropped=1)
-    link_session = types.SimpleNamespace(links={1: object(), 2: object()})
-    conn = types.SimpleNamespace(engine=types.SimpleNamespace(sessions={0: link_session, 1: types.SimpleNamespace()}))
+    q = ClassicQueue("/", "cq", True, None, False, {"x-max-length": 2, "x-overflow": "reject-publish"}, host=_Host())
+    outcomes = []
+    for seq in range(3):
+        q.publish(QueueMessage(seq, b"m%d" % seq), outcomes.append)
+    rec = queue_record(q)
+    assert (rec["type"], rec["name"], rec["durable"], rec["leader"], rec["group"]) == ("classic", "cq", True, True,
+                                                                                        None)  # fmt: skip
+    assert (rec["depth"], rec["unacked"], rec["consumers"]) == (2, 0, 0)
+    assert rec["counters"]["published"] == 3 and rec["counters"]["rejected"] == 1
+    assert rec["counters"]["recovered"] == 0  # not a classic counter: 0
+
+
+def test_queue_record_of_a_quorum_queue_gives_published_from_enqueued_and_rejected():
+    from queues.quorum import machine
+    from queues.quorum.commands import Enqueue, MsgIn
+    from queues.quorum.queue import QuorumQueue
+
+    q = QuorumQueue("/", "qq", {"x-queue-type": "quorum", "x-max-length": 2, "x-overflow": "reject-publish"},
+                    ("n1",), host=_Host(), quorum_host=types.SimpleNamespace(incarnation="n1#1"), group="qq/%2F/qq")  # fmt: skip
+    q.state, _ = machine.apply(Enqueue(tuple(MsgIn(1, None, None) for _ in range(3)), 1000), q.state)
+    rec = queue_record(q, leader=False, group=q.group)
+    assert (rec["type"], rec["leader"], rec["group"], rec["depth"], rec["unacked"]) == ("quorum", False, "qq/%2F/qq",
+                                                                                        2, 0)  # fmt: skip
+    assert rec["counters"]["published"] == 3 and rec["counters"]["rejected"] == 1
+
+
+def test_group_record_lists_the_members_and_those_reached():
     status = {"node": "a:25672", "group": "metadata", "role": "follower", "term": 3, "leader": "b:25672",
               "commit_index": 7, "last_applied": 6,
               "members": [{"node": "a:25672", "reachable": True}, {"node": "b:25672", "reachable": True},
                           {"node": "c:25672", "reachable": False}]}  # fmt: skip
-    quorum = _Queue("qq", 2, 0, 0, counters={"published": 3})
-    quorum.type_name = "quorum"
-    quorum.raft_status = lambda: {**status, "group": "qq/%2F/qq", "role": "leader", "leader": "a:25672"}
-    broker = types.SimpleNamespace(
-        config=types.SimpleNamespace(node_name="rabbit@a"),
-        cluster=types.SimpleNamespace(node_id="a:25672", status=lambda: status),
-        connections=[conn],
-        vhosts={"/": types.SimpleNamespace(queues={"q1": _Queue("q1", 5, 2, 1, stats=stats), "qq": quorum,
-                                                   "gone": _Queue("gone", 1, 0, 0, deleted=True)})},
-        feature_flags=types.SimpleNamespace(supported=lambda: ("f1", "f2")),
-        cluster_machine=types.SimpleNamespace(metadata=types.SimpleNamespace(state=types.SimpleNamespace(
-            feature_flags={"f1": object()}))),
-        alarms=types.SimpleNamespace(describe=lambda: ["memory"]),
-    )  # fmt: skip
-    rec = collect(broker, now_ms=1_700_000_000_000, mono_ms=42)
-    rec.update(boot_id="x", seq=0, interval_ms=5000)  # the writer's part
-    validate_record(rec)
-    assert (rec["node"], rec["member_id"], rec["wall_ms"], rec["mono_ms"]) == ("rabbit@a", "a:25672",
-                                                                               1_700_000_000_000, 42)
-    assert (rec["connections"], rec["sessions"], rec["links"]) == (1, 2, 2)
-    assert rec["feature_flags"] == {"supported": ["f1", "f2"], "enabled": ["f1"]}
-    assert rec["alarms"] == ["memory"]
-    meta, qq_group = rec["groups"]
-    assert meta == {"name": "metadata", "role": "follower", "term": 3, "leader": "b:25672", "commit_index": 7,
-                    "last_applied": 6, "members": ["a:25672", "b:25672", "c:25672"], "reachable": ["b:25672"]}
-    assert qq_group["name"] == "qq/%2F/qq" and qq_group["role"] == "leader"
-    q1, qq = rec["queues"]
-    assert (q1["depth"], q1["unacked"], q1["consumers"], q1["leader"], q1["group"]) == (7, 2, 1, True, None)
-    assert q1["counters"]["published"] == 10 and q1["counters"]["dropped"] == 1 and q1["counters"]["recovered"] == 0
-    assert (qq["type"], qq["leader"], qq["group"], qq["counters"]["published"]) == ("quorum", True, "qq/%2F/qq", 3)
-
-
-def test_collect_on_a_bare_broker():
-    rec = collect(types.SimpleNamespace())
-    rec.update(boot_id="x", seq=0, interval_ms=5000)
-    validate_record(rec)
-    assert rec["groups"] == [] and rec["queues"] == [] and rec["member_id"] is None
-
-
-def test_collect_skips_the_proxies_of_queues_other_nodes_host():
-    remote = _Queue("elsewhere", 1, 0, 0)
-    remote.remote = True
-    broker = types.SimpleNamespace(vhosts={"/": types.SimpleNamespace(queues={"elsewhere": remote})})
-    assert collect(broker)["queues"] == []
-
-
-def test_counters_that_count_enqueued_give_published():
-    q = _Queue("qq", 1, 0, 0, counters={"enqueued": 5, "rejected": 2, "acknowledged": 4})
-    rec = queue_record(q)
-    assert rec["counters"]["published"] == 7 and rec["counters"]["rejected"] == 2
+    assert group_record(status) == {
+        "name": "metadata", "role": "follower", "term": 3, "leader": "b:25672", "commit_index": 7, "last_applied": 6,
+        "members": ["a:25672", "b:25672", "c:25672"], "reachable": ["b:25672"]}  # fmt: skip
+    assert group_record({**status, "leader": None}, "qq/%2F/qq")["name"] == "qq/%2F/qq"
 
 
 def test_a_running_node_writes_valid_snapshots(tmp_path):
@@ -311,6 +294,7 @@ def test_a_running_node_writes_valid_snapshots(tmp_path):
         assert qq["type"] == "quorum" and qq["group"] and qq["leader"] is True, (last["groups"], qq)
         assert any(g["name"] == qq["group"] and g["role"] == "leader" for g in last["groups"])
     assert [r["seq"] for r in got] == list(range(len(got)))
+    assert last["connections"] == 0 and last["alarms"] == [] and "quorum_queue_v1" in last["feature_flags"]["supported"]
 
 
 def test_the_schema_page_describes_every_field():

@@ -42,9 +42,11 @@ SAMPLES = [
     c.EnableFeatureFlag("k15", "credit_api_v2"),
     c.AddMember("k16", "n1", "0.1.0", ("credit_api_v2", "warren_metadata_raft_v1")),
     c.RemoveMember("k17", "n1"),
-    c.Noop(),
+    c.Fence(),
     c.Bootstrap("k18", "/", "the default", "guest", "pbkdf2-sha256$1$00$00", ("administrator",)),
     c.SetQueueReplicas("k19", "/", "q", ("n1", "n2")),
+    c.SetLimit("k20", "vhost", "/", "max-connections", -1),
+    c.ClearLimit("k21", "user", "guest", "max-connections"),
 ]
 
 
@@ -58,8 +60,12 @@ def test_roundtrip(cmd):
     back = records.decode(data)
     assert type(back) is type(cmd) and back == cmd
     assert records.encode(back) == data
-    assert records.kind_of(cmd) == ("metadata." + _snake(type(cmd).__name__), 1)
+    assert records.kind_of(cmd) == ("metadata." + _KINDS_OF_RENAMED.get(type(cmd), _snake(type(cmd).__name__)), 1)
     assert c.check_fields(back) is None
+
+
+# Classes renamed after their records were defined keep the kind on the wire.
+_KINDS_OF_RENAMED = {c.Fence: "noop"}
 
 
 def _snake(name: str) -> str:
@@ -107,7 +113,7 @@ def test_check_fields_names_the_bad_field():
     assert "replicas" in c.check_fields(c.DeclareQueue("k", "/", "q", replicas=(1,)))  # type: ignore[arg-type]
     assert c.check_fields(c.DeclareQueue("k", "/", "q", exclusive_owner=None)) is None
     assert c.check_fields(c.DeclareQueue("k", "/", "q", exclusive_owner=3)) is not None  # type: ignore[arg-type]
-    assert c.check_fields(c.Noop(5)) is not None  # type: ignore[arg-type]
+    assert c.check_fields(c.Fence(5)) is not None  # type: ignore[arg-type]
 
 
 def test_a_log_entry_of_the_wrong_shape_decodes_and_is_reported():

@@ -186,10 +186,10 @@ def test_members():
 
 def test_noop_changes_nothing():
     state = cluster("/")
-    for cmd in (c.Noop(), c.Noop(""), c.Noop()):
+    for cmd in (c.Fence(), c.Fence(""), c.Fence()):
         new, result, effects = step(state, cmd)
         assert result == OK and effects == () and new is state
-    new, result, _ = step(state, c.Noop("fence-1"))
+    new, result, _ = step(state, c.Fence("fence-1"))
     assert result == OK and new.recent_result("fence-1") is not None
 
 
@@ -226,6 +226,8 @@ def _every_command(state: MetadataState):
         c.Unbind(k(), "v", "x", "queue", "q", "a.#"),
         c.SetPolicy(k(), "v", "p", ".*", definition={"max-length": 3}),
         c.ClearPolicy(k(), "v", "p"),
+        c.SetLimit(k(), "vhost", "v", "max-connections", 10),
+        c.ClearLimit(k(), "vhost", "v", "max-connections"),
         c.DeleteQueue(k(), "v", "q"),
         c.DeleteExchange(k(), "v", "x"),
         c.EnableFeatureFlag(k(), "credit_api_v2"),
@@ -233,7 +235,7 @@ def _every_command(state: MetadataState):
         c.RemoveMember(k(), "n3"),
         c.DeleteUser(k(), "u"),
         c.DeleteVHost(k(), "v"),
-        c.Noop(k()),
+        c.Fence(k()),
         c.Bootstrap(k(), "/", "", "guest", "h"),
     ]
 
@@ -273,7 +275,7 @@ def test_remembered_keys_are_bounded():
     # Still remembered: a retry changes nothing.
     assert step(state, first)[0] is state
     for _ in range(6):
-        state = run(state, c.Noop(k()))
+        state = run(state, c.Fence(k()))
     assert len(state.recent) + len(state.recent_previous) <= 2 * 3
     assert state.recent_result(first.idempotency_key) is None
     # Forgotten: applied again.

@@ -1,9 +1,10 @@
-"""Projections: routing tables, queue targets, users and permissions kept in
+"""Projections: routing tables, users and permissions kept in
 step with the machine. Built incrementally from effects or rebuilt from a
 state, they must agree, after any sequence of valid and invalid commands."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from metadata_helpers import ALL_FLAGS, cluster, k, run
@@ -11,7 +12,7 @@ from metadata_helpers import ALL_FLAGS, cluster, k, run
 from amqp.types import Long, UInt
 from metadata import commands as c
 from metadata.machine import MetadataMachine, apply
-from metadata.projections import Projections, QueueTarget
+from metadata.projections import Projections
 from metadata.snapshot import decode_state, encode_state
 from metadata.state import MetadataState
 from routing.errors import NotFound
@@ -119,7 +120,7 @@ def routes(p: Projections) -> dict:
             for key in (*KEYS, *QUEUES, "a.b.c"):
                 for i, headers in enumerate(HEADERS):
                     try:
-                        out[(vhost, ex, key, i)] = sorted(t.name for t in p.route(vhost, ex, key, headers))
+                        out[(vhost, ex, key, i)] = sorted(p.table(vhost).route(ex, key, headers))
                     except NotFound:
                         out[(vhost, ex, key, i)] = None
     return out
@@ -141,7 +142,7 @@ def tables(p: Projections) -> dict:
 
 def views(p: Projections) -> tuple:
     users = {n: (u.password_hash, u.tags) for n, u in p.users.items()}
-    return (tables(p), p.targets, p.vhosts, users, p.permissions, p.feature_flags, p.members, p.policies)
+    return (tables(p), p.vhosts, users, p.permissions, p.feature_flags, p.members, p.policies)
 
 
 @given(sequences())
@@ -176,7 +177,6 @@ def test_incremental_projections_agree_with_a_rebuild(cmds):
     assert encode_state(again) == data
     # The projections hold what the state holds.
     for vhost, vstate in state.vhosts.items():
-        assert set(incremental.targets[vhost]) == set(vstate.queues)
         assert incremental.tables[vhost].queues() == frozenset(vstate.queues)
     assert set(incremental.permissions) == set(state.permissions)
 
@@ -184,7 +184,7 @@ def test_incremental_projections_agree_with_a_rebuild(cmds):
 # -- focused cases -----------------------------------------------------------------
 
 
-def test_route_returns_queue_targets():
+def test_the_tables_route_to_queue_names():
     p = Projections()
     state = cluster("/")
     m = MetadataMachine(state, on_applied=p.on_applied)
@@ -196,17 +196,12 @@ def test_route_returns_queue_targets():
         c.Bind(k(), "/", "amq.fanout", "queue", "q2"),
     ], 1):  # fmt: skip
         assert m.apply(cmd, i).ok
-    assert sorted(p.route("/", "amq.fanout", ""), key=lambda t: t.name) == [QueueTarget("/", "q1", "classic", "n1"),
-                                                      QueueTarget("/", "q2", "classic", "n2")]  # fmt: skip
-    assert p.route("/", "", "q2") == [QueueTarget("/", "q2", "classic", "n2")]
-    assert p.target("/", "q1").leader == "n1" and p.target("/", "nope") is None and p.target("nope", "q1") is None
-    for vhost, ex in (("nope", "amq.fanout"), ("/", "nope")):
-        try:
-            p.route(vhost, ex, "")
-        except NotFound:
-            pass
-        else:
-            raise AssertionError("expected NotFound")
+    table = p.table("/")
+    assert table.route("amq.fanout", "") == {"q1", "q2"}
+    assert table.route("", "q2") == {"q2"}
+    assert p.table("nope") is None
+    with pytest.raises(NotFound):
+        table.route("nope", "")
 
 
 def test_users_and_permissions_reach_an_authenticator():
@@ -246,7 +241,7 @@ def test_restore_rebuilds_the_projections():
                                  c.Bind(k(), "/", "amq.direct", "queue", "q", "k")))  # fmt: skip
     target = MetadataMachine(on_applied=p.on_applied, on_restored=p.on_restored)
     target.restore(source.snapshot())
-    assert [t.name for t in p.route("/", "amq.direct", "k")] == ["q"]
+    assert p.table("/").route("amq.direct", "k") == {"q"}
     assert set(p.members) == {"n1", "n2"} and p.members["n1"].supported_flags == tuple(sorted(ALL_FLAGS))
 
 
@@ -258,7 +253,7 @@ def test_when_applied_waits_for_the_index():
     p.when_applied(1, lambda: fired.append(1))
     p.when_applied(0, lambda: fired.append(0))
     assert fired == [0]
-    m.apply(c.Noop(), 1)
+    m.apply(c.Fence(), 1)
     assert fired == [0, 1]
     m.apply(c.AddVHost(k(), "/"), 2)
     assert fired == [0, 1, 2] and "/" in p.vhosts

@@ -126,7 +126,7 @@ def test_machine_applies_and_tells_its_listeners():
     assert command is cmd and result == CREATED and index == 7 and len(effects) == 1
     assert m.apply(cmd, 8) == CREATED  # a retry: the first result, no effects
     assert seen[-1][2] == () and seen[-1][3] == 8
-    assert m.apply(c.Noop(), 9) == OK
+    assert m.apply(c.Fence(), 9) == OK
 
 
 def test_a_failing_listener_does_not_fail_the_apply(caplog):

@@ -379,7 +379,7 @@ class CreditMachine(RuleBasedStateMachine):
     @rule(i=st.integers(0, 1), kind=st.sampled_from(["accept", "release", "fail"]), data=st.data())
     def settle(self, i, kind, data):
         c = self.links[i]["c"]
-        held = sorted(self.q._consumers[id(c)].unacked)
+        held = sorted(self.q._flow.consumers[id(c)].unacked)
         if not held:
             return
         seqs = data.draw(st.lists(st.sampled_from(held), max_size=4, unique=True))

@@ -40,7 +40,7 @@ def test_per_message_ttl_and_queue_ttl_take_the_minimum():
     q.publish(msg("short", expires_at=T0 + 10), None)
     q.publish(msg("long", expires_at=T0 + 5000), None)
     q.publish(msg("none"), None)
-    assert [m.expires_at for m in q._ready] == [T0 + 10, T0 + 1000, T0 + 1000]
+    assert [m.expires_at for m in q._messages.ready] == [T0 + 10, T0 + 1000, T0 + 1000]
 
 
 def test_per_message_ttl_only_at_the_head():

@@ -30,7 +30,9 @@ from pysyncobj import journal as stock_journal  # noqa: E402
 from pysyncobj import serializer as stock_serializer  # noqa: E402
 from raft_harness import Cluster  # noqa: E402
 
+from raft import patches  # noqa: E402
 from raft.journal import RaftJournal  # noqa: E402
+from raft.status import ProposalOutcome  # noqa: E402
 
 COMPACT_EVERY = {"logCompactionMinEntries": 20}
 
@@ -81,6 +83,8 @@ def install_kill_hook(kind: str, mode: str, rng: random.Random) -> None:
 def main() -> None:
     kind, root, report, mode, first, seed = sys.argv[1:7]
     rng = random.Random(int(seed))
+    # first, so that the kill hook wraps the durable rename (and no later install replaces it)
+    patches.install()
     if mode != "run":
         install_kill_hook(kind, mode, rng)
     fd = os.open(report, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -113,7 +117,7 @@ def main() -> None:
                 say("R")
             for _ in range(rng.randint(1, 8)):
                 value += 1
-                leader.propose(value, callback=lambda res, err, v=value: err == 0 and say(f"C {v}"))
+                leader.propose(value, callback=lambda res, err, v=value: err is ProposalOutcome.SUCCESS and say(f"C {v}"))
         cluster.step()
         for m in cluster.members:
             del m.transport.sent[:]  # keep memory flat

@@ -22,17 +22,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from pysyncobj import SyncObj, SyncObjConf, replicated
+from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, replicated
 from pysyncobj import pickle as pysyncobj_pickle
 from pysyncobj.node import Node
 from pysyncobj.transport import Transport
 
 from amqp import codec
+from raft import patches
 from raft.config import make_conf
 from raft.group import RaftGroup
 from raft.journal import DurableLog
 from raft.patches import SafeSyncObj
 from raft.records import command
+from raft.status import ProposalOutcome
 
 # Fast timings for tests: elections within ~0.1-0.2 s.
 FAST = {
@@ -42,6 +44,8 @@ FAST = {
     "leaderFallbackTimeout": 0.5,
     "connectionTimeout": 0.5,
 }
+# what RaftGroup reports, for the stock kinds' FAIL_REASON ints
+STOCK_OUTCOMES = {getattr(FAIL_REASON, o.name): o for o in ProposalOutcome}
 
 
 @command("test.append", version=1)
@@ -192,10 +196,13 @@ class Member:
         return self.obj.values
 
     def propose(self, value: int, callback=None) -> None:
+        """`callback(result, ProposalOutcome)`, whichever kind runs (stock reports FAIL_REASON ints)."""
         if isinstance(self.obj, RaftGroup):
             self.obj.propose(Append(value), callback=callback)
+        elif callback is None:
+            self.obj.append(value)
         else:
-            self.obj.append(value, callback=callback)
+            self.obj.append(value, callback=lambda res, err: callback(res, STOCK_OUTCOMES[err]))
 
     @property
     def raft_log(self):
@@ -229,6 +236,7 @@ def build(
         # the stock SyncObj with Warren's journal and gate: isolates what
         # SafeSyncObj changes on top of them
         assert root is not None
+        patches.install()  # the stock SyncObj takes the journal only with the createJournal hook
         if log is None:
             log = own_log = DurableLog(root / name / "raft")
         transport = MemTransport(net, name, log)
@@ -304,11 +312,11 @@ class Cluster:
     def commit(self, values, timeout: float = 20.0) -> list[int]:
         """Propose `values` on the leader and step until every one is committed."""
         leader = self.wait_leader()
-        done: dict[int, int] = {}
+        done: dict[int, ProposalOutcome] = {}
         for v in values:
             leader.propose(v, callback=lambda res, err, v=v: done.__setitem__(v, err))
         self.run_until(lambda: len(done) == len(values), timeout)
-        return [v for v in values if done[v] == 0]
+        return [v for v in values if done[v] is ProposalOutcome.SUCCESS]
 
     def destroy(self) -> None:
         for m in self.members:

@@ -20,6 +20,8 @@ from pysyncobj import pickle
 from pysyncobj.node import Node
 from raft_harness import Cluster, MemNet, MemTransport, build
 
+from raft.status import ProposalOutcome
+
 
 def inbox_messages(t: MemTransport) -> list[dict]:
     return [pickle.loads(d) for _, d in t.inbox]
@@ -145,7 +147,7 @@ def test_leader_counts_itself_only_for_durable_entries(kind, tmp_path):
         if kind == "ours":
             assert leader.log.has_pending()
             leader.log.flush()
-            c.run_until(lambda: done == [0], timeout=5)
+            c.run_until(lambda: done == [ProposalOutcome.SUCCESS], timeout=5)
             assert leader.obj.raftCommitIndex == commit_before + 1
             assert leader.values == [1, 2]
     finally:

@@ -50,9 +50,8 @@ def test_unflushed_writes_are_not_on_disk(tmp_path):
     log.flush()
     fill(j, 4, 6)
     j.setCurrentTerm(7, "x")
-    # Simulate a crash: drop the pending batch instead of flushing it.
-    log._pending = type(log._pending)(raw_mode=True)
-    log._pending_seq = log._sealed_seq
+    # Simulate a crash: close the database without flushing the pending batch.
+    log._batches.close()
     log.close()
     with DurableLog(tmp_path / "raft") as log:
         j = log.journal("g")
@@ -197,7 +196,7 @@ def test_a_failed_write_fails_stop(tmp_path):
             def close(self):
                 pass
 
-        log._wal = Broken()
+        log._batches._wal = Broken()
         with pytest.raises(JournalError):
             log.flush()
         with pytest.raises(JournalError):
@@ -205,7 +204,7 @@ def test_a_failed_write_fails_stop(tmp_path):
         assert released == []
         with pytest.raises(JournalError):
             j.add(b"b", 2, 1)
-        log._wal = None
+        log._batches._wal = None
         log.close()
 
     asyncio.run(main())

@@ -7,6 +7,7 @@ import os
 import pysyncobj.serializer as stock_serializer
 import pytest
 
+from raft import patches
 from raft.patches import durable_replace
 from raft.snapshot import SnapshotError, read_snapshot, write_snapshot
 
@@ -58,6 +59,7 @@ def test_durable_replace_fsyncs_file_then_renames_then_fsyncs_dir(tmp_path, monk
 
 
 def test_pysyncobj_serializer_uses_the_durable_rename():
-    # installed by importing raft.patches (both the compaction snapshot and
-    # the one received from a leader go through this name)
+    # installed by patches.install(), which every SafeSyncObj runs (both the
+    # compaction snapshot and the one received from a leader go through this name)
+    patches.install()
     assert stock_serializer.atomicReplace is durable_replace

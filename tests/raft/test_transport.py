@@ -1,10 +1,9 @@
 """NodeTransport and GroupTransport over real gRPC on 127.0.0.1, several nodes in one process.
 
-Covers: authenticated peers exchanging several groups' messages, refusal of
-a wrong secret and of unauthenticated or stale streams, order and no
-duplicates across forced reconnects (epochs), the partition switch, one
-gRPC message per peer per loop turn, the durability gate, the liveness
-watchdog (with an injected clock) and mutual TLS.
+Covers: peers exchanging several groups' messages, order and no duplicates
+across forced reconnects (epochs), the partition switch, one gRPC message per
+peer per loop turn, the durability gate and the liveness watchdog (with an
+injected clock). Authentication and TLS: test_transport_auth.py.
 """
 
 from __future__ import annotations
@@ -12,79 +11,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import shutil
-import subprocess
 
 import grpc
 import pytest
 import uvloop
+from transport_helpers import QUIET, SECRET, Envelope, Frame, collect, group, nodes, until, vote
 
 from raft.grpc_auth import MD_LAST_EPOCH, stream_metadata
-from raft.proto import cluster_pb2, cluster_pb2_grpc
-from raft.transport import GroupTransport, NodeTransport, TlsConfig, TransportOptions
-
-SECRET = "test-cluster-secret"
-Frame = cluster_pb2.Frame
-Envelope = cluster_pb2.Envelope
-QUIET = TransportOptions(ping_interval=30.0, dead_after=90.0)  # no pings mid-test
-FAST = TransportOptions(backoff_initial=0.01, backoff_max=0.2)
-
-
-async def until(predicate, timeout: float = 5.0, what: str = "condition") -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not predicate():
-        if loop.time() > deadline:
-            raise AssertionError(f"{what} never became true")
-        await asyncio.sleep(0.002)
-
-
-@contextlib.asynccontextmanager
-async def nodes(n: int, *, secrets=None, options: TransportOptions = FAST, connect: bool = True, **kw):
-    ts = [
-        NodeTransport(listen="127.0.0.1:0", secret=(secrets or [SECRET] * n)[i], options=options, **kw)
-        for i in range(n)
-    ]
-    try:
-        for t in ts:
-            await t.start()
-        if connect:
-            for t in ts:
-                for u in ts:
-                    if u is not t:
-                        t.add_peer(u.node_id)
-            await until(lambda: all(t.is_connected(u.node_id) for t in ts for u in ts if u is not t), what="all up")
-        yield ts
-    finally:
-        for t in ts:
-            await t.close()
-
-
-def collect(t: NodeTransport) -> list:
-    got = []
-    t.on_node_message = lambda peer, channel, payload: got.append((peer, channel, payload, t.epoch_from(peer)))
-    return got
-
-
-class Recorder:
-    """Stands in for pysyncobj: the callbacks of one GroupTransport."""
-
-    def __init__(self, gt: GroupTransport) -> None:
-        self.gt = gt
-        self.messages: list = []
-        self.events: list = []
-        gt.setOnMessageReceivedCallback(lambda node, m: self.messages.append((node.id, m)))
-        gt.setOnNodeDisconnectedCallback(lambda node: self.events.append(("down", node.id)))
-        gt.setOnNodeConnectedCallback(lambda node: self.events.append(("up", node.id)))
-
-
-def group(t: NodeTransport, name: str, peers) -> Recorder:
-    return Recorder(GroupTransport(t, name, t.node_id, [p.node_id for p in peers]))
-
-
-def vote(term: int) -> dict:
-    return {"type": "request_vote", "term": term, "last_log_index": 1, "last_log_term": 0}
-
+from raft.proto import cluster_pb2_grpc
+from raft.transport import GroupTransport, TransportOptions
 
 # -- authenticated peers, several groups ------------------------------------------
 
@@ -145,8 +80,8 @@ def test_an_undecodable_payload_is_rejected_and_the_stream_goes_on():
             group(a, "g", [b])
             rb = group(b, "g", [a])
             link = a._links[b.node_id]
-            assert a._enqueue(link, Envelope.RAFT, "g", pickle_of_a_vote())
-            assert a._enqueue(link, Envelope.RAFT, "g", b"\x03\x00")
+            assert a.outbound.enqueue(link, Envelope.RAFT, "g", pickle_of_a_vote())
+            assert a.outbound.enqueue(link, Envelope.RAFT, "g", b"\x03\x00")
             ga = a.groups["g"]
             assert ga.send(ga._members[b.node_id], vote(5))
             await until(lambda: rb.messages)
@@ -180,55 +115,6 @@ def test_membership_changes_keep_one_link_per_peer():
                 GroupTransport(a, "g1", a.node_id, [])  # one transport per group
             with pytest.raises(ValueError):
                 GroupTransport(a, "g3", b.node_id, [])  # self node must be this node
-
-    uvloop.run(main())
-
-
-# -- authentication -----------------------------------------------------------------
-
-
-def test_a_wrong_secret_is_refused_both_ways():
-    async def main():
-        async with nodes(3, secrets=[SECRET, SECRET, "wrong"], connect=False) as (a, b, c):
-            got_a, got_c = collect(a), collect(c)
-            for t in (a, b, c):
-                for u in (a, b, c):
-                    if u is not t:
-                        t.add_peer(u.node_id)
-            await until(lambda: a.is_connected(b.node_id) and b.is_connected(a.node_id))
-            await until(lambda: a.stats.auth_failures >= 2 and c.stats.auth_failures >= 2, what="refusals")
-            assert not c.is_connected(a.node_id) and not a.is_connected(c.node_id)
-            assert not c.send_node_message(a.node_id, "x", b"intruder")
-            assert not a.send_node_message(c.node_id, "x", b"secret stuff")
-            assert a.epoch_from(c.node_id) is None and c.epoch_from(a.node_id) is None
-            await asyncio.sleep(0.1)
-            assert got_a == [] and got_c == []
-
-    uvloop.run(main())
-
-
-def test_streams_without_valid_credentials_are_refused():
-    async def main():
-        async with nodes(1, connect=False) as (b,):
-            got = collect(b)
-            async with grpc.aio.insecure_channel(b.node_id) as channel:
-                stub = cluster_pb2_grpc.ClusterStub(channel)
-                good = dict(stream_metadata(SECRET, "10.1.1.1:25672", b.node_id, 5))
-                cases = [
-                    (),
-                    tuple(stream_metadata("other", "10.1.1.1:25672", b.node_id, 5)),
-                    tuple(stream_metadata(SECRET, "10.1.1.1:25672", "10.2.2.2:25672", 5)),  # token for another node
-                    tuple({**good, "x-warren-node": "10.1.1.2:25672"}.items()),  # token of another sender
-                    tuple({**good, "x-warren-epoch": "6"}.items()),  # token of another epoch
-                    tuple({**good, "x-warren-codec": "99"}.items()),
-                ]
-                for md in cases:
-                    call = stub.Stream(metadata=md)
-                    with pytest.raises(grpc.aio.AioRpcError) as e:
-                        await call.read()
-                    assert e.value.code() == grpc.StatusCode.UNAUTHENTICATED
-                assert b.stats.auth_failures == len(cases)
-            assert got == []
 
     uvloop.run(main())
 
@@ -338,7 +224,7 @@ def test_a_sender_whose_clock_went_back_jumps_past_the_last_epoch():
     async def main():
         async with nodes(2, connect=False) as (a, b):
             a._epoch_clock = lambda: 1  # a restarted with a clock far in the past...
-            b._inbound_epoch[a.node_id] = 10**18  # ...after an earlier run b remembers
+            b.inbound.last_epoch[a.node_id] = 10**18  # ...after an earlier run b remembers
             a.add_peer(b.node_id)
             await until(lambda: a.is_connected(b.node_id))
             assert a.epoch_to(b.node_id) > 10**18
@@ -489,86 +375,6 @@ def test_idle_streams_ping_and_silent_streams_are_dropped():
             await until(lambda: a.is_connected(b.node_id) and a.epoch_to(b.node_id) != epoch)
             assert a.send_node_message(b.node_id, "x", b"still works")
             await until(lambda: got)
-
-    uvloop.run(main())
-
-
-# -- mutual TLS -------------------------------------------------------------------------------------
-
-
-def _make_ca(d, name):
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-         "-keyout", d / f"{name}.key", "-out", d / f"{name}.pem", "-days", "2", "-subj", f"/CN={name}"],
-        check=True, capture_output=True,
-    )  # fmt: skip
-
-
-def _make_cert(d, ca, name):
-    subprocess.run(
-        ["openssl", "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-         "-keyout", d / f"{name}.key", "-out", d / f"{name}.csr", "-subj", f"/CN={name}"],
-        check=True, capture_output=True,
-    )  # fmt: skip
-    ext = d / f"{name}.ext"
-    ext.write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
-    subprocess.run(
-        ["openssl", "x509", "-req", "-in", d / f"{name}.csr", "-CA", d / f"{ca}.pem", "-CAkey", d / f"{ca}.key",
-         "-CAcreateserial", "-out", d / f"{name}.pem", "-days", "2", "-extfile", ext],
-        check=True, capture_output=True,
-    )  # fmt: skip
-    return TlsConfig(cert_file=d / f"{name}.pem", key_file=d / f"{name}.key", ca_file=d / f"{ca}.pem")
-
-
-@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")
-def test_mutual_tls_admits_only_nodes_of_the_cluster_ca(tmp_path):
-    _make_ca(tmp_path, "ca")
-    _make_ca(tmp_path, "rogue-ca")
-    tls_a = _make_cert(tmp_path, "ca", "a")
-    tls_b = _make_cert(tmp_path, "ca", "b")
-    tls_r = _make_cert(tmp_path, "rogue-ca", "r")
-
-    async def main():
-        ts = [
-            NodeTransport(listen="127.0.0.1:0", secret=SECRET, tls=tls, options=FAST) for tls in (tls_a, tls_b, tls_r)
-        ]
-        a, b, r = ts
-        try:
-            for t in ts:
-                await t.start()
-            got = collect(b)
-            a.add_peer(b.node_id)
-            r.add_peer(b.node_id)  # right secret, wrong CA
-            b.add_peer(r.node_id)
-            await until(lambda: a.is_connected(b.node_id))
-            assert a.send_node_message(b.node_id, "x", b"over tls")
-            await until(lambda: got)
-            await until(lambda: r.stats.connect_failures >= 2 and b.stats.connect_failures >= 2)
-            assert not r.is_connected(b.node_id) and not b.is_connected(r.node_id)
-            assert b.epoch_from(r.node_id) is None
-            assert [p for _, _, p, _ in got] == [b"over tls"]
-        finally:
-            for t in ts:
-                await t.close()
-
-    uvloop.run(main())
-
-
-# -- setup errors --------------------------------------------------------------------------------------
-
-
-def test_start_fails_cleanly_on_a_busy_port_and_a_wildcard_needs_a_node_id():
-    async def main():
-        async with nodes(1, connect=False) as (a,):
-            busy = NodeTransport(listen=f"127.0.0.1:{a.port}", secret=SECRET)
-            with pytest.raises(OSError):
-                await busy.start()
-            await busy.close()
-        with pytest.raises(ValueError):
-            NodeTransport(listen="0.0.0.0:25672", secret=SECRET)
-        with pytest.raises(ValueError):
-            NodeTransport(listen="127.0.0.1:0", secret="")
-        NodeTransport(listen="0.0.0.0:25672", secret=SECRET, node_id="node1.example:25672")
 
     uvloop.run(main())
 

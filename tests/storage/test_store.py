@@ -166,8 +166,7 @@ def test_uncommitted_writes_are_lost_without_close(path):
     s.put("q", 2, rec(b"never committed"))
     # Drop the pending batch the way a crash would, then close the DB itself.
     s.seal()
-    s._db.close()
-    s._db = None
+    s._batches.close()
     with MessageStore(path) as s2:
         assert s2.recover() == {"q": [(1, rec(b"durable"))]}
 
@@ -265,14 +264,14 @@ def test_wal_syncer_follows_the_log_rocksdb_writes(store):
     seq = 0
     for _round in range(3):
         for _ in range(3):
-            wal = store._wal
+            wal = store._batches._wal
             before = os.fstat(wal._fd).st_size
             store.put("q", seq, rec(b"x" * 100))
             seq += 1
             store.commit()
             assert os.fstat(wal._fd).st_size > before
             seen.add(wal._newest)
-        store._db.flush()  # memtable switch: RocksDB starts a new WAL
+        store._batches.db.flush()  # memtable switch: RocksDB starts a new WAL
         store.put("q", seq, rec(b"after switch"))
         seq += 1
         store.commit()

@@ -25,7 +25,7 @@ request (bad body, bad name, invalid argument, exclusive queue of another
 connection), 403 refused (permissions, the default exchange, the reserved
 "amq." prefix), 404 not found, 409 precondition failed (redeclaration with
 other properties). Two choices of ours: a queue type this node cannot run
-yet (quorum, stream) is 501 Not Implemented, which a client that only looks
+yet (stream) is 501 Not Implemented, which a client that only looks
 at the status (the Python client does) still reports unambiguously; and a
 missing queue or exchange is 404 for purge and bind too, where RabbitMQ says
 400. A routing error maps to a status by its AMQP condition (STATUS_BY_CONDITION).

@@ -230,25 +230,3 @@ def test_alarm_blocks_publishers_and_lets_consumers_consume(broker):
     assert c.received == [f"before{i}" for i in range(5)] + ["during-alarm"]
     assert events == {"queue_depth_during_alarm": 0, "accepted_during_alarm": 0}
     assert c.accepted == 1
-
-
-def test_a_publisher_that_ignores_an_alarm_is_disconnected(broker_factory):
-    from raw_client import RawClient
-
-    from amqp import definitions as d
-
-    b = broker_factory(session_window=10)
-    b.declare_queue("alarmed")
-    b.call(b.broker.alarms.force, "test", True)
-    client = RawClient(b.port)
-    client.connect()
-    session = client.begin()
-    link = client.sender(session, "/queues/alarmed")
-    # the broker shut the window; send past what it had granted, behind the engine's back
-    for i in range(11):
-        client.send_frame(session.channel, d.Transfer(handle=link.handle, delivery_id=i, delivery_tag=b"t%d" % i,
-                                                      message_format=0, settled=True), b"\x00\x53\x77\x40")  # fmt: skip
-    error, _ = client.wait_closed()
-    assert error.condition == "amqp:resource-limit-exceeded"
-    assert b.queue("alarmed").message_count == 10  # what the window allowed was taken
-    client.close()

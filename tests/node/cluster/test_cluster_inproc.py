@@ -1,4 +1,4 @@
-"""node/cluster/cluster.py in one process: the key-value machine, node identity,
+"""node/cluster/ (Cluster and its parts) in one process: the key-value machine, node identity,
 propose/fence semantics, NoQuorum, and join/forget (several Clusters on one
 loop, over real gRPC on loopback)."""
 
@@ -23,6 +23,7 @@ from node.cluster.cluster import (
 )
 from node.cluster.kv import KeyValueMachine, Put
 from raft import records
+from raft.status import ProposalOutcome
 from raft.transport import TransportOptions
 
 SECRET = "inproc-secret"
@@ -104,9 +105,9 @@ def test_a_single_node_commits_alone_and_keeps_its_id_and_data(tmp_path):
 
 @contextlib.asynccontextmanager
 async def three_nodes(tmp_path, seeded: bool = True):
-    from node.cluster.cluster import _free_port
+    from node.cluster.identity import free_port
 
-    ports = [_free_port("127.0.0.1") for _ in range(3)]
+    ports = [free_port("127.0.0.1") for _ in range(3)]
     ids = [f"127.0.0.1:{p}" for p in ports]
     nodes = [_node(tmp_path, f"n{i}", ports[i], ids if seeded else ()) for i in range(3)]
     for n in nodes:
@@ -169,7 +170,7 @@ def test_join_resets_the_joiner_and_forget_removes_a_member(tmp_path):
             with pytest.raises(MembershipError, match="another node"):
                 await b.join_cluster(b.node_id)
             # the seed refuses the add: b is a cluster of one again
-            real_call = b._call
+            real_call = b.membership._call
             trouble: list[Exception] = [MembershipError("refused", status=403), ClusterUnavailable("no answer")]
 
             async def troubled_call(peer, method, args, deadline):
@@ -177,7 +178,7 @@ def test_join_resets_the_joiner_and_forget_removes_a_member(tmp_path):
                     raise trouble.pop(0)
                 return await real_call(peer, method, args, deadline)
 
-            b._call = troubled_call
+            b.membership._call = troubled_call
             with pytest.raises(MembershipError, match="refused"):
                 await b.join_cluster(a.node_id)
             assert b.members() == [b.node_id] and not b.status()["joining"]
@@ -261,18 +262,36 @@ def test_cluster_machine_routes_by_kind_and_snapshots_both():
     from metadata.feature_flags import local_member
     from node.cluster.machine import ClusterMachine
 
-    m = ClusterMachine()
+    m = ClusterMachine(kv=KeyValueMachine())
     blank = m.snapshot()
     assert m.apply(Put("a", "1"), 1) == 1
     assert m.apply(local_member("n1", "0.1.0"), 2).ok
     assert m.apply(EnableFeatureFlag("k", "credit_api_v2"), 3).ok
     assert m.apply(Noop(), 4) is None
-    copy = ClusterMachine()
+    copy = ClusterMachine(kv=KeyValueMachine())
     copy.restore(m.snapshot())
     assert copy.kv.data == {"a": ("1", 1)}
     assert copy.metadata.state.feature_flags == ("credit_api_v2",) and list(copy.metadata.state.members) == ["n1"]
     copy.restore(blank)
     assert copy.kv.data == {} and copy.metadata.state.feature_flags == ()
+
+
+def test_without_the_probe_the_machine_ignores_cluster_records_and_snapshots_alike():
+    from metadata.feature_flags import local_member
+    from node.cluster.machine import ClusterMachine
+
+    production, probed = ClusterMachine(), ClusterMachine(kv=KeyValueMachine())
+    assert production.kv is None
+    member = local_member("n1", "0.1.0")
+    for m in (production, probed):
+        assert m.apply(member, 1).ok
+    # same bytes as a node whose probe holds nothing: any node (and version) reads either
+    assert production.snapshot() == probed.snapshot()
+    assert production.apply(Put("a", "1"), 2) is None
+    assert probed.apply(Put("a", "1"), 2) == 1
+    copy = ClusterMachine()
+    copy.restore(probed.snapshot())  # the probe's data is dropped, the metadata kept
+    assert copy.kv is None and list(copy.metadata.state.members) == ["n1"]
 
 
 def test_the_test_knob_takes_flags_away_only_with_test_faults():
@@ -291,7 +310,7 @@ def test_a_node_announces_itself_and_a_flag_it_lacks_is_refused(tmp_path):
     from node.cluster.machine import ClusterMachine, announce_member, local_flags
 
     async def main():
-        machine = ClusterMachine()
+        machine = ClusterMachine(kv=KeyValueMachine())
         node = Cluster(data_dir=str(tmp_path / "a"), machine=machine, port=0, secret=SECRET,
                        transport_options=OPTIONS)  # fmt: skip
         await node.start()
@@ -334,18 +353,18 @@ def test_groups_that_heartbeat_rarely_keep_their_leaders_while_the_nodes_are_hea
             def leaders() -> dict[str, str] | None:
                 seen = {}
                 for name in names:
-                    views = {n.groups[name]._getLeader() for n in nodes}
+                    views = {n.groups[name].leader_id for n in nodes}
                     if len(views) != 1 or None in views:
                         return None
-                    seen[name] = views.pop().id
+                    seen[name] = views.pop()
                 return seen
 
             await until(lambda: leaders() is not None, 15, "a leader in every group")
             before = leaders()
-            terms = {name: nodes[0].groups[name].raftCurrentTerm for name in names}
+            terms = {name: nodes[0].groups[name].term for name in names}
             await asyncio.sleep(5)  # two heartbeat periods, three to five election timeouts
             assert leaders() == before
-            assert {name: nodes[0].groups[name].raftCurrentTerm for name in names} == terms
+            assert {name: nodes[0].groups[name].term for name in names} == terms
 
             cut = next(n for n in nodes if n.node_id in before.values())
             led = [name for name in names if before[name] == cut.node_id]
@@ -355,9 +374,8 @@ def test_groups_that_heartbeat_rarely_keep_their_leaders_while_the_nodes_are_hea
                 n.partition([cut.node_id])
 
             def moved() -> bool:
-                return all(len({n.groups[g]._getLeader() for n in rest}) == 1
-                           and rest[0].groups[g]._getLeader() is not None
-                           and rest[0].groups[g]._getLeader().id != cut.node_id for g in led)  # fmt: skip
+                return all(len({n.groups[g].leader_id for n in rest}) == 1
+                           and rest[0].groups[g].leader_id not in (None, cut.node_id) for g in led)  # fmt: skip
 
             await until(moved, 15, "the cut node's groups led by another")
             for n in nodes:
@@ -390,7 +408,7 @@ def test_a_leader_cut_off_with_a_command_in_its_log_answers_outcome_unknown(tmp_
 
 def test_a_one_member_group_commits_once_its_write_lands(tmp_path):
     """No follower answers a one-member group, and its heartbeat (here 20 s) is far off: the
-    landing of the write that holds its entries is what ticks it to commit (node/cluster/cluster.py)."""
+    landing of the write that holds its entries is what ticks it to commit (node/cluster/hosting.py)."""
 
     async def main():
         node = _node(tmp_path, "solo")
@@ -398,12 +416,12 @@ def test_a_one_member_group_commits_once_its_write_lands(tmp_path):
         try:
             node.open_group("g", [node.node_id], KeyValueMachine(), raftMinTimeout=1.0, raftMaxTimeout=2.0,
                             leaderFallbackTimeout=30.0, connectionTimeout=2.0, heartbeat_period=20.0)  # fmt: skip
-            await until(lambda: node.groups["g"]._isLeader(), what="the group leads itself")
+            await until(lambda: node.groups["g"].is_leader, what="the group leads itself")
             loop = asyncio.get_running_loop()
             for i in range(5):
                 done = loop.create_future()
                 node.submit("g", Put(f"k{i}", "v"), lambda result, error, done=done: done.set_result(error))
-                assert await asyncio.wait_for(done, 10) == 0
+                assert await asyncio.wait_for(done, 10) is ProposalOutcome.SUCCESS
         finally:
             await node.stop()
 

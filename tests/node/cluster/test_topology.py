@@ -186,7 +186,7 @@ def test_an_alarm_on_one_node_blocks_publishers_on_every_node(cluster):
 
     cluster.wait_for(blocked_here, 10, "node 1's alarm seen on node 0")
     blocked = BlockingConnection(url(calm), timeout=2)
-    with pytest.raises(Exception, match="timed out"):  # the session window stays shut: no settlement comes
+    with pytest.raises(Exception, match="timed out"):  # the link gets no credit: the send never goes out
         blocked.create_sender("/queues/alarm-q").send(Message(body="during"))
     # consumers go on
     receiver = conn.create_receiver("/queues/alarm-q", credit=1)

@@ -10,7 +10,7 @@ from queues.quorum import (
     Credit,
     DeadLetter,
     Deliver,
-    Delivery,
+    DeliveredMessage,
     Enqueue,
     MsgIn,
     apply,
@@ -71,8 +71,8 @@ class Q:
     def effects(self, kind: type) -> list:
         return [e for e in self.fx if isinstance(e, kind)]
 
-    def delivered(self, cid: Any = None) -> list[Delivery]:
-        out: list[Delivery] = []
+    def delivered(self, cid: Any = None) -> list[DeliveredMessage]:
+        out: list[DeliveredMessage] = []
         for e in self.effects(Deliver):
             if cid is None or e.consumer_id == cid:
                 out.extend(e.messages)

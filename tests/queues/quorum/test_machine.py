@@ -21,7 +21,6 @@ from queues.quorum import (
     Outcome,
     Purge,
     Purged,
-    QuorumMachine,
     Return,
     Settle,
     Tick,
@@ -741,14 +740,3 @@ def test_state_equality_sees_round_robin_position():
     q2.do(Settle("a", tuple(checked_out(q2.state, "a"))))
     q1.do(Settle("a", tuple(checked_out(q1.state, "a"))))
     assert q1.state != q2.state
-
-
-def test_quorum_machine_adapter():
-    m = QuorumMachine({"x-max-length": 10})
-    fx = m.apply(Enqueue((MsgIn(1, None, "x"),), 5), 7)
-    assert fx == [Confirm(("x",), Outcome.ACCEPTED)]
-    data = m.snapshot()
-    m2 = QuorumMachine()
-    m2.restore(data)
-    assert m2.state == m.state and m2.state.config.max_length == 10
-    assert m2.apply(Attach("c"), 8) == []

@@ -19,6 +19,7 @@ from queues.quorum import (
     Enqueue,
     Modify,
     MsgIn,
+    Publish,
     Purge,
     QueueArgumentError,
     QuorumConfig,
@@ -55,6 +56,8 @@ SAMPLES = [
     Purge(),
     DownConsumersOnNode("rabbit@n2"),
     DeadLetterSettled((9, 10)),
+    Publish(((b"body", True, None, "", ("q",), 0, None), (b"", False, 5, "x", ("a", "b"), None, {"x-opt-k": 1})),
+            1700000000000, "n1#1/1", 3),  # fmt: skip
 ]
 
 
@@ -78,6 +81,9 @@ def test_decoded_commands_apply_like_the_originals():
         Enqueue((MsgIn(3, None, "a"), MsgIn(4, 10, "b")), 1000),
         Modify("c", (1 << 20 | 1,), True, False, {"x-opt-k": "v"}),
         Discard("c", (3 << 20,)),
+        Publish(((b"abc", True, 10, "", ("q",), 0, {"x-opt-k": 2}), (b"de", False, None, "", ("q",), None, None)),
+                1001, "p", 1),  # fmt: skip
+        Publish(((b"abc", True, 10, "", ("q",), 0, None),), 1002, "p", 1),  # a duplicate
     ]
     for i, cmd in enumerate(cmds, start=1):
         st1, fx1 = apply(cmd, st1, i)
@@ -181,9 +187,9 @@ def test_snapshot_is_versioned_and_checked():
     # a truncated body with a matching crc
     import zlib
 
-    body = data[14:-3]
+    body = data[16:-3]
     with pytest.raises(SnapshotFormatError):
-        restore(data[:6] + struct.pack("<I", zlib.crc32(body)) + data[10:14] + body)
+        restore(data[:8] + struct.pack("<I", zlib.crc32(body)) + data[12:16] + body)
 
 
 def test_snapshot_size_for_plain_messages_is_12_bytes_each():

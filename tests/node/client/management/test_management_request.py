@@ -65,7 +65,7 @@ def caller():
 
 
 def call(caller, method, target, body=None):
-    return caller.vhost.node.loop.run_until_complete(mreq.handle(caller, method, target, body))
+    return caller.vhost.broker.loop.run_until_complete(mreq.handle(caller, method, target, body))
 
 
 def test_every_routing_error_has_a_status():

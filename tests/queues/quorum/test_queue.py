@@ -1,11 +1,13 @@
-"""queues/quorum_queue.py as its Raft group's machine, without Raft: the
+"""queues/quorum/queue.py as its Raft group's machine, without Raft: the
 records a group would commit are applied in order, as pysyncobj does."""
 
 from __future__ import annotations
 
 from queues import quorum as qq
 from queues.base import Outcome, QueueMessage
-from queues.quorum_queue import Publish, QuorumQueue
+from queues.quorum import Publish
+from queues.quorum.queue import QuorumQueue
+from raft.status import ProposalOutcome
 
 
 class Host:
@@ -107,5 +109,27 @@ def test_publishes_are_confirmed_once_the_batch_is_applied():
         fn()
     ((record, callback),) = host.proposed  # one record for the loop turn
     assert isinstance(record, Publish) and len(record.messages) == 3
-    callback(queue.apply(record, 1), 0)
+    callback(queue.apply(record, 1), ProposalOutcome.SUCCESS)
     assert outcomes == [Outcome.ACCEPTED] * 3
+
+
+def test_a_snapshot_of_the_queue_before_the_machine_held_the_dedup_tables_restores():
+    from pathlib import Path
+
+    queue, _ = make()
+    queue.restore((Path(__file__).parent / "fixtures" / "queue_snapshot_v0.bin").read_bytes())
+    assert queue.message_count == 5 and queue.unacked_count == 1
+    again = Publish(tuple([f"m3.{i}".encode(), True, None, "", ["q"], i, None] for i in range(2)), 1000, "n1#1/1", 3)
+    assert [(c.correlations, c.outcome) for c in queue.apply(again, 7)] == [((0, 1), Outcome.ACCEPTED)]
+    assert queue.message_count == 5
+    # pysyncobj replays an entry it applied already: answered alike, nothing applied
+    assert [(c.correlations, c.outcome) for c in queue.apply(again, 7)] == [((0, 1), Outcome.ACCEPTED)]
+    assert queue.apply(qq.Purge(), 7) == [] and queue.message_count == 5
+
+
+def test_bodies_are_stored_for_new_batches_only():
+    queue, host = make()
+    queue.apply(batch(2, 1), 1)
+    queue.apply(batch(2, 1), 2)  # the same batch again
+    assert sorted(host.blobs) == [qq.msg_id(1, 0).to_bytes(8, "big"), qq.msg_id(1, 1).to_bytes(8, "big")]
+    assert queue.body(qq.msg_id(1, 1)) is not None and queue.body(qq.msg_id(2, 0)) is None

@@ -1,0 +1,49 @@
+"""Classic queues: one node, FIFO, durable or transient messages.
+
+    queue.py        ClassicQueue: the queue interface, publishing, settlement, dispatch
+    messages.py     ReadyMessages: the returned heap and the ready deque
+    flow.py         CreditFlow: consumer links and their credit (API v2)
+    retention.py    Retention: dead-lettering, x-max-length, TTL, x-expires
+    config.py       ClassicQueueConfig (the x-arguments), ClassicQueueCounters
+    persistence.py  Persistence, StorePersistence (MessageStore envelope), MemoryPersistence
+"""
+
+from .config import (
+    DROP_HEAD,
+    REJECT_PUBLISH,
+    REJECT_PUBLISH_DLX,
+    ClassicQueueConfig,
+    ClassicQueueCounters,
+    QueueArgumentError,
+)
+from .flow import MAX_CREDIT
+from .persistence import (
+    ENVELOPE_VERSION,
+    FLAG_ACQUIRED,
+    MemoryPersistence,
+    Persistence,
+    StorePersistence,
+    decode_record,
+    encode_record,
+    store_key,
+)
+from .queue import ClassicQueue
+
+__all__ = [
+    "DROP_HEAD",
+    "ENVELOPE_VERSION",
+    "FLAG_ACQUIRED",
+    "MAX_CREDIT",
+    "REJECT_PUBLISH",
+    "REJECT_PUBLISH_DLX",
+    "ClassicQueue",
+    "ClassicQueueConfig",
+    "ClassicQueueCounters",
+    "MemoryPersistence",
+    "Persistence",
+    "QueueArgumentError",
+    "StorePersistence",
+    "decode_record",
+    "encode_record",
+    "store_key",
+]

@@ -1,0 +1,370 @@
+"""Classic queues: one node, FIFO, durable or transient messages.
+
+`ClassicQueue` is pure logic in the style of a sans-I/O core: no asyncio, no
+clock, no disk. Time, timers, dead-lettering and self-deletion come through
+the injected `QueueHost`; durability through an injected `Persistence`
+(persistence.py: `StorePersistence` over the node's MessageStore and
+GroupCommitter, or `MemoryPersistence` for transient queues and tests).
+
+Where the messages are (invariant: every message is in exactly one place):
+ready for delivery (messages.py: `ReadyMessages`, the returned heap and the
+ready deque), or per consumer, delivered and not yet settled
+(`ConsumerState.unacked`, seq -> msg).
+
+Durability: a message is written through `Persistence` only when both it and
+the queue are durable ("stored"); its publish confirm is sent from the
+`on_durable` callback, after the fsync that covers it [3.4.2]. Delivering a
+stored message writes nothing: after a restart every recovered message counts
+as acquired (first-acquirer false), since it may have been delivered before.
+A released message changes nothing on disk; a modified one (delivery count,
+annotations) is rewritten.
+
+Flow control is credit API v2 (flow.py: `CreditFlow`). Limits (x-max-length,
+x-max-length-bytes with x-overflow), TTL (x-message-ttl and per message,
+checked at the head) and x-expires are handled here, around the dispatch.
+
+Re-entrancy: `Consumer.deliver`, `credit_reply`, confirms and
+`QueueHost.dead_letter` may call back into the queue (a dead letter can even
+come back to it). All state is updated before any such call, and a dispatch
+started while one runs only asks the running one to go round again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from amqp import serial
+from queues.base import ConfirmCallback, Consumer, Outcome, Queue, QueueHost, QueueMessage, Settlement
+from storage.message_store import Record
+
+from .config import DROP_HEAD, REJECT_PUBLISH_DLX, ClassicQueueConfig, ClassicQueueCounters
+from .flow import CreditFlow
+from .messages import ReadyMessages
+from .persistence import MemoryPersistence, Persistence, decode_record, store_key
+from .retention import Retention
+
+__all__ = ["ClassicQueue"]
+
+
+def _modify(msg: QueueMessage, settlement: Settlement) -> bool:
+    """[3.4.5] Merges the settlement's annotations into the message and counts
+    a failed delivery; returns whether the message changed."""
+    changed = False
+    if settlement.annotations:
+        merged = dict(msg.annotations) if msg.annotations else {}
+        merged.update(settlement.annotations)
+        msg.annotations = merged
+        changed = True
+    if settlement.delivery_failed:
+        msg.delivery_count += 1
+        changed = True
+    return changed
+
+
+class ClassicQueue(Queue):
+    type_name = "classic"
+
+    def __init__(self, vhost: str, name: str, durable: bool, exclusive_owner: Any, auto_delete: bool,
+                 arguments: dict, *, host: QueueHost, persistence: Persistence | None = None) -> None:  # fmt: skip
+        super().__init__(vhost, name, durable, exclusive_owner, auto_delete, arguments)
+        self.config = ClassicQueueConfig.from_arguments(self.arguments)
+        self.stats = ClassicQueueCounters()
+        self.store_key = store_key(vhost, name)
+        self._host = host
+        self._persistence: Persistence = persistence if persistence is not None else MemoryPersistence()
+        self._next_seq = 0
+        self._messages = ReadyMessages()
+        self._unacked_count = 0
+        self._flow = CreditFlow()
+        self._dispatching = False
+        self._again = False
+        self._fresh: QueueMessage | None = None  # being published: exempt from TTL for its first dispatch
+        self._drop_head = self.config.limited and self.config.overflow == DROP_HEAD
+        self._reject_when_full = self.config.limited and self.config.overflow != DROP_HEAD
+        self._has_ttl = self.config.message_ttl is not None
+        self._had_consumer = False
+        self._retention = Retention(self)  # dead-lettering, limits, TTL, x-expires
+        self._discard = self._retention.discard
+
+    # ------------------------------------------------------------ state
+
+    @property
+    def message_count(self) -> int:
+        """Ready messages (not those delivered and unsettled), as RabbitMQ reports."""
+        return len(self._messages)
+
+    @property
+    def unacked_count(self) -> int:
+        return self._unacked_count
+
+    @property
+    def ready_bytes(self) -> int:
+        return self._messages.bytes
+
+    @property
+    def consumer_count(self) -> int:
+        return len(self._flow.consumers)
+
+    def link_state(self, consumer: Consumer) -> tuple[int, int, bool] | None:
+        """(delivery_count, credit, drain) of an attached consumer."""
+        cs = self._flow.get(consumer)
+        return None if cs is None else (cs.delivery_count, cs.credit, cs.drain)
+
+    def info(self) -> dict:
+        info = super().info()
+        info["messages_unacknowledged"] = self._unacked_count
+        info["message_bytes_ready"] = self._messages.bytes
+        return info
+
+    def touch(self) -> None:
+        """The queue was used without a consumer (redeclared, read by
+        management): restarts the x-expires countdown."""
+        self._retention.touch()
+
+    # ------------------------------------------------------------ publishing
+
+    def publish(self, message: QueueMessage, confirm: ConfirmCallback | None) -> None:
+        """Takes ownership of `message` and sets its seq."""
+        if self.deleted:
+            if confirm is not None:
+                confirm(Outcome.RELEASED)
+            return
+        stats = self.stats
+        stats.published += 1
+        cfg = self.config
+        if self._reject_when_full and self._retention.would_overflow(message.size):
+            stats.rejected += 1
+            if cfg.overflow == REJECT_PUBLISH_DLX and cfg.dead_letter:
+                stats.dead_lettered += 1
+                self._host.dead_letter(self, message, "maxlen")
+            if confirm is not None:
+                confirm(Outcome.REJECTED)
+            return
+        seq = message.seq = self._next_seq
+        self._next_seq = seq + 1
+        if cfg.message_ttl is not None:
+            expires_at = self._host.now_ms() + cfg.message_ttl
+            if message.expires_at is None or expires_at < message.expires_at:
+                message.expires_at = expires_at
+        if message.expires_at is not None:
+            self._has_ttl = True
+        self._messages.append(message)
+        if self.durable and message.durable:
+            ticket = self._persistence.put(self.store_key, seq, message)
+            if confirm is not None:
+                self._persistence.on_durable(ticket, lambda: self._confirm(confirm))
+        elif confirm is not None:
+            self._confirm(confirm)
+        outer, self._fresh = self._fresh, message
+        try:
+            self._dispatch()
+        finally:
+            self._fresh = outer
+
+    def _confirm(self, confirm: ConfirmCallback) -> None:
+        self.stats.confirmed += 1
+        confirm(Outcome.ACCEPTED)
+
+    # ------------------------------------------------------------ consuming
+
+    def attach_consumer(self, consumer: Consumer, priority: int = 0, *, delivery_count: int = 0) -> None:
+        """A new consumer starts with no credit; `delivery_count` is the
+        initial delivery-count the broker sent in its attach [2.7.4]."""
+        if self.deleted:
+            return
+        self._flow.attach(consumer, priority, delivery_count)
+        self._had_consumer = True
+
+    def detach_consumer(self, consumer: Consumer) -> None:
+        cs = self._flow.detach(consumer)
+        if cs is None:
+            return
+        for msg in cs.unacked.values():
+            self._requeue(msg, changed=False)
+        self._unacked_count -= len(cs.unacked)
+        cs.unacked = {}
+        if not self._flow.consumers:
+            if self.auto_delete and self._had_consumer:
+                self._delete_self()
+                return
+            self._retention.idle_since_now()
+        self._dispatch()
+
+    def credit(self, consumer: Consumer, delivery_count: int | None, link_credit: int, drain: bool,
+               echo: bool) -> None:  # fmt: skip
+        cs = self._flow.get(consumer)
+        if cs is None or self.deleted:
+            return
+        self._flow.set_credit(cs, delivery_count, link_credit, drain, echo)
+        self._dispatch()
+
+    def settle(self, consumer: Consumer, seqs: list[int], settlement: Settlement) -> None:
+        cs = self._flow.get(consumer)
+        if cs is None or self.deleted:
+            return
+        kind = settlement.kind
+        if kind not in ("accepted", "rejected", "released", "modified"):
+            raise ValueError(f"unknown settlement {kind!r}")
+        unacked = cs.unacked
+        stats = self.stats
+        returned = False
+        for seq in seqs:
+            msg = unacked.pop(seq, None)
+            if msg is None:
+                continue  # unknown, or settled already
+            self._unacked_count -= 1
+            if kind == "accepted":
+                stats.acknowledged += 1
+                if self.durable and msg.durable:
+                    self._persistence.remove(self.store_key, seq)
+            elif kind == "released":
+                self._requeue(msg, changed=False)  # [3.4.4] not a failed delivery
+                returned = True
+            elif kind == "rejected":
+                self._discard(msg, "rejected")
+            else:  # modified [3.4.5]
+                changed = _modify(msg, settlement)
+                if settlement.undeliverable_here:
+                    self._discard(msg, "rejected")
+                else:
+                    self._requeue(msg, changed)
+                    returned = True
+        if returned:
+            self._dispatch()
+
+    # ------------------------------------------------------------ management
+
+    def purge(self) -> int:
+        """Drops the ready messages (not the unsettled ones); returns how many."""
+        if self.deleted:
+            return 0
+        count = self.message_count
+        if self.durable:
+            remove, key = self._persistence.remove, self.store_key
+            for msg in self._messages:
+                if msg.durable:
+                    remove(key, msg.seq)
+        self._messages.clear()
+        self._retention.cancel_ttl_timer()
+        self.stats.dropped += count  # the audit's conservation counts purged messages as dropped
+        return count
+
+    def delete(self) -> int:
+        """Drops everything, ready and unsettled; returns how many messages."""
+        if self.deleted:
+            return 0
+        count = self.message_count + self._unacked_count
+        self.deleted = True
+        consumers = [cs.consumer for cs in self._flow.consumers.values()]
+        self._retention.cancel()
+        if self.durable:
+            self._persistence.drop_queue(self.store_key)
+        self._messages.clear()
+        self._unacked_count = 0
+        self._flow.clear()
+        for consumer in consumers:  # after the state is gone: they may call back
+            consumer.queue_deleted()
+        return count
+
+    def restore(self, messages: Iterable[QueueMessage]) -> None:
+        """Puts back messages recovered after a restart (any order), before
+        anything is published."""
+        if self.message_count or self._unacked_count or self._next_seq:
+            raise RuntimeError("restore() must come before the queue is used")
+        last = None
+        for msg in sorted(messages, key=lambda m: m.seq):
+            self._messages.append(msg)
+            last = msg
+            if msg.expires_at is not None:
+                self._has_ttl = True
+        if last is not None:
+            self._next_seq = last.seq + 1
+        self._dispatch()
+
+    def recover(self, records: Iterable[tuple[int, Record]]) -> None:
+        """restore() from this queue's entry in MessageStore.recover()."""
+        self.restore(decode_record(seq, record) for seq, record in records)
+
+    # ------------------------------------------------------------ dispatch
+
+    def _dispatch(self) -> None:
+        """Delivers what credit allows, enforces x-max-length and TTL at the
+        head, then completes drains and sends owed credit replies."""
+        if self._dispatching:
+            self._again = True
+            return
+        self._dispatching = True
+        try:
+            while True:
+                self._again = False
+                if self._flow.prios:
+                    self._deliver_loop()
+                if self._drop_head:
+                    self._retention.drop_over_limit()
+                if self._has_ttl:
+                    self._retention.expire_head()
+                if not self._again or self.deleted:
+                    break
+        finally:
+            self._dispatching = False
+        flow = self._flow
+        if flow.draining or flow.replies:
+            flow.send_replies(not self._messages, lambda: self.message_count)
+
+    def _deliver_loop(self) -> None:
+        messages = self._messages
+        returned, ready = messages.returned, messages.ready
+        pop_head = messages.pop_head
+        active, prios = self._flow.active, self._flow.prios
+        stats = self.stats
+        durable = self.durable
+        now = -1
+        while prios and (returned or ready) and not self.deleted:
+            msg = returned[0][1] if returned else ready[0]
+            expires_at = msg.expires_at
+            if expires_at is not None and msg is not self._fresh:
+                if now < 0:
+                    now = self._host.now_ms()
+                if expires_at <= now:
+                    pop_head()
+                    self._discard(msg, "expired")
+                    continue
+            pop_head()
+            prio = prios[0]
+            level = active[prio]
+            cs = level[0]
+            cs.credit -= 1
+            cs.delivery_count = serial.add(cs.delivery_count, 1)
+            if cs.credit == 0:
+                level.popleft()
+                cs.active = False
+                if not level:
+                    del active[prio]
+                    prios.pop(0)
+            elif len(level) > 1:
+                level.rotate(-1)  # round-robin among equals
+            stats.delivered += 1
+            if msg.acquired:
+                stats.redelivered += 1
+            consumer = cs.consumer
+            if consumer.presettled:
+                if durable and msg.durable:
+                    self._persistence.remove(self.store_key, msg.seq)
+            else:
+                cs.unacked[msg.seq] = msg
+                self._unacked_count += 1
+            consumer.deliver(self, msg)
+
+    def _requeue(self, msg: QueueMessage, changed: bool) -> None:
+        """Back to its place among the ready messages (by seq)."""
+        msg.acquired = True
+        self._messages.requeue(msg)
+        if changed and self.durable and msg.durable:
+            self._persistence.update(self.store_key, msg.seq, msg)
+
+    # ------------------------------------------------------------ x-expires, auto-delete
+
+    def _delete_self(self) -> None:
+        self.delete()
+        self._host.queue_deleted(self)

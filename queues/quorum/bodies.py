@@ -1,0 +1,108 @@
+"""Where a replica keeps the bodies of its quorum queue's messages.
+
+Bodies travel once, in the Publish record of the Raft log. When the machine
+says a batch is new (the StoreBodies effect), each replica writes them to
+the node's Raft RocksDB under (group, message id) (`QuorumHost.put_blob`),
+synced by the same fsync as the journal; until that write is flushed the
+value stays in memory too, since the store reads back only flushed writes.
+The machine's state, and so each snapshot, holds only ids and sizes: when
+the log is compacted, bodies below the release cursor are deleted with one
+range tombstone (`release_below`).
+
+A replica that installed a snapshot instead of the log that carried some
+bodies lacks them: a delivery that needs one waits while it is fetched from
+another member (`await_body`), then goes out through `on_arrival`.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+from collections.abc import Callable
+
+from amqp import codec
+from queues.base import QueueMessage
+
+from .commands import msg_id
+from .host import QuorumHost
+
+__all__ = ["BodyStore"]
+
+log = logging.getLogger("warren.quorum")
+
+_KEY = struct.Struct(">Q")
+
+
+class BodyStore:
+    def __init__(self, qh: QuorumHost, group: str, queue_name: str,
+                 on_arrival: Callable[[int, tuple], None]) -> None:  # fmt: skip
+        self._qh = qh
+        self._group = group
+        self._queue_name = queue_name
+        self._on_arrival = on_arrival  # (msg id, the delivery that waited for it)
+        self._fresh: dict[int, bytes] = {}  # bodies written but not yet flushed (not readable from the store)
+        self._missing: dict[int, list[tuple]] = {}  # bodies to fetch -> the deliveries waiting for them
+        self._fetching: set[int] = set()
+
+    def store_batch(self, messages: tuple, index: int) -> None:
+        """The messages of the new Publish batch at raft `index` (commands.Publish)."""
+        fresh = []
+        for pos, (payload, durable, _ttl, exchange, routing_keys, _corr, extra) in enumerate(messages):
+            mid = msg_id(index, pos)
+            value = codec.dumps([bytes(payload), bool(durable), exchange, list(routing_keys), extra])
+            self._qh.put_blob(self._group, _KEY.pack(mid), value)
+            self._fresh[mid] = value
+            fresh.append(mid)
+        self._qh.after_durable(lambda: [self._fresh.pop(m, None) for m in fresh])
+
+    def body(self, mid: int) -> bytes | None:
+        """The stored message (payload and routing), or None when this replica lacks it."""
+        value = self._fresh.get(mid)
+        return value if value is not None else self._qh.get_blob(self._group, _KEY.pack(mid))
+
+    def message(self, mid: int, delivery_count: int = 0, redelivered: bool = False,
+                annotations: dict | None = None) -> QueueMessage | None:  # fmt: skip
+        """The message to hand to a link, or None when this replica lacks its body."""
+        value = self.body(mid)
+        if value is None:
+            return None
+        payload, durable, exchange, routing_keys, stored = codec.loads(value)
+        if stored and annotations:
+            annotations = {**stored, **annotations}  # what a Modify merged wins
+        return QueueMessage(mid, bytes(payload), durable, None, delivery_count, redelivered, exchange,
+                            list(routing_keys), annotations or stored)  # fmt: skip
+
+    def release_below(self, raft_index: int) -> None:
+        """The log below `raft_index` is compacted and no live message came from it."""
+        self._qh.delete_blobs(self._group, _KEY.pack(msg_id(raft_index, 0)))
+
+    # -- bodies this replica lacks ----------------------------------------------------
+
+    def await_body(self, mid: int, delivery: tuple) -> None:
+        """`delivery` goes out through `on_arrival` once the body of `mid` is here."""
+        if not self._missing:
+            self._qh.call_soon(self._fetch_missing)
+        self._missing.setdefault(mid, []).append(delivery)
+
+    def _fetch_missing(self) -> None:
+        wanted = [m for m in self._missing if m not in self._fetching]
+        if wanted:
+            self._fetching.update(wanted)
+            self._qh.fetch_bodies(self._group, wanted, self._arrived)
+
+    def _arrived(self, bodies: dict[int, bytes], asked: list[int]) -> None:
+        self._fetching.difference_update(asked)
+        for mid, value in bodies.items():
+            self._qh.put_blob(self._group, _KEY.pack(mid), value)
+            self._fresh[mid] = value
+        self._qh.after_durable(lambda: [self._fresh.pop(m, None) for m in bodies])
+        for mid in asked:
+            waiting = self._missing.pop(mid, [])
+            if mid not in bodies:
+                if waiting:
+                    log.error("quorum queue %s: no member has the body of message %d", self._queue_name, mid)
+                continue
+            for delivery in waiting:
+                self._on_arrival(mid, delivery)
+
+

@@ -1,0 +1,33 @@
+"""What a quorum queue replica needs of its node (node/vhosts/quorum_groups.py)."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+__all__ = ["QuorumHost"]
+
+
+class QuorumHost(Protocol):
+    node_id: str
+    incarnation: str  # node_id#boot: consumers of an earlier life are recognisable
+
+    def submit(self, group: str, record: Any, callback: Any = None) -> bool: ...
+
+    def is_leader(self, group: str) -> bool: ...
+
+    def leader_of(self, group: str) -> str | None: ...
+
+    def put_blob(self, group: str, key: bytes, value: bytes) -> None: ...
+
+    def get_blob(self, group: str, key: bytes) -> bytes | None: ...
+
+    def delete_blobs(self, group: str, below: bytes | None = None) -> None: ...
+
+    def sync(self) -> None: ...
+
+    def after_durable(self, fn: Any) -> None: ...
+
+    def call_soon(self, fn: Any) -> None: ...
+
+    def fetch_bodies(self, group: str, mids: list[int], callback: Any) -> None:
+        """Ask the other members for these stored messages; `callback(found, mids)`."""

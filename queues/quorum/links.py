@@ -1,0 +1,123 @@
+"""The consumer links attached to a quorum queue through this replica's node.
+
+Every replica applies every command, and each sends the deliveries the
+machine decides for the links attached on its own node, from its own copy of
+the bodies (no hop through the leader). A consumer id carries the node's
+incarnation, so the consumers of an earlier life of this node, and of a node
+seen down, are recognisable and detached.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from queues.base import Consumer
+
+from .bodies import BodyStore
+from .commands import Detach
+from .host import QuorumHost
+from .proposals import Proposer
+
+__all__ = ["LocalLinks"]
+
+
+class LocalLinks:
+    def __init__(self, queue: Any, bodies: BodyStore, proposer: Proposer, qh: QuorumHost) -> None:
+        self._queue = queue  # the QuorumQueue: what links are handed, and its machine's state
+        self._bodies = bodies
+        self._proposer = proposer
+        self._qh = qh  # its incarnation names this node's consumers
+        self._next_id = itertools.count(1)
+        self.consumers: dict[str, Consumer] = {}  # consumer id -> local link
+        self._ids: dict[Any, str] = {}  # local link -> consumer id
+        self._sent: dict[str, set[int]] = {}  # consumer id -> ids handed to its link, not yet settled
+
+    def add(self, consumer: Consumer) -> str:
+        cid = f"{self._qh.incarnation}/{next(self._next_id)}"
+        self.consumers[cid] = consumer
+        self._ids[consumer] = cid
+        return cid
+
+    def remove(self, consumer: Consumer) -> str | None:
+        cid = self._ids.pop(consumer, None)
+        if cid is not None:
+            self.consumers.pop(cid, None)
+        return cid
+
+    def id_of(self, consumer: Consumer) -> str | None:
+        return self._ids.get(consumer)
+
+    def close(self) -> None:
+        """The queue was deleted: every link hears it."""
+        for consumer in list(self.consumers.values()):
+            consumer.queue_deleted()
+        self.consumers.clear()
+        self._ids.clear()
+
+    def send(self, cid: str, deliveries: list[tuple]) -> None:
+        """Hand (msg_id, delivery_count, redelivered, annotations) to the local link `cid`.
+        A body this replica lacks (it installed a snapshot instead of the log that carried
+        it) is fetched from another member first."""
+        consumer = self.consumers.get(cid)
+        if consumer is None:
+            return
+        sent = self._sent.setdefault(cid, set())
+        for mid, delivery_count, redelivered, merged in deliveries:
+            message = self._bodies.message(mid, delivery_count, redelivered, merged)
+            if message is None:
+                self._bodies.await_body(mid, (cid, delivery_count, redelivered, merged))
+            else:
+                consumer.deliver(self._queue, message)
+                sent.add(mid)
+
+    def body_arrived(self, mid: int, delivery: tuple) -> None:
+        cid, delivery_count, redelivered, merged = delivery
+        cs = self._queue.state.consumers.get(cid)
+        if cs is not None and mid in cs.checked:  # still its to deliver
+            self.send(cid, [(mid, delivery_count, redelivered, merged)])
+
+    def forget_settled(self, record: Any) -> None:
+        sent = self._sent.get(getattr(record, "consumer_id", None))
+        if sent is not None:
+            if isinstance(record, Detach):
+                self._sent.pop(record.consumer_id, None)
+            else:
+                sent.difference_update(getattr(record, "msg_ids", ()))
+
+    def resync(self) -> None:
+        """After a snapshot replaced the state: the log entries it stood for were never
+        applied here, so their deliveries to this node's links never happened. Send what
+        the state says each local link holds and it was not sent (marked redelivered:
+        the link may have had it before); end the links the state no longer knows."""
+        state = self._queue.state
+        for cid in list(self.consumers):
+            cs = state.consumers.get(cid)
+            if cs is None:
+                continue
+            sent = self._sent.setdefault(cid, set())
+            sent.intersection_update(cs.checked)
+            self.send(cid, [(mid, m[3], True, m[5]) for mid, m in cs.checked.items() if mid not in sent])
+        self.end_unknown()
+
+    def end_unknown(self) -> None:
+        """Consumers the state no longer has (their node was declared down) end their links."""
+        state = self._queue.state
+        for cid in [c for c in self.consumers if c not in state.consumers]:
+            consumer = self.consumers.pop(cid)
+            self._ids.pop(consumer, None)
+            # the last word of its pipeline: an Attach or Credit still being retried must not revive it
+            self._proposer.for_consumer(cid, Detach(cid))
+            end = getattr(consumer, "queue_unavailable", None)
+            if end is not None:
+                end(f"quorum queue '{self._queue.name}' cancelled this consumer (its node was seen down)")
+
+    def forget_ghosts(self) -> None:
+        """Consumers of this node's incarnation the state has but no link here
+        (an Attach retried after its link ended): detach them."""
+        me = self._qh.incarnation
+        for cid, cs in list(self._queue.state.consumers.items()):
+            if cs.node != me or cid in self.consumers:
+                continue  # a link is in `consumers` from before its Attach is proposed: this one is gone
+            if not self._proposer.detaching(cid):
+                self._proposer.for_consumer(cid, Detach(cid))

@@ -1,0 +1,252 @@
+"""A quorum queue on one of its replicas: the queue interface (queues/base.py)
+over its own Raft group, whose machine is queues/quorum's pure `apply`.
+
+Every replica holds a `QuorumQueue`: it is both the group's machine (apply,
+snapshot, restore) and the queue the node's links use. Commands from the
+links (publish batches, attach, credit, settlements) are proposed to the
+group from whichever replica the client is on; pysyncobj forwards them to the
+leader. Every replica applies every committed command and acts on the
+effects that concern it: a Deliver or CreditReply for a consumer attached on
+this node is sent from here (links.py: every replica has the bodies), a
+publish is confirmed by the proposer once its batch is committed and applied
+here (publishing.py), and dead-lettering and TTL ticks are the leader's job.
+
+Its parts: bodies.py keeps the message bodies beside the journal,
+proposals.py gets commands into the log despite leader changes,
+publishing.py batches a loop turn's publishes, links.py serves the consumer
+links attached through this node.
+
+Snapshots: when pysyncobj compacts the log (every `COMPACTION_ENTRIES`
+entries or `COMPACTION_BYTES` of commands, whichever comes first) the
+snapshot is the machine's (`snapshot_bytes`: ids, sizes, counters and the
+publish dedup tables, never bodies), taken after a flush; bodies below the
+release cursor (the oldest live message) are then deleted. Memory holds the
+uncompacted log tail and the message index, never every body.
+
+Durability: a publish is accepted once its entry is committed, i.e. in the
+fsynced journal of a majority (persist before confirm, raft/journal.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from queues import quorum as qq
+from queues.base import ConfirmCallback, Consumer, Queue, QueueMessage, Settlement
+
+from .bodies import BodyStore
+from .host import QuorumHost
+from .links import LocalLinks
+from .proposals import Proposer
+from .publishing import PublishBatcher
+
+__all__ = ["COMPACTION_BYTES", "COMPACTION_ENTRIES", "QuorumHost", "QuorumQueue"]
+
+COMPACTION_ENTRIES = 2000  # log entries between snapshots: bounds the in-memory log tail...
+COMPACTION_BYTES = 32 << 20  # ...and so do its bytes: entries carry bodies (a loop turn's, up to ~1 MB)
+
+
+class QuorumQueue(Queue):
+    type_name = "quorum"
+
+    def __init__(self, vhost: str, name: str, arguments: dict, members: tuple[str, ...], *, host: Any,
+                 quorum_host: QuorumHost, group: str):  # fmt: skip
+        super().__init__(vhost, name, True, None, False, arguments)
+        self.config = qq.QuorumConfig.from_arguments(arguments)
+        self.state = qq.new_state(self.config)
+        self.members = tuple(members)
+        self.group = group
+        self._host = host  # the vhost: dead-lettering, timers, clock
+        self._qh = quorum_host
+        self.proposals = Proposer(quorum_host, group, host)
+        self.bodies = BodyStore(quorum_host, group, name, self._body_arrived)
+        self.links = LocalLinks(self, self.bodies, self.proposals, quorum_host)
+        self._publishes = PublishBatcher(quorum_host, host, self.proposals)
+        self._tick_timer: Any = None
+        self._tick_at: int | None = None
+        self._downing: set[str] = set()  # node incarnations: DownConsumersOnNode proposed, not yet applied
+
+    # -- the queue interface ------------------------------------------------------------
+
+    @property
+    def leader(self) -> str:
+        return self._qh.leader_of(self.group) or self.members[0]
+
+    @property
+    def replicas(self) -> list[str]:
+        return list(self.members)
+
+    def publish(self, message: QueueMessage, confirm: ConfirmCallback | None) -> None:
+        self._publishes.add(message, confirm)
+
+    def attach_consumer(self, consumer: Consumer, priority: int = 0) -> None:
+        cid = self.links.add(consumer)
+        self.proposals.for_consumer(cid, qq.Attach(cid, priority, self._host.now_ms(), self._qh.incarnation, 0,
+                                                   consumer.presettled))  # fmt: skip
+
+    def detach_consumer(self, consumer: Consumer) -> None:
+        cid = self.links.remove(consumer)
+        if cid is not None:
+            self.proposals.for_consumer(cid, qq.Detach(cid))
+
+    def credit(self, consumer: Consumer, delivery_count: int, link_credit: int, drain: bool, echo: bool) -> None:
+        cid = self.links.id_of(consumer)
+        if cid is not None:
+            self.proposals.for_consumer(cid, qq.Credit(cid, delivery_count, link_credit, drain, echo))
+
+    def settle(self, consumer: Consumer, seqs: list[int], settlement: Settlement) -> None:
+        cid = self.links.id_of(consumer)
+        if cid is None:
+            return
+        ids = tuple(seqs)
+        if settlement.kind == "accepted":
+            record: Any = qq.Settle(cid, ids)
+        elif settlement.kind == "released":
+            record = qq.Return(cid, ids)
+        elif settlement.kind == "rejected":
+            record = qq.Discard(cid, ids)
+        else:
+            record = qq.Modify(cid, ids, settlement.delivery_failed, settlement.undeliverable_here,
+                               settlement.annotations)  # fmt: skip
+        self.proposals.for_consumer(cid, record)
+
+    def purge(self) -> int:
+        count = qq.overview(self.state)["ready"]
+        self.proposals.submit(qq.Purge())
+        return count
+
+    def delete(self) -> int:
+        self.deleted = True
+        self.proposals.stop()
+        if self._tick_timer is not None:
+            self._tick_timer.cancel()
+        self.links.close()
+        return qq.overview(self.state)["depth"]
+
+    @property
+    def message_count(self) -> int:
+        return qq.overview(self.state)["ready"]
+
+    @property
+    def unacked_count(self) -> int:
+        return qq.overview(self.state)["checked_out"]
+
+    @property
+    def consumer_count(self) -> int:
+        return qq.overview(self.state)["consumers"]
+
+    def info(self) -> dict:
+        out = super().info()
+        out.update(leader=self.leader, leader_elected=self._qh.leader_of(self.group) is not None,
+                   members=list(self.members), messages_unacknowledged=self.unacked_count,
+                   consumer_details=[{"id": cid, "node": cs.node, "credit": cs.credit, "checked_out": len(cs.checked),
+                                      "linked_here": cid in self.links.consumers}
+                                     for cid, cs in self.state.consumers.items()])  # fmt: skip
+        return out
+
+    def body(self, mid: int) -> bytes | None:
+        """The stored message (payload and routing), or None when this replica lacks it."""
+        return self.bodies.body(mid)
+
+    # -- the Raft machine -----------------------------------------------------------------
+
+    def apply(self, record: Any, index: int) -> Any:
+        if index <= self.state.last_index:
+            # applied already: pysyncobj replays entries after a snapshot it sent this
+            # replica although it was not behind (see restore); acting again would deliver twice
+            if isinstance(record, qq.Publish):
+                return qq.publish_outcome(self.state, record.publisher, record.seq) or []
+            return []
+        self.state, effects = qq.apply(record, self.state, index)
+        if effects and isinstance(effects[0], qq.StoreBodies):  # a new publish batch
+            self.bodies.store_batch(record.messages, index)
+        if not self.deleted:
+            self._act(record, effects)
+        return effects
+
+    def snapshot(self) -> bytes:
+        # the bodies applied so far must be on disk before the log that carries them is compacted
+        self._qh.sync()
+        self.bodies.release_below(qq.release_cursor(self.state))
+        return qq.snapshot_bytes(self.state)
+
+    def restore(self, data: bytes) -> None:
+        restored = qq.restore(data)
+        if 0 < restored.last_index <= self.state.last_index:
+            # A leader that lost track of this follower sends a snapshot it does not need;
+            # Raft ignores one at or below its commit index, pysyncobj does not.
+            return
+        self.state = restored
+        if self.links.consumers:
+            self._qh.call_soon(self.links.resync)
+
+    def _act(self, record: Any, effects: list) -> None:
+        leader = self._qh.is_leader(self.group)
+        links = self.links
+        links.forget_settled(record)
+        for effect in effects:
+            if isinstance(effect, qq.Deliver):
+                if effect.consumer_id in links.consumers:
+                    links.send(effect.consumer_id, [(d.msg_id, d.delivery_count, not d.first_acquirer, d.annotations)
+                                                    for d in effect.messages])  # fmt: skip
+            elif isinstance(effect, qq.CreditReply):
+                consumer = links.consumers.get(effect.consumer_id)
+                if consumer is not None:
+                    consumer.credit_reply(effect.delivery_count, effect.credit, effect.available, effect.drain)
+            elif isinstance(effect, qq.DeadLetter) and leader:
+                self._dead_letter(effect)
+        if isinstance(record, qq.DownConsumersOnNode):
+            links.end_unknown()
+        if leader:
+            self._arm_tick()
+
+    def _body_arrived(self, mid: int, delivery: tuple) -> None:
+        self.links.body_arrived(mid, delivery)
+
+    def _dead_letter(self, effect: qq.DeadLetter) -> None:
+        for i, mid in enumerate(effect.msg_ids):
+            annotations = effect.annotations[i] if effect.annotations else None
+            message = self.bodies.message(mid, annotations=annotations)
+            if message is not None:
+                self._host.dead_letter(self, message, effect.reason)
+        if effect.at_least_once:
+            self.proposals.submit(qq.DeadLetterSettled(tuple(effect.msg_ids)))
+
+    def _arm_tick(self) -> None:
+        """The leader ticks the machine when the head message's TTL runs out."""
+        due = qq.next_expiry(self.state)
+        if due == self._tick_at:
+            return
+        if self._tick_timer is not None:
+            self._tick_timer.cancel()
+            self._tick_timer = None
+        self._tick_at = due
+        if due is not None:
+            delay = max(0.0, (due - self._host.now_ms()) / 1000)
+            self._tick_timer = self._host.call_later(delay + 0.001, self._tick)
+
+    def _tick(self) -> None:
+        self._tick_timer, self._tick_at = None, None
+        if not self.deleted and self._qh.is_leader(self.group):
+            self.proposals.submit(qq.Tick(self._host.now_ms()))
+
+    # -- consumers whose node is gone ---------------------------------------------------
+
+    def consumers_down(self, node: str) -> None:
+        """The leader learnt that `node` is gone: detach every consumer it had (any incarnation)."""
+        for incarnation in self.consumer_nodes():
+            if incarnation.split("#")[0] == node and incarnation != self._qh.incarnation:
+                self.consumers_gone(incarnation)
+
+    def forget_ghosts(self) -> None:
+        """Consumers of this node's incarnation the state has but no link here: detach them."""
+        self.links.forget_ghosts()
+
+    def consumer_nodes(self) -> set[str]:
+        """The node incarnations the attached consumers live on."""
+        return {cs.node for cs in self.state.consumers.values()}
+
+    def consumers_gone(self, incarnation: str) -> None:
+        if incarnation not in self._downing:
+            self._downing.add(incarnation)
+            self.proposals.submit(qq.DownConsumersOnNode(incarnation), lambda _effects: self._downing.discard(incarnation))

@@ -1,0 +1,131 @@
+"""The sending half of a node's transport: what the node's groups and node messages
+queue during one loop turn is sealed per peer at the end of the turn, held until
+every `before_flush` awaitable of that turn is done (the durability gate: nothing
+leaves before the Raft log write that covers it has landed), then cut into frames
+of at most `max_frame_bytes` and handed to the peer's link in order. A failed gate
+stops all sending for good (`NodeTransport.failed`)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING
+
+from .grpc_link import PeerLink
+from .proto import cluster_pb2
+
+if TYPE_CHECKING:
+    from .transport import NodeTransport
+
+log = logging.getLogger("warren.raft.transport")
+
+Frame = cluster_pb2.Frame
+_ENVELOPE_OVERHEAD = 16  # protobuf tags and lengths, roughly
+
+
+class Outbound:
+    def __init__(self, nt: NodeTransport) -> None:
+        self._nt = nt
+        self._dirty: list[PeerLink] = []
+        self._flush_scheduled = False
+        # Sealed turns waiting for before_flush awaitables, oldest first.
+        self._held: deque[tuple[list[Awaitable[object]], list[tuple[PeerLink, int, list]]]] = deque()
+        self._gate_task: asyncio.Task | None = None
+
+    def close(self) -> None:
+        if self._gate_task is not None:
+            self._gate_task.cancel()
+
+    def enqueue(self, link: PeerLink, kind: int, group: str, payload: bytes) -> bool:
+        if not link.up or self._nt.failed is not None or self._nt.is_partitioned(link.peer):
+            return False
+        if len(payload) > self._nt.options.max_message_bytes:
+            log.error("message of %d bytes for %s/%s is over max_message_bytes", len(payload), link.peer, group)
+            return False
+        link.pending.append((kind, group, payload))
+        link.queued_bytes += len(payload)
+        if not link.dirty:
+            link.dirty = True
+            self._dirty.append(link)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            assert self._nt.loop is not None
+            self._nt.loop.call_soon(self._flush)
+        return True
+
+    def _flush(self) -> None:
+        """Seal this loop turn's messages, pass the durability gate, hand them to the links."""
+        self._flush_scheduled = False
+        sealed = []
+        for link in self._dirty:
+            link.dirty = False
+            if link.pending and link.epoch is not None:
+                sealed.append((link, link.epoch, link.pending))
+                link.pending = []
+        self._dirty.clear()
+        if not sealed or self._nt.failed is not None:
+            return
+        self._nt.stats.flushes += 1
+        waits: list[Awaitable[object]] = []
+        try:
+            for hook in self._nt.before_flush:
+                w = hook()
+                if w is not None:
+                    waits.append(w)
+        except Exception as e:
+            self._fail(e)
+            return
+        if not waits and not self._held:
+            self._release_sealed(sealed)
+            return
+        self._held.append((waits, sealed))
+        if self._gate_task is None:
+            self._gate_task = self._nt.spawn(self._drain_held(), "warren-transport-gate")
+
+    async def _drain_held(self) -> None:
+        try:
+            while self._held:
+                waits, sealed = self._held[0]
+                for w in waits:
+                    await w
+                self._held.popleft()
+                self._release_sealed(sealed)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            self._fail(e)
+        finally:
+            self._gate_task = None
+
+    def _fail(self, e: BaseException) -> None:
+        log.error("durability gate failed; the transport sends nothing more", exc_info=e)
+        self._nt.failed = e
+        self._held.clear()
+        if self._nt.on_error is not None:
+            self._nt.on_error(e)
+
+    def _release_sealed(self, sealed: list[tuple[PeerLink, int, list]]) -> None:
+        limit = self._nt.options.max_frame_bytes
+        for link, epoch, items in sealed:
+            link.queued_bytes -= sum(len(item[2]) for item in items)
+            if not link.up or link.epoch != epoch or self._nt.is_partitioned(link.peer):
+                self._nt.stats.dropped_on_reconnect += len(items)
+                continue
+            frame = Frame(epoch=epoch)
+            size = 0
+            add = frame.messages.add
+            for kind, group, payload in items:
+                n = len(payload) + len(group) + _ENVELOPE_OVERHEAD
+                if size and size + n > limit:
+                    link.push(frame, size)
+                    frame = Frame(epoch=epoch)
+                    add = frame.messages.add
+                    size = 0
+                add(kind=kind, group=group, payload=payload)
+                size += n
+            link.push(frame, size)
+            if link.outbox_bytes > self._nt.options.max_outbox_bytes:
+                link.kill(f"{link.outbox_bytes} bytes unsent")
+

@@ -1,0 +1,64 @@
+"""RaftGroup's own API (raft/group.py, raft/status.py): what node/ uses instead of pysyncobj's
+internals, on real groups over the in-memory network."""
+
+from __future__ import annotations
+
+from raft_harness import Cluster
+
+from raft.status import ProposalOutcome, Role
+
+
+def test_status_role_leader_term_and_peers(tmp_path):
+    c = Cluster.start("ours", tmp_path)
+    try:
+        leader = c.wait_leader()
+        assert c.commit([1, 2]) == [1, 2]
+        c.run_until(lambda: all(m.obj.status().last_applied == leader.obj.status().commit_index for m in c.members))
+        names = {m.name for m in c.members}
+        for m in c.members:
+            st = m.obj.status()
+            assert st.role is (Role.LEADER if m is leader else Role.FOLLOWER)
+            assert m.obj.is_leader == (m is leader)
+            assert st.leader == m.obj.leader_id == leader.name
+            assert st.term == m.obj.term == leader.obj.term >= 1
+            assert set(st.peers) == set(m.obj.peers) == names - {m.name}
+            assert st.last_applied == st.commit_index and st.log_entries >= 2
+        lst = leader.obj.status()
+        assert set(lst.match_index) == names - {leader.name}
+        assert all(index == lst.commit_index for index in lst.match_index.values())
+    finally:
+        c.destroy()
+
+
+def test_callbacks_receive_a_proposal_outcome(tmp_path):
+    c = Cluster.start("ours", tmp_path)
+    try:
+        early: list = []
+        c["a"].propose(1, callback=lambda res, out: early.append(out))  # no leader elected yet
+        c.run_until(lambda: early)
+        assert early == [ProposalOutcome.MISSING_LEADER]
+        leader = c.wait_leader()
+        done: list = []
+        leader.propose(2, callback=lambda res, out: done.append((res, out)))
+        c.run_until(lambda: done)
+        assert done == [(1, ProposalOutcome.SUCCESS)]  # ListMachine returns the count of values
+    finally:
+        c.destroy()
+
+
+def test_membership_changes_report_their_outcome(tmp_path):
+    c = Cluster.start("ours", tmp_path)
+    try:
+        leader = c.wait_leader()
+        c.commit([1])  # a new leader changes membership only after committing in its term
+        gone, stays = (m for m in c.members if m is not leader)
+        removed: list = []
+        leader.obj.remove_member(gone.name, callback=lambda res, out: removed.append(out))
+        c.run_until(lambda: removed)
+        assert removed == [ProposalOutcome.SUCCESS] and leader.obj.peers == (stays.name,)
+        added: list = []
+        stays.obj.add_member(gone.name, callback=lambda res, out: added.append(out))  # forwarded to the leader
+        c.run_until(lambda: added)
+        assert added == [ProposalOutcome.SUCCESS] and set(leader.obj.peers) == {gone.name, stays.name}
+    finally:
+        c.destroy()
