@@ -71,7 +71,8 @@ class Config:
     enable_test_faults: bool = False  # test-only HTTP endpoints: partition switch and a KV probe
 
 
-def _coerce(value: str, current: object) -> object:
+def coerce(value: str, current: object) -> object:
+    """A string from the environment or a flag, typed like the setting's current value."""
     if isinstance(current, bool):
         return value.lower() in ("1", "true", "yes", "on")
     if isinstance(current, int):
@@ -98,7 +99,7 @@ def load(config_file: str | None = None, env: dict | None = None, overrides: dic
     for name in names:
         value = env.get("WARREN_" + name.upper())
         if value is not None:
-            setattr(cfg, name, _coerce(value, getattr(cfg, name)))
+            setattr(cfg, name, coerce(value, getattr(cfg, name)))
     for key, value in (overrides or {}).items():
         if value is not None:
             setattr(cfg, key, value)
