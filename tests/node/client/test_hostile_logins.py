@@ -117,6 +117,23 @@ def test_a_right_password_is_checked_off_the_loop_too(broker_factory, gate_hashi
         client.close()
 
 
+def test_logins_beyond_max_pending_are_refused_for_now(broker_factory, gate_hashing):
+    b = broker_factory(login_workers=1, login_max_pending=2)
+    b.add_user("alice", "secret")
+    gate = gate_hashing()
+    waiting = [SaslOnly(b.port, "alice", "secret") for _ in range(2)]
+    try:
+        wait_until(lambda: b.call(lambda: b.broker.logins.pending) == 2)
+        third = SaslOnly(b.port, "alice", "secret")
+        assert third.outcome() == d.SASL_SYS_TEMP  # at once, without waiting for the others
+        third.close()
+        gate.set()
+        assert [c.outcome() for c in waiting] == [d.SASL_OK, d.SASL_OK]
+    finally:
+        for c in waiting:
+            c.close()
+
+
 def test_pipelined_frames_behind_the_sasl_init_are_read_after_the_outcome(broker):
     """The outcome now comes later than the init's own turn of the loop: the
     AMQP header and OPEN written with the init must still be answered."""
