@@ -28,6 +28,7 @@ from .events import (
 from .fastpath import encode_transfer_frame
 from .framing import bounded_error, encode_frame
 from .link import Link
+from .unsettled import UnsettledMap
 
 if TYPE_CHECKING:
     from .connection import Connection
@@ -63,8 +64,8 @@ class Session:
         self.links: dict[int, Link] = {}  # by our handle
         self.remote_links: dict[int, Link] = {}  # by the peer's handle
         self.next_delivery_id = 0
-        self.outgoing_unsettled: dict[int, Delivery] = {}
-        self.incoming_unsettled: dict[int, Delivery] = {}
+        self.outgoing_unsettled = UnsettledMap()  # delivery id -> Delivery
+        self.incoming_unsettled = UnsettledMap()
         # Held by the peer's window, in order: (link, transfer frame, None) or
         # (link, None, link state) for a sender's FLOW that must not overtake
         # its link's transfers (it carries a delivery-count that counts them).
@@ -456,15 +457,9 @@ class Session:
         span = (last - first) & serial.MASK
         if span >= serial.HALF:
             raise SessionError(Condition.INVALID_FIELD, "disposition range runs backwards")
-        if span < len(table):
-            ids = [serial.add(first, i) for i in range(span + 1) if serial.add(first, i) in table]
-        else:
-            ids = sorted(
-                (i for i in table if serial.in_range(i, first, last)), key=lambda i: serial.diff(i, first)
-            )
+        hits = list(table.in_range(first, last))  # O(log n + hits), however wide the range
         changed = []
-        for i in ids:
-            delivery = table[i]
+        for i, delivery in hits:
             delivery.state = d.state
             if d.settled:
                 delivery.remote_settled = True

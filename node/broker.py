@@ -16,6 +16,7 @@ from metadata.machine import MetadataMachine
 from metadata.projections import Projections
 from node import __version__
 from node.client.connection import ConnectionHandler, server_properties
+from node.client.login import FailureDelays, LoginService
 from node.cluster.alarm_gossip import AlarmGossip
 from node.cluster.cluster import Cluster, ClusterError
 from node.cluster.kv import KeyValueMachine
@@ -52,7 +53,10 @@ class Broker:
         self.vhosts: dict[str, VHost] = {}
         self.metrics = NodeMetrics()
         # users and permissions come from the metadata (the projections keep this in step)
-        self.auth = Authenticator(config.anonymous_user, config.loopback_users)
+        self.auth = Authenticator(config.anonymous_user, config.loopback_users, config.login_cache_size)
+        self.logins = LoginService(self.auth, config.login_workers, config.login_max_pending,
+                                   FailureDelays(config.login_failure_delay, config.login_failure_delay_max,
+                                                 config.login_failure_addresses))  # fmt: skip
         self._server: asyncio.base_events.Server | None = None
         self.alarm_check: Periodic | None = None
         self.store: MessageStore | None = None
@@ -207,6 +211,7 @@ class Broker:
             await self.committer.close()
         if self.store is not None:
             self.store.close()
+        self.logins.close()
         log.info("node=%s stopped", self.config.node_name)
 
     # ------------------------------------------------------------ services for vhosts, queues and links

@@ -4,40 +4,80 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import fields
 
 from audit import cli as audit_cli
 
+from . import config
 from .ops import ctl
+
+SETTING_PREFIX = "setting_"  # argparse dest of the flags made from Config's fields
 
 
 def _server(args: argparse.Namespace) -> int:
-    from . import config
     from .main import run
 
-    cfg = config.load(
-        args.config,
-        overrides={
-            "node_name": args.node_name,
-            "data_dir": args.data_dir,
-            "listen_host": args.listen_host,
-            "amqp_port": args.amqp_port,
-            "http_port": args.http_port,
-            "metrics_port": args.metrics_port,
-            "grpc_port": args.grpc_port,
-            "definitions_file": args.definitions,
-            "seeds": [s.strip() for s in args.seeds.split(",") if s.strip()] if args.seeds is not None else None,
-            "cluster_secret": args.cluster_secret,
-            "advertise_host": args.advertise_host,
-            "cluster_tls_cert": args.cluster_tls_cert,
-            "cluster_tls_key": args.cluster_tls_key,
-            "cluster_tls_ca": args.cluster_tls_ca,
-            "enable_test_faults": args.enable_test_faults,
-        },
-    )
-    return run(cfg)
+    return run(server_config(args))
+
+
+def server_config(args: argparse.Namespace) -> config.Config:
+    """The settings: defaults, then the TOML file, WARREN_* variables, flags."""
+    explicit = {
+        "node_name": args.node_name,
+        "data_dir": args.data_dir,
+        "listen_host": args.listen_host,
+        "amqp_port": args.amqp_port,
+        "http_port": args.http_port,
+        "metrics_port": args.metrics_port,
+        "grpc_port": args.grpc_port,
+        "definitions_file": args.definitions,
+        "seeds": [s.strip() for s in args.seeds.split(",") if s.strip()] if args.seeds is not None else None,
+        "cluster_secret": args.cluster_secret,
+        "advertise_host": args.advertise_host,
+        "cluster_tls_cert": args.cluster_tls_cert,
+        "cluster_tls_key": args.cluster_tls_key,
+        "cluster_tls_ca": args.cluster_tls_ca,
+        "enable_test_faults": args.enable_test_faults,
+    }
+    overrides = setting_flags(args) | {k: v for k, v in explicit.items() if v is not None}
+    return config.load(args.config, overrides=overrides)
+
+
+def add_setting_flags(parser: argparse.ArgumentParser) -> None:
+    """Every Config field without a flag of its own becomes --its-name-with-dashes
+    (a boolean gets --name / --no-name; a list is comma-separated)."""
+    defaults = config.Config()
+    for f in fields(config.Config):
+        flag = "--" + f.name.replace("_", "-")
+        if flag in parser._option_string_actions:
+            continue
+        default = getattr(defaults, f.name)
+        if isinstance(default, bool):
+            parser.add_argument(flag, dest=SETTING_PREFIX + f.name, action=argparse.BooleanOptionalAction,
+                                default=None, help=f"setting {f.name} (default {default})")  # fmt: skip
+        else:
+            parser.add_argument(flag, dest=SETTING_PREFIX + f.name, default=None, metavar=type(default).__name__.upper(),
+                                help=f"setting {f.name} (default {default!r})")  # fmt: skip
+
+
+def setting_flags(args: argparse.Namespace) -> dict:
+    """The settings given by add_setting_flags' flags, typed as Config's fields."""
+    defaults = config.Config()
+    out = {}
+    for name, value in vars(args).items():
+        if name.startswith(SETTING_PREFIX) and value is not None:
+            field = name[len(SETTING_PREFIX) :]
+            current = getattr(defaults, field)
+            out[field] = value if isinstance(value, bool) else config.coerce(value, current)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.func(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="warren", description="Warren, a clustered AMQP 1.0 broker")
     sub = parser.add_subparsers(dest="command", required=True)
     server = sub.add_parser("server", help="run a broker node")
@@ -58,11 +98,11 @@ def main(argv: list[str] | None = None) -> int:
     server.add_argument("--enable-test-faults", action="store_true", default=None,
                         help="test-only HTTP endpoints: cluster partition switch and key-value probe")  # fmt: skip
     server.add_argument("--definitions", help="JSON file of queues, exchanges and bindings to declare at start")
+    add_setting_flags(server)
     server.set_defaults(func=_server)
     ctl.add_parser(sub)
     audit_cli.add_parser(sub)  # pyspark is imported only when `warren audit ...` runs
-    args = parser.parse_args(argv)
-    return args.func(args)
+    return parser
 
 
 if __name__ == "__main__":

@@ -40,6 +40,13 @@ class Config:
     memory_high_watermark: float = 0.4  # fraction of RAM, or bytes when > 1
     disk_free_limit: int = 50 * 1024 * 1024
     alarm_check_interval: float = 1.0
+    # Logins (node/client/login.py): PBKDF2 runs in worker threads, never on the loop
+    login_workers: int = 1  # threads hashing passwords (each takes up to one core while busy)
+    login_max_pending: int = 1000  # logins in progress at once; more are refused (SASL sys-temp, HTTP 503)
+    login_cache_size: int = 10_000  # verified (user, hash, password digest) kept, least recently used go
+    login_failure_delay: float = 0.1  # seconds before the next login from an address after a failure; 0: off
+    login_failure_delay_max: float = 2.0  # the delay doubles per failure up to this
+    login_failure_addresses: int = 10_000  # source addresses whose failures are remembered
     definitions_file: str = ""  # JSON topology loaded at start (like RabbitMQ's load_definitions)
     product: str = "RabbitMQ"  # what clients that check the server's identity expect
     product_version: str = "4.2.0"
@@ -64,7 +71,8 @@ class Config:
     enable_test_faults: bool = False  # test-only HTTP endpoints: partition switch and a KV probe
 
 
-def _coerce(value: str, current: object) -> object:
+def coerce(value: str, current: object) -> object:
+    """A string from the environment or a flag, typed like the setting's current value."""
     if isinstance(current, bool):
         return value.lower() in ("1", "true", "yes", "on")
     if isinstance(current, int):
@@ -91,7 +99,7 @@ def load(config_file: str | None = None, env: dict | None = None, overrides: dic
     for name in names:
         value = env.get("WARREN_" + name.upper())
         if value is not None:
-            setattr(cfg, name, _coerce(value, getattr(cfg, name)))
+            setattr(cfg, name, coerce(value, getattr(cfg, name)))
     for key, value in (overrides or {}).items():
         if value is not None:
             setattr(cfg, key, value)

@@ -20,7 +20,10 @@ from routing.headers import HeadersMatcher
 from routing.model import Binding, Destination, DestinationKind, ExchangeType
 from routing.topic import TopicTrie
 
-Headers = Mapping[str, Any] | None
+# A message's application-properties, or a function that decodes them: only
+# a headers exchange with bindings calls it, so a publish to any other
+# exchange never pays for decoding them (they may be megabytes).
+Headers = Mapping[str, Any] | Callable[[], Mapping[str, Any] | None] | None
 Choice = Callable[[Sequence[Destination]], Destination]
 
 _NOTHING: tuple[Destination, ...] = ()
@@ -117,6 +120,10 @@ class HeadersIndex:
         del self._compiled[binding]
 
     def match(self, routing_key: str, headers: Headers) -> Collection[Destination]:
+        if not self._compiled:
+            return _NOTHING
+        if callable(headers):
+            headers = headers()
         if headers is None:
             headers = {}
         return [dest for matcher, dest in self._compiled.values() if matcher.matches(headers)]

@@ -11,35 +11,55 @@ import hashlib
 import hmac
 import ipaddress
 import os
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from routing.permissions import Permission
 
 ITERATIONS = 100_000
+SCHEME = "pbkdf2-sha256"
+
+
+def derive(password: bytes, salt: bytes, iterations: int) -> bytes:
+    """PBKDF2-SHA256. It releases the GIL, so a worker thread running it
+    leaves the event loop free (node/client/login.py)."""
+    return hashlib.pbkdf2_hmac("sha256", password, salt, iterations)
 
 
 def hash_password(password: str, salt: bytes | None = None) -> str:
     salt = os.urandom(16) if salt is None else salt
-    digest = hashlib.pbkdf2_hmac("sha256", password.encode(), salt, ITERATIONS)
-    return f"pbkdf2-sha256${ITERATIONS}${salt.hex()}${digest.hex()}"
+    digest = derive(password.encode(), salt, ITERATIONS)
+    return f"{SCHEME}${ITERATIONS}${salt.hex()}${digest.hex()}"
+
+
+def parse_hash(stored: str) -> tuple[int, bytes, bytes] | None:
+    """(iterations, salt, digest) of a stored hash, or None when it is not one."""
+    try:
+        scheme, iterations, salt, digest = stored.split("$")
+        if scheme != SCHEME:
+            return None
+        return int(iterations), bytes.fromhex(salt), bytes.fromhex(digest)
+    except ValueError:
+        return None
 
 
 def check_password(password: str, stored: str) -> bool:
-    try:
-        scheme, iterations, salt, digest = stored.split("$")
-    except ValueError:
+    parsed = parse_hash(stored)
+    if parsed is None:
         return False
-    if scheme != "pbkdf2-sha256":
-        return False
-    computed = hashlib.pbkdf2_hmac("sha256", password.encode(), bytes.fromhex(salt), int(iterations))
-    return hmac.compare_digest(computed.hex(), digest)
+    iterations, salt, digest = parsed
+    return hmac.compare_digest(derive(password.encode(), salt, iterations), digest)
 
 
 def is_loopback(host: str) -> bool:
+    """True for 127.0.0.0/8, ::1 and their IPv4-mapped IPv6 form
+    (::ffff:127.0.0.1, what a dual-stack listener reports for an IPv4 peer)."""
     try:
-        return ipaddress.ip_address(host.split("%")[0]).is_loopback
+        ip = ipaddress.ip_address(host.split("%")[0])
     except ValueError:
         return host == "localhost"
+    mapped = getattr(ip, "ipv4_mapped", None)
+    return (mapped or ip).is_loopback
 
 
 @dataclass
@@ -49,13 +69,37 @@ class User:
     tags: list[str] = field(default_factory=list)
 
 
+@dataclass
+class LoginAttempt:
+    """One login, from the SASL response to the verdict, in three steps so
+    that the slow middle one can run off the event loop: `Authenticator.plan`
+    (fast: parse, cache), `Authenticator.verify` (PBKDF2; thread-safe),
+    `Authenticator.conclude` (fast: cache, loopback rule)."""
+
+    name: str | None  # the user it claims to be; None: malformed or refused outright
+    password: str = ""
+    stored: str = ""  # the hash to check: the user's, or the dummy one for an unknown user
+    known: bool = False  # the user exists and has a password that can match
+    cache_key: tuple | None = None
+    needs_hash: bool = False  # PBKDF2 must run: the cache had no answer
+    ok: bool = False
+
+
 class Authenticator:
-    def __init__(self, anonymous_user: str | None, loopback_users: list[str]):
+    def __init__(self, anonymous_user: str | None, loopback_users: list[str], cache_size: int = 10_000):
         self.users: dict[str, User] = {}
         self.anonymous_user = anonymous_user
         self.loopback_users = set(loopback_users)
-        self._verified: dict[tuple[str, str], bool] = {}  # PBKDF2 is slow on purpose; don't pay it per connection
         self.permissions: dict[tuple[str, str], Permission] = {}  # (user, vhost) ->
+        # PBKDF2 is slow on purpose; don't pay it per connection. Only
+        # successes are kept, keyed by (user, stored hash, keyed digest of the
+        # password): the plaintext is never held, a changed password misses,
+        # and failures (unknown users included) always pay the full price, so
+        # their timing tells nothing. Least recently used entries go first.
+        self._verified: OrderedDict[tuple[str, str, bytes], None] = OrderedDict()
+        self.cache_size = cache_size
+        self._cache_secret = os.urandom(32)
+        self._dummy_hash = ""  # made on first use: an unknown user is checked against it
 
     def add_user(self, name: str, password: str | None, tags: list[str] | None = None,
                  password_hash: str | None = None) -> None:  # fmt: skip
@@ -63,12 +107,10 @@ class Authenticator:
         if password_hash is None:
             password_hash = hash_password(password) if password is not None else ""
         self.users[name] = User(name, password_hash, list(tags or []))
-        self._verified = {k: v for k, v in self._verified.items() if k[0] != name}
 
     def delete_user(self, name: str) -> bool:
         if self.users.pop(name, None) is None:
             return False
-        self._verified = {k: v for k, v in self._verified.items() if k[0] != name}
         self.permissions = {k: v for k, v in self.permissions.items() if k[0] != name}
         return True
 
@@ -84,31 +126,60 @@ class Authenticator:
     def vhost_deleted(self, vhost: str) -> None:
         self.permissions = {k: v for k, v in self.permissions.items() if k[1] != vhost}
 
+    # -- logging in ----------------------------------------------------------------
+
     def authenticate(self, mechanism: str, response: bytes | None, peer_host: str) -> str | None:
-        """The user name, or None when the credentials are refused."""
-        if mechanism == "PLAIN":
-            parts = (response or b"").split(b"\x00")
-            if len(parts) != 3:
-                return None
-            name, password = parts[1].decode("utf-8", "replace"), parts[2].decode("utf-8", "replace")
-            user = self.users.get(name)
-            if user is None or not self._check(user, password):
-                return None
-        elif mechanism == "ANONYMOUS" and self.anonymous_user:
+        """The user name, or None when the credentials are refused. All three
+        steps on the caller's thread: for tools and tests; the node runs
+        `verify` in a worker thread (node/client/login.py)."""
+        attempt = self.plan(mechanism, response)
+        if attempt.needs_hash:
+            attempt.ok = self.verify(attempt)
+        return self.conclude(attempt, peer_host)
+
+    def plan(self, mechanism: str, response: bytes | None) -> LoginAttempt:
+        """Parses the SASL response and consults the cache."""
+        if mechanism == "ANONYMOUS":
             name = self.anonymous_user
-            if name not in self.users:
-                return None
-        else:
+            return LoginAttempt(name, ok=bool(name) and name in self.users)
+        if mechanism != "PLAIN":
+            return LoginAttempt(None)
+        parts = (response or b"").split(b"\x00")
+        if len(parts) != 3:
+            return LoginAttempt(None)
+        name, password = parts[1].decode("utf-8", "replace"), parts[2].decode("utf-8", "replace")
+        user = self.users.get(name)
+        known = user is not None and parse_hash(user.password_hash) is not None
+        if not known:  # unknown, or no password: the same work as a wrong password
+            return LoginAttempt(name, password, self.dummy_hash(), needs_hash=True)
+        key = (name, user.password_hash, hmac.digest(self._cache_secret, password.encode(), "sha256"))
+        if key in self._verified:
+            self._verified.move_to_end(key)
+            return LoginAttempt(name, known=True, ok=True)
+        return LoginAttempt(name, password, user.password_hash, known=True, cache_key=key, needs_hash=True)
+
+    @staticmethod
+    def verify(attempt: LoginAttempt) -> bool:
+        """The slow step; touches no shared state, so any thread may run it."""
+        matches = check_password(attempt.password, attempt.stored)
+        return matches and attempt.known
+
+    def conclude(self, attempt: LoginAttempt, peer_host: str) -> str | None:
+        """The user name once `attempt.ok` holds the verdict, or None."""
+        name = attempt.name
+        if not attempt.ok or name is None:
             return None
+        if attempt.cache_key is not None:
+            self._verified[attempt.cache_key] = None
+            while len(self._verified) > self.cache_size:
+                self._verified.popitem(last=False)
         if name in self.loopback_users and not is_loopback(peer_host):
             return None
         return name
 
-    def _check(self, user: User, password: str) -> bool:
-        key = (user.name, password)
-        ok = self._verified.get(key)
-        if ok is None:
-            ok = check_password(password, user.password_hash)
-            if len(self._verified) < 10_000:
-                self._verified[key] = ok
-        return ok
+    def dummy_hash(self) -> str:
+        """A hash no password matches, at our iteration count: unknown users
+        cost the same PBKDF2 as a known user's wrong password."""
+        if not self._dummy_hash:  # a random digest: no need to derive one
+            self._dummy_hash = f"{SCHEME}${ITERATIONS}${os.urandom(16).hex()}${os.urandom(32).hex()}"
+        return self._dummy_hash

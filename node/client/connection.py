@@ -20,6 +20,7 @@ from amqp.errors import Condition
 from amqp.types import Symbol
 from node import __version__
 from node.client.links import Publisher, QueueConsumer
+from node.client.login import LoginsBusy
 from node.client.management import node_link
 from node.client.management.node_link import ManagementLink, ReplyLink
 from node.vhosts.vhost import ResourceLocked
@@ -56,6 +57,7 @@ class ConnectionHandler(asyncio.Protocol):
         self._timer: asyncio.TimerHandle | None = None
         self._handshake_timer: asyncio.TimerHandle | None = None
         self._closed = False
+        self._login: asyncio.Task | None = None  # the SASL check in progress
         # Back-pressure on writes: while the client does not take what we
         # send, its consumers stop being fed and deliveries wait in their
         # queues (`writing_paused`). Paused by the transport (its buffer passed
@@ -213,6 +215,8 @@ class ConnectionHandler(asyncio.Protocol):
     def _cleanup(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
+        if self._login is not None:
+            self._login.cancel()
         if self._handshake_timer is not None:
             self._handshake_timer.cancel()
         self._closed = True
@@ -258,11 +262,26 @@ class ConnectionHandler(asyncio.Protocol):
             pass  # nothing was routed yet
 
     def _on_sasl(self, event: ev.SaslInitReceived) -> None:
-        user = self.node.auth.authenticate(event.mechanism, event.initial_response, self.peer[0])
+        # The engine holds whatever the client sent after its SASL init until
+        # the outcome is given; the check runs off the loop (node/client/login.py).
+        self._login = self.node.loop.create_task(self._authenticate(event))
+
+    async def _authenticate(self, event: ev.SaslInitReceived) -> None:
+        code = None
+        try:
+            user = await self.node.logins.login(event.mechanism, event.initial_response, self.peer[0])
+        except LoginsBusy:
+            user, code = None, d.SASL_SYS_TEMP
+        except Exception:  # a bug of ours must cost one connection, never the node
+            log.exception("internal error authenticating %s", self.name)
+            user, code = None, d.SASL_SYS
+        if self._closed or self.engine.closed:
+            return
         self.user = user
-        self.engine.sasl_outcome(user is not None)
+        self.engine.sasl_outcome(user is not None, code)
         if user is None:
             log.info("authentication failed on %s (%s)", self.name, event.mechanism)
+        self.data_received(b"")  # the frames the client pipelined behind its SASL init
 
     def _on_open(self, open_: Any) -> None:
         if self._handshake_timer is not None:

@@ -129,7 +129,8 @@ class Publisher:
         if isinstance(target, address.QueueTarget):
             return [vhost.queue(target.queue)], "", target.queue
         key = target.routing_key if target.routing_key is not None else (msg.subject or "")
-        return vhost.route(target.exchange, key, msg.application_properties), target.exchange, key
+        # application-properties are decoded only if a headers exchange asks (routing/exchange_types.py)
+        return vhost.route(target.exchange, key, lambda: msg.application_properties), target.exchange, key
 
     def _settle(self, delivery: Delivery, state: Any) -> None:
         if not delivery.settled:

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from amqp.errors import Condition
+from node.client.login import LoginsBusy
 from node.http import formats as fmt
 from node.ops.periodic import Periodic
 from node.vhosts.metadata_store import MetadataUnavailable
@@ -227,7 +228,7 @@ class ManagementAPI:
         try:
             level = getattr(request.match_info.handler, "access", None)
             if level is not None:  # None: no route matched; aiohttp answers 404 or 405 below
-                user = self._login(request)
+                user = await self._login(request)
                 self._authorise(request, user, level)
                 request[USER] = user
             return await handler(request)
@@ -248,7 +249,7 @@ class ManagementAPI:
             log.exception("internal error on %s %s", request.method, request.path)
             return error_response(500, "internal_server_error", f"{type(e).__name__}: {e}")
 
-    def _login(self, request: web.Request) -> Any:
+    async def _login(self, request: web.Request) -> Any:
         header = request.headers.get("Authorization", "")
         scheme, _, credentials = header.partition(" ")
         if scheme.lower() != "basic":
@@ -259,14 +260,18 @@ class ManagementAPI:
             raise ApiError(401, "not_authorized", "Login failed") from None
         if not sep:
             raise ApiError(401, "not_authorized", "Login failed")
-        auth = self.broker.auth
-        # The same check as SASL PLAIN, loopback-only users included; PBKDF2
-        # runs once per (user, password), then the Authenticator's cache answers.
+        # The same check as SASL PLAIN (node/client/login.py), loopback-only
+        # users and the delay after failures included; PBKDF2 runs in a worker
+        # thread once per (user, password), then the Authenticator's cache answers.
         peer = request.remote or ""
-        if auth.authenticate("PLAIN", b"\0" + name.encode() + b"\0" + password.encode(), peer) is None:
+        try:
+            ok = await self.broker.logins.login("PLAIN", b"\0" + name.encode() + b"\0" + password.encode(), peer)
+        except LoginsBusy:
+            raise ApiError(503, "service_unavailable", "too many logins in progress, try again later") from None
+        user = self.broker.auth.users.get(name) if ok is not None else None
+        if user is None:
             log.info("HTTP access denied: login failed for user '%s' from %s", name, peer)
             raise ApiError(401, "not_authorized", "Login failed")
-        user = auth.users[name]
         if not MANAGEMENT_TAGS.intersection(user.tags):
             raise refused("Not management user")
         return user

@@ -45,7 +45,6 @@ from node.http.api import (
 from node.vhosts.definitions import HASHING_ALGORITHM
 from node.vhosts.metadata_store import new_key
 from routing import permissions
-from routing.users import hash_password
 
 DEFAULT_CLOSE_REASON = "Closed via management plugin"
 
@@ -271,7 +270,7 @@ async def put_user(request: web.Request) -> web.Response:
     if password is not None:
         if not isinstance(password, str):
             raise bad_request("'password' must be a string")
-        password_hash = hash_password(password)
+        password_hash = await api_of(request).broker.logins.hash_password(password)  # PBKDF2, off the loop
     elif password_hash is not None:
         algorithm = body.get("hashing_algorithm", HASHING_ALGORITHM)
         if algorithm != HASHING_ALGORITHM or not isinstance(password_hash, str) or (

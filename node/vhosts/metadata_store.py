@@ -19,11 +19,12 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from amqp.errors import Condition, SessionError
+from metadata import limits
 from metadata.effects import Created, Error, Result
 from metadata.machine import MetadataMachine
 from metadata.state import MetadataState
 from node.cluster.cluster import ClusterError
-from routing.errors import RoutingError
+from routing.errors import InvalidArgument, RoutingError
 
 __all__ = ["MetadataRefused", "MetadataStore", "MetadataUnavailable", "new_key"]
 
@@ -69,7 +70,13 @@ class MetadataStore:
         return self.machine.state
 
     async def run(self, command: Any) -> Result:
-        """Commit `command`; returns Ok or Created, raises MetadataRefused or MetadataUnavailable."""
+        """Commit `command`; returns Ok or Created, raises MetadataRefused or
+        MetadataUnavailable, or InvalidArgument for a name or value out of
+        bounds (metadata/limits.py)."""
+        try:
+            limits.check_command(command)
+        except limits.Invalid as e:
+            raise InvalidArgument(str(e)) from None
         try:
             result = await self._propose(command)
         except ClusterError as e:

@@ -22,11 +22,13 @@ from typing import TYPE_CHECKING, Any
 from amqp.errors import Condition
 from amqp.types import Symbol, Timestamp
 from metadata import commands as mc
+from metadata import limits
 from node.vhosts.metadata_store import new_key as mc_key
 from queues.base import Queue, QueueArgumentError, QueueMessage
 from queues.classic import ClassicQueueConfig
 from queues.quorum import QuorumConfig
 from routing.errors import InvalidArgument, NotFound, PreconditionFailed, RoutingError
+from routing.exchange_types import Headers
 from routing.table import RoutingTable
 
 if TYPE_CHECKING:
@@ -74,6 +76,7 @@ class VHost:
         """Returns (queue, created). Redeclaring with other properties fails
         with precondition-failed, as in RabbitMQ."""
         arguments = dict(arguments or {})
+        _check_arguments("queue", arguments, queue=True)
         qtype = arguments.get("x-queue-type", "classic")
         if not name:
             name = f"amq.gen-{uuid.uuid4().hex[:22]}"  # server-named
@@ -149,6 +152,7 @@ class VHost:
     async def declare_exchange(self, name: str, type: str = "direct", durable: bool = True,
                                auto_delete: bool = False, internal: bool = False,
                                arguments: dict | None = None) -> bool:  # fmt: skip
+        _check_arguments("exchange", arguments)
         return await self.broker.metadata.created(mc.DeclareExchange(
             mc_key(), self.name, name, str(type), durable, auto_delete, internal, dict(arguments or {})))  # fmt: skip
 
@@ -160,6 +164,7 @@ class VHost:
 
     async def bind(self, source: str, kind: str, destination: str, key: str = "",
                    arguments: dict | None = None) -> bool:  # fmt: skip
+        _check_arguments("binding", arguments)
         return await self.broker.metadata.created(mc.Bind(mc_key(), self.name, source, str(kind), destination, key,
                                                         dict(arguments or {})))  # fmt: skip
 
@@ -188,7 +193,9 @@ class VHost:
 
     # ------------------------------------------------------------ routing
 
-    def route(self, exchange: str, routing_key: str, headers: dict | None) -> list[Queue]:
+    def route(self, exchange: str, routing_key: str, headers: Headers) -> list[Queue]:
+        """`headers`: the application-properties, or a function that decodes
+        them when a headers exchange needs them."""
         names = self.routing.route(exchange, routing_key, headers)
         return [self.queues[n] for n in names if n in self.queues]
 
@@ -265,3 +272,12 @@ class VHost:
 
     def call_later(self, delay_s: float, fn: Callable[[], None]) -> Any:
         return self.broker.loop.call_later(delay_s, fn)
+
+
+def _check_arguments(what: str, arguments: dict | None, queue: bool = False) -> None:
+    """Values out of the ranges RabbitMQ enforces, or that no AMQP type holds,
+    are a bad request (metadata/limits.py), not a failure to encode them."""
+    try:
+        limits.check_arguments(what, arguments, queue)
+    except limits.Invalid as e:
+        raise InvalidArgument(str(e)) from None

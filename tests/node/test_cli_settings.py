@@ -1,0 +1,31 @@
+"""Every setting of node/config.py is also a `warren server` flag."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import fields
+
+from node.cli import build_parser, server_config
+from node.config import Config
+
+
+def parse(*argv: str) -> Config:
+    return server_config(build_parser().parse_args(["server", *argv]))
+
+
+def test_every_setting_has_a_flag():
+    help_text = build_parser()._subparsers._group_actions[0].choices["server"].format_help()
+    for f in fields(Config):
+        if f.name != "definitions_file":  # --definitions
+            assert "--" + f.name.replace("_", "-") in help_text, f.name
+
+
+def test_flags_are_typed_like_the_settings(monkeypatch):
+    for name in list(os.environ):  # only the flags count here
+        if name.startswith("WARREN_"):
+            monkeypatch.delenv(name)
+    cfg = parse("--login-workers", "3", "--login-failure-delay", "0.5", "--loopback-users", "a,b",
+                "--amqp-port", "5999", "--definitions", "defs.json")  # fmt: skip
+    assert cfg.login_workers == 3 and cfg.login_failure_delay == 0.5 and cfg.loopback_users == ["a", "b"]
+    assert cfg.amqp_port == 5999 and cfg.definitions_file == "defs.json"
+    assert cfg.login_cache_size == Config().login_cache_size  # not given: the default
