@@ -32,6 +32,7 @@ def _server(args: argparse.Namespace) -> int:
             "cluster_tls_key": args.cluster_tls_key,
             "cluster_tls_ca": args.cluster_tls_ca,
             "enable_test_faults": args.enable_test_faults,
+            "permit_amqp_address_v1": args.permit_amqp_address_v1,
         },
     )
     return run(cfg)
@@ -57,6 +58,9 @@ def main(argv: list[str] | None = None) -> int:
     server.add_argument("--cluster-tls-ca", help="PEM CA that signed every node's certificate")
     server.add_argument("--enable-test-faults", action="store_true", default=None,
                         help="test-only HTTP endpoints: cluster partition switch and key-value probe")  # fmt: skip
+    server.add_argument("--permit-amqp-address-v1", action=argparse.BooleanOptionalAction, default=None,
+                        help="accept AMQP address format v1 (/queue/:q, /exchange/:x/:key, ...) besides v2 "
+                        "(default: yes, as RabbitMQ 4.0-4.2)")  # fmt: skip
     server.add_argument("--definitions", help="JSON file of queues, exchanges and bindings to declare at start")
     server.set_defaults(func=_server)
     ctl.add_parser(sub)

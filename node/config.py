@@ -35,6 +35,9 @@ class Config:
     disk_free_limit: int = 50 * 1024 * 1024
     alarm_check_interval: float = 1.0
     definitions_file: str = ""  # JSON topology loaded at start (like RabbitMQ's load_definitions)
+    # AMQP address format v1 (/queue/:q, /exchange/:x/:key, /topic/:key, /amq/queue/:q), as RabbitMQ 4.0-4.2
+    # permit its deprecated feature amqp_address_v1 by default; false refuses v1 addresses (invalid-field).
+    permit_amqp_address_v1: bool = True
     product: str = "RabbitMQ"  # what clients that check the server's identity expect
     product_version: str = "4.2.0"
     log_level: str = "info"
