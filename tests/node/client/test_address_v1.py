@@ -250,3 +250,13 @@ def test_transfer_asking_rcv_settle_mode_second_detaches_the_link(broker):
     assert detached.error.condition == "amqp:not-implemented"
     assert broker.queue("modes").message_count == 0
     client.close()
+
+
+def test_the_setting_is_read_from_the_environment_and_the_config_file(tmp_path):
+    from node import config
+
+    assert config.load(env={}).permit_amqp_address_v1 is True  # RabbitMQ 4.0-4.2's default
+    assert config.load(env={"WARREN_PERMIT_AMQP_ADDRESS_V1": "false"}).permit_amqp_address_v1 is False
+    toml = tmp_path / "warren.toml"
+    toml.write_text("permit-amqp-address-v1 = false\n")
+    assert config.load(str(toml), env={}).permit_amqp_address_v1 is False
