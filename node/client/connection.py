@@ -224,7 +224,7 @@ class ConnectionHandler(asyncio.Protocol):
         if target_addr is not None:
             target = address.parse_link_target(target_addr, self.node.config.permit_amqp_address_v1)
             if v1_termini.creates_something(target):
-                self._attach_when_prepared(link, attach, target, attach.target,
+                self._attach_when_prepared(link, target, attach.target,
                                            lambda _: self._attach_publisher_to(link, attach, target))  # fmt: skip
                 return
         self._attach_publisher_to(link, attach, target)
@@ -256,7 +256,7 @@ class ConnectionHandler(asyncio.Protocol):
         source_addr = getattr(attach.source, "address", None)
         source = address.parse_link_source(source_addr, self.node.config.permit_amqp_address_v1)
         if v1_termini.creates_something(source):
-            self._attach_when_prepared(link, attach, source, attach.source,
+            self._attach_when_prepared(link, source, attach.source,
                                        lambda queue: self._attach_consumer_late(link, attach, queue))  # fmt: skip
             return
         self._attach_consumer_to(link, attach, source.queue)
@@ -288,7 +288,7 @@ class ConnectionHandler(asyncio.Protocol):
             priority = int(props["rabbitmq:priority"])
         queue.attach_consumer(consumer, priority)
 
-    def _attach_when_prepared(self, link: Any, attach: Any, addr: Any, terminus: Any, finish: Any) -> None:
+    def _attach_when_prepared(self, link: Any, addr: Any, terminus: Any, finish: Any) -> None:
         """A v1 address that declares a queue (node/client/v1_termini.py): the
         ATTACH is answered once the metadata store has the queue, by
         `finish(queue name)`, unless the link, its session or the connection
