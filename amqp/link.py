@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from . import serial
-from .definitions import RECEIVER, SENDER, Attach, Detach, Flow
+from .definitions import RCV_FIRST, RCV_SECOND, RECEIVER, SENDER, Attach, Detach, Flow
 from .errors import Condition, LinkError, LocalProtocolError
 from .events import Delivery
 from .framing import bounded_error
@@ -37,6 +37,7 @@ class Link:
         self.properties: dict | None = None
         self.remote_properties: dict | None = None
         self.delivery_count = 0
+        self._initial_delivery_count = 0  # a sender's, set by attach(); a FLOW may come before it
         self.link_credit = 0
         # Receiver: the highest delivery-limit (delivery-count + link-credit)
         # we ever granted. Transfers below it may be in flight from before a
@@ -244,6 +245,11 @@ class Link:
             raise LinkError(Condition.INVALID_FIELD, "continuation transfer for another delivery-id")
         if t.settled:
             d.settled = True
+        if t.rcv_settle_mode == RCV_SECOND and self.rcv_settle_mode == RCV_FIRST and not d.settled:
+            # [2.7.5] "If the negotiated link value is first, then it is illegal to
+            # set this field to second"; the condition is RabbitMQ 4's
+            self.incoming = None
+            raise LinkError(Condition.NOT_IMPLEMENTED, "rcv-settle-mode second not supported")
         if t.aborted:
             self.incoming = None
             self._incoming_chunks = []

@@ -48,6 +48,9 @@ class Config:
     login_failure_delay_max: float = 2.0  # the delay doubles per failure up to this
     login_failure_addresses: int = 10_000  # source addresses whose failures are remembered
     definitions_file: str = ""  # JSON topology loaded at start (like RabbitMQ's load_definitions)
+    # AMQP address format v1 (/queue/:q, /exchange/:x/:key, /topic/:key, /amq/queue/:q), as RabbitMQ 4.0-4.2
+    # permit its deprecated feature amqp_address_v1 by default; false refuses v1 addresses (invalid-field).
+    permit_amqp_address_v1: bool = True
     product: str = "RabbitMQ"  # what clients that check the server's identity expect
     product_version: str = "4.2.0"
     log_level: str = "info"

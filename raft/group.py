@@ -134,6 +134,7 @@ class RaftGroup(SafeSyncObj):
 
     def status(self) -> GroupStatus:
         st = self.getStatus()
+        log = self._SyncObj__raftLog  # entries as (command, index, term); getStatus gives only its length
         leader = st["leader"]
         prefix = "match_idx_server_"
         return GroupStatus(
@@ -145,6 +146,10 @@ class RaftGroup(SafeSyncObj):
             log_entries=st["log_len"],
             peers=self.peers,
             match_index={k[len(prefix):]: v for k, v in st.items() if k.startswith(prefix)},
+            last_index=log[-1][1] if len(log) else 0,
+            # a fresh log starts with a no-op at index 1; after a compaction or a
+            # snapshot's installation it starts at the snapshot's index
+            snapshot_index=log[0][1] if len(log) and log[0][1] > 1 else 0,
         )
 
     def propose(self, record: Any, callback: Callback | None = None) -> None:

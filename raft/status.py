@@ -51,3 +51,5 @@ class GroupStatus:
     peers: tuple[str, ...]  # the other members' node ids
     # On the leader: the highest log index known to be stored on each peer.
     match_index: Mapping[str, int] = field(default_factory=dict)
+    last_index: int = 0  # the index of the newest entry in this node's log (written, maybe not committed)
+    snapshot_index: int = 0  # the index the newest snapshot covers: the log starts there (0: no snapshot yet)

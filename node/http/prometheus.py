@@ -22,6 +22,7 @@ from prometheus_client.core import CollectorRegistry, CounterMetricFamily, Gauge
 from prometheus_client.exposition import choose_encoder
 
 from node import __version__
+from node.http.prometheus_raft import raft_families
 from node.ops.metrics import DEAD_LETTER_REASONS
 
 if TYPE_CHECKING:
@@ -53,6 +54,7 @@ class BrokerCollector:
         yield from self._global_counters()
         yield from self._queues()
         yield from self._resources()
+        yield from raft_families(self.broker)
 
     def _identity(self) -> Iterator[Metric]:
         cfg = self.broker.config

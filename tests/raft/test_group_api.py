@@ -62,3 +62,21 @@ def test_membership_changes_report_their_outcome(tmp_path):
         assert added == [ProposalOutcome.SUCCESS] and set(leader.obj.peers) == {gone.name, stays.name}
     finally:
         c.destroy()
+
+
+def test_status_reports_the_last_log_index_and_the_snapshot_it_starts_from(tmp_path):
+    c = Cluster.start("ours", tmp_path, logCompactionMinEntries=10)
+    try:
+        leader = c.wait_leader()
+        first = leader.obj.status()
+        assert first.snapshot_index == 0  # nothing compacted yet: the log starts at its no-op
+        assert first.last_index == leader.last_index() >= first.commit_index
+        c.commit(list(range(40)))  # past logCompactionMinEntries: each member compacts its log
+        c.run_until(lambda: all(m.obj.status().snapshot_index > 0 for m in c.members))
+        for m in c.members:
+            st = m.obj.status()
+            assert st.last_index == m.last_index() >= st.commit_index
+            assert st.snapshot_index == m.raft_log[0][1] <= st.last_applied
+            assert st.log_entries == st.last_index - st.snapshot_index + 1
+    finally:
+        c.destroy()

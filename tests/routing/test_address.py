@@ -1,5 +1,6 @@
-"""Address format v2; the bad addresses are those of RabbitMQ's
-amqp_address_SUITE (bad_v2_addresses), which must all be refused."""
+"""Address formats v2 and v1; the bad v2 addresses are those of RabbitMQ's
+amqp_address_SUITE (bad_v2_addresses), which must all be refused; the v1
+forms are those of RabbitMQ 4's AMQP 1.0 guide ("Address v1")."""
 
 import pytest
 from hypothesis import given
@@ -7,12 +8,16 @@ from hypothesis import strategies as st
 
 from amqp.errors import AMQPError, Condition
 from routing.address import (
+    V1_NOT_PERMITTED,
+    ExchangeSource,
     ExchangeTarget,
     QueueSource,
     QueueTarget,
     exchange_address,
     format_source,
     format_target,
+    parse_link_source,
+    parse_link_target,
     parse_source,
     parse_target,
     queue_address,
@@ -149,3 +154,92 @@ def test_exchange_round_trip(exchange, key):
 def test_queue_round_trip(queue):
     assert parse_target(queue_address(queue)) == QueueTarget(queue)
     assert parse_source(queue_address(queue)) == QueueSource(queue)
+
+
+# ---------------------------------------------------------------- v1
+
+
+@pytest.mark.parametrize(
+    ("address", "expected"),
+    [
+        ("/exchange/amq.direct/my-key", ExchangeTarget("amq.direct", "my-key")),
+        ("/exchange/amq.fanout", ExchangeTarget("amq.fanout", None)),  # the subject is the key
+        ("/exchange/amq.fanout/", ExchangeTarget("amq.fanout", None)),  # an empty key too
+        ("/exchange/my x/a b", ExchangeTarget("my x", "a b")),  # names are raw in v1
+        ("/exchange/x%2Fy/k%2F1", ExchangeTarget("x/y", "k/1")),  # its one escape
+        ("/exchange/x/a%20b", ExchangeTarget("x", "a%20b")),  # and only that one
+        ("/topic/a.b.#", ExchangeTarget("amq.topic", "a.b.#")),
+        ("/amq/queue/q1", QueueTarget("q1", declare=False)),
+        ("/queue/q1", QueueTarget("q1", declare=True)),
+        ("q1", QueueTarget("q1", declare=True)),
+        ("/queue", ExchangeTarget("", None)),  # the default exchange, the subject names the queue
+        ("/queue/🎈", QueueTarget("🎈", declare=True)),
+    ],
+)
+def test_v1_target(address, expected):
+    assert parse_link_target(address, permit_v1=True) == expected
+
+
+@pytest.mark.parametrize(
+    ("address", "expected"),
+    [
+        ("/exchange/amq.direct/my-key", ExchangeSource("amq.direct", "my-key")),
+        ("/exchange/amq.fanout", ExchangeSource("amq.fanout", "")),
+        ("/topic/a.*.c", ExchangeSource("amq.topic", "a.*.c")),
+        ("/amq/queue/q1", QueueSource("q1", declare=False)),
+        ("/queue/q1", QueueSource("q1", declare=True)),
+        ("q1", QueueSource("q1", declare=True)),
+    ],
+)
+def test_v1_source(address, expected):
+    assert parse_link_source(address, permit_v1=True) == expected
+
+
+BAD_V1_ADDRESSES = ["", "/", "//", "/exchange", "/exchange/", "/exchange//key", "/exchange/x/k/more",
+                    "/topic", "/topic/", "/topic/a/b", "/amq", "/amq/queue", "/amq/queue/", "/amq/queue/a/b",
+                    "/queue/", "/queue/a/b", "a/b", "/queues", "/exchanges", "/temp-queue/x", "/wrong/address"]
+
+
+@pytest.mark.parametrize("address", BAD_V1_ADDRESSES)
+def test_bad_v1_address_is_invalid_field(address):
+    for parse in (parse_link_target, parse_link_source):
+        with pytest.raises(AddressError) as info:
+            parse(address, permit_v1=True)
+        assert info.value.condition == Condition.INVALID_FIELD
+        assert V1_NOT_PERMITTED not in info.value.description
+
+
+def test_v1_queue_without_name_is_no_source():
+    """`/queue` (the subject names the queue) makes sense for publishing only."""
+    with pytest.raises(AddressError):
+        parse_link_source("/queue", permit_v1=True)
+
+
+@pytest.mark.parametrize("address", ["/exchange/amq.direct/k", "/topic/t", "/amq/queue/q", "/queue/q", "q", "/queue",
+                                     "/wrong/address", ""])
+def test_v1_refused_when_not_permitted(address):
+    """As RabbitMQ with amqp_address_v1 denied: whatever is not v2 is v1, and refused."""
+    for parse in (parse_link_target, parse_link_source):
+        with pytest.raises(AddressError) as info:
+            parse(address, permit_v1=False)
+        assert info.value.condition == Condition.INVALID_FIELD
+        assert V1_NOT_PERMITTED in info.value.description
+
+
+@pytest.mark.parametrize("permit_v1", [True, False])
+def test_v2_addresses_read_the_same_either_way(permit_v1):
+    assert parse_link_target("/exchanges/x/k", permit_v1) == ExchangeTarget("x", "k")
+    assert parse_link_target("/queues/q%20one", permit_v1) == QueueTarget("q one")
+    assert parse_link_source("/queues/q%20one", permit_v1) == QueueSource("q one")
+    for bad in ("/queues/", "/queues/a/b", "/exchanges/amq.default/k"):
+        with pytest.raises(AddressError) as info:
+            parse_link_target(bad, permit_v1)
+        assert V1_NOT_PERMITTED not in info.value.description
+    # an exchange is no v2 source, and not the v1 /exchange/ form either
+    with pytest.raises(AddressError):
+        parse_link_source("/exchanges/amq.direct/k", permit_v1)
+
+
+@given(st.text(min_size=1).filter(lambda s: "/" not in s))
+def test_v1_bare_name_is_a_declared_queue(name):
+    assert parse_link_target(name, permit_v1=True) == QueueTarget(name.replace("%2F", "/"), declare=True)

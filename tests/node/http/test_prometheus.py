@@ -122,3 +122,48 @@ def test_alarm_gauges(node):
         assert sample(text, "rabbitmq_alarms_memory_used_watermark") == 0
     finally:
         node.call(node.broker.alarms.force, "disk", False)
+
+
+def test_raft_families_for_the_metadata_group_and_each_quorum_queue(node):
+    from metadata import commands as mc
+    from node.vhosts.metadata_store import new_key
+
+    meta = {"vhost": "", "queue": "", "raft_cluster": "metadata"}
+    text = scrape(node)
+    assert sample(text, "rabbitmq_raft_leader", **meta) == 1  # a single node leads its metadata group
+    assert sample(text, "rabbitmq_raft_members", **meta) == 1
+    assert sample(text, "rabbitmq_raft_term_total", **meta) >= 1
+    commit = sample(text, "rabbitmq_raft_log_commit_index", **meta)
+    assert commit >= 1
+    assert sample(text, "rabbitmq_raft_log_last_applied_index", **meta) == commit
+    assert sample(text, "rabbitmq_raft_log_last_written_index", **meta) >= commit
+    for name in ("rabbitmq_raft_log_snapshot_index", "rabbitmq_raft_log_entries"):
+        assert f"# TYPE {name} gauge" in text
+
+    node.metadata(mc.EnableFeatureFlag(new_key(), "quorum_queue_v1"))
+    node.declare_queue("qq", **{"x-queue-type": "quorum"})
+    after = scrape(node)
+    assert sample(after, "rabbitmq_raft_log_commit_index", **meta) > commit  # the declaration went through it
+    qq = {"vhost": "/", "queue": "qq"}
+    assert sample(after, "rabbitmq_raft_members", **qq) == 1
+    before = sample(after, "rabbitmq_raft_log_commit_index", **qq)
+    conn = BlockingConnection(node.url, timeout=10)
+    sender = conn.create_sender("/queues/qq")
+    for i in range(10):
+        sender.send(Message(body=f"m{i}", durable=True))  # accepted once committed and applied: it has a leader
+    conn.close()
+    text = scrape(node)
+    assert sample(text, "rabbitmq_raft_leader", **qq) == 1
+    assert sample(text, "rabbitmq_raft_term_total", **qq) >= 1
+    assert sample(text, "rabbitmq_raft_log_commit_index", **qq) > before
+    assert sample(text, "rabbitmq_raft_log_last_applied_index", **qq) > before
+    assert sample(text, "rabbitmq_raft_log_last_written_index", **qq) >= sample(
+        text, "rabbitmq_raft_log_commit_index", **qq)
+    assert sample(text, "rabbitmq_raft_log_entries", **qq) >= 1
+    # a classic queue has no Raft group
+    node.declare_queue("classic")
+    try:
+        sample(scrape(node), "rabbitmq_raft_log_commit_index", vhost="/", queue="classic")
+        raise AssertionError("a classic queue has Raft series")
+    except KeyError:
+        pass
