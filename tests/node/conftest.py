@@ -43,9 +43,13 @@ class BrokerThread:
         return self
 
     def stop(self) -> None:
-        asyncio.run_coroutine_threadsafe(self.broker.stop(), self.loop).result(30)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join(10)
+        try:
+            asyncio.run_coroutine_threadsafe(self.broker.stop(), self.loop).result(30)
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join(10)
+            if not self._thread.is_alive():
+                self.loop.close()  # its epoll, eventfd and pipe: a suite starts hundreds of brokers
 
     def call(self, fn, *args, **kwargs):
         """Runs fn on the node's loop and returns its result."""
