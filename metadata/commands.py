@@ -36,6 +36,7 @@ __all__ = [
     "AddVHost",
     "Bind",
     "Bootstrap",
+    "ClearOperatorPolicy",
     "ClearPermissions",
     "ClearPolicy",
     "DeclareExchange",
@@ -50,6 +51,7 @@ __all__ = [
     "PutUser",
     "RemoveMember",
     "SetQueueReplicas",
+    "SetOperatorPolicy",
     "SetPermissions",
     "SetPolicy",
     "Unbind",
@@ -271,7 +273,9 @@ class Unbind(MetadataCommand):
 @command("metadata.set_policy", version=1)
 @dataclass(frozen=True, slots=True)
 class SetPolicy(MetadataCommand):
-    """Stored only for now; applying policies to queues comes later."""
+    """A policy: queues and exchanges whose name matches `pattern` take the
+    keys of `definition` they were not declared with (node/vhosts/policies.py
+    applies them, routing/policies.py decides which policy wins)."""
 
     _PACKED: ClassVar[tuple[str, ...]] = ("definition",)
     idempotency_key: str
@@ -290,6 +294,35 @@ class SetPolicy(MetadataCommand):
 @command("metadata.clear_policy", version=1)
 @dataclass(frozen=True, slots=True)
 class ClearPolicy(MetadataCommand):
+    idempotency_key: str
+    vhost: str
+    name: str
+
+
+@command("metadata.set_operator_policy", version=1)
+@dataclass(frozen=True, slots=True)
+class SetOperatorPolicy(MetadataCommand):
+    """An operator policy (RabbitMQ's): like a policy, kept apart from the
+    users' policies, and its numeric limits cap what queues declare. Refused
+    until the operator_policies feature flag is enabled."""
+
+    _PACKED: ClassVar[tuple[str, ...]] = ("definition",)
+    idempotency_key: str
+    vhost: str
+    name: str
+    pattern: str
+    apply_to: str = "all"
+    definition: bytes = EMPTY_MAP
+    priority: int = 0
+
+    @property
+    def definition_map(self) -> dict[str, Any]:
+        return unpack(self.definition)
+
+
+@command("metadata.clear_operator_policy", version=1)
+@dataclass(frozen=True, slots=True)
+class ClearOperatorPolicy(MetadataCommand):
     idempotency_key: str
     vhost: str
     name: str
@@ -356,6 +389,7 @@ COMMANDS: tuple[type[MetadataCommand], ...] = (
     AddVHost, DeleteVHost, PutUser, DeleteUser, SetPermissions, ClearPermissions,
     DeclareExchange, DeleteExchange, DeclareQueue, DeleteQueue, Bind, Unbind,
     SetPolicy, ClearPolicy, EnableFeatureFlag, AddMember, RemoveMember, Fence, Bootstrap, SetQueueReplicas,
+    SetOperatorPolicy, ClearOperatorPolicy,
 )  # fmt: skip
 
 

@@ -242,12 +242,14 @@ class PolicySet:
     apply_to: str
     definition: Mapping[str, Any]
     priority: int
+    operator: bool = False  # an operator policy (SetOperatorPolicy)
 
 
 @dataclass(frozen=True, slots=True)
 class PolicyCleared:
     vhost: str
     name: str
+    operator: bool = False
 
 
 @dataclass(frozen=True, slots=True)

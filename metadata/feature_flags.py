@@ -29,6 +29,7 @@ from metadata.commands import AddMember
 __all__ = [
     "CREDIT_API_V2",
     "FLAGS",
+    "OPERATOR_POLICIES",
     "QUORUM_QUEUE_V1",
     "WARREN_METADATA_RAFT_V1",
     "FeatureFlag",
@@ -42,6 +43,7 @@ EXPERIMENTAL = "experimental"
 WARREN_METADATA_RAFT_V1 = "warren_metadata_raft_v1"
 CREDIT_API_V2 = "credit_api_v2"
 QUORUM_QUEUE_V1 = "quorum_queue_v1"
+OPERATOR_POLICIES = "operator_policies"
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +117,9 @@ FLAGS = FeatureFlagRegistry([
     FeatureFlag(QUORUM_QUEUE_V1,
                 "Quorum queues: a Raft group per queue, its state machine in the log",
                 STABLE, "0.1.0", depends_on=(WARREN_METADATA_RAFT_V1,)),
+    FeatureFlag(OPERATOR_POLICIES,
+                "Operator policies: a second set of policies whose numeric limits cap what queues declare",
+                STABLE, "0.2.0", depends_on=(WARREN_METADATA_RAFT_V1,)),
 ])  # fmt: skip
 
 

@@ -33,6 +33,7 @@ from metadata import commands as c
 from metadata import effects as fx
 from metadata import topology
 from metadata.effects import CREATED, OK, Effect, Error, Result
+from metadata.feature_flags import OPERATOR_POLICIES
 from metadata.snapshot import decode_state, encode_state
 from metadata.state import (
     MemberRecord,
@@ -174,7 +175,10 @@ def _check_regex(pattern: str, what: str) -> None:
 # -- policies ----------------------------------------------------------------------
 
 
-def _set_policy(state: MetadataState, cmd: c.SetPolicy) -> Outcome:
+def _set_policy(state: MetadataState, cmd: c.SetPolicy | c.SetOperatorPolicy) -> Outcome:
+    operator = isinstance(cmd, c.SetOperatorPolicy)
+    if operator and OPERATOR_POLICIES not in state.feature_flags:
+        raise Refused(fx.PRECONDITION_FAILED, f"operator policies need the feature flag {OPERATOR_POLICIES}")
     vh = vhost_of(state, cmd.vhost)
     _check_name(cmd.name, "policy")
     _check_regex(cmd.pattern, "policy")
@@ -186,20 +190,27 @@ def _set_policy(state: MetadataState, cmd: c.SetPolicy) -> Outcome:
     if cmd.priority < 0:
         raise Refused(fx.INVALID_FIELD, f"policy priority must be a non-negative integer, got {cmd.priority}")
     record = PolicyRecord(cmd.vhost, cmd.name, cmd.pattern, cmd.apply_to, cmd.definition, cmd.priority)
-    current = vh.policies.get(cmd.name)
+    policies = vh.operator_policies if operator else vh.policies
+    current = policies.get(cmd.name)
     if current == record:
         return state, OK, ()
-    effect = fx.PolicySet(cmd.vhost, cmd.name, cmd.pattern, cmd.apply_to, topology.frozen_map(definition), cmd.priority)
-    new = state.with_vhost(vh.replace(policies=vh.policies.set(cmd.name, record)))
+    effect = fx.PolicySet(cmd.vhost, cmd.name, cmd.pattern, cmd.apply_to, topology.frozen_map(definition),
+                          cmd.priority, operator)  # fmt: skip
+    policies = policies.set(cmd.name, record)
+    new = state.with_vhost(vh.replace(operator_policies=policies) if operator else vh.replace(policies=policies))
     return new, CREATED if current is None else OK, (effect,)
 
 
-def _clear_policy(state: MetadataState, cmd: c.ClearPolicy) -> Outcome:
+def _clear_policy(state: MetadataState, cmd: c.ClearPolicy | c.ClearOperatorPolicy) -> Outcome:
+    operator = isinstance(cmd, c.ClearOperatorPolicy)
     vh = vhost_of(state, cmd.vhost)
-    if cmd.name not in vh.policies:
-        raise Refused(fx.NOT_FOUND, f"no policy '{cmd.name}' in vhost '{cmd.vhost}'")
-    new = state.with_vhost(vh.replace(policies=vh.policies.discard(cmd.name)))
-    return new, OK, (fx.PolicyCleared(cmd.vhost, cmd.name),)
+    policies = vh.operator_policies if operator else vh.policies
+    if cmd.name not in policies:
+        kind = "operator policy" if operator else "policy"
+        raise Refused(fx.NOT_FOUND, f"no {kind} '{cmd.name}' in vhost '{cmd.vhost}'")
+    policies = policies.discard(cmd.name)
+    new = state.with_vhost(vh.replace(operator_policies=policies) if operator else vh.replace(policies=policies))
+    return new, OK, (fx.PolicyCleared(cmd.vhost, cmd.name, operator),)
 
 
 # -- cluster -------------------------------------------------------------------------
@@ -275,6 +286,8 @@ _HANDLERS: dict[type, Callable[[MetadataState, Any], Outcome]] = {
     c.Unbind: topology.unbind,
     c.SetPolicy: _set_policy,
     c.ClearPolicy: _clear_policy,
+    c.SetOperatorPolicy: _set_policy,
+    c.ClearOperatorPolicy: _clear_policy,
     c.EnableFeatureFlag: _enable_feature_flag,
     c.AddMember: _add_member,
     c.RemoveMember: _remove_member,

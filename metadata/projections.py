@@ -78,6 +78,7 @@ class Projections:
         self.users: dict[str, User] = {}
         self.permissions: dict[tuple[str, str], Permission] = {}  # (user, vhost) ->
         self.policies: dict[tuple[str, str], PolicyInfo] = {}  # (vhost, name) ->
+        self.operator_policies: dict[tuple[str, str], PolicyInfo] = {}  # (vhost, name) ->
         self.feature_flags: set[str] = set()
         self.members: dict[str, MemberInfo] = {}
         self.applied_index = 0
@@ -138,6 +139,7 @@ class Projections:
         self.tables.pop(e.name, None)
         self.permissions = {k: v for k, v in self.permissions.items() if k[1] != e.name}
         self.policies = {k: v for k, v in self.policies.items() if k[0] != e.name}
+        self.operator_policies = {k: v for k, v in self.operator_policies.items() if k[0] != e.name}
         if self.authenticator is not None:
             self.authenticator.vhost_deleted(e.name)
 
@@ -187,11 +189,16 @@ class Projections:
             self.authenticator.clear_permissions(e.user, e.vhost)
 
     def _policy_set(self, e: fx.PolicySet) -> None:
-        self.policies[(e.vhost, e.name)] = PolicyInfo(e.vhost, e.name, e.pattern, e.apply_to, e.definition,
-                                                      e.priority)  # fmt: skip
+        policies = self.operator_policies if e.operator else self.policies
+        policies[(e.vhost, e.name)] = PolicyInfo(e.vhost, e.name, e.pattern, e.apply_to, e.definition, e.priority)
 
     def _policy_cleared(self, e: fx.PolicyCleared) -> None:
-        self.policies.pop((e.vhost, e.name), None)
+        (self.operator_policies if e.operator else self.policies).pop((e.vhost, e.name), None)
+
+    def vhost_policies(self, vhost: str, operator: bool = False) -> list[PolicyInfo]:
+        """The (operator) policies of one vhost, by name."""
+        policies = self.operator_policies if operator else self.policies
+        return sorted((p for (v, _), p in policies.items() if v == vhost), key=lambda p: p.name)
 
     def _flag_enabled(self, e: fx.FeatureFlagEnabled) -> None:
         self.feature_flags.add(e.name)
@@ -229,7 +236,7 @@ class Projections:
 
     def rebuild(self, state: MetadataState) -> None:
         """Replace every projection with one built from `state`."""
-        self.tables, self.vhosts, self.policies = {}, {}, {}
+        self.tables, self.vhosts, self.policies, self.operator_policies = {}, {}, {}, {}
         for vh in state.vhosts.values():
             self._rebuild_vhost(vh)
         self.users = {u.name: User(u.name, u.password_hash, list(u.tags)) for u in state.users.values()}
@@ -254,6 +261,9 @@ class Projections:
         for p in vh.policies.values():
             self.policies[(name, p.name)] = PolicyInfo(name, p.name, p.pattern, p.apply_to, p.definition_map,
                                                        p.priority)  # fmt: skip
+        for p in vh.operator_policies.values():
+            self.operator_policies[(name, p.name)] = PolicyInfo(name, p.name, p.pattern, p.apply_to, p.definition_map,
+                                                                p.priority)  # fmt: skip
 
     # -- the node's Authenticator ------------------------------------------------------
 

@@ -4,7 +4,9 @@
      vhosts, users, permissions, members, feature_flags,
      recent_previous, recent]
 
-    vhosts       [[vhost record, [exchange], [queue], [binding], [policy]], ...]
+    vhosts       [[vhost record, [exchange], [queue], [binding], [policy] (, [operator policy])], ...]
+                 (the operator policies only when there are any, so a snapshot without
+                 them reads the same as before they existed)
     a record     [format, field, field, ...]   (its dataclass fields in order, format first)
     recent       [[key, digest, result], ...]  result: ["ok"] | ["created"] | ["error", condition, description]
 
@@ -129,6 +131,7 @@ def encode_state(state: MetadataState) -> bytes:
             [_record(q) for q in vh.queues.values()],
             [_record(b) for b in vh.all_bindings()],
             [_record(p) for p in vh.policies.values()],
+            *([[_record(p) for p in vh.operator_policies.values()]] if vh.operator_policies else []),
         ]
         for vh in state.vhosts.values()
     ]
@@ -179,7 +182,10 @@ def _decode(value: list[Any]) -> MetadataState:
 
 
 def _decode_vhost(value: list[Any]) -> VHostState:
-    record, exchanges, queues, bindings, policies = value
+    record, exchanges, queues, bindings, policies, *rest = value
+    if len(rest) > 1:
+        raise SnapshotFormatError(f"a vhost entry of {len(value)} elements")
+    operator_policies = rest[0] if rest else []
     vh = _unrecord(VHostRecord, record)
     slots: dict[str, dict[tuple[str, str, str], list[BindingRecord]]] = {}
     incoming: dict[tuple[str, str], dict[tuple[str, str], None]] = {}
@@ -193,4 +199,5 @@ def _decode_vhost(value: list[Any]) -> VHostState:
         bindings=PMap((s, PMap((k, tuple(v)) for k, v in by_slot.items())) for s, by_slot in slots.items()),
         incoming=PMap((t, PMap(sources)) for t, sources in incoming.items()),
         policies=PMap((p.name, p) for p in (_unrecord(PolicyRecord, v) for v in policies)),
+        operator_policies=PMap((p.name, p) for p in (_unrecord(PolicyRecord, v) for v in operator_policies)),
     )

@@ -172,6 +172,7 @@ class VHostState:
     # (kind, destination) -> {(source, key): None}: who binds to a destination.
     incoming: PMap[tuple[str, str], PMap[tuple[str, str], None]] = _empty()
     policies: PMap[str, PolicyRecord] = _empty()
+    operator_policies: PMap[str, PolicyRecord] = _empty()  # a namespace of their own, as in RabbitMQ
 
     @property
     def name(self) -> str:

@@ -31,6 +31,7 @@ from node.ops.state_snapshot import SnapshotWriter, collect
 from node.vhosts.definitions import DefinitionsFile
 from node.vhosts.local_queues import LocalQueues, Owners
 from node.vhosts.metadata_store import MetadataStore, new_key
+from node.vhosts.policies import PolicyApplier
 from node.vhosts.quorum_groups import QuorumQueues
 from node.vhosts.remote_queue import QueueService, RemoteQueue
 from node.vhosts.vhost import VHost
@@ -73,6 +74,8 @@ class Broker:
         self.local_queues = LocalQueues(self)
         self.metadata_machine.subscribe(self.projections.on_applied, self.projections.on_restored)
         self.metadata_machine.subscribe(self.local_queues.on_applied, self.local_queues.on_restored)
+        self.policies = PolicyApplier(self)  # after local_queues: the queues exist by then
+        self.metadata_machine.subscribe(self.policies.on_applied, self.policies.on_restored)
         self.metadata: MetadataStore | None = None
         self.owners = Owners()
         self.quorum = QuorumQueues(self)

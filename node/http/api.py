@@ -16,7 +16,8 @@ source carries "TODO: consider changing to 403"); a failed login is 401 with
 error "not_authorized" and a WWW-Authenticate challenge.
 
 Handlers are in `node/http/node_routes.py` (node, connections, vhosts, users,
-permissions) and `node/http/topology_routes.py` (queues, exchanges, bindings); JSON
+permissions), `node/http/topology_routes.py` (queues, exchanges, bindings) and
+`node/http/policy_routes.py` (policies, operator policies); JSON
 shapes in `node/http/formats.py`.
 """
 
@@ -199,10 +200,11 @@ class ManagementAPI:
 
     def application(self) -> web.Application:
         from node.http import node_routes as http_node  # they import this module
+        from node.http import policy_routes as http_policy
         from node.http import topology_routes as http_topology
 
         app = web.Application(middlewares=[self._middleware])
-        for method, path, handler in http_node.ROUTES + http_topology.ROUTES:
+        for method, path, handler in http_node.ROUTES + http_topology.ROUTES + http_policy.ROUTES:
             app.router.add_route(method, path, handler)
         app[API] = self
         return app

@@ -153,7 +153,8 @@ CONNECTION_COLUMNS = ("name node type user vhost protocol host port peer_host pe
                       "channel_max timeout client_properties")  # fmt: skip
 QUEUE_COLUMNS = (
     "name vhost type durable auto_delete exclusive arguments node state messages messages_ready "
-    "messages_unacknowledged message_bytes_ready consumers policy exclusive_consumer_tag message_stats"
+    "messages_unacknowledged message_bytes_ready consumers policy operator_policy effective_policy_definition "
+    "exclusive_consumer_tag message_stats"
 )
 EXCHANGE_COLUMNS = "name vhost type durable auto_delete internal arguments"
 BINDING_COLUMNS = ("source_name source_kind destination_name destination_kind routing_key arguments source vhost "
@@ -331,6 +332,60 @@ def delete_queue(client: Client, args: argparse.Namespace) -> Done:
     return Done(f'Deleting queue "{args.name}" in vhost "{args.vhost}" ...')
 
 
+POLICY_COLUMNS = "vhost name pattern apply-to definition priority"
+
+
+def _policy_body(args: argparse.Namespace) -> dict:
+    try:
+        definition = json.loads(args.definition)
+    except ValueError as e:
+        raise CtlError(f"the definition is not JSON: {e}", EX_DATAERR) from None
+    return {"pattern": args.pattern, "definition": definition, "priority": args.priority, "apply-to": args.apply_to}
+
+
+def _policy_listing(client: Client, args: argparse.Namespace, kind: str, title: str) -> Listing:
+    rows = client.get(f"/api/{kind}/{_q(args.vhost)}")
+    return Listing(rows, args.columns or ["vhost", "name", "pattern", "apply-to", "definition", "priority"],
+                   f"Listing {title} for vhost \"{args.vhost}\" ...", POLICY_COLUMNS)  # fmt: skip
+
+
+@command("set_policy", "[-p VHOST] [--priority N] [--apply-to WHAT] NAME PATTERN DEFINITION: set a policy")
+def set_policy(client: Client, args: argparse.Namespace) -> Done:
+    client.put(f"/api/policies/{_q(args.vhost)}/{_q(args.name)}", _policy_body(args))
+    return Done(f'Setting policy "{args.name}" for pattern "{args.pattern}" to "{args.definition}" '
+                f'with priority "{args.priority}" for vhost "{args.vhost}" ...')  # fmt: skip
+
+
+@command("clear_policy", "[-p VHOST] NAME: remove a policy")
+def clear_policy(client: Client, args: argparse.Namespace) -> Done:
+    client.delete(f"/api/policies/{_q(args.vhost)}/{_q(args.name)}")
+    return Done(f'Clearing policy "{args.name}" on vhost "{args.vhost}" ...')
+
+
+@command("list_policies", "[-p VHOST]: the policies of a vhost")
+def list_policies(client: Client, args: argparse.Namespace) -> Listing:
+    return _policy_listing(client, args, "policies", "policies")
+
+
+@command("set_operator_policy", "[-p VHOST] [--priority N] [--apply-to WHAT] NAME PATTERN DEFINITION: "
+                                "set an operator policy (limits that cap what queues declare)")  # fmt: skip
+def set_operator_policy(client: Client, args: argparse.Namespace) -> Done:
+    client.put(f"/api/operator-policies/{_q(args.vhost)}/{_q(args.name)}", _policy_body(args))
+    return Done(f'Setting operator policy override "{args.name}" for pattern "{args.pattern}" to '
+                f'"{args.definition}" with priority "{args.priority}" for vhost "{args.vhost}" ...')  # fmt: skip
+
+
+@command("clear_operator_policy", "[-p VHOST] NAME: remove an operator policy")
+def clear_operator_policy(client: Client, args: argparse.Namespace) -> Done:
+    client.delete(f"/api/operator-policies/{_q(args.vhost)}/{_q(args.name)}")
+    return Done(f'Clearing operator policy "{args.name}" on vhost "{args.vhost}" ...')
+
+
+@command("list_operator_policies", "[-p VHOST]: the operator policies of a vhost")
+def list_operator_policies(client: Client, args: argparse.Namespace) -> Listing:
+    return _policy_listing(client, args, "operator-policies", "operator policy overrides")
+
+
 class Report:
     """What a command that shows one object returns: its JSON, and how people read it."""
 
@@ -465,9 +520,18 @@ _ARGS: dict[str, list[tuple[str, dict]]] = {
     "grow": [("node", {})],
     "export_snapshots": [("directory", {})],
     "shrink": [("node", {})],
+    **{name: [("name", {}), ("pattern", {}), ("definition", {}),
+              ("--priority", {"type": int, "default": 0}), ("--apply-to", {"default": "all"})]
+       for name in ("set_policy", "set_operator_policy")},
+    "clear_policy": [("name", {})],
+    "clear_operator_policy": [("name", {})],
+    "list_policies": [("columns", {"nargs": "*"})],
+    "list_operator_policies": [("columns", {"nargs": "*"})],
 }
 _VHOST_SCOPED = {"list_queues", "list_exchanges", "list_bindings", "list_permissions", "set_permissions",
-                 "clear_permissions", "purge_queue", "delete_queue", "add_member", "delete_member"}  # fmt: skip
+                 "clear_permissions", "purge_queue", "delete_queue", "add_member", "delete_member",
+                 "set_policy", "clear_policy", "list_policies", "set_operator_policy", "clear_operator_policy",
+                 "list_operator_policies"}  # fmt: skip
 
 
 # ---------------------------------------------------------------- entry point

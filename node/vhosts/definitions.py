@@ -37,6 +37,8 @@ class DefinitionsFile:
                        "tags": u.tags} for u in auth.users.values()],
             "permissions": [{"user": user, "vhost": vhost, "configure": p.configure, "write": p.write,
                              "read": p.read} for (user, vhost), p in auth.permissions.items()],
+            "policies": self._policies(False),
+            "operator_policies": self._policies(True),
             "queues": [],
             "exchanges": [],
             "bindings": [],
@@ -56,6 +58,12 @@ class DefinitionsFile:
                                         "destination_type": str(b.destination_kind), "destination": b.destination,
                                         "routing_key": b.binding_key, "arguments": _plain(b.arguments)})  # fmt: skip
         return doc
+
+    def _policies(self, operator: bool) -> list[dict]:
+        projections = self.broker.projections
+        return [{"vhost": p.vhost, "name": p.name, "pattern": p.pattern, "apply-to": p.apply_to,
+                 "definition": _plain(p.definition), "priority": p.priority}
+                for vhost in self.broker.vhosts for p in projections.vhost_policies(vhost, operator)]  # fmt: skip
 
     async def load(self, path: str) -> None:
         with open(path) as f:
@@ -90,6 +98,10 @@ class DefinitionsFile:
             vhost = self.broker.vhosts[b.get("vhost", "/")]
             await vhost.bind(b["source"], b.get("destination_type", "queue"), b["destination"],
                              b.get("routing_key", ""), b.get("arguments") or {})  # fmt: skip
+        for key, command in (("policies", mc.SetPolicy), ("operator_policies", mc.SetOperatorPolicy)):
+            for p in doc.get(key, []):
+                await run(command(new_key(), p.get("vhost", "/"), p["name"], p["pattern"], p.get("apply-to", "all"),
+                                  p["definition"], int(p.get("priority", 0))))  # fmt: skip
 
 
 def _vhost(vhost: Any) -> dict:

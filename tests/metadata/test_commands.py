@@ -45,6 +45,8 @@ SAMPLES = [
     c.Fence(),
     c.Bootstrap("k18", "/", "the default", "guest", "pbkdf2-sha256$1$00$00", ("administrator",)),
     c.SetQueueReplicas("k19", "/", "q", ("n1", "n2")),
+    c.SetOperatorPolicy("k20", "/", "cap", "^q", "queues", {"max-length": UInt(5)}, 1),
+    c.ClearOperatorPolicy("k21", "/", "cap"),
 ]
 
 

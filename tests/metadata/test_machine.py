@@ -139,6 +139,23 @@ def test_policies_are_stored():
     refused(state, c.ClearPolicy(k(), "nowhere", "ttl"), NOT_FOUND)
 
 
+def test_operator_policies_are_a_namespace_of_their_own_behind_a_feature_flag():
+    state = cluster("/")
+    cap = c.SetOperatorPolicy(k(), "/", "ttl", "^q", "queues", {"max-length": 5}, 1)
+    refused(state, cap, Condition.PRECONDITION_FAILED)  # the flag is not enabled yet
+    state = run(state, c.EnableFeatureFlag(k(), "operator_policies"),
+                c.SetPolicy(k(), "/", "ttl", "^q", "queues", {"message-ttl": 5}))  # fmt: skip
+    state, result, effects = step(state, cap)
+    assert result == CREATED and effects == (fx.PolicySet("/", "ttl", "^q", "queues", {"max-length": 5}, 1, True),)
+    vh = state.vhost("/")
+    assert vh.operator_policies["ttl"].definition_map == {"max-length": 5}
+    assert vh.policies["ttl"].definition_map == {"message-ttl": 5}
+    state, result, effects = step(state, c.ClearOperatorPolicy(k(), "/", "ttl"))
+    assert effects == (fx.PolicyCleared("/", "ttl", True),)
+    assert not state.vhost("/").operator_policies and "ttl" in state.vhost("/").policies
+    refused(state, c.ClearOperatorPolicy(k(), "/", "ttl"), NOT_FOUND)
+
+
 # -- feature flags and members -------------------------------------------------------
 
 
@@ -226,6 +243,9 @@ def _every_command(state: MetadataState):
         c.Unbind(k(), "v", "x", "queue", "q", "a.#"),
         c.SetPolicy(k(), "v", "p", ".*", definition={"max-length": 3}),
         c.ClearPolicy(k(), "v", "p"),
+        c.EnableFeatureFlag(k(), "operator_policies"),
+        c.SetOperatorPolicy(k(), "v", "p", ".*", definition={"max-length": 3}),
+        c.ClearOperatorPolicy(k(), "v", "p"),
         c.DeleteQueue(k(), "v", "q"),
         c.DeleteExchange(k(), "v", "x"),
         c.EnableFeatureFlag(k(), "credit_api_v2"),

@@ -41,6 +41,8 @@ def busy_state() -> MetadataState:
         c.Bind("b4", "/", "topics", "exchange", "ae", "#"),
         c.SetPolicy("pol", "v2", "ttl", "^q", "queues", {"message-ttl": UInt(5)}, 2),
         c.EnableFeatureFlag("ff", "credit_api_v2"),
+        c.EnableFeatureFlag("ff2", "operator_policies"),
+        c.SetOperatorPolicy("opol", "/", "cap", "^o", "quorum_queues", {"max-length": UInt(100)}, 0),
     )
 
 
@@ -55,6 +57,13 @@ def test_roundtrip_is_exact():
     # The remembered keys survive: a retried command is still answered from memory.
     assert apply(back, c.DeclareQueue("q1", "/", "orders", arguments={Symbol("x-max-length"): UInt(10)},
                                       leader="n1"))[1] == CREATED  # fmt: skip
+
+
+def test_a_vhost_without_operator_policies_is_written_as_before_they_existed():
+    state = run(cluster("/"), c.SetPolicy(k(), "/", "p", ".*", definition={"max-length": 1}))
+    vhosts = codec.loads(encode_state(state))[4]
+    assert [len(v) for v in vhosts] == [5]
+    assert decode_state(encode_state(state)) == state
 
 
 def test_restored_state_keeps_producing_identical_snapshots():

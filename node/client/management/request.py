@@ -243,7 +243,17 @@ def queue_info(queue: Any, node_name: str) -> dict[str, Any]:
         "consumer_count": UInt(queue.consumer_count),
         "leader": leader,
         "replicas": Array(list(getattr(queue, "replicas", None) or [leader])),
+        **_policy_info(queue),
     }
+
+
+def _policy_info(queue: Any) -> dict[str, Any]:
+    """The policies in effect (node/vhosts/policies.py), under the HTTP API's names."""
+    state = getattr(queue, "policy_state", None)
+    if state is None:
+        return {"policy": None, "operator_policy": None, "effective_policy_definition": {}}
+    return {"policy": state.policy, "operator_policy": state.operator_policy,
+            "effective_policy_definition": dict(state.definition)}  # fmt: skip
 
 
 async def get_queue(caller: Caller, name: str, body: Any) -> tuple[str, Any]:
