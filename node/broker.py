@@ -53,6 +53,7 @@ class Broker:
         self.metrics = NodeMetrics()
         # users and permissions come from the metadata (the projections keep this in step)
         self.auth = Authenticator(config.anonymous_user, config.loopback_users)
+        self.auth.on_legacy_login = self._rehash_password
         self._server: asyncio.base_events.Server | None = None
         self._alarm_timer: asyncio.TimerHandle | None = None
         self.store: MessageStore | None = None
@@ -264,6 +265,21 @@ class Broker:
         task = self.loop.create_task(run())
         self._background.add(task)
         task.add_done_callback(self._background.discard)
+
+    def _rehash_password(self, name: str, password: str) -> None:
+        """A user imported from RabbitMQ just logged in: store Warren's own
+        hash of the password in place of RabbitMQ's (any thread may call)."""
+        legacy = self.auth.users[name].password_hash
+        new_hash = hash_password(password)  # slow on purpose: on the caller's thread
+
+        def propose() -> None:
+            user = self.auth.users.get(name)
+            if user is None or user.password_hash != legacy or self.metadata is None:
+                return  # changed or deleted meanwhile: nothing to upgrade
+            command = mc.PutUser(new_key(), name, new_hash, tuple(user.tags))
+            self.background(self.metadata.run(command), f"rehashing the password of user '{name}'")
+
+        self.loop.call_soon_threadsafe(propose)
 
     def now_ms(self) -> int:
         return int(time.time() * 1000)

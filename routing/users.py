@@ -11,8 +11,10 @@ import hashlib
 import hmac
 import ipaddress
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from routing import rabbit_passwords
 from routing.permissions import Permission
 
 ITERATIONS = 100_000
@@ -25,6 +27,8 @@ def hash_password(password: str, salt: bytes | None = None) -> str:
 
 
 def check_password(password: str, stored: str) -> bool:
+    if rabbit_passwords.is_rabbit_hash(stored):  # imported from RabbitMQ, not yet rehashed
+        return rabbit_passwords.check(password, stored)
     try:
         scheme, iterations, salt, digest = stored.split("$")
     except ValueError:
@@ -56,6 +60,9 @@ class Authenticator:
         self.loopback_users = set(loopback_users)
         self._verified: dict[tuple[str, str], bool] = {}  # PBKDF2 is slow on purpose; don't pay it per connection
         self.permissions: dict[tuple[str, str], Permission] = {}  # (user, vhost) ->
+        # Called with (user, password) after a login verified against a hash in
+        # RabbitMQ's format, so the node can store its own hash instead.
+        self.on_legacy_login: Callable[[str, str], None] | None = None
 
     def add_user(self, name: str, password: str | None, tags: list[str] | None = None,
                  password_hash: str | None = None) -> None:  # fmt: skip
@@ -111,4 +118,6 @@ class Authenticator:
             ok = check_password(password, user.password_hash)
             if len(self._verified) < 10_000:
                 self._verified[key] = ok
+            if ok and self.on_legacy_login is not None and rabbit_passwords.is_rabbit_hash(user.password_hash):
+                self.on_legacy_login(user.name, password)
         return ok

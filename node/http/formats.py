@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import quote
 
 from node import __version__
+from routing import rabbit_passwords
 
 PROTOCOL = "AMQP 1-0"  # what RabbitMQ shows for native AMQP 1.0 connections
 BUILTIN_USER = "rmq-internal"
@@ -296,9 +297,13 @@ def vhost_json(vhost: Any, node_name: str) -> dict:
 
 
 def user_json(user: Any, hashing_algorithm: str) -> dict:
+    password_hash = user.password_hash
+    rabbit = rabbit_passwords.export(password_hash)  # imported from RabbitMQ, not yet rehashed
+    if rabbit is not None:
+        hashing_algorithm, password_hash = rabbit
     return {
         "name": user.name,
-        "password_hash": user.password_hash,
+        "password_hash": password_hash,
         "hashing_algorithm": hashing_algorithm,
         "tags": list(user.tags),
         "limits": {},
