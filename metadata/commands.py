@@ -39,6 +39,7 @@ __all__ = [
     "ClearOperatorPolicy",
     "ClearPermissions",
     "ClearPolicy",
+    "ClearTopicPermissions",
     "DeclareExchange",
     "DeclareQueue",
     "DeleteExchange",
@@ -54,6 +55,7 @@ __all__ = [
     "SetOperatorPolicy",
     "SetPermissions",
     "SetPolicy",
+    "SetTopicPermissions",
     "Unbind",
     "check_fields",
     "pack",
@@ -328,6 +330,30 @@ class ClearOperatorPolicy(MetadataCommand):
     name: str
 
 
+@command("metadata.set_topic_permissions", version=1)
+@dataclass(frozen=True, slots=True)
+class SetTopicPermissions(MetadataCommand):
+    """Refused until the topic_permissions feature flag is enabled."""
+
+    idempotency_key: str
+    user: str
+    vhost: str
+    exchange: str
+    write: str = ".*"
+    read: str = ".*"
+
+
+@command("metadata.clear_topic_permissions", version=1)
+@dataclass(frozen=True, slots=True)
+class ClearTopicPermissions(MetadataCommand):
+    """Clears one exchange's entry, or with exchange "" all of the user's in the vhost."""
+
+    idempotency_key: str
+    user: str
+    vhost: str
+    exchange: str = ""
+
+
 # -- cluster -------------------------------------------------------------------
 
 
@@ -389,7 +415,7 @@ COMMANDS: tuple[type[MetadataCommand], ...] = (
     AddVHost, DeleteVHost, PutUser, DeleteUser, SetPermissions, ClearPermissions,
     DeclareExchange, DeleteExchange, DeclareQueue, DeleteQueue, Bind, Unbind,
     SetPolicy, ClearPolicy, EnableFeatureFlag, AddMember, RemoveMember, Fence, Bootstrap, SetQueueReplicas,
-    SetOperatorPolicy, ClearOperatorPolicy,
+    SetOperatorPolicy, ClearOperatorPolicy, SetTopicPermissions, ClearTopicPermissions,
 )  # fmt: skip
 
 

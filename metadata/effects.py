@@ -48,6 +48,8 @@ __all__ = [
     "QueueDeclared",
     "QueueDeleted",
     "QueueReplicasChanged",
+    "TopicPermissionsCleared",
+    "TopicPermissionsSet",
     "Result",
     "UserDeleted",
     "UserPut",
@@ -154,6 +156,22 @@ class PermissionsSet:
 class PermissionsCleared:
     user: str
     vhost: str
+
+
+@dataclass(frozen=True, slots=True)
+class TopicPermissionsSet:
+    user: str
+    vhost: str
+    exchange: str
+    write: str
+    read: str
+
+
+@dataclass(frozen=True, slots=True)
+class TopicPermissionsCleared:
+    user: str
+    vhost: str
+    exchange: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -280,4 +298,5 @@ Effect = (
     VHostAdded | VHostUpdated | VHostDeleted | UserPut | UserDeleted | PermissionsSet | PermissionsCleared
     | ExchangeDeclared | ExchangeDeleted | QueueDeclared | QueueDeleted | BindingAdded | BindingRemoved
     | PolicySet | PolicyCleared | FeatureFlagEnabled | MemberAdded | MemberUpdated | MemberRemoved
+    | TopicPermissionsSet | TopicPermissionsCleared
 )  # fmt: skip

@@ -31,6 +31,7 @@ __all__ = [
     "FLAGS",
     "OPERATOR_POLICIES",
     "QUORUM_QUEUE_V1",
+    "TOPIC_PERMISSIONS",
     "WARREN_METADATA_RAFT_V1",
     "FeatureFlag",
     "FeatureFlagRegistry",
@@ -44,6 +45,7 @@ WARREN_METADATA_RAFT_V1 = "warren_metadata_raft_v1"
 CREDIT_API_V2 = "credit_api_v2"
 QUORUM_QUEUE_V1 = "quorum_queue_v1"
 OPERATOR_POLICIES = "operator_policies"
+TOPIC_PERMISSIONS = "topic_permissions"
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +121,9 @@ FLAGS = FeatureFlagRegistry([
                 STABLE, "0.1.0", depends_on=(WARREN_METADATA_RAFT_V1,)),
     FeatureFlag(OPERATOR_POLICIES,
                 "Operator policies: a second set of policies whose numeric limits cap what queues declare",
+                STABLE, "0.2.0", depends_on=(WARREN_METADATA_RAFT_V1,)),
+    FeatureFlag(TOPIC_PERMISSIONS,
+                "Topic permissions: per-exchange patterns on the routing keys of topic exchanges",
                 STABLE, "0.2.0", depends_on=(WARREN_METADATA_RAFT_V1,)),
 ])  # fmt: skip
 

@@ -33,13 +33,14 @@ from metadata import commands as c
 from metadata import effects as fx
 from metadata import topology
 from metadata.effects import CREATED, OK, Effect, Error, Result
-from metadata.feature_flags import OPERATOR_POLICIES
+from metadata.feature_flags import OPERATOR_POLICIES, TOPIC_PERMISSIONS
 from metadata.snapshot import decode_state, encode_state
 from metadata.state import (
     MemberRecord,
     MetadataState,
     PermissionRecord,
     PolicyRecord,
+    TopicPermissionRecord,
     UserRecord,
     VHostRecord,
     VHostState,
@@ -112,7 +113,11 @@ def _delete_vhost(state: MetadataState, cmd: c.DeleteVHost) -> Outcome:
     permissions = state.permissions
     for key in [k for k in permissions if k[1] == cmd.name]:
         permissions = permissions.discard(key)
-    return state.replace(vhosts=state.vhosts.discard(cmd.name), permissions=permissions), OK, tuple(effects)
+    topic = state.topic_permissions
+    for key in [k for k in topic if k[1] == cmd.name]:
+        topic = topic.discard(key)
+    new = state.replace(vhosts=state.vhosts.discard(cmd.name), permissions=permissions, topic_permissions=topic)
+    return new, OK, tuple(effects)
 
 
 # -- users and permissions ---------------------------------------------------------
@@ -134,7 +139,10 @@ def _delete_user(state: MetadataState, cmd: c.DeleteUser) -> Outcome:
     permissions = state.permissions
     for key in [k for k in permissions if k[0] == cmd.name]:
         permissions = permissions.discard(key)
-    new = state.replace(users=state.users.discard(cmd.name), permissions=permissions)
+    topic = state.topic_permissions
+    for key in [k for k in topic if k[0] == cmd.name]:
+        topic = topic.discard(key)
+    new = state.replace(users=state.users.discard(cmd.name), permissions=permissions, topic_permissions=topic)
     return new, OK, (fx.UserDeleted(cmd.name),)
 
 
@@ -163,6 +171,34 @@ def _clear_permissions(state: MetadataState, cmd: c.ClearPermissions) -> Outcome
         return state, OK, ()
     new = state.replace(permissions=state.permissions.discard((cmd.user, cmd.vhost)))
     return new, OK, (fx.PermissionsCleared(cmd.user, cmd.vhost),)
+
+
+def _set_topic_permissions(state: MetadataState, cmd: c.SetTopicPermissions) -> Outcome:
+    if TOPIC_PERMISSIONS not in state.feature_flags:
+        raise Refused(fx.PRECONDITION_FAILED, f"topic permissions need the feature flag {TOPIC_PERMISSIONS}")
+    _user_and_vhost(state, cmd.user, cmd.vhost)
+    for kind in ("write", "read"):
+        _check_regex(getattr(cmd, kind), f"{kind} topic permission")
+    key = (cmd.user, cmd.vhost, cmd.exchange)
+    record = TopicPermissionRecord(cmd.user, cmd.vhost, cmd.exchange, cmd.write, cmd.read)
+    current = state.topic_permissions.get(key)
+    if current == record:
+        return state, OK, ()
+    effect = fx.TopicPermissionsSet(cmd.user, cmd.vhost, cmd.exchange, cmd.write, cmd.read)
+    new = state.replace(topic_permissions=state.topic_permissions.set(key, record))
+    return new, CREATED if current is None else OK, (effect,)
+
+
+def _clear_topic_permissions(state: MetadataState, cmd: c.ClearTopicPermissions) -> Outcome:
+    _user_and_vhost(state, cmd.user, cmd.vhost)
+    keys = [k for k in state.topic_permissions if k[:2] == (cmd.user, cmd.vhost)
+            and (not cmd.exchange or k[2] == cmd.exchange)]  # fmt: skip
+    if not keys:
+        raise Refused(fx.NOT_FOUND, f"no topic permissions for user '{cmd.user}' in vhost '{cmd.vhost}'")
+    topic = state.topic_permissions
+    for key in keys:
+        topic = topic.discard(key)
+    return state.replace(topic_permissions=topic), OK, tuple(fx.TopicPermissionsCleared(*k) for k in keys)
 
 
 def _check_regex(pattern: str, what: str) -> None:
@@ -288,6 +324,8 @@ _HANDLERS: dict[type, Callable[[MetadataState, Any], Outcome]] = {
     c.ClearPolicy: _clear_policy,
     c.SetOperatorPolicy: _set_policy,
     c.ClearOperatorPolicy: _clear_policy,
+    c.SetTopicPermissions: _set_topic_permissions,
+    c.ClearTopicPermissions: _clear_topic_permissions,
     c.EnableFeatureFlag: _enable_feature_flag,
     c.AddMember: _add_member,
     c.RemoveMember: _remove_member,

@@ -79,6 +79,8 @@ class Projections:
         self.permissions: dict[tuple[str, str], Permission] = {}  # (user, vhost) ->
         self.policies: dict[tuple[str, str], PolicyInfo] = {}  # (vhost, name) ->
         self.operator_policies: dict[tuple[str, str], PolicyInfo] = {}  # (vhost, name) ->
+        # (user, vhost, exchange) -> (write, read) patterns on topic routing keys
+        self.topic_permissions: dict[tuple[str, str, str], tuple[str, str]] = {}
         self.feature_flags: set[str] = set()
         self.members: dict[str, MemberInfo] = {}
         self.applied_index = 0
@@ -140,6 +142,7 @@ class Projections:
         self.permissions = {k: v for k, v in self.permissions.items() if k[1] != e.name}
         self.policies = {k: v for k, v in self.policies.items() if k[0] != e.name}
         self.operator_policies = {k: v for k, v in self.operator_policies.items() if k[0] != e.name}
+        self.topic_permissions = {k: v for k, v in self.topic_permissions.items() if k[1] != e.name}
         if self.authenticator is not None:
             self.authenticator.vhost_deleted(e.name)
 
@@ -175,6 +178,7 @@ class Projections:
     def _user_deleted(self, e: fx.UserDeleted) -> None:
         self.users.pop(e.name, None)
         self.permissions = {k: v for k, v in self.permissions.items() if k[0] != e.name}
+        self.topic_permissions = {k: v for k, v in self.topic_permissions.items() if k[0] != e.name}
         if self.authenticator is not None:
             self.authenticator.delete_user(e.name)
 
@@ -187,6 +191,12 @@ class Projections:
         self.permissions.pop((e.user, e.vhost), None)
         if self.authenticator is not None:
             self.authenticator.clear_permissions(e.user, e.vhost)
+
+    def _topic_permissions_set(self, e: fx.TopicPermissionsSet) -> None:
+        self.topic_permissions[(e.user, e.vhost, e.exchange)] = (e.write, e.read)
+
+    def _topic_permissions_cleared(self, e: fx.TopicPermissionsCleared) -> None:
+        self.topic_permissions.pop((e.user, e.vhost, e.exchange), None)
 
     def _policy_set(self, e: fx.PolicySet) -> None:
         policies = self.operator_policies if e.operator else self.policies
@@ -225,6 +235,8 @@ class Projections:
         fx.PermissionsSet: _permissions_set,
         fx.PermissionsCleared: _permissions_cleared,
         fx.PolicySet: _policy_set,
+        fx.TopicPermissionsSet: _topic_permissions_set,
+        fx.TopicPermissionsCleared: _topic_permissions_cleared,
         fx.PolicyCleared: _policy_cleared,
         fx.FeatureFlagEnabled: _flag_enabled,
         fx.MemberAdded: _member_put,
@@ -241,6 +253,7 @@ class Projections:
             self._rebuild_vhost(vh)
         self.users = {u.name: User(u.name, u.password_hash, list(u.tags)) for u in state.users.values()}
         self.permissions = {k: Permission(p.configure, p.write, p.read) for k, p in state.permissions.items()}
+        self.topic_permissions = {k: (t.write, t.read) for k, t in state.topic_permissions.items()}
         self.feature_flags = set(state.feature_flags)
         self.members = {m.node: MemberInfo(m.node, m.version, m.supported_flags) for m in state.members.values()}
         if self.authenticator is not None:

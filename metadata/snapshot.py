@@ -2,13 +2,14 @@
 
     ["warren.metadata", SNAPSHOT_FORMAT, machine_version, recent_limit,
      vhosts, users, permissions, members, feature_flags,
-     recent_previous, recent]
+     recent_previous, recent (, topic_permissions)]
 
     vhosts       [[vhost record, [exchange], [queue], [binding], [policy] (, [operator policy])], ...]
                  (the operator policies only when there are any, so a snapshot without
                  them reads the same as before they existed)
     a record     [format, field, field, ...]   (its dataclass fields in order, format first)
     recent       [[key, digest, result], ...]  result: ["ok"] | ["created"] | ["error", condition, description]
+    topic_permissions [topic permission record, ...], only when there are any
 
 Deterministic: maps are written in their iteration order, which depends only
 on the commands applied (metadata/pmap.py), and restoring rebuilds them in
@@ -42,6 +43,7 @@ from metadata.state import (
     PolicyRecord,
     QueueRecord,
     Recent,
+    TopicPermissionRecord,
     UserRecord,
     VHostRecord,
     VHostState,
@@ -74,7 +76,8 @@ def _layout(cls: type) -> tuple[int, tuple[str, ...], tuple[int, ...]]:
 
 
 _LAYOUTS = {cls: _layout(cls) for cls in (VHostRecord, UserRecord, PermissionRecord, ExchangeRecord, QueueRecord,
-                                          BindingRecord, PolicyRecord, MemberRecord)}  # fmt: skip
+                                          BindingRecord, PolicyRecord, MemberRecord,
+                                          TopicPermissionRecord)}  # fmt: skip
 
 
 def _record(rec: Any) -> list[Any]:
@@ -144,6 +147,7 @@ def encode_state(state: MetadataState) -> bytes:
         list(state.feature_flags),
         [[k, r.digest, _result(r.result)] for k, r in state.recent_previous.items()],
         [[k, r.digest, _result(r.result)] for k, r in state.recent.items()],
+        *([[_record(t) for t in state.topic_permissions.values()]] if state.topic_permissions else []),
     ])  # fmt: skip
 
 
@@ -167,11 +171,15 @@ def decode_state(data: bytes) -> MetadataState:
 
 
 def _decode(value: list[Any]) -> MetadataState:
-    (_, _, machine_version, recent_limit, vhosts, users, permissions, members, flags, previous, recent) = value
+    (_, _, machine_version, recent_limit, vhosts, users, permissions, members, flags, previous, recent, *rest) = value
+    if len(rest) > 1:
+        raise SnapshotFormatError(f"a snapshot of {len(value)} elements")
+    topic = [_unrecord(TopicPermissionRecord, v) for v in (rest[0] if rest else [])]
     return MetadataState(
         vhosts=PMap((vh.name, vh) for vh in map(_decode_vhost, vhosts)),
         users=PMap((u.name, u) for u in (_unrecord(UserRecord, v) for v in users)),
         permissions=PMap(((p.user, p.vhost), p) for p in (_unrecord(PermissionRecord, v) for v in permissions)),
+        topic_permissions=PMap(((t.user, t.vhost, t.exchange), t) for t in topic),
         members=PMap((m.node, m) for m in (_unrecord(MemberRecord, v) for v in members)),
         feature_flags=tuple(str(f) for f in flags),
         recent=PMap((str(k), Recent(bytes(d), _unresult(r))) for k, d, r in recent),

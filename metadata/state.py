@@ -39,6 +39,7 @@ __all__ = [
     "MetadataState",
     "PermissionRecord",
     "PolicyRecord",
+    "TopicPermissionRecord",
     "QueueRecord",
     "Recent",
     "UserRecord",
@@ -141,6 +142,20 @@ class PolicyRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class TopicPermissionRecord:
+    """A user's topic permissions on one exchange of a vhost: patterns the
+    routing keys of topic exchanges must match (write: publishing, read:
+    binding), as RabbitMQ's topic authorisation."""
+
+    user: str
+    vhost: str
+    exchange: str
+    write: str
+    read: str
+    format: int = 1
+
+
+@dataclass(frozen=True, slots=True)
 class MemberRecord:
     node: str
     version: str
@@ -205,6 +220,7 @@ class MetadataState:
     vhosts: PMap[str, VHostState] = _empty()
     users: PMap[str, UserRecord] = _empty()
     permissions: PMap[tuple[str, str], PermissionRecord] = _empty()  # (user, vhost) ->
+    topic_permissions: PMap[tuple[str, str, str], TopicPermissionRecord] = _empty()  # (user, vhost, exchange) ->
     members: PMap[str, MemberRecord] = _empty()
     feature_flags: tuple[str, ...] = ()  # enabled, sorted
     # Idempotency keys of recent commands, in two generations: when `recent`

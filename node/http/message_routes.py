@@ -43,6 +43,7 @@ from node.http.api import (
     refused,
 )
 from queues.base import ACCEPT, REJECT, RELEASE, Outcome, Queue, QueueMessage
+from routing import topic_permissions
 
 GET_TIMEOUT = 5.0  # seconds a get waits for a queue on another node to answer
 ACKMODES = {
@@ -131,6 +132,9 @@ async def publish(request: web.Request) -> web.Response:
         raise bad_request("'routing_key' must be a string")
     message = build_message(_payload(body), body.get("properties") or {})
     check_permission(request, vhost.name, "write", name, "exchange")
+    if str(exchange.type) == "topic":
+        entries = api.broker.projections.topic_permissions
+        topic_permissions.check(entries, request[USER].name, vhost.name, name, key, "write")
     broker = api.broker
     broker.metrics.published += 1
     queues = vhost.route(name, key, message.application_properties)

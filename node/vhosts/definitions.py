@@ -50,6 +50,8 @@ class DefinitionsFile:
             doc["users"] = [_user(u) for u in auth.users.values()]
             doc["permissions"] = [{"user": user, "vhost": vh, "configure": p.configure, "write": p.write,
                                    "read": p.read} for (user, vh), p in auth.permissions.items()]  # fmt: skip
+            doc["topic_permissions"] = [{"user": u, "vhost": vh, "exchange": x, "write": w, "read": r} for (u, vh, x), (w, r)
+                                        in self.broker.projections.topic_permissions.items()]  # fmt: skip
             doc["operator_policies"] = self._policies(vhosts, True)
         doc.update(policies=self._policies(vhosts, False), queues=[], exchanges=[], bindings=[])
         for v in vhosts:
@@ -101,6 +103,9 @@ class DefinitionsFile:
                 await run(mc.PutUser(new_key(), u["name"], _password_hash(u), tuple(_tags(u.get("tags")))))
             for p in doc.get("permissions", []):
                 await run(mc.SetPermissions(new_key(), p["user"], p["vhost"], p["configure"], p["write"], p["read"]))
+            for t in doc.get("topic_permissions", []):
+                await run(mc.SetTopicPermissions(new_key(), t["user"], t["vhost"], t["exchange"], t.get("write", ".*"),
+                                                 t.get("read", ".*")))  # fmt: skip
         for x in doc.get("exchanges", []):
             v = self._vhost(where(x))
             await v.declare_exchange(x["name"], x.get("type", "direct"), x.get("durable", True),
@@ -134,6 +139,7 @@ def check(doc: Any, vhost_only: bool = False) -> None:
     if not isinstance(doc, dict):
         raise DefinitionsError("a definitions document is a JSON object")
     required = {"vhosts": ("name",), "users": ("name",), "permissions": ("user", "vhost", "configure", "write", "read"),
+                "topic_permissions": ("user", "vhost", "exchange"),
                 "exchanges": ("name",), "queues": ("name",), "bindings": ("source", "destination"),
                 "policies": ("name", "pattern", "definition"),
                 "operator_policies": ("name", "pattern", "definition")}  # fmt: skip

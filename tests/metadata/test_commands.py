@@ -47,6 +47,8 @@ SAMPLES = [
     c.SetQueueReplicas("k19", "/", "q", ("n1", "n2")),
     c.SetOperatorPolicy("k20", "/", "cap", "^q", "queues", {"max-length": UInt(5)}, 1),
     c.ClearOperatorPolicy("k21", "/", "cap"),
+    c.SetTopicPermissions("k22", "guest", "/", "amq.topic", "^eu\\.", ".*"),
+    c.ClearTopicPermissions("k23", "guest", "/", "amq.topic"),
 ]
 
 

@@ -43,6 +43,8 @@ def busy_state() -> MetadataState:
         c.EnableFeatureFlag("ff", "credit_api_v2"),
         c.EnableFeatureFlag("ff2", "operator_policies"),
         c.SetOperatorPolicy("opol", "/", "cap", "^o", "quorum_queues", {"max-length": UInt(100)}, 0),
+        c.EnableFeatureFlag("ff3", "topic_permissions"),
+        c.SetTopicPermissions("tp", "alice", "/", "topics", "^a\\.", ".*"),
     )
 
 
@@ -61,8 +63,8 @@ def test_roundtrip_is_exact():
 
 def test_a_vhost_without_operator_policies_is_written_as_before_they_existed():
     state = run(cluster("/"), c.SetPolicy(k(), "/", "p", ".*", definition={"max-length": 1}))
-    vhosts = codec.loads(encode_state(state))[4]
-    assert [len(v) for v in vhosts] == [5]
+    value = codec.loads(encode_state(state))
+    assert len(value) == 11 and [len(v) for v in value[4]] == [5]  # no topic permissions, no operator policies
     assert decode_state(encode_state(state)) == state
 
 
@@ -100,7 +102,8 @@ def test_refuses_what_it_cannot_read():
         codec.dumps(["something else", 1]),
         codec.dumps([snapshot.MAGIC, 2, 1, 10]),  # a newer layout
         codec.dumps([snapshot.MAGIC, 1, 99, 10]),  # a newer machine
-        codec.dumps(value[:-1]),
+        codec.dumps(value[:10]),  # an element short
+        codec.dumps(value + [[]]),  # one too many
         codec.dumps(value[:4] + [[["junk"]]] + value[5:]),
     ):
         with pytest.raises(SnapshotFormatError):

@@ -49,7 +49,7 @@ from amqp.errors import Condition
 from amqp.types import Array, UInt, ULong
 from node.vhosts.metadata_store import MetadataUnavailable
 from node.vhosts.vhost import ResourceLocked
-from routing import permissions
+from routing import permissions, topic_permissions
 from routing.address import quote_segment, unquote_segment
 from routing.errors import NotFound, PreconditionFailed, RoutingError
 
@@ -524,6 +524,10 @@ def _binding_checks(caller: Caller, spec: _BindingSpec) -> None:
     _no_line_breaks(spec.destination)
     caller.check("write", spec.destination, spec.kind)
     caller.check("read", spec.source, "exchange")
+    source = caller.vhost.routing.exchange(spec.source)
+    if source is not None and str(source.type) == "topic":  # topic read on the binding key
+        entries = caller.vhost.broker.projections.topic_permissions
+        topic_permissions.check(entries, caller.user, caller.vhost.name, spec.source, spec.key, "read")
     if spec.kind == "queue":
         queue = caller.vhost.queues.get(spec.destination)
         if queue is not None:
