@@ -73,7 +73,6 @@ DEFINITION_KEYS: dict[str, tuple[Any, str]] = {
     "delivery-limit": (_int_at_least(-1), "an integer >= -1"),
     "queue-leader-locator": (_one_of(_LOCATORS), "one of " + ", ".join(_LOCATORS)),
     "dead-letter-strategy": (_one_of(_STRATEGIES), "one of " + ", ".join(_STRATEGIES)),
-    "alternate-exchange": (_string, "a string"),
 }
 # What an operator policy may set: limits, where the stricter value wins.
 OPERATOR_KEYS = ("message-ttl", "expires", "max-length", "max-length-bytes", "delivery-limit")

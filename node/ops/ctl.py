@@ -386,6 +386,31 @@ def list_operator_policies(client: Client, args: argparse.Namespace) -> Listing:
     return _policy_listing(client, args, "operator-policies", "operator policy overrides")
 
 
+TOPIC_PERMISSION_COLUMNS = "user vhost exchange write read"
+
+
+@command("set_topic_permissions", "[-p VHOST] USER EXCHANGE WRITE READ: patterns for a topic exchange's routing keys")
+def set_topic_permissions(client: Client, args: argparse.Namespace) -> Done:
+    body = {"exchange": args.exchange, "write": args.write, "read": args.read}
+    client.put(f"/api/topic-permissions/{_q(args.vhost)}/{_q(args.username)}", body)
+    return Done(f'Setting topic permissions on "{args.exchange}" for user "{args.username}" in vhost '
+                f'"{args.vhost}" ...')  # fmt: skip
+
+
+@command("clear_topic_permissions", "[-p VHOST] USER [EXCHANGE]: remove a user's topic permissions")
+def clear_topic_permissions(client: Client, args: argparse.Namespace) -> Done:
+    query = f"?exchange={_q(args.exchange)}" if args.exchange else ""
+    client.delete(f"/api/topic-permissions/{_q(args.vhost)}/{_q(args.username)}{query}")
+    return Done(f'Clearing topic permissions for user "{args.username}" in vhost "{args.vhost}" ...')
+
+
+@command("list_topic_permissions", "[-p VHOST]: topic permissions in a vhost")
+def list_topic_permissions(client: Client, args: argparse.Namespace) -> Listing:
+    rows = client.get(f"/api/vhosts/{_q(args.vhost)}/topic-permissions")
+    return Listing(rows, args.columns or ["user", "exchange", "write", "read"],
+                   f"Listing topic permissions for vhost \"{args.vhost}\" ...", TOPIC_PERMISSION_COLUMNS)  # fmt: skip
+
+
 class Report:
     """What a command that shows one object returns: its JSON, and how people read it."""
 
@@ -524,6 +549,9 @@ _ARGS: dict[str, list[tuple[str, dict]]] = {
               ("--priority", {"type": int, "default": 0}), ("--apply-to", {"default": "all"})]
        for name in ("set_policy", "set_operator_policy")},
     "clear_policy": [("name", {})],
+    "set_topic_permissions": [("username", {"metavar": "user"}), ("exchange", {}), ("write", {}), ("read", {})],
+    "clear_topic_permissions": [("username", {"metavar": "user"}), ("exchange", {"nargs": "?", "default": ""})],
+    "list_topic_permissions": [("columns", {"nargs": "*"})],
     "clear_operator_policy": [("name", {})],
     "list_policies": [("columns", {"nargs": "*"})],
     "list_operator_policies": [("columns", {"nargs": "*"})],
@@ -531,7 +559,8 @@ _ARGS: dict[str, list[tuple[str, dict]]] = {
 _VHOST_SCOPED = {"list_queues", "list_exchanges", "list_bindings", "list_permissions", "set_permissions",
                  "clear_permissions", "purge_queue", "delete_queue", "add_member", "delete_member",
                  "set_policy", "clear_policy", "list_policies", "set_operator_policy", "clear_operator_policy",
-                 "list_operator_policies"}  # fmt: skip
+                 "list_operator_policies", "set_topic_permissions", "clear_topic_permissions",
+                 "list_topic_permissions"}  # fmt: skip
 
 
 # ---------------------------------------------------------------- entry point

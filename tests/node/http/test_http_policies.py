@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from proton import Message
 from proton.utils import BlockingConnection
+from rmq_client import connection, request
 
 
 def publish(node, queue: str, n: int) -> None:
@@ -160,3 +161,14 @@ def test_policies_are_exported_in_definitions(api, node):
                                 "definition": {"expires": 60000}, "priority": 0}]  # fmt: skip
     assert doc["operator_policies"] == [{"vhost": "/", "name": "o", "pattern": "^b", "apply-to": "queues",
                                          "definition": {"max-length": 9}, "priority": 1}]  # fmt: skip
+
+
+def test_management_node_queue_info_shows_the_policy(api, node):
+    assert api.put("/api/queues/%2F/seen", {"arguments": {"x-message-ttl": 1000}}).status == 201
+    assert api.put("/api/policies/%2F/p", {"pattern": "^seen$", "definition": {"max-length": 4}}).status == 201
+    with connection(node.port) as conn:
+        m = conn.management()
+        status, body = request(m, "GET", "/queues/seen")
+        m.close()
+    assert status == 200 and body["policy"] == "p" and body["operator_policy"] is None
+    assert body["effective_policy_definition"] == {"max-length": 4}

@@ -161,6 +161,20 @@ def test_policies_and_operator_policies(node_process):
     assert node_process.ctl("clear_policy", "lim").returncode == ctl.EX_DATAERR
 
 
+def test_topic_permissions(node_process):
+    api = Api(node_process.http_port)
+    api.put("/api/feature_flags/topic_permissions/enable", {})
+    ok(node_process.ctl("add_user", "topical", "pw"))
+    ok(node_process.ctl("set_topic_permissions", "topical", "amq.topic", "^a", "^b"))
+    ok(node_process.ctl("set_topic_permissions", "topical", "logs", ".*", ".*"))
+    rows = as_json(node_process.ctl("--json", "list_topic_permissions"))
+    assert {"user": "topical", "exchange": "amq.topic", "write": "^a", "read": "^b"} in rows
+    ok(node_process.ctl("clear_topic_permissions", "topical", "logs"))
+    assert [r["exchange"] for r in as_json(node_process.ctl("--json", "list_topic_permissions"))] == ["amq.topic"]
+    ok(node_process.ctl("clear_topic_permissions", "topical"))
+    assert as_json(node_process.ctl("--json", "list_topic_permissions")) == []
+
+
 def test_known_columns_cover_the_api_fields(api, node):
     """The columns `warren ctl` accepts are the fields the API returns."""
     node.declare_queue("q")
