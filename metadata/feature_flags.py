@@ -30,6 +30,7 @@ __all__ = [
     "CREDIT_API_V2",
     "FLAGS",
     "OPERATOR_POLICIES",
+    "QUORUM_QUEUE_POLICIES",
     "QUORUM_QUEUE_V1",
     "TOPIC_PERMISSIONS",
     "WARREN_METADATA_RAFT_V1",
@@ -46,6 +47,7 @@ CREDIT_API_V2 = "credit_api_v2"
 QUORUM_QUEUE_V1 = "quorum_queue_v1"
 OPERATOR_POLICIES = "operator_policies"
 TOPIC_PERMISSIONS = "topic_permissions"
+QUORUM_QUEUE_POLICIES = "quorum_queue_policies"
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +127,9 @@ FLAGS = FeatureFlagRegistry([
     FeatureFlag(TOPIC_PERMISSIONS,
                 "Topic permissions: per-exchange patterns on the routing keys of topic exchanges",
                 STABLE, "0.2.0", depends_on=(WARREN_METADATA_RAFT_V1,)),
+    FeatureFlag(QUORUM_QUEUE_POLICIES,
+                "Policies change a quorum queue's limits through its own log (the quorum.set_config command)",
+                STABLE, "0.2.0", depends_on=(QUORUM_QUEUE_V1,)),
 ])  # fmt: skip
 
 

@@ -7,10 +7,12 @@ looked at once it starts; a restored snapshot looks at all of them.
 
 Each queue object gets `policy_state` (routing/policies.py's Effective:
 the policy names and the effective definition, shown in queue info over
-HTTP and /management). A classic queue this node runs also acts on the
-merged arguments (ClassicQueue.apply_policy). Quorum queues show their
-policy but keep acting on their declared arguments: changing them would be
-a command of the queue's own Raft log, which its machine does not have yet.
+HTTP and /management). A queue this node runs also acts on the merged
+arguments: a classic queue at once (ClassicQueue.apply_policy), a quorum
+queue through a SetConfig in its own Raft log (QuorumQueue.apply_policy),
+once the quorum_queue_policies feature flag is enabled (members that do not
+know the command must never see it). Proxies of queues other nodes run
+only show the policy.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from metadata import effects as fx
 from metadata.effects import Effect, Result
+from metadata.feature_flags import QUORUM_QUEUE_POLICIES
 from metadata.state import MetadataState
 from queues.base import QueueArgumentError
 from routing import policies
@@ -38,6 +41,8 @@ class PolicyApplier:
         for e in effects:
             if isinstance(e, fx.PolicySet | fx.PolicyCleared):
                 self.apply_vhost(e.vhost)
+            elif isinstance(e, fx.FeatureFlagEnabled) and e.name == QUORUM_QUEUE_POLICIES:
+                self.on_restored(self.broker.metadata_machine.state)
             elif isinstance(e, fx.QueueDeclared | fx.QueueReplicasChanged):
                 vhost = self.broker.vhosts.get(e.vhost)
                 queue = vhost.queues.get(e.name) if vhost is not None else None
@@ -66,6 +71,8 @@ class PolicyApplier:
         queue.policy_state = state
         apply_policy = getattr(queue, "apply_policy", None)
         if apply_policy is None or queue.deleted:
+            return
+        if queue.type_name == "quorum" and QUORUM_QUEUE_POLICIES not in self.broker.projections.feature_flags:
             return
         try:
             apply_policy(state.arguments)

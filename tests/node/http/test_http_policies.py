@@ -142,13 +142,22 @@ def test_operator_policy_caps_the_queues_own_limit(api, node):
     assert api.get("/api/queues/%2F/big").body["operator_policy"] is None
 
 
-def test_quorum_queue_info_shows_its_policy(api, node):
-    api.put("/api/feature_flags/quorum_queue_v1/enable", {})
+def test_a_policy_applies_to_a_quorum_queue_through_its_log(api, node):
+    for flag in ("quorum_queue_v1", "quorum_queue_policies"):
+        assert api.put(f"/api/feature_flags/{flag}/enable", {}).status in (200, 204)
     assert api.put("/api/queues/%2F/qq", {"arguments": {"x-queue-type": "quorum"}}).status == 201
-    assert api.put("/api/policies/%2F/qp", {"pattern": "^qq$", "definition": {"delivery-limit": 5},
+    publish(node, "qq", 5)
+    assert api.put("/api/policies/%2F/qp", {"pattern": "^qq$", "definition": {"max-length": 2},
                                             "apply-to": "quorum_queues"}).status == 201  # fmt: skip
     info = api.get("/api/queues/%2F/qq").body
-    assert info["policy"] == "qp" and info["effective_policy_definition"] == {"delivery-limit": 5}
+    assert info["policy"] == "qp" and info["effective_policy_definition"] == {"max-length": 2}
+    # the get's commands enter the queue's log after the SetConfig the policy proposed
+    got = api.post("/api/queues/%2F/qq/get", {"count": 10, "ackmode": "ack_requeue_true"}).body
+    assert [m["payload"] for m in got] == ["m3", "m4"]
+    assert api.delete("/api/policies/%2F/qp").status == 204
+    publish(node, "qq", 3)
+    got = api.post("/api/queues/%2F/qq/get", {"count": 10, "ackmode": "ack_requeue_true"}).body
+    assert len(got) == 5 and api.get("/api/queues/%2F/qq").body["policy"] is None
 
 
 def test_policies_are_exported_in_definitions(api, node):
