@@ -32,6 +32,7 @@ from node.http.api import (
     MGMT,
     USER,
     VHOST,
+    ApiError,
     access,
     api_of,
     bad_request,
@@ -46,6 +47,7 @@ from queues.base import ACCEPT, REJECT, RELEASE, Outcome, Queue, QueueMessage
 from routing import topic_permissions
 
 GET_TIMEOUT = 5.0  # seconds a get waits for a queue on another node to answer
+PUBLISH_TIMEOUT = 30.0  # seconds a publish waits for its queues' confirms
 ACKMODES = {
     "ack_requeue_true": RELEASE,  # look, and leave the messages in the queue
     "reject_requeue_true": RELEASE,
@@ -144,8 +146,15 @@ async def publish(request: web.Request) -> web.Response:
     broker.metrics.routed += 1
     ttl = message.ttl
     expires_at = broker.now_ms() + ttl if ttl is not None else None
-    outcomes = await _publish_to(queues, QueueMessage(0, message.payload, message.durable, expires_at, 0, False,
-                                                      name, [key]))  # fmt: skip
+    sent = _publish_to(queues, QueueMessage(0, message.payload, message.durable, expires_at, 0, False, name, [key]))
+    try:
+        outcomes = await asyncio.wait_for(sent, PUBLISH_TIMEOUT)
+    except TimeoutError:
+        raise ApiError(503, "service_unavailable", "no confirm from the queues in time: the message may or may not "
+                                                   "have been stored") from None  # fmt: skip
+    if Outcome.UNKNOWN in outcomes:
+        raise ApiError(503, "service_unavailable", "a queue's node was lost with the message in flight: it may or "
+                                                   "may not have been stored")  # fmt: skip
     broker.metrics.confirmed += 1
     if all(o is Outcome.REJECTED for o in outcomes):
         raise bad_request("message rejected by every queue it was routed to (x-overflow reject-publish)")
