@@ -19,6 +19,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from metadata import commands as mc
+from metadata.feature_flags import OPERATOR_POLICIES, TOPIC_PERMISSIONS
 from node.vhosts.metadata_store import new_key
 from routing import policies, rabbit_passwords
 from routing.users import hash_password
@@ -91,6 +92,10 @@ class DefinitionsFile:
         /api/definitions/{vhost}). Raises DefinitionsError before changing
         anything when the document is malformed."""
         check(doc, vhost is not None)
+        flags = self.broker.projections.feature_flags
+        for key, flag in (("operator_policies", OPERATOR_POLICIES), ("topic_permissions", TOPIC_PERMISSIONS)):
+            if vhost is None and doc.get(key) and flag not in flags:
+                raise DefinitionsError(f"'{key}' need the feature flag {flag} (warren ctl enable_feature_flag {flag})")
         run = self.broker.metadata.run
 
         def where(item: dict) -> str:
