@@ -269,7 +269,10 @@ class Broker:
     def _rehash_password(self, name: str, password: str) -> None:
         """A user imported from RabbitMQ just logged in: store Warren's own
         hash of the password in place of RabbitMQ's (any thread may call)."""
-        legacy = self.auth.users[name].password_hash
+        user = self.auth.users.get(name)
+        if user is None:
+            return
+        legacy = user.password_hash
         new_hash = hash_password(password)  # slow on purpose: on the caller's thread
 
         def propose() -> None:
