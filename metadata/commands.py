@@ -37,8 +37,10 @@ __all__ = [
     "Bind",
     "Bootstrap",
     "ClearLimit",
+    "ClearOperatorPolicy",
     "ClearPermissions",
     "ClearPolicy",
+    "ClearTopicPermissions",
     "DeclareExchange",
     "DeclareQueue",
     "DeleteExchange",
@@ -52,8 +54,10 @@ __all__ = [
     "RemoveMember",
     "SetQueueReplicas",
     "SetLimit",
+    "SetOperatorPolicy",
     "SetPermissions",
     "SetPolicy",
+    "SetTopicPermissions",
     "Unbind",
     "check_fields",
     "pack",
@@ -273,7 +277,9 @@ class Unbind(MetadataCommand):
 @command("metadata.set_policy", version=1)
 @dataclass(frozen=True, slots=True)
 class SetPolicy(MetadataCommand):
-    """Stored only for now; applying policies to queues comes later."""
+    """A policy: queues and exchanges whose name matches `pattern` take the
+    keys of `definition` they were not declared with (node/vhosts/policies.py
+    applies them, routing/policies.py decides which policy wins)."""
 
     _PACKED: ClassVar[tuple[str, ...]] = ("definition",)
     idempotency_key: str
@@ -321,6 +327,62 @@ class ClearLimit(MetadataCommand):
     scope: str
     name: str
     limit: str
+
+
+# -- operator policies and topic permissions ------------------------------------
+
+
+@command("metadata.set_operator_policy", version=1)
+@dataclass(frozen=True, slots=True)
+class SetOperatorPolicy(MetadataCommand):
+    """An operator policy (RabbitMQ's): like a policy, kept apart from the
+    users' policies, and its numeric limits cap what queues declare. Refused
+    until the operator_policies feature flag is enabled."""
+
+    _PACKED: ClassVar[tuple[str, ...]] = ("definition",)
+    idempotency_key: str
+    vhost: str
+    name: str
+    pattern: str
+    apply_to: str = "all"
+    definition: bytes = EMPTY_MAP
+    priority: int = 0
+
+    @property
+    def definition_map(self) -> dict[str, Any]:
+        return unpack(self.definition)
+
+
+@command("metadata.clear_operator_policy", version=1)
+@dataclass(frozen=True, slots=True)
+class ClearOperatorPolicy(MetadataCommand):
+    idempotency_key: str
+    vhost: str
+    name: str
+
+
+@command("metadata.set_topic_permissions", version=1)
+@dataclass(frozen=True, slots=True)
+class SetTopicPermissions(MetadataCommand):
+    """Refused until the topic_permissions feature flag is enabled."""
+
+    idempotency_key: str
+    user: str
+    vhost: str
+    exchange: str
+    write: str = ".*"
+    read: str = ".*"
+
+
+@command("metadata.clear_topic_permissions", version=1)
+@dataclass(frozen=True, slots=True)
+class ClearTopicPermissions(MetadataCommand):
+    """Clears one exchange's entry, or with exchange "" all of the user's in the vhost."""
+
+    idempotency_key: str
+    user: str
+    vhost: str
+    exchange: str = ""
 
 
 # -- cluster -------------------------------------------------------------------
@@ -385,6 +447,7 @@ COMMANDS: tuple[type[MetadataCommand], ...] = (
     DeclareExchange, DeleteExchange, DeclareQueue, DeleteQueue, Bind, Unbind,
     SetPolicy, ClearPolicy, EnableFeatureFlag, AddMember, RemoveMember, Fence, Bootstrap, SetQueueReplicas,
     SetLimit, ClearLimit,
+    SetOperatorPolicy, ClearOperatorPolicy, SetTopicPermissions, ClearTopicPermissions,
 )  # fmt: skip
 
 

@@ -50,6 +50,8 @@ __all__ = [
     "QueueDeclared",
     "QueueDeleted",
     "QueueReplicasChanged",
+    "TopicPermissionsCleared",
+    "TopicPermissionsSet",
     "Result",
     "UserDeleted",
     "UserPut",
@@ -159,6 +161,22 @@ class PermissionsCleared:
 
 
 @dataclass(frozen=True, slots=True)
+class TopicPermissionsSet:
+    user: str
+    vhost: str
+    exchange: str
+    write: str
+    read: str
+
+
+@dataclass(frozen=True, slots=True)
+class TopicPermissionsCleared:
+    user: str
+    vhost: str
+    exchange: str
+
+
+@dataclass(frozen=True, slots=True)
 class ExchangeDeclared:
     vhost: str
     name: str
@@ -244,12 +262,14 @@ class PolicySet:
     apply_to: str
     definition: Mapping[str, Any]
     priority: int
+    operator: bool = False  # an operator policy (SetOperatorPolicy)
 
 
 @dataclass(frozen=True, slots=True)
 class PolicyCleared:
     vhost: str
     name: str
+    operator: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -296,4 +316,5 @@ Effect = (
     | ExchangeDeclared | ExchangeDeleted | QueueDeclared | QueueDeleted | BindingAdded | BindingRemoved
     | PolicySet | PolicyCleared | FeatureFlagEnabled | MemberAdded | MemberUpdated | MemberRemoved
     | LimitSet | LimitCleared
+    | TopicPermissionsSet | TopicPermissionsCleared
 )  # fmt: skip

@@ -29,7 +29,10 @@ from metadata.commands import AddMember
 __all__ = [
     "CREDIT_API_V2",
     "FLAGS",
+    "OPERATOR_POLICIES",
+    "QUORUM_QUEUE_POLICIES",
     "QUORUM_QUEUE_V1",
+    "TOPIC_PERMISSIONS",
     "WARREN_METADATA_RAFT_V1",
     "FeatureFlag",
     "FeatureFlagRegistry",
@@ -42,6 +45,9 @@ EXPERIMENTAL = "experimental"
 WARREN_METADATA_RAFT_V1 = "warren_metadata_raft_v1"
 CREDIT_API_V2 = "credit_api_v2"
 QUORUM_QUEUE_V1 = "quorum_queue_v1"
+OPERATOR_POLICIES = "operator_policies"
+TOPIC_PERMISSIONS = "topic_permissions"
+QUORUM_QUEUE_POLICIES = "quorum_queue_policies"
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +121,15 @@ FLAGS = FeatureFlagRegistry([
     FeatureFlag(QUORUM_QUEUE_V1,
                 "Quorum queues: a Raft group per queue, its state machine in the log",
                 STABLE, "0.1.0", depends_on=(WARREN_METADATA_RAFT_V1,)),
+    FeatureFlag(OPERATOR_POLICIES,
+                "Operator policies: a second set of policies whose numeric limits cap what queues declare",
+                STABLE, "0.2.0", depends_on=(WARREN_METADATA_RAFT_V1,)),
+    FeatureFlag(TOPIC_PERMISSIONS,
+                "Topic permissions: per-exchange patterns on the routing keys of topic exchanges",
+                STABLE, "0.2.0", depends_on=(WARREN_METADATA_RAFT_V1,)),
+    FeatureFlag(QUORUM_QUEUE_POLICIES,
+                "Policies change a quorum queue's limits through its own log (the quorum.set_config command)",
+                STABLE, "0.2.0", depends_on=(QUORUM_QUEUE_V1,)),
 ])  # fmt: skip
 
 

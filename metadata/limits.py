@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from metadata import commands as mc
+from routing import rabbit_passwords
 
 MAX_NAME_BYTES = 255
 MAX_EXPIRY_MS = 2**32 - 1  # x-message-ttl, x-expires (RabbitMQ's max expiry timer)
@@ -61,11 +62,19 @@ def check_name(what: str, name: Any) -> None:
 
 
 def check_password_hash(stored: Any) -> None:
-    """'' (no password) or pbkdf2-sha256$iterations$salt-hex$digest-hex."""
+    """'' (no password), pbkdf2-sha256$iterations$salt-hex$digest-hex, or a hash
+    imported from RabbitMQ (routing/rabbit_passwords.py)."""
     if stored == "":
         return
     if not isinstance(stored, str):
         raise Invalid("password_hash must be a string")
+    if rabbit_passwords.is_rabbit_hash(stored):  # imported from RabbitMQ: checked as it is, rehashed at login
+        algorithm, exported = rabbit_passwords.export(stored)
+        try:
+            rabbit_passwords.stored_form(algorithm, exported)
+        except ValueError as e:
+            raise Invalid(str(e)) from None
+        return
     parts = stored.split("$")
     if len(parts) != 4 or parts[0] != "pbkdf2-sha256":
         raise Invalid("password_hash must be pbkdf2-sha256$<iterations>$<salt hex>$<digest hex>")

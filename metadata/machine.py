@@ -33,6 +33,7 @@ from metadata import commands as c
 from metadata import effects as fx
 from metadata import topology
 from metadata.effects import CREATED, OK, Effect, Error, Result
+from metadata.feature_flags import OPERATOR_POLICIES, TOPIC_PERMISSIONS
 from metadata.snapshot import decode_state, encode_state
 from metadata.state import (
     LimitRecord,
@@ -40,6 +41,7 @@ from metadata.state import (
     MetadataState,
     PermissionRecord,
     PolicyRecord,
+    TopicPermissionRecord,
     UserRecord,
     VHostRecord,
     VHostState,
@@ -112,7 +114,10 @@ def _delete_vhost(state: MetadataState, cmd: c.DeleteVHost) -> Outcome:
     permissions = state.permissions
     for key in [k for k in permissions if k[1] == cmd.name]:
         permissions = permissions.discard(key)
-    new = state.replace(vhosts=state.vhosts.discard(cmd.name), permissions=permissions)
+    topic = state.topic_permissions
+    for key in [k for k in topic if k[1] == cmd.name]:
+        topic = topic.discard(key)
+    new = state.replace(vhosts=state.vhosts.discard(cmd.name), permissions=permissions, topic_permissions=topic)
     return _without_limits(new, "vhost", cmd.name), OK, tuple(effects)
 
 
@@ -135,8 +140,11 @@ def _delete_user(state: MetadataState, cmd: c.DeleteUser) -> Outcome:
     permissions = state.permissions
     for key in [k for k in permissions if k[0] == cmd.name]:
         permissions = permissions.discard(key)
-    new = _without_limits(state.replace(users=state.users.discard(cmd.name), permissions=permissions), "user",
-                          cmd.name)  # fmt: skip
+    topic = state.topic_permissions
+    for key in [k for k in topic if k[0] == cmd.name]:
+        topic = topic.discard(key)
+    new = state.replace(users=state.users.discard(cmd.name), permissions=permissions, topic_permissions=topic)
+    new = _without_limits(new, "user", cmd.name)
     return new, OK, (fx.UserDeleted(cmd.name),)
 
 
@@ -167,6 +175,34 @@ def _clear_permissions(state: MetadataState, cmd: c.ClearPermissions) -> Outcome
     return new, OK, (fx.PermissionsCleared(cmd.user, cmd.vhost),)
 
 
+def _set_topic_permissions(state: MetadataState, cmd: c.SetTopicPermissions) -> Outcome:
+    if TOPIC_PERMISSIONS not in state.feature_flags:
+        raise Refused(fx.PRECONDITION_FAILED, f"topic permissions need the feature flag {TOPIC_PERMISSIONS}")
+    _user_and_vhost(state, cmd.user, cmd.vhost)
+    for kind in ("write", "read"):
+        _check_regex(getattr(cmd, kind), f"{kind} topic permission")
+    key = (cmd.user, cmd.vhost, cmd.exchange)
+    record = TopicPermissionRecord(cmd.user, cmd.vhost, cmd.exchange, cmd.write, cmd.read)
+    current = state.topic_permissions.get(key)
+    if current == record:
+        return state, OK, ()
+    effect = fx.TopicPermissionsSet(cmd.user, cmd.vhost, cmd.exchange, cmd.write, cmd.read)
+    new = state.replace(topic_permissions=state.topic_permissions.set(key, record))
+    return new, CREATED if current is None else OK, (effect,)
+
+
+def _clear_topic_permissions(state: MetadataState, cmd: c.ClearTopicPermissions) -> Outcome:
+    _user_and_vhost(state, cmd.user, cmd.vhost)
+    keys = [k for k in state.topic_permissions if k[:2] == (cmd.user, cmd.vhost)
+            and (not cmd.exchange or k[2] == cmd.exchange)]  # fmt: skip
+    if not keys:
+        raise Refused(fx.NOT_FOUND, f"no topic permissions for user '{cmd.user}' in vhost '{cmd.vhost}'")
+    topic = state.topic_permissions
+    for key in keys:
+        topic = topic.discard(key)
+    return state.replace(topic_permissions=topic), OK, tuple(fx.TopicPermissionsCleared(*k) for k in keys)
+
+
 def _check_regex(pattern: str, what: str) -> None:
     try:
         re.compile(pattern)
@@ -177,7 +213,10 @@ def _check_regex(pattern: str, what: str) -> None:
 # -- policies ----------------------------------------------------------------------
 
 
-def _set_policy(state: MetadataState, cmd: c.SetPolicy) -> Outcome:
+def _set_policy(state: MetadataState, cmd: c.SetPolicy | c.SetOperatorPolicy) -> Outcome:
+    operator = isinstance(cmd, c.SetOperatorPolicy)
+    if operator and OPERATOR_POLICIES not in state.feature_flags:
+        raise Refused(fx.PRECONDITION_FAILED, f"operator policies need the feature flag {OPERATOR_POLICIES}")
     vh = vhost_of(state, cmd.vhost)
     _check_name(cmd.name, "policy")
     _check_regex(cmd.pattern, "policy")
@@ -189,20 +228,27 @@ def _set_policy(state: MetadataState, cmd: c.SetPolicy) -> Outcome:
     if cmd.priority < 0:
         raise Refused(fx.INVALID_FIELD, f"policy priority must be a non-negative integer, got {cmd.priority}")
     record = PolicyRecord(cmd.vhost, cmd.name, cmd.pattern, cmd.apply_to, cmd.definition, cmd.priority)
-    current = vh.policies.get(cmd.name)
+    policies = vh.operator_policies if operator else vh.policies
+    current = policies.get(cmd.name)
     if current == record:
         return state, OK, ()
-    effect = fx.PolicySet(cmd.vhost, cmd.name, cmd.pattern, cmd.apply_to, topology.frozen_map(definition), cmd.priority)
-    new = state.with_vhost(vh.replace(policies=vh.policies.set(cmd.name, record)))
+    effect = fx.PolicySet(cmd.vhost, cmd.name, cmd.pattern, cmd.apply_to, topology.frozen_map(definition),
+                          cmd.priority, operator)  # fmt: skip
+    policies = policies.set(cmd.name, record)
+    new = state.with_vhost(vh.replace(operator_policies=policies) if operator else vh.replace(policies=policies))
     return new, CREATED if current is None else OK, (effect,)
 
 
-def _clear_policy(state: MetadataState, cmd: c.ClearPolicy) -> Outcome:
+def _clear_policy(state: MetadataState, cmd: c.ClearPolicy | c.ClearOperatorPolicy) -> Outcome:
+    operator = isinstance(cmd, c.ClearOperatorPolicy)
     vh = vhost_of(state, cmd.vhost)
-    if cmd.name not in vh.policies:
-        raise Refused(fx.NOT_FOUND, f"no policy '{cmd.name}' in vhost '{cmd.vhost}'")
-    new = state.with_vhost(vh.replace(policies=vh.policies.discard(cmd.name)))
-    return new, OK, (fx.PolicyCleared(cmd.vhost, cmd.name),)
+    policies = vh.operator_policies if operator else vh.policies
+    if cmd.name not in policies:
+        kind = "operator policy" if operator else "policy"
+        raise Refused(fx.NOT_FOUND, f"no {kind} '{cmd.name}' in vhost '{cmd.vhost}'")
+    policies = policies.discard(cmd.name)
+    new = state.with_vhost(vh.replace(operator_policies=policies) if operator else vh.replace(policies=policies))
+    return new, OK, (fx.PolicyCleared(cmd.vhost, cmd.name, operator),)
 
 
 # -- limits --------------------------------------------------------------------------
@@ -323,6 +369,10 @@ _HANDLERS: dict[type, Callable[[MetadataState, Any], Outcome]] = {
     c.Unbind: topology.unbind,
     c.SetPolicy: _set_policy,
     c.ClearPolicy: _clear_policy,
+    c.SetOperatorPolicy: _set_policy,
+    c.ClearOperatorPolicy: _clear_policy,
+    c.SetTopicPermissions: _set_topic_permissions,
+    c.ClearTopicPermissions: _clear_topic_permissions,
     c.EnableFeatureFlag: _enable_feature_flag,
     c.AddMember: _add_member,
     c.RemoveMember: _remove_member,

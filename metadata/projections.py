@@ -78,6 +78,9 @@ class Projections:
         self.users: dict[str, User] = {}
         self.permissions: dict[tuple[str, str], Permission] = {}  # (user, vhost) ->
         self.policies: dict[tuple[str, str], PolicyInfo] = {}  # (vhost, name) ->
+        self.operator_policies: dict[tuple[str, str], PolicyInfo] = {}  # (vhost, name) ->
+        # (user, vhost, exchange) -> (write, read) patterns on topic routing keys
+        self.topic_permissions: dict[tuple[str, str, str], tuple[str, str]] = {}
         self.feature_flags: set[str] = set()
         self.members: dict[str, MemberInfo] = {}
         self.limits: dict[tuple[str, str, str], int] = {}  # (scope "vhost" | "user", name, limit) -> value
@@ -144,6 +147,8 @@ class Projections:
         self.permissions = {k: v for k, v in self.permissions.items() if k[1] != e.name}
         self.policies = {k: v for k, v in self.policies.items() if k[0] != e.name}
         self.limits = {k: v for k, v in self.limits.items() if k[:2] != ("vhost", e.name)}
+        self.operator_policies = {k: v for k, v in self.operator_policies.items() if k[0] != e.name}
+        self.topic_permissions = {k: v for k, v in self.topic_permissions.items() if k[1] != e.name}
         if self.authenticator is not None:
             self.authenticator.vhost_deleted(e.name)
 
@@ -180,6 +185,7 @@ class Projections:
         self.users.pop(e.name, None)
         self.permissions = {k: v for k, v in self.permissions.items() if k[0] != e.name}
         self.limits = {k: v for k, v in self.limits.items() if k[:2] != ("user", e.name)}
+        self.topic_permissions = {k: v for k, v in self.topic_permissions.items() if k[0] != e.name}
         if self.authenticator is not None:
             self.authenticator.delete_user(e.name)
 
@@ -193,12 +199,23 @@ class Projections:
         if self.authenticator is not None:
             self.authenticator.clear_permissions(e.user, e.vhost)
 
+    def _topic_permissions_set(self, e: fx.TopicPermissionsSet) -> None:
+        self.topic_permissions[(e.user, e.vhost, e.exchange)] = (e.write, e.read)
+
+    def _topic_permissions_cleared(self, e: fx.TopicPermissionsCleared) -> None:
+        self.topic_permissions.pop((e.user, e.vhost, e.exchange), None)
+
     def _policy_set(self, e: fx.PolicySet) -> None:
-        self.policies[(e.vhost, e.name)] = PolicyInfo(e.vhost, e.name, e.pattern, e.apply_to, e.definition,
-                                                      e.priority)  # fmt: skip
+        policies = self.operator_policies if e.operator else self.policies
+        policies[(e.vhost, e.name)] = PolicyInfo(e.vhost, e.name, e.pattern, e.apply_to, e.definition, e.priority)
 
     def _policy_cleared(self, e: fx.PolicyCleared) -> None:
-        self.policies.pop((e.vhost, e.name), None)
+        (self.operator_policies if e.operator else self.policies).pop((e.vhost, e.name), None)
+
+    def vhost_policies(self, vhost: str, operator: bool = False) -> list[PolicyInfo]:
+        """The (operator) policies of one vhost, by name."""
+        policies = self.operator_policies if operator else self.policies
+        return sorted((p for (v, _), p in policies.items() if v == vhost), key=lambda p: p.name)
 
     def _limit_set(self, e: fx.LimitSet) -> None:
         self.limits[(e.scope, e.name, e.limit)] = e.value
@@ -231,6 +248,8 @@ class Projections:
         fx.PermissionsSet: _permissions_set,
         fx.PermissionsCleared: _permissions_cleared,
         fx.PolicySet: _policy_set,
+        fx.TopicPermissionsSet: _topic_permissions_set,
+        fx.TopicPermissionsCleared: _topic_permissions_cleared,
         fx.PolicyCleared: _policy_cleared,
         fx.FeatureFlagEnabled: _flag_enabled,
         fx.MemberAdded: _member_put,
@@ -244,11 +263,12 @@ class Projections:
 
     def rebuild(self, state: MetadataState) -> None:
         """Replace every projection with one built from `state`."""
-        self.tables, self.vhosts, self.policies = {}, {}, {}
+        self.tables, self.vhosts, self.policies, self.operator_policies = {}, {}, {}, {}
         for vh in state.vhosts.values():
             self._rebuild_vhost(vh)
         self.users = {u.name: User(u.name, u.password_hash, list(u.tags)) for u in state.users.values()}
         self.permissions = {k: Permission(p.configure, p.write, p.read) for k, p in state.permissions.items()}
+        self.topic_permissions = {k: (t.write, t.read) for k, t in state.topic_permissions.items()}
         self.feature_flags = set(state.feature_flags)
         self.members = {m.node: MemberInfo(m.node, m.version, m.supported_flags) for m in state.members.values()}
         self.limits = {k: x.value for k, x in state.limits.items()}
@@ -270,6 +290,9 @@ class Projections:
         for p in vh.policies.values():
             self.policies[(name, p.name)] = PolicyInfo(name, p.name, p.pattern, p.apply_to, p.definition_map,
                                                        p.priority)  # fmt: skip
+        for p in vh.operator_policies.values():
+            self.operator_policies[(name, p.name)] = PolicyInfo(name, p.name, p.pattern, p.apply_to, p.definition_map,
+                                                                p.priority)  # fmt: skip
 
     # -- the node's Authenticator ------------------------------------------------------
 

@@ -2,14 +2,17 @@
 
     ["warren.metadata", SNAPSHOT_FORMAT, machine_version, recent_limit,
      vhosts, users, permissions, members, feature_flags,
-     recent_previous, recent, limits?]
+     recent_previous, recent (, limits (, topic_permissions))]
 
-    vhosts       [[vhost record, [exchange], [queue], [binding], [policy]], ...]
+    vhosts       [[vhost record, [exchange], [queue], [binding], [policy] (, [operator policy])], ...]
+                 (the operator policies only when there are any, so a snapshot without
+                 them reads the same as before they existed)
     a record     [format, field, field, ...]   (its dataclass fields in order, format first)
     recent       [[key, digest, result], ...]  result: ["ok"] | ["created"] | ["error", condition, description]
-    limits       [limit record, ...], written only when there is one: a state
-                 without limits gives the bytes it gave before limits existed,
-                 and snapshots from before them restore with none
+    limits       [limit record, ...], and topic_permissions [topic permission
+                 record, ...]: each written only when it or a later element has
+                 something, so a state without them gives the bytes it gave before
+                 they existed, and snapshots from before them restore with none
 
 Deterministic: maps are written in their iteration order, which depends only
 on the commands applied (metadata/pmap.py), and restoring rebuilds them in
@@ -44,6 +47,7 @@ from metadata.state import (
     PolicyRecord,
     QueueRecord,
     Recent,
+    TopicPermissionRecord,
     UserRecord,
     VHostRecord,
     VHostState,
@@ -76,7 +80,8 @@ def _layout(cls: type) -> tuple[int, tuple[str, ...], tuple[int, ...]]:
 
 
 _LAYOUTS = {cls: _layout(cls) for cls in (VHostRecord, UserRecord, PermissionRecord, ExchangeRecord, QueueRecord,
-                                          BindingRecord, PolicyRecord, MemberRecord, LimitRecord)}  # fmt: skip
+                                          BindingRecord, PolicyRecord, MemberRecord, LimitRecord,
+                                          TopicPermissionRecord)}  # fmt: skip
 
 
 def _record(rec: Any) -> list[Any]:
@@ -133,6 +138,7 @@ def encode_state(state: MetadataState) -> bytes:
             [_record(q) for q in vh.queues.values()],
             [_record(b) for b in vh.all_bindings()],
             [_record(p) for p in vh.policies.values()],
+            *([[_record(p) for p in vh.operator_policies.values()]] if vh.operator_policies else []),
         ]
         for vh in state.vhosts.values()
     ]
@@ -146,8 +152,11 @@ def encode_state(state: MetadataState) -> bytes:
         [[k, r.digest, _result(r.result)] for k, r in state.recent_previous.items()],
         [[k, r.digest, _result(r.result)] for k, r in state.recent.items()],
     ]  # fmt: skip
-    if state.limits:
-        value.append([_record(x) for x in state.limits.values()])
+    optional = [[_record(x) for x in state.limits.values()],
+                [_record(t) for t in state.topic_permissions.values()]]
+    while optional and not optional[-1]:
+        optional.pop()
+    value.extend(optional)
     return codec.dumps(value)
 
 
@@ -171,12 +180,16 @@ def decode_state(data: bytes) -> MetadataState:
 
 
 def _decode(value: list[Any]) -> MetadataState:
-    (_, _, machine_version, recent_limit, vhosts, users, permissions, members, flags, previous, recent) = value[:11]
-    limits = value[11] if len(value) > 11 else []
+    (_, _, machine_version, recent_limit, vhosts, users, permissions, members, flags, previous, recent, *rest) = value
+    if len(rest) > 2:
+        raise SnapshotFormatError(f"a snapshot of {len(value)} elements")
+    limits = rest[0] if rest else []
+    topic = [_unrecord(TopicPermissionRecord, v) for v in (rest[1] if len(rest) > 1 else [])]
     return MetadataState(
         vhosts=PMap((vh.name, vh) for vh in map(_decode_vhost, vhosts)),
         users=PMap((u.name, u) for u in (_unrecord(UserRecord, v) for v in users)),
         permissions=PMap(((p.user, p.vhost), p) for p in (_unrecord(PermissionRecord, v) for v in permissions)),
+        topic_permissions=PMap(((t.user, t.vhost, t.exchange), t) for t in topic),
         members=PMap((m.node, m) for m in (_unrecord(MemberRecord, v) for v in members)),
         feature_flags=tuple(str(f) for f in flags),
         recent=PMap((str(k), Recent(bytes(d), _unresult(r))) for k, d, r in recent),
@@ -188,7 +201,10 @@ def _decode(value: list[Any]) -> MetadataState:
 
 
 def _decode_vhost(value: list[Any]) -> VHostState:
-    record, exchanges, queues, bindings, policies = value
+    record, exchanges, queues, bindings, policies, *rest = value
+    if len(rest) > 1:
+        raise SnapshotFormatError(f"a vhost entry of {len(value)} elements")
+    operator_policies = rest[0] if rest else []
     vh = _unrecord(VHostRecord, record)
     slots: dict[str, dict[tuple[str, str, str], list[BindingRecord]]] = {}
     incoming: dict[tuple[str, str], dict[tuple[str, str], None]] = {}
@@ -202,4 +218,5 @@ def _decode_vhost(value: list[Any]) -> VHostState:
         bindings=PMap((s, PMap((k, tuple(v)) for k, v in by_slot.items())) for s, by_slot in slots.items()),
         incoming=PMap((t, PMap(sources)) for t, sources in incoming.items()),
         policies=PMap((p.name, p) for p in (_unrecord(PolicyRecord, v) for v in policies)),
+        operator_policies=PMap((p.name, p) for p in (_unrecord(PolicyRecord, v) for v in operator_policies)),
     )

@@ -41,6 +41,7 @@ __all__ = [
     "MetadataState",
     "PermissionRecord",
     "PolicyRecord",
+    "TopicPermissionRecord",
     "QueueRecord",
     "Recent",
     "UserRecord",
@@ -152,6 +153,20 @@ class LimitRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class TopicPermissionRecord:
+    """A user's topic permissions on one exchange of a vhost: patterns the
+    routing keys of topic exchanges must match (write: publishing, read:
+    binding), as RabbitMQ's topic authorisation."""
+
+    user: str
+    vhost: str
+    exchange: str
+    write: str
+    read: str
+    format: int = 1
+
+
+@dataclass(frozen=True, slots=True)
 class MemberRecord:
     node: str
     version: str
@@ -183,6 +198,7 @@ class VHostState:
     # (kind, destination) -> {(source, key): None}: who binds to a destination.
     incoming: PMap[tuple[str, str], PMap[tuple[str, str], None]] = _empty()
     policies: PMap[str, PolicyRecord] = _empty()
+    operator_policies: PMap[str, PolicyRecord] = _empty()  # a namespace of their own, as in RabbitMQ
 
     @property
     def name(self) -> str:
@@ -215,6 +231,7 @@ class MetadataState:
     vhosts: PMap[str, VHostState] = _empty()
     users: PMap[str, UserRecord] = _empty()
     permissions: PMap[tuple[str, str], PermissionRecord] = _empty()  # (user, vhost) ->
+    topic_permissions: PMap[tuple[str, str, str], TopicPermissionRecord] = _empty()  # (user, vhost, exchange) ->
     members: PMap[str, MemberRecord] = _empty()
     feature_flags: tuple[str, ...] = ()  # enabled, sorted
     limits: PMap[tuple[str, str, str], LimitRecord] = _empty()  # (scope, name, limit) ->

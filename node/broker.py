@@ -33,6 +33,7 @@ from node.ops.state_snapshot import SnapshotWriter, collect
 from node.vhosts.definitions import DefinitionsFile
 from node.vhosts.local_queues import LocalQueues, Owners
 from node.vhosts.metadata_store import MetadataStore, new_key
+from node.vhosts.policies import PolicyApplier
 from node.vhosts.quorum_groups import QuorumQueues
 from node.vhosts.remote_queue import QueueService, RemoteQueue
 from node.vhosts.vhost import VHost
@@ -57,6 +58,7 @@ class Broker:
         self.logins = LoginService(self.auth, config.login_workers, config.login_max_pending,
                                    FailureDelays(config.login_failure_delay, config.login_failure_delay_max,
                                                  config.login_failure_addresses))  # fmt: skip
+        self.auth.on_legacy_login = self._rehash_password
         self._server: asyncio.base_events.Server | None = None
         self.alarm_check: Periodic | None = None
         self.store: MessageStore | None = None
@@ -78,6 +80,8 @@ class Broker:
         self.local_queues = LocalQueues(self)
         self.metadata_machine.subscribe(self.projections.on_applied, self.projections.on_restored)
         self.metadata_machine.subscribe(self.local_queues.on_applied, self.local_queues.on_restored)
+        self.policies = PolicyApplier(self)  # after local_queues: the queues exist by then
+        self.metadata_machine.subscribe(self.policies.on_applied, self.policies.on_restored)
         self.metadata: MetadataStore | None = None
         self.owners = Owners()
         self.quorum = QuorumQueues(self)
@@ -268,6 +272,24 @@ class Broker:
         task = self.loop.create_task(run())
         self._background.add(task)
         task.add_done_callback(self._background.discard)
+
+    def _rehash_password(self, name: str, password: str) -> None:
+        """A user imported from RabbitMQ just logged in: store Warren's own
+        hash of the password in place of RabbitMQ's (any thread may call)."""
+        user = self.auth.users.get(name)
+        if user is None:
+            return
+        legacy = user.password_hash
+        new_hash = hash_password(password)  # slow on purpose: on the caller's thread
+
+        def propose() -> None:
+            user = self.auth.users.get(name)
+            if user is None or user.password_hash != legacy or self.metadata is None:
+                return  # changed or deleted meanwhile: nothing to upgrade
+            command = mc.PutUser(new_key(), name, new_hash, tuple(user.tags))
+            self.background(self.metadata.run(command), f"rehashing the password of user '{name}'")
+
+        self.loop.call_soon_threadsafe(propose)
 
     def now_ms(self) -> int:
         return int(time.time() * 1000)

@@ -12,8 +12,10 @@ import hmac
 import ipaddress
 import os
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from routing import rabbit_passwords
 from routing.permissions import Permission
 
 ITERATIONS = 100_000
@@ -44,6 +46,8 @@ def parse_hash(stored: str) -> tuple[int, bytes, bytes] | None:
 
 
 def check_password(password: str, stored: str) -> bool:
+    if rabbit_passwords.is_rabbit_hash(stored):  # imported from RabbitMQ, not yet rehashed
+        return rabbit_passwords.check(password, stored)
     parsed = parse_hash(stored)
     if parsed is None:
         return False
@@ -100,6 +104,9 @@ class Authenticator:
         self.cache_size = cache_size
         self._cache_secret = os.urandom(32)
         self._dummy_hash = ""  # made on first use: an unknown user is checked against it
+        # Called with (user, password) after a login verified against a hash in
+        # RabbitMQ's format, so the node can store its own hash instead.
+        self.on_legacy_login: Callable[[str, str], None] | None = None
 
     def add_user(self, name: str, password: str | None, tags: list[str] | None = None,
                  password_hash: str | None = None) -> None:  # fmt: skip
@@ -149,7 +156,8 @@ class Authenticator:
             return LoginAttempt(None)
         name, password = parts[1].decode("utf-8", "replace"), parts[2].decode("utf-8", "replace")
         user = self.users.get(name)
-        known = user is not None and parse_hash(user.password_hash) is not None
+        known = user is not None and (parse_hash(user.password_hash) is not None
+                                      or rabbit_passwords.is_rabbit_hash(user.password_hash))
         if not known:  # unknown, or no password: the same work as a wrong password
             return LoginAttempt(name, password, self.dummy_hash(), needs_hash=True)
         key = (name, user.password_hash, hmac.digest(self._cache_secret, password.encode(), "sha256"))
@@ -175,6 +183,8 @@ class Authenticator:
                 self._verified.popitem(last=False)
         if name in self.loopback_users and not is_loopback(peer_host):
             return None
+        if attempt.known and self.on_legacy_login is not None and rabbit_passwords.is_rabbit_hash(attempt.stored):
+            self.on_legacy_login(name, attempt.password)  # verified against RabbitMQ's hash: store ours
         return name
 
     def dummy_hash(self) -> str:

@@ -22,7 +22,7 @@ from amqp.events import Delivery
 from amqp.message import Message
 from amqp.types import Symbol
 from queues.base import ACCEPT, REJECT, RELEASE, Outcome, Queue, QueueMessage, Settlement
-from routing import address
+from routing import address, topic_permissions
 from routing.errors import AddressError, RoutingError
 
 if TYPE_CHECKING:
@@ -129,8 +129,21 @@ class Publisher:
         if isinstance(target, address.QueueTarget):
             return [vhost.queue(target.queue)], "", target.queue
         key = target.routing_key if target.routing_key is not None else (msg.subject or "")
+        if self.handler.node.projections.topic_permissions:
+            self._check_topic(target.exchange, key)
         # application-properties are decoded only if a headers exchange asks (routing/exchange_types.py)
         return vhost.route(target.exchange, key, lambda: msg.application_properties), target.exchange, key
+
+    def _check_topic(self, exchange: str, key: str) -> None:
+        """Topic permissions on the routing key, for a topic exchange (a
+        refusal rejects the message with unauthorized-access)."""
+        handler = self.handler
+        x = handler.vhost.routing.exchange(exchange)
+        if x is not None and str(x.type) == "topic":
+            remote = getattr(handler.engine, "remote_open", None)
+            client_id = (remote.container_id or "") if remote is not None else ""
+            topic_permissions.check(handler.node.projections.topic_permissions, handler.user or "",
+                                    handler.vhost.name, exchange, key, "write", client_id)  # fmt: skip
 
     def _settle(self, delivery: Delivery, state: Any) -> None:
         if not delivery.settled:

@@ -16,7 +16,10 @@ source carries "TODO: consider changing to 403"); a failed login is 401 with
 error "not_authorized" and a WWW-Authenticate challenge.
 
 Handlers are in `node/http/node_routes.py` (node, connections, vhosts, users,
-permissions) and `node/http/topology_routes.py` (queues, exchanges, bindings); JSON
+permissions), `node/http/topology_routes.py` (queues, exchanges, bindings) and
+`node/http/policy_routes.py` (policies, operator policies) and
+`node/http/message_routes.py` (publish, get, consumers),
+`node/http/topic_permission_routes.py`; JSON
 shapes in `node/http/formats.py`.
 """
 
@@ -200,11 +203,16 @@ class ManagementAPI:
 
     def application(self) -> web.Application:
         from node.http import limit_routes as http_limits
-        from node.http import node_routes as http_node  # they import this module
+        from node.http import message_routes as http_message  # they import this module
+        from node.http import node_routes as http_node
+        from node.http import policy_routes as http_policy
+        from node.http import topic_permission_routes as http_topic
         from node.http import topology_routes as http_topology
 
+        routes = (http_node.ROUTES + http_topology.ROUTES + http_limits.ROUTES + http_policy.ROUTES + http_message.ROUTES
+                  + http_topic.ROUTES)
         app = web.Application(middlewares=[self._middleware])
-        for method, path, handler in http_node.ROUTES + http_topology.ROUTES + http_limits.ROUTES:
+        for method, path, handler in routes:
             app.router.add_route(method, path, handler)
         app[API] = self
         return app

@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import quote
 
 from node import __version__
+from routing import rabbit_passwords
 
 PROTOCOL = "AMQP 1-0"  # what RabbitMQ shows for native AMQP 1.0 connections
 BUILTIN_USER = "rmq-internal"
@@ -145,8 +146,8 @@ def queue_json(queue: Any, node_name: str) -> dict:
         "messages_unacknowledged": unacked,
         "message_bytes_ready": info.get("message_bytes_ready", 0),
         "consumers": info.get("consumer_count", queue.consumer_count),
-        "policy": None,
         "exclusive_consumer_tag": None,
+        **policy_json(queue),
     }
     if "members" in info:  # a replicated queue: its Raft leader and members (RabbitMQ's fields)
         out["leader"] = out["node"] = info["leader"]
@@ -163,6 +164,21 @@ def queue_json(queue: Any, node_name: str) -> dict:
             "ack": stats.acknowledged,
         }
     return out
+
+
+def policy_json(queue: Any) -> dict:
+    """The policies in effect on a queue (node/vhosts/policies.py sets them)."""
+    state = getattr(queue, "policy_state", None)
+    if state is None:
+        return {"policy": None, "operator_policy": None, "effective_policy_definition": {}}
+    return {"policy": state.policy, "operator_policy": state.operator_policy,
+            "effective_policy_definition": dict(state.definition)}  # fmt: skip
+
+
+def policy_definition_json(policy: Any, operator: bool = False) -> dict:
+    """One policy, as GET /api/policies lists it."""
+    return {"vhost": policy.vhost, "name": policy.name, "pattern": policy.pattern, "apply-to": policy.apply_to,
+            "definition": plain(policy.definition), "priority": policy.priority}  # fmt: skip
 
 
 def exchange_json(vhost: str, exchange: Any) -> dict:
@@ -281,9 +297,13 @@ def vhost_json(vhost: Any, node_name: str) -> dict:
 
 
 def user_json(user: Any, hashing_algorithm: str) -> dict:
+    password_hash = user.password_hash
+    rabbit = rabbit_passwords.export(password_hash)  # imported from RabbitMQ, not yet rehashed
+    if rabbit is not None:
+        hashing_algorithm, password_hash = rabbit
     return {
         "name": user.name,
-        "password_hash": user.password_hash,
+        "password_hash": password_hash,
         "hashing_algorithm": hashing_algorithm,
         "tags": list(user.tags),
         "limits": {},

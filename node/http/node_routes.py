@@ -42,9 +42,9 @@ from node.http.api import (
     read_body,
     refused,
 )
-from node.vhosts.definitions import HASHING_ALGORITHM
+from node.vhosts.definitions import HASHING_ALGORITHM, DefinitionsError
 from node.vhosts.metadata_store import new_key
-from routing import permissions
+from routing import permissions, rabbit_passwords
 
 DEFAULT_CLOSE_REASON = "Closed via management plugin"
 
@@ -121,6 +121,30 @@ async def alarms_check(request: web.Request) -> web.Response:
 @access(ADMIN)
 async def definitions(request: web.Request) -> web.Response:
     return json_response(request, api_of(request).broker.definitions.document())
+
+
+@access(ADMIN)
+async def vhost_definitions(request: web.Request) -> web.Response:
+    api = api_of(request)
+    vhost = api.vhost(request.match_info["vhost"]).name
+    return json_response(request, api.broker.definitions.document(vhost))
+
+
+@access(ADMIN)
+async def import_definitions(request: web.Request) -> web.Response:
+    """POST /api/definitions[/{vhost}]: imports a document (RabbitMQ's
+    export included) while the node runs; a malformed one is 400 and
+    changes nothing."""
+    api = api_of(request)
+    vhost = request.match_info.get("vhost")
+    if vhost is not None:
+        vhost = api.vhost(vhost).name
+    doc = await read_body(request)
+    try:
+        await api.broker.definitions.apply(doc, vhost)
+    except DefinitionsError as e:
+        raise bad_request(str(e)) from None
+    return no_content()
 
 
 # ---------------------------------------------------------------- connections
@@ -273,7 +297,12 @@ async def put_user(request: web.Request) -> web.Response:
         password_hash = await api_of(request).broker.logins.hash_password(password)  # PBKDF2, off the loop
     elif password_hash is not None:
         algorithm = body.get("hashing_algorithm", HASHING_ALGORITHM)
-        if algorithm != HASHING_ALGORITHM or not isinstance(password_hash, str) or (
+        if algorithm in rabbit_passwords.ALGORITHMS and isinstance(password_hash, str):
+            try:  # RabbitMQ's salted SHA-256/512, verified as it is until the first login
+                password_hash = rabbit_passwords.stored_form(algorithm, password_hash)
+            except ValueError as e:
+                raise bad_request(str(e)) from None
+        elif algorithm != HASHING_ALGORITHM or not isinstance(password_hash, str) or (
             password_hash and not password_hash.startswith("pbkdf2-sha256$")
         ):  # fmt: skip
             raise bad_request(f"password_hash must be in {HASHING_ALGORITHM} format")
@@ -364,6 +393,9 @@ ROUTES = [
     ("GET", "/api/health/checks/alarms", alarms_check),
     ("GET", "/api/health/checks/local-alarms", alarms_check),
     ("GET", "/api/definitions", definitions),
+    ("POST", "/api/definitions", import_definitions),
+    ("GET", "/api/definitions/{vhost}", vhost_definitions),
+    ("POST", "/api/definitions/{vhost}", import_definitions),
     ("GET", "/api/connections", list_connections),
     ("GET", "/api/connections/{name}", get_connection),
     ("DELETE", "/api/connections/{name}", close_connection),

@@ -39,6 +39,7 @@ from node.http.api import (
     read_body,
     refused,
 )
+from routing import topic_permissions
 from routing.errors import PreconditionFailed
 
 # ---------------------------------------------------------------- queues
@@ -247,6 +248,14 @@ def _check_bind(request: web.Request, vhost: Any, source: str, kind: str, destin
     check_permission(request, vhost.name, "read", source, "exchange")
 
 
+def check_topic_read(request: web.Request, vhost: Any, source: str, key: str) -> None:
+    """Binding to a topic exchange needs topic read access to the binding key."""
+    x = vhost.routing.exchange(source)
+    if x is not None and str(x.type) == "topic":
+        entries = api_of(request).broker.projections.topic_permissions
+        topic_permissions.check(entries, request[USER].name, vhost.name, source, key, "read")
+
+
 @access(VHOST)
 async def post_binding(request: web.Request) -> web.Response:
     """Creates a binding; 201 with its path in Location."""
@@ -257,6 +266,7 @@ async def post_binding(request: web.Request) -> web.Response:
         raise bad_request("'routing_key' must be a string")
     arguments = body_arguments(body)
     _check_bind(request, vhost, source, kind, destination)
+    check_topic_read(request, vhost, source, key)
     await vhost.bind(source, kind, destination, key, arguments)
     m = request.match_info
     location = (f"/api/bindings/{quote(vhost.name, safe='')}/e/{quote(m['source'], safe='')}/{m['kind']}/"

@@ -153,7 +153,8 @@ CONNECTION_COLUMNS = ("name node type user vhost protocol host port peer_host pe
                       "channel_max timeout client_properties")  # fmt: skip
 QUEUE_COLUMNS = (
     "name vhost type durable auto_delete exclusive arguments node state messages messages_ready "
-    "messages_unacknowledged message_bytes_ready consumers policy exclusive_consumer_tag message_stats"
+    "messages_unacknowledged message_bytes_ready consumers policy operator_policy effective_policy_definition "
+    "exclusive_consumer_tag message_stats"
 )
 EXCHANGE_COLUMNS = "name vhost type durable auto_delete internal arguments"
 BINDING_COLUMNS = ("source_name source_kind destination_name destination_kind routing_key arguments source vhost "
@@ -386,6 +387,85 @@ def delete_queue(client: Client, args: argparse.Namespace) -> Done:
     return Done(f'Deleting queue "{args.name}" in vhost "{args.vhost}" ...')
 
 
+POLICY_COLUMNS = "vhost name pattern apply-to definition priority"
+
+
+def _policy_body(args: argparse.Namespace) -> dict:
+    try:
+        definition = json.loads(args.definition)
+    except ValueError as e:
+        raise CtlError(f"the definition is not JSON: {e}", EX_DATAERR) from None
+    return {"pattern": args.pattern, "definition": definition, "priority": args.priority, "apply-to": args.apply_to}
+
+
+def _policy_listing(client: Client, args: argparse.Namespace, kind: str, title: str) -> Listing:
+    rows = client.get(f"/api/{kind}/{_q(args.vhost)}")
+    return Listing(rows, args.columns or ["vhost", "name", "pattern", "apply-to", "definition", "priority"],
+                   f"Listing {title} for vhost \"{args.vhost}\" ...", POLICY_COLUMNS)  # fmt: skip
+
+
+@command("set_policy", "[-p VHOST] [--priority N] [--apply-to WHAT] NAME PATTERN DEFINITION: set a policy")
+def set_policy(client: Client, args: argparse.Namespace) -> Done:
+    client.put(f"/api/policies/{_q(args.vhost)}/{_q(args.name)}", _policy_body(args))
+    return Done(f'Setting policy "{args.name}" for pattern "{args.pattern}" to "{args.definition}" '
+                f'with priority "{args.priority}" for vhost "{args.vhost}" ...')  # fmt: skip
+
+
+@command("clear_policy", "[-p VHOST] NAME: remove a policy")
+def clear_policy(client: Client, args: argparse.Namespace) -> Done:
+    client.delete(f"/api/policies/{_q(args.vhost)}/{_q(args.name)}")
+    return Done(f'Clearing policy "{args.name}" on vhost "{args.vhost}" ...')
+
+
+@command("list_policies", "[-p VHOST]: the policies of a vhost")
+def list_policies(client: Client, args: argparse.Namespace) -> Listing:
+    return _policy_listing(client, args, "policies", "policies")
+
+
+@command("set_operator_policy", "[-p VHOST] [--priority N] [--apply-to WHAT] NAME PATTERN DEFINITION: "
+                                "set an operator policy (limits that cap what queues declare)")  # fmt: skip
+def set_operator_policy(client: Client, args: argparse.Namespace) -> Done:
+    client.put(f"/api/operator-policies/{_q(args.vhost)}/{_q(args.name)}", _policy_body(args))
+    return Done(f'Setting operator policy override "{args.name}" for pattern "{args.pattern}" to '
+                f'"{args.definition}" with priority "{args.priority}" for vhost "{args.vhost}" ...')  # fmt: skip
+
+
+@command("clear_operator_policy", "[-p VHOST] NAME: remove an operator policy")
+def clear_operator_policy(client: Client, args: argparse.Namespace) -> Done:
+    client.delete(f"/api/operator-policies/{_q(args.vhost)}/{_q(args.name)}")
+    return Done(f'Clearing operator policy "{args.name}" on vhost "{args.vhost}" ...')
+
+
+@command("list_operator_policies", "[-p VHOST]: the operator policies of a vhost")
+def list_operator_policies(client: Client, args: argparse.Namespace) -> Listing:
+    return _policy_listing(client, args, "operator-policies", "operator policy overrides")
+
+
+TOPIC_PERMISSION_COLUMNS = "user vhost exchange write read"
+
+
+@command("set_topic_permissions", "[-p VHOST] USER EXCHANGE WRITE READ: patterns for a topic exchange's routing keys")
+def set_topic_permissions(client: Client, args: argparse.Namespace) -> Done:
+    body = {"exchange": args.exchange, "write": args.write, "read": args.read}
+    client.put(f"/api/topic-permissions/{_q(args.vhost)}/{_q(args.username)}", body)
+    return Done(f'Setting topic permissions on "{args.exchange}" for user "{args.username}" in vhost '
+                f'"{args.vhost}" ...')  # fmt: skip
+
+
+@command("clear_topic_permissions", "[-p VHOST] USER [EXCHANGE]: remove a user's topic permissions")
+def clear_topic_permissions(client: Client, args: argparse.Namespace) -> Done:
+    query = f"?exchange={_q(args.exchange)}" if args.exchange else ""
+    client.delete(f"/api/topic-permissions/{_q(args.vhost)}/{_q(args.username)}{query}")
+    return Done(f'Clearing topic permissions for user "{args.username}" in vhost "{args.vhost}" ...')
+
+
+@command("list_topic_permissions", "[-p VHOST]: topic permissions in a vhost")
+def list_topic_permissions(client: Client, args: argparse.Namespace) -> Listing:
+    rows = client.get(f"/api/vhosts/{_q(args.vhost)}/topic-permissions")
+    return Listing(rows, args.columns or ["user", "exchange", "write", "read"],
+                   f"Listing topic permissions for vhost \"{args.vhost}\" ...", TOPIC_PERMISSION_COLUMNS)  # fmt: skip
+
+
 class Report:
     """What a command that shows one object returns: its JSON, and how people read it."""
 
@@ -523,10 +603,22 @@ _ARGS: dict[str, list[tuple[str, dict]]] = {
     "grow": [("node", {})],
     "export_snapshots": [("directory", {})],
     "shrink": [("node", {})],
+    **{name: [("name", {}), ("pattern", {}), ("definition", {}),
+              ("--priority", {"type": int, "default": 0}), ("--apply-to", {"default": "all"})]
+       for name in ("set_policy", "set_operator_policy")},
+    "clear_policy": [("name", {})],
+    "set_topic_permissions": [("username", {"metavar": "user"}), ("exchange", {}), ("write", {}), ("read", {})],
+    "clear_topic_permissions": [("username", {"metavar": "user"}), ("exchange", {"nargs": "?", "default": ""})],
+    "list_topic_permissions": [("columns", {"nargs": "*"})],
+    "clear_operator_policy": [("name", {})],
+    "list_policies": [("columns", {"nargs": "*"})],
+    "list_operator_policies": [("columns", {"nargs": "*"})],
 }
 _VHOST_SCOPED = {"list_queues", "list_exchanges", "list_bindings", "list_permissions", "set_permissions",
                  "clear_permissions", "purge_queue", "delete_queue", "add_member", "delete_member", "set_vhost_limits",
-                 "clear_vhost_limits"}  # fmt: skip
+                 "clear_vhost_limits", "set_policy", "clear_policy", "list_policies", "set_operator_policy",
+                 "clear_operator_policy", "list_operator_policies", "set_topic_permissions", "clear_topic_permissions",
+                 "list_topic_permissions"}  # fmt: skip
 
 
 # ---------------------------------------------------------------- entry point

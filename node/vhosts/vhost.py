@@ -211,10 +211,11 @@ class VHost:
         """Republishes a dead message to the queue's dead-letter exchange,
         recording why and from where in its annotations (x-opt-deaths and
         x-first/last-death-*, as RabbitMQ 4 does for AMQP 1.0 messages)."""
-        dlx = queue.arguments.get("x-dead-letter-exchange")
+        arguments = getattr(queue, "effective_arguments", queue.arguments)  # a policy's keys too
+        dlx = arguments.get("x-dead-letter-exchange")
         if dlx is None:
             return
-        dl_key = queue.arguments.get("x-dead-letter-routing-key")
+        dl_key = arguments.get("x-dead-letter-routing-key")
         keys = [dl_key] if dl_key is not None else (message.routing_keys or [""])
         annotations = dict(message.annotations or {})
         now = Timestamp(int(time.time() * 1000))

@@ -69,6 +69,7 @@ class ClassicQueue(Queue):
                  arguments: dict, *, host: QueueHost, persistence: Persistence | None = None) -> None:  # fmt: skip
         super().__init__(vhost, name, durable, exclusive_owner, auto_delete, arguments)
         self.config = ClassicQueueConfig.from_arguments(self.arguments)
+        self.effective_arguments = self.arguments  # with the policies' keys (apply_policy)
         self.stats = ClassicQueueCounters()
         self.store_key = store_key(vhost, name)
         self._host = host
@@ -121,6 +122,22 @@ class ClassicQueue(Queue):
         """The queue was used without a consumer (redeclared, read by
         management): restarts the x-expires countdown."""
         self._retention.touch()
+
+    def apply_policy(self, arguments: dict) -> None:
+        """Acts from now on on `arguments`: the queue's own and those a
+        policy adds (node/vhosts/policies.py). Limits apply at once to the
+        messages already here; a message TTL to messages published from now on."""
+        config = ClassicQueueConfig.from_arguments(arguments)  # raises QueueArgumentError
+        if config == self.config and arguments == self.effective_arguments:
+            return
+        self.effective_arguments = dict(arguments)
+        self.config = config
+        self._drop_head = config.limited and config.overflow == DROP_HEAD
+        self._reject_when_full = config.limited and config.overflow != DROP_HEAD
+        self._has_ttl = self._has_ttl or config.message_ttl is not None
+        self._retention.expiry_changed()
+        if not self.deleted:
+            self._dispatch()
 
     # ------------------------------------------------------------ publishing
 

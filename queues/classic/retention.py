@@ -106,6 +106,18 @@ class Retention:
             self._last_used = self._host.now_ms()
             self.arm_expiry(expires)
 
+    def expiry_changed(self) -> None:
+        """x-expires changed (a policy): count the idle time against the new value."""
+        if self._expiry_timer is not None:
+            self._expiry_timer.cancel()
+            self._expiry_timer = None
+        expires = self.queue.config.expires
+        if expires is None or self.queue.consumer_count:
+            return
+        if not self._last_used:
+            self._last_used = self._host.now_ms()
+        self.arm_expiry(max(0, self._last_used + expires - self._host.now_ms()))
+
     def arm_expiry(self, delay_ms: int) -> None:
         if self._expiry_timer is None:
             self._expiry_timer = self._host.call_later(delay_ms / 1000, self._on_expiry_timer)

@@ -44,6 +44,7 @@ __all__ = [
     "Publish",
     "Purge",
     "Return",
+    "SetConfig",
     "Settle",
     "Tick",
     "msg_id",
@@ -227,6 +228,16 @@ class DeadLetterSettled:
     msg_ids: tuple[int, ...]
 
 
+@command("quorum.set_config", version=1)
+@dataclass(frozen=True, slots=True)
+class SetConfig:
+    """A policy changed what the queue acts on: `config` holds QuorumConfig's
+    fields in declaration order (its `as_list()`). New limits apply at once to
+    the messages already in the queue (drop-head makes room)."""
+
+    config: tuple
+
+
 COMMANDS: tuple[type, ...] = (
     Enqueue,
     Publish,
@@ -241,4 +252,5 @@ COMMANDS: tuple[type, ...] = (
     Purge,
     DownConsumersOnNode,
     DeadLetterSettled,
+    SetConfig,
 )

@@ -51,6 +51,7 @@ between zero and non-zero.
 from __future__ import annotations
 
 from collections import deque
+from dataclasses import fields
 from heapq import heappush
 from typing import Any
 
@@ -85,7 +86,7 @@ from .effects import (
     StoreBodies,
 )
 from .queries import checked_out, consumer_link, dead_letter_pending, next_expiry, overview, release_cursor
-from .state import M_ANN, M_ID, M_SIZE, ConsumerState, QuorumState, new_state
+from .state import M_ANN, M_ID, M_SIZE, ConsumerState, QuorumConfig, QuorumState, new_state
 
 __all__ = [
     "MAX_CREDIT",
@@ -398,6 +399,16 @@ def _dlx_settled(st: QuorumState, cmd: c.DeadLetterSettled, index: int, ctx: Ctx
     st.counters.dead_lettered += n
 
 
+_CONFIG_FIELDS = fields(QuorumConfig)
+
+
+def _set_config(st: QuorumState, cmd: c.SetConfig, index: int, ctx: Ctx) -> None:
+    if len(cmd.config) != len(_CONFIG_FIELDS):
+        return  # a layout this machine does not know: no change (a newer one would be a new version)
+    st.config = QuorumConfig(*cmd.config)
+    enforce_drop_head(st, ctx)
+
+
 _HANDLERS = {
     c.Enqueue: _enqueue,
     c.Publish: _publish,
@@ -412,4 +423,5 @@ _HANDLERS = {
     c.Purge: _purge,
     c.DownConsumersOnNode: _down,
     c.DeadLetterSettled: _dlx_settled,
+    c.SetConfig: _set_config,
 }

@@ -54,6 +54,7 @@ class QuorumQueue(Queue):
         super().__init__(vhost, name, True, None, False, arguments)
         self.config = qq.QuorumConfig.from_arguments(arguments)
         self.state = qq.new_state(self.config)
+        self.effective_arguments = self.arguments  # with a policy's keys (apply_policy)
         self.members = tuple(members)
         self.group = group
         self._host = host  # the vhost: dead-lettering, timers, clock
@@ -83,6 +84,16 @@ class QuorumQueue(Queue):
         cid = self.links.add(consumer)
         self.proposals.for_consumer(cid, qq.Attach(cid, priority, self._host.now_ms(), self._qh.incarnation, 0,
                                                    consumer.presettled))  # fmt: skip
+
+    def apply_policy(self, arguments: dict) -> None:
+        """Acts from now on on `arguments`, the queue's own and a policy's
+        (node/vhosts/policies.py): a SetConfig through the queue's log, so
+        every replica changes at the same point (every replica may propose
+        it; applying it twice changes nothing)."""
+        config = qq.QuorumConfig.from_arguments(arguments)  # raises QueueArgumentError
+        self.effective_arguments = dict(arguments)
+        if config != self.state.config:
+            self.proposals.submit(qq.SetConfig(tuple(config.as_list())))
 
     def detach_consumer(self, consumer: Consumer) -> None:
         cid = self.links.remove(consumer)

@@ -6,11 +6,19 @@ import itertools
 
 from metadata import commands as c
 from metadata.effects import Error
-from metadata.feature_flags import CREDIT_API_V2, QUORUM_QUEUE_V1, WARREN_METADATA_RAFT_V1
+from metadata.feature_flags import (
+    CREDIT_API_V2,
+    OPERATOR_POLICIES,
+    QUORUM_QUEUE_POLICIES,
+    QUORUM_QUEUE_V1,
+    TOPIC_PERMISSIONS,
+    WARREN_METADATA_RAFT_V1,
+)
 from metadata.machine import apply
 from metadata.state import MetadataState
 
-ALL_FLAGS = (CREDIT_API_V2, QUORUM_QUEUE_V1, WARREN_METADATA_RAFT_V1)
+ALL_FLAGS = (CREDIT_API_V2, OPERATOR_POLICIES, QUORUM_QUEUE_POLICIES, QUORUM_QUEUE_V1, TOPIC_PERMISSIONS,
+             WARREN_METADATA_RAFT_V1)  # fmt: skip
 _keys = itertools.count()
 
 

@@ -47,6 +47,10 @@ SAMPLES = [
     c.SetQueueReplicas("k19", "/", "q", ("n1", "n2")),
     c.SetLimit("k20", "vhost", "/", "max-connections", -1),
     c.ClearLimit("k21", "user", "guest", "max-connections"),
+    c.SetOperatorPolicy("k22", "/", "cap", "^q", "queues", {"max-length": UInt(5)}, 1),
+    c.ClearOperatorPolicy("k23", "/", "cap"),
+    c.SetTopicPermissions("k24", "guest", "/", "amq.topic", "^eu\\.", ".*"),
+    c.ClearTopicPermissions("k25", "guest", "/", "amq.topic"),
 ]
 
 

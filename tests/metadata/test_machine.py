@@ -139,6 +139,42 @@ def test_policies_are_stored():
     refused(state, c.ClearPolicy(k(), "nowhere", "ttl"), NOT_FOUND)
 
 
+def test_operator_policies_are_a_namespace_of_their_own_behind_a_feature_flag():
+    state = cluster("/")
+    cap = c.SetOperatorPolicy(k(), "/", "ttl", "^q", "queues", {"max-length": 5}, 1)
+    refused(state, cap, Condition.PRECONDITION_FAILED)  # the flag is not enabled yet
+    state = run(state, c.EnableFeatureFlag(k(), "operator_policies"),
+                c.SetPolicy(k(), "/", "ttl", "^q", "queues", {"message-ttl": 5}))  # fmt: skip
+    state, result, effects = step(state, cap)
+    assert result == CREATED and effects == (fx.PolicySet("/", "ttl", "^q", "queues", {"max-length": 5}, 1, True),)
+    vh = state.vhost("/")
+    assert vh.operator_policies["ttl"].definition_map == {"max-length": 5}
+    assert vh.policies["ttl"].definition_map == {"message-ttl": 5}
+    state, result, effects = step(state, c.ClearOperatorPolicy(k(), "/", "ttl"))
+    assert effects == (fx.PolicyCleared("/", "ttl", True),)
+    assert not state.vhost("/").operator_policies and "ttl" in state.vhost("/").policies
+    refused(state, c.ClearOperatorPolicy(k(), "/", "ttl"), NOT_FOUND)
+
+
+def test_topic_permissions_are_kept_per_exchange_and_go_with_their_user_or_vhost():
+    state = run(cluster("/", "v"), c.PutUser(k(), "u", "h"), c.PutUser(k(), "w", "h"))
+    set_eu = c.SetTopicPermissions(k(), "u", "/", "amq.topic", "^eu\\.", "^eu\\.")
+    refused(state, set_eu, Condition.PRECONDITION_FAILED)  # the flag is not enabled yet
+    state = run(state, c.EnableFeatureFlag(k(), "topic_permissions"))
+    state, result, effects = step(state, set_eu)
+    assert result == CREATED and effects == (fx.TopicPermissionsSet("u", "/", "amq.topic", "^eu\\.", "^eu\\."),)
+    refused(state, c.SetTopicPermissions(k(), "u", "/", "x", "("), INVALID_FIELD)
+    refused(state, c.SetTopicPermissions(k(), "nobody", "/", "x"), NOT_FOUND)
+    state = run(state, c.SetTopicPermissions(k(), "u", "/", "logs"), c.SetTopicPermissions(k(), "u", "v", "x"),
+                c.SetTopicPermissions(k(), "w", "/", "x"))  # fmt: skip
+    state, result, effects = step(state, c.ClearTopicPermissions(k(), "u", "/"))  # every exchange of u in /
+    assert {e.exchange for e in effects} == {"amq.topic", "logs"}
+    assert set(state.topic_permissions) == {("u", "v", "x"), ("w", "/", "x")}
+    refused(state, c.ClearTopicPermissions(k(), "u", "/"), NOT_FOUND)
+    state = run(state, c.DeleteUser(k(), "w"), c.DeleteVHost(k(), "v"))
+    assert not state.topic_permissions
+
+
 # -- feature flags and members -------------------------------------------------------
 
 
@@ -228,6 +264,12 @@ def _every_command(state: MetadataState):
         c.ClearPolicy(k(), "v", "p"),
         c.SetLimit(k(), "vhost", "v", "max-connections", 10),
         c.ClearLimit(k(), "vhost", "v", "max-connections"),
+        c.EnableFeatureFlag(k(), "operator_policies"),
+        c.SetOperatorPolicy(k(), "v", "p", ".*", definition={"max-length": 3}),
+        c.ClearOperatorPolicy(k(), "v", "p"),
+        c.EnableFeatureFlag(k(), "topic_permissions"),
+        c.SetTopicPermissions(k(), "u", "v", "x", "^a"),
+        c.ClearTopicPermissions(k(), "u", "v"),
         c.DeleteQueue(k(), "v", "q"),
         c.DeleteExchange(k(), "v", "x"),
         c.EnableFeatureFlag(k(), "credit_api_v2"),

@@ -41,6 +41,10 @@ def busy_state() -> MetadataState:
         c.Bind("b4", "/", "topics", "exchange", "ae", "#"),
         c.SetPolicy("pol", "v2", "ttl", "^q", "queues", {"message-ttl": UInt(5)}, 2),
         c.EnableFeatureFlag("ff", "credit_api_v2"),
+        c.EnableFeatureFlag("ff2", "operator_policies"),
+        c.SetOperatorPolicy("opol", "/", "cap", "^o", "quorum_queues", {"max-length": UInt(100)}, 0),
+        c.EnableFeatureFlag("ff3", "topic_permissions"),
+        c.SetTopicPermissions("tp", "alice", "/", "topics", "^a\\.", ".*"),
     )
 
 
@@ -55,6 +59,13 @@ def test_roundtrip_is_exact():
     # The remembered keys survive: a retried command is still answered from memory.
     assert apply(back, c.DeclareQueue("q1", "/", "orders", arguments={Symbol("x-max-length"): UInt(10)},
                                       leader="n1"))[1] == CREATED  # fmt: skip
+
+
+def test_a_vhost_without_operator_policies_is_written_as_before_they_existed():
+    state = run(cluster("/"), c.SetPolicy(k(), "/", "p", ".*", definition={"max-length": 1}))
+    value = codec.loads(encode_state(state))
+    assert len(value) == 11 and [len(v) for v in value[4]] == [5]  # no topic permissions, no operator policies
+    assert decode_state(encode_state(state)) == state
 
 
 def test_restored_state_keeps_producing_identical_snapshots():
@@ -91,7 +102,8 @@ def test_refuses_what_it_cannot_read():
         codec.dumps(["something else", 1]),
         codec.dumps([snapshot.MAGIC, 2, 1, 10]),  # a newer layout
         codec.dumps([snapshot.MAGIC, 1, 99, 10]),  # a newer machine
-        codec.dumps(value[:-1]),
+        codec.dumps(value[:10]),  # an element short
+        codec.dumps(value + [[]]),  # one too many
         codec.dumps(value[:4] + [[["junk"]]] + value[5:]),
     ):
         with pytest.raises(SnapshotFormatError):

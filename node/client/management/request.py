@@ -49,7 +49,7 @@ from amqp.errors import Condition
 from amqp.types import Array, UInt, ULong
 from node.vhosts.metadata_store import MetadataUnavailable
 from node.vhosts.vhost import ResourceLocked
-from routing import permissions
+from routing import permissions, topic_permissions
 from routing.address import quote_segment, unquote_segment
 from routing.errors import NotFound, PreconditionFailed, RoutingError
 
@@ -243,7 +243,17 @@ def queue_info(queue: Any, node_name: str) -> dict[str, Any]:
         "consumer_count": UInt(queue.consumer_count),
         "leader": leader,
         "replicas": Array(list(getattr(queue, "replicas", None) or [leader])),
+        **_policy_info(queue),
     }
+
+
+def _policy_info(queue: Any) -> dict[str, Any]:
+    """The policies in effect (node/vhosts/policies.py), under the HTTP API's names."""
+    state = getattr(queue, "policy_state", None)
+    if state is None:
+        return {"policy": None, "operator_policy": None, "effective_policy_definition": {}}
+    return {"policy": state.policy, "operator_policy": state.operator_policy,
+            "effective_policy_definition": dict(state.definition)}  # fmt: skip
 
 
 async def get_queue(caller: Caller, name: str, body: Any) -> tuple[str, Any]:
@@ -514,6 +524,10 @@ def _binding_checks(caller: Caller, spec: _BindingSpec) -> None:
     _no_line_breaks(spec.destination)
     caller.check("write", spec.destination, spec.kind)
     caller.check("read", spec.source, "exchange")
+    source = caller.vhost.routing.exchange(spec.source)
+    if source is not None and str(source.type) == "topic":  # topic read on the binding key
+        entries = caller.vhost.broker.projections.topic_permissions
+        topic_permissions.check(entries, caller.user, caller.vhost.name, spec.source, spec.key, "read")
     if spec.kind == "queue":
         queue = caller.vhost.queues.get(spec.destination)
         if queue is not None:

@@ -139,6 +139,42 @@ def test_table_aligns_columns():
     ]
 
 
+def test_policies_and_operator_policies(node_process):
+    api = Api(node_process.http_port)
+    api.put("/api/feature_flags/operator_policies/enable", {})
+    api.put("/api/queues/%2F/ctl-pol")
+    out = ok(node_process.ctl("set_policy", "--priority", "2", "--apply-to", "queues", "lim", "^ctl-pol$",
+                              '{"max-length": 7}'))  # fmt: skip
+    assert out.startswith('Setting policy "lim" for pattern "^ctl-pol$"')
+    rows = as_json(node_process.ctl("--json", "list_policies"))
+    assert rows == [{"vhost": "/", "name": "lim", "pattern": "^ctl-pol$", "apply-to": "queues",
+                     "definition": {"max-length": 7}, "priority": 2}]  # fmt: skip
+    ok(node_process.ctl("set_operator_policy", "cap", ".*", '{"max-length": 3}'))
+    assert [r["name"] for r in as_json(node_process.ctl("--json", "list_operator_policies"))] == ["cap"]
+    rows = as_json(node_process.ctl("--json", "list_queues", "name", "policy", "operator_policy"))
+    assert {"name": "ctl-pol", "policy": "lim", "operator_policy": "cap"} in rows
+    bad = node_process.ctl("set_policy", "bad", ".*", '{"max-length": "many"}')
+    assert bad.returncode == ctl.EX_DATAERR and "max-length" in bad.stderr
+    ok(node_process.ctl("clear_policy", "lim"))
+    ok(node_process.ctl("clear_operator_policy", "cap"))
+    assert as_json(node_process.ctl("--json", "list_policies")) == []
+    assert node_process.ctl("clear_policy", "lim").returncode == ctl.EX_DATAERR
+
+
+def test_topic_permissions(node_process):
+    api = Api(node_process.http_port)
+    api.put("/api/feature_flags/topic_permissions/enable", {})
+    ok(node_process.ctl("add_user", "topical", "pw"))
+    ok(node_process.ctl("set_topic_permissions", "topical", "amq.topic", "^a", "^b"))
+    ok(node_process.ctl("set_topic_permissions", "topical", "logs", ".*", ".*"))
+    rows = as_json(node_process.ctl("--json", "list_topic_permissions"))
+    assert {"user": "topical", "exchange": "amq.topic", "write": "^a", "read": "^b"} in rows
+    ok(node_process.ctl("clear_topic_permissions", "topical", "logs"))
+    assert [r["exchange"] for r in as_json(node_process.ctl("--json", "list_topic_permissions"))] == ["amq.topic"]
+    ok(node_process.ctl("clear_topic_permissions", "topical"))
+    assert as_json(node_process.ctl("--json", "list_topic_permissions")) == []
+
+
 def test_known_columns_cover_the_api_fields(api, node):
     """The columns `warren ctl` accepts are the fields the API returns."""
     node.declare_queue("q")

@@ -24,6 +24,7 @@ from queues.quorum import (
     QueueArgumentError,
     QuorumConfig,
     Return,
+    SetConfig,
     Settle,
     SnapshotFormatError,
     Tick,
@@ -56,6 +57,7 @@ SAMPLES = [
     Purge(),
     DownConsumersOnNode("rabbit@n2"),
     DeadLetterSettled((9, 10)),
+    SetConfig((5, True, "at-least-once", 1000, 10, None, "reject-publish", False)),
     Publish(((b"body", True, None, "", ("q",), 0, None), (b"", False, 5, "x", ("a", "b"), None, {"x-opt-k": 1})),
             1700000000000, "n1#1/1", 3),  # fmt: skip
 ]
@@ -215,3 +217,15 @@ def test_snapshot_of_a_million_messages():
     print(f"1M refs: {len(data)} bytes, snapshot {1e3 * (t1 - t0):.0f} ms, restore {1e3 * (t2 - t1):.0f} ms")
     assert len(data) < 13_000_000
     assert t1 - t0 < 5 and t2 - t1 < 5
+
+
+def test_set_config_changes_the_limits_at_once_and_survives_a_snapshot():
+    state = new_state({})
+    state, _ = apply(Enqueue(tuple(MsgIn(10, None, None) for _ in range(5)), 1000), state)
+    assert overview(state)["ready"] == 5
+    capped = QuorumConfig.from_arguments({"x-max-length": 2, "x-delivery-limit": 3})
+    state, effects = apply(SetConfig(tuple(capped.as_list())), state)
+    assert state.config == capped and overview(state)["ready"] == 2
+    assert restore(snapshot_bytes(state)).config == capped
+    same, effects = apply(SetConfig((1, 2)), state)  # a layout this machine does not know: ignored
+    assert same.config == capped and effects == []

@@ -1,0 +1,81 @@
+"""Applies policies and operator policies to this node's queues.
+
+Subscribed to the metadata machine after node/vhosts/local_queues.py, so a
+queue exists by the time its declaration reaches here. Whenever a policy is
+set or cleared, every queue of its vhost is looked at again; a new queue is
+looked at once it starts; a restored snapshot looks at all of them.
+
+Each queue object gets `policy_state` (routing/policies.py's Effective:
+the policy names and the effective definition, shown in queue info over
+HTTP and /management). A queue this node runs also acts on the merged
+arguments: a classic queue at once (ClassicQueue.apply_policy), a quorum
+queue through a SetConfig in its own Raft log (QuorumQueue.apply_policy),
+once the quorum_queue_policies feature flag is enabled (members that do not
+know the command must never see it). Proxies of queues other nodes run
+only show the policy.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from metadata import effects as fx
+from metadata.effects import Effect, Result
+from metadata.feature_flags import QUORUM_QUEUE_POLICIES
+from metadata.state import MetadataState
+from queues.base import QueueArgumentError
+from routing import policies
+
+if TYPE_CHECKING:
+    from node.broker import Broker
+
+log = logging.getLogger("warren.policies")
+
+
+class PolicyApplier:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    def on_applied(self, command: Any, result: Result, effects: tuple[Effect, ...], index: int) -> None:
+        for e in effects:
+            if isinstance(e, fx.PolicySet | fx.PolicyCleared):
+                self.apply_vhost(e.vhost)
+            elif isinstance(e, fx.FeatureFlagEnabled) and e.name == QUORUM_QUEUE_POLICIES:
+                self.on_restored(self.broker.metadata_machine.state)
+            elif isinstance(e, fx.QueueDeclared | fx.QueueReplicasChanged):
+                vhost = self.broker.vhosts.get(e.vhost)
+                queue = vhost.queues.get(e.name) if vhost is not None else None
+                if queue is not None:
+                    self.apply(queue)
+
+    def on_restored(self, state: MetadataState) -> None:
+        for name in list(self.broker.vhosts):
+            self.apply_vhost(name)
+
+    def apply_vhost(self, name: str) -> None:
+        vhost = self.broker.vhosts.get(name)
+        if vhost is not None:
+            for queue in list(vhost.queues.values()):
+                self.apply(queue)
+
+    def effective(self, queue: Any) -> policies.Effective:
+        projections = self.broker.projections
+        qtype = queue.type_name
+        policy = policies.choose(projections.vhost_policies(queue.vhost), "queue", queue.name, qtype)
+        operator = policies.choose(projections.vhost_policies(queue.vhost, operator=True), "queue", queue.name, qtype)
+        return policies.effective(queue.arguments, policy, operator)
+
+    def apply(self, queue: Any) -> None:
+        state = self.effective(queue)
+        queue.policy_state = state
+        apply_policy = getattr(queue, "apply_policy", None)
+        if apply_policy is None or queue.deleted:
+            return
+        if queue.type_name == "quorum" and QUORUM_QUEUE_POLICIES not in self.broker.projections.feature_flags:
+            return
+        try:
+            apply_policy(state.arguments)
+        except QueueArgumentError as e:  # e.g. a policy's key the queue's own arguments contradict
+            log.warning("policy %s not applied to queue '%s' in vhost '%s': %s", state.policy, queue.name,
+                        queue.vhost, e)  # fmt: skip

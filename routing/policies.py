@@ -1,0 +1,168 @@
+"""Policies and operator policies, as RabbitMQ has them: which one applies to
+a queue or exchange, and the arguments a queue ends up acting on.
+
+Pure functions over plain values (the node's projections hold the policies,
+node/vhosts/policies.py applies the result to live queues):
+
+- `validate(definition, apply_to, operator)` refuses unknown keys and bad
+  values with a reason (HTTP 400);
+- `choose(policies, kind, name, queue_type)` picks the policy that applies:
+  the pattern is searched in the name (unanchored, as RabbitMQ), apply-to
+  must cover the object, and the highest priority wins (ties by name, so
+  every node picks the same);
+- `effective(arguments, policy, operator_policy)` merges: the queue's own
+  x-arguments win over a policy; an operator policy caps numeric limits (the
+  lower value wins) and fills what neither sets.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "APPLY_TO",
+    "DEFINITION_KEYS",
+    "OPERATOR_KEYS",
+    "Effective",
+    "PolicyError",
+    "applies",
+    "choose",
+    "effective",
+    "validate",
+    "validate_pattern",
+]
+
+APPLY_TO = ("all", "queues", "classic_queues", "quorum_queues", "exchanges")
+
+_OVERFLOWS = ("drop-head", "reject-publish", "reject-publish-dlx")
+_LOCATORS = ("client-local", "balanced")
+_STRATEGIES = ("at-most-once", "at-least-once")
+
+
+class PolicyError(ValueError):
+    """A definition RabbitMQ would refuse; the message says why."""
+
+
+def _string(value: Any) -> bool:
+    return isinstance(value, str)
+
+
+def _int_at_least(minimum: int):
+    def check(value: Any) -> bool:
+        return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
+
+    return check
+
+
+def _one_of(choices: tuple[str, ...]):
+    return lambda value: value in choices
+
+
+# key -> (check, what a valid value is); the queue argument is "x-" + key.
+DEFINITION_KEYS: dict[str, tuple[Any, str]] = {
+    "dead-letter-exchange": (_string, "a string"),
+    "dead-letter-routing-key": (_string, "a string"),
+    "message-ttl": (_int_at_least(0), "a non-negative integer"),
+    "expires": (_int_at_least(1), "a positive integer"),
+    "max-length": (_int_at_least(0), "a non-negative integer"),
+    "max-length-bytes": (_int_at_least(0), "a non-negative integer"),
+    "overflow": (_one_of(_OVERFLOWS), "one of " + ", ".join(_OVERFLOWS)),
+    "delivery-limit": (_int_at_least(-1), "an integer >= -1"),
+    "queue-leader-locator": (_one_of(_LOCATORS), "one of " + ", ".join(_LOCATORS)),
+    "dead-letter-strategy": (_one_of(_STRATEGIES), "one of " + ", ".join(_STRATEGIES)),
+}
+# What an operator policy may set: limits, where the stricter value wins.
+OPERATOR_KEYS = ("message-ttl", "expires", "max-length", "max-length-bytes", "delivery-limit")
+
+
+def validate(definition: Any, apply_to: str = "all", operator: bool = False) -> dict[str, Any]:
+    """The definition, checked; raises PolicyError naming the first problem."""
+    if apply_to not in APPLY_TO:
+        raise PolicyError(f"apply-to '{apply_to}' is not one of {', '.join(APPLY_TO)}")
+    if not isinstance(definition, Mapping) or not definition:
+        raise PolicyError("the definition must be a non-empty JSON object")
+    allowed = OPERATOR_KEYS if operator else tuple(DEFINITION_KEYS)
+    for key, value in definition.items():
+        if key not in allowed:
+            kind = "an operator policy" if operator else "a policy"
+            raise PolicyError(f"'{key}' is not a key {kind} may set; valid keys: {', '.join(allowed)}")
+        check, what = DEFINITION_KEYS[key]
+        if not check(value):
+            raise PolicyError(f"'{key}' must be {what}, got {value!r}")
+    if "dead-letter-routing-key" in definition and "dead-letter-exchange" not in definition:
+        raise PolicyError("dead-letter-routing-key requires dead-letter-exchange")
+    return dict(definition)
+
+
+def validate_pattern(pattern: Any) -> str:
+    if not isinstance(pattern, str):
+        raise PolicyError("'pattern' must be a string (a regular expression)")
+    try:
+        re.compile(pattern)
+    except (re.error, RecursionError, OverflowError) as e:
+        raise PolicyError(f"invalid pattern {pattern!r}: {e}") from None
+    return pattern
+
+
+def applies(apply_to: str, kind: str, queue_type: str | None = None) -> bool:
+    """Whether a policy with `apply_to` covers an object of `kind` ("queue" or
+    "exchange") and, for a queue, of `queue_type`."""
+    if kind == "exchange":
+        return apply_to in ("all", "exchanges")
+    return apply_to in ("all", "queues") or apply_to == f"{queue_type}_queues"
+
+
+def choose(policies: Iterable[Any], kind: str, name: str, queue_type: str | None = None) -> Any:
+    """The policy (any object with name, pattern, apply_to, definition,
+    priority) that applies to the object, or None."""
+    best = None
+    for p in policies:
+        if not applies(p.apply_to, kind, queue_type):
+            continue
+        try:
+            if re.search(p.pattern, name) is None:
+                continue
+        except re.error:
+            continue
+        if best is None or (p.priority, best.name) > (best.priority, p.name):
+            best = p
+    return best
+
+
+@dataclass(frozen=True, slots=True)
+class Effective:
+    policy: str | None  # the policy's name
+    operator_policy: str | None
+    definition: dict[str, Any]  # effective_policy_definition: the policies merged
+    arguments: dict[str, Any]  # what the queue acts on: its own x-arguments and the policies'
+
+
+def effective(arguments: Mapping[str, Any], policy: Any = None, operator_policy: Any = None) -> Effective:
+    definition = dict(policy.definition) if policy is not None else {}
+    merged = {str(k): v for k, v in arguments.items()}
+    for key, value in definition.items():
+        merged.setdefault("x-" + key, value)  # the queue's own argument wins
+    if operator_policy is not None:
+        for key, value in operator_policy.definition.items():
+            if key not in OPERATOR_KEYS:
+                continue
+            arg = "x-" + key
+            mine = merged.get(arg)
+            merged[arg] = value if not isinstance(mine, int) else _stricter(key, mine, value)
+            mine = definition.get(key)
+            definition[key] = value if not isinstance(mine, int) else _stricter(key, mine, value)
+    return Effective(
+        policy.name if policy is not None else None,
+        operator_policy.name if operator_policy is not None else None,
+        definition,
+        merged,
+    )
+
+
+def _stricter(key: str, a: int, b: int) -> int:
+    if key == "delivery-limit" and -1 in (a, b):  # -1 is unlimited: the other is stricter
+        return b if a == -1 else a
+    return min(a, b)

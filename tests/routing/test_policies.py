@@ -1,0 +1,55 @@
+"""routing/policies.py: validation, which policy applies, and the merge."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+
+from routing import policies
+
+
+@dataclass
+class P:
+    name: str
+    pattern: str = ".*"
+    apply_to: str = "all"
+    definition: dict = field(default_factory=lambda: {"max-length": 1})
+    priority: int = 0
+
+
+def test_validate_refuses_what_rabbitmq_refuses():
+    assert policies.validate({"max-length": 3, "overflow": "reject-publish"}) == {"max-length": 3,
+                                                                                 "overflow": "reject-publish"}
+    for bad in ({}, {"max-length": -1}, {"max-length": True}, {"expires": 0}, {"delivery-limit": -2},
+                {"queue-leader-locator": "random"}, {"dead-letter-strategy": "twice"}, {"ha-mode": "all"},
+                {"dead-letter-routing-key": "k"}, [("max-length", 1)]):  # fmt: skip
+        with pytest.raises(policies.PolicyError):
+            policies.validate(bad)
+    with pytest.raises(policies.PolicyError, match="operator policy"):
+        policies.validate({"dead-letter-exchange": "x"}, operator=True)
+    with pytest.raises(policies.PolicyError, match="apply-to"):
+        policies.validate({"max-length": 1}, "streams-only")
+
+
+def test_choose_by_apply_to_pattern_and_priority():
+    ps = [P("a", "^orders", priority=1), P("b", "ders", priority=1), P("c", "x", priority=9),
+          P("q", "orders", "quorum_queues", priority=5), P("e", "orders", "exchanges", priority=7)]  # fmt: skip
+    assert policies.choose(ps, "queue", "orders", "classic").name == "a"  # tie on priority: by name
+    assert policies.choose(ps, "queue", "orders", "quorum").name == "q"
+    assert policies.choose(ps, "exchange", "orders").name == "e"
+    assert policies.choose(ps, "queue", "nothing", "classic") is None
+    assert policies.choose([P("s", "ders", "classic_queues")], "queue", "my-orders", "classic").name == "s"
+
+
+def test_queue_arguments_win_and_operator_policies_cap():
+    policy = P("p", definition={"max-length": 10, "message-ttl": 500, "dead-letter-exchange": "dlx"})
+    op = P("o", definition={"max-length": 4, "expires": 1000, "delivery-limit": 3})
+    eff = policies.effective({"x-max-length": 2, "x-message-ttl": 900, "x-delivery-limit": -1}, policy, op)
+    assert eff.policy == "p" and eff.operator_policy == "o"
+    assert eff.arguments == {"x-max-length": 2, "x-message-ttl": 900, "x-dead-letter-exchange": "dlx",
+                             "x-expires": 1000, "x-delivery-limit": 3}  # fmt: skip
+    assert eff.definition == {"max-length": 4, "message-ttl": 500, "dead-letter-exchange": "dlx", "expires": 1000,
+                              "delivery-limit": 3}  # fmt: skip
+    none = policies.effective({"x-max-length": 2})
+    assert none.policy is None and none.definition == {} and none.arguments == {"x-max-length": 2}

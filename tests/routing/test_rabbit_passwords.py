@@ -1,0 +1,52 @@
+"""RabbitMQ's exported password hashes, verified as they are."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+
+import pytest
+
+from routing import rabbit_passwords
+from routing.users import Authenticator, check_password
+
+# The worked example of RabbitMQ's "Computing Password Hash": salt 908DC60A, password "test12".
+SHA256_EXAMPLE = "kI3GCqW5JLMJa4iX1lo7X4D6XbYqlLgxIs30+P6tENUV2POR"
+
+
+def rabbit_sha512(salt: bytes, password: str) -> str:
+    return base64.b64encode(salt + hashlib.sha512(salt + password.encode()).digest()).decode()
+
+
+def test_the_documented_sha256_example_verifies():
+    stored = rabbit_passwords.stored_form("rabbit_password_hashing_sha256", SHA256_EXAMPLE)
+    assert check_password("test12", stored)
+    assert not check_password("test13", stored)
+    assert rabbit_passwords.export(stored) == ("rabbit_password_hashing_sha256", SHA256_EXAMPLE)
+
+
+def test_sha512_hashes_verify():
+    stored = rabbit_passwords.stored_form("rabbit_password_hashing_sha512", rabbit_sha512(b"\x01\x02\x03\x04", "pw"))
+    assert check_password("pw", stored) and not check_password("pW", stored)
+
+
+def test_malformed_or_unknown_hashes_are_refused():
+    for algorithm, value in (("rabbit_password_hashing_md5", SHA256_EXAMPLE),
+                             ("rabbit_password_hashing_sha256", "not base64!"),
+                             ("rabbit_password_hashing_sha512", SHA256_EXAMPLE)):  # fmt: skip
+        with pytest.raises(ValueError):
+            rabbit_passwords.stored_form(algorithm, value)
+    assert not check_password("test12", "rabbit-sha256$AAAA")
+
+
+def test_a_login_against_a_rabbit_hash_asks_for_a_rehash_once():
+    auth = Authenticator(None, [])
+    calls = []
+    auth.on_legacy_login = lambda name, password: calls.append((name, password))
+    auth.add_user("alice", None, [], password_hash="rabbit-sha256$" + SHA256_EXAMPLE)
+    auth.add_user("bob", "pw", [])
+    assert auth.authenticate("PLAIN", b"\0alice\0wrong", "127.0.0.1") is None
+    assert auth.authenticate("PLAIN", b"\0alice\0test12", "127.0.0.1") == "alice"
+    assert auth.authenticate("PLAIN", b"\0alice\0test12", "127.0.0.1") == "alice"  # cached: no second call
+    assert auth.authenticate("PLAIN", b"\0bob\0pw", "127.0.0.1") == "bob"
+    assert calls == [("alice", "test12")]
