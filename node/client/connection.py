@@ -187,18 +187,24 @@ class ConnectionHandler(asyncio.Protocol):
         hostname = open_.hostname or ""
         vhost_name = hostname[len("vhost:") :] if hostname.startswith("vhost:") else "/"
         vhost = self.node.vhosts.get(vhost_name)
-        self.engine.open(properties=self.node.server_properties(), offered_capabilities=OFFERED_CAPABILITIES)
-        # As RabbitMQ: a missing vhost and one the user has no permission
-        # entry for are both refused with unauthorized-access (after OPEN,
-        # which must come first [2.4.1]).
         if vhost is None:
-            self.engine.close(Condition.UNAUTHORIZED_ACCESS, f"virtual host '{vhost_name}' does not exist")
-            return
+            return self._refuse_open(f"virtual host '{vhost_name}' does not exist")
         if self.node.auth.permission(self.user, vhost_name) is None:
-            self.engine.close(Condition.UNAUTHORIZED_ACCESS,
-                              f"access to vhost '{vhost_name}' refused for user '{self.user}'")  # fmt: skip
-            return
+            return self._refuse_open(f"access to vhost '{vhost_name}' refused for user '{self.user}'")
+        self.engine.open(properties=self.node.server_properties(), offered_capabilities=OFFERED_CAPABILITIES)
         self.vhost = vhost
+
+    def _refuse_open(self, reason: str) -> None:
+        """A missing or forbidden vhost: as RabbitMQ 4 does, no OPEN and no
+        CLOSE, the socket is closed. An OPEN+CLOSE pair would be the polite
+        [2.4.1] answer, but RabbitMQ's own client takes a remote CLOSE for a
+        dropped connection and retries with back-off for minutes, while a
+        closed socket fails its dial at once."""
+        log.info("refusing connection %s (user %s): %s", self.name, self.user, reason)
+        self._closed = True
+        if self.transport is not None:
+            self.transport.write(self.engine.data_to_send())  # the SASL outcome and protocol header
+            self.transport.close()
 
     def _on_attach(self, link: Any, attach: Any) -> None:
         try:

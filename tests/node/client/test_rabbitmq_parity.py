@@ -5,7 +5,8 @@ setup command (issue 16; docs/compatibility.md lists each behaviour)."""
 from __future__ import annotations
 
 import pytest
-from rabbitmq_amqp_python_client import AddressHelper, Message, QuorumQueueSpecification
+from rabbitmq_amqp_python_client import AddressHelper, Environment, Message, QuorumQueueSpecification
+from rabbitmq_amqp_python_client.qpid.proton import ConnectionException
 from rmq_client import connection, consume
 
 pytestmark = pytest.mark.timeout(60)
@@ -22,3 +23,12 @@ def test_a_fresh_node_declares_quorum_queues_without_enabling_a_flag(broker):
         publisher.close()
         got = consume(conn, AddressHelper.queue_address("orders"), 3)
     assert [bytes(m.body) for m in got] == [b"m0", b"m1", b"m2"]
+
+
+def test_a_missing_vhost_fails_the_dial_at_once(broker):
+    # Default settings, recovery on, as the client's examples use it: a
+    # remote CLOSE would send it into minutes of reconnect back-off.
+    # (env.close() would trip on the connection that never opened: nothing to close)
+    env = Environment(f"amqp://guest:guest@127.0.0.1:{broker.port}/nosuchvhost")
+    with pytest.raises(ConnectionException, match="disconnected"):
+        env.connection().dial()
