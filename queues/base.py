@@ -16,7 +16,7 @@ FLOW that asked for it (echo or drain) with `Consumer.credit_reply`.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Protocol
@@ -130,7 +130,9 @@ class Queue(ABC):
 
     # management
     @abstractmethod
-    def purge(self) -> int: ...
+    def purge(self) -> int | Awaitable[int]:
+        """Drops the ready messages: their count, or (a replicated queue) an
+        awaitable of the count once the drop is applied."""
 
     @abstractmethod
     def delete(self) -> int:

@@ -29,6 +29,7 @@ fsynced journal of a majority (persist before confirm, raft/journal.py).
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from queues import quorum as qq
@@ -110,10 +111,17 @@ class QuorumQueue(Queue):
                                settlement.annotations)  # fmt: skip
         self.proposals.for_consumer(cid, record)
 
-    def purge(self) -> int:
-        count = qq.overview(self.state)["ready"]
-        self.proposals.submit(qq.Purge())
-        return count
+    def purge(self) -> asyncio.Future[int]:
+        """Drops the ready messages once the consumer commands sent before
+        are applied; resolves to the count the machine purged."""
+        done: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+        def purged(effects: list) -> None:
+            if not done.done():
+                done.set_result(sum(e.count for e in effects if isinstance(e, qq.Purged)))
+
+        self.proposals.after_consumers(lambda: self.proposals.submit(qq.Purge(), purged))
+        return done
 
     def delete(self) -> int:
         self.deleted = True

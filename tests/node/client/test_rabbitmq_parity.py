@@ -5,9 +5,16 @@ setup command (issue 16; docs/compatibility.md lists each behaviour)."""
 from __future__ import annotations
 
 import pytest
-from rabbitmq_amqp_python_client import AddressHelper, Environment, Message, QuorumQueueSpecification
+from rabbitmq_amqp_python_client import (
+    AddressHelper,
+    AMQPMessagingHandler,
+    Environment,
+    Event,
+    Message,
+    QuorumQueueSpecification,
+)
 from rabbitmq_amqp_python_client.qpid.proton import ConnectionException
-from rmq_client import connection, consume
+from rmq_client import Enough, connection, consume
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -32,3 +39,47 @@ def test_a_missing_vhost_fails_the_dial_at_once(broker):
     env = Environment(f"amqp://guest:guest@127.0.0.1:{broker.port}/nosuchvhost")
     with pytest.raises(ConnectionException, match="disconnected"):
         env.connection().dial()
+
+
+class Unsettling(AMQPMessagingHandler):
+    """Keeps `n` deliveries unsettled, then leaves consumer.run()."""
+
+    def __init__(self, n: int):
+        super().__init__()
+        self.n, self.messages = n, []
+
+    def on_amqp_message(self, event: Event) -> None:
+        self.messages.append(event.message)
+        if len(self.messages) >= self.n:
+            raise Enough()
+
+
+def _publish(conn, queue: str, n: int) -> None:
+    publisher = conn.publisher(AddressHelper.queue_address(queue))
+    for i in range(n):
+        publisher.publish(Message(body=f"m{i}".encode()))
+    publisher.close()
+
+
+def test_quorum_queue_info_counts_its_ready_messages(broker):
+    with connection(broker.port) as conn:
+        m = conn.management()
+        m.declare_queue(QuorumQueueSpecification(name="qq"))
+        _publish(conn, "qq", 1000)
+        assert m.queue_info("qq").message_count == 1000
+
+
+def test_purging_a_quorum_queue_counts_what_a_closed_consumer_left(broker):
+    with connection(broker.port) as conn:
+        m = conn.management()
+        m.declare_queue(QuorumQueueSpecification(name="qq"))
+        _publish(conn, "qq", 10)
+        # a consumer takes them all and closes without settling any
+        handler = Unsettling(10)
+        consumer = conn.consumer(AddressHelper.queue_address("qq"), message_handler=handler)
+        with pytest.raises(Enough):
+            consumer.run()
+        consumer.close()
+        assert len(handler.messages) == 10
+        assert m.purge_queue("qq") == 10
+        assert m.queue_info("qq").message_count == 0
