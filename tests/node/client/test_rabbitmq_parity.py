@@ -83,3 +83,17 @@ def test_purging_a_quorum_queue_counts_what_a_closed_consumer_left(broker):
         assert len(handler.messages) == 10
         assert m.purge_queue("qq") == 10
         assert m.queue_info("qq").message_count == 0
+
+
+def test_a_quorum_consumer_settling_with_modified_undeliverable_here_gets_every_message(broker):
+    # modified{delivery-failed, undeliverable-here} on a quorum queue is a
+    # discard in RabbitMQ 4 (dead-lettered with reason rejected, or dropped):
+    # the consumer's credit keeps flowing and it sees all of them once
+    with connection(broker.port) as conn:
+        m = conn.management()
+        m.declare_queue(QuorumQueueSpecification(name="qq"))
+        _publish(conn, "qq", 1000)
+        got = consume(conn, AddressHelper.queue_address("qq"), 1000,
+                      lambda msg: ("discard", {"x-opt-reason": "bad"}))  # fmt: skip
+        assert len({bytes(g.body) for g in got}) == 1000
+        assert m.queue_info("qq").message_count == 0
