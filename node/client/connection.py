@@ -19,6 +19,7 @@ from amqp.connection import SERVER, Connection
 from amqp.errors import Condition
 from amqp.types import Symbol
 from node import __version__
+from node.client import termini
 from node.client.links import Publisher, QueueConsumer
 from node.client.management import node_link
 from node.client.management.node_link import ManagementLink, ReplyLink
@@ -218,6 +219,7 @@ class ConnectionHandler(asyncio.Protocol):
             link.refuse(e.condition, e.description)
 
     def _attach_publisher(self, link: Any, attach: Any) -> None:
+        termini.check_target(attach.target)
         target_addr = getattr(attach.target, "address", None)
         target = None
         if target_addr is not None:
@@ -252,7 +254,7 @@ class ConnectionHandler(asyncio.Protocol):
             raise ResourceLocked(f"cannot obtain exclusive access to locked queue '{queue.name}' in vhost "
                                  f"'{self.vhost.name}'")  # fmt: skip
         link.attach(
-            source=attach.source,
+            source=termini.reply_source(attach.source),
             target=attach.target,
             snd_settle_mode=attach.snd_settle_mode,
             rcv_settle_mode=d.RCV_FIRST,
