@@ -98,8 +98,6 @@ class Broker:
         self.definitions = DefinitionsFile(self)
         self._recovered = self.store.recover()
         self._check_alarms()
-        if cfg.grpc_port < 0:
-            raise ValueError("grpc_port < 0: the metadata store needs the cluster port (0 picks a free one)")
         try:
             # the metadata machine, and with --enable-test-faults the cluster tests' key-value
             # probe beside it (node/cluster/machine.py)
