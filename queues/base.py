@@ -169,8 +169,10 @@ class QueueHost(Protocol):
     def call_later(self, delay_s: float, fn: Callable[[], None]) -> Any:
         """Schedules fn; returns a handle with .cancel()."""
 
-    def dead_letter(self, queue: Queue, message: QueueMessage, reason: str) -> None:
-        """Republishes a dead message per the queue's x-dead-letter-* arguments."""
+    def dead_letter(self, queue: Queue, message: QueueMessage, reason: str,
+                    confirmed: Callable[[bool], None] | None = None) -> None:  # fmt: skip
+        """Republishes a dead message per the queue's x-dead-letter-* arguments;
+        `confirmed(ok)` (at-least-once) once every target took it, or not."""
 
     def queue_deleted(self, queue: Queue) -> None:
         """The queue removed itself (x-expires, auto-delete)."""

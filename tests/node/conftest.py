@@ -42,6 +42,8 @@ class BrokerThread:
         return self
 
     def stop(self) -> None:
+        if not self._thread.is_alive():  # stopped already (a test that restarts a node)
+            return
         asyncio.run_coroutine_threadsafe(self.broker.stop(), self.loop).result(30)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(10)
