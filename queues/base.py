@@ -174,5 +174,8 @@ class QueueHost(Protocol):
         """Republishes a dead message per the queue's x-dead-letter-* arguments;
         `confirmed(ok)` (at-least-once) once every target took it, or not."""
 
+    def count_dropped(self, queue: Queue, reason: str, n: int) -> None:
+        """`n` messages left for `reason` with no dead-letter exchange (a metric)."""
+
     def queue_deleted(self, queue: Queue) -> None:
         """The queue removed itself (x-expires, auto-delete)."""

@@ -214,7 +214,10 @@ class VHost:
         if dlx is None:
             if confirmed is not None:
                 confirmed(False)
+            else:
+                self.broker.metrics.count_dead_letter(reason, queue.type_name, "disabled")
             return
+        strategy = "at_least_once" if confirmed is not None else "at_most_once"
         dl_key = queue.arguments.get("x-dead-letter-routing-key")
         keys = [dl_key] if dl_key is not None else (message.routing_keys or [""])
         annotations = dict(message.annotations or {})
@@ -264,7 +267,7 @@ class VHost:
 
             def counted(ok: bool) -> None:
                 if ok:  # counted once it left, not at each attempt
-                    metrics.count_dead_letter(reason)
+                    metrics.count_dead_letter(reason, queue.type_name, strategy)
                 confirmed(ok)
 
             on_outcome = _all_accepted(len(targets), counted)
@@ -281,7 +284,10 @@ class VHost:
                 on_outcome,
             )
         if confirmed is None:
-            self.broker.metrics.count_dead_letter(reason)
+            self.broker.metrics.count_dead_letter(reason, queue.type_name, strategy)
+
+    def count_dropped(self, queue: Queue, reason: str, n: int) -> None:
+        self.broker.metrics.count_dead_letter(reason, queue.type_name, "disabled", n)
 
     def now_ms(self) -> int:
         return int(time.time() * 1000)

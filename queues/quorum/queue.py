@@ -206,6 +206,8 @@ class QuorumQueue(Queue):
                     consumer.credit_reply(effect.delivery_count, effect.credit, effect.available, effect.drain)
             elif isinstance(effect, qq.DeadLetter) and leader:
                 self._dead_letter(effect)
+            elif isinstance(effect, qq.Dropped) and leader:  # counted once, by the leader
+                self._host.count_dropped(self, effect.reason, effect.count)
         if isinstance(record, qq.DownConsumersOnNode):
             links.end_unknown()
         if leader:
