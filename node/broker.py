@@ -32,7 +32,7 @@ from node.ops.periodic import Periodic
 from node.ops.state_snapshot import SnapshotWriter, collect
 from node.vhosts.definitions import DefinitionsFile
 from node.vhosts.local_queues import LocalQueues, Owners
-from node.vhosts.metadata_store import MetadataStore, new_key
+from node.vhosts.metadata_store import MetadataRefused, MetadataStore, new_key
 from node.vhosts.policies import PolicyApplier
 from node.vhosts.quorum_groups import QuorumQueues
 from node.vhosts.remote_queue import QueueService, RemoteQueue
@@ -108,8 +108,6 @@ class Broker:
         self._recovered = self.store.recover()
         self.alarm_check = Periodic(self.loop, cfg.alarm_check_interval, self.alarms.check, "the resource alarm check")
         self.alarm_check.start()
-        if cfg.grpc_port < 0:
-            raise ValueError("grpc_port < 0: the metadata store needs the cluster port (0 picks a free one)")
         try:
             # the metadata machine, and with --enable-test-faults the cluster tests' key-value
             # probe beside it (node/cluster/machine.py)
@@ -153,12 +151,16 @@ class Broker:
         stored messages of queues that no longer exist."""
         cfg, cluster = self.config, self.cluster
         deadline = self.loop.time() + cfg.cluster_ready_timeout
+        # one key for every attempt: a retry after a lost answer learns whether
+        # this node's Bootstrap was the one that set the blank cluster up
+        bootstrap = mc.Bootstrap(new_key(), "/", DEFAULT_VHOST_DESCRIPTION, cfg.default_user,
+                                 hash_password(cfg.default_password), ("administrator",))
         while True:
             try:
                 await cluster.fence()
                 await cluster.propose(local_member(cluster.node_id, __version__, self.feature_flags))
-                await self.metadata.run(mc.Bootstrap(new_key(), "/", DEFAULT_VHOST_DESCRIPTION, cfg.default_user,
-                                                     hash_password(cfg.default_password), ("administrator",)))
+                if await self.metadata.created(bootstrap):
+                    await self._enable_default_flags()
                 break
             except ClusterError as e:
                 if self.loop.time() >= deadline:
@@ -168,6 +170,17 @@ class Broker:
         for orphan in self._recovered:  # messages of queues that no longer exist
             self.store.delete_queue(orphan)
         self._recovered = {}
+
+    async def _enable_default_flags(self) -> None:
+        """A brand-new cluster starts with every stable flag on (RabbitMQ
+        does the same); only a cluster that existed before a flag was known
+        keeps it off until an operator enables it. A member that joined
+        already and lacks a flag keeps that flag off: the machine refuses it."""
+        for name in self.feature_flags.default_enabled():
+            try:
+                await self.metadata.run(mc.EnableFeatureFlag(new_key(), name))
+            except MetadataRefused as e:
+                log.warning("feature flag %s stays disabled on this new cluster: %s", name, e)
 
     async def _start_http(self) -> None:
         """The management API and the Prometheus endpoint, on this loop."""

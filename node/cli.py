@@ -88,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     server.add_argument("--amqp-port", type=int)
     server.add_argument("--http-port", type=int)
     server.add_argument("--metrics-port", type=int)
-    server.add_argument("--grpc-port", type=int, help="cluster port (25672); 0 picks a free one on the first boot and keeps it (negative is refused: every node runs the metadata store over the cluster port)")
+    server.add_argument("--grpc-port", type=int, help="cluster port (25672); 0 picks a free one on the first boot and keeps it; -1: no cluster, a single node whose metadata store listens on loopback only (no --seeds)")
     server.add_argument("--seeds", help="the other members' cluster addresses, host:port,... (first boot only)")
     server.add_argument("--cluster-secret", help="shared by every member (WARREN_CLUSTER_SECRET)")
     server.add_argument("--advertise-host", help="the host peers dial for this node (default: --listen-host)")

@@ -18,7 +18,8 @@ class Config:
     amqp_port: int = 5672
     http_port: int = 15672  # management HTTP API (node/http/api.py)
     metrics_port: int = 15692  # Prometheus /metrics (node/http/prometheus.py)
-    grpc_port: int = 25672  # cluster (Raft) port, gRPC; 0: a free one, kept across restarts (node/cluster/identity.py)
+    grpc_port: int = 25672  # cluster (Raft) port, gRPC; 0: a free one, kept across restarts (node/cluster/identity.py);
+    # -1: no cluster, a single node whose metadata store listens on a loopback port only (no seeds)
     default_user: str = "guest"
     default_password: str = "guest"
     anonymous_user: str = "guest"  # SASL ANONYMOUS logs in as this user

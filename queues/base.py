@@ -16,7 +16,7 @@ FLOW that asked for it (echo or drain) with `Consumer.credit_reply`.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Protocol
@@ -130,7 +130,9 @@ class Queue(ABC):
 
     # management
     @abstractmethod
-    def purge(self) -> int: ...
+    def purge(self) -> int | Awaitable[int]:
+        """Drops the ready messages: their count, or (a replicated queue) an
+        awaitable of the count once the drop is applied."""
 
     @abstractmethod
     def delete(self) -> int:
@@ -167,8 +169,13 @@ class QueueHost(Protocol):
     def call_later(self, delay_s: float, fn: Callable[[], None]) -> Any:
         """Schedules fn; returns a handle with .cancel()."""
 
-    def dead_letter(self, queue: Queue, message: QueueMessage, reason: str) -> None:
-        """Republishes a dead message per the queue's x-dead-letter-* arguments."""
+    def dead_letter(self, queue: Queue, message: QueueMessage, reason: str,
+                    confirmed: Callable[[bool], None] | None = None) -> None:  # fmt: skip
+        """Republishes a dead message per the queue's x-dead-letter-* arguments;
+        `confirmed(ok)` (at-least-once) once every target took it, or not."""
+
+    def count_dropped(self, queue: Queue, reason: str, n: int) -> None:
+        """`n` messages left for `reason` with no dead-letter exchange (a metric)."""
 
     def queue_deleted(self, queue: Queue) -> None:
         """The queue removed itself (x-expires, auto-delete)."""

@@ -19,7 +19,7 @@ from amqp.connection import SERVER, Connection
 from amqp.errors import Condition
 from amqp.types import Symbol
 from node import __version__
-from node.client import v1_termini
+from node.client import termini, v1_termini
 from node.client.links import Publisher, QueueConsumer
 from node.client.login import LoginsBusy
 from node.client.management import node_link
@@ -292,29 +292,36 @@ class ConnectionHandler(asyncio.Protocol):
         hostname = open_.hostname or ""
         vhost_name = hostname[len("vhost:") :] if hostname.startswith("vhost:") else "/"
         vhost = self.node.vhosts.get(vhost_name)
-        self.engine.open(properties=self.node.server_properties(), offered_capabilities=OFFERED_CAPABILITIES)
         # As RabbitMQ, the node-wide limit counts every accepted socket (this
         # one included) and is checked first, before the vhost.
         limit = self.node.config.max_connections
         if limit > 0 and len(self.node.connections) > limit:
+            self.engine.open(properties=self.node.server_properties(), offered_capabilities=OFFERED_CAPABILITIES)
             self.engine.close(Condition.RESOURCE_LIMIT_EXCEEDED,
                               f"connection refused: node connection limit ({limit}) is reached")  # fmt: skip
             return
-        # As RabbitMQ: a missing vhost and one the user has no permission
-        # entry for are both refused with unauthorized-access (after OPEN,
-        # which must come first [2.4.1]).
         if vhost is None:
-            self.engine.close(Condition.UNAUTHORIZED_ACCESS, f"virtual host '{vhost_name}' does not exist")
-            return
+            return self._refuse_open(f"virtual host '{vhost_name}' does not exist")
         if self.node.auth.permission(self.user, vhost_name) is None:
-            self.engine.close(Condition.UNAUTHORIZED_ACCESS,
-                              f"access to vhost '{vhost_name}' refused for user '{self.user}'")  # fmt: skip
-            return
+            return self._refuse_open(f"access to vhost '{vhost_name}' refused for user '{self.user}'")
+        self.engine.open(properties=self.node.server_properties(), offered_capabilities=OFFERED_CAPABILITIES)
         refusal = self._over_connection_limit(vhost)
         if refusal is not None:
             self.engine.close(Condition.RESOURCE_LIMIT_EXCEEDED, refusal)
             return
         self.vhost = vhost
+
+    def _refuse_open(self, reason: str) -> None:
+        """A missing or forbidden vhost: as RabbitMQ 4 does, no OPEN and no
+        CLOSE, the socket is closed. An OPEN+CLOSE pair would be the polite
+        [2.4.1] answer, but RabbitMQ's own client takes a remote CLOSE for a
+        dropped connection and retries with back-off for minutes, while a
+        closed socket fails its dial at once."""
+        log.info("refusing connection %s (user %s): %s", self.name, self.user, reason)
+        self._closed = True
+        if self.transport is not None:
+            self.transport.write(self.engine.data_to_send())  # the SASL outcome and protocol header
+            self.transport.close()
 
     def _over_connection_limit(self, vhost: Any) -> str | None:
         """The refusal, as RabbitMQ words it, when the vhost's or the user's
@@ -350,6 +357,7 @@ class ConnectionHandler(asyncio.Protocol):
             link.refuse(e.condition, e.description)
 
     def _attach_publisher(self, link: Any, attach: Any) -> None:
+        termini.check_target(attach.target)
         target_addr = getattr(attach.target, "address", None)
         target = None
         if target_addr is not None:
@@ -404,7 +412,7 @@ class ConnectionHandler(asyncio.Protocol):
             raise ResourceLocked(f"cannot obtain exclusive access to locked queue '{queue.name}' in vhost "
                                  f"'{self.vhost.name}'")  # fmt: skip
         link.attach(
-            source=attach.source,
+            source=termini.reply_source(attach.source),
             target=attach.target,
             snd_settle_mode=attach.snd_settle_mode,
             rcv_settle_mode=attach.rcv_settle_mode,  # echoed, as RabbitMQ (second only with settled sends)

@@ -239,10 +239,7 @@ class QueueConsumer:
             self.handler.schedule_flush()
             return
         link.send(_seq_tag.pack(message.seq), payload, settled=self.presettled, beyond_credit=True)
-        metrics = self.handler.node.metrics
-        metrics.delivered += 1
-        if message.acquired:
-            metrics.redelivered += 1
+        self.handler.node.metrics.count_delivered(self.queue.type_name, bool(message.acquired))
         self.handler.schedule_flush()
         self.handler.delivered(len(payload))
 
@@ -298,7 +295,7 @@ class QueueConsumer:
             batch.append(_seq_tag.unpack(delivery.tag)[0])
         if batch:
             self.queue.settle(self, batch, current)
-        self.handler.node.metrics.acknowledged += len(deliveries)
+        self.handler.node.metrics.count_acknowledged(self.queue.type_name, len(deliveries))
 
     def detached(self) -> None:
         self.queue.detach_consumer(self)

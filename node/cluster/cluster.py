@@ -47,7 +47,7 @@ from node.cluster.errors import (
     OutcomeUnknown,
 )
 from node.cluster.hosting import METADATA, GroupHost
-from node.cluster.identity import NodeIdentity, default_advertise_host
+from node.cluster.identity import NodeIdentity, default_advertise_host, seed_naming_this_node
 from node.cluster.liveness import GroupLiveness
 from node.cluster.membership import Membership
 from node.cluster.proposals import Noop, Proposer
@@ -109,6 +109,7 @@ class Cluster:
         self.command_timeout = command_timeout
         self._transport_options = transport_options
         self.identity = NodeIdentity(data_dir, advertise_host or default_advertise_host(listen_host))
+        self._advertise_given = bool(advertise_host)
         self.host = GroupHost(self, machine, tick_interval,
                               {"logCompactionMinEntries": snapshot_entries, **(raft_overrides or {})})  # fmt: skip
         self.proposer = Proposer(self)
@@ -150,8 +151,15 @@ class Cluster:
             raise ValueError("cluster TLS needs all of cluster_tls_cert, cluster_tls_key and cluster_tls_ca")
         if cfg.seeds and not cfg.cluster_secret:
             raise ValueError("--seeds needs --cluster-secret (the same on every member)")
-        return cls(data_dir=cfg.data_dir, machine=machine, listen_host=cfg.listen_host, port=cfg.grpc_port,
-                   advertise_host=cfg.advertise_host, seeds=cfg.seeds, secret=cfg.cluster_secret,
+        listen_host, port, advertise_host = cfg.listen_host, cfg.grpc_port, cfg.advertise_host
+        if cfg.grpc_port < 0:
+            # no cluster: a single-member metadata store whose Raft port (any free one,
+            # kept across restarts) listens on loopback only, out of other machines' reach
+            if cfg.seeds:
+                raise ValueError("--grpc-port -1 runs a node without a cluster: it takes no --seeds")
+            listen_host, port, advertise_host = "127.0.0.1", 0, "127.0.0.1"
+        return cls(data_dir=cfg.data_dir, machine=machine, listen_host=listen_host, port=port,
+                   advertise_host=advertise_host, seeds=cfg.seeds, secret=cfg.cluster_secret,
                    tls=TlsConfig(*tls_files) if all(tls_files) else None, tick_interval=cfg.cluster_tick_interval,
                    command_timeout=cfg.cluster_command_timeout,
                    snapshot_entries=cfg.cluster_snapshot_entries)  # fmt: skip
@@ -162,6 +170,7 @@ class Cluster:
         self.loop = asyncio.get_running_loop()
         self.host.bind(self.loop)
         identity = self.identity
+        self._own_seed()
         node_id = identity.choose(self._port, self._listen_host)
         members = identity.load_members()
         if members is None:
@@ -191,6 +200,26 @@ class Cluster:
         self.host.start_ticking()
         self.liveness.start(self.loop)
         log.info("cluster node %s, members %s", node_id, ",".join(members))
+
+    def _own_seed(self) -> None:
+        """The seeds often list every member, this node included, as an
+        operator wrote them ("127.0.0.1:25672") and not as this node names
+        itself ("localhost:25672"). Peers dial it by the seed, so without an
+        --advertise-host the seed's spelling becomes this node's id; with
+        one, the seed is this node and is not another member."""
+        own = seed_naming_this_node(self._seeds, self._port)
+        if own is None:
+            return
+        host = own.rpartition(":")[0]
+        if host == self.identity.advertise_host:
+            return
+        if not self._advertise_given:
+            log.info("seed %s is this node: advertising host %s", own, host)
+            self.identity.advertise_host = host
+        else:
+            log.warning("seed %s is this node, advertised as %s:%d: peers must use that name",
+                        own, self.identity.advertise_host, self._port)  # fmt: skip
+            self._seeds = [s for s in self._seeds if s != own]
 
     async def stop(self) -> None:
         """Hand leadership over if this node leads, then stop; pending proposals fail."""

@@ -19,7 +19,7 @@ import socket
 
 from node.cluster.errors import ClusterError
 
-__all__ = ["MEMBERS_FORMAT", "NodeIdentity", "default_advertise_host", "free_port"]
+__all__ = ["MEMBERS_FORMAT", "NodeIdentity", "default_advertise_host", "free_port", "seed_naming_this_node"]
 
 MEMBERS_FORMAT = 1
 
@@ -115,3 +115,31 @@ def _fsync_dir(path: str) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def seed_naming_this_node(seeds: list[str], port: int) -> str | None:
+    """The seed that is this node under some name ("127.0.0.1:25672" for a
+    node advertised as "localhost:25672"): same port, and a host whose
+    address this machine owns (a socket binds to it). None if no seed is."""
+    if port <= 0:
+        return None
+    for seed in seeds:
+        host, _, seed_port = seed.rpartition(":")
+        if seed_port.isdigit() and int(seed_port) == port and _is_local(host.strip("[]")):
+            return seed
+    return None
+
+
+def _is_local(host: str) -> bool:
+    try:
+        infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except OSError:  # a peer's name not resolvable yet is not this node
+        return False
+    for family, _, _, _, addr in infos:
+        try:
+            with socket.socket(family, socket.SOCK_STREAM) as s:
+                s.bind((addr[0], 0))
+            return True
+        except OSError:
+            continue
+    return False

@@ -214,6 +214,9 @@ class ManagementAPI:
         app = web.Application(middlewares=[self._middleware])
         for method, path, handler in routes:
             app.router.add_route(method, path, handler)
+            # RabbitMQ's router ignores one trailing slash, and clients' helpers
+            # send it (DELETE /api/vhosts/v/): the same handler, no redirect
+            app.router.add_route(method, path + "/", handler)
         app[API] = self
         return app
 

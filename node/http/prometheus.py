@@ -29,10 +29,13 @@ if TYPE_CHECKING:
     from node.broker import Broker
 
 PROTOCOL = "amqp10"
-# Every queue is a classic queue until [5/7]; the node counters are not split
-# by queue type yet.
-QUEUE_TYPE = "rabbit_classic_queue"
-DEAD_LETTER_STRATEGY = "at_most_once"  # classic queues dead-letter at most once
+# RabbitMQ's queue_type label: the module behind each queue type. Every type
+# is reported, zero or not, so a dashboard's series exist from the start.
+QUEUE_TYPES = {"classic": "rabbit_classic_queue", "quorum": "rabbit_quorum_queue"}
+# Which dead-letter strategies each type has: "disabled" counts the messages
+# dropped for want of a dead-letter exchange.
+DEAD_LETTER_STRATEGIES = {"classic": ("disabled", "at_most_once"),
+                          "quorum": ("disabled", "at_most_once", "at_least_once")}  # fmt: skip
 _DEAD_LETTER_HELP = {
     "expired": "message TTL exceeded",
     "rejected": "basic.reject / basic.nack or the rejected / modified outcome",
@@ -95,19 +98,22 @@ class BrokerCollector:
             family = CounterMetricFamily(f"rabbitmq_global_messages_{name}", doc, labels=["protocol"])
             family.add_metric([PROTOCOL], value)
             yield family
-        for name, doc, value in (
-            ("delivered", "Total number of messages delivered to consumers", m.delivered),
-            ("redelivered", "Total number of messages redelivered to consumers", m.redelivered),
-            ("acknowledged", "Total number of messages acknowledged by consumers", m.acknowledged),
+        for name, doc, by_type in (
+            ("delivered", "Total number of messages delivered to consumers", m.delivered_by_type),
+            ("redelivered", "Total number of messages redelivered to consumers", m.redelivered_by_type),
+            ("acknowledged", "Total number of messages acknowledged by consumers", m.acknowledged_by_type),
         ):
             family = CounterMetricFamily(f"rabbitmq_global_messages_{name}", doc, labels=["protocol", "queue_type"])
-            family.add_metric([PROTOCOL, QUEUE_TYPE], value)
+            for kind, label in QUEUE_TYPES.items():
+                family.add_metric([PROTOCOL, label], by_type.get(kind, 0))
             yield family
         for reason in DEAD_LETTER_REASONS:
             family = CounterMetricFamily(f"rabbitmq_global_messages_dead_lettered_{reason}",
                                          f"Total number of messages dead-lettered due to {_DEAD_LETTER_HELP[reason]}",
                                          labels=["queue_type", "dead_letter_strategy"])  # fmt: skip
-            family.add_metric([QUEUE_TYPE, DEAD_LETTER_STRATEGY], m.dead_lettered_by_reason.get(reason, 0))
+            for kind, label in QUEUE_TYPES.items():
+                for strategy in DEAD_LETTER_STRATEGIES[kind]:
+                    family.add_metric([label, strategy], m.dead_lettered_by.get((kind, strategy, reason), 0))
             yield family
 
     def _queues(self) -> Iterator[Metric]:

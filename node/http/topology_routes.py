@@ -13,6 +13,7 @@ file before the answer.
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 from urllib.parse import quote
 
@@ -112,7 +113,9 @@ async def delete_queue(request: web.Request) -> web.Response:
 async def purge_queue(request: web.Request) -> web.Response:
     vhost, queue = _queue(request)
     check_permission(request, vhost.name, "read", queue.name, "queue")
-    queue.purge()
+    purged = queue.purge()
+    if inspect.isawaitable(purged):  # a quorum queue: answer once the purge is applied
+        await purged
     return no_content()
 
 

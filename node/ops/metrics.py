@@ -23,6 +23,30 @@ class NodeMetrics:
     # republished to a dead-letter exchange
     dead_lettered_by_reason: dict[str, int] = field(default_factory=lambda: dict.fromkeys(DEAD_LETTER_REASONS, 0))
 
-    def count_dead_letter(self, reason: str) -> None:
-        self.dead_lettered += 1
-        self.dead_lettered_by_reason[reason] = self.dead_lettered_by_reason.get(reason, 0) + 1
+    # by queue type ("classic", "quorum"), for the Prometheus families' queue_type label
+    delivered_by_type: dict[str, int] = field(default_factory=dict)
+    redelivered_by_type: dict[str, int] = field(default_factory=dict)
+    acknowledged_by_type: dict[str, int] = field(default_factory=dict)
+    # (queue type, strategy, reason) -> messages: strategy "at_most_once" or
+    # "at_least_once" for the republished ones, "disabled" for those dropped
+    # because their queue has no dead-letter exchange (RabbitMQ's labels)
+    dead_lettered_by: dict[tuple[str, str, str], int] = field(default_factory=dict)
+
+    def count_delivered(self, queue_type: str, redelivered: bool) -> None:
+        self.delivered += 1
+        self.delivered_by_type[queue_type] = self.delivered_by_type.get(queue_type, 0) + 1
+        if redelivered:
+            self.redelivered += 1
+            self.redelivered_by_type[queue_type] = self.redelivered_by_type.get(queue_type, 0) + 1
+
+    def count_acknowledged(self, queue_type: str, n: int) -> None:
+        self.acknowledged += n
+        self.acknowledged_by_type[queue_type] = self.acknowledged_by_type.get(queue_type, 0) + n
+
+    def count_dead_letter(self, reason: str, queue_type: str = "classic", strategy: str = "at_most_once",
+                          n: int = 1) -> None:  # fmt: skip
+        if strategy != "disabled":  # the management overview counts the republished ones
+            self.dead_lettered += n
+            self.dead_lettered_by_reason[reason] = self.dead_lettered_by_reason.get(reason, 0) + n
+        key = (queue_type, strategy, reason)
+        self.dead_lettered_by[key] = self.dead_lettered_by.get(key, 0) + n

@@ -48,7 +48,7 @@ QUORUM_TIMEOUTS = {"raftMinTimeout": 2.0, "raftMaxTimeout": 4.0, "leaderFallback
                    "connectionTimeout": 4.0, "heartbeat_period": 1.5}  # fmt: skip
 BODIES_CALL = "quorum.bodies"  # a replica that installed a snapshot fetches the bodies it lacks
 BODIES_REPLY_BYTES = 512 * 1024  # per reply, so that it fits a node message
-SWEEP_INTERVAL = 2.0  # seconds between checks for consumers whose node is gone
+SWEEP_INTERVAL = 2.0  # seconds between checks for consumers whose node is gone and re-sends of held dead letters
 
 
 def group_name(vhost: str, name: str) -> str:
@@ -91,6 +91,7 @@ class QuorumQueues:
         cluster = self._cluster
         for group, queue in list(self.queues.items()):
             queue.forget_ghosts()
+            queue.resend_dead_letters()  # at-least-once: a new leader's, or one no route took yet
             for incarnation in queue.consumer_nodes():
                 node = incarnation.split("#")[0]
                 if node == cluster.node_id:

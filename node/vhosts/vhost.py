@@ -24,7 +24,7 @@ from amqp.types import Symbol, Timestamp
 from metadata import commands as mc
 from metadata import limits
 from node.vhosts.metadata_store import new_key as mc_key
-from queues.base import Queue, QueueArgumentError, QueueMessage
+from queues.base import Outcome, Queue, QueueArgumentError, QueueMessage
 from queues.classic import ClassicQueueConfig
 from queues.quorum import QuorumConfig
 from routing.errors import InvalidArgument, NotFound, PreconditionFailed, RoutingError
@@ -207,14 +207,25 @@ class VHost:
             del self.queues[queue.name]  # gone here at once; everywhere once the metadata says so
             self.forget(queue.name)
 
-    def dead_letter(self, queue: Queue, message: QueueMessage, reason: str) -> None:
+    def dead_letter(self, queue: Queue, message: QueueMessage, reason: str,
+                    confirmed: Callable[[bool], None] | None = None) -> None:  # fmt: skip
         """Republishes a dead message to the queue's dead-letter exchange,
         recording why and from where in its annotations (x-opt-deaths and
-        x-first/last-death-*, as RabbitMQ 4 does for AMQP 1.0 messages)."""
+        x-first/last-death-*, as RabbitMQ 4 does for AMQP 1.0 messages).
+
+        `confirmed` (at-least-once): called once, True when every target
+        queue accepted the message, False when it reached none (no such
+        exchange, no route) or a target refused it; the caller keeps the
+        message and tries again later, as RabbitMQ's dead-letter worker does."""
         arguments = getattr(queue, "effective_arguments", queue.arguments)  # a policy's keys too
         dlx = arguments.get("x-dead-letter-exchange")
         if dlx is None:
+            if confirmed is not None:
+                confirmed(False)
+            else:
+                self.broker.metrics.count_dead_letter(reason, queue.type_name, "disabled")
             return
+        strategy = "at_least_once" if confirmed is not None else "at_most_once"
         dl_key = arguments.get("x-dead-letter-routing-key")
         keys = [dl_key] if dl_key is not None else (message.routing_keys or [""])
         annotations = dict(message.annotations or {})
@@ -251,10 +262,24 @@ class VHost:
                     if q not in targets:
                         targets.append(q)
         except RoutingError:
-            return  # a missing dead-letter exchange drops the message, as in RabbitMQ
+            if confirmed is not None:
+                confirmed(False)  # at-least-once: kept until the exchange exists
+            return  # at-most-once: a missing dead-letter exchange drops the message, as in RabbitMQ
+        targets = [t for t in targets if t is not queue or reason == "rejected"]  # a cycle no client breaks
+        on_outcome = None
+        if confirmed is not None:
+            if not targets:
+                confirmed(False)  # at-least-once: kept until a binding routes it
+                return
+            metrics = self.broker.metrics
+
+            def counted(ok: bool) -> None:
+                if ok:  # counted once it left, not at each attempt
+                    metrics.count_dead_letter(reason, queue.type_name, strategy)
+                confirmed(ok)
+
+            on_outcome = _all_accepted(len(targets), counted)
         for target in targets:
-            if target is queue and reason != "rejected":
-                continue  # a cycle that no client breaks would spin forever
             target.publish(
                 QueueMessage(
                     seq=0,
@@ -264,9 +289,13 @@ class VHost:
                     routing_keys=keys,
                     annotations=annotations,
                 ),
-                None,
+                on_outcome,
             )
-        self.broker.metrics.count_dead_letter(reason)
+        if confirmed is None:
+            self.broker.metrics.count_dead_letter(reason, queue.type_name, strategy)
+
+    def count_dropped(self, queue: Queue, reason: str, n: int) -> None:
+        self.broker.metrics.count_dead_letter(reason, queue.type_name, "disabled", n)
 
     def now_ms(self) -> int:
         return int(time.time() * 1000)
@@ -282,3 +311,24 @@ def _check_arguments(what: str, arguments: dict | None, queue: bool = False) -> 
         limits.check_arguments(what, arguments, queue)
     except limits.Invalid as e:
         raise InvalidArgument(str(e)) from None
+
+
+def _all_accepted(n: int, confirmed: Callable[[bool], None]) -> Callable[[Outcome], None]:
+    """A confirm callback for n target queues: `confirmed(True)` once all
+    accepted, `confirmed(False)` at the first other outcome."""
+    left = n
+    failed = False
+
+    def outcome(result: Outcome) -> None:
+        nonlocal left, failed
+        if failed:
+            return
+        if result is not Outcome.ACCEPTED:
+            failed = True
+            confirmed(False)
+            return
+        left -= 1
+        if left == 0:
+            confirmed(True)
+
+    return outcome

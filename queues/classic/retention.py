@@ -45,6 +45,7 @@ class Retention:
             self._host.dead_letter(queue, msg, reason)
         else:
             stats.dropped += 1
+            self._host.count_dropped(queue, reason, 1)
 
     # -- limits -------------------------------------------------------------------
 

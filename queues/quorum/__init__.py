@@ -37,7 +37,17 @@ from .commands import (
     msg_id,
     split_msg_id,
 )
-from .effects import Confirm, CreditReply, DeadLetter, Deliver, DeliveredMessage, Outcome, Purged, StoreBodies
+from .effects import (
+    Confirm,
+    CreditReply,
+    DeadLetter,
+    Deliver,
+    DeliveredMessage,
+    Dropped,
+    Outcome,
+    Purged,
+    StoreBodies,
+)
 from .machine import apply
 from .queries import (
     checked_out,
@@ -59,6 +69,7 @@ __all__ = [
     "Credit",
     "CreditReply",
     "DeadLetter",
+    "Dropped",
     "DeadLetterSettled",
     "Deliver",
     "DeliveredMessage",

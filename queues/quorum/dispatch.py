@@ -42,11 +42,12 @@ NO_FRESH = 1 << 80  # above every message id
 class Ctx:
     """What one apply produces: effects in order, dead letters by reason, credit replies."""
 
-    __slots__ = ("out", "dead", "replies")
+    __slots__ = ("out", "dead", "dropped", "replies")
 
     def __init__(self) -> None:
         self.out: list = []
         self.dead: dict[str, list[tuple]] | None = None
+        self.dropped: dict[str, int] | None = None  # reason -> messages gone with no dead-letter exchange
         self.replies: list | None = None
 
 
@@ -104,6 +105,10 @@ def kill(st: QuorumState, msg: tuple, reason: str, ctx: Ctx) -> None:
     else:
         counters.dropped += 1
         forget(st, msg[M_ID])
+        dropped = ctx.dropped
+        if dropped is None:
+            dropped = ctx.dropped = {}
+        dropped[reason] = dropped.get(reason, 0) + 1
 
 
 def pop_head(st: QuorumState) -> tuple:

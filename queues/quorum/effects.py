@@ -27,6 +27,7 @@ __all__ = [
     "DeadLetter",
     "Deliver",
     "DeliveredMessage",
+    "Dropped",
     "Effect",
     "Outcome",
     "Purged",
@@ -120,4 +121,13 @@ class Purged:
     count: int
 
 
-Effect = StoreBodies | Confirm | Deliver | CreditReply | DeadLetter | Purged
+@dataclass(frozen=True, slots=True)
+class Dropped:
+    """`count` messages left for `reason` with no dead-letter exchange to go
+    to (RabbitMQ counts them as dead-lettered with strategy "disabled")."""
+
+    reason: str
+    count: int
+
+
+Effect = StoreBodies | Confirm | Deliver | CreditReply | DeadLetter | Purged | Dropped

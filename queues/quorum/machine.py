@@ -81,6 +81,7 @@ from .effects import (
     Confirm,
     CreditReply,
     DeadLetter,
+    Dropped,
     Outcome,
     Purged,
     StoreBodies,
@@ -126,6 +127,8 @@ def apply(command: Any, state: QuorumState, index: int | None = None) -> tuple[Q
             if anns.count(None) == len(anns):
                 anns = ()
             out.append(DeadLetter(tuple(m[M_ID] for m in msgs), reason, state.config.at_least_once, anns))
+    if ctx.dropped:
+        out.extend(Dropped(reason, n) for reason, n in ctx.dropped.items())
     if ctx.replies:
         out.extend(ctx.replies)
     return state, out

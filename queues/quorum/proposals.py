@@ -35,9 +35,30 @@ class Proposer:
         self.clock = clock
         self.stopped = False
         self.pipelines: dict[str, ConsumerPipeline] = {}  # consumer id -> its commands in flight
+        self._barriers: list[tuple[list[list], Callable[[], None]]] = []
 
     def stop(self) -> None:
         self.stopped = True
+        barriers, self._barriers = self._barriers, []
+        for _, fn in barriers:
+            fn()
+
+    def after_consumers(self, fn: Callable[[], None]) -> None:
+        """Run `fn` once every consumer command sent so far is applied: a
+        purge must see the messages a closed consumer returned (its Detach
+        is still in its pipeline when the purge request arrives)."""
+        pending = [e for p in self.pipelines.values() for e in p.entries if not e[2]]
+        if not pending or self.stopped:
+            fn()
+        else:
+            self._barriers.append((pending, fn))
+
+    def _entry_applied(self) -> None:
+        ready = [b for b in self._barriers if all(e[2] for e in b[0])]
+        if ready:
+            self._barriers = [b for b in self._barriers if b not in ready]
+            for _, fn in ready:
+                fn()
 
     def submit(self, record: Any, on_applied: Callable[[list], None] | None = None, delay: float = RETRY_MIN) -> None:
         """Propose `record` until the group takes it; `on_applied(effects)`
@@ -117,6 +138,7 @@ class ConsumerPipeline:
                 self.delay = RETRY_MIN
                 if not self.entries and isinstance(entry[0], Detach):  # the link's last word
                     self.proposer.pipelines.pop(entry[0].consumer_id, None)
+                self.proposer._entry_applied()
             else:
                 self._again_from(entry)
 

@@ -29,10 +29,12 @@ fsynced journal of a majority (persist before confirm, raft/journal.py).
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from queues import quorum as qq
 from queues.base import ConfirmCallback, Consumer, Queue, QueueMessage, Settlement
+from queues.quorum.state import M_ANN
 
 from .bodies import BodyStore
 from .host import QuorumHost
@@ -66,6 +68,8 @@ class QuorumQueue(Queue):
         self._tick_timer: Any = None
         self._tick_at: int | None = None
         self._downing: set[str] = set()  # node incarnations: DownConsumersOnNode proposed, not yet applied
+        self._dlx_sending: set[int] = set()  # held dead letters published, their targets' confirms awaited
+        self._dlx_confirmed: list[int] = []  # confirmed, DeadLetterSettled not proposed yet (one per loop turn)
 
     # -- the queue interface ------------------------------------------------------------
 
@@ -121,10 +125,17 @@ class QuorumQueue(Queue):
                                settlement.annotations)  # fmt: skip
         self.proposals.for_consumer(cid, record)
 
-    def purge(self) -> int:
-        count = qq.overview(self.state)["ready"]
-        self.proposals.submit(qq.Purge())
-        return count
+    def purge(self) -> asyncio.Future[int]:
+        """Drops the ready messages once the consumer commands sent before
+        are applied; resolves to the count the machine purged."""
+        done: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+        def purged(effects: list) -> None:
+            if not done.done():
+                done.set_result(sum(e.count for e in effects if isinstance(e, qq.Purged)))
+
+        self.proposals.after_consumers(lambda: self.proposals.submit(qq.Purge(), purged))
+        return done
 
     def delete(self) -> int:
         self.deleted = True
@@ -206,6 +217,8 @@ class QuorumQueue(Queue):
                     consumer.credit_reply(effect.delivery_count, effect.credit, effect.available, effect.drain)
             elif isinstance(effect, qq.DeadLetter) and leader:
                 self._dead_letter(effect)
+            elif isinstance(effect, qq.Dropped) and leader:  # counted once, by the leader
+                self._host.count_dropped(self, effect.reason, effect.count)
         if isinstance(record, qq.DownConsumersOnNode):
             links.end_unknown()
         if leader:
@@ -215,13 +228,50 @@ class QuorumQueue(Queue):
         self.links.body_arrived(mid, delivery)
 
     def _dead_letter(self, effect: qq.DeadLetter) -> None:
+        if effect.at_least_once:
+            for mid in effect.msg_ids:
+                self._send_dead_letter(mid, effect.reason)
+            return
         for i, mid in enumerate(effect.msg_ids):
             annotations = effect.annotations[i] if effect.annotations else None
             message = self.bodies.message(mid, annotations=annotations)
             if message is not None:
                 self._host.dead_letter(self, message, effect.reason)
-        if effect.at_least_once:
-            self.proposals.submit(qq.DeadLetterSettled(tuple(effect.msg_ids)))
+
+    # -- at-least-once dead-lettering: the holding area is settled only once
+    # every target queue confirmed; the leader re-sends what is still held
+    # (a new leader all of it, and messages no exchange or binding took yet)
+
+    def resend_dead_letters(self) -> None:
+        """Leader only, periodically (node/vhosts/quorum_groups.py's sweep)."""
+        if self.deleted or not self._qh.is_leader(self.group):
+            return
+        for mid, reason in qq.dead_letter_pending(self.state):
+            if mid not in self._dlx_sending:
+                self._send_dead_letter(mid, reason)
+
+    def _send_dead_letter(self, mid: int, reason: str) -> None:
+        held = self.state.dlx.get(mid)
+        if held is None or mid in self._dlx_sending:
+            return
+        message = self.bodies.message(mid, annotations=held[0][M_ANN])
+        if message is None:
+            return  # this replica lacks the body yet; a later sweep tries again
+        self._dlx_sending.add(mid)
+
+        def confirmed(ok: bool) -> None:
+            self._dlx_sending.discard(mid)
+            if ok and not self.deleted:
+                if not self._dlx_confirmed:
+                    self._host.call_later(0, self._settle_dead_letters)
+                self._dlx_confirmed.append(mid)
+
+        self._host.dead_letter(self, message, reason, confirmed)
+
+    def _settle_dead_letters(self) -> None:
+        ids, self._dlx_confirmed = tuple(self._dlx_confirmed), []
+        if ids and not self.deleted:
+            self.proposals.submit(qq.DeadLetterSettled(ids))
 
     def _arm_tick(self) -> None:
         """The leader ticks the machine when the head message's TTL runs out."""

@@ -43,6 +43,8 @@ class BrokerThread:
         return self
 
     def stop(self) -> None:
+        if not self._thread.is_alive():  # stopped already (a test that restarts a node)
+            return
         try:
             asyncio.run_coroutine_threadsafe(self.broker.stop(), self.loop).result(30)
         finally:

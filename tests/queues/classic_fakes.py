@@ -31,6 +31,7 @@ class FakeHost:
         self.timers: list[Timer] = []
         self.dead: list[tuple[int, str, QueueMessage]] = []
         self.deleted: list[ClassicQueue] = []
+        self.dropped: dict[str, int] = {}  # reason -> messages dropped with no dead-letter exchange
         self.republish_to: ClassicQueue | None = None  # dead letters go back here
 
     def now_ms(self) -> int:
@@ -57,11 +58,14 @@ class FakeHost:
             timer.fn()
         self.now = target
 
-    def dead_letter(self, queue, message: QueueMessage, reason: str) -> None:
+    def dead_letter(self, queue, message: QueueMessage, reason: str, confirmed=None) -> None:
         self.dead.append((message.seq, reason, message))
         if self.republish_to is not None:
             payload = message.payload
             self.republish_to.publish(QueueMessage(0, payload, message.durable), None)
+
+    def count_dropped(self, queue, reason: str, n: int) -> None:
+        self.dropped[reason] = self.dropped.get(reason, 0) + n
 
     def queue_deleted(self, queue) -> None:
         self.deleted.append(queue)

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import inspect
 import logging
 import os
 import re
@@ -344,7 +345,8 @@ async def purge_queue(caller: Caller, name: str, body: Any) -> tuple[str, Any]:
     caller.check("read", name, "queue")
     queue = _queue(caller, name)
     _exclusive_access(caller, queue)
-    return OK, {"message_count": ULong(queue.purge())}
+    purged = queue.purge()  # a quorum queue answers once its log applied the purge
+    return OK, {"message_count": ULong(await purged if inspect.isawaitable(purged) else purged)}
 
 
 def _queue(caller: Caller, name: str) -> Any:

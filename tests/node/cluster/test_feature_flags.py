@@ -1,10 +1,12 @@
 """Feature flags across three `warren server` processes (tests/node/cluster/conftest.py).
 
 Every node announces its version and supported flags to the metadata group
-when it starts; a flag cannot be enabled while a member lacks it, and the
-refusal names that member. Node 2 runs with the test knob
-WARREN_TEST_UNSUPPORTED_FLAGS=credit_api_v2; once it restarts without the
-knob, the flag can be enabled.
+when it starts. A brand-new cluster enables every stable flag its members
+support at once (as RabbitMQ does); a flag stays off while a member lacks
+it, and enabling it is refused naming that member. Here every node starts
+with the test knob WARREN_TEST_UNSUPPORTED_FLAGS=credit_api_v2, as a cluster
+built before that flag existed would; nodes 0 and 1 then restart without
+the knob, and once node 2 does too the flag can be enabled.
 """
 
 from __future__ import annotations
@@ -24,18 +26,25 @@ def _flags(cluster, i: int) -> dict[str, dict]:
     return {f["name"]: f for f in cluster[i].http("GET", "/api/feature_flags")}
 
 
-def _node2_announced(cluster, i: int) -> bool:
-    flags = _flags(cluster, i)
-    return flags[FLAG]["state"] == "unavailable" and flags[OTHER]["state"] == "disabled"
+def _only_node2_lacks_it(cluster, i: int) -> bool:
+    return _flags(cluster, i)[FLAG]["unsupported_by"] == [cluster[2].id]
 
 
 def test_a_feature_flag_cannot_be_enabled_while_a_member_lacks_it(cluster_factory):
     cluster = cluster_factory(3)
-    cluster.node_env[2] = {"WARREN_TEST_UNSUPPORTED_FLAGS": FLAG}
-    cluster.start()
     for i in range(3):
-        cluster.wait_for(lambda i=i: _node2_announced(cluster, i), 20, f"node {i} to see node 2's report")
-        assert _flags(cluster, i)[FLAG]["unsupported_by"] == [cluster[2].id]
+        cluster.node_env[i] = {"WARREN_TEST_UNSUPPORTED_FLAGS": FLAG}
+    cluster.start()
+    # the new cluster enabled every stable flag all its members support
+    for i in range(3):
+        flags = _flags(cluster, i)
+        assert flags[OTHER]["state"] == "enabled" and flags["quorum_queue_v1"]["state"] == "enabled"
+        assert flags[FLAG]["state"] == "unavailable"
+    for i in (0, 1):
+        cluster.node_env.pop(i)
+        cluster.restart(i)
+    for i in range(3):
+        cluster.wait_for(lambda i=i: _only_node2_lacks_it(cluster, i), 20, f"node {i} to see node 2's report")
 
     # refused, naming node 2, through any node
     with pytest.raises(HttpError) as e:
@@ -43,11 +52,6 @@ def test_a_feature_flag_cannot_be_enabled_while_a_member_lacks_it(cluster_factor
     assert e.value.status == 409 and cluster[2].id in e.value.body["reason"]
     out = cluster.ctl(1, "enable_feature_flag", FLAG)
     assert out.returncode != 0 and cluster[2].id in out.stderr
-
-    # another flag is enabled, and every node sees it
-    assert cluster[1].http("PUT", f"/api/feature_flags/{OTHER}/enable", {})["enabled"] == [OTHER]
-    for i in range(3):
-        cluster.wait_for(lambda i=i: _flags(cluster, i)[OTHER]["state"] == "enabled", 10, f"{OTHER} on node {i}")
     out = cluster.ctl(2, "list_feature_flags", "--json")
     assert out.returncode == 0, out.stderr
     rows = {r["name"]: r for r in json.loads(out.stdout)}

@@ -162,6 +162,18 @@ def test_vhost_create_update_list_delete(api, node):
     assert "v1" not in [v["name"] for v in definitions_file(node)["vhosts"]]
 
 
+def test_paths_accept_one_trailing_slash_as_rabbitmq_does(api, node):
+    # clients' helpers build "/api/vhosts/NAME/"; RabbitMQ's router ignores the slash
+    assert api.put("/api/vhosts/v2/", {"description": "slashed"}).status == 201
+    assert api.get("/api/vhosts/v2/").body["description"] == "slashed"
+    assert "v2" in [v["name"] for v in api.get("/api/vhosts/").body]
+    assert api.put("/api/queues/v2/q1/", {"durable": True}).status == 201
+    assert api.get("/api/queues/v2/q1/").body["name"] == "q1"
+    assert api.delete("/api/vhosts/v2/").status == 204
+    assert api.get("/api/vhosts/v2").status == 404
+    assert api.get("/api/vhosts/v2//").status == 404  # one slash, not any number
+
+
 def test_queue_in_a_new_vhost_is_usable_over_amqp(api, node):
     api.put("/api/vhosts/app")
     assert api.put("/api/queues/app/work", {"durable": True}).status == 201

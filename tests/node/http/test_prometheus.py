@@ -167,3 +167,34 @@ def test_raft_families_for_the_metadata_group_and_each_quorum_queue(node):
         raise AssertionError("a classic queue has Raft series")
     except KeyError:
         pass
+
+
+def _reject_one(node, queue: str) -> None:
+    conn = BlockingConnection(node.url, timeout=10)
+    conn.create_sender(f"/queues/{queue}").send(Message(body="bad"))
+    receiver = conn.create_receiver(f"/queues/{queue}", credit=1)
+    receiver.receive(timeout=10)
+    receiver.reject()
+    receiver.close()  # a round trip: the node has the rejection
+    conn.close()
+
+
+def test_counters_carry_the_real_queue_type_and_drops_count_as_disabled(node):
+    node.declare_queue("qq", **{"x-queue-type": "quorum"})
+    node.declare_queue("cq")
+    _reject_one(node, "qq")  # no dead-letter exchange: dropped
+    _reject_one(node, "cq")
+    queue = node.queue("qq")
+    node.call(queue.purge)  # once the rejection is applied
+    text = scrape(node)
+    quorum = {"protocol": "amqp10", "queue_type": "rabbit_quorum_queue"}
+    assert sample(text, "rabbitmq_global_messages_delivered_total", **quorum) == 1
+    assert sample(text, "rabbitmq_global_messages_delivered_total", **CLASSIC) == 1
+    assert sample(text, "rabbitmq_global_messages_acknowledged_total", **quorum) == 1
+    for queue_type in ("rabbit_quorum_queue", "rabbit_classic_queue"):
+        disabled = {"queue_type": queue_type, "dead_letter_strategy": "disabled"}
+        assert sample(text, "rabbitmq_global_messages_dead_lettered_rejected_total", **disabled) == 1
+        at_most_once = {"queue_type": queue_type, "dead_letter_strategy": "at_most_once"}
+        assert sample(text, "rabbitmq_global_messages_dead_lettered_rejected_total", **at_most_once) == 0
+    at_least_once = {"queue_type": "rabbit_quorum_queue", "dead_letter_strategy": "at_least_once"}
+    assert sample(text, "rabbitmq_global_messages_dead_lettered_maxlen_total", **at_least_once) == 0

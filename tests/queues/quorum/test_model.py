@@ -41,6 +41,7 @@ from queues.quorum import (
     Detach,
     Discard,
     DownConsumersOnNode,
+    Dropped,
     Enqueue,
     Modify,
     MsgIn,
@@ -166,6 +167,8 @@ class QuorumModel(RuleBasedStateMachine):
         assert fx == fx_twin
         delivered: list[tuple] = []
         replies = []
+        reported_drops = sum(e.count for e in fx if isinstance(e, Dropped))
+        dropped_before = self.dropped
         for e in fx:
             if isinstance(e, Deliver):
                 for d in e.messages:
@@ -181,11 +184,16 @@ class QuorumModel(RuleBasedStateMachine):
                 for mid in ready:
                     self.msgs[mid].status = "dropped"
                 self.dropped += len(ready)
+            elif isinstance(e, Dropped):
+                assert not self.cfg.dead_letter
             else:
                 assert isinstance(e, Confirm) and isinstance(cmd, Enqueue)
+        purged = sum(e.count for e in fx if isinstance(e, Purged))
         if post is not None:
             post()
         self.account_for_silent_removals()
+        # every drop but a purge's is reported, with its reason, for the metrics
+        assert reported_drops == self.dropped - dropped_before - purged
         for r in replies:
             c = self.cons[r.consumer_id]
             assert (r.delivery_count, r.credit, r.available) == (c.dc, c.credit, len(self.ids("ready")))

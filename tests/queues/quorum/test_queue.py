@@ -61,7 +61,10 @@ class Host:
 
         return Handle()
 
-    def dead_letter(self, queue, message, reason):
+    def dead_letter(self, queue, message, reason, confirmed=None):
+        pass
+
+    def count_dropped(self, queue, reason, n):
         pass
 
 
