@@ -465,6 +465,7 @@ class RaftJournal:
         self.command_bytes = 0  # of every entry: what a snapshot would free (raft.patches, patch 8)
         self._open = True
         n = len(self._entry_prefix)
+        last_two: deque[bytes] = deque(maxlen=2)  # the tail starts with the last two (log[-1] is read often)
         for key, value in log._scan(self._entry_prefix):
             if len(key) != n + 8 or len(value) < 8:
                 raise JournalError(f"raft group {group!r}: malformed log key or entry at {key!r}")
@@ -479,7 +480,10 @@ class RaftJournal:
             self.command_bytes += len(value) - 8
             if len(self._head) < 2:
                 self._head.append((bytes(value[8:]), idx, term))
-        self._tail_from = self._next_index()
+            last_two.append(value)
+        self._tail = deque(bytes(v[8:]) for v in last_two)
+        self._tail_held = sum(len(c) for c in self._tail)
+        self._tail_from = self._next_index() - len(self._tail)
         hard = log._get(self._hard_key)
         if hard is None:
             self._term, self._voted_for = 0, None
@@ -535,6 +539,11 @@ class RaftJournal:
         self._tail_from = min(self._tail_from, first_gone)
         if not self._terms:
             self._first = 0
+        elif not tail:  # keep the last entry at hand (log[-1] is read often)
+            last = first_gone - 1
+            tail.append(self._entry(last)[0])
+            self._tail_held = len(tail[0])
+            self._tail_from = last
         unsynced = self._unsynced
         while unsynced and unsynced[-1][1] >= first_gone:
             unsynced.pop()
