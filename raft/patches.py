@@ -90,7 +90,8 @@ name-mangled, so a subclass defines `_SyncObj__<name>`) and `_onTick`, and adds 
    lengths it holds and reads only what it returns (stock slices the whole
    tail, then trims it), since a `RaftJournal` keeps the commands of only its
    newest entries in memory and reads the others from RocksDB. The overrides
-   here read terms with `term_at`, never a command.
+   here, `__getPrevLogIndexTerm` included, read terms with `term_at`, never a
+   command.
 
 10. Apply in bounded steps: stock applies every committed entry in one tick,
    which at a restart is the whole local log (a quorum queue's: its bodies,
@@ -171,6 +172,7 @@ PRIVATE_MEMBERS: dict[str, tuple[str, ...]] = {
         "_SyncObj__onMessageReceived",
         "_SyncObj__applyLogEntries",
         "_SyncObj__getEntries",
+        "_SyncObj__getPrevLogIndexTerm",
         "_SyncObj__doApplyCommand",
         "_SyncObj__sendNextNodeIdx",
         "_SyncObj__loadDumpFile",
@@ -455,6 +457,16 @@ class SafeSyncObj(SyncObj):
         if isinstance(log, RaftJournal):
             return log.entries(fromIDx, count, maxSizeBytes)
         return SyncObj._SyncObj__getEntries(self, fromIDx, count, maxSizeBytes)
+
+    def _SyncObj__getPrevLogIndexTerm(self, nextNodeIndex):  # noqa: N802, N803
+        # stock reads the whole entry for its term: from disk, for a follower far behind
+        log = self._SyncObj__raftLog
+        if not isinstance(log, RaftJournal):
+            return SyncObj._SyncObj__getPrevLogIndexTerm(self, nextNodeIndex)
+        prev = nextNodeIndex - 1
+        if len(log) and log.first_index() <= prev <= log.last_index():
+            return prev, log.term_at(prev)
+        return None, None
 
     def _w_recount_leader_commit(self, log: RaftJournal) -> None:
         commit = self._SyncObj__raftCommitIndex

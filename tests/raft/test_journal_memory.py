@@ -5,6 +5,7 @@ from RocksDB, in ranges, sized without reading."""
 from __future__ import annotations
 
 import pytest
+from raft_harness import Cluster
 
 from raft.journal import DurableLog, RaftJournal
 
@@ -89,3 +90,26 @@ def test_truncation_and_compaction_keep_the_reads_right(tmp_path):
         assert j[0] == (b"x", 11, 3)
         with pytest.raises(IndexError):
             j[1]
+
+
+def test_a_follower_far_behind_is_fed_from_the_leaders_disk(tmp_path):
+    """With no command of the durable log in memory, a lagging follower's
+    AppendEntries are read back from RocksDB (raft/patches.py, patch 9)."""
+    c = Cluster.start("ours", tmp_path, logCompactionMinEntries=10**6)
+    try:
+        for m in c.members:
+            m.raft_log.tail_bytes = 0  # only what is not yet durable (and the last two) stays in memory
+        leader = c.wait_leader()
+        lagging = next(m for m in c.members if m is not leader)
+        for other in c.members:
+            if other is not lagging:
+                c.net.blocked |= {(other.name, lagging.name), (lagging.name, other.name)}
+        c.commit(list(range(1, 201)))
+        held = leader.raft_log.held_bytes()
+        assert held < leader.raft_log.command_bytes / 10  # the 200 commands are on disk only
+        c.net.blocked.clear()
+        c.run_until(lambda: lagging.values == list(range(1, 201)), timeout=15)
+        assert [e[1:] for e in lagging.raft_log[:]] == [e[1:] for e in leader.raft_log[:]]
+        assert [e[0] for e in lagging.raft_log[:]] == [e[0] for e in leader.raft_log[:]]
+    finally:
+        c.destroy()
