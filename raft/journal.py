@@ -516,7 +516,7 @@ class RaftJournal:
         ticket = self._log._put(self._entry_key(idx), _U64.pack(term) + command)
         self._unsynced.append((ticket, idx))
         if self._tail_held > self.tail_bytes:
-            self._trim_tail()
+            self.durable_index()  # trims the tail of what is durable by now
 
     def clear(self) -> None:
         self._reset()
@@ -627,11 +627,9 @@ class RaftJournal:
         """Highest index such that this log's entries up to it are on disk."""
         durable_seq = self._log.durable_seq()
         unsynced = self._unsynced
-        moved = False
         while unsynced and unsynced[0][0] <= durable_seq:
             self._durable_idx = unsynced.popleft()[1]
-            moved = True
-        if moved and self._tail_held > self.tail_bytes:
+        if self._tail_held > self.tail_bytes:
             self._trim_tail()
         return self._durable_idx
 

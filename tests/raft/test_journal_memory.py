@@ -111,5 +111,8 @@ def test_a_follower_far_behind_is_fed_from_the_leaders_disk(tmp_path):
         c.run_until(lambda: lagging.values == list(range(1, 201)), timeout=15)
         assert [e[1:] for e in lagging.raft_log[:]] == [e[1:] for e in leader.raft_log[:]]
         assert [e[0] for e in lagging.raft_log[:]] == [e[0] for e in leader.raft_log[:]]
+        c.step()  # flushed: the follower's entries are durable
+        lagging.raft_log.durable_index()
+        assert lagging.raft_log.held_bytes() < lagging.raft_log.command_bytes / 10
     finally:
         c.destroy()
