@@ -8,6 +8,7 @@ machine disturbs them less.
 from __future__ import annotations
 
 import time
+import tracemalloc
 
 from queues.quorum import (
     Attach,
@@ -71,6 +72,20 @@ def bench_enqueue_only(total: int = 1_000_000, batch: int = 100) -> tuple:
     return st, dt / total * 1e6
 
 
+def bench_memory(total: int = 1_000_000, batch: int = 300) -> float:
+    """Bytes of machine state per ready message (tracemalloc), `batch` per Enqueue."""
+    msgs = tuple(MsgIn(1000 + i % 7, None, None) for i in range(batch))
+    tracemalloc.start()
+    try:
+        st = new_state()
+        before = tracemalloc.get_traced_memory()[0]
+        for _ in range(total // batch):
+            st, _ = apply(Enqueue(msgs, 1000), st)
+        return (tracemalloc.get_traced_memory()[0] - before) / (total // batch * batch)
+    finally:
+        tracemalloc.stop()
+
+
 def bench_snapshot(st) -> tuple[int, float, float]:
     t0 = time.process_time()
     data = snapshot_bytes(st)
@@ -96,6 +111,8 @@ def main() -> None:
     st, _ = apply(Settle("c", tuple(msg_id(1 + i // 100, i % 100) for i in range(0, 1000, 2))), st)
     size, ms_dump, ms_load = bench_snapshot(st)
     print(f"snapshot 1M refs (500k checked out): {size} bytes, dump {ms_dump:.0f} ms, restore {ms_load:.0f} ms")
+    print(f"state per ready message, 1M in Enqueues of 300: {bench_memory():.1f} B")
+    print(f"  ... of 1:                                      {bench_memory(200_000, 1):.1f} B")
 
 
 if __name__ == "__main__":

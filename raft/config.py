@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 __all__ = ["SNAPSHOT_FILE", "RaftConfigError", "check_conf", "make_conf"]
 
 SNAPSHOT_FILE = "snapshot"
+APPLY_BYTES = 4 << 20  # command bytes applied per tick (raft/patches.py, patch 10)
 
 DEFAULTS: dict[str, Any] = {
     "autoTick": False,
@@ -85,6 +86,7 @@ def make_conf(
     journal: RaftJournal | None,
     heartbeat_period: float | None = None,
     compaction_bytes: int | None = None,
+    apply_bytes: int | None = APPLY_BYTES,
     **overrides: Any,
 ) -> SyncObjConf:
     """The SyncObjConf of one Raft group.
@@ -97,6 +99,8 @@ def make_conf(
     (which pysyncobj's validate() keeps under a third of raftMinTimeout);
     `SafeSyncObj` applies it (raft/patches.py, patch 7). `compaction_bytes`:
     compact also once the log holds more command bytes than this (patch 8).
+    `apply_bytes`: a tick applies committed entries up to this many command
+    bytes, the rest in the next ticks (patch 10; None: all at once).
     """
     fields = dict(DEFAULTS)
     if data_dir is not None:
@@ -111,4 +115,5 @@ def make_conf(
         raise RaftConfigError(f"heartbeat period {heartbeat_period} s: above 0 and below the leader fallback")
     conf.warren_heartbeat_period = heartbeat_period
     conf.warren_compaction_bytes = compaction_bytes
+    conf.warren_apply_bytes = apply_bytes
     return conf

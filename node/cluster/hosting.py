@@ -268,6 +268,8 @@ class GroupHost:
             # raises on a committed entry raises again at every tick.
             self.cluster.fatal(e)
             return
+        if group.apply_pending():
+            self.kick(name)  # applies a bounded step per tick (a restart's long log): the rest next turn
         if name == METADATA:
             self._observe(group)
 

@@ -6,6 +6,8 @@ The machine, pure (no I/O, no clock, no randomness):
     commands.py  the versioned command records (Publish, Enqueue, Attach, ...)
     effects.py   what applying them asks of the host (StoreBodies, Confirm, Deliver, ...)
     state.py     QuorumConfig (the x-arguments), QuorumState, Counters, MACHINE_VERSION
+    ready.py     ReadyList: the ready messages as runs of ids and a column of sizes
+    live.py      LiveIndexes: live messages per raft index (the release cursor)
     machine.py   apply(command, state, index) -> (state, effects)
     dispatch.py  how messages move: to consumers, back, out (machine.py's parts)
     dedup.py     Publish batches applied once per (publisher, seq)

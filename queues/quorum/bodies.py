@@ -9,6 +9,11 @@ The machine's state, and so each snapshot, holds only ids and sizes: when
 the log is compacted, bodies below the release cursor are deleted with one
 range tombstone (`release_below`).
 
+A restart replays the log after the last snapshot, and with it the Publish
+batches whose bodies this replica wrote already: a mark, "bodies written up
+to raft index N", is written in the same batch as the bodies (so it is never
+ahead of them), and batches at or below it are not written again.
+
 A replica that installed a snapshot instead of the log that carried some
 bodies lacks them: a delivery that needs one waits while it is fetched from
 another member (`await_body`), then goes out through `on_arrival`.
@@ -31,6 +36,8 @@ __all__ = ["BodyStore"]
 log = logging.getLogger("warren.quorum")
 
 _KEY = struct.Struct(">Q")
+# after every message key (8 bytes), below delete_blobs' end (prefix + 9 x ff): kept by release_below
+_WRITTEN_MARK = b"\xff" * 8 + b"\x00"
 
 
 class BodyStore:
@@ -43,9 +50,15 @@ class BodyStore:
         self._fresh: dict[int, bytes] = {}  # bodies written but not yet flushed (not readable from the store)
         self._missing: dict[int, list[tuple]] = {}  # bodies to fetch -> the deliveries waiting for them
         self._fetching: set[int] = set()
+        self._written_to: int | None = None  # the mark (read at the first batch)
 
     def store_batch(self, messages: tuple, index: int) -> None:
         """The messages of the new Publish batch at raft `index` (commands.Publish)."""
+        if self._written_to is None:
+            mark = self._qh.get_blob(self._group, _WRITTEN_MARK)
+            self._written_to = _KEY.unpack(mark)[0] if mark is not None else 0
+        if index <= self._written_to:
+            return  # replayed after a restart: stored before
         fresh = []
         for pos, (payload, durable, _ttl, exchange, routing_keys, _corr, extra) in enumerate(messages):
             mid = msg_id(index, pos)
@@ -53,6 +66,8 @@ class BodyStore:
             self._qh.put_blob(self._group, _KEY.pack(mid), value)
             self._fresh[mid] = value
             fresh.append(mid)
+        self._qh.put_blob(self._group, _WRITTEN_MARK, _KEY.pack(index))
+        self._written_to = index
         self._qh.after_durable(lambda: [self._fresh.pop(m, None) for m in fresh])
 
     def body(self, mid: int) -> bytes | None:

@@ -21,7 +21,6 @@ __all__ = [
     "NO_FRESH",
     "Ctx",
     "activate",
-    "compact_live_order",
     "deactivate",
     "dispatch",
     "eligible",
@@ -30,13 +29,16 @@ __all__ = [
     "head",
     "kill",
     "pop_head",
+    "release_run",
     "remove_consumer",
     "requeue",
 ]
 
 _MASK = serial.MASK
+_POS_BITS = c.POS_BITS
 _tnew = tuple.__new__
 NO_FRESH = 1 << 80  # above every message id
+_STRETCH = 4096  # ready messages read at once by dispatch
 
 
 class Ctx:
@@ -57,27 +59,7 @@ class Ctx:
 
 def forget(st: QuorumState, mid: int) -> None:
     """A message left the state for good: release its raft index."""
-    idx = mid >> c.POS_BITS
-    live = st.live
-    n = live[idx] - 1
-    if n:
-        live[idx] = n
-        return
-    del live[idx]
-    order = st.live_order
-    if order[0] == idx:
-        order.popleft()
-        while order and order[0] not in live:
-            order.popleft()
-    elif len(order) > 2 * len(live) + 64:
-        compact_live_order(st)
-
-
-def compact_live_order(st: QuorumState) -> None:
-    """Drops the stale entries behind the head (one message stuck at the
-    head must not let the deque grow by one entry per Enqueue forever)."""
-    live = st.live
-    st.live_order = deque(i for i in st.live_order if i in live)
+    st.live.release(mid >> _POS_BITS)
 
 
 def kill(st: QuorumState, msg: tuple, reason: str, ctx: Ctx) -> None:
@@ -120,9 +102,7 @@ def pop_head(st: QuorumState) -> tuple:
 def head(st: QuorumState) -> tuple | None:
     if st.returned:
         return st.returned[0]
-    if st.ready:
-        return st.ready[0]
-    return None
+    return st.ready.head()
 
 
 def requeue(st: QuorumState, msg: tuple, failed: int, annotations: Any) -> None:
@@ -190,8 +170,16 @@ def dispatch(st: QuorumState, ctx: Ctx, fresh_from: int = NO_FRESH) -> None:
     batches: dict[Any, list] = {}
     ready_bytes = st.ready_bytes
     delivered = redelivered = acked = 0
-    popleft = ready.popleft
-    while prios and (returned or ready):
+    release = st.live.release
+    # The ready list is read a stretch at a time (consecutive ids of its head
+    # run, one expiry): ids s_mid .. s_end - 1, their sizes from s_sizes[s_i].
+    # What is handed out of it is dropped from the list when the stretch is
+    # done (`pending`), so that round robin costs no call per message.
+    ready_n = len(ready)  # ready messages not handed out yet
+    s_mid = s_end = s_i = pending = 0
+    s_exp: int | None = None
+    s_sizes: Any = ()
+    while prios and (returned or ready_n):
         prio = prios[0]
         level = service[prio]
         cs = level[0]
@@ -208,24 +196,72 @@ def dispatch(st: QuorumState, ctx: Ctx, fresh_from: int = NO_FRESH) -> None:
         while got < want:
             if returned:
                 msg = heappop(returned)
-            elif ready:
-                msg = popleft()
-            else:
-                break
-            mid, size, expiry, dc, acq, ann = msg
-            ready_bytes -= size
-            if expiry is not None and expiry <= clock and mid < fresh_from:
-                kill(st, msg, REASON_EXPIRED, ctx)
+                mid, size, expiry, dc, acq, ann = msg
+                ready_bytes -= size
+                if expiry is not None and expiry <= clock and mid < fresh_from:
+                    kill(st, msg, REASON_EXPIRED, ctx)
+                    continue
+                got += 1
+                size_out += size
+                if acq:
+                    redelivered += 1
+                append(_tnew(DeliveredMessage, (mid, dc, not acq, ann)))
+                if checked is None:
+                    forget(st, mid)
+                else:
+                    checked[mid] = msg
                 continue
-            got += 1
-            size_out += size
-            if acq:
-                redelivered += 1
-            append(_tnew(DeliveredMessage, (mid, dc, not acq, ann)))
+            if not ready_n:
+                break
+            if s_mid == s_end:  # the next stretch
+                if pending:
+                    ready.drop(pending)
+                    pending = 0
+                s_mid, n, s_exp, s_sizes = ready.peek(_STRETCH, fresh_from)
+                s_end = s_mid + n
+                s_i = 0
+                if s_exp is not None and s_exp <= clock and s_mid < fresh_from:
+                    ready.drop(n)
+                    ready_n -= n
+                    for size in s_sizes:
+                        ready_bytes -= size
+                        kill(st, (s_mid, size, s_exp, 0, 0, None), REASON_EXPIRED, ctx)
+                        s_mid += 1
+                    continue
+            k = s_end - s_mid
+            if k > want - got:
+                k = want - got
+            got += k
+            ready_n -= k
+            pending += k
+            mid = s_mid
+            s_mid += k
+            if k == 1:
+                size = s_sizes[s_i]
+                s_i += 1
+                ready_bytes -= size
+                size_out += size
+                append(_tnew(DeliveredMessage, (mid, 0, True, None)))
+                if checked is None:
+                    release(mid >> _POS_BITS)
+                else:
+                    checked[mid] = (mid, size, s_exp, 0, 0, None)
+                continue
+            sizes = s_sizes[s_i : s_i + k]
+            s_i += k
+            total = sum(sizes)
+            ready_bytes -= total
+            size_out += total
             if checked is None:
-                forget(st, mid)
+                for _ in sizes:
+                    append(_tnew(DeliveredMessage, (mid, 0, True, None)))
+                    mid += 1
+                _release_run(release, mid - k, k)
             else:
-                checked[mid] = msg
+                for size in sizes:
+                    append(_tnew(DeliveredMessage, (mid, 0, True, None)))
+                    checked[mid] = (mid, size, s_exp, 0, 0, None)
+                    mid += 1
         if not got:
             if not batch:
                 del batches[cid]
@@ -247,6 +283,8 @@ def dispatch(st: QuorumState, ctx: Ctx, fresh_from: int = NO_FRESH) -> None:
                 prios.pop(0)
         elif len(level) > 1:
             level.rotate(-1)
+    if pending:
+        ready.drop(pending)
     st.ready_bytes = ready_bytes
     counters = st.counters
     counters.delivered += delivered
@@ -255,6 +293,25 @@ def dispatch(st: QuorumState, ctx: Ctx, fresh_from: int = NO_FRESH) -> None:
     out = ctx.out
     for cid, batch in batches.items():
         out.append(Deliver(cid, tuple(batch)))
+
+
+def _release_run(release: Any, first: int, n: int) -> None:
+    """Releases messages first .. first + n - 1 (consecutive ids) from the live counts."""
+    idx = first >> _POS_BITS
+    last = (first + n - 1) >> _POS_BITS
+    if idx == last:
+        release(idx, n)
+        return
+    while idx <= last:  # a run across full batches
+        start = max(first, idx << _POS_BITS)
+        end = min(first + n, (idx + 1) << _POS_BITS)
+        release(idx, end - start)
+        idx += 1
+
+
+def release_run(st: QuorumState, first: int, n: int) -> None:
+    """Messages first .. first + n - 1 left the state for good."""
+    _release_run(st.live.release, first, n)
 
 
 def remove_consumer(st: QuorumState, cs: ConsumerState) -> None:

@@ -50,7 +50,6 @@ between zero and non-zero.
 
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import fields
 from heapq import heappush
 from typing import Any
@@ -62,7 +61,6 @@ from . import dedup
 from .dispatch import (
     Ctx,
     activate,
-    compact_live_order,
     deactivate,
     dispatch,
     eligible,
@@ -71,6 +69,7 @@ from .dispatch import (
     head,
     kill,
     pop_head,
+    release_run,
     remove_consumer,
     requeue,
 )
@@ -162,18 +161,25 @@ def _enqueue_batch(st: QuorumState, msgs: Any, now: int, index: int, ctx: Ctx) -
     qttl = cfg.message_ttl
     base = index << c.POS_BITS
     ready = st.ready
-    append = ready.append
+    add_run = ready.add_run
     accepted: list = []
     rejected: list = []
     reject = cfg.overflow == "reject-publish" and cfg.limited
     max_len, max_bytes = cfg.max_length, cfg.max_length_bytes
+    held = len(st.returned) + len(ready) + len(st.dlx)  # what x-max-length counts, before this batch
     n = 0
     total = 0
     pos = -1
+    # accepted messages go to the ready list a run at a time: consecutive
+    # positions with the same expiry (the whole batch, unless some are
+    # rejected or carry their own TTL)
+    run_start = 0
+    run_expiry: int | None = None
+    run_sizes: list[int] = []
     for size, ttl, corr in msgs:
         pos += 1
         if reject and (
-            (max_len is not None and len(st.returned) + len(ready) + len(st.dlx) + 1 > max_len)
+            (max_len is not None and held + n + 1 > max_len)
             or (max_bytes is not None and st.ready_bytes + total + st.dlx_bytes + size > max_bytes)
         ):
             if corr is not None:
@@ -184,15 +190,20 @@ def _enqueue_batch(st: QuorumState, msgs: Any, now: int, index: int, ctx: Ctx) -
             expiry = None if qttl is None else now + qttl
         else:
             expiry = now + (ttl if qttl is None or ttl < qttl else qttl)
-        append((base | pos, size, expiry, 0, 0, None))
+        if expiry != run_expiry or run_start + len(run_sizes) != pos:
+            if run_sizes:
+                add_run(base | run_start, run_sizes, run_expiry)
+            run_start, run_expiry, run_sizes = pos, expiry, []
+        run_sizes.append(size)
         total += size
         n += 1
         if corr is not None:
             accepted.append(corr)
+    if run_sizes:
+        add_run(base | run_start, run_sizes, run_expiry)
     if n:
         st.ready_bytes += total
-        st.live[index] = n
-        st.live_order.append(index)
+        st.live.add(index, n)
         counters = st.counters
         counters.enqueued += n
         counters.confirmed += len(accepted)
@@ -268,8 +279,10 @@ def _settle(st: QuorumState, cmd: c.Settle, index: int, ctx: Ctx) -> None:
     if cs is None:
         return
     pop = cs.checked.pop
-    live = st.live
+    release = st.live.release
     n = size = 0
+    run_idx = -1  # settlements come in runs of one raft index: released a run at a time
+    run = 0
     for mid in cmd.msg_ids:
         msg = pop(mid, None)
         if msg is None:
@@ -277,18 +290,14 @@ def _settle(st: QuorumState, cmd: c.Settle, index: int, ctx: Ctx) -> None:
         n += 1
         size += msg[1]
         idx = mid >> c.POS_BITS
-        left = live[idx] - 1
-        if left:
-            live[idx] = left
-        else:
-            del live[idx]
-            order = st.live_order
-            if order[0] == idx:
-                order.popleft()
-                while order and order[0] not in live:
-                    order.popleft()
-            elif len(order) > 2 * len(live) + 64:
-                compact_live_order(st)
+        if idx == run_idx:
+            run += 1
+            continue
+        if run:
+            release(run_idx, run)
+        run_idx, run = idx, 1
+    if run:
+        release(run_idx, run)
     st.checked_count -= n
     st.checked_bytes -= size
     st.counters.acknowledged += n
@@ -379,10 +388,10 @@ def _purge(st: QuorumState, cmd: c.Purge, index: int, ctx: Ctx) -> None:
     count = st.ready_count
     for msg in st.returned:
         forget(st, msg[M_ID])
-    for msg in st.ready:
-        forget(st, msg[M_ID])
+    for first, n, _ in st.ready.runs():
+        release_run(st, first, n)
     st.returned = []
-    st.ready = deque()
+    st.ready.clear()
     st.ready_bytes = 0
     st.counters.dropped += count
     st.counters.purged += count

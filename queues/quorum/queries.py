@@ -23,8 +23,8 @@ def release_cursor(state: QuorumState) -> int:
     """The smallest raft index still referenced by a live message (ready,
     checked out or in dead-letter holding): log entries and bodies below it
     may be compacted. With no live message: the last applied index + 1."""
-    order = state.live_order
-    return order[0] if order else state.last_index + 1
+    first = state.live.first()
+    return state.last_index + 1 if first is None else first
 
 
 def next_expiry(state: QuorumState) -> int | None:
@@ -32,9 +32,7 @@ def next_expiry(state: QuorumState) -> int | None:
     when the head has no TTL or the queue has no ready message."""
     if state.returned:
         return state.returned[0][2]
-    if state.ready:
-        return state.ready[0][2]
-    return None
+    return state.ready.head_expiry()
 
 
 def dead_letter_pending(state: QuorumState) -> list[tuple[int, str]]:

@@ -21,7 +21,8 @@ entries or `COMPACTION_BYTES` of commands, whichever comes first) the
 snapshot is the machine's (`snapshot_bytes`: ids, sizes, counters and the
 publish dedup tables, never bodies), taken after a flush; bodies below the
 release cursor (the oldest live message) are then deleted. Memory holds the
-uncompacted log tail and the message index, never every body.
+newest commands of the log (raft/journal.py) and the message index (a few
+bytes per ready message, ready.py), never every body.
 
 Durability: a publish is accepted once its entry is committed, i.e. in the
 fsynced journal of a majority (persist before confirm, raft/journal.py).

@@ -14,10 +14,11 @@
              publishers [[publisher, low, [seq above low, ...],
                           [[seq, [[outcome, [correlation, ...]], ...]], ...]], ...]
                         by publisher, seqs ascending (state.PublisherState)
-    then message sections, little-endian columns:
-             returned (by id), ready, each consumer's checked-out messages
-             (consumers in attach order, messages in delivery order), dlx
-             holding (with a reason column), then the live index counts.
+    then, little-endian columns: the returned messages (a message section,
+             by id), the ready section, a message section per consumer for
+             its checked-out messages (consumers in attach order, messages
+             in delivery order), the dlx holding (a message section with a
+             reason column), then the live index counts.
 
     message section: n u32 | flags u8 | ids n*u64 | sizes n*u32
              | expiry n*i64 (-1 = none)   if flags & 1
@@ -25,11 +26,15 @@
              | acquired n*u32             if flags & 4
              | u32 length + AMQP [[position, annotations], ...]  if flags & 8
              | reason n*u8 (effects.REASONS) if flags & 16
-    live section: n u32 | raft indexes n*u64 | counts n*u32
+    ready section (ready.py's runs, as the state holds them):
+             runs u32 | messages u32 | first ids runs*u64 | counts runs*u32
+             | expiries runs*i64 (-1 = none) | sizes messages*u32
+    live section: n u32 | raft indexes n*u64 | counts n*u32 (counts > 0)
 
-Columns a section does not need are left out, so a queue of plain messages
-costs 12 bytes per message. Deterministic: equal states give equal bytes
-(the return heap is written sorted).
+Columns a section does not need are left out; a ready message costs its
+4-byte size plus its share of a 20-byte run (one per Enqueue batch, as a
+rule). Deterministic: equal states give equal bytes (the return heap is
+written sorted, ready runs are maximal).
 
 Versioned twice, as the metadata machine's snapshot is: SNAPSHOT_FORMAT for
 this layout, and the machine version (state.MACHINE_VERSION) of what wrote
@@ -37,8 +42,10 @@ it. A layout or a machine version newer than this build's is refused
 (SnapshotFormatError), never guessed at; a new layout is a new
 SNAPSHOT_FORMAT and `restore` keeps reading the old ones:
 
-    format 1  the header without the machine version (machine version 1),
-              the meta without publishers
+    format 2  the ready messages as a message section (12 B each) instead
+              of runs
+    format 1  as format 2, the header without the machine version (machine
+              version 1), the meta without publishers
     format 0  (no magic) what the host wrote before the publish dedup tables
               moved into the machine: the AMQP value
               [1, publishers, format 1 snapshot], publishers as above with
@@ -60,18 +67,21 @@ from typing import Any
 from amqp import codec
 
 from .effects import REASONS
+from .live import LiveIndexes
+from .ready import ReadyList
 from .state import MACHINE_VERSION, ConsumerState, Counters, PublisherState, QuorumConfig, QuorumState
 
 __all__ = ["SNAPSHOT_FORMAT", "SnapshotFormatError", "restore", "snapshot_bytes"]
 
 MAGIC = b"WQQS"
-SNAPSHOT_FORMAT = 2
+SNAPSHOT_FORMAT = 3
 _HEAD = struct.Struct("<4sHHII")  # magic, format, machine version, crc, meta length
 _HEAD_V1 = struct.Struct("<4sHII")  # format 1: no machine version
 _LEGACY_HOST_FORMAT = 1  # format 0's outer list
 _U32 = struct.Struct("<I")
 _U16 = struct.Struct("<H")
 _SECTION = struct.Struct("<IB")
+_READY = struct.Struct("<II")  # runs, messages
 _SWAP = sys.byteorder != "little"
 _REASON_CODE = {r: i for i, r in enumerate(REASONS)}
 _GETTERS = tuple(itemgetter(i) for i in range(6))  # the message tuple's fields (state.M_*)
@@ -118,6 +128,18 @@ def _pack_msgs(parts: list[bytes], msgs: Any, reasons: list[str] | None = None) 
     parts.extend(cols)
 
 
+def _pack_ready(parts: list[bytes], ready: ReadyList) -> None:
+    runs = list(ready.runs())
+    sizes = ready.sizes()
+    parts.append(_READY.pack(len(runs), len(sizes)))
+    parts.append(_col("Q", (r[0] for r in runs)))
+    parts.append(_col("I", (r[1] for r in runs)))
+    parts.append(_col("q", (r[2] for r in runs)))
+    if _SWAP:
+        sizes.byteswap()
+    parts.append(sizes.tobytes())
+
+
 def snapshot_bytes(state: QuorumState) -> bytes:
     """The whole state (no bodies) as deterministic, versioned bytes."""
     consumers = [
@@ -139,15 +161,15 @@ def snapshot_bytes(state: QuorumState) -> bytes:
     ])  # fmt: skip
     parts = [meta]
     _pack_msgs(parts, sorted(state.returned))
-    _pack_msgs(parts, state.ready)
+    _pack_ready(parts, state.ready)
     for cs in state.consumers.values():
         _pack_msgs(parts, list(cs.checked.values()))
     dlx = list(state.dlx.values())
     _pack_msgs(parts, [m for m, _ in dlx], [r for _, r in dlx])
-    live = state.live
+    live = state.live.key()
     parts.append(_U32.pack(len(live)))
-    parts.append(_col("Q", live.keys()))
-    parts.append(_col("I", live.values()))
+    parts.append(_col("Q", (i for i, _ in live)))
+    parts.append(_col("I", (n for _, n in live)))
     body = b"".join(parts)
     return _HEAD.pack(MAGIC, SNAPSHOT_FORMAT, state.machine_version, zlib.crc32(body), len(meta)) + body
 
@@ -195,6 +217,19 @@ class _Reader:
 
     def u32(self) -> int:
         return _U32.unpack(self.take(4))[0]
+
+    def ready(self) -> ReadyList:
+        n_runs, n = _READY.unpack(self.take(_READY.size))
+        firsts = self.col("Q", n_runs)
+        counts = self.col("I", n_runs)
+        expiries = self.col("q", n_runs)
+        sizes = self.col("I", n)
+        if sum(counts) != n or 0 in counts:
+            raise SnapshotFormatError("ready runs do not add up to the ready messages")
+        for r in range(1, n_runs):
+            if firsts[r] < firsts[r - 1] + counts[r - 1]:
+                raise SnapshotFormatError("ready runs out of order")
+        return ReadyList.from_columns(firsts, counts, expiries, sizes)
 
     def msgs(self, with_reasons: bool = False) -> tuple[list[tuple], list[str] | None, int, Any]:
         """(message tuples, reasons, total size, ids)."""
@@ -257,7 +292,7 @@ def _restore(data: bytes) -> QuorumState:
     if fmt == 1:
         _, _, crc, meta_len = _HEAD_V1.unpack_from(data)
         version, start = 1, _HEAD_V1.size
-    elif fmt == SNAPSHOT_FORMAT:
+    elif fmt in (2, SNAPSHOT_FORMAT):
         if len(data) < _HEAD.size:
             raise SnapshotFormatError("not a quorum queue snapshot: too short")
         _, _, version, crc, meta_len = _HEAD.unpack_from(data)
@@ -299,8 +334,12 @@ def _restore(data: bytes) -> QuorumState:
         raise SnapshotFormatError(f"bad snapshot metadata: {e}") from None
     returned, _, returned_bytes, _ = rd.msgs()
     state.returned = returned  # sorted: a valid heap
-    ready, _, ready_bytes, _ = rd.msgs()
-    state.ready = deque(ready)
+    if fmt == SNAPSHOT_FORMAT:
+        state.ready = rd.ready()
+        ready_bytes = sum(state.ready.sizes())
+    else:  # formats 1 and 2: a message section of tuples
+        ready, _, ready_bytes, _ = rd.msgs()
+        state.ready = _ready_from_tuples(ready)
     state.ready_bytes = returned_bytes + ready_bytes
     for cs in state.consumers.values():
         msgs, _, size, ids = rd.msgs()
@@ -313,11 +352,24 @@ def _restore(data: bytes) -> QuorumState:
     n = rd.u32()
     indexes = rd.col("Q", n)
     counts = rd.col("I", n)
-    state.live = dict(zip(indexes, counts, strict=True))
-    state.live_order = deque(indexes)
+    try:
+        state.live = LiveIndexes.from_pairs(indexes, counts)
+    except ValueError as e:
+        raise SnapshotFormatError(f"bad live index section: {e}") from None
     if rd.pos != len(view):
         raise SnapshotFormatError(f"{len(view) - rd.pos} trailing bytes after the snapshot")
     return state
+
+
+def _ready_from_tuples(msgs: list[tuple]) -> ReadyList:
+    ready = ReadyList()
+    last = -1
+    for m in msgs:
+        if m[3] or m[4] or m[5] is not None or m[0] <= last:
+            raise SnapshotFormatError("a ready message that was handed out, or out of order")
+        last = m[0]
+        ready.append(m[0], m[1], m[2])
+    return ready
 
 
 def _publishers(value: Any) -> dict[str, PublisherState]:

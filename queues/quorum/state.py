@@ -21,7 +21,9 @@ Where a message is (each live message is in exactly one place):
 
     returned      heap of message tuples (ordered by msg_id): messages that went
                   back to the queue; they are delivered before `ready`
-    ready         deque of message tuples in msg_id order, never handed out
+    ready         ReadyList (ready.py): the messages never handed out, in
+                  msg_id order, as columns (~4 B each), not tuples: the
+                  part of the state that grows with a backlog
     consumers[c].checked
                   dict msg_id -> tuple: handed to consumer c, not settled
     dlx           dict msg_id -> (tuple, reason): at-least-once dead letters
@@ -33,10 +35,8 @@ every id in `returned` is below every id in `ready`.
 `publishers` remembers, per publisher, the Publish batches applied (see
 PublisherState), so that a batch proposed twice is applied once.
 
-`live` counts live messages per raft index (insertion order = index order);
-`live_order` is a deque of those indexes with possibly stale entries behind
-its head, kept so that its head is always the smallest live index: the
-release cursor (`machine.release_cursor`).
+`live` (LiveIndexes, live.py) counts live messages per raft index, in index
+order; its first index is the release cursor (`queries.release_cursor`).
 
 The state is mutable: `machine.apply` updates it in place and returns it.
 The Raft group owns the only copy; take a snapshot (`snapshot_bytes`) when a
@@ -51,6 +51,9 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from queues.base import QueueArgumentError
+
+from .live import LiveIndexes
+from .ready import ReadyList
 
 __all__ = [
     "AT_LEAST_ONCE",
@@ -256,7 +259,7 @@ class QuorumState:
         "last_index",  # the last applied raft index
         "clock",  # the largest now_ms seen in a command
         "returned",  # heap of message tuples
-        "ready",  # deque of message tuples
+        "ready",  # ReadyList: never handed out, as columns
         "ready_bytes",  # body bytes of returned + ready
         "consumers",  # consumer_id -> ConsumerState, in attach order
         "service",  # priority -> deque of ConsumerState with credit, round-robin order
@@ -266,8 +269,7 @@ class QuorumState:
         "checked_bytes",
         "dlx",  # msg_id -> (message tuple, reason)
         "dlx_bytes",
-        "live",  # raft index -> live messages enqueued by it
-        "live_order",  # deque of raft indexes; head = smallest live index
+        "live",  # LiveIndexes: raft index -> live messages enqueued by it
         "counters",
         "publishers",  # publisher -> PublisherState: Publish batches applied once
         "machine_version",  # MACHINE_VERSION of the machine that wrote this state
@@ -278,7 +280,7 @@ class QuorumState:
         self.last_index = 0
         self.clock = 0
         self.returned: list[tuple] = []
-        self.ready: deque[tuple] = deque()
+        self.ready = ReadyList()
         self.ready_bytes = 0
         self.consumers: dict[Any, ConsumerState] = {}
         self.service: dict[int, deque[ConsumerState]] = {}
@@ -288,8 +290,7 @@ class QuorumState:
         self.checked_bytes = 0
         self.dlx: dict[int, tuple[tuple, str]] = {}
         self.dlx_bytes = 0
-        self.live: dict[int, int] = {}
-        self.live_order: deque[int] = deque()
+        self.live = LiveIndexes()
         self.counters = Counters()
         self.publishers: dict[str, PublisherState] = {}
         self.machine_version = MACHINE_VERSION
@@ -300,22 +301,20 @@ class QuorumState:
 
     def key(self) -> tuple:
         """Everything that can influence future results, normalised (the heap
-        sorted, stale live_order entries skipped, consumers by id)."""
+        sorted, consumers by id)."""
         parts = []
         for name in self.__slots__:
             value = getattr(self, name)
             if name == "returned":
                 value = sorted(value)
-            elif name == "ready":
-                value = list(value)
+            elif name in ("ready", "live"):
+                value = value.key()
             elif name == "consumers":
                 value = [(cid, c.key()) for cid, c in value.items()]
             elif name == "service":
                 value = [(prio, [c.consumer_id for c in value[prio]]) for prio in sorted(value)]
-            elif name in ("dlx", "live"):
+            elif name == "dlx":
                 value = list(value.items())
-            elif name == "live_order":
-                value = [i for i in value if i in self.live]
             elif name == "counters":
                 value = value.as_list()
             elif name == "publishers":

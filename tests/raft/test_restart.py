@@ -166,3 +166,30 @@ def test_the_log_tail_in_memory_is_bounded_by_bytes(compaction_bytes, tmp_path):
             assert all(os.path.isfile(m.obj.conf.fullDumpFile) for m in c.members)
     finally:
         c.destroy()
+
+
+def test_a_restart_applies_a_long_log_in_bounded_steps(tmp_path):
+    # no compaction: the restarted member applies its whole log again
+    conf = {"logCompactionMinEntries": 10**6, "apply_bytes": 200}
+    c = Cluster.start("ours", tmp_path, names=["a"], **conf)
+    c.commit(list(range(1, 301)))
+    c.destroy()
+
+    c = Cluster.start("ours", tmp_path, names=["a"], **conf)
+    try:
+        a = c["a"]
+        sizes = [len(e[0]) for e in a.raft_log[:] if len(e[0]) > 1]  # the Append records
+        per_tick = []
+        while len(a.values) < 300:
+            before = len(a.values)
+            a.obj.doTick(0)
+            a.log.flush()
+            per_tick.append(len(a.values) - before)
+            assert a.obj.apply_pending() == (len(a.values) < 300)
+            assert len(per_tick) < 1000
+        assert a.values == list(range(1, 301))  # all of it, in order
+        assert max(per_tick) <= 200 // min(sizes) + 1  # a step is 200 bytes of commands (at least one entry)
+        assert len([n for n in per_tick if n]) >= sum(sizes) // 200
+        assert not a.obj.apply_pending()
+    finally:
+        c.destroy()

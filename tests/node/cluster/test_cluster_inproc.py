@@ -426,3 +426,65 @@ def test_a_one_member_group_commits_once_its_write_lands(tmp_path):
             await node.stop()
 
     uvloop.run(main())
+
+
+class TurnRecorder:
+    """A group's machine that notes, for each record, the loop turn it was applied in."""
+
+    def __init__(self, expected: int = 0) -> None:
+        self.turn = 0
+        self.expected = expected
+        self.applied: list[tuple[str, int]] = []  # (value, loop turn)
+
+    def count_turns(self) -> None:
+        """Counts loop turns (a callback that schedules itself) until `expected` records are in."""
+        self.turn += 1
+        if len(self.applied) < self.expected:
+            asyncio.get_running_loop().call_soon(self.count_turns)
+
+    def apply(self, record, index):
+        self.applied.append((record.value, self.turn))
+
+    def snapshot(self) -> bytes:
+        return b""
+
+    def restore(self, data: bytes) -> None:
+        pass
+
+
+def test_a_restarted_node_applies_a_long_log_over_many_loop_turns(tmp_path):
+    """Raft patch 10: a tick applies a bounded step, and the node ticks the group
+    again the next loop turn, so the loop runs other work in between."""
+    no_snapshot = {"logCompactionMinEntries": 10**6}
+    values = [f"v{i}" for i in range(300)]
+
+    async def main():
+        node = _node(tmp_path, "a")
+        await node.start()
+        await until(node.is_leader, what="leader")
+        group = node.open_group("g", [node.node_id], TurnRecorder(), **no_snapshot)
+        await until(lambda: group.is_leader, what="group leader")
+        done: list = []
+        for v in values:
+            node.submit("g", Put("k", v), lambda _res, outcome: done.append(outcome))
+        await until(lambda: len(done) == len(values), what="all committed")
+        assert set(done) == {ProposalOutcome.SUCCESS}
+        await node.stop()
+
+        again = _node(tmp_path, "a")
+        await again.start()
+        try:
+            rec = TurnRecorder(len(values))
+            rec.count_turns()
+            again.open_group("g", [again.node_id], rec, apply_bytes=200, **no_snapshot)
+            await until(lambda: len(rec.applied) == len(values), what="the log applied again")
+            assert [v for v, _ in rec.applied] == values
+            turns = sorted({t for _, t in rec.applied})
+            per_turn = [sum(1 for _, t in rec.applied if t == turn) for turn in turns]
+            assert len(per_turn) >= 20 and max(per_turn) <= 20, per_turn  # ~7 records of ~28 B per 200 B step
+            # each step in the turn after the one before: the node ticks the group again at once
+            assert max(b - a for a, b in zip(turns, turns[1:], strict=False)) <= 3, turns
+        finally:
+            await again.stop()
+
+    uvloop.run(main())
