@@ -22,13 +22,29 @@ Nothing in here reads a clock: timestamps come in the records.
 
 Key layout (all integers big-endian, so byte order is numeric order):
 
-    b"\\x00format"                          -> u8 store format version (1)
+    b"\\x00format"                          -> u8 store format version (2)
+    b"i" | u16 len(Q) | Q | u64 seq         -> index entry (format 2)
     b"m" | u16 len(Q) | Q | u64 seq         -> message record
 
 where Q is the queue name in UTF-8 (at most 65,535 bytes). The length prefix
 keeps one queue's keys from interleaving with another's whose name extends it
 ("a" vs "ab"), so b"m" | u16 | Q is a prefix that holds exactly queue Q's
 messages, in seq order, and [prefix, prefix | b"\\xff" * 9) spans all of them.
+
+Every message record has an index entry beside it, written and deleted in
+the same batch, so the two never disagree on disk. The index is what a
+restart reads: 13 bytes a message instead of its body, so a queue's
+positions come back without reading the bodies (`indexed_queues`,
+`iter_index`); bodies are read when delivered (`read`). Index value:
+
+    offset size field
+    0      4    size: u32, the payload size the queue accounts for
+    4      1    flags: the record's flags
+    5      8    expires_at: u64 ms since the Unix epoch, 0 = never
+
+Store format 1 had no index: opening one builds the index from the records
+(reading every body once) and then marks the store format 2, in one synced
+batch; a crash before that leaves format 1 and the upgrade runs again.
 
 Record value layout (`Record.encode`), format version 1, 22-byte header:
 
@@ -70,13 +86,16 @@ __all__ = [
 ]
 
 FORMAT_VERSION = 1
-_STORE_FORMAT = 1
+_STORE_FORMAT = 2
+_OLDER_STORE_FORMATS = (1,)
 
 _HEADER = struct.Struct(">BBQQI")
 _SEQ = struct.Struct(">Q")
 _QLEN = struct.Struct(">H")
+_INDEX_VALUE = struct.Struct(">IBQ")
 
 _MSG = b"m"
+_INDEX = b"i"
 _FORMAT_KEY = b"\x00format"
 _MAX_QUEUE_NAME = (1 << 16) - 1
 # After a queue prefix every key has exactly 8 more bytes, all <= 0xff.
@@ -145,6 +164,17 @@ def _queue_prefix(queue: str) -> bytes:
     return _MSG + _QLEN.pack(len(name)) + name
 
 
+def _index_prefix(message_prefix: bytes) -> bytes:
+    return _INDEX + message_prefix[1:]
+
+
+def _index_value(size: int, record: Record) -> bytes:
+    try:
+        return _INDEX_VALUE.pack(size, record.flags, record.expires_at or 0)
+    except struct.error as e:
+        raise ValueError(f"index field out of range (size {size}, {record[1:]!r}): {e}") from None
+
+
 def _split_key(key: bytes) -> tuple[str, int]:
     """Inverse of prefix + seq: (queue, seq)."""
     if len(key) < 11 or key[:1] != _MSG:
@@ -161,10 +191,13 @@ class MessageStore:
 
     `path` is the database directory (`<data_dir>/messages`); it is created
     if missing. `sync=False` skips the fsync (tests and benchmarks only: a
-    power loss then loses acknowledged messages).
+    power loss then loses acknowledged messages). `size_of(record)` is the
+    size the index keeps for a record when a format-1 store is upgraded
+    (the queue's payload size; default the body's length).
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, sync: bool = True) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, sync: bool = True,
+                 size_of: Callable[[Record], int] | None = None) -> None:  # fmt: skip
         self._batches = BatchWriter(
             path,
             label="message store",
@@ -174,8 +207,16 @@ class MessageStore:
             error=StoreError,
             closed_error=StoreClosedError,
             format_error=StoreFormatError,
+            older_versions=_OLDER_STORE_FORMATS,
         )
         self._prefixes: dict[str, bytes] = {}
+        self.body_reads = 0  # records read (get, read, iter_queue, recover): restart should read none
+        if self._batches.found_version == 1:
+            try:
+                self._build_index(size_of or (lambda record: len(record.body)))
+            except BaseException:
+                self._batches.close()
+                raise
 
     @property
     def on_pending(self) -> Callable[[], None] | None:
@@ -194,22 +235,32 @@ class MessageStore:
 
     # -- buffered writes ---------------------------------------------------
 
-    def put(self, queue: str, seq: int, record: Record) -> Ticket:
-        """Store a message at (queue, seq); overwrites any record there."""
-        return self._batches.put(self._key(queue, seq), record.encode())
+    def put(self, queue: str, seq: int, record: Record, size: int | None = None) -> Ticket:
+        """Store a message at (queue, seq) with its index entry; overwrites any
+        record there. `size` is what the index keeps as the message's size
+        (default: the record body's length)."""
+        key = self._key(queue, seq)
+        index = _index_value(len(record.body) if size is None else size, record)
+        return self._batches.put_all((key, record.encode()), (_INDEX + key[1:], index))
 
-    def update(self, queue: str, seq: int, record: Record) -> Ticket:
+    def update(self, queue: str, seq: int, record: Record, size: int | None = None) -> Ticket:
         """Replace the record at (queue, seq), e.g. delivery_count after a requeue.
 
         RocksDB writes are blind: this is `put` under a name that says what the
         caller means. Updating a deleted message brings it back, so callers
         must not update what they have deleted.
         """
-        return self.put(queue, seq, record)
+        return self.put(queue, seq, record, size)
 
     def delete(self, queue: str, seq: int) -> Ticket:
         """Remove the message at (queue, seq); a no-op if there is none."""
-        return self._batches.delete(self._key(queue, seq))
+        key = self._key(queue, seq)
+        return self._batches.delete_all(key, _INDEX + key[1:])
+
+    def delete_seqs(self, queue: str, first: int, end: int) -> Ticket:
+        """Remove the messages of `queue` with first <= seq < end (two range tombstones)."""
+        start, stop = self._key(queue, first), self._key(queue, end)
+        return self._batches.delete_ranges((start, stop), (_INDEX + start[1:], _INDEX + stop[1:]))
 
     def delete_queue(self, queue: str) -> Ticket:
         """Remove every message of `queue` with one range tombstone.
@@ -219,7 +270,8 @@ class MessageStore:
         """
         prefix = self._prefix(queue)
         self._prefixes.pop(queue, None)
-        return self._batches.delete_range(prefix, prefix + _RANGE_END)
+        index = _index_prefix(prefix)
+        return self._batches.delete_ranges((prefix, prefix + _RANGE_END), (index, index + _RANGE_END))
 
     # -- tickets -----------------------------------------------------------
 
@@ -275,7 +327,20 @@ class MessageStore:
     def get(self, queue: str, seq: int) -> Record | None:
         """The committed record at (queue, seq), or None (pending writes are not visible)."""
         value = self._batches.db.get(self._key(queue, seq))
+        self.body_reads += 1
         return None if value is None else Record.decode(value)
+
+    def read(self, queue: str, seqs: list[int]) -> list[Record | None]:
+        """The committed records at `seqs` of one queue, in that order (None
+        where there is none), with one multi-get. Holds the GIL throughout:
+        callers keep `seqs` short."""
+        if not seqs:
+            return []
+        key = self._key
+        values = self._batches.db.get([key(queue, seq) for seq in seqs])
+        self.body_reads += len(seqs)
+        decode = Record.decode
+        return [None if v is None else decode(v) for v in values]
 
     def iter_queue(self, queue: str, from_seq: int = 0) -> Iterator[tuple[int, Record]]:
         """Committed (seq, record) pairs of one queue with seq >= from_seq, in seq order."""
@@ -286,13 +351,42 @@ class MessageStore:
         for key, value in db.items(from_key=start):
             if key[:n] != prefix or len(key) != n + 8:
                 break
+            self.body_reads += 1
             yield _SEQ.unpack_from(key, n)[0], Record.decode(value)
 
-    def recover(self) -> dict[str, list[tuple[int, Record]]]:
-        """Every committed message after a restart: queue -> [(seq, record)] in seq order.
+    def indexed_queues(self) -> list[str]:
+        """The queues with at least one committed message, from the index:
+        one seek per queue, no record read."""
+        db = self._batches.db
+        out: list[str] = []
+        start = _INDEX
+        while True:
+            key = next(iter(db.keys(from_key=start)), None)
+            if key is None or key[:1] != _INDEX:
+                return out
+            queue, _ = _split_key(_MSG + key[1:])
+            out.append(queue)
+            start = _index_prefix(self._prefix(queue)) + _RANGE_END
 
-        Reads the whole store into memory; queues are in key order (by name
-        length, then name), which callers should not rely on.
+    def iter_index(self, queue: str) -> Iterator[tuple[int, int, int, int]]:
+        """(seq, size, flags, expires_at or 0) of each committed message of
+        `queue`, in seq order, from the index alone."""
+        db = self._batches.db
+        prefix = _index_prefix(self._prefix(queue))
+        n = len(prefix)
+        unpack_seq, unpack_value = _SEQ.unpack_from, _INDEX_VALUE.unpack
+        for key, value in db.items(from_key=prefix):
+            if key[:n] != prefix or len(key) != n + 8:
+                break
+            size, flags, expires = unpack_value(value)
+            yield unpack_seq(key, n)[0], size, flags, expires
+
+    def recover(self) -> dict[str, list[tuple[int, Record]]]:
+        """Every committed message: queue -> [(seq, record)] in seq order.
+
+        Reads the whole store into memory (tools and tests; the broker
+        recovers from the index); queues are in key order (by name length,
+        then name), which callers should not rely on.
         """
         db = self._batches.db
         out: dict[str, list[tuple[int, Record]]] = {}
@@ -304,6 +398,7 @@ class MessageStore:
             if messages is None:
                 messages = out[queue] = []
             messages.append((seq, Record.decode(value)))
+        self.body_reads += sum(len(m) for m in out.values())
         return out
 
     # -- lifecycle ---------------------------------------------------------
@@ -332,6 +427,19 @@ class MessageStore:
         self.close()
 
     # -- internals ---------------------------------------------------------
+
+    def _build_index(self, size_of: Callable[[Record], int]) -> None:
+        """Upgrade a format-1 store: an index entry for every record, then the
+        format-2 marker, in one synced batch (idempotent if interrupted)."""
+        batches = self._batches
+        for key, value in batches.db.items(from_key=_MSG):
+            if key[:1] != _MSG:
+                break
+            _split_key(key)  # refuses a malformed key
+            record = Record.decode(value)
+            batches.put(_INDEX + key[1:], _index_value(size_of(record), record))
+        batches.put(_FORMAT_KEY, bytes([_STORE_FORMAT]))
+        self.commit()
 
     def _prefix(self, queue: str) -> bytes:
         prefix = self._prefixes.get(queue)
