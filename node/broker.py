@@ -34,7 +34,7 @@ from node.vhosts.metadata_store import MetadataStore, new_key
 from node.vhosts.quorum_groups import QuorumQueues
 from node.vhosts.remote_queue import QueueService, RemoteQueue
 from node.vhosts.vhost import VHost
-from queues.classic import ClassicQueue, MemoryPersistence, StorePersistence
+from queues.classic import ClassicQueue, StorePersistence, payload_size
 from queues.quorum.queue import QuorumQueue
 from routing.users import Authenticator, hash_password
 from storage.group_commit import GroupCommitter
@@ -78,7 +78,7 @@ class Broker:
         self.quorum = QuorumQueues(self)
         self.queue_service: QueueService | None = None
         self.alarm_gossip: AlarmGossip | None = None
-        self._recovered: dict = {}  # messages read from the store at start, by queue, until their queue starts
+        self._recovered: set[str] = set()  # queues with messages in the store at start, until their queue starts
         self._background: set[asyncio.Task] = set()
         self.snapshots: SnapshotWriter | None = None
         self.feature_flags = local_flags(config.enable_test_faults)  # what this node supports
@@ -90,13 +90,12 @@ class Broker:
         self.loop = asyncio.get_running_loop()
         cfg = self.config
         os.makedirs(cfg.data_dir, exist_ok=True)
-        self.store = MessageStore(os.path.join(cfg.data_dir, "messages"))
+        self.store = MessageStore(os.path.join(cfg.data_dir, "messages"), size_of=payload_size)
         self.committer = GroupCommitter(self.store, self.loop)
         self.persistence = StorePersistence(self.store, self.committer)
-        self.transient_persistence = MemoryPersistence()
         self.alarms = Alarms(cfg.data_dir, cfg.memory_high_watermark, cfg.disk_free_limit, self._alarm_changed)
         self.definitions = DefinitionsFile(self)
-        self._recovered = self.store.recover()
+        self._recovered = set(self.store.indexed_queues())  # a seek per queue: no message is read
         self._check_alarms()
         if cfg.grpc_port < 0:
             raise ValueError("grpc_port < 0: the metadata store needs the cluster port (0 picks a free one)")
@@ -157,7 +156,7 @@ class Broker:
                 log.warning("waiting for a majority of the cluster to start: %s", e)
         for orphan in self._recovered:  # messages of queues that no longer exist
             self.store.delete_queue(orphan)
-        self._recovered = {}
+        self._recovered = set()
 
     async def _start_http(self) -> None:
         """The management API and the Prometheus endpoint, on this loop."""
@@ -228,15 +227,20 @@ class Broker:
 
     def make_queue(self, vhost: VHost, name: str, durable: bool, exclusive_owner: Any, auto_delete: bool,
                    arguments: dict) -> Any:  # fmt: skip
-        persistence = self.persistence if durable else self.transient_persistence
+        # Transient queues use the store too: their messages behind the memory
+        # window are paged out (and their page copies dropped at restart).
+        window, window_bytes = self.config.classic_queue_memory_window, self.config.classic_queue_memory_bytes
         return ClassicQueue(vhost.name, name, durable, exclusive_owner, auto_delete, arguments, host=vhost,
-                            persistence=persistence)  # fmt: skip
+                            persistence=self.persistence, memory_window=window if window >= 0 else None,
+                            memory_bytes=window_bytes if window_bytes >= 0 else None)  # fmt: skip
 
     def recover_queue(self, queue: Any) -> None:
-        """Hands a starting queue the messages the store kept for it."""
-        records = self._recovered.pop(getattr(queue, "store_key", None), None)
-        if records:
-            queue.recover(records)
+        """Hands a starting queue the positions the store's index kept for it
+        (its bodies are read when delivered)."""
+        key = getattr(queue, "store_key", None)
+        if key in self._recovered:
+            self._recovered.discard(key)
+            queue.recover_index(self.store.iter_index(key))
 
     def remote_queue(self, vhost: VHost, record: Any, arguments: dict) -> RemoteQueue:
         return RemoteQueue(self, vhost.name, record, arguments)

@@ -34,6 +34,11 @@ class Config:
     memory_high_watermark: float = 0.4  # fraction of RAM, or bytes when > 1
     disk_free_limit: int = 50 * 1024 * 1024
     alarm_check_interval: float = 1.0
+    # A classic queue keeps at most this many ready messages, and this many
+    # payload bytes, in memory; the rest wait in the message store (a
+    # negative value: no limit).
+    classic_queue_memory_window: int = 2048
+    classic_queue_memory_bytes: int = 8 * 1024 * 1024
     definitions_file: str = ""  # JSON topology loaded at start (like RabbitMQ's load_definitions)
     product: str = "RabbitMQ"  # what clients that check the server's identity expect
     product_version: str = "4.2.0"

@@ -7,9 +7,10 @@ the injected `QueueHost`; durability through an injected `Persistence`
 GroupCommitter, or `MemoryPersistence` for transient queues and tests).
 
 Where the messages are (invariant: every message is in exactly one place):
-ready for delivery (messages.py: `ReadyMessages`, the returned heap and the
-ready deque), or per consumer, delivered and not yet settled
-(`ConsumerState.unacked`, seq -> msg).
+ready for delivery (messages.py: `ReadyMessages`, the returned heap, the
+ready deque in memory and, behind the memory window, the paged tail of
+positions whose bodies are on disk only: paging.py), or per consumer,
+delivered and not yet settled (`ConsumerState.unacked`, seq -> msg).
 
 Durability: a message is written through `Persistence` only when both it and
 the queue are durable ("stored"); its publish confirm is sent from the
@@ -41,7 +42,8 @@ from storage.message_store import Record
 from .config import DROP_HEAD, REJECT_PUBLISH_DLX, ClassicQueueConfig, ClassicQueueCounters
 from .flow import CreditFlow
 from .messages import ReadyMessages
-from .persistence import MemoryPersistence, Persistence, decode_record, store_key
+from .paging import PagedTail
+from .persistence import FLAG_PAGE_COPY, MemoryPersistence, Persistence, decode_record, store_key
 from .retention import Retention
 
 __all__ = ["ClassicQueue"]
@@ -63,10 +65,14 @@ def _modify(msg: QueueMessage, settlement: Settlement) -> bool:
 
 
 class ClassicQueue(Queue):
+    """`memory_window`/`memory_bytes`: the most ready messages/payload bytes
+    kept in memory (None: no limit); the rest are paged to `persistence`."""
+
     type_name = "classic"
 
     def __init__(self, vhost: str, name: str, durable: bool, exclusive_owner: Any, auto_delete: bool,
-                 arguments: dict, *, host: QueueHost, persistence: Persistence | None = None) -> None:  # fmt: skip
+                 arguments: dict, *, host: QueueHost, persistence: Persistence | None = None,
+                 memory_window: int | None = None, memory_bytes: int | None = None) -> None:  # fmt: skip
         super().__init__(vhost, name, durable, exclusive_owner, auto_delete, arguments)
         self.config = ClassicQueueConfig.from_arguments(self.arguments)
         self.stats = ClassicQueueCounters()
@@ -74,7 +80,9 @@ class ClassicQueue(Queue):
         self._host = host
         self._persistence: Persistence = persistence if persistence is not None else MemoryPersistence()
         self._next_seq = 0
-        self._messages = ReadyMessages()
+        self._recovered_below = 0  # seqs below this were recovered at start: they count as acquired
+        tail = PagedTail(self._persistence, self.store_key, self._load_paged)
+        self._messages = ReadyMessages(tail, memory_window, memory_bytes, self._page_out)
         self._unacked_count = 0
         self._flow = CreditFlow()
         self._dispatching = False
@@ -111,10 +119,24 @@ class ClassicQueue(Queue):
         cs = self._flow.get(consumer)
         return None if cs is None else (cs.delivery_count, cs.credit, cs.drain)
 
+    @property
+    def memory_bytes(self) -> int:
+        """Payload bytes of ready messages this queue holds in memory: its
+        window, plus paged bodies whose write is not yet durable."""
+        tail = self._messages.tail
+        tail.prune()
+        return self._messages.held_bytes + tail.unflushed_bytes
+
     def info(self) -> dict:
         info = super().info()
+        messages, tail = self._messages, self._messages.tail
         info["messages_unacknowledged"] = self._unacked_count
-        info["message_bytes_ready"] = self._messages.bytes
+        info["message_bytes_ready"] = messages.bytes
+        # as RabbitMQ names them: in memory, and on disk only
+        info["messages_ram"] = len(messages) - len(tail)
+        info["message_bytes_ram"] = self.memory_bytes
+        info["messages_paged_out"] = len(tail)
+        info["message_bytes_paged_out"] = tail.bytes
         return info
 
     def touch(self) -> None:
@@ -149,13 +171,15 @@ class ClassicQueue(Queue):
                 message.expires_at = expires_at
         if message.expires_at is not None:
             self._has_ttl = True
-        self._messages.append(message)
         if self.durable and message.durable:
             ticket = self._persistence.put(self.store_key, seq, message)
+            self._messages.append(message, ticket, stored=True)
             if confirm is not None:
                 self._persistence.on_durable(ticket, lambda: self._confirm(confirm))
-        elif confirm is not None:
-            self._confirm(confirm)
+        else:
+            self._messages.append(message)
+            if confirm is not None:
+                self._confirm(confirm)
         outer, self._fresh = self._fresh, message
         try:
             self._dispatch()
@@ -242,9 +266,10 @@ class ClassicQueue(Queue):
         count = self.message_count
         if self.durable:
             remove, key = self._persistence.remove, self.store_key
-            for msg in self._messages:
+            for msg in self._messages.in_memory():
                 if msg.durable:
                     remove(key, msg.seq)
+        self._messages.tail.drop()
         self._messages.clear()
         self._retention.cancel_ttl_timer()
         self.stats.dropped += count  # the audit's conservation counts purged messages as dropped
@@ -258,7 +283,7 @@ class ClassicQueue(Queue):
         self.deleted = True
         consumers = [cs.consumer for cs in self._flow.consumers.values()]
         self._retention.cancel()
-        if self.durable:
+        if self.durable or self._messages.tail:  # a transient queue may have page copies
             self._persistence.drop_queue(self.store_key)
         self._messages.clear()
         self._unacked_count = 0
@@ -274,17 +299,55 @@ class ClassicQueue(Queue):
             raise RuntimeError("restore() must come before the queue is used")
         last = None
         for msg in sorted(messages, key=lambda m: m.seq):
-            self._messages.append(msg)
+            self._messages.append(msg, stored=msg.durable and self.durable)
             last = msg
             if msg.expires_at is not None:
                 self._has_ttl = True
         if last is not None:
-            self._next_seq = last.seq + 1
+            self._next_seq = self._recovered_below = last.seq + 1
         self._dispatch()
 
     def recover(self, records: Iterable[tuple[int, Record]]) -> None:
         """restore() from this queue's entry in MessageStore.recover()."""
         self.restore(decode_record(seq, record) for seq, record in records)
+
+    def recover_index(self, entries: Iterable[tuple[int, int, int, int]]) -> None:
+        """Rebuilds the queue after a restart from its index entries
+        (MessageStore.iter_index: seq, size, flags, expires_at or 0), in seq
+        order, without reading a body: every message starts paged out and is
+        read back when it reaches the head. Page copies (transient messages
+        written out to save memory) are deleted: transient messages do not
+        survive a restart."""
+        if self.message_count or self._unacked_count or self._next_seq:
+            raise RuntimeError("recover_index() must come before the queue is used")
+        add, messages = self._messages.tail.add_position, self._messages
+        remove, key = self._persistence.remove, self.store_key
+        end = 0
+        for seq, size, flags, expires_at in entries:
+            end = seq + 1
+            if flags & FLAG_PAGE_COPY:
+                remove(key, seq)
+                continue
+            add(seq, size)
+            messages.bytes += size
+            if expires_at:
+                self._has_ttl = True
+        self._next_seq = self._recovered_below = end
+        self._dispatch()
+
+    def _load_paged(self, seq: int, record: Record) -> QueueMessage:
+        """A paged message read back (paging.PagedTail): page copies are
+        deleted now that the body is in memory again."""
+        msg = decode_record(seq, record, recovered=seq < self._recovered_below)
+        if record.flags & FLAG_PAGE_COPY:
+            self._persistence.remove(self.store_key, seq)
+        if msg.expires_at is not None:
+            self._has_ttl = True
+        return msg
+
+    def _page_out(self, msg: QueueMessage) -> int:
+        """Writes a message that is not stored to the store, to leave memory."""
+        return self._persistence.page_out(self.store_key, msg.seq, msg)
 
     # ------------------------------------------------------------ dispatch
 
@@ -314,14 +377,13 @@ class ClassicQueue(Queue):
 
     def _deliver_loop(self) -> None:
         messages = self._messages
-        returned, ready = messages.returned, messages.ready
-        pop_head = messages.pop_head
+        head, pop_head = messages.head, messages.pop_head
         active, prios = self._flow.active, self._flow.prios
         stats = self.stats
         durable = self.durable
         now = -1
-        while prios and (returned or ready) and not self.deleted:
-            msg = returned[0][1] if returned else ready[0]
+        while prios and messages and not self.deleted:
+            msg = head()
             expires_at = msg.expires_at
             if expires_at is not None and msg is not self._fresh:
                 if now < 0:
