@@ -38,7 +38,7 @@ from queues.classic import ClassicQueue, StorePersistence, payload_size
 from queues.quorum.queue import QuorumQueue
 from routing.users import Authenticator, hash_password
 from storage.group_commit import GroupCommitter
-from storage.message_store import MessageStore
+from storage.message_store import MessageStore, StoreFormatError
 
 log = logging.getLogger("warren.node")
 
@@ -79,6 +79,7 @@ class Broker:
         self.queue_service: QueueService | None = None
         self.alarm_gossip: AlarmGossip | None = None
         self._recovered: set[str] = set()  # queues with messages in the store at start, until their queue starts
+        self._positions: dict[str, bytes] = {}  # their positions snapshots, from a clean shutdown
         self._background: set[asyncio.Task] = set()
         self.snapshots: SnapshotWriter | None = None
         self.feature_flags = local_flags(config.enable_test_faults)  # what this node supports
@@ -96,6 +97,7 @@ class Broker:
         self.alarms = Alarms(cfg.data_dir, cfg.memory_high_watermark, cfg.disk_free_limit, self._alarm_changed)
         self.definitions = DefinitionsFile(self)
         self._recovered = set(self.store.indexed_queues())  # a seek per queue: no message is read
+        self._positions = self.store.take_positions()  # a clean shutdown's, used once
         self._check_alarms()
         if cfg.grpc_port < 0:
             raise ValueError("grpc_port < 0: the metadata store needs the cluster port (0 picks a free one)")
@@ -157,6 +159,7 @@ class Broker:
         for orphan in self._recovered:  # messages of queues that no longer exist
             self.store.delete_queue(orphan)
         self._recovered = set()
+        self._positions = {}
 
     async def _start_http(self) -> None:
         """The management API and the Prometheus endpoint, on this loop."""
@@ -200,11 +203,23 @@ class Broker:
             self.alarm_gossip.close()
         if self.cluster is not None:
             await self.cluster.stop()
+        if self.store is not None and not self.store.closed:
+            self._save_positions()
         if self.committer is not None:
             await self.committer.close()
         if self.store is not None:
             self.store.close()
         log.info("node=%s stopped", self.config.node_name)
+
+    def _save_positions(self) -> None:
+        """A clean shutdown leaves each durable classic queue's positions, so
+        the next start rebuilds it without scanning the index."""
+        for vhost in self.vhosts.values():
+            for queue in vhost.queues.values():
+                if isinstance(queue, ClassicQueue):
+                    snapshot = queue.positions_snapshot()
+                    if snapshot is not None:
+                        self.store.put_positions(queue.store_key, snapshot)
 
     # ------------------------------------------------------------ services for vhosts, queues and links
 
@@ -240,6 +255,13 @@ class Broker:
         key = getattr(queue, "store_key", None)
         if key in self._recovered:
             self._recovered.discard(key)
+            snapshot = self._positions.pop(key, None)
+            if snapshot is not None:
+                try:
+                    queue.recover_positions(snapshot)
+                    return
+                except StoreFormatError as e:
+                    log.warning("queue %s: positions snapshot unusable (%s); scanning its index", key, e)
             queue.recover_index(self.store.iter_index(key))
 
     def remote_queue(self, vhost: VHost, record: Any, arguments: dict) -> RemoteQueue:

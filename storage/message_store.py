@@ -25,6 +25,7 @@ Key layout (all integers big-endian, so byte order is numeric order):
     b"\\x00format"                          -> u8 store format version (2)
     b"i" | u16 len(Q) | Q | u64 seq         -> index entry (format 2)
     b"m" | u16 len(Q) | Q | u64 seq         -> message record
+    b"p" | u16 len(Q) | Q                   -> positions snapshot (format 2)
 
 where Q is the queue name in UTF-8 (at most 65,535 bytes). The length prefix
 keeps one queue's keys from interleaving with another's whose name extends it
@@ -41,6 +42,12 @@ positions come back without reading the bodies (`indexed_queues`,
     0      4    size: u32, the payload size the queue accounts for
     4      1    flags: the record's flags
     5      8    expires_at: u64 ms since the Unix epoch, 0 = never
+
+A clean shutdown may also leave, per queue, a positions snapshot: an opaque
+blob from the queue (its positions, run-length encoded) that lets the next
+start skip the index scan. `take_positions` reads them all at start and
+deletes them in the same go, so a snapshot is used at most once and never
+outlives the state it describes: after a crash the index is scanned.
 
 Store format 1 had no index: opening one builds the index from the records
 (reading every body once) and then marks the store format 2, in one synced
@@ -96,6 +103,7 @@ _INDEX_VALUE = struct.Struct(">IBQ")
 
 _MSG = b"m"
 _INDEX = b"i"
+_POSITIONS = b"p"
 _FORMAT_KEY = b"\x00format"
 _MAX_QUEUE_NAME = (1 << 16) - 1
 # After a queue prefix every key has exactly 8 more bytes, all <= 0xff.
@@ -271,7 +279,28 @@ class MessageStore:
         prefix = self._prefix(queue)
         self._prefixes.pop(queue, None)
         index = _index_prefix(prefix)
-        return self._batches.delete_ranges((prefix, prefix + _RANGE_END), (index, index + _RANGE_END))
+        positions = _POSITIONS + prefix[1:]
+        return self._batches.delete_ranges(
+            (prefix, prefix + _RANGE_END), (index, index + _RANGE_END), (positions, positions + b"\x00")
+        )
+
+    def put_positions(self, queue: str, snapshot: bytes) -> Ticket:
+        """Leave the queue's positions snapshot for the next start (clean shutdown)."""
+        return self._batches.put(_POSITIONS + self._prefix(queue)[1:], snapshot)
+
+    def take_positions(self) -> dict[str, bytes]:
+        """Every positions snapshot, by queue; all are deleted (buffered) as
+        they are read, so each serves one start only."""
+        db = self._batches.db
+        out: dict[str, bytes] = {}
+        for key, value in db.items(from_key=_POSITIONS):
+            if key[:1] != _POSITIONS:
+                break
+            queue, _ = _split_key(_MSG + key[1:] + bytes(8))
+            out[queue] = value
+        if out:
+            self._batches.delete_range(_POSITIONS, b"q")  # every key that starts with b"p"
+        return out
 
     # -- tickets -----------------------------------------------------------
 

@@ -32,6 +32,7 @@ started while one runs only asks the running one to go round again.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterable
 from typing import Any
 
@@ -42,11 +43,13 @@ from storage.message_store import Record
 from .config import DROP_HEAD, REJECT_PUBLISH_DLX, ClassicQueueConfig, ClassicQueueCounters
 from .flow import CreditFlow
 from .messages import ReadyMessages
-from .paging import PagedTail
+from .paging import PagedTail, Positions
 from .persistence import FLAG_PAGE_COPY, MemoryPersistence, Persistence, decode_record, store_key
 from .retention import Retention
 
 __all__ = ["ClassicQueue"]
+
+_SNAPSHOT_TRAILER = struct.Struct(">QB")  # next seq, has TTL
 
 
 def _modify(msg: QueueMessage, settlement: Settlement) -> bool:
@@ -333,6 +336,39 @@ class ClassicQueue(Queue):
             if expires_at:
                 self._has_ttl = True
         self._next_seq = self._recovered_below = end
+        self._dispatch()
+
+    def positions_snapshot(self) -> bytes | None:
+        """At a clean shutdown, with no consumer left: the stored messages'
+        positions for `recover_positions` at the next start (None: nothing is
+        stored). Page copies are deleted: they would not outlive the restart."""
+        if not self.durable or self.deleted or self._unacked_count:
+            return None
+        messages, tail = self._messages, self._messages.tail
+        snapshot = Positions()
+        for msg in sorted((m for m in messages.in_memory() if m.durable), key=lambda m: m.seq):
+            snapshot.append(msg.seq, msg.size)
+        for first, count, size, copy in tail.positions.iter_runs():
+            if copy:
+                self._persistence.remove_range(self.store_key, first, first + count)
+            else:
+                snapshot.append_run(first, count, size)
+        if not snapshot:
+            return None
+        return snapshot.to_bytes() + _SNAPSHOT_TRAILER.pack(self._next_seq, self._has_ttl)
+
+    def recover_positions(self, snapshot: bytes) -> None:
+        """Rebuilds the queue after a clean restart from its positions
+        snapshot (positions_snapshot): O(runs), no index scan, no body read."""
+        if self.message_count or self._unacked_count or self._next_seq:
+            raise RuntimeError("recover_positions() must come before the queue is used")
+        n = _SNAPSHOT_TRAILER.size
+        positions = Positions.from_bytes(snapshot[:-n])
+        next_seq, has_ttl = _SNAPSHOT_TRAILER.unpack(snapshot[-n:])
+        self._messages.tail.positions = positions
+        self._messages.bytes = positions.bytes
+        self._has_ttl = bool(has_ttl)
+        self._next_seq = self._recovered_below = next_seq
         self._dispatch()
 
     def _load_paged(self, seq: int, record: Record) -> QueueMessage:

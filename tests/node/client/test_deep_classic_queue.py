@@ -127,8 +127,18 @@ def test_live_backlog_holds_only_its_window_in_memory(tmp_path, broker_factory):
     node.stop()
 
     # the transient queue's page copies do not outlive the node
+    # a clean restart rebuilds the queue from its positions snapshot: no body read until delivery
     node = broker_factory(tmp_path / "data", classic_queue_memory_window=WINDOW)
     assert node.call(lambda: node.queue("durable-q").message_count) == 250
+    assert node.broker.store.body_reads == 0
+    conn = BlockingConnection(node.url, timeout=10)
+    receiver = conn.create_receiver("/queues/durable-q", credit=100)
+    got = []
+    for _ in range(250):
+        got.append(int(receiver.receive(timeout=10).id))
+        receiver.accept()
+    assert got == list(range(250, 500))
+    conn.close()
     node.stop()
     store = MessageStore(tmp_path / "data" / "messages")
     assert list(store.iter_index(transient_key)) == []
