@@ -13,7 +13,8 @@ data directory) this script:
    (1024) B to `deep` with confirms (``arrow send``, window 1000), no
    consumer: the publish rate and the peak RSS;
 3. rests ``--rest`` s: RSS at rest;
-4. stops the node (SIGTERM) and starts it again on the same data: the time
+4. stops the node (SIGTERM, or SIGKILL with ``--restart kill``) and starts
+   it again on the same data: the time
    from the start to the AMQP port accepting ("listening") and to the first
    message received by a receiver started as soon as the port accepts (it
    takes 1 message), then rests: RSS after the restart;
@@ -37,6 +38,7 @@ import json
 import os
 import platform
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -133,9 +135,9 @@ class WarrenSide:
                        log_path=self.log_path)  # fmt: skip
         declare_warren_queues(self.host, self.http_port, [_Q(DEEP), _Q(SHALLOW)])
 
-    def stop_node(self) -> None:
+    def stop_node(self, sig: int = signal.SIGTERM) -> None:
         if self.proc is not None:
-            procs.stop(self.proc, term_timeout=60.0)
+            procs.stop(self.proc, term_timeout=60.0, sig=sig)
             self.proc = None
 
     def close(self) -> None:
@@ -184,10 +186,13 @@ class RabbitSide:
         for q in (DEEP, SHALLOW):
             self.node.declare_queue(q, durable=True)
 
-    def stop_node(self) -> None:
+    def stop_node(self, sig: int = signal.SIGTERM) -> None:
         if self._starter is not None:
             self._starter.join(300)
             self._starter = None
+        if sig != signal.SIGTERM and self.node.proc is not None:
+            procs.stop(self.node.proc, sig=sig)
+            self.node.proc = None
         self.node.stop()
 
     def close(self) -> None:
@@ -247,8 +252,10 @@ def measure(args: Any, side: Any) -> dict:
 
         print(f"[deep] {side.label}: restarting", file=sys.stderr)
         t_stop = time.monotonic()
-        side.stop_node()
+        side.stop_node(signal.SIGKILL if args.restart == "kill" else signal.SIGTERM)
+        r["restart"] = args.restart
         r["stop_seconds"] = time.monotonic() - t_stop
+        sampler.mark()  # the next peak is the restarted node's
         t0 = side.spawn()
         while not procs.port_open(side.host, side.port, timeout=0.2):
             if time.time() - t0 > args.restart_timeout:
@@ -323,7 +330,8 @@ def table(results: list[dict], args: Any) -> str:
         lines.append("| " + " | ".join([label] + [fmt(r.get(key), kind) for r in results]) + " |")
     load = os.getloadavg()
     lines.append("")
-    lines.append(f"{args.messages:,} x {args.body} B durable messages, one durable classic queue, confirms "
+    lines.append(f"{args.messages:,} x {args.body} B durable messages, one durable classic queue, confirms, "
+                 f"{'clean' if args.restart == 'clean' else 'kill -9'} restart "
                  f"(arrow window {args.window}, credit {args.credit}); empty-queue rates from a pair of "
                  f"{args.baseline:,}. Machine: {platform.node()}, {os.cpu_count()} CPUs, "
                  f"load average at the end {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f}.")  # fmt: skip
@@ -345,6 +353,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warren-port", type=int, default=5692)
     ap.add_argument("--warren-http-port", type=int, default=15693)
     ap.add_argument("--arrow", default=pair.DEFAULT_ARROW)
+    ap.add_argument("--restart", choices=("clean", "kill"), default="clean",
+                    help="stop the node with SIGTERM (clean) or SIGKILL (crash recovery) before the restart")
     ap.add_argument("--keep", action="store_true", help="keep the data directories")
     ap.add_argument("--json", help="write the raw figures here")
     args = ap.parse_args(argv)
