@@ -100,6 +100,7 @@ _HEADER = struct.Struct(">BBQQI")
 _SEQ = struct.Struct(">Q")
 _QLEN = struct.Struct(">H")
 _INDEX_VALUE = struct.Struct(">IBQ")
+_UPGRADE_BATCH = 65536  # index entries per synced batch while upgrading a format-1 store
 
 _MSG = b"m"
 _INDEX = b"i"
@@ -458,15 +459,18 @@ class MessageStore:
     # -- internals ---------------------------------------------------------
 
     def _build_index(self, size_of: Callable[[Record], int]) -> None:
-        """Upgrade a format-1 store: an index entry for every record, then the
-        format-2 marker, in one synced batch (idempotent if interrupted)."""
+        """Upgrade a format-1 store: an index entry for every record, in synced
+        batches of a bounded size, then the format-2 marker (idempotent if
+        interrupted: the marker comes last)."""
         batches = self._batches
-        for key, value in batches.db.items(from_key=_MSG):
+        for n, (key, value) in enumerate(batches.db.items(from_key=_MSG), 1):
             if key[:1] != _MSG:
                 break
             _split_key(key)  # refuses a malformed key
             record = Record.decode(value)
             batches.put(_INDEX + key[1:], _index_value(size_of(record), record))
+            if n % _UPGRADE_BATCH == 0:
+                self.commit()
         batches.put(_FORMAT_KEY, bytes([_STORE_FORMAT]))
         self.commit()
 
