@@ -89,6 +89,7 @@ class BatchWriter:
         format_error: type[Exception] | None = None,
         on_failure: Callable[[Exception], None] | None = None,
         older_versions: tuple[int, ...] = (),
+        tune: Callable[[Options], None] | None = None,
     ) -> None:
         self.path = os.fspath(path)
         self._label = label
@@ -98,6 +99,8 @@ class BatchWriter:
         self._on_failure = on_failure
         opts = Options(raw_mode=True)
         opts.create_if_missing(True)
+        if tune is not None:
+            tune(opts)  # the owner's RocksDB settings (memory bounds)
         try:
             self._db: Rdict | None = Rdict(self.path, opts)
         except Exception as e:  # rocksdict raises plain Exception
