@@ -2,9 +2,10 @@
 
 `ClassicQueue` is pure logic in the style of a sans-I/O core: no asyncio, no
 clock, no disk. Time, timers, dead-lettering and self-deletion come through
-the injected `QueueHost`; durability through an injected `Persistence`
-(persistence.py: `StorePersistence` over the node's MessageStore and
-GroupCommitter, or `MemoryPersistence` for transient queues and tests).
+the injected `QueueHost`; durability and paging through an injected
+`Persistence` (persistence.py: `StorePersistence` over the node's
+MessageStore and GroupCommitter, for durable and transient queues alike
+since both page; `MemoryPersistence` for pure tests).
 
 Where the messages are (invariant: every message is in exactly one place):
 ready for delivery (messages.py: `ReadyMessages`, the returned heap, the
