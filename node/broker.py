@@ -37,11 +37,11 @@ from node.vhosts.policies import PolicyApplier
 from node.vhosts.quorum_groups import QuorumQueues
 from node.vhosts.remote_queue import QueueService, RemoteQueue
 from node.vhosts.vhost import VHost
-from queues.classic import ClassicQueue, MemoryPersistence, StorePersistence
+from queues.classic import ClassicQueue, StorePersistence, payload_size
 from queues.quorum.queue import QuorumQueue
 from routing.users import Authenticator, hash_password
 from storage.group_commit import GroupCommitter
-from storage.message_store import MessageStore
+from storage.message_store import MessageStore, StoreFormatError
 
 log = logging.getLogger("warren.node")
 
@@ -87,7 +87,8 @@ class Broker:
         self.quorum = QuorumQueues(self)
         self.queue_service: QueueService | None = None
         self.alarm_gossip: AlarmGossip | None = None
-        self._recovered: dict = {}  # messages read from the store at start, by queue, until their queue starts
+        self._recovered: set[str] = set()  # queues with messages in the store at start, until their queue starts
+        self._positions: dict[str, bytes] = {}  # their positions snapshots, from a clean shutdown
         self._background: set[asyncio.Task] = set()
         self.snapshots: SnapshotWriter | None = None
         self.feature_flags = local_flags(config.enable_test_faults)  # what this node supports
@@ -99,13 +100,13 @@ class Broker:
         self.loop = asyncio.get_running_loop()
         cfg = self.config
         os.makedirs(cfg.data_dir, exist_ok=True)
-        self.store = MessageStore(os.path.join(cfg.data_dir, "messages"))
+        self.store = MessageStore(os.path.join(cfg.data_dir, "messages"), size_of=payload_size)
         self.committer = GroupCommitter(self.store, self.loop)
         self.persistence = StorePersistence(self.store, self.committer)
-        self.transient_persistence = MemoryPersistence()
         self.alarms = Alarms(cfg.data_dir, cfg.memory_high_watermark, cfg.disk_free_limit, self._alarm_changed)
         self.definitions = DefinitionsFile(self)
-        self._recovered = self.store.recover()
+        self._recovered = set(self.store.indexed_queues())  # a seek per queue: no message is read
+        self._positions = self.store.take_positions()  # a clean shutdown's, used once
         self.alarm_check = Periodic(self.loop, cfg.alarm_check_interval, self.alarms.check, "the resource alarm check")
         self.alarm_check.start()
         try:
@@ -169,7 +170,8 @@ class Broker:
                 log.warning("waiting for a majority of the cluster to start: %s", e)
         for orphan in self._recovered:  # messages of queues that no longer exist
             self.store.delete_queue(orphan)
-        self._recovered = {}
+        self._recovered = set()
+        self._positions = {}
 
     async def _enable_default_flags(self) -> None:
         """A brand-new cluster starts with every stable flag on (RabbitMQ
@@ -224,12 +226,24 @@ class Broker:
             self.alarm_gossip.close()
         if self.cluster is not None:
             await self.cluster.stop()
+        if self.store is not None and not self.store.closed:
+            self._save_positions()
         if self.committer is not None:
             await self.committer.close()
         if self.store is not None:
             self.store.close()
         self.logins.close()
         log.info("node=%s stopped", self.config.node_name)
+
+    def _save_positions(self) -> None:
+        """A clean shutdown leaves each durable classic queue's positions, so
+        the next start rebuilds it without scanning the index."""
+        for vhost in self.vhosts.values():
+            for queue in vhost.queues.values():
+                if isinstance(queue, ClassicQueue):
+                    snapshot = queue.positions_snapshot()
+                    if snapshot is not None:
+                        self.store.put_positions(queue.store_key, snapshot)
 
     # ------------------------------------------------------------ services for vhosts, queues and links
 
@@ -252,15 +266,27 @@ class Broker:
 
     def make_queue(self, vhost: VHost, name: str, durable: bool, exclusive_owner: Any, auto_delete: bool,
                    arguments: dict) -> Any:  # fmt: skip
-        persistence = self.persistence if durable else self.transient_persistence
+        # Transient queues use the store too: their messages behind the memory
+        # window are paged out (and their page copies dropped at restart).
+        window, window_bytes = self.config.classic_queue_memory_window, self.config.classic_queue_memory_bytes
         return ClassicQueue(vhost.name, name, durable, exclusive_owner, auto_delete, arguments, host=vhost,
-                            persistence=persistence)  # fmt: skip
+                            persistence=self.persistence, memory_window=window if window >= 0 else None,
+                            memory_bytes=window_bytes if window_bytes >= 0 else None)  # fmt: skip
 
     def recover_queue(self, queue: Any) -> None:
-        """Hands a starting queue the messages the store kept for it."""
-        records = self._recovered.pop(getattr(queue, "store_key", None), None)
-        if records:
-            queue.recover(records)
+        """Hands a starting queue the positions the store's index kept for it
+        (its bodies are read when delivered)."""
+        key = getattr(queue, "store_key", None)
+        if key in self._recovered:
+            self._recovered.discard(key)
+            snapshot = self._positions.pop(key, None)
+            if snapshot is not None:
+                try:
+                    queue.recover_positions(snapshot)
+                    return
+                except StoreFormatError as e:
+                    log.warning("queue %s: positions snapshot unusable (%s); scanning its index", key, e)
+            queue.recover_index(self.store.iter_index(key))
 
     def remote_queue(self, vhost: VHost, record: Any, arguments: dict) -> RemoteQueue:
         return RemoteQueue(self, vhost.name, record, arguments)

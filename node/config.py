@@ -48,6 +48,11 @@ class Config:
     login_failure_delay: float = 0.1  # seconds before the next login from an address after a failure; 0: off
     login_failure_delay_max: float = 2.0  # the delay doubles per failure up to this
     login_failure_addresses: int = 10_000  # source addresses whose failures are remembered
+    # A classic queue keeps at most this many ready messages, and this many
+    # payload bytes, in memory; the rest wait in the message store (a
+    # negative value: no limit).
+    classic_queue_memory_window: int = 2048
+    classic_queue_memory_bytes: int = 8 * 1024 * 1024
     definitions_file: str = ""  # JSON topology loaded at start (like RabbitMQ's load_definitions)
     # AMQP address format v1 (/queue/:q, /exchange/:x/:key, /topic/:key, /amq/queue/:q), as RabbitMQ 4.0-4.2
     # permit its deprecated feature amqp_address_v1 by default; false refuses v1 addresses (invalid-field).

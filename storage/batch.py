@@ -16,8 +16,10 @@ Raft log (raft/journal.py), write the same way, and this is that way:
   another thread than the one that buffers and seals (storage/group_commit.py
   runs `write` on its worker).
 - A format marker. A new database gets `format_key -> format_version` with a
-  synced put; an existing one must carry that marker, so a directory of
-  another kind or version is refused rather than misread.
+  synced put; an existing one must carry that marker (or one of the
+  `older_versions` its owner knows how to upgrade, reported as
+  `found_version`), so a directory of another kind or version is refused
+  rather than misread.
 
 What to do when a write fails (give up on the store, or also fail waiters
 and refuse later writes) is the owner's: `on_failure` hears the error before
@@ -86,6 +88,8 @@ class BatchWriter:
         closed_error: type[Exception] | None = None,
         format_error: type[Exception] | None = None,
         on_failure: Callable[[Exception], None] | None = None,
+        older_versions: tuple[int, ...] = (),
+        tune: Callable[[Options], None] | None = None,
     ) -> None:
         self.path = os.fspath(path)
         self._label = label
@@ -95,6 +99,8 @@ class BatchWriter:
         self._on_failure = on_failure
         opts = Options(raw_mode=True)
         opts.create_if_missing(True)
+        if tune is not None:
+            tune(opts)  # the owner's RocksDB settings (memory bounds)
         try:
             self._db: Rdict | None = Rdict(self.path, opts)
         except Exception as e:  # rocksdict raises plain Exception
@@ -109,8 +115,11 @@ class BatchWriter:
         self.writes = 0  # batches written
         # Called (no arguments) when a write lands in an empty pending batch.
         self.on_pending: Callable[[], None] | None = None
+        # The format the database was found in: format_version, or one of
+        # older_versions that the owner must upgrade (then rewrite the marker).
+        self.found_version = format_version
         try:
-            self._check_format(format_key, format_version)
+            self._check_format(format_key, format_version, older_versions)
             if sync:
                 self._wal = WalSyncer(self._db, self.path)
         except BaseException:
@@ -131,6 +140,27 @@ class BatchWriter:
     def delete_range(self, start: bytes, end: bytes) -> Ticket:
         """Delete the keys in [start, end) with one range tombstone."""
         self._pending.delete_range(start, end)
+        return self._buffered()
+
+    # One ticket for several keys that must change together (a record and its
+    # index entry): they land in the same batch, so on disk they agree.
+
+    def put_all(self, *items: tuple[bytes, bytes]) -> Ticket:
+        pending = self._pending
+        for key, value in items:
+            pending.put(key, value)
+        return self._buffered()
+
+    def delete_all(self, *keys: bytes) -> Ticket:
+        pending = self._pending
+        for key in keys:
+            pending.delete(key)
+        return self._buffered()
+
+    def delete_ranges(self, *ranges: tuple[bytes, bytes]) -> Ticket:
+        pending = self._pending
+        for start, end in ranges:
+            pending.delete_range(start, end)
         return self._buffered()
 
     # -- tickets -------------------------------------------------------------
@@ -227,7 +257,7 @@ class BatchWriter:
             self.on_pending()
         return self._pending_seq
 
-    def _check_format(self, key: bytes, version: int) -> None:
+    def _check_format(self, key: bytes, version: int, older: tuple[int, ...]) -> None:
         db = self._open_db()
         marker = bytes([version])
         found = db.get(key)
@@ -237,5 +267,7 @@ class BatchWriter:
             synced = WriteOptions()
             synced.sync = True
             db.put(key, marker, synced)
+        elif len(found) == 1 and found[0] in older:
+            self.found_version = found[0]
         elif found != marker:
             raise self._format_error(f"{self.path}: {self._label} format {found!r}, this Warren reads {version}")

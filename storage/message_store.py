@@ -22,13 +22,36 @@ Nothing in here reads a clock: timestamps come in the records.
 
 Key layout (all integers big-endian, so byte order is numeric order):
 
-    b"\\x00format"                          -> u8 store format version (1)
+    b"\\x00format"                          -> u8 store format version (2)
+    b"i" | u16 len(Q) | Q | u64 seq         -> index entry (format 2)
     b"m" | u16 len(Q) | Q | u64 seq         -> message record
+    b"p" | u16 len(Q) | Q                   -> positions snapshot (format 2)
 
 where Q is the queue name in UTF-8 (at most 65,535 bytes). The length prefix
 keeps one queue's keys from interleaving with another's whose name extends it
 ("a" vs "ab"), so b"m" | u16 | Q is a prefix that holds exactly queue Q's
 messages, in seq order, and [prefix, prefix | b"\\xff" * 9) spans all of them.
+
+Every message record has an index entry beside it, written and deleted in
+the same batch, so the two never disagree on disk. The index is what a
+restart reads: 13 bytes a message instead of its body, so a queue's
+positions come back without reading the bodies (`indexed_queues`,
+`iter_index`); bodies are read when delivered (`read`). Index value:
+
+    offset size field
+    0      4    size: u32, the payload size the queue accounts for
+    4      1    flags: the record's flags
+    5      8    expires_at: u64 ms since the Unix epoch, 0 = never
+
+A clean shutdown may also leave, per queue, a positions snapshot: an opaque
+blob from the queue (its positions, run-length encoded) that lets the next
+start skip the index scan. `take_positions` reads them all at start and
+deletes them in the same go, so a snapshot is used at most once and never
+outlives the state it describes: after a crash the index is scanned.
+
+Store format 1 had no index: opening one builds the index from the records
+(reading every body once) and then marks the store format 2, in one synced
+batch; a crash before that leaves format 1 and the upgrade runs again.
 
 Record value layout (`Record.encode`), format version 1, 22-byte header:
 
@@ -57,6 +80,8 @@ import struct
 from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
+from rocksdict import Options
+
 from storage.batch import BatchWriter, SealedBatch, Ticket
 
 __all__ = [
@@ -70,13 +95,19 @@ __all__ = [
 ]
 
 FORMAT_VERSION = 1
-_STORE_FORMAT = 1
+_STORE_FORMAT = 2
+_OLDER_STORE_FORMATS = (1,)
 
 _HEADER = struct.Struct(">BBQQI")
 _SEQ = struct.Struct(">Q")
 _QLEN = struct.Struct(">H")
+_INDEX_VALUE = struct.Struct(">IBQ")
+_MEMTABLE_BYTES = 32 * 1024 * 1024
+_UPGRADE_BATCH = 65536  # index entries per synced batch while upgrading a format-1 store
 
 _MSG = b"m"
+_INDEX = b"i"
+_POSITIONS = b"p"
 _FORMAT_KEY = b"\x00format"
 _MAX_QUEUE_NAME = (1 << 16) - 1
 # After a queue prefix every key has exactly 8 more bytes, all <= 0xff.
@@ -138,11 +169,31 @@ class Record(NamedTuple):
         )
 
 
+def _bound_memory(opts: Options) -> None:
+    """Two 32 MiB memtables instead of RocksDB's 64 MiB: half the memory a
+    deep queue's writes hold before they are flushed. (Index and filter
+    blocks in a bounded block cache kept RSS flatter still, but made reads
+    back at the head 8x slower in bench/deep.py: not worth it.)"""
+    opts.set_write_buffer_size(_MEMTABLE_BYTES)
+    opts.set_max_write_buffer_number(2)
+
+
 def _queue_prefix(queue: str) -> bytes:
     name = queue.encode("utf-8")
     if len(name) > _MAX_QUEUE_NAME:
         raise ValueError(f"queue name of {len(name)} bytes is too long for the store")
     return _MSG + _QLEN.pack(len(name)) + name
+
+
+def _index_prefix(message_prefix: bytes) -> bytes:
+    return _INDEX + message_prefix[1:]
+
+
+def _index_value(size: int, record: Record) -> bytes:
+    try:
+        return _INDEX_VALUE.pack(size, record.flags, record.expires_at or 0)
+    except struct.error as e:
+        raise ValueError(f"index field out of range (size {size}, {record[1:]!r}): {e}") from None
 
 
 def _split_key(key: bytes) -> tuple[str, int]:
@@ -161,10 +212,13 @@ class MessageStore:
 
     `path` is the database directory (`<data_dir>/messages`); it is created
     if missing. `sync=False` skips the fsync (tests and benchmarks only: a
-    power loss then loses acknowledged messages).
+    power loss then loses acknowledged messages). `size_of(record)` is the
+    size the index keeps for a record when a format-1 store is upgraded
+    (the queue's payload size; default the body's length).
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, sync: bool = True) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, sync: bool = True,
+                 size_of: Callable[[Record], int] | None = None) -> None:  # fmt: skip
         self._batches = BatchWriter(
             path,
             label="message store",
@@ -174,8 +228,17 @@ class MessageStore:
             error=StoreError,
             closed_error=StoreClosedError,
             format_error=StoreFormatError,
+            older_versions=_OLDER_STORE_FORMATS,
+            tune=_bound_memory,
         )
         self._prefixes: dict[str, bytes] = {}
+        self.body_reads = 0  # records read (get, read, iter_queue, recover): restart should read none
+        if self._batches.found_version == 1:
+            try:
+                self._build_index(size_of or (lambda record: len(record.body)))
+            except BaseException:
+                self._batches.close()
+                raise
 
     @property
     def on_pending(self) -> Callable[[], None] | None:
@@ -194,22 +257,32 @@ class MessageStore:
 
     # -- buffered writes ---------------------------------------------------
 
-    def put(self, queue: str, seq: int, record: Record) -> Ticket:
-        """Store a message at (queue, seq); overwrites any record there."""
-        return self._batches.put(self._key(queue, seq), record.encode())
+    def put(self, queue: str, seq: int, record: Record, size: int | None = None) -> Ticket:
+        """Store a message at (queue, seq) with its index entry; overwrites any
+        record there. `size` is what the index keeps as the message's size
+        (default: the record body's length)."""
+        key = self._key(queue, seq)
+        index = _index_value(len(record.body) if size is None else size, record)
+        return self._batches.put_all((key, record.encode()), (_INDEX + key[1:], index))
 
-    def update(self, queue: str, seq: int, record: Record) -> Ticket:
+    def update(self, queue: str, seq: int, record: Record, size: int | None = None) -> Ticket:
         """Replace the record at (queue, seq), e.g. delivery_count after a requeue.
 
         RocksDB writes are blind: this is `put` under a name that says what the
         caller means. Updating a deleted message brings it back, so callers
         must not update what they have deleted.
         """
-        return self.put(queue, seq, record)
+        return self.put(queue, seq, record, size)
 
     def delete(self, queue: str, seq: int) -> Ticket:
         """Remove the message at (queue, seq); a no-op if there is none."""
-        return self._batches.delete(self._key(queue, seq))
+        key = self._key(queue, seq)
+        return self._batches.delete_all(key, _INDEX + key[1:])
+
+    def delete_seqs(self, queue: str, first: int, end: int) -> Ticket:
+        """Remove the messages of `queue` with first <= seq < end (two range tombstones)."""
+        start, stop = self._key(queue, first), self._key(queue, end)
+        return self._batches.delete_ranges((start, stop), (_INDEX + start[1:], _INDEX + stop[1:]))
 
     def delete_queue(self, queue: str) -> Ticket:
         """Remove every message of `queue` with one range tombstone.
@@ -219,7 +292,29 @@ class MessageStore:
         """
         prefix = self._prefix(queue)
         self._prefixes.pop(queue, None)
-        return self._batches.delete_range(prefix, prefix + _RANGE_END)
+        index = _index_prefix(prefix)
+        positions = _POSITIONS + prefix[1:]
+        return self._batches.delete_ranges(
+            (prefix, prefix + _RANGE_END), (index, index + _RANGE_END), (positions, positions + b"\x00")
+        )
+
+    def put_positions(self, queue: str, snapshot: bytes) -> Ticket:
+        """Leave the queue's positions snapshot for the next start (clean shutdown)."""
+        return self._batches.put(_POSITIONS + self._prefix(queue)[1:], snapshot)
+
+    def take_positions(self) -> dict[str, bytes]:
+        """Every positions snapshot, by queue; all are deleted (buffered) as
+        they are read, so each serves one start only."""
+        db = self._batches.db
+        out: dict[str, bytes] = {}
+        for key, value in db.items(from_key=_POSITIONS):
+            if key[:1] != _POSITIONS:
+                break
+            queue, _ = _split_key(_MSG + key[1:] + bytes(8))
+            out[queue] = value
+        if out:
+            self._batches.delete_range(_POSITIONS, b"q")  # every key that starts with b"p"
+        return out
 
     # -- tickets -----------------------------------------------------------
 
@@ -275,7 +370,20 @@ class MessageStore:
     def get(self, queue: str, seq: int) -> Record | None:
         """The committed record at (queue, seq), or None (pending writes are not visible)."""
         value = self._batches.db.get(self._key(queue, seq))
+        self.body_reads += 1
         return None if value is None else Record.decode(value)
+
+    def read(self, queue: str, seqs: list[int]) -> list[Record | None]:
+        """The committed records at `seqs` of one queue, in that order (None
+        where there is none), with one multi-get. Holds the GIL throughout:
+        callers keep `seqs` short."""
+        if not seqs:
+            return []
+        key = self._key
+        values = self._batches.db.get([key(queue, seq) for seq in seqs])
+        self.body_reads += len(seqs)
+        decode = Record.decode
+        return [None if v is None else decode(v) for v in values]
 
     def iter_queue(self, queue: str, from_seq: int = 0) -> Iterator[tuple[int, Record]]:
         """Committed (seq, record) pairs of one queue with seq >= from_seq, in seq order."""
@@ -286,13 +394,42 @@ class MessageStore:
         for key, value in db.items(from_key=start):
             if key[:n] != prefix or len(key) != n + 8:
                 break
+            self.body_reads += 1
             yield _SEQ.unpack_from(key, n)[0], Record.decode(value)
 
-    def recover(self) -> dict[str, list[tuple[int, Record]]]:
-        """Every committed message after a restart: queue -> [(seq, record)] in seq order.
+    def indexed_queues(self) -> list[str]:
+        """The queues with at least one committed message, from the index:
+        one seek per queue, no record read."""
+        db = self._batches.db
+        out: list[str] = []
+        start = _INDEX
+        while True:
+            key = next(iter(db.keys(from_key=start)), None)
+            if key is None or key[:1] != _INDEX:
+                return out
+            queue, _ = _split_key(_MSG + key[1:])
+            out.append(queue)
+            start = _index_prefix(self._prefix(queue)) + _RANGE_END
 
-        Reads the whole store into memory; queues are in key order (by name
-        length, then name), which callers should not rely on.
+    def iter_index(self, queue: str) -> Iterator[tuple[int, int, int, int]]:
+        """(seq, size, flags, expires_at or 0) of each committed message of
+        `queue`, in seq order, from the index alone."""
+        db = self._batches.db
+        prefix = _index_prefix(self._prefix(queue))
+        n = len(prefix)
+        unpack_seq, unpack_value = _SEQ.unpack_from, _INDEX_VALUE.unpack
+        for key, value in db.items(from_key=prefix):
+            if key[:n] != prefix or len(key) != n + 8:
+                break
+            size, flags, expires = unpack_value(value)
+            yield unpack_seq(key, n)[0], size, flags, expires
+
+    def recover(self) -> dict[str, list[tuple[int, Record]]]:
+        """Every committed message: queue -> [(seq, record)] in seq order.
+
+        Reads the whole store into memory (tools and tests; the broker
+        recovers from the index); queues are in key order (by name length,
+        then name), which callers should not rely on.
         """
         db = self._batches.db
         out: dict[str, list[tuple[int, Record]]] = {}
@@ -304,6 +441,7 @@ class MessageStore:
             if messages is None:
                 messages = out[queue] = []
             messages.append((seq, Record.decode(value)))
+        self.body_reads += sum(len(m) for m in out.values())
         return out
 
     # -- lifecycle ---------------------------------------------------------
@@ -332,6 +470,22 @@ class MessageStore:
         self.close()
 
     # -- internals ---------------------------------------------------------
+
+    def _build_index(self, size_of: Callable[[Record], int]) -> None:
+        """Upgrade a format-1 store: an index entry for every record, in synced
+        batches of a bounded size, then the format-2 marker (idempotent if
+        interrupted: the marker comes last)."""
+        batches = self._batches
+        for n, (key, value) in enumerate(batches.db.items(from_key=_MSG), 1):
+            if key[:1] != _MSG:
+                break
+            _split_key(key)  # refuses a malformed key
+            record = Record.decode(value)
+            batches.put(_INDEX + key[1:], _index_value(size_of(record), record))
+            if n % _UPGRADE_BATCH == 0:
+                self.commit()
+        batches.put(_FORMAT_KEY, bytes([_STORE_FORMAT]))
+        self.commit()
 
     def _prefix(self, queue: str) -> bytes:
         prefix = self._prefixes.get(queue)

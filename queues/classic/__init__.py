@@ -1,7 +1,8 @@
 """Classic queues: one node, FIFO, durable or transient messages.
 
     queue.py        ClassicQueue: the queue interface, publishing, settlement, dispatch
-    messages.py     ReadyMessages: the returned heap and the ready deque
+    messages.py     ReadyMessages: the returned heap, the ready deque, the paged tail
+    paging.py       PagedTail, Positions: ready messages behind the memory window, on disk
     flow.py         CreditFlow: consumer links and their credit (API v2)
     retention.py    Retention: dead-lettering, x-max-length, TTL, x-expires
     config.py       ClassicQueueConfig (the x-arguments), ClassicQueueCounters
@@ -20,11 +21,14 @@ from .flow import MAX_CREDIT
 from .persistence import (
     ENVELOPE_VERSION,
     FLAG_ACQUIRED,
+    FLAG_NOT_DURABLE,
+    FLAG_PAGE_COPY,
     MemoryPersistence,
     Persistence,
     StorePersistence,
     decode_record,
     encode_record,
+    payload_size,
     store_key,
 )
 from .queue import ClassicQueue
@@ -33,6 +37,8 @@ __all__ = [
     "DROP_HEAD",
     "ENVELOPE_VERSION",
     "FLAG_ACQUIRED",
+    "FLAG_NOT_DURABLE",
+    "FLAG_PAGE_COPY",
     "MAX_CREDIT",
     "REJECT_PUBLISH",
     "REJECT_PUBLISH_DLX",
@@ -45,5 +51,6 @@ __all__ = [
     "StorePersistence",
     "decode_record",
     "encode_record",
+    "payload_size",
     "store_key",
 ]

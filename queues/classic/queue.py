@@ -2,14 +2,16 @@
 
 `ClassicQueue` is pure logic in the style of a sans-I/O core: no asyncio, no
 clock, no disk. Time, timers, dead-lettering and self-deletion come through
-the injected `QueueHost`; durability through an injected `Persistence`
-(persistence.py: `StorePersistence` over the node's MessageStore and
-GroupCommitter, or `MemoryPersistence` for transient queues and tests).
+the injected `QueueHost`; durability and paging through an injected
+`Persistence` (persistence.py: `StorePersistence` over the node's
+MessageStore and GroupCommitter, for durable and transient queues alike
+since both page; `MemoryPersistence` for pure tests).
 
 Where the messages are (invariant: every message is in exactly one place):
-ready for delivery (messages.py: `ReadyMessages`, the returned heap and the
-ready deque), or per consumer, delivered and not yet settled
-(`ConsumerState.unacked`, seq -> msg).
+ready for delivery (messages.py: `ReadyMessages`, the returned heap, the
+ready deque in memory and, behind the memory window, the paged tail of
+positions whose bodies are on disk only: paging.py), or per consumer,
+delivered and not yet settled (`ConsumerState.unacked`, seq -> msg).
 
 Durability: a message is written through `Persistence` only when both it and
 the queue are durable ("stored"); its publish confirm is sent from the
@@ -31,6 +33,7 @@ started while one runs only asks the running one to go round again.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterable
 from typing import Any
 
@@ -41,10 +44,13 @@ from storage.message_store import Record
 from .config import DROP_HEAD, REJECT_PUBLISH_DLX, ClassicQueueConfig, ClassicQueueCounters
 from .flow import CreditFlow
 from .messages import ReadyMessages
-from .persistence import MemoryPersistence, Persistence, decode_record, store_key
+from .paging import PagedTail, Positions
+from .persistence import FLAG_PAGE_COPY, MemoryPersistence, Persistence, decode_record, store_key
 from .retention import Retention
 
 __all__ = ["ClassicQueue"]
+
+_SNAPSHOT_TRAILER = struct.Struct(">QB")  # next seq, has TTL
 
 
 def _modify(msg: QueueMessage, settlement: Settlement) -> bool:
@@ -63,10 +69,14 @@ def _modify(msg: QueueMessage, settlement: Settlement) -> bool:
 
 
 class ClassicQueue(Queue):
+    """`memory_window`/`memory_bytes`: the most ready messages/payload bytes
+    kept in memory (None: no limit); the rest are paged to `persistence`."""
+
     type_name = "classic"
 
     def __init__(self, vhost: str, name: str, durable: bool, exclusive_owner: Any, auto_delete: bool,
-                 arguments: dict, *, host: QueueHost, persistence: Persistence | None = None) -> None:  # fmt: skip
+                 arguments: dict, *, host: QueueHost, persistence: Persistence | None = None,
+                 memory_window: int | None = None, memory_bytes: int | None = None) -> None:  # fmt: skip
         super().__init__(vhost, name, durable, exclusive_owner, auto_delete, arguments)
         self.config = ClassicQueueConfig.from_arguments(self.arguments)
         self.effective_arguments = self.arguments  # with the policies' keys (apply_policy)
@@ -75,7 +85,9 @@ class ClassicQueue(Queue):
         self._host = host
         self._persistence: Persistence = persistence if persistence is not None else MemoryPersistence()
         self._next_seq = 0
-        self._messages = ReadyMessages()
+        self._recovered_below = 0  # seqs below this were recovered at start: they count as acquired
+        tail = PagedTail(self._persistence, self.store_key, self._load_paged)
+        self._messages = ReadyMessages(tail, memory_window, memory_bytes, self._page_out)
         self._unacked_count = 0
         self._flow = CreditFlow()
         self._dispatching = False
@@ -112,10 +124,24 @@ class ClassicQueue(Queue):
         cs = self._flow.get(consumer)
         return None if cs is None else (cs.delivery_count, cs.credit, cs.drain)
 
+    @property
+    def memory_bytes(self) -> int:
+        """Payload bytes of ready messages this queue holds in memory: its
+        window, plus paged bodies whose write is not yet durable."""
+        tail = self._messages.tail
+        tail.prune()
+        return self._messages.held_bytes + tail.unflushed_bytes
+
     def info(self) -> dict:
         info = super().info()
+        messages, tail = self._messages, self._messages.tail
         info["messages_unacknowledged"] = self._unacked_count
-        info["message_bytes_ready"] = self._messages.bytes
+        info["message_bytes_ready"] = messages.bytes
+        # as RabbitMQ names them: in memory, and on disk only
+        info["messages_ram"] = len(messages) - len(tail)
+        info["message_bytes_ram"] = self.memory_bytes
+        info["messages_paged_out"] = len(tail)
+        info["message_bytes_paged_out"] = tail.bytes
         return info
 
     def touch(self) -> None:
@@ -166,13 +192,15 @@ class ClassicQueue(Queue):
                 message.expires_at = expires_at
         if message.expires_at is not None:
             self._has_ttl = True
-        self._messages.append(message)
         if self.durable and message.durable:
             ticket = self._persistence.put(self.store_key, seq, message)
+            self._messages.append(message, ticket, stored=True)
             if confirm is not None:
                 self._persistence.on_durable(ticket, lambda: self._confirm(confirm))
-        elif confirm is not None:
-            self._confirm(confirm)
+        else:
+            self._messages.append(message)
+            if confirm is not None:
+                self._confirm(confirm)
         outer, self._fresh = self._fresh, message
         try:
             self._dispatch()
@@ -259,9 +287,10 @@ class ClassicQueue(Queue):
         count = self.message_count
         if self.durable:
             remove, key = self._persistence.remove, self.store_key
-            for msg in self._messages:
+            for msg in self._messages.in_memory():
                 if msg.durable:
                     remove(key, msg.seq)
+        self._messages.tail.drop()
         self._messages.clear()
         self._retention.cancel_ttl_timer()
         self.stats.dropped += count  # the audit's conservation counts purged messages as dropped
@@ -275,7 +304,7 @@ class ClassicQueue(Queue):
         self.deleted = True
         consumers = [cs.consumer for cs in self._flow.consumers.values()]
         self._retention.cancel()
-        if self.durable:
+        if self.durable or self._messages.tail:  # a transient queue may have page copies
             self._persistence.drop_queue(self.store_key)
         self._messages.clear()
         self._unacked_count = 0
@@ -291,17 +320,88 @@ class ClassicQueue(Queue):
             raise RuntimeError("restore() must come before the queue is used")
         last = None
         for msg in sorted(messages, key=lambda m: m.seq):
-            self._messages.append(msg)
+            self._messages.append(msg, stored=msg.durable and self.durable)
             last = msg
             if msg.expires_at is not None:
                 self._has_ttl = True
         if last is not None:
-            self._next_seq = last.seq + 1
+            self._next_seq = self._recovered_below = last.seq + 1
         self._dispatch()
 
     def recover(self, records: Iterable[tuple[int, Record]]) -> None:
         """restore() from this queue's entry in MessageStore.recover()."""
         self.restore(decode_record(seq, record) for seq, record in records)
+
+    def recover_index(self, entries: Iterable[tuple[int, int, int, int]]) -> None:
+        """Rebuilds the queue after a restart from its index entries
+        (MessageStore.iter_index: seq, size, flags, expires_at or 0), in seq
+        order, without reading a body: every message starts paged out and is
+        read back when it reaches the head. Page copies (transient messages
+        written out to save memory) are deleted: transient messages do not
+        survive a restart."""
+        if self.message_count or self._unacked_count or self._next_seq:
+            raise RuntimeError("recover_index() must come before the queue is used")
+        add, messages = self._messages.tail.add_position, self._messages
+        remove, key = self._persistence.remove, self.store_key
+        end = 0
+        for seq, size, flags, expires_at in entries:
+            end = seq + 1
+            if flags & FLAG_PAGE_COPY:
+                remove(key, seq)
+                continue
+            add(seq, size)
+            messages.bytes += size
+            if expires_at:
+                self._has_ttl = True
+        self._next_seq = self._recovered_below = end
+        self._dispatch()
+
+    def positions_snapshot(self) -> bytes | None:
+        """At a clean shutdown, with no consumer left: the stored messages'
+        positions for `recover_positions` at the next start (None: nothing is
+        stored). Page copies are deleted: they would not outlive the restart."""
+        if not self.durable or self.deleted or self._unacked_count:
+            return None
+        messages, tail = self._messages, self._messages.tail
+        snapshot = Positions()
+        for msg in sorted((m for m in messages.in_memory() if m.durable), key=lambda m: m.seq):
+            snapshot.append(msg.seq, msg.size)
+        for first, count, size, copy in tail.positions.iter_runs():
+            if copy:
+                self._persistence.remove_range(self.store_key, first, first + count)
+            else:
+                snapshot.append_run(first, count, size)
+        if not snapshot:
+            return None
+        return snapshot.to_bytes() + _SNAPSHOT_TRAILER.pack(self._next_seq, self._has_ttl)
+
+    def recover_positions(self, snapshot: bytes) -> None:
+        """Rebuilds the queue after a clean restart from its positions
+        snapshot (positions_snapshot): O(runs), no index scan, no body read."""
+        if self.message_count or self._unacked_count or self._next_seq:
+            raise RuntimeError("recover_positions() must come before the queue is used")
+        n = _SNAPSHOT_TRAILER.size
+        positions = Positions.from_bytes(snapshot[:-n])
+        next_seq, has_ttl = _SNAPSHOT_TRAILER.unpack(snapshot[-n:])
+        self._messages.tail.positions = positions
+        self._messages.bytes = positions.bytes
+        self._has_ttl = bool(has_ttl)
+        self._next_seq = self._recovered_below = next_seq
+        self._dispatch()
+
+    def _load_paged(self, seq: int, record: Record) -> QueueMessage:
+        """A paged message read back (paging.PagedTail): page copies are
+        deleted now that the body is in memory again."""
+        msg = decode_record(seq, record, recovered=seq < self._recovered_below)
+        if record.flags & FLAG_PAGE_COPY:
+            self._persistence.remove(self.store_key, seq)
+        if msg.expires_at is not None:
+            self._has_ttl = True
+        return msg
+
+    def _page_out(self, msg: QueueMessage) -> int:
+        """Writes a message that is not stored to the store, to leave memory."""
+        return self._persistence.page_out(self.store_key, msg.seq, msg)
 
     # ------------------------------------------------------------ dispatch
 
@@ -331,14 +431,13 @@ class ClassicQueue(Queue):
 
     def _deliver_loop(self) -> None:
         messages = self._messages
-        returned, ready = messages.returned, messages.ready
-        pop_head = messages.pop_head
+        head, pop_head = messages.head, messages.pop_head
         active, prios = self._flow.active, self._flow.prios
         stats = self.stats
         durable = self.durable
         now = -1
-        while prios and (returned or ready) and not self.deleted:
-            msg = returned[0][1] if returned else ready[0]
+        while prios and messages and not self.deleted:
+            msg = head()
             expires_at = msg.expires_at
             if expires_at is not None and msg is not self._fresh:
                 if now < 0:
