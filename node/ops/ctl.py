@@ -152,8 +152,8 @@ class Listing:
 
 
 # The fields of the HTTP API's objects (node/http/formats.py), per listing.
-CONNECTION_COLUMNS = ("name node type user vhost protocol host port peer_host peer_port channels state ssl frame_max "
-                      "channel_max timeout client_properties")  # fmt: skip
+CONNECTION_COLUMNS = ("name node type user vhost protocol host port peer_host peer_port channels state ssl peer_cert_subject "
+                      "frame_max channel_max timeout client_properties")  # fmt: skip
 QUEUE_COLUMNS = (
     "name vhost type durable auto_delete exclusive arguments node state messages messages_ready "
     "messages_unacknowledged message_bytes_ready consumers policy exclusive_consumer_tag message_stats"
