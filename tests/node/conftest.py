@@ -48,6 +48,8 @@ class BrokerThread:
         asyncio.run_coroutine_threadsafe(self.broker.stop(), self.loop).result(30)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(10)
+        if not self._thread.is_alive():
+            self.loop.close()  # its selector and self-pipe: a suite starts hundreds of nodes
 
     def call(self, fn, *args, **kwargs):
         """Runs fn on the node's loop and returns its result."""
