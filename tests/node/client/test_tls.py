@@ -75,6 +75,7 @@ def test_plain_ssl_socket_handshake_by_verify_mode(broker_factory, certs, verify
                 sasl_mechanisms(broker.broker.amqps_port, ctx)
 
 
+@pytest.mark.filterwarnings("ignore:ssl.TLSVersion.TLSv1_1 is deprecated:DeprecationWarning")
 def test_tls_below_1_2_is_refused(broker_factory, certs):
     broker = tls_broker(broker_factory, certs)
     ctx = certs.client_context()
