@@ -190,15 +190,15 @@ class Broker:
         """The management API and the Prometheus endpoint, on this loop,
         each over plain HTTP and, with TLS configured, HTTPS."""
         cfg, tls = self.config, self.tls.listening if self.tls is not None else None
-        tls_port = (lambda port: port) if tls is not None else (lambda port: -1)
+        https_port = cfg.https_port if tls is not None else -1  # the TLS sites only with tls_cert
+        metrics_tls_port = cfg.metrics_tls_port if tls is not None else -1
         runner, (self.http_port, self.https_port) = await start_sites(
-            self.management.application(), cfg.listen_host, [(cfg.http_port, None), (tls_port(cfg.https_port), tls)])
+            self.management.application(), cfg.listen_host, [(cfg.http_port, None), (https_port, tls)])
         if runner is not None:
             self._runners.append(runner)
             self.management.start_sampling()
         runner, (self.metrics_port, self.metrics_tls_port) = await start_sites(
-            prometheus.application(self), cfg.listen_host,
-            [(cfg.metrics_port, None), (tls_port(cfg.metrics_tls_port), tls)])
+            prometheus.application(self), cfg.listen_host, [(cfg.metrics_port, None), (metrics_tls_port, tls)])
         if runner is not None:
             self._runners.append(runner)
 
