@@ -52,8 +52,10 @@ class RabbitNode:
     def __init__(self, *, amqp_port: int = 5682, mgmt_port: int = 15682, dist_port: int = 25682,
                  nodename: str = "warren_bench_rabbit@localhost", host: str = "127.0.0.1",
                  base_dir: str | None = None, keep: bool = False, user: str = "guest",
-                 password: str = "guest"):
+                 password: str = "guest", tls: dict | None = None):
         self.amqp_port, self.mgmt_port, self.dist_port = amqp_port, mgmt_port, dist_port
+        # {"port", "cert", "key", "ca"}: an AMQPS listener (listeners.ssl.default) beside the plain one
+        self.tls = tls
         self.nodename, self.host = nodename, host
         self.user, self.password = user, password
         self._base_arg, self.keep = base_dir, keep
@@ -100,6 +102,15 @@ class RabbitNode:
                 "log.console = false\n"
                 "log.file.level = warning\n"
             )
+            if self.tls:
+                f.write(f"listeners.ssl.default = {self.host}:{self.tls['port']}\n"
+                        f"ssl_options.certfile = {self.tls['cert']}\n"
+                        f"ssl_options.keyfile = {self.tls['key']}\n"
+                        f"ssl_options.cacertfile = {self.tls['ca']}\n"
+                        "ssl_options.verify = verify_none\n"
+                        "ssl_options.fail_if_no_peer_cert = false\n"
+                        "ssl_options.versions.1 = tlsv1.3\n"
+                        "ssl_options.versions.2 = tlsv1.2\n")
         with open(os.path.join(b, "advanced.config"), "w") as f:
             f.write("[].\n")
         open(os.path.join(b, "rabbitmq-env.conf"), "w").close()

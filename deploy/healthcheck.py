@@ -6,7 +6,9 @@
 
 It reads the node's settings as the node does (the TOML file at $WARREN_CONFIG_FILE or
 /etc/warren/warren.toml, then WARREN_* variables) for the HTTP port and the default user,
-and asks over loopback, where even the loopback-only `guest` may log in.
+and asks over loopback, where even the loopback-only `guest` may log in. With plain HTTP
+off it asks over HTTPS, trusting tls_ca and presenting the node's own certificate (which
+tls_verify=require asks for).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import ssl
 import sys
 import urllib.request
 
@@ -23,14 +26,19 @@ from node.config import load
 def main(argv: list[str]) -> int:
     path = os.environ.get("WARREN_CONFIG_FILE", "/etc/warren/warren.toml")
     cfg = load(path if os.path.isfile(path) else None)
-    if cfg.http_port <= 0:
+    base, tls = f"http://127.0.0.1:{cfg.http_port}", None
+    if cfg.http_port < 0 and cfg.tls_cert and cfg.https_port > 0:
+        base = f"https://localhost:{cfg.https_port}"
+        tls = ssl.create_default_context(cafile=cfg.tls_ca or None)
+        tls.load_cert_chain(cfg.tls_cert, cfg.tls_key)
+    elif cfg.http_port <= 0:
         return 0  # no management listener to ask: the process is alive, that is all we know
     auth = base64.b64encode(f"{cfg.default_user}:{cfg.default_password}".encode()).decode()
 
     def get(api_path: str) -> dict:
-        req = urllib.request.Request(f"http://127.0.0.1:{cfg.http_port}{api_path}")
+        req = urllib.request.Request(base + api_path)
         req.add_header("Authorization", "Basic " + auth)
-        with urllib.request.urlopen(req, timeout=3) as resp:
+        with urllib.request.urlopen(req, timeout=3, context=tls) as resp:
             return json.loads(resp.read() or b"{}")
 
     try:

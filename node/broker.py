@@ -17,13 +17,14 @@ from metadata.projections import Projections
 from node import __version__
 from node.client.connection import ConnectionHandler, server_properties
 from node.client.login import FailureDelays, LoginService
+from node.client.tls import TlsContexts
 from node.cluster.alarm_gossip import AlarmGossip
 from node.cluster.cluster import Cluster, ClusterError
 from node.cluster.kv import KeyValueMachine
 from node.cluster.machine import ClusterMachine, announce_member, local_flags
 from node.config import Config
 from node.http import prometheus
-from node.http.api import ManagementAPI, start_site
+from node.http.api import ManagementAPI, start_sites
 from node.http.formats import DEFAULT_VHOST_DESCRIPTION
 from node.ops import snapshot_export
 from node.ops.alarms import Alarms
@@ -60,18 +61,22 @@ class Broker:
                                                  config.login_failure_addresses))  # fmt: skip
         self.auth.on_legacy_login = self._rehash_password
         self._server: asyncio.base_events.Server | None = None
+        self._tls_server: asyncio.base_events.Server | None = None
+        self.tls = TlsContexts.from_config(config)  # None without tls_cert; raises TlsError on bad files
         self.alarm_check: Periodic | None = None
         self.store: MessageStore | None = None
         self.committer: GroupCommitter | None = None
-        self.amqp_port = config.amqp_port
+        self.amqp_port: int | None = config.amqp_port
         # The ports actually bound (config port 0 picks a free one); None
         # while not listening or when the config disables it (port < 0).
+        self.amqps_port: int | None = None
         self.http_port: int | None = None
+        self.https_port: int | None = None
         self.metrics_port: int | None = None
+        self.metrics_tls_port: int | None = None
         self.started_at = time.time()
         self.management = ManagementAPI(self)
-        self._http_runner: Any = None
-        self._metrics_runner: Any = None
+        self._runners: list[Any] = []  # the HTTP sites' runners
         # The Raft side of the node (node/cluster/cluster.py) and the metadata it replicates.
         self.cluster: Cluster | None = None
         self.cluster_machine: ClusterMachine | None = None
@@ -133,17 +138,15 @@ class Broker:
                 await self.snapshots.start()
             # management first: once the AMQP port accepts, the whole node is up
             await self._start_http()
-            self._server = await self.loop.create_server(
-                lambda: ConnectionHandler(self), cfg.listen_host, cfg.amqp_port, reuse_address=True, backlog=1024
-            )
+            await self._start_amqp()
         except BaseException:
             await self.stop()
             raise
-        self.amqp_port = self._server.sockets[0].getsockname()[1]
         self.started_at = time.time()
-        log.info("node=%s listening amqp=%s:%d http=%s metrics=%s cluster=%s data_dir=%s", cfg.node_name,
-                 cfg.listen_host, self.amqp_port, self.http_port, self.metrics_port,
-                 self.cluster.node_id, os.path.abspath(cfg.data_dir))  # fmt: skip
+        log.info("node=%s listening amqp=%s:%s amqps=%s http=%s https=%s metrics=%s metrics_tls=%s cluster=%s "
+                 "data_dir=%s", cfg.node_name, cfg.listen_host, self.amqp_port, self.amqps_port, self.http_port,
+                 self.https_port, self.metrics_port, self.metrics_tls_port, self.cluster.node_id,
+                 os.path.abspath(cfg.data_dir))  # fmt: skip
 
     async def _metadata_ready(self) -> None:
         """Wait until this node has caught up with the metadata through a
@@ -184,16 +187,49 @@ class Broker:
             except MetadataRefused as e:
                 log.warning("feature flag %s stays disabled on this new cluster: %s", name, e)
 
-    async def _start_http(self) -> None:
-        """The management API and the Prometheus endpoint, on this loop."""
+    async def _start_amqp(self) -> None:
+        """The plain AMQP listener and, with TLS configured, AMQPS. The TLS
+        handshake runs inside the loop's transport without blocking it, bounded
+        by handshake_timeout; the AMQP handshake's own timer starts after it."""
         cfg = self.config
-        if cfg.http_port >= 0:
-            self._http_runner, self.http_port = await start_site(self.management.application(), cfg.listen_host,
-                                                                 cfg.http_port)  # fmt: skip
+        self.amqp_port = None
+        if cfg.amqp_port >= 0:
+            self._server = await self.loop.create_server(lambda: ConnectionHandler(self), cfg.listen_host,
+                                                         cfg.amqp_port, reuse_address=True, backlog=1024)  # fmt: skip
+            self.amqp_port = self._server.sockets[0].getsockname()[1]
+        if self.tls is not None and cfg.amqps_port >= 0:
+            self._tls_server = await self.loop.create_server(
+                lambda: ConnectionHandler(self), cfg.listen_host, cfg.amqps_port, reuse_address=True, backlog=1024,
+                ssl=self.tls.listening, ssl_handshake_timeout=cfg.handshake_timeout or None)  # fmt: skip
+            self.amqps_port = self._tls_server.sockets[0].getsockname()[1]
+        if self.amqp_port is None and self.amqps_port is None:
+            raise ValueError("no AMQP listener: amqp_port < 0 and no AMQPS (tls_cert unset or amqps_port < 0)")
+
+    async def _start_http(self) -> None:
+        """The management API and the Prometheus endpoint, on this loop,
+        each over plain HTTP and, with TLS configured, HTTPS."""
+        cfg, tls = self.config, self.tls.listening if self.tls is not None else None
+        https_port = cfg.https_port if tls is not None else -1  # the TLS sites only with tls_cert
+        metrics_tls_port = cfg.metrics_tls_port if tls is not None else -1
+        runner, (self.http_port, self.https_port) = await start_sites(
+            self.management.application(), cfg.listen_host, [(cfg.http_port, None), (https_port, tls)])
+        if runner is not None:
+            self._runners.append(runner)
             self.management.start_sampling()
-        if cfg.metrics_port >= 0:
-            self._metrics_runner, self.metrics_port = await start_site(prometheus.application(self),
-                                                                       cfg.listen_host, cfg.metrics_port)  # fmt: skip
+        runner, (self.metrics_port, self.metrics_tls_port) = await start_sites(
+            prometheus.application(self), cfg.listen_host, [(cfg.metrics_port, None), (metrics_tls_port, tls)])
+        if runner is not None:
+            self._runners.append(runner)
+
+    def reload_tls(self) -> bool:
+        """SIGHUP and POST /api/tls/reload: the certificate, key and CA read
+        again for new handshakes; open connections keep theirs. False when
+        TLS is not configured; raises TlsError (the old files stay in force)
+        when the new ones do not load."""
+        if self.tls is None:
+            return False
+        self.tls.reload()
+        return True
 
     async def stop(self) -> None:
         if self.snapshots is not None:
@@ -202,13 +238,13 @@ class Broker:
         if self.alarm_check is not None:
             self.alarm_check.stop()
         self.management.stop_sampling()
-        for runner in (self._http_runner, self._metrics_runner):
-            if runner is not None:
-                await runner.cleanup()
-        self._http_runner = self._metrics_runner = None
-        self.http_port = self.metrics_port = None
-        if self._server is not None:
-            self._server.close()
+        runners, self._runners = self._runners, []
+        for runner in runners:
+            await runner.cleanup()
+        self.http_port = self.metrics_port = self.https_port = self.metrics_tls_port = None
+        for server in (self._server, self._tls_server):
+            if server is not None:
+                server.close()
         for conn in list(self.connections):
             conn.force_close(Condition.CONNECTION_FORCED, "broker shutdown")
         await asyncio.sleep(0)  # let the transports write their CLOSE frames

@@ -14,15 +14,28 @@ class Config:
     data_dir: str = "./data"
     listen_host: str = "0.0.0.0"
     # Listener ports; 0 picks a free port (Broker.*_port holds the bound one),
-    # and a negative http or metrics port turns that listener off.
+    # and a negative port turns that listener off.
     amqp_port: int = 5672
     http_port: int = 15672  # management HTTP API (node/http/api.py)
     metrics_port: int = 15692  # Prometheus /metrics (node/http/prometheus.py)
+    # TLS listeners (node/client/tls.py), started only when tls_cert is set
+    amqps_port: int = 5671
+    https_port: int = 15671  # the management API over TLS
+    metrics_tls_port: int = 15691  # Prometheus over TLS
+    tls_cert: str = ""  # PEM: the node's certificate (chain), reloaded on SIGHUP and `warren ctl reload_tls`
+    tls_key: str = ""  # PEM: its private key
+    tls_ca: str = ""  # PEM: the authorities that sign client certificates
+    tls_verify: str = "none"  # none | peer (a client certificate is checked if sent) | require (and must be sent)
+    ssl_cert_login_from: str = "distinguished_name"  # SASL EXTERNAL's user: the subject's DN, or common_name
     grpc_port: int = 25672  # cluster (Raft) port, gRPC; 0: a free one, kept across restarts (node/cluster/identity.py);
     # -1: no cluster, a single node whose metadata store listens on a loopback port only (no seeds)
     default_user: str = "guest"
     default_password: str = "guest"
     anonymous_user: str = "guest"  # SASL ANONYMOUS logs in as this user
+    # SASL mechanisms offered, in this order: PLAIN, ANONYMOUS, EXTERNAL. EXTERNAL (the user a
+    # verified TLS client certificate names) must be listed, as in RabbitMQ: clients holding a
+    # certificate (proton) pick it whenever it is offered, even with a password at hand.
+    auth_mechanisms: list[str] = field(default_factory=lambda: ["PLAIN", "ANONYMOUS"])
     loopback_users: list[str] = field(default_factory=lambda: ["guest"])  # as in RabbitMQ
     max_frame_size: int = 131072
     channel_max: int = 2047

@@ -1,4 +1,4 @@
-"""Runs a node until SIGTERM or SIGINT."""
+"""Runs a node until SIGTERM or SIGINT; SIGHUP reloads its TLS certificate."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import sys
 import uvloop
 
 from node.broker import Broker
+from node.client.tls import TlsError
 from node.config import Config
 
 
@@ -38,16 +39,29 @@ async def serve(cfg: Config) -> None:
     broker = Broker(cfg)
     await broker.start()
     # Tests and scripts parse this line: the amqp URL first, then the ports.
-    http = broker.http_port if broker.http_port is not None else "off"
-    metrics = broker.metrics_port if broker.metrics_port is not None else "off"
-    print(f"warren {cfg.node_name} listening on amqp://{cfg.listen_host}:{broker.amqp_port} http={http} "
-          f"metrics={metrics}", flush=True)  # fmt: skip
+    def port(value: int | None) -> int | str:
+        return value if value is not None else "off"
+
+    # the plain listener's URL, or the TLS one's when it is the only one
+    scheme, amqp = ("amqp", broker.amqp_port) if broker.amqp_port is not None else ("amqps", broker.amqps_port)
+    print(f"warren {cfg.node_name} listening on {scheme}://{cfg.listen_host}:{amqp} http={port(broker.http_port)} "
+          f"metrics={port(broker.metrics_port)} amqps={port(broker.amqps_port)} https={port(broker.https_port)} "
+          f"metrics_tls={port(broker.metrics_tls_port)}", flush=True)  # fmt: skip
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    loop.add_signal_handler(signal.SIGHUP, lambda: reload_tls(broker))
     await stop.wait()
     await broker.stop()
+
+
+def reload_tls(broker: Broker) -> None:
+    try:
+        if not broker.reload_tls():
+            logging.getLogger("warren.tls").info("SIGHUP: no TLS configured, nothing to reload")
+    except TlsError as e:  # keep serving with the certificate already loaded
+        logging.getLogger("warren.tls").error("SIGHUP: TLS reload failed, the previous certificate stays: %s", e)
 
 
 def run(cfg: Config) -> int:

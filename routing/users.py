@@ -135,20 +135,26 @@ class Authenticator:
 
     # -- logging in ----------------------------------------------------------------
 
-    def authenticate(self, mechanism: str, response: bytes | None, peer_host: str) -> str | None:
+    def authenticate(self, mechanism: str, response: bytes | None, peer_host: str,
+                     external: str | None = None) -> str | None:  # fmt: skip
         """The user name, or None when the credentials are refused. All three
         steps on the caller's thread: for tools and tests; the node runs
         `verify` in a worker thread (node/client/login.py)."""
-        attempt = self.plan(mechanism, response)
+        attempt = self.plan(mechanism, response, external)
         if attempt.needs_hash:
             attempt.ok = self.verify(attempt)
         return self.conclude(attempt, peer_host)
 
-    def plan(self, mechanism: str, response: bytes | None) -> LoginAttempt:
-        """Parses the SASL response and consults the cache."""
+    def plan(self, mechanism: str, response: bytes | None, external: str | None = None) -> LoginAttempt:
+        """Parses the SASL response and consults the cache. `external` is the
+        identity the transport proved (a verified TLS client certificate's
+        subject), the user SASL EXTERNAL logs in as; the client's response
+        (an authorization identity) is ignored, as RabbitMQ does."""
         if mechanism == "ANONYMOUS":
             name = self.anonymous_user
             return LoginAttempt(name, ok=bool(name) and name in self.users)
+        if mechanism == "EXTERNAL":
+            return LoginAttempt(external, ok=bool(external) and external in self.users)
         if mechanism != "PLAIN":
             return LoginAttempt(None)
         parts = (response or b"").split(b"\x00")

@@ -24,6 +24,7 @@ from node.client.links import Publisher, QueueConsumer
 from node.client.login import LoginsBusy
 from node.client.management import node_link
 from node.client.management.node_link import ManagementLink, ReplyLink
+from node.client.tls import distinguished_name, login_name
 from node.vhosts.vhost import ResourceLocked
 from routing import address
 from routing.errors import NotFound, RoutingError
@@ -34,6 +35,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("warren.connection")
 CLOSE_GRACE_S = 2.0  # how long a forced close waits for the client's CLOSE
+
+
+class NotOffered(Exception):
+    """The client chose a SASL mechanism this connection did not offer."""
 
 
 class ConnectionHandler(asyncio.Protocol):
@@ -48,9 +53,13 @@ class ConnectionHandler(asyncio.Protocol):
             channel_max=max(0, min(cfg.channel_max, cfg.session_max - 1)),
             idle_timeout=cfg.idle_timeout or None,
             handle_max=cfg.handle_max,
+            sasl_mechanisms=[m for m in cfg.auth_mechanisms if m != "EXTERNAL"],  # see _tls_accepted
         )
         self.transport: asyncio.Transport | None = None
         self.user: str | None = None
+        self.tls = False  # accepted on the AMQPS listener
+        self.certificate_user: str | None = None  # who a verified client certificate names (SASL EXTERNAL)
+        self.peer_cert_subject: str | None = None  # that certificate's subject, RFC 4514
         self.vhost: Any = None
         self.peer = ("?", 0)
         self.name = ""
@@ -81,12 +90,26 @@ class ConnectionHandler(asyncio.Protocol):
         self.peer = (peer[0], peer[1])
         local = transport.get_extra_info("sockname") or ("?", 0)
         self.name = f"{self.peer[0]}:{self.peer[1]} -> {local[0]}:{local[1]}"
+        if transport.get_extra_info("ssl_object") is not None:
+            self._tls_accepted(transport)
         self.node.connections.add(self)
         self.node.metrics.connections_opened += 1
         self._arm_timer()
         if self.node.config.handshake_timeout > 0:
             self._handshake_timer = self.node.loop.call_later(self.node.config.handshake_timeout,
                                                               self._handshake_expired)  # fmt: skip
+
+    def _tls_accepted(self, transport: asyncio.BaseTransport) -> None:
+        """The TLS handshake is done (the transport calls connection_made
+        after it): a client certificate here was verified against tls_ca, and
+        SASL EXTERNAL is offered, when auth_mechanisms lists it, to log in as
+        the user it names."""
+        self.tls = True
+        peercert = transport.get_extra_info("peercert")
+        self.certificate_user = login_name(peercert, self.node.config.ssl_cert_login_from)
+        self.peer_cert_subject = distinguished_name(peercert) if peercert else None
+        if self.certificate_user is not None and "EXTERNAL" in self.node.config.auth_mechanisms:
+            self.engine.sasl_mechanisms = list(self.node.config.auth_mechanisms)
 
     def data_received(self, data: bytes) -> None:
         try:
@@ -271,9 +294,14 @@ class ConnectionHandler(asyncio.Protocol):
     async def _authenticate(self, event: ev.SaslInitReceived) -> None:
         code = None
         try:
-            user = await self.node.logins.login(event.mechanism, event.initial_response, self.peer[0])
+            if event.mechanism not in self.engine.sasl_mechanisms:
+                raise NotOffered(event.mechanism)
+            user = await self.node.logins.login(event.mechanism, event.initial_response, self.peer[0],
+                                                self.certificate_user)  # fmt: skip
         except LoginsBusy:
             user, code = None, d.SASL_SYS_TEMP
+        except NotOffered:
+            user = None
         except Exception:  # a bug of ours must cost one connection, never the node
             log.exception("internal error authenticating %s", self.name)
             user, code = None, d.SASL_SYS
@@ -507,6 +535,8 @@ class ConnectionHandler(asyncio.Protocol):
             "user": self.user,
             "vhost": self.vhost.name if self.vhost else None,
             "protocol": "AMQP 1-0",
+            "ssl": self.tls,
+            "peer_cert_subject": self.peer_cert_subject,
             "peer_host": self.peer[0],
             "peer_port": self.peer[1],
             "channels": len(self.engine.sessions),

@@ -100,15 +100,16 @@ class LoginService:
         self.delayed = 0  # logins that waited because of earlier failures (a counter)
         self.refused_busy = 0  # logins refused because max_pending were already waiting
 
-    async def login(self, mechanism: str, response: bytes | None, peer: str) -> str | None:
+    async def login(self, mechanism: str, response: bytes | None, peer: str, external: str | None = None) -> str | None:
         """The user name, or None when refused. Raises LoginsBusy when
-        `max_pending` logins are already in progress."""
+        `max_pending` logins are already in progress. `external`: the user a
+        verified client certificate names (SASL EXTERNAL, node/client/tls.py)."""
         if self.pending >= self.max_pending:
             self.refused_busy += 1
             raise LoginsBusy(f"{self.pending} logins in progress")
         self.pending += 1
         try:
-            attempt = self.auth.plan(mechanism, response)
+            attempt = self.auth.plan(mechanism, response, external)
             if attempt.needs_hash:
                 # Only a login that must be hashed waits: one the cache already
                 # verified proves nothing new, and a client reconnecting with the

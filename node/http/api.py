@@ -29,6 +29,7 @@ import base64
 import binascii
 import json
 import logging
+import ssl
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -206,11 +207,12 @@ class ManagementAPI:
         from node.http import message_routes as http_message  # they import this module
         from node.http import node_routes as http_node
         from node.http import policy_routes as http_policy
+        from node.http import tls_routes as http_tls
         from node.http import topic_permission_routes as http_topic
         from node.http import topology_routes as http_topology
 
         routes = (http_node.ROUTES + http_topology.ROUTES + http_limits.ROUTES + http_policy.ROUTES + http_message.ROUTES
-                  + http_topic.ROUTES)
+                  + http_topic.ROUTES + http_tls.ROUTES)
         app = web.Application(middlewares=[self._middleware])
         for method, path, handler in routes:
             app.router.add_route(method, path, handler)
@@ -320,14 +322,12 @@ class ManagementAPI:
         return vhost
 
     def listeners(self) -> list[dict]:
+        """Each bound listener, named as RabbitMQ's /api/overview names them."""
         b, cfg = self.broker, self.broker.config
-        out = [{"node": cfg.node_name, "protocol": "amqp", "ip_address": cfg.listen_host, "port": b.amqp_port}]
-        if b.http_port is not None:
-            out.append({"node": cfg.node_name, "protocol": "http", "ip_address": cfg.listen_host, "port": b.http_port})
-        if b.metrics_port is not None:
-            out.append({"node": cfg.node_name, "protocol": "http/prometheus", "ip_address": cfg.listen_host,
-                        "port": b.metrics_port})  # fmt: skip
-        return out
+        bound = (("amqp", b.amqp_port), ("amqp/ssl", b.amqps_port), ("http", b.http_port), ("https", b.https_port),
+                 ("http/prometheus", b.metrics_port), ("https/prometheus", b.metrics_tls_port))  # fmt: skip
+        return [{"node": cfg.node_name, "protocol": protocol, "ip_address": cfg.listen_host, "port": port}
+                for protocol, port in bound if port is not None]  # fmt: skip
 
 
 def is_admin(user: Any) -> bool:
@@ -341,15 +341,27 @@ def is_monitor(user: Any) -> bool:
 # ---------------------------------------------------------------- listening
 
 
-async def start_site(app: web.Application, host: str, port: int) -> tuple[web.AppRunner, int]:
-    """Serves `app` on the running loop; returns the runner and the bound
-    port (port 0 picks a free one)."""
+async def start_sites(app: web.Application, host: str,
+                      listeners: list[tuple[int, ssl.SSLContext | None]]) -> tuple[web.AppRunner | None, list]:  # fmt: skip
+    """Serves `app` on the running loop, once per (port, TLS context or None
+    for plain HTTP) in `listeners`; a negative port is skipped. Returns the
+    runner (None when nothing listens) and each listener's bound port (port 0
+    picks a free one) or None."""
+    wanted = [(port, tls) for port, tls in listeners if port >= 0]
+    if not wanted:
+        return None, [None] * len(listeners)
     runner = web.AppRunner(app, handle_signals=False, access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT)
     await runner.setup()
-    site = web.TCPSite(runner, host, port, reuse_address=True)
+    bound = []
     try:
-        await site.start()
+        for port, tls in listeners:
+            if port < 0:
+                bound.append(None)
+                continue
+            site = web.TCPSite(runner, host, port, reuse_address=True, ssl_context=tls)
+            await site.start()
+            bound.append(runner.addresses[-1][1])  # the socket this site just bound
     except BaseException:
         await runner.cleanup()
         raise
-    return runner, runner.addresses[0][1]
+    return runner, bound

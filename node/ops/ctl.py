@@ -16,6 +16,7 @@ import argparse
 import base64
 import json
 import os
+import ssl
 import sys
 import urllib.error
 import urllib.request
@@ -40,8 +41,10 @@ def _q(name: str) -> str:
 class Client:
     """A few lines of urllib: JSON in, JSON out, errors as CtlError."""
 
-    def __init__(self, host: str, port: int, user: str, password: str, timeout: float = 30.0):
-        self.base = f"http://{host}:{port}"
+    def __init__(self, host: str, port: int, user: str, password: str, timeout: float = 30.0, cacert: str = ""):
+        # with a CA file, HTTPS (the node's https_port) checked against it
+        self.base = f"{'https' if cacert else 'http'}://{host}:{port}"
+        self.tls = ssl.create_default_context(cafile=cacert) if cacert else None
         self.auth = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
         self.timeout = timeout
 
@@ -54,7 +57,7 @@ class Client:
         for key, value in (headers or {}).items():
             req.add_header(key, value)
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+            with urllib.request.urlopen(req, timeout=self.timeout, context=self.tls) as resp:
                 raw = resp.read()
         except urllib.error.HTTPError as e:
             raise self._error(e) from None
@@ -149,8 +152,8 @@ class Listing:
 
 
 # The fields of the HTTP API's objects (node/http/formats.py), per listing.
-CONNECTION_COLUMNS = ("name node type user vhost protocol host port peer_host peer_port channels state ssl frame_max "
-                      "channel_max timeout client_properties")  # fmt: skip
+CONNECTION_COLUMNS = ("name node type user vhost protocol host port peer_host peer_port channels state ssl peer_cert_subject "
+                      "frame_max channel_max timeout client_properties")  # fmt: skip
 QUEUE_COLUMNS = (
     "name vhost type durable auto_delete exclusive arguments node state messages messages_ready "
     "messages_unacknowledged message_bytes_ready consumers policy operator_policy effective_policy_definition "
@@ -373,6 +376,12 @@ def list_user_limits(client: Client, args: argparse.Namespace) -> Listing:
 def close_connection(client: Client, args: argparse.Namespace) -> Done:
     client.delete(f"/api/connections/{_q(args.name)}", headers={"X-Reason": args.reason})
     return Done(f'Closing connection "{args.name}", reason: {args.reason} ...')
+
+
+@command("reload_tls", "read the node's TLS certificate, key and CA again (new connections use them)")
+def reload_tls(client: Client, args: argparse.Namespace) -> Done:
+    client.post("/api/tls/reload", None)
+    return Done("Reloading the TLS certificate and key ...")
 
 
 @command("purge_queue", "[-p VHOST] NAME: drop a queue's ready messages")
@@ -633,6 +642,8 @@ def add_parser(sub: Any) -> None:
     common.add_argument("--port", type=int, default=argparse.SUPPRESS, help="HTTP API port (WARREN_CTL_PORT, 15672)")
     common.add_argument("--user", default=argparse.SUPPRESS, help="user (WARREN_CTL_USER, guest)")
     common.add_argument("--password", default=argparse.SUPPRESS, help="password (WARREN_CTL_PASSWORD, guest)")
+    common.add_argument("--cacert", default=argparse.SUPPRESS,
+                        help="HTTPS: the CA file that signed the node's certificate (WARREN_CTL_CACERT)")
     common.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="JSON output for scripts")
     common.add_argument("--timeout", type=float, default=argparse.SUPPRESS, help="seconds per request (30)")
     ctl = sub.add_parser("ctl", parents=[common], help="manage a running node (like rabbitmqctl)",
@@ -655,7 +666,7 @@ def _settings(args: argparse.Namespace) -> None:
     env = os.environ
     defaults = {"host": env.get("WARREN_CTL_HOST", "localhost"), "port": env.get("WARREN_CTL_PORT", "15672"),
                 "user": env.get("WARREN_CTL_USER", "guest"), "password": env.get("WARREN_CTL_PASSWORD", "guest"),
-                "json": False, "timeout": 30.0}  # fmt: skip
+                "cacert": env.get("WARREN_CTL_CACERT", ""), "json": False, "timeout": 30.0}  # fmt: skip
     for name, value in defaults.items():
         if not hasattr(args, name):
             setattr(args, name, value)
@@ -671,7 +682,7 @@ def main(args: argparse.Namespace) -> int:
     except CtlError as e:
         print(f"Error: {e}", file=sys.stderr)
         return e.code
-    client = Client(args.host, args.port, args.user, args.password, args.timeout)
+    client = Client(args.host, args.port, args.user, args.password, args.timeout, args.cacert)
     fn, _ = COMMANDS[args.ctl_command]
     try:
         result = fn(client, args)

@@ -10,6 +10,7 @@ import asyncio
 import inspect
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -17,6 +18,7 @@ import threading
 from pathlib import Path
 
 import pytest
+import tls_certs
 import uvloop
 from mgmt_client import Api, NodeProcess
 from raw_client import RawClient
@@ -97,7 +99,7 @@ class BrokerThread:
 
 def make_config(data_dir: Path, **overrides) -> Config:
     cfg = Config(data_dir=str(data_dir), listen_host="127.0.0.1", amqp_port=0, http_port=0, metrics_port=0,
-                 grpc_port=0, node_name="warren@test")
+                 grpc_port=0, node_name="warren@test", amqps_port=0, https_port=0, metrics_tls_port=0)
     for k, v in overrides.items():
         setattr(cfg, k, v)
     return cfg
@@ -136,6 +138,7 @@ class BrokerProcess:
         env = dict(os.environ, **(extra_env or {}))
         self.proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         line = self.proc.stdout.readline()  # the node prints where it listens once it does
+        self.banner = line
         m = re.search(r"listening on amqp://[^:]+:(\d+)", line)
         if not m:
             self.proc.kill()
@@ -186,6 +189,21 @@ def node_process(tmp_path_factory):
     p = NodeProcess(tmp_path_factory.mktemp("ctl-node"))
     yield p
     p.stop()
+
+
+@pytest.fixture(scope="session")
+def certs(tmp_path_factory) -> tls_certs.Certs:
+    """A CA, server and client certificates from scripts/gen-certs.sh; a
+    test that changes the server's files copies them first (`own_certs`)."""
+    return tls_certs.make(tmp_path_factory.mktemp("certs"))
+
+
+@pytest.fixture
+def own_certs(certs, tmp_path) -> tls_certs.Certs:
+    """The session's certificates, copied for a test that renews them."""
+    out = tmp_path / "certs"
+    shutil.copytree(certs.dir, out)
+    return tls_certs.Certs(out)
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ import base64
 import json
 import os
 import re
+import ssl
 import subprocess
 import sys
 import urllib.error
@@ -28,16 +29,19 @@ class Reply:
 class Api:
     """The management API over urllib, as guest unless told otherwise."""
 
-    def __init__(self, port: int, user: str = "guest", password: str = "guest", host: str = "127.0.0.1"):
+    def __init__(self, port: int, user: str = "guest", password: str = "guest", host: str = "127.0.0.1",
+                 tls: ssl.SSLContext | None = None):  # fmt: skip
         self.port, self.user, self.password, self.host = port, user, password, host
+        self.tls = tls  # HTTPS with this client context
 
     def as_user(self, user: str, password: str) -> Api:
-        return Api(self.port, user, password, self.host)
+        return Api(self.port, user, password, self.host, self.tls)
 
     def request(self, method: str, path: str, body: Any = None, headers: dict | None = None,
                 auth: bool = True) -> Reply:  # fmt: skip
         data = None if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
-        req = urllib.request.Request(f"http://{self.host}:{self.port}{path}", data=data, method=method)
+        scheme = "https" if self.tls is not None else "http"
+        req = urllib.request.Request(f"{scheme}://{self.host}:{self.port}{path}", data=data, method=method)
         if auth:
             token = base64.b64encode(f"{self.user}:{self.password}".encode()).decode()
             req.add_header("Authorization", "Basic " + token)
@@ -46,7 +50,7 @@ class Api:
         for k, v in (headers or {}).items():
             req.add_header(k, v)
         try:
-            with urllib.request.urlopen(req, timeout=10) as resp:
+            with urllib.request.urlopen(req, timeout=10, context=self.tls) as resp:
                 raw, status, hdrs = resp.read(), resp.status, dict(resp.headers)
         except urllib.error.HTTPError as e:
             raw, status, hdrs = e.read(), e.code, dict(e.headers)
