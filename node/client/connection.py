@@ -13,21 +13,16 @@ import logging
 import platform
 from typing import TYPE_CHECKING, Any
 
-from amqp import definitions as d
 from amqp import events as ev
 from amqp.connection import SERVER, Connection
 from amqp.errors import Condition
 from amqp.types import Symbol
 from node import __version__
-from node.client import termini, v1_termini
+from node.client.attaching import LinkAttaching
 from node.client.links import Publisher, QueueConsumer
-from node.client.login import LoginsBusy
-from node.client.management import node_link
 from node.client.management.node_link import ManagementLink, ReplyLink
+from node.client.opening import ConnectionOpening
 from node.client.tls import distinguished_name, login_name
-from node.vhosts.vhost import ResourceLocked
-from routing import address
-from routing.errors import NotFound, RoutingError
 from routing.permissions import check as check_permission
 
 if TYPE_CHECKING:
@@ -37,11 +32,7 @@ log = logging.getLogger("warren.connection")
 CLOSE_GRACE_S = 2.0  # how long a forced close waits for the client's CLOSE
 
 
-class NotOffered(Exception):
-    """The client chose a SASL mechanism this connection did not offer."""
-
-
-class ConnectionHandler(asyncio.Protocol):
+class ConnectionHandler(ConnectionOpening, LinkAttaching, asyncio.Protocol):
     def __init__(self, node: Broker):
         self.node = node
         cfg = node.config
@@ -286,203 +277,6 @@ class ConnectionHandler(asyncio.Protocol):
         elif kind is ev.DeliveryAborted:
             pass  # nothing was routed yet
 
-    def _on_sasl(self, event: ev.SaslInitReceived) -> None:
-        # The engine holds whatever the client sent after its SASL init until
-        # the outcome is given; the check runs off the loop (node/client/login.py).
-        self._login = self.node.loop.create_task(self._authenticate(event))
-
-    async def _authenticate(self, event: ev.SaslInitReceived) -> None:
-        code = None
-        try:
-            if event.mechanism not in self.engine.sasl_mechanisms:
-                raise NotOffered(event.mechanism)
-            user = await self.node.logins.login(event.mechanism, event.initial_response, self.peer[0],
-                                                self.certificate_user)  # fmt: skip
-        except LoginsBusy:
-            user, code = None, d.SASL_SYS_TEMP
-        except NotOffered:
-            user = None
-        except Exception:  # a bug of ours must cost one connection, never the node
-            log.exception("internal error authenticating %s", self.name)
-            user, code = None, d.SASL_SYS
-        if self._closed or self.engine.closed:
-            return
-        self.user = user
-        self.engine.sasl_outcome(user is not None, code)
-        if user is None:
-            log.info("authentication failed on %s (%s)", self.name, event.mechanism)
-        self.data_received(b"")  # the frames the client pipelined behind its SASL init
-
-    def _on_open(self, open_: Any) -> None:
-        if self._handshake_timer is not None:
-            self._handshake_timer.cancel()
-            self._handshake_timer = None
-        hostname = open_.hostname or ""
-        vhost_name = hostname[len("vhost:") :] if hostname.startswith("vhost:") else "/"
-        vhost = self.node.vhosts.get(vhost_name)
-        # As RabbitMQ, the node-wide limit counts every accepted socket (this
-        # one included) and is checked first, before the vhost.
-        limit = self.node.config.max_connections
-        if limit > 0 and len(self.node.connections) > limit:
-            self.engine.open(properties=self.node.server_properties(), offered_capabilities=OFFERED_CAPABILITIES)
-            self.engine.close(Condition.RESOURCE_LIMIT_EXCEEDED,
-                              f"connection refused: node connection limit ({limit}) is reached")  # fmt: skip
-            return
-        if vhost is None:
-            return self._refuse_open(f"virtual host '{vhost_name}' does not exist")
-        if self.node.auth.permission(self.user, vhost_name) is None:
-            return self._refuse_open(f"access to vhost '{vhost_name}' refused for user '{self.user}'")
-        self.engine.open(properties=self.node.server_properties(), offered_capabilities=OFFERED_CAPABILITIES)
-        refusal = self._over_connection_limit(vhost)
-        if refusal is not None:
-            self.engine.close(Condition.RESOURCE_LIMIT_EXCEEDED, refusal)
-            return
-        self.vhost = vhost
-
-    def _refuse_open(self, reason: str) -> None:
-        """A missing or forbidden vhost: as RabbitMQ 4 does, no OPEN and no
-        CLOSE, the socket is closed. An OPEN+CLOSE pair would be the polite
-        [2.4.1] answer, but RabbitMQ's own client takes a remote CLOSE for a
-        dropped connection and retries with back-off for minutes, while a
-        closed socket fails its dial at once."""
-        log.info("refusing connection %s (user %s): %s", self.name, self.user, reason)
-        self._closed = True
-        if self.transport is not None:
-            self.transport.write(self.engine.data_to_send())  # the SASL outcome and protocol header
-            self.transport.close()
-
-    def _over_connection_limit(self, vhost: Any) -> str | None:
-        """The refusal, as RabbitMQ words it, when the vhost's or the user's
-        max-connections limit (metadata; negative: none) is reached. Counted
-        over this node's open connections: the node does not track the
-        connections of the other members."""
-        projections = self.node.projections
-        vhost_limit = projections.limit("vhost", vhost.name, "max-connections")
-        user_limit = projections.limit("user", self.user or "", "max-connections")
-        if vhost_limit is not None and vhost_limit >= 0:
-            if sum(1 for c in self.node.connections if c.vhost is vhost) >= vhost_limit:
-                return (f"access to vhost '{vhost.name}' refused for user '{self.user}': "
-                        f"vhost connection limit ({vhost_limit}) is reached")  # fmt: skip
-        if user_limit is not None and user_limit >= 0:
-            if sum(1 for c in self.node.connections if c.vhost is not None and c.user == self.user) >= user_limit:
-                return f"connection refused for user '{self.user}': user connection limit ({user_limit}) is reached"
-        return None
-
-    def _on_attach(self, link: Any, attach: Any) -> None:
-        try:
-            if attach.rcv_settle_mode == d.RCV_SECOND and attach.snd_settle_mode != d.SND_SETTLED:
-                # RabbitMQ 4 refuses the link: it settles first, always (mode second
-                # is accepted only where the sender settles everything itself)
-                link.refuse(Condition.NOT_IMPLEMENTED, "rcv-settle-mode second not supported")
-                return
-            if node_link.is_management(link, attach):
-                node_link.attach(self, link, attach)
-            elif link.is_sender:
-                self._attach_consumer(link, attach)
-            else:
-                self._attach_publisher(link, attach)
-        except RoutingError as e:
-            link.refuse(e.condition, e.description)
-
-    def _attach_publisher(self, link: Any, attach: Any) -> None:
-        termini.check_target(attach.target)
-        target_addr = getattr(attach.target, "address", None)
-        target = None
-        if target_addr is not None:
-            target = address.parse_link_target(target_addr, self.node.config.permit_amqp_address_v1)
-            if v1_termini.creates_something(target):
-                self._attach_when_prepared(link, target, attach.target,
-                                           lambda _: self._attach_publisher_to(link, attach, target))  # fmt: skip
-                return
-        self._attach_publisher_to(link, attach, target)
-
-    def _attach_publisher_to(self, link: Any, attach: Any, target: Any) -> None:
-        if isinstance(target, address.QueueTarget):
-            self.check_access("write", "", "exchange")  # the default exchange, as "amq.default"
-            self.vhost.queue(target.queue)  # raises not-found
-        elif target is not None:
-            self.check_access("write", target.exchange, "exchange")
-            # the default exchange is named only by v1's /queue
-            if target.exchange != address.DEFAULT_EXCHANGE and self.vhost.routing.exchange(target.exchange) is None:
-                raise NotFound(f"no exchange '{target.exchange}' in vhost '{self.vhost.name}'")
-        link.max_message_size = self.node.config.max_message_size
-        # RabbitMQ settles publishes itself: rcv-settle-mode first only
-        link.attach(
-            source=attach.source,
-            target=attach.target,
-            snd_settle_mode=attach.snd_settle_mode,
-            rcv_settle_mode=d.RCV_FIRST,
-            max_message_size=self.node.config.max_message_size,
-        )
-        publisher = Publisher(self, link, target)
-        link.context = publisher
-        self.node.metrics.links += 1
-        publisher.top_up()
-
-    def _attach_consumer(self, link: Any, attach: Any) -> None:
-        source_addr = getattr(attach.source, "address", None)
-        source = address.parse_link_source(source_addr, self.node.config.permit_amqp_address_v1)
-        if v1_termini.creates_something(source):
-            self._attach_when_prepared(link, source, attach.source,
-                                       lambda queue: self._attach_consumer_late(link, attach, queue))  # fmt: skip
-            return
-        self._attach_consumer_to(link, attach, source.queue)
-
-    def _attach_consumer_late(self, link: Any, attach: Any, queue_name: str) -> None:
-        self._attach_consumer_to(link, attach, queue_name)
-        if link.link_credit or link.drain:
-            link.context.on_flow(link.drain, False)  # a FLOW that came while the ATTACH waited
-
-    def _attach_consumer_to(self, link: Any, attach: Any, queue_name: str) -> None:
-        self.check_access("read", queue_name, "queue")
-        queue = self.vhost.queue(queue_name)
-        if queue.exclusive_owner is not None and queue.exclusive_owner is not self:
-            raise ResourceLocked(f"cannot obtain exclusive access to locked queue '{queue.name}' in vhost "
-                                 f"'{self.vhost.name}'")  # fmt: skip
-        link.attach(
-            source=termini.reply_source(attach.source),
-            target=attach.target,
-            snd_settle_mode=attach.snd_settle_mode,
-            rcv_settle_mode=attach.rcv_settle_mode,  # echoed, as RabbitMQ (second only with settled sends)
-            initial_delivery_count=0,
-        )
-        consumer = QueueConsumer(self, link, queue)
-        link.context = consumer
-        self.node.metrics.links += 1
-        priority = 0
-        props = attach.properties or {}
-        if "rabbitmq:priority" in props:
-            priority = int(props["rabbitmq:priority"])
-        queue.attach_consumer(consumer, priority)
-
-    def _attach_when_prepared(self, link: Any, addr: Any, terminus: Any, finish: Any) -> None:
-        """A v1 address that declares a queue (node/client/v1_termini.py): the
-        ATTACH is answered once the metadata store has the queue, by
-        `finish(queue name)`, unless the link, its session or the connection
-        went away meanwhile."""
-
-        async def prepare() -> None:
-            try:
-                queue = await v1_termini.prepare(self, addr, terminus)
-                if self._still_attaching(link):
-                    finish(queue)
-            except RoutingError as e:
-                if self._still_attaching(link):
-                    link.refuse(e.condition, e.description)
-            except Exception:  # a bug of ours costs the link
-                log.exception("attaching %r on %s failed", getattr(terminus, "address", None), self.name)
-                if self._still_attaching(link):
-                    link.refuse(Condition.INTERNAL_ERROR, "internal error")
-            self.schedule_flush()
-
-        task = self.node.loop.create_task(prepare())
-        self._preparing.add(task)
-        task.add_done_callback(self._preparing.discard)
-
-    def _still_attaching(self, link: Any) -> bool:
-        return not (self._closed or self.engine.closed or link.attach_sent or link.detach_received
-                    or link.session.end_sent or link.session.end_received)  # fmt: skip
-
     def _on_settled(self, deliveries: list) -> None:
         by_link: dict[Any, list] = {}
         for delivery in deliveries:
@@ -545,9 +339,6 @@ class ConnectionHandler(asyncio.Protocol):
 
 # Link Pair CS 01 (the /management node) and the anonymous relay (a null
 # target, each message's `to` naming its destination), as RabbitMQ offers them.
-OFFERED_CAPABILITIES = [Symbol("LINK_PAIR_V1_0"), Symbol("ANONYMOUS-RELAY")]
-
-
 def server_properties(cfg: Any) -> dict:
     return {
         Symbol("product"): cfg.product,
