@@ -3,7 +3,9 @@
 - pysyncobj is imported only inside raft/ (and by raft/'s own tests, which
   run stock pysyncobj beside Warren's changes): everything else goes through
   raft/'s API (STYLE.md, "pysyncobj: our Raft dependency, and why we fence it");
-- the libraries never import node/, the process that assembles them.
+- the libraries never import node/, the process that assembles them;
+
+and its size rule: no module over 600 lines, no class of the product over 340.
 
 Imports are read with `ast`, so an import inside a function counts as much
 as one at the top, and relative imports are resolved to the module they name.
@@ -23,8 +25,12 @@ FENCE_INSIDE = ("raft/", "tests/raft/")
 
 LIBRARIES = ("amqp", "routing", "storage", "raft", "queues", "metadata", "audit")
 NODE = "node"
-# Library files that still import node/ at this commit: being moved (the lead
-# empties this list; an entry whose file no longer imports node/ fails the test).
+
+# Small modules with one job: no file over MAX_MODULE_LINES, and no class of
+# the product (the libraries and node/) over MAX_CLASS_LINES.
+MAX_MODULE_LINES = 600
+MAX_CLASS_LINES = 340
+GENERATED = ("_pb2.py", "_pb2_grpc.py")
 def python_files() -> Iterator[Path]:
     stack = [ROOT]
     while stack:
@@ -113,3 +119,20 @@ def test_libraries_do_not_import_node():
         if found:
             offenders[rel.as_posix()] = found
     assert offenders == {}, "libraries never import node/"
+
+
+def test_no_module_and_no_class_is_too_big():
+    too_big = []
+    for path in python_files():
+        if path.name.endswith(GENERATED):
+            continue
+        rel = path.relative_to(ROOT)
+        text = path.read_text()
+        if text.count("\n") > MAX_MODULE_LINES:
+            too_big.append(f"{rel}: {text.count(chr(10))} lines")
+        if rel.parts[0] not in (*LIBRARIES, NODE):
+            continue
+        for node in ast.walk(ast.parse(text, str(path))):
+            if isinstance(node, ast.ClassDef) and node.end_lineno - node.lineno + 1 > MAX_CLASS_LINES:
+                too_big.append(f"{rel}: class {node.name}, {node.end_lineno - node.lineno + 1} lines")
+    assert too_big == [], "split by responsibility"
