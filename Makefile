@@ -7,6 +7,8 @@ STAMP := $(VENV)/.installed
 install: $(STAMP)
 
 $(STAMP): pyproject.toml
+	@# the TLS tests and scripts/gen-certs.sh make certificates with the openssl command
+	command -v openssl >/dev/null || (apt-get update -qq && apt-get install -y -qq openssl >/dev/null)
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip==24.3.1
 	$(PY) -m pip install -q -e '.[test]'
