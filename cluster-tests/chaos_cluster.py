@@ -22,6 +22,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import secrets
 import shutil
 import socket
@@ -46,7 +47,8 @@ IMAGE = os.environ.get("WARREN_CHAOS_IMAGE", "warren:chaos")
 NODES = ("warren1", "warren2", "warren3")
 GRPC_PORT = 25672
 USER, PASSWORD = "chaos", "chaos-password"
-PACKAGES = ("node", "raft", "metadata", "queues", "audit")  # what deploy/Dockerfile copies
+# The packages deploy/Dockerfile copies into the image, read from its COPY lines (one list, not two)
+PACKAGES = tuple(re.findall(r"^COPY (\w+) /src/\1$", (REPO / "deploy" / "Dockerfile").read_text(), re.M))
 DEPLOY_FILES = ("Dockerfile", "entrypoint.sh", "healthcheck.py")
 
 
