@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from proton import Message
+from confirming_publisher import ConfirmingPublisher
 from proton.handlers import MessagingHandler
 from proton.reactor import Container
 from proton.utils import BlockingConnection
@@ -14,49 +14,6 @@ from proton.utils import BlockingConnection
 def write_definitions(path, *queues):
     path.write_text(json.dumps({"queues": [{"name": q, "durable": True} for q in queues]}))
     return path
-
-
-class ConfirmingPublisher(MessagingHandler):
-    """Publishes numbered durable messages, up to `window` unsettled, and
-    kills the broker once `kill_after` of them were accepted."""
-
-    def __init__(self, url, address, total, kill_after, broker, window=200):
-        super().__init__(auto_settle=True)
-        self.url, self.address, self.total = url, address, total
-        self.kill_after, self.broker, self.window = kill_after, broker, window
-        self.sent = 0
-        self.confirmed: set[int] = set()
-        self.ids: dict = {}  # delivery tag -> message id
-        self.killed = False
-
-    def on_start(self, event):
-        self.conn = event.container.connect(self.url, reconnect=False)
-        event.container.create_sender(self.conn, self.address)
-
-    def on_sendable(self, event):
-        self._pump(event.sender)
-
-    def _pump(self, sender):
-        while sender.credit and self.sent < self.total and self.sent - len(self.confirmed) < self.window:
-            delivery = sender.send(Message(id=self.sent, body=f"m{self.sent}", durable=True))
-            self.ids[delivery.tag] = self.sent
-            self.sent += 1
-
-    def on_accepted(self, event):
-        self.confirmed.add(self.ids.pop(event.delivery.tag))
-        if not self.killed and len(self.confirmed) >= self.kill_after:
-            self.killed = True
-            self.broker.kill9()
-            event.connection.close()
-            return
-        self._pump(event.link)
-
-    def on_transport_error(self, event):
-        if event.connection is not None:
-            event.connection.close()
-
-    def on_disconnected(self, event):
-        event.container.stop()
 
 
 def consume_all(url, address):
