@@ -153,8 +153,14 @@ def test_proposals_from_followers_are_read_your_writes_and_a_cut_node_reports_no
                 n.heal()
             await until(lambda: cut.machine.get("during") == ("y", 1), what="the cut node converged")
             assert cut.machine.get("lost") is None
+            # Without pre-vote (issue 17) the cut node may come back with a higher term from
+            # its lonely elections and depose the leader: what must hold is one leader that
+            # every node, the cut one included, names.
+            await until(lambda: _leader(nodes) is not None
+                        and {n.status()["leader"] for n in nodes} == {_leader(nodes).node_id},
+                        what="one leader named by every node")  # fmt: skip
             st = cut.status()
-            assert st["leader"] == leader.node_id and st["majority"] and st["partitioned"] == []
+            assert st["majority"] and st["partitioned"] == []
 
     uvloop.run(main())
 
