@@ -103,6 +103,7 @@ class Queue(ABC):
         self.exclusive_owner = exclusive_owner  # the owning connection, or None
         self.auto_delete = auto_delete
         self.arguments = dict(arguments)
+        self.effective_arguments = self.arguments  # with the keys of the policy that applies (apply_policy)
         self.deleted = False
 
     # publishing

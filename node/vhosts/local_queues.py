@@ -186,7 +186,7 @@ class LocalQueues:
         return me in q.replicas if q.type == "quorum" else q.leader == me
 
     def _placed_here(self, queue: Any) -> bool:
-        return not getattr(queue, "remote", False)
+        return not queue.remote
 
     _HANDLERS: dict[type, Any] = {
         fx.VHostAdded: _vhost_added,

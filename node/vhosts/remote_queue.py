@@ -252,7 +252,7 @@ class QueueService:
     def _local_queue(self, vhost: str, name: str) -> Queue | None:
         vh = self.broker.vhosts.get(vhost)
         queue = vh.queues.get(name) if vh is not None else None
-        return None if queue is None or getattr(queue, "remote", False) or queue.deleted else queue
+        return None if queue is None or queue.remote or queue.deleted else queue
 
     def _pub(self, peer: str, vhost: str, name: str, corr: int, payload: bytes, durable: bool, expires_at: Any,
              exchange: str, routing_keys: list, annotations: Any = None) -> None:  # fmt: skip

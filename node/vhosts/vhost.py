@@ -217,7 +217,7 @@ class VHost:
         queue accepted the message, False when it reached none (no such
         exchange, no route) or a target refused it; the caller keeps the
         message and tries again later, as RabbitMQ's dead-letter worker does."""
-        arguments = getattr(queue, "effective_arguments", queue.arguments)  # a policy's keys too
+        arguments = queue.effective_arguments  # a policy's keys too
         dlx = arguments.get("x-dead-letter-exchange")
         if dlx is None:
             if confirmed is not None:

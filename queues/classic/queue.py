@@ -76,7 +76,6 @@ class ClassicQueue(QueueRecovery, Queue):
                  memory_window: int | None = None, memory_bytes: int | None = None) -> None:  # fmt: skip
         super().__init__(vhost, name, durable, exclusive_owner, auto_delete, arguments)
         self.config = ClassicQueueConfig.from_arguments(self.arguments)
-        self.effective_arguments = self.arguments  # with the policies' keys (apply_policy)
         self.stats = ClassicQueueCounters()
         self.store_key = store_key(vhost, name)
         self._host = host

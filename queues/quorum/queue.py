@@ -57,7 +57,6 @@ class QuorumQueue(Queue):
         super().__init__(vhost, name, True, None, False, arguments)
         self.config = qq.QuorumConfig.from_arguments(arguments)
         self.state = qq.new_state(self.config)
-        self.effective_arguments = self.arguments  # with a policy's keys (apply_policy)
         self.members = tuple(members)
         self.group = group
         self._host = host  # the vhost: dead-lettering, timers, clock
