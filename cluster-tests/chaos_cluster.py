@@ -29,14 +29,13 @@ import socket
 import subprocess
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from chaos_history import History
+from http_json import HttpError, request_json  # tests/support, on sys.path by conftest.py
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -178,30 +177,10 @@ def build_image(tag: str = IMAGE, base: str = BASE_IMAGE, source: str = "worktre
 # ---------------------------------------------------------------- HTTP
 
 
-class HttpError(Exception):
-    def __init__(self, status: int, body: Any):
-        super().__init__(f"HTTP {status}: {body}")
-        self.status, self.body = status, body
-
-
 def http(host: str, port: int, method: str, path: str, body: Any = None, timeout: float = 5.0,
          user: str = USER, password: str = PASSWORD) -> Any:  # fmt: skip
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(f"http://{host}:{port}{path}", data=data, method=method)
-    req.add_header("Authorization", "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode())
-    if data is not None:
-        req.add_header("Content-Type", "application/json")
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
-            raw = resp.read()
-    except urllib.error.HTTPError as e:
-        raw = e.read()
-        try:
-            parsed = json.loads(raw)
-        except ValueError:
-            parsed = raw.decode(errors="replace")
-        raise HttpError(e.code, parsed) from None
-    return json.loads(raw) if raw.strip() else None
+    authorization = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+    return request_json(f"http://{host}:{port}{path}", method, authorization, body, timeout)
 
 
 # ---------------------------------------------------------------- the cluster

@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 HERE = Path(__file__).resolve().parent
-if str(HERE) not in sys.path:
-    sys.path.insert(0, str(HERE))
+for folder in (HERE, HERE.parent / "tests" / "support"):  # the harness and the shared HTTP helper
+    if str(folder) not in sys.path:
+        sys.path.insert(0, str(folder))
 
 from chaos_cluster import ComposeCluster, DockerUnavailable, prepare_docker  # noqa: E402
 from chaos_history import History  # noqa: E402

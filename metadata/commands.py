@@ -334,31 +334,16 @@ class ClearLimit(MetadataCommand):
 
 @command("metadata.set_operator_policy", version=1)
 @dataclass(frozen=True, slots=True)
-class SetOperatorPolicy(MetadataCommand):
-    """An operator policy (RabbitMQ's): like a policy, kept apart from the
+class SetOperatorPolicy(SetPolicy):
+    """An operator policy (RabbitMQ's): a policy's fields, kept apart from the
     users' policies, and its numeric limits cap what queues declare. Refused
     until the operator_policies feature flag is enabled."""
-
-    _PACKED: ClassVar[tuple[str, ...]] = ("definition",)
-    idempotency_key: str
-    vhost: str
-    name: str
-    pattern: str
-    apply_to: str = "all"
-    definition: bytes = EMPTY_MAP
-    priority: int = 0
-
-    @property
-    def definition_map(self) -> dict[str, Any]:
-        return unpack(self.definition)
 
 
 @command("metadata.clear_operator_policy", version=1)
 @dataclass(frozen=True, slots=True)
-class ClearOperatorPolicy(MetadataCommand):
-    idempotency_key: str
-    vhost: str
-    name: str
+class ClearOperatorPolicy(ClearPolicy):
+    pass
 
 
 @command("metadata.set_topic_permissions", version=1)

@@ -142,5 +142,5 @@ def check_command(command: Any) -> None:
         check_name("queue", command.name)
     elif kind is mc.DeclareExchange:
         check_name("exchange", command.name)
-    elif kind is mc.SetPolicy:
+    elif issubclass(kind, mc.SetPolicy):  # operator policies too
         check_name("policy", command.name)

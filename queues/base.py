@@ -94,6 +94,8 @@ class Queue(ABC):
 
     type_name: str = ""
     remote = False  # True for the proxy of a queue another node hosts (node/vhosts/remote_queue.py)
+    policy_state: Any = None  # the policies in effect, set by node/vhosts/policies.py
+    stats: Any = None  # publish/deliver/ack counters, for the types that keep them
 
     def __init__(self, vhost: str, name: str, durable: bool, exclusive_owner: Any, auto_delete: bool,
                  arguments: dict):  # fmt: skip
@@ -146,6 +148,22 @@ class Queue(ABC):
     @property
     @abstractmethod
     def consumer_count(self) -> int: ...
+
+    @property
+    def unacked_count(self) -> int:
+        """Messages delivered and not yet settled."""
+        return 0
+
+    @property
+    def ready_bytes(self) -> int:
+        """Payload bytes of the ready messages."""
+        return 0
+
+    def apply_policy(self, arguments: dict) -> None:
+        """Acts from now on on `arguments`, the queue's own and a policy's.
+        Here only records them: a type that acts on no policy key, or a
+        proxy (the node hosting the queue applies them), needs no more."""
+        self.effective_arguments = dict(arguments)
 
     def info(self) -> dict:
         return {

@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import quote
 
 from node import __version__
+from queues.base import Queue
 from routing import rabbit_passwords
 
 PROTOCOL = "AMQP 1-0"  # what RabbitMQ shows for native AMQP 1.0 connections
@@ -127,7 +128,7 @@ def message_counters(metrics: Any) -> dict[str, int]:
 # ---------------------------------------------------------------- objects
 
 
-def queue_json(queue: Any, node_name: str) -> dict:
+def queue_json(queue: Queue, node_name: str) -> dict:
     info = queue.info()
     ready = info.get("message_count", queue.message_count)
     unacked = info.get("messages_unacknowledged", 0)
@@ -154,7 +155,7 @@ def queue_json(queue: Any, node_name: str) -> dict:
         out["leader_elected"] = info.get("leader_elected", True)  # False: the first member, until one is
         out["members"] = out["online"] = list(info["members"])
         out["consumer_details"] = info.get("consumer_details", [])
-    stats = getattr(queue, "stats", None)
+    stats = queue.stats
     if stats is not None:
         out["message_stats"] = {
             "publish": stats.published,
@@ -166,9 +167,9 @@ def queue_json(queue: Any, node_name: str) -> dict:
     return out
 
 
-def policy_json(queue: Any) -> dict:
+def policy_json(queue: Queue) -> dict:
     """The policies in effect on a queue (node/vhosts/policies.py sets them)."""
-    state = getattr(queue, "policy_state", None)
+    state = queue.policy_state
     if state is None:
         return {"policy": None, "operator_policy": None, "effective_policy_definition": {}}
     return {"policy": state.policy, "operator_policy": state.operator_policy,
@@ -280,7 +281,7 @@ def connection_json(conn: Any, node_name: str, alarms_active: bool) -> dict:
 
 def vhost_json(vhost: Any, node_name: str) -> dict:
     ready = sum(q.message_count for q in vhost.queues.values())
-    unacked = sum(getattr(q, "unacked_count", 0) for q in vhost.queues.values())
+    unacked = sum(q.unacked_count for q in vhost.queues.values())
     description = getattr(vhost, "description", "")
     tags = list(getattr(vhost, "tags", []))
     return {
@@ -379,7 +380,7 @@ def object_totals(broker: Any, vhosts: list[Any]) -> dict:
 def overview_json(broker: Any, vhosts: list[Any], rates: dict[str, float], listeners: list[dict]) -> dict:
     cfg = broker.config
     ready = sum(q.message_count for v in vhosts for q in v.queues.values())
-    unacked = sum(getattr(q, "unacked_count", 0) for v in vhosts for q in v.queues.values())
+    unacked = sum(q.unacked_count for v in vhosts for q in v.queues.values())
     return {
         "management_version": cfg.product_version,
         "rates_mode": "basic",

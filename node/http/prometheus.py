@@ -131,11 +131,11 @@ class BrokerCollector:
         for vhost in self.broker.vhosts.values():
             for name, queue in vhost.queues.items():
                 key = [vhost.name, name]
-                n_ready, n_unacked = queue.message_count, getattr(queue, "unacked_count", 0)
+                n_ready, n_unacked = queue.message_count, queue.unacked_count
                 ready.add_metric(key, n_ready)
                 unacked.add_metric(key, n_unacked)
                 total.add_metric(key, n_ready + n_unacked)
-                ready_bytes.add_metric(key, getattr(queue, "ready_bytes", 0))
+                ready_bytes.add_metric(key, queue.ready_bytes)
                 consumers.add_metric(key, queue.consumer_count)
         yield from (ready, unacked, total, ready_bytes, consumers)
 

@@ -103,7 +103,7 @@ async def delete_queue(request: web.Request) -> web.Response:
     check_permission(request, vhost.name, "configure", queue.name, "queue")
     if query_flag(request, "if-unused") and queue.consumer_count:
         raise PreconditionFailed(f"queue '{queue.name}' in vhost '{vhost.name}' in use")
-    if query_flag(request, "if-empty") and (queue.message_count or getattr(queue, "unacked_count", 0)):
+    if query_flag(request, "if-empty") and (queue.message_count or queue.unacked_count):
         raise PreconditionFailed(f"queue '{queue.name}' in vhost '{vhost.name}' not empty")
     await vhost.delete_queue(queue.name)
     return no_content()

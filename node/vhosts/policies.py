@@ -69,13 +69,12 @@ class PolicyApplier:
     def apply(self, queue: Any) -> None:
         state = self.effective(queue)
         queue.policy_state = state
-        apply_policy = getattr(queue, "apply_policy", None)
-        if apply_policy is None or queue.deleted:
+        if queue.deleted:
             return
         if queue.type_name == "quorum" and QUORUM_QUEUE_POLICIES not in self.broker.projections.feature_flags:
             return
         try:
-            apply_policy(state.arguments)
+            queue.apply_policy(state.arguments)
         except QueueArgumentError as e:  # e.g. a policy's key the queue's own arguments contradict
             log.warning("policy %s not applied to queue '%s' in vhost '%s': %s", state.policy, queue.name,
                         queue.vhost, e)  # fmt: skip

@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import base64
-import json
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
+
+from http_json import HttpError, request_json  # noqa: F401  (HttpError: callers catch it from here)
 
 REPO = Path(__file__).resolve().parents[2]
 SECRET = "warren-cluster-test-secret"
@@ -34,29 +33,8 @@ def free_ports(n: int) -> list[int]:
             s.close()
 
 
-class HttpError(Exception):
-    def __init__(self, status: int, body: Any):
-        super().__init__(f"HTTP {status}: {body}")
-        self.status, self.body = status, body
-
-
 def http(port: int, method: str, path: str, body: Any = None, timeout: float = 10.0) -> Any:
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, method=method)
-    req.add_header("Authorization", AUTH)
-    if data is not None:
-        req.add_header("Content-Type", "application/json")
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
-            raw = resp.read()
-    except urllib.error.HTTPError as e:
-        raw = e.read()
-        try:
-            parsed = json.loads(raw)
-        except ValueError:
-            parsed = raw.decode(errors="replace")
-        raise HttpError(e.code, parsed) from None
-    return json.loads(raw) if raw.strip() else None
+    return request_json(f"http://127.0.0.1:{port}{path}", method, AUTH, body, timeout)
 
 
 class Node:
