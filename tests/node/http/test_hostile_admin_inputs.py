@@ -72,6 +72,8 @@ LONG, OK_LONG = "é" * 128, "é" * 127  # 256 and 254 bytes of UTF-8
     ("/api/users/{}", {"password": "p", "tags": ""}),
     ("/api/queues/%2F/{}", {"durable": True}),
     ("/api/exchanges/%2F/{}", {"type": "direct"}),
+    ("/api/policies/%2F/{}", {"pattern": ".*", "definition": {"max-length": 1}}),
+    ("/api/operator-policies/%2F/{}", {"pattern": ".*", "definition": {"max-length": 1}}),
 ])  # fmt: skip
 def test_names_are_bounded_and_printable(api, path, body):
     assert bad(api.put(path.format(quote(LONG)), body), "255")
