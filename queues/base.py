@@ -147,6 +147,11 @@ class Queue(ABC):
     @abstractmethod
     def consumer_count(self) -> int: ...
 
+    def consumer_activity(self, consumer: Consumer) -> str:
+        """RabbitMQ's activity status of an attached consumer: "up", or for a
+        single-active-consumer queue "single_active" / "waiting"."""
+        return "up"
+
     def info(self) -> dict:
         return {
             "name": self.name,
