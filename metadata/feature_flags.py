@@ -33,6 +33,7 @@ __all__ = [
     "QUORUM_QUEUE_POLICIES",
     "QUORUM_QUEUE_V1",
     "TOPIC_PERMISSIONS",
+    "VHOST_MAX_QUEUES",
     "WARREN_METADATA_RAFT_V1",
     "FeatureFlag",
     "FeatureFlagRegistry",
@@ -48,6 +49,7 @@ QUORUM_QUEUE_V1 = "quorum_queue_v1"
 OPERATOR_POLICIES = "operator_policies"
 TOPIC_PERMISSIONS = "topic_permissions"
 QUORUM_QUEUE_POLICIES = "quorum_queue_policies"
+VHOST_MAX_QUEUES = "vhost_max_queues"
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +132,9 @@ FLAGS = FeatureFlagRegistry([
     FeatureFlag(QUORUM_QUEUE_POLICIES,
                 "Policies change a quorum queue's limits through its own log (the quorum.set_config command)",
                 STABLE, "0.2.0", depends_on=(QUORUM_QUEUE_V1,)),
+    FeatureFlag(VHOST_MAX_QUEUES,
+                "The vhost limit max-queues, checked when a queue is declared",
+                STABLE, "0.2.0", depends_on=(WARREN_METADATA_RAFT_V1,)),
 ])  # fmt: skip
 
 

@@ -12,13 +12,14 @@ from metadata.feature_flags import (
     QUORUM_QUEUE_POLICIES,
     QUORUM_QUEUE_V1,
     TOPIC_PERMISSIONS,
+    VHOST_MAX_QUEUES,
     WARREN_METADATA_RAFT_V1,
 )
 from metadata.machine import apply
 from metadata.state import MetadataState
 
 ALL_FLAGS = (CREDIT_API_V2, OPERATOR_POLICIES, QUORUM_QUEUE_POLICIES, QUORUM_QUEUE_V1, TOPIC_PERMISSIONS,
-             WARREN_METADATA_RAFT_V1)  # fmt: skip
+             VHOST_MAX_QUEUES, WARREN_METADATA_RAFT_V1)  # fmt: skip
 _keys = itertools.count()
 
 
