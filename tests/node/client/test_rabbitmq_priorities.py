@@ -10,7 +10,7 @@ import pytest
 from mgmt_client import Api
 from proton import Message as ProtonMessage
 from proton.utils import BlockingConnection
-from rabbitmq_amqp_python_client import AddressHelper, ClassicQueueSpecification, Message
+from rabbitmq_amqp_python_client import AddressHelper, ClassicQueueSpecification, Message, QuorumQueueSpecification
 from rmq_client import connection, consume
 
 pytestmark = pytest.mark.timeout(90)
@@ -73,3 +73,13 @@ def test_single_active_consumer_on_a_classic_queue(node):
         assert [c["activity_status"] for c in api.get("/api/consumers").body] == ["single_active"]
     finally:
         second_conn.close()
+
+
+def test_quorum_queue_serves_high_priority_two_for_one_normal(broker):
+    # RabbitMQ 4: priority above 4 is high, anything else (or none) normal;
+    # while both wait, two high messages go out for each normal one
+    with connection(broker.port) as conn:
+        conn.management().declare_queue(QuorumQueueSpecification(name="qq"))
+        _publish(conn, "qq", [("n0", None), ("n1", 4), ("n2", 0), ("h0", 5), ("h1", 9), ("h2", 255), ("h3", 5)])
+        got = consume(conn, AddressHelper.queue_address("qq"), 7)
+    assert [bytes(m.body).decode() for m in got] == ["h0", "h1", "n0", "h2", "h3", "n1", "n2"]

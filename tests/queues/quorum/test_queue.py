@@ -44,6 +44,9 @@ class Host:
     def sync(self):
         pass
 
+    def priorities(self):
+        return True
+
     def after_durable(self, fn):
         fn()
 
