@@ -83,3 +83,23 @@ def test_quorum_queue_serves_high_priority_two_for_one_normal(broker):
         _publish(conn, "qq", [("n0", None), ("n1", 4), ("n2", 0), ("h0", 5), ("h1", 9), ("h2", 255), ("h3", 5)])
         got = consume(conn, AddressHelper.queue_address("qq"), 7)
     assert [bytes(m.body).decode() for m in got] == ["h0", "h1", "n0", "h2", "h3", "n1", "n2"]
+
+
+def test_single_active_consumer_on_a_quorum_queue_in_the_consumers_listing(node):
+    api = Api(node.broker.http_port)
+    with connection(node.port) as conn:
+        conn.management().declare_queue(QuorumQueueSpecification(name="qsac", single_active_consumer=True))
+    first_conn = BlockingConnection(node.url, timeout=10)
+    second_conn = BlockingConnection(node.url, timeout=10)
+    try:
+        first = first_conn.create_receiver("/queues/qsac", name="first", credit=10)
+        second_conn.create_receiver("/queues/qsac", name="second", credit=10)
+        sender = first_conn.create_sender("/queues/qsac")
+        sender.send(ProtonMessage(body="m0"))
+        assert first.receive(timeout=10).body == "m0"  # the attaches are applied: the first one is active
+        first.accept()
+        activity = {c["consumer_tag"]: (c["active"], c["activity_status"]) for c in api.get("/api/consumers").body}
+        assert activity == {"first": (True, "single_active"), "second": (False, "waiting")}
+    finally:
+        first_conn.close()
+        second_conn.close()
