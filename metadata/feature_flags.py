@@ -31,8 +31,10 @@ __all__ = [
     "FLAGS",
     "OPERATOR_POLICIES",
     "QUORUM_QUEUE_POLICIES",
+    "QUORUM_QUEUE_PRIORITIES",
     "QUORUM_QUEUE_V1",
     "TOPIC_PERMISSIONS",
+    "VHOST_MAX_QUEUES",
     "WARREN_METADATA_RAFT_V1",
     "FeatureFlag",
     "FeatureFlagRegistry",
@@ -48,6 +50,8 @@ QUORUM_QUEUE_V1 = "quorum_queue_v1"
 OPERATOR_POLICIES = "operator_policies"
 TOPIC_PERMISSIONS = "topic_permissions"
 QUORUM_QUEUE_POLICIES = "quorum_queue_policies"
+VHOST_MAX_QUEUES = "vhost_max_queues"
+QUORUM_QUEUE_PRIORITIES = "quorum_queue_priorities"
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +133,12 @@ FLAGS = FeatureFlagRegistry([
                 STABLE, "0.2.0", depends_on=(WARREN_METADATA_RAFT_V1,)),
     FeatureFlag(QUORUM_QUEUE_POLICIES,
                 "Policies change a quorum queue's limits through its own log (the quorum.set_config command)",
+                STABLE, "0.2.0", depends_on=(QUORUM_QUEUE_V1,)),
+    FeatureFlag(VHOST_MAX_QUEUES,
+                "The vhost limit max-queues, checked when a queue is declared",
+                STABLE, "0.2.0", depends_on=(WARREN_METADATA_RAFT_V1,)),
+    FeatureFlag(QUORUM_QUEUE_PRIORITIES,
+                "Quorum queues read message priorities: above 4 is high, served 2:1 with normal (quorum.publish v2)",
                 STABLE, "0.2.0", depends_on=(QUORUM_QUEUE_V1,)),
 ])  # fmt: skip
 

@@ -33,7 +33,7 @@ from metadata import commands as c
 from metadata import effects as fx
 from metadata import topology
 from metadata.effects import CREATED, OK, Effect, Error, Result
-from metadata.feature_flags import OPERATOR_POLICIES, TOPIC_PERMISSIONS
+from metadata.feature_flags import OPERATOR_POLICIES, TOPIC_PERMISSIONS, VHOST_MAX_QUEUES
 from metadata.snapshot import decode_state, encode_state
 from metadata.state import (
     LimitRecord,
@@ -255,7 +255,7 @@ def _clear_policy(state: MetadataState, cmd: c.ClearPolicy | c.ClearOperatorPoli
 
 # What each scope may limit, as RabbitMQ's vhost and user limits; only what
 # the node enforces is accepted.
-LIMITS = {"vhost": ("max-connections",), "user": ("max-connections",)}
+LIMITS = {"vhost": ("max-connections", "max-queues"), "user": ("max-connections",)}
 
 
 def _check_limit(state: MetadataState, scope: str, name: str, limit: str) -> None:
@@ -271,6 +271,8 @@ def _check_limit(state: MetadataState, scope: str, name: str, limit: str) -> Non
 
 def _set_limit(state: MetadataState, cmd: c.SetLimit) -> Outcome:
     _check_limit(state, cmd.scope, cmd.name, cmd.limit)
+    if cmd.limit == "max-queues" and VHOST_MAX_QUEUES not in state.feature_flags:
+        raise Refused(fx.PRECONDITION_FAILED, f"the max-queues limit needs the feature flag {VHOST_MAX_QUEUES}")
     key = (cmd.scope, cmd.name, cmd.limit)
     record = LimitRecord(cmd.scope, cmd.name, cmd.limit, cmd.value)
     current = state.limits.get(key)

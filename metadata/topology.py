@@ -175,11 +175,21 @@ def declare_queue(state: MetadataState, cmd: c.DeclareQueue) -> Outcome:
         return state, OK, ()
     _check_type(state, cmd.type, arguments)
     _check_placement(state, cmd)
+    _check_queue_limit(state, cmd.vhost, cmd.name, len(vh.queues))
     record = QueueRecord(cmd.vhost, cmd.name, cmd.type, cmd.durable, cmd.auto_delete, cmd.exclusive_owner,
                          cmd.arguments, cmd.leader, cmd.replicas)  # fmt: skip
     effect = fx.QueueDeclared(cmd.vhost, cmd.name, cmd.type, cmd.durable, cmd.auto_delete, cmd.exclusive_owner,
                               frozen_map(arguments), cmd.leader, cmd.replicas)  # fmt: skip
     return state.with_vhost(vh.replace(queues=vh.queues.set(cmd.name, record))), CREATED, (effect,)
+
+
+def _check_queue_limit(state: MetadataState, vhost: str, name: str, queues: int) -> None:
+    """The vhost limit max-queues (negative: none), checked here so that every
+    member counts the same queues."""
+    record = state.limits.get(("vhost", vhost, "max-queues"))
+    if record is not None and 0 <= record.value <= queues:
+        raise Refused(fx.RESOURCE_LIMIT_EXCEEDED,
+                      f"cannot declare queue '{name}': queue limit in vhost '{vhost}' ({record.value}) is reached")  # fmt: skip
 
 
 def _check_type(state: MetadataState, queue_type: str, arguments: dict[str, Any]) -> None:

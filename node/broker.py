@@ -38,7 +38,7 @@ from node.vhosts.policies import PolicyApplier
 from node.vhosts.quorum_groups import QuorumQueues
 from node.vhosts.remote_queue import QueueService, RemoteQueue
 from node.vhosts.vhost import VHost
-from queues.classic import ClassicQueue, StorePersistence, payload_size
+from queues.classic import ClassicQueue, StorePersistence, classic_queue, payload_size
 from queues.quorum.queue import QuorumQueue
 from routing.users import Authenticator, hash_password
 from storage.group_commit import GroupCommitter
@@ -305,7 +305,7 @@ class Broker:
         # Transient queues use the store too: their messages behind the memory
         # window are paged out (and their page copies dropped at restart).
         window, window_bytes = self.config.classic_queue_memory_window, self.config.classic_queue_memory_bytes
-        return ClassicQueue(vhost.name, name, durable, exclusive_owner, auto_delete, arguments, host=vhost,
+        return classic_queue(vhost.name, name, durable, exclusive_owner, auto_delete, arguments, host=vhost,
                             persistence=self.persistence, memory_window=window if window >= 0 else None,
                             memory_bytes=window_bytes if window_bytes >= 0 else None)  # fmt: skip
 

@@ -165,6 +165,11 @@ class Queue(ABC):
         proxy (the node hosting the queue applies them), needs no more."""
         self.effective_arguments = dict(arguments)
 
+    def consumer_activity(self, consumer: Consumer) -> str:
+        """RabbitMQ's activity status of an attached consumer: "up", or for a
+        single-active-consumer queue "single_active" / "waiting"."""
+        return "up"
+
     def info(self) -> dict:
         return {
             "name": self.name,

@@ -311,11 +311,12 @@ def properties_json(parsed: Message) -> dict:
 
 def consumer_json(conn: Any, session: Any, link: Any, consumer: QueueConsumer, node_name: str) -> dict:
     queue = consumer.queue
+    activity = queue.consumer_activity(consumer)  # "up", "single_active" or "waiting"
     return {
         "arguments": {},
         "ack_required": not consumer.presettled,
-        "active": True,
-        "activity_status": "up",
+        "active": activity != "waiting",
+        "activity_status": activity,
         "consumer_tag": link.name,
         "exclusive": False,
         "prefetch_count": link.link_credit,

@@ -40,6 +40,7 @@ from node.http.api import (
     read_body,
     refused,
 )
+from node.vhosts.remote_queue import refresh_counts
 from routing import topic_permissions
 from routing.errors import PreconditionFailed
 
@@ -54,13 +55,17 @@ def _queues(api: ManagementAPI, vhosts: list[Any]) -> list[dict]:
 @access(MGMT)
 async def list_queues(request: web.Request) -> web.Response:
     api = api_of(request)
-    return json_response(request, _queues(api, api.visible_vhosts(request[USER])))
+    vhosts = api.visible_vhosts(request[USER])
+    await refresh_counts([q for v in vhosts for q in v.queues.values()])  # those other nodes host
+    return json_response(request, _queues(api, vhosts))
 
 
 @access(VHOST)
 async def vhost_queues(request: web.Request) -> web.Response:
     api = api_of(request)
-    return json_response(request, _queues(api, [api.vhost(request.match_info["vhost"])]))
+    vhost = api.vhost(request.match_info["vhost"])
+    await refresh_counts(list(vhost.queues.values()))
+    return json_response(request, _queues(api, [vhost]))
 
 
 def _queue(request: web.Request) -> tuple[Any, Any]:
@@ -74,6 +79,7 @@ def _queue(request: web.Request) -> tuple[Any, Any]:
 @access(VHOST)
 async def get_queue(request: web.Request) -> web.Response:
     _, queue = _queue(request)
+    await refresh_counts([queue])
     return json_response(request, fmt.queue_json(queue, api_of(request).broker.config.node_name))
 
 

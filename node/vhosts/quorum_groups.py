@@ -26,6 +26,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from metadata import commands as mc
+from metadata.feature_flags import QUORUM_QUEUE_PRIORITIES
 from node.cluster.cluster import MembershipError
 from node.vhosts.metadata_store import new_key
 from queues.quorum.queue import COMPACTION_BYTES, COMPACTION_ENTRIES, QuorumQueue
@@ -214,6 +215,9 @@ class QuorumQueues:
 
     def call_soon(self, fn: Any) -> None:
         self.broker.loop.call_soon(fn)
+
+    def priorities(self) -> bool:
+        return self.broker.metadata.state.flag_enabled(QUORUM_QUEUE_PRIORITIES)
 
     def fetch_bodies(self, group: str, mids: list[int], callback: Any) -> None:
         self.broker.background(self._fetch(group, mids, callback), f"fetching message bodies of {group}")

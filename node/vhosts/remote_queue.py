@@ -13,7 +13,11 @@ encoded with the AMQP codec (explicit, never pickled):
             ["credit", cid, delivery_count, credit, drain, echo]
             ["settle", cid, seqs, kind, delivery_failed, undeliverable_here, annotations]
             ["detach", cid]
-    B -> A  ["conf", corr, outcome]          after B's queue confirmed (durable: fsynced on B)
+            ["count", req, vhost, queue]     what management asks about the queue
+            ["purge", req, vhost, queue]
+    B -> A  ["counts", req, ready, unacked, consumers]   (ready None: B lost the queue)
+            ["purged", req, messages]        (None: B lost the queue)
+            ["conf", corr, outcome]          after B's queue confirmed (durable: fsynced on B)
             ["deliver", cid, seq, payload, delivery_count, acquired, durable, exchange, routing_keys, annotations]
             ["flow", cid, delivery_count, credit, available, drain]
             ["gone", cid, condition, description]
@@ -38,6 +42,7 @@ it attached through.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import itertools
 import logging
 from typing import TYPE_CHECKING, Any
@@ -46,6 +51,8 @@ from amqp import codec
 from amqp.errors import Condition
 from queues.base import ConfirmCallback, Consumer, Outcome, Queue, QueueMessage, Settlement
 
+from .metadata_store import MetadataUnavailable
+
 if TYPE_CHECKING:
     from node.broker import Broker
 
@@ -53,7 +60,14 @@ log = logging.getLogger("warren.remote")
 
 CHANNEL = "queue.data"
 ATTACH_WAIT = 5.0  # seconds a consumer's attach waits for a stream to the queue's node
+COUNT_WAIT = 2.0  # seconds management waits for the queue's node to report its counts
+PURGE_WAIT = 10.0  # seconds a purge waits for the queue's node (a quorum queue commits it first)
 _OUTCOMES = {o.value: o for o in Outcome}
+
+
+class QueueUnreachable(MetadataUnavailable):
+    """The queue's node did not answer: management answers 503, as when the
+    metadata store has no majority."""
 
 
 class RemoteQueue(Queue):
@@ -68,6 +82,9 @@ class RemoteQueue(Queue):
         self.leader = record.leader
         self.replicas: tuple[str, ...] = tuple(record.replicas) if record.type == "quorum" else ()
         self.consumers: dict[Any, int] = {}  # local consumer -> cid
+        # (ready, unacked, consumers) as the queue's node last reported them
+        # (refresh_counts, before management reads them); None: never heard
+        self.reported: tuple[int, int, int] | None = None
 
     @property
     def _service(self) -> QueueService:
@@ -102,8 +119,12 @@ class RemoteQueue(Queue):
             self._service.send_for(cid, ["settle", cid, list(seqs), settlement.kind, settlement.delivery_failed,
                                          settlement.undeliverable_here, settlement.annotations])  # fmt: skip
 
-    def purge(self) -> int:
-        raise NotImplementedError("purge a queue on the node that leads it")
+    async def purge(self) -> int:  # type: ignore[override]
+        """Purged by the queue's node; how many messages it dropped."""
+        purged = await self._service.ask(self, "purge", PURGE_WAIT)
+        if purged is None:
+            raise QueueUnreachable(f"queue '{self.name}' in vhost '{self.vhost}': its node did not answer the purge")
+        return purged
 
     def delete(self) -> int:
         """The queue was deleted (through the metadata): end the local consumers' links."""
@@ -113,13 +134,38 @@ class RemoteQueue(Queue):
             consumer.queue_deleted()
         return 0
 
+    async def refresh_counts(self, timeout: float = COUNT_WAIT) -> None:
+        """Asks the queue's node for its counts (management calls this before
+        it reads them); keeps the last ones if no answer comes in time."""
+        counts = await self._service.counts(self, timeout)
+        if counts is not None:
+            self.reported = counts
+
     @property
     def message_count(self) -> int:
-        return 0  # held by the leader; management asks it
+        """Ready messages, as last reported by the queue's node (refresh_counts)."""
+        return 0 if self.reported is None else self.reported[0]
+
+    @property
+    def unacked_count(self) -> int:
+        return 0 if self.reported is None else self.reported[1]
 
     @property
     def consumer_count(self) -> int:
-        return len(self.consumers)
+        """Every consumer of the queue, as last reported; this node's own until one is."""
+        return len(self.consumers) if self.reported is None else self.reported[2]
+
+    def info(self) -> dict:
+        out = super().info()
+        out["messages_unacknowledged"] = self.unacked_count
+        return out
+
+
+async def refresh_counts(queues: Any, timeout: float = COUNT_WAIT) -> None:
+    """Refreshes the counts of the remote ones among `queues`, all at once."""
+    remote = [q for q in queues if q.remote]
+    if remote:
+        await asyncio.gather(*(q.refresh_counts(timeout) for q in remote))
 
 
 class RemoteConsumer:
@@ -160,6 +206,7 @@ class QueueService:
         self._consumers: dict[int, tuple[RemoteQueue, Consumer, str]] = {}  # cid -> (queue, link, node serving it)
         # consumers whose attach waits for a stream to the leader (it restarts, say): what they sent meanwhile
         self._waiting: dict[int, list[list]] = {}
+        self._counting: dict[int, asyncio.Future] = {}  # req -> the answer to a "count"
         # this node as the queue's side
         self.served: dict[tuple[str, int], RemoteConsumer] = {}  # (peer, cid) ->
 
@@ -217,6 +264,24 @@ class QueueService:
             if not self.send(leader, message):
                 self._unreachable(cid)
                 return
+
+    async def counts(self, queue: RemoteQueue, timeout: float) -> tuple[int, int, int] | None:
+        """The queue's (ready, unacked, consumers) from its node, or None
+        (unreachable, no answer in time, or a node that does not know "count")."""
+        return await self.ask(queue, "count", timeout)
+
+    async def ask(self, queue: RemoteQueue, what: str, timeout: float) -> Any:
+        """A request ("count", "purge") to the queue's node and its answer, or None."""
+        req = next(self._corr)
+        answer = self._counting[req] = self.broker.loop.create_future()
+        try:
+            if not self.send(queue.target(), [what, req, queue.vhost, queue.name]):
+                return None
+            return await asyncio.wait_for(answer, timeout)
+        except TimeoutError:
+            return None
+        finally:
+            self._counting.pop(req, None)
 
     def detach(self, cid: int) -> None:
         entry = self._consumers.pop(cid, None)
@@ -289,7 +354,44 @@ class QueueService:
         if consumer is not None:
             consumer.queue.detach_consumer(consumer)
 
+    def _count(self, peer: str, req: int, vhost: str, name: str) -> None:
+        queue = self._local_queue(vhost, name)
+        if queue is None:
+            self.send(peer, ["counts", req, None, 0, 0])
+        else:
+            self.send(peer, ["counts", req, queue.message_count, queue.unacked_count, queue.consumer_count])
+
+    def _purge(self, peer: str, req: int, vhost: str, name: str) -> None:
+        queue = self._local_queue(vhost, name)
+        if queue is None:
+            self.send(peer, ["purged", req, None])
+            return
+        purged = queue.purge()
+        if not inspect.isawaitable(purged):
+            self.send(peer, ["purged", req, purged])
+            return
+
+        async def answer() -> None:  # a quorum queue: once its log applied the purge
+            try:
+                n = await purged
+            except Exception:
+                log.exception("purging %r for %s failed", name, peer)
+                n = None
+            self.send(peer, ["purged", req, n])
+
+        self.broker.loop.create_task(answer())
+
     # the client's side
+
+    def _purged(self, peer: str, req: int, messages: int | None) -> None:
+        answer = self._counting.get(req)
+        if answer is not None and not answer.done():
+            answer.set_result(messages)
+
+    def _counts(self, peer: str, req: int, ready: int | None, unacked: int, consumers: int) -> None:
+        answer = self._counting.get(req)
+        if answer is not None and not answer.done():
+            answer.set_result(None if ready is None else (ready, unacked, consumers))
 
     def _conf(self, peer: str, corr: int, outcome: str) -> None:
         entry = self._confirms.pop(corr, None)
@@ -318,7 +420,8 @@ class QueueService:
 
     _HANDLERS: dict[str, Any] = {
         "pub": _pub, "attach": _attach, "credit": _credit, "settle": _settle, "detach": _detach,
-        "conf": _conf, "deliver": _deliver, "flow": _flow, "gone": _gone,
+        "conf": _conf, "deliver": _deliver, "flow": _flow, "gone": _gone, "count": _count, "counts": _counts,
+        "purge": _purge, "purged": _purged,
     }  # fmt: skip
 
     # -- a stream to or from a peer ended ------------------------------------------------------

@@ -139,6 +139,8 @@ class VHost:
     async def delete_queue(self, name: str) -> int:
         """Deletes the queue everywhere; returns how many messages it held."""
         queue = self.queue(name)
+        if queue.remote:  # the count its node reports
+            await queue.refresh_counts()
         count = queue.message_count
         await self.broker.metadata.run(mc.DeleteQueue(mc_key(), self.name, name))
         return count

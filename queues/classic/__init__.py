@@ -7,6 +7,7 @@
     retention.py    Retention: dead-lettering, x-max-length, TTL, x-expires
     config.py       ClassicQueueConfig (the x-arguments), ClassicQueueCounters
     persistence.py  Persistence, StorePersistence (MessageStore envelope), MemoryPersistence
+    priority_messages.py, priority_queue.py   x-max-priority: one level of ready messages per priority
 """
 
 from .config import (
@@ -31,7 +32,17 @@ from .persistence import (
     payload_size,
     store_key,
 )
+from .priority_queue import PriorityClassicQueue
 from .queue import ClassicQueue
+
+
+def classic_queue(vhost: str, name: str, durable: bool, exclusive_owner: object, auto_delete: bool, arguments: dict,
+                  **kwargs: object) -> ClassicQueue:  # fmt: skip
+    """A classic queue for these arguments: a priority queue with x-max-priority 1..255."""
+    config = ClassicQueueConfig.from_arguments(arguments)  # raises QueueArgumentError
+    cls = PriorityClassicQueue if config.max_priority else ClassicQueue
+    return cls(vhost, name, durable, exclusive_owner, auto_delete, arguments, **kwargs)  # type: ignore[arg-type]
+
 
 __all__ = [
     "DROP_HEAD",
@@ -46,9 +57,11 @@ __all__ = [
     "ClassicQueueConfig",
     "ClassicQueueCounters",
     "MemoryPersistence",
+    "PriorityClassicQueue",
     "Persistence",
     "QueueArgumentError",
     "StorePersistence",
+    "classic_queue",
     "decode_record",
     "encode_record",
     "payload_size",

@@ -41,6 +41,8 @@ class ClassicQueueConfig:
     max_length_bytes: int | None = None  # x-max-length-bytes, ready payload bytes
     overflow: str = DROP_HEAD  # x-overflow
     dead_letter: bool = False  # x-dead-letter-exchange is set ("" is the default exchange)
+    max_priority: int = 0  # x-max-priority: 1..255 makes a priority queue (0: one level, as without)
+    single_active_consumer: bool = False  # x-single-active-consumer
 
     @property
     def limited(self) -> bool:
@@ -62,6 +64,12 @@ class ClassicQueueConfig:
             raise QueueArgumentError(f"x-dead-letter-exchange must be a string, got {dlx!r}")
         if arguments.get("x-dead-letter-routing-key") is not None and dlx is None:
             raise QueueArgumentError("x-dead-letter-routing-key requires x-dead-letter-exchange")
+        max_priority = _non_negative(arguments, "x-max-priority") or 0
+        if max_priority > 255:
+            raise QueueArgumentError(f"x-max-priority must be at most 255, got {max_priority}")
+        sac = arguments.get("x-single-active-consumer", False)
+        if not isinstance(sac, bool):
+            raise QueueArgumentError(f"x-single-active-consumer must be a boolean, got {sac!r}")
         return cls(
             message_ttl=_non_negative(arguments, "x-message-ttl"),
             expires=_non_negative(arguments, "x-expires", positive=True),
@@ -69,6 +77,8 @@ class ClassicQueueConfig:
             max_length_bytes=_non_negative(arguments, "x-max-length-bytes"),
             overflow=str(overflow),
             dead_letter=dlx is not None,
+            max_priority=max_priority,
+            single_active_consumer=sac,
         )
 
 

@@ -5,6 +5,12 @@ and answers the FLOWs that asked for it with `Consumer.credit_reply`.
 Consumers with credit wait in one rotating deque per priority (round robin
 among equals); `prios` lists the priorities with a non-empty deque, highest
 first. Delivery counts use RFC 1982 arithmetic.
+
+With x-single-active-consumer only one consumer (`sac`, the earliest
+attached) is ever put in a deque: the others keep their credit and wait;
+when the active one detaches, the next in attach order takes over. A
+waiting consumer that drains has its drain completed at once, as if the
+queue were empty, since it would get nothing until it is active.
 """
 
 from __future__ import annotations
@@ -23,7 +29,8 @@ MAX_CREDIT = serial.HALF - 1  # keeps delivery_count + credit a meaningful seria
 class ConsumerState:
     """One consumer link's flow state as the queue holds it.
 
-    Invariants: active == (credit > 0) outside a dispatch step, and an active
+    Invariants: active == (credit > 0) outside a dispatch step (a waiting
+    single-active consumer: active is False whatever its credit), and an active
     consumer is in exactly one deque of CreditFlow.active (its priority's).
     """
 
@@ -41,8 +48,10 @@ class ConsumerState:
 
 
 class CreditFlow:
-    def __init__(self) -> None:
-        self.consumers: dict[int, ConsumerState] = {}  # id(consumer) ->
+    def __init__(self, single_active: bool = False) -> None:
+        self.single_active = single_active
+        self.sac: ConsumerState | None = None  # single active consumer: the one that receives
+        self.consumers: dict[int, ConsumerState] = {}  # id(consumer) -> (attach order)
         self.active: dict[int, deque[ConsumerState]] = {}
         self.prios: list[int] = []
         self.draining: dict[int, ConsumerState] = {}
@@ -55,7 +64,9 @@ class CreditFlow:
         key = id(consumer)
         if key in self.consumers:
             raise ValueError("consumer is already attached")
-        self.consumers[key] = ConsumerState(consumer, priority, delivery_count & serial.MASK)
+        cs = self.consumers[key] = ConsumerState(consumer, priority, delivery_count & serial.MASK)
+        if self.single_active and self.sac is None:
+            self.sac = cs
 
     def detach(self, consumer: Consumer) -> ConsumerState | None:
         cs = self.consumers.pop(id(consumer), None)
@@ -63,7 +74,15 @@ class CreditFlow:
             if cs.active:
                 self.deactivate(cs)
             self.draining.pop(id(consumer), None)
+            if cs is self.sac:
+                self.sac = nxt = next(iter(self.consumers.values()), None)
+                if nxt is not None and nxt.credit > 0:
+                    self.activate(nxt)
         return cs
+
+    def waiting(self, cs: ConsumerState) -> bool:
+        """Attached but not the single active consumer."""
+        return self.single_active and cs is not self.sac
 
     def set_credit(self, cs: ConsumerState, delivery_count: int | None, link_credit: int, drain: bool,
                    echo: bool) -> None:  # fmt: skip
@@ -103,8 +122,12 @@ class CreditFlow:
                         self.deactivate(cs)
                         self.owe_reply(cs)
             else:
-                for key in [k for k, cs in draining.items() if cs.credit == 0]:
-                    del draining[key]
+                for key in [k for k, cs in draining.items() if cs.credit == 0 or self.waiting(cs)]:
+                    cs = draining.pop(key)
+                    if cs.credit > 0:  # waiting: nothing would come, complete the drain
+                        cs.delivery_count = serial.add(cs.delivery_count, cs.credit)
+                        cs.credit = 0
+                        self.owe_reply(cs)
         replies, self.replies = self.replies, []
         for cs in replies:
             cs.reply = False
@@ -117,6 +140,8 @@ class CreditFlow:
             self.replies.append(cs)
 
     def activate(self, cs: ConsumerState) -> None:
+        if self.single_active and cs is not self.sac:
+            return  # waits with its credit (stays inactive)
         level = self.active.get(cs.priority)
         if level is None:
             level = self.active[cs.priority] = deque()
@@ -141,3 +166,4 @@ class CreditFlow:
         self.prios.clear()
         self.draining.clear()
         self.replies.clear()
+        self.sac = None

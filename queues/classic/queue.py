@@ -82,10 +82,9 @@ class ClassicQueue(QueueRecovery, Queue):
         self._persistence: Persistence = persistence if persistence is not None else MemoryPersistence()
         self._next_seq = 0
         self._recovered_below = 0  # seqs below this were recovered at start: they count as acquired
-        tail = PagedTail(self._persistence, self.store_key, self._load_paged)
-        self._messages = ReadyMessages(tail, memory_window, memory_bytes, self._page_out)
+        self._messages = self._ready_messages(memory_window, memory_bytes)
         self._unacked_count = 0
-        self._flow = CreditFlow()
+        self._flow = CreditFlow(self.config.single_active_consumer)
         self._dispatching = False
         self._again = False
         self._fresh: QueueMessage | None = None  # being published: exempt from TTL for its first dispatch
@@ -95,6 +94,11 @@ class ClassicQueue(QueueRecovery, Queue):
         self._had_consumer = False
         self._retention = Retention(self)  # dead-lettering, limits, TTL, x-expires
         self._discard = self._retention.discard
+
+    def _ready_messages(self, memory_window: int | None, memory_bytes: int | None) -> ReadyMessages:
+        """Where the ready messages are kept (a priority queue keeps one such per priority)."""
+        tail = PagedTail(self._persistence, self.store_key, self._load_paged)
+        return ReadyMessages(tail, memory_window, memory_bytes, self._page_out)
 
     # ------------------------------------------------------------ state
 
@@ -119,6 +123,14 @@ class ClassicQueue(QueueRecovery, Queue):
         """(delivery_count, credit, drain) of an attached consumer."""
         cs = self._flow.get(consumer)
         return None if cs is None else (cs.delivery_count, cs.credit, cs.drain)
+
+    def consumer_activity(self, consumer: Consumer) -> str:
+        """As RabbitMQ's consumer listing: "up", or with x-single-active-consumer
+        "single_active" or "waiting"."""
+        cs = self._flow.get(consumer)
+        if cs is None or not self._flow.single_active:
+            return "up"
+        return "waiting" if self._flow.waiting(cs) else "single_active"
 
     @property
     def memory_bytes(self) -> int:

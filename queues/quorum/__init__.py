@@ -10,6 +10,7 @@ The machine, pure (no I/O, no clock, no randomness):
     live.py      LiveIndexes: live messages per raft index (the release cursor)
     machine.py   apply(command, state, index) -> (state, effects)
     dispatch.py  how messages move: to consumers, back, out (machine.py's parts)
+    priority.py  two-level message priority: high served 2:1 with normal
     dedup.py     Publish batches applied once per (publisher, seq)
     queries.py   release_cursor, overview, ... (read-only)
     snapshot.py  snapshot_bytes(state) / restore(bytes), versioned
@@ -31,6 +32,7 @@ from .commands import (
     Modify,
     MsgIn,
     Publish,
+    PublishPrioritised,
     Purge,
     Return,
     SetConfig,
@@ -83,6 +85,7 @@ __all__ = [
     "MsgIn",
     "Outcome",
     "Publish",
+    "PublishPrioritised",
     "Purge",
     "Purged",
     "QueueArgumentError",

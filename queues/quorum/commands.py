@@ -116,6 +116,16 @@ class Publish:
 P_PAYLOAD, P_TTL, P_CORRELATION = 0, 2, 5  # fields of a Publish message the machine reads
 
 
+@command("quorum.publish", version=2)
+@dataclass(frozen=True, slots=True)
+class PublishPrioritised(Publish):
+    """Publish, and the machine reads each message's header priority: above
+    4 it is high priority, served 2:1 with the others (RabbitMQ 4's quorum
+    queue priorities). Proposed once every member knows it (feature flag
+    quorum_queue_priorities); a member that does not would apply it as
+    version 1, all normal."""
+
+
 @command("quorum.attach", version=1)
 @dataclass(frozen=True, slots=True)
 class Attach:

@@ -94,7 +94,11 @@ def kill(st: QuorumState, msg: tuple, reason: str, ctx: Ctx) -> None:
 
 
 def pop_head(st: QuorumState) -> tuple:
-    msg = heappop(st.returned) if st.returned else st.ready.popleft()
+    """The next message out (returned first, then high priority, then normal)."""
+    if st.returned:
+        msg = heappop(st.returned)
+    else:
+        msg = (st.ready_high or st.ready).popleft()
     st.ready_bytes -= msg[M_SIZE]
     return msg
 
@@ -102,7 +106,7 @@ def pop_head(st: QuorumState) -> tuple:
 def head(st: QuorumState) -> tuple | None:
     if st.returned:
         return st.returned[0]
-    return st.ready.head()
+    return (st.ready_high or st.ready).head()
 
 
 def requeue(st: QuorumState, msg: tuple, failed: int, annotations: Any) -> None:
@@ -116,10 +120,10 @@ def enforce_drop_head(st: QuorumState, ctx: Ctx) -> None:
     if cfg.overflow != "drop-head" or not cfg.limited:
         return
     max_len, max_bytes = cfg.max_length, cfg.max_length_bytes
-    while st.returned or st.ready:
+    while st.returned or st.ready or st.ready_high:
         held = len(st.dlx)
         if not (
-            (max_len is not None and len(st.returned) + len(st.ready) + held > max_len)
+            (max_len is not None and st.ready_count + held > max_len)
             or (max_bytes is not None and st.ready_bytes + st.dlx_bytes > max_bytes)
         ):
             return
@@ -163,6 +167,12 @@ def dispatch(st: QuorumState, ctx: Ctx, fresh_from: int = NO_FRESH) -> None:
 
     Round robin is per message among consumers of the same priority; a
     consumer alone at the top priority takes a run of messages at once."""
+    if st.ready_high:  # high-priority messages: one at a time, 2:1 with normal ones (priority.py)
+        from .priority import dispatch_prioritised  # it uses this module's moves
+
+        dispatch_prioritised(st, ctx, fresh_from)
+        if st.ready_high:
+            return  # out of consumers
     prios = st.prios
     returned, ready = st.returned, st.ready
     service = st.service

@@ -29,5 +29,9 @@ class QuorumHost(Protocol):
 
     def call_soon(self, fn: Any) -> None: ...
 
+    def priorities(self) -> bool:
+        """Every member reads message priorities (feature flag quorum_queue_priorities):
+        publishes may be proposed as commands.PublishPrioritised."""
+
     def fetch_bodies(self, group: str, mids: list[int], callback: Any) -> None:
         """Ask the other members for these stored messages; `callback(found, mids)`."""

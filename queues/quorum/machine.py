@@ -85,6 +85,7 @@ from .effects import (
     Purged,
     StoreBodies,
 )
+from .priority import is_high
 from .queries import checked_out, consumer_link, dead_letter_pending, next_expiry, overview, release_cursor
 from .state import M_ANN, M_ID, M_SIZE, ConsumerState, QuorumConfig, QuorumState, new_state
 
@@ -147,12 +148,16 @@ def _publish(st: QuorumState, cmd: c.Publish, index: int, ctx: Ctx) -> None:
         return
     msgs = cmd.messages
     ctx.out.append(StoreBodies(index, len(msgs)))
-    _enqueue_batch(st, [(len(m[c.P_PAYLOAD]), m[c.P_TTL], m[c.P_CORRELATION]) for m in msgs], cmd.now_ms, index, ctx)
+    if type(cmd) is c.PublishPrioritised:
+        batch = [(len(m[c.P_PAYLOAD]), m[c.P_TTL], m[c.P_CORRELATION], is_high(m[c.P_PAYLOAD])) for m in msgs]
+    else:
+        batch = [(len(m[c.P_PAYLOAD]), m[c.P_TTL], m[c.P_CORRELATION]) for m in msgs]
+    _enqueue_batch(st, batch, cmd.now_ms, index, ctx)
     dedup.remember(st, cmd.publisher, cmd.seq, ctx.out)
 
 
 def _enqueue_batch(st: QuorumState, msgs: Any, now: int, index: int, ctx: Ctx) -> None:
-    """`msgs`: (size, ttl, correlation) each, in publish order."""
+    """`msgs`: (size, ttl, correlation[, high priority]) each, in publish order."""
     if now > st.clock:
         st.clock = now
     if len(msgs) > c.MAX_BATCH:
@@ -166,7 +171,7 @@ def _enqueue_batch(st: QuorumState, msgs: Any, now: int, index: int, ctx: Ctx) -
     rejected: list = []
     reject = cfg.overflow == "reject-publish" and cfg.limited
     max_len, max_bytes = cfg.max_length, cfg.max_length_bytes
-    held = len(st.returned) + len(ready) + len(st.dlx)  # what x-max-length counts, before this batch
+    held = st.ready_count + len(st.dlx)  # what x-max-length counts, before this batch
     n = 0
     total = 0
     pos = -1
@@ -176,7 +181,10 @@ def _enqueue_batch(st: QuorumState, msgs: Any, now: int, index: int, ctx: Ctx) -
     run_start = 0
     run_expiry: int | None = None
     run_sizes: list[int] = []
-    for size, ttl, corr in msgs:
+    run_high = high = False
+    for msg in msgs:
+        size, ttl, corr = msg[0], msg[1], msg[2]
+        high = len(msg) > 3 and msg[3]
         pos += 1
         if reject and (
             (max_len is not None and held + n + 1 > max_len)
@@ -190,17 +198,17 @@ def _enqueue_batch(st: QuorumState, msgs: Any, now: int, index: int, ctx: Ctx) -
             expiry = None if qttl is None else now + qttl
         else:
             expiry = now + (ttl if qttl is None or ttl < qttl else qttl)
-        if expiry != run_expiry or run_start + len(run_sizes) != pos:
+        if expiry != run_expiry or run_start + len(run_sizes) != pos or high != run_high:
             if run_sizes:
-                add_run(base | run_start, run_sizes, run_expiry)
-            run_start, run_expiry, run_sizes = pos, expiry, []
+                (st.ready_high.add_run if run_high else add_run)(base | run_start, run_sizes, run_expiry)
+            run_start, run_expiry, run_sizes, run_high = pos, expiry, [], high
         run_sizes.append(size)
         total += size
         n += 1
         if corr is not None:
             accepted.append(corr)
     if run_sizes:
-        add_run(base | run_start, run_sizes, run_expiry)
+        (st.ready_high.add_run if run_high else add_run)(base | run_start, run_sizes, run_expiry)
     if n:
         st.ready_bytes += total
         st.live.add(index, n)
@@ -388,10 +396,12 @@ def _purge(st: QuorumState, cmd: c.Purge, index: int, ctx: Ctx) -> None:
     count = st.ready_count
     for msg in st.returned:
         forget(st, msg[M_ID])
-    for first, n, _ in st.ready.runs():
-        release_run(st, first, n)
+    for ready in (st.ready, st.ready_high):
+        for first, n, _ in ready.runs():
+            release_run(st, first, n)
+        ready.clear()
     st.returned = []
-    st.ready.clear()
+    st.prio_turn = 0
     st.ready_bytes = 0
     st.counters.dropped += count
     st.counters.purged += count
@@ -424,6 +434,7 @@ def _set_config(st: QuorumState, cmd: c.SetConfig, index: int, ctx: Ctx) -> None
 _HANDLERS = {
     c.Enqueue: _enqueue,
     c.Publish: _publish,
+    c.PublishPrioritised: _publish,
     c.Attach: _attach,
     c.Detach: _detach,
     c.Credit: _credit,

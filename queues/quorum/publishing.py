@@ -15,7 +15,7 @@ from typing import Any
 
 from queues.base import ConfirmCallback, Outcome, QueueMessage
 
-from .commands import Publish
+from .commands import Publish, PublishPrioritised
 from .effects import Confirm
 from .host import QuorumHost
 from .proposals import Proposer
@@ -63,5 +63,6 @@ class PublishBatcher:
                 if confirm is not None and corr not in done:
                     confirm(Outcome.RELEASED)  # the queue was deleted under it
 
-        record = Publish(tuple(batch), self._clock.now_ms(), self.publisher, next(self._seq))
+        kind = PublishPrioritised if self._qh.priorities() else Publish
+        record = kind(tuple(batch), self._clock.now_ms(), self.publisher, next(self._seq))
         self._proposer.submit(record, committed)

@@ -32,6 +32,8 @@ def next_expiry(state: QuorumState) -> int | None:
     when the head has no TTL or the queue has no ready message."""
     if state.returned:
         return state.returned[0][2]
+    if state.ready_high:
+        return state.ready_high.head_expiry()
     return state.ready.head_expiry()
 
 

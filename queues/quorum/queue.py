@@ -89,6 +89,13 @@ class QuorumQueue(Queue):
         self.proposals.for_consumer(cid, qq.Attach(cid, priority, self._host.now_ms(), self._qh.incarnation, 0,
                                                    consumer.presettled))  # fmt: skip
 
+    def consumer_activity(self, consumer: Consumer) -> str:
+        """"up", or with x-single-active-consumer "single_active" / "waiting" (as the log has it)."""
+        if not self.state.config.single_active_consumer:
+            return "up"
+        cid = self.links.id_of(consumer)
+        return "single_active" if cid is not None and self.state.sac_active == cid else "waiting"
+
     def apply_policy(self, arguments: dict) -> None:
         """Acts from now on on `arguments`, the queue's own and a policy's
         (node/vhosts/policies.py): a SetConfig through the queue's log, so

@@ -4,7 +4,7 @@
              | meta length u32
     meta     AMQP value (amqp/codec.py):
              [config, last_index, clock, counters, consumers, service, sac_active,
-              publishers]
+              publishers, prio_turn]
              config     QuorumConfig fields in declaration order
              counters   Counters slots in order
              consumers  [[id, priority, node, delivery_count, credit, settled, in_service], ...]
@@ -15,7 +15,8 @@
                           [[seq, [[outcome, [correlation, ...]], ...]], ...]], ...]
                         by publisher, seqs ascending (state.PublisherState)
     then, little-endian columns: the returned messages (a message section,
-             by id), the ready section, a message section per consumer for
+             by id), the ready section, the high-priority ready section, a
+             message section per consumer for
              its checked-out messages (consumers in attach order, messages
              in delivery order), the dlx holding (a message section with a
              reason column), then the live index counts.
@@ -42,6 +43,7 @@ it. A layout or a machine version newer than this build's is refused
 (SnapshotFormatError), never guessed at; a new layout is a new
 SNAPSHOT_FORMAT and `restore` keeps reading the old ones:
 
+    format 3  as format 4, without the high-priority ready section and prio_turn
     format 2  the ready messages as a message section (12 B each) instead
               of runs
     format 1  as format 2, the header without the machine version (machine
@@ -74,7 +76,7 @@ from .state import MACHINE_VERSION, ConsumerState, Counters, PublisherState, Quo
 __all__ = ["SNAPSHOT_FORMAT", "SnapshotFormatError", "restore", "snapshot_bytes"]
 
 MAGIC = b"WQQS"
-SNAPSHOT_FORMAT = 3
+SNAPSHOT_FORMAT = 4
 _HEAD = struct.Struct("<4sHHII")  # magic, format, machine version, crc, meta length
 _HEAD_V1 = struct.Struct("<4sHII")  # format 1: no machine version
 _LEGACY_HOST_FORMAT = 1  # format 0's outer list
@@ -158,10 +160,12 @@ def snapshot_bytes(state: QuorumState) -> bytes:
         [[p, ps.low, sorted(ps.above), [[seq, [[o, list(corrs)] for o, corrs in confirms]]
                                         for seq, confirms in sorted(ps.outcomes.items())]]
          for p, ps in sorted(state.publishers.items())],
+        state.prio_turn,
     ])  # fmt: skip
     parts = [meta]
     _pack_msgs(parts, sorted(state.returned))
     _pack_ready(parts, state.ready)
+    _pack_ready(parts, state.ready_high)
     for cs in state.consumers.values():
         _pack_msgs(parts, list(cs.checked.values()))
     dlx = list(state.dlx.values())
@@ -292,7 +296,7 @@ def _restore(data: bytes) -> QuorumState:
     if fmt == 1:
         _, _, crc, meta_len = _HEAD_V1.unpack_from(data)
         version, start = 1, _HEAD_V1.size
-    elif fmt in (2, SNAPSHOT_FORMAT):
+    elif fmt in (2, 3, SNAPSHOT_FORMAT):
         if len(data) < _HEAD.size:
             raise SnapshotFormatError("not a quorum queue snapshot: too short")
         _, _, version, crc, meta_len = _HEAD.unpack_from(data)
@@ -312,10 +316,13 @@ def _restore(data: bytes) -> QuorumState:
     try:
         meta = _thaw(codec.loads(bytes(rd.take(meta_len))))
         publishers: Any = ()
+        prio_turn = 0
         if fmt == 1:
             config_values, last_index, clock, counters, consumers, service, sac_active = meta
-        else:
+        elif fmt < 4:
             config_values, last_index, clock, counters, consumers, service, sac_active, publishers = meta
+        else:
+            config_values, last_index, clock, counters, consumers, service, sac_active, publishers, prio_turn = meta
         state = QuorumState(QuorumConfig(*config_values))
         state.machine_version = version
         state.publishers = _publishers(publishers)
@@ -323,6 +330,7 @@ def _restore(data: bytes) -> QuorumState:
         state.clock = clock
         state.counters = Counters(*counters)
         state.sac_active = sac_active
+        state.prio_turn = int(prio_turn)
         for cid, priority, node, dc, credit, settled, in_service in consumers:
             state.consumers[cid] = ConsumerState(cid, priority, node, dc, credit, settled, None, in_service)
         for prio, cids in service:
@@ -334,9 +342,12 @@ def _restore(data: bytes) -> QuorumState:
         raise SnapshotFormatError(f"bad snapshot metadata: {e}") from None
     returned, _, returned_bytes, _ = rd.msgs()
     state.returned = returned  # sorted: a valid heap
-    if fmt == SNAPSHOT_FORMAT:
+    if fmt >= 3:
         state.ready = rd.ready()
         ready_bytes = sum(state.ready.sizes())
+        if fmt >= 4:
+            state.ready_high = rd.ready()
+            ready_bytes += sum(state.ready_high.sizes())
     else:  # formats 1 and 2: a message section of tuples
         ready, _, ready_bytes, _ = rd.msgs()
         state.ready = _ready_from_tuples(ready)

@@ -259,8 +259,10 @@ class QuorumState:
         "last_index",  # the last applied raft index
         "clock",  # the largest now_ms seen in a command
         "returned",  # heap of message tuples
-        "ready",  # ReadyList: never handed out, as columns
-        "ready_bytes",  # body bytes of returned + ready
+        "ready",  # ReadyList: never handed out, as columns (normal priority)
+        "ready_high",  # ReadyList: the same, of high priority (header priority > 4; Publish version 2)
+        "prio_turn",  # high messages delivered in a row while normal ones waited (2:1, priority.py)
+        "ready_bytes",  # body bytes of returned + ready + ready_high
         "consumers",  # consumer_id -> ConsumerState, in attach order
         "service",  # priority -> deque of ConsumerState with credit, round-robin order
         "prios",  # priorities present in service, highest first
@@ -281,6 +283,8 @@ class QuorumState:
         self.clock = 0
         self.returned: list[tuple] = []
         self.ready = ReadyList()
+        self.ready_high = ReadyList()
+        self.prio_turn = 0
         self.ready_bytes = 0
         self.consumers: dict[Any, ConsumerState] = {}
         self.service: dict[int, deque[ConsumerState]] = {}
@@ -297,7 +301,7 @@ class QuorumState:
 
     @property
     def ready_count(self) -> int:
-        return len(self.returned) + len(self.ready)
+        return len(self.returned) + len(self.ready) + len(self.ready_high)
 
     def key(self) -> tuple:
         """Everything that can influence future results, normalised (the heap
@@ -307,7 +311,7 @@ class QuorumState:
             value = getattr(self, name)
             if name == "returned":
                 value = sorted(value)
-            elif name in ("ready", "live"):
+            elif name in ("ready", "ready_high", "live"):
                 value = value.key()
             elif name == "consumers":
                 value = [(cid, c.key()) for cid, c in value.items()]

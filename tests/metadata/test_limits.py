@@ -5,12 +5,13 @@ limits existed restores with none."""
 
 from __future__ import annotations
 
-from metadata_helpers import cluster, k, refused, run
+from metadata_helpers import ALL_FLAGS, cluster, k, refused, run
 
 from amqp import codec
 from metadata import commands as c
 from metadata import effects as fx
 from metadata.effects import CREATED, OK
+from metadata.feature_flags import VHOST_MAX_QUEUES
 from metadata.machine import apply
 from metadata.projections import Projections
 from metadata.snapshot import decode_state, encode_state
@@ -78,3 +79,19 @@ def test_projections_follow_limits():
     state, _, effects = apply(state, c.DeleteUser(k(), "alice"))
     projections.apply_effects(effects)
     assert projections.limit("user", "alice", "max-connections") is None
+
+
+def test_max_queues_refuses_a_new_queue_once_the_vhost_has_that_many():
+    state = run(cluster("/", "v2"), c.EnableFeatureFlag(k(), VHOST_MAX_QUEUES),
+                c.SetLimit(k(), "vhost", "v2", "max-queues", 2))  # fmt: skip
+    state = run(state, c.DeclareQueue(k(), "v2", "a", leader="n1"), c.DeclareQueue(k(), "v2", "b", leader="n1"))
+    refused(state, c.DeclareQueue(k(), "v2", "c", leader="n1"), fx.RESOURCE_LIMIT_EXCEEDED)
+    state = run(state, c.DeclareQueue(k(), "v2", "a", leader="n1"), c.DeclareQueue(k(), "/", "elsewhere", leader="n1"))  # redeclare, other vhost
+    state = run(state, c.SetLimit(k(), "vhost", "v2", "max-queues", -1), c.DeclareQueue(k(), "v2", "c", leader="n1"))
+    state = run(state, c.SetLimit(k(), "vhost", "v2", "max-queues", 0))
+    refused(state, c.DeclareQueue(k(), "v2", "d", leader="n1"), fx.RESOURCE_LIMIT_EXCEEDED)
+
+
+def test_max_queues_needs_its_feature_flag():
+    state = cluster("/", flags=tuple(f for f in ALL_FLAGS if f != VHOST_MAX_QUEUES))
+    refused(state, c.SetLimit(k(), "vhost", "/", "max-queues", 1), fx.PRECONDITION_FAILED)

@@ -49,6 +49,7 @@ from urllib.parse import parse_qsl, unquote
 from amqp.errors import Condition
 from amqp.types import Array, UInt, ULong
 from node.vhosts.metadata_store import MetadataUnavailable
+from node.vhosts.remote_queue import refresh_counts
 from node.vhosts.vhost import ResourceLocked
 from routing import permissions, topic_permissions
 from routing.address import quote_segment, unquote_segment
@@ -259,7 +260,9 @@ def _policy_info(queue: Any) -> dict[str, Any]:
 
 async def get_queue(caller: Caller, name: str, body: Any) -> tuple[str, Any]:
     # RabbitMQ checks no permission to read a queue's info
-    return OK, queue_info(_queue(caller, name), caller.node_name)
+    queue = _queue(caller, name)
+    await refresh_counts([queue])  # a queue another node hosts: its counts from there
+    return OK, queue_info(queue, caller.node_name)
 
 
 async def put_queue(caller: Caller, name: str, body: Any) -> tuple[str, Any]:
@@ -288,6 +291,7 @@ async def _declare_queue(caller: Caller, name: str, props: dict) -> tuple[str, A
         assert_equivalent(existing, vhost.name, durable, exclusive, auto_delete, arguments, caller.owner)
         if hasattr(existing, "touch"):
             existing.touch()  # a redeclaration counts as use (x-expires)
+        await refresh_counts([existing])
         return OK, queue_info(existing, caller.node_name)
     dlx = arguments.get("x-dead-letter-exchange")
     if dlx is not None:

@@ -5,16 +5,19 @@ setup command (issue 16; docs/compatibility.md lists each behaviour)."""
 from __future__ import annotations
 
 import pytest
+from mgmt_client import Api
+from proton.utils import BlockingConnection, LinkDetached
 from rabbitmq_amqp_python_client import (
     AddressHelper,
     AMQPMessagingHandler,
+    ClassicQueueSpecification,
     Environment,
     Event,
     Message,
     QuorumQueueSpecification,
 )
 from rabbitmq_amqp_python_client.qpid.proton import ConnectionException
-from rmq_client import Enough, connection, consume
+from rmq_client import Enough, connection, consume, request
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -97,3 +100,28 @@ def test_a_quorum_consumer_settling_with_modified_undeliverable_here_gets_every_
                       lambda msg: ("discard", {"x-opt-reason": "bad"}))  # fmt: skip
         assert len({bytes(g.body) for g in got}) == 1000
         assert m.queue_info("qq").message_count == 0
+
+
+def test_the_vhost_limit_max_queues_refuses_declares_as_rabbitmq(broker_factory):
+    node = broker_factory(http_port=0)
+    api = Api(node.broker.http_port)
+    assert api.put("/api/vhost-limits/%2F/max-queues", {"value": 2}).status == 204
+    assert api.get("/api/vhost-limits/%2F").body == [{"vhost": "/", "value": {"max-queues": 2}}]
+    reason = "cannot declare queue '{}': queue limit in vhost '/' (2) is reached"
+    with connection(node.port) as conn:
+        m = conn.management()
+        m.declare_queue(ClassicQueueSpecification(name="one"))
+        m.declare_queue(QuorumQueueSpecification(name="two"))
+        assert request(m, "PUT", "/queues/three", {}) == (403, reason.format("three"))  # as RabbitMQ's /management
+        m.declare_queue(ClassicQueueSpecification(name="one"))  # redeclaring an existing queue is not a new one
+    reply = api.put("/api/queues/%2F/three", {})
+    assert reply.status == 400 and reply.body["reason"] == reason.format("three")
+    # address v1 declares the queue it names: the link is refused
+    conn = BlockingConnection(node.url, timeout=10)
+    try:
+        with pytest.raises(LinkDetached, match="amqp:resource-limit-exceeded"):
+            conn.create_sender("/queue/four")
+    finally:
+        conn.close()
+    assert api.delete("/api/vhost-limits/%2F/max-queues").status == 204
+    assert api.put("/api/queues/%2F/three", {}).status == 201

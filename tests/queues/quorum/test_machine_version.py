@@ -74,7 +74,9 @@ def format_2_snapshot(state) -> bytes:
 
     data = snapshot_bytes(state)
     meta_len = struct.unpack_from("<I", data, 12)[0]
-    parts = [data[16 : 16 + meta_len]]
+    meta = codec.dumps(codec.loads(data[16 : 16 + meta_len])[:8])  # without format 4's prio_turn
+    meta_len = len(meta)
+    parts = [meta]
     snap._pack_msgs(parts, sorted(state.returned))
     snap._pack_msgs(parts, list(state.ready))
     for cs in state.consumers.values():

@@ -44,6 +44,11 @@ class Host:
     def sync(self):
         pass
 
+    reads_priorities = True  # the feature flag quorum_queue_priorities
+
+    def priorities(self):
+        return self.reads_priorities
+
     def after_durable(self, fn):
         fn()
 
@@ -114,6 +119,19 @@ def test_publishes_are_confirmed_once_the_batch_is_applied():
     assert isinstance(record, Publish) and len(record.messages) == 3
     callback(queue.apply(record, 1), ProposalOutcome.SUCCESS)
     assert outcomes == [Outcome.ACCEPTED] * 3
+
+
+def test_publishes_are_proposed_as_the_version_that_reads_priorities_only_once_every_member_does():
+    for flag_on, kind in ((True, qq.PublishPrioritised), (False, Publish)):
+        queue, host = make()
+        host.reads_priorities = flag_on
+        queue.publish(QueueMessage(0, b"\x00\x53\x70\xc0\x04\x02\x40\x50\x09\x00\x53\x77\x45", True), None)
+        for fn in host.soon:
+            fn()
+        ((record, _),) = host.proposed
+        assert type(record) is kind
+        queue.apply(record, 1)
+        assert len(queue.state.ready_high) == (1 if flag_on else 0)  # header priority 9
 
 
 def test_a_snapshot_of_the_queue_before_the_machine_held_the_dedup_tables_restores():
