@@ -11,13 +11,17 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import logging
 import time
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from routing.oauth import Grant
 from routing.users import Authenticator, hash_password
+
+log = logging.getLogger("warren.login")
 
 
 class LoginsBusy(Exception):
@@ -104,6 +108,13 @@ class LoginService:
         """The user name, or None when refused. Raises LoginsBusy when
         `max_pending` logins are already in progress. `external`: the user a
         verified client certificate names (SASL EXTERNAL, node/client/tls.py)."""
+        return (await self.login_grant(mechanism, response, peer, external))[0]
+
+    async def login_grant(self, mechanism: str, response: bytes | None, peer: str,
+                          external: str | None = None) -> tuple[str | None, Grant | None]:  # fmt: skip
+        """As `login`, with the grant of an OAuth 2 token when the password
+        was one (routing/oauth.py): its scopes, not a user's entries, are then
+        the connection's permissions, until it expires."""
         if self.pending >= self.max_pending:
             self.refused_busy += 1
             raise LoginsBusy(f"{self.pending} logins in progress")
@@ -128,8 +139,10 @@ class LoginService:
         finally:
             self.pending -= 1
         if name is None:
+            if attempt.refusal:
+                log.info("token refused from %s: %s", peer, attempt.refusal)
             self.delays.failed(peer)
-        return name
+        return name, attempt.grant if name is not None else None
 
     async def hash_password(self, password: str) -> str:
         """A new stored hash for `password`, computed off the loop as well."""
