@@ -34,6 +34,7 @@ from routing.oauth_scopes import Scopes
 from routing.permissions import Permission
 
 USER_CLAIMS = ("sub", "client_id")  # the user a token names: the first present (RabbitMQ's default)
+UNKNOWN_USER = "unknown"  # RabbitMQ's name for a token that names none (its clients' examples send such tokens)
 EC_ALGORITHMS = {"secp256r1": "ES256", "secp384r1": "ES384", "secp521r1": "ES512"}
 JWKS_FETCH_TIMEOUT = 10.0  # seconds
 
@@ -109,9 +110,7 @@ class TokenVerifier:
             raise TokenRefused(f"audience: {e}") from None
         except jwt.PyJWTError as e:
             raise TokenRefused(str(e) or type(e).__name__) from None
-        user = next((claims[c] for c in USER_CLAIMS if isinstance(claims.get(c), str) and claims[c]), "")
-        if not user:
-            raise TokenRefused("the token names no user (sub or client_id)")
+        user = next((claims[c] for c in USER_CLAIMS if isinstance(claims.get(c), str) and claims[c]), UNKNOWN_USER)
         exp = claims.get("exp")
         return Grant(user, float(exp) if exp is not None else None,
                      oauth_scopes.parse(scope_list(claims.get("scope")), self.scope_prefix))  # fmt: skip
