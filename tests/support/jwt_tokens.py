@@ -52,8 +52,9 @@ class Issuer:
 
     def token(self, scopes: list[str] | str | None = None, kid: str | None = "rsa", expires_in: float = 300,
               audience: str | list[str] | None = AUDIENCE, sub: str | None = "token-user", sign_with: Any = None,
-              **claims: Any) -> str:  # fmt: skip
-        """A signed token; `sign_with` ("stranger", or a key) overrides the key `kid` names."""
+              send_kid: bool = True, **claims: Any) -> str:  # fmt: skip
+        """A signed token; `sign_with` ("stranger", or a key) overrides the key
+        `kid` names; without `send_kid` the header names no key."""
         payload: dict[str, Any] = {"iss": "warren-tests", "exp": int(time.time() + expires_in),
                                    "scope": ALL if scopes is None else scopes}  # fmt: skip
         if audience is not None:
@@ -67,5 +68,5 @@ class Issuer:
             key = self.stranger
         elif sign_with is not None:
             key = sign_with
-        headers = {"kid": kid} if kid is not None else {}
+        headers = {"kid": kid} if kid is not None and send_kid else {}
         return jwt.encode(payload, key, algorithm=algorithm, headers=headers)

@@ -8,6 +8,8 @@ python-qpid-proton and by RabbitMQ's own client with its OAuth2Options."""
 
 from __future__ import annotations
 
+import time
+
 import jwt
 import pytest
 from jwt_tokens import ALL, Issuer
@@ -17,7 +19,11 @@ from rabbitmq_amqp_python_client import (
     AddressHelper,
     ClassicQueueSpecification,
     Environment,
+    ExchangeSpecification,
+    ExchangeToQueueBindingSpecification,
     OAuth2Options,
+    OutcomeState,
+    QuorumQueueSpecification,
     RecoveryConfiguration,
     ValidationCodeException,
 )
@@ -212,3 +218,28 @@ def test_a_password_connection_cannot_refresh_a_token(oauth_broker, issuer):
         assert status == 400 and "did not log in with a token" in body
     finally:
         env.close()
+
+
+def test_the_official_clients_oauth_example_flow(broker_factory, official):
+    """As rabbitmq-amqp-python-client's OAuth example: an HS256 key named
+    "token-key", tokens without `sub` whose scopes are a list, a refresh
+    right after dialling, then topology, publishing and consuming."""
+    secret = b"an example secret for hs256 tokens, 32+ bytes"
+    jwk = {"kty": "oct", "k": jwt.utils.base64url_encode(secret).decode()}
+    node = broker_factory(oauth_enabled=True, oauth_signing_keys={"token-key": jwk})
+
+    def token(seconds: float) -> str:
+        claims = {"iss": "unit_test", "aud": "rabbitmq", "exp": int(time.time() + seconds), "scope": ALL}
+        return jwt.encode(claims, secret, algorithm="HS256", headers={"kid": "token-key"})
+
+    client = official(node, token(3))
+    client.conn.refresh_token(token(300))
+    management = client.conn.management()
+    management.declare_exchange(ExchangeSpecification(name="oauth-x"))
+    management.declare_queue(QuorumQueueSpecification(name="oauth-q"))
+    management.bind(ExchangeToQueueBindingSpecification(source_exchange="oauth-x", destination_queue="oauth-q",
+                                                        binding_key="k"))  # fmt: skip
+    publisher = client.conn.publisher(AddressHelper.exchange_address("oauth-x", "k"))
+    assert publisher.publish(ClientMessage(body=b"hello")).remote_state == OutcomeState.ACCEPTED
+    assert [m.body for m in consume(client.conn, AddressHelper.queue_address("oauth-q"), 1)] == [b"hello"]
+    assert handler_of(node, "unknown").grant.expires_at > time.time() + 200
