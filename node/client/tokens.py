@@ -4,8 +4,7 @@ ends it: at `exp` the connection is closed with amqp:unauthorized-access,
 unless the client sent a newer token first with `PUT /auth/tokens` on the
 /management node (RabbitMQ 4's in-band refresh). The new token's scopes
 apply from then on to what is checked then: new links, management requests;
-links already attached keep what they were granted (as in RabbitMQ, where a
-refresh resets the permission caches of later checks).
+links already attached keep what they were granted (they are not re-checked).
 """
 
 from __future__ import annotations
