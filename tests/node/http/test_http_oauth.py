@@ -94,3 +94,12 @@ def test_basic_auth_with_a_user_password_still_works(oauth_api):
     token = base64.b64encode(b"guest:guest").decode()
     assert oauth_api.request("GET", "/api/whoami", headers={"Authorization": "Basic " + token},
                              auth=False).status == 200  # fmt: skip
+
+
+def test_bearer_over_https(broker_factory, certs, issuer):
+    node = broker_factory(**certs.server_settings("peer"), **issuer.settings())
+    api = Api(node.broker.https_port, tls=certs.client_context(None), host="localhost")
+    r = api.request("GET", "/api/whoami", headers=bearer(issuer.token(MANAGEMENT, sub="tls-ops")), auth=False)
+    assert r.status == 200 and r.body["name"] == "tls-ops"
+    assert api.request("GET", "/api/whoami", headers=bearer(issuer.token(MANAGEMENT, expires_in=-5)),
+                       auth=False).status == 401  # fmt: skip
