@@ -19,9 +19,7 @@ except reading the key files (and the JWKS URL) when the verifier is made.
 from __future__ import annotations
 
 import json
-import time
 import urllib.request
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -81,14 +79,12 @@ class TokenUser:
 
 class TokenVerifier:
     def __init__(self, keys: dict[str, SigningKey], resource_server_id: str = "rabbitmq", default_key: str = "",
-                 scope_prefix: str | None = None, verify_aud: bool = True,
-                 clock: Callable[[], float] = time.time):  # fmt: skip
+                 scope_prefix: str | None = None, verify_aud: bool = True):  # fmt: skip
         self.keys = keys
         self.resource_server_id = resource_server_id
         self.default_key = default_key
         self.scope_prefix = resource_server_id + "." if scope_prefix is None else scope_prefix
         self.verify_aud = verify_aud
-        self.clock = clock
 
     def verify(self, token: str) -> Grant:
         """The grant of a valid token; raises TokenRefused otherwise."""
