@@ -19,7 +19,11 @@ except reading the key files (and the JWKS URL) when the verifier is made.
 from __future__ import annotations
 
 import json
+import logging
+import math
+import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +35,8 @@ from routing import oauth_scopes
 from routing.oauth_scopes import Scopes
 from routing.permissions import Permission
 
+log = logging.getLogger("warren.oauth")
+
 USER_CLAIMS = ("sub", "client_id")  # the user a token names: the first present (RabbitMQ's default)
 UNKNOWN_USER = "unknown"  # RabbitMQ's name for a token that names none (its clients' examples send such tokens)
 EC_ALGORITHMS = {"secp256r1": "ES256", "secp384r1": "ES384", "secp521r1": "ES512"}
@@ -39,6 +45,10 @@ JWKS_FETCH_TIMEOUT = 10.0  # seconds
 
 class TokenRefused(Exception):
     """The token is not accepted; the message says why (never the token)."""
+
+
+class UnknownKey(TokenRefused):
+    """The token names a key the node does not have (yet: see TokenVerifier.reload_keys)."""
 
 
 class KeyConfigError(ValueError):
@@ -78,13 +88,44 @@ class TokenUser:
 
 
 class TokenVerifier:
+    """Checks tokens against `keys`. With `reload` (a function reading the
+    keys again: the JWKS URL or file), a token naming a key not yet known
+    makes the caller read them again, so an identity provider's new key is
+    taken without a restart; at most once per `reload_interval` seconds,
+    so tokens naming made-up keys cannot make the node hammer the provider."""
+
     def __init__(self, keys: dict[str, SigningKey], resource_server_id: str = "rabbitmq", default_key: str = "",
-                 scope_prefix: str | None = None, verify_aud: bool = True):  # fmt: skip
+                 scope_prefix: str | None = None, verify_aud: bool = True,
+                 reload: Callable[[], dict[str, SigningKey]] | None = None, reload_interval: float = 10.0):  # fmt: skip
         self.keys = keys
         self.resource_server_id = resource_server_id
         self.default_key = default_key
         self.scope_prefix = resource_server_id + "." if scope_prefix is None else scope_prefix
         self.verify_aud = verify_aud
+        self.reload = reload
+        self.reload_interval = reload_interval
+        self._last_reload = -math.inf
+        self.reloads = 0  # times the keys were read again
+
+    def claim_reload(self) -> bool:
+        """True if the keys may be read again now; the caller then runs
+        `reload_keys` (blocking I/O: off the event loop)."""
+        now = time.monotonic()
+        if self.reload is None or now - self._last_reload < self.reload_interval:
+            return False
+        self._last_reload = now
+        return True
+
+    def reload_keys(self) -> bool:
+        """Reads the keys again; those that no longer load leave the current ones."""
+        try:
+            keys = self.reload()
+        except KeyConfigError as e:
+            log.warning("OAuth signing keys not reloaded: %s", e)
+            return False
+        self.keys = keys
+        self.reloads += 1
+        return True
 
     def verify(self, token: str) -> Grant:
         """The grant of a valid token; raises TokenRefused otherwise."""
@@ -95,7 +136,7 @@ class TokenVerifier:
         kid = header.get("kid") or self.default_key
         key = self.keys.get(kid) if isinstance(kid, str) else None
         if key is None:
-            raise TokenRefused(f"no signing key with id {kid!r}")
+            raise UnknownKey(f"no signing key with id {kid!r}")
         try:
             claims = jwt.decode(token, key.key, algorithms=list(key.algorithms),
                                 audience=self.resource_server_id if self.verify_aud else None,

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from routing import rabbit_passwords
-from routing.oauth import Grant, TokenRefused, TokenVerifier, looks_like_jwt
+from routing.oauth import Grant, TokenRefused, TokenVerifier, UnknownKey, looks_like_jwt
 from routing.permissions import Permission
 
 ITERATIONS = 100_000
@@ -90,6 +90,7 @@ class LoginAttempt:
     ok: bool = False
     grant: Grant | None = None  # a token's, when the password was an OAuth 2 token (routing/oauth.py)
     refusal: str = ""  # why a token was refused, for the log
+    unknown_key: bool = False  # refused because it names a key not (yet) loaded
 
 
 class Authenticator:
@@ -187,7 +188,7 @@ class Authenticator:
         try:
             grant = self.tokens.verify(token)
         except TokenRefused as e:
-            return LoginAttempt(None, refusal=str(e))
+            return LoginAttempt(None, refusal=str(e), unknown_key=isinstance(e, UnknownKey))
         return LoginAttempt(grant.user, ok=True, grant=grant)
 
     @staticmethod

@@ -121,6 +121,8 @@ class LoginService:
         self.pending += 1
         try:
             attempt = self.auth.plan(mechanism, response, external)
+            if attempt.unknown_key and await self.reload_token_keys():  # a key the provider just added?
+                attempt = self.auth.plan(mechanism, response, external)
             if attempt.needs_hash:
                 # Only a login that must be hashed waits: one the cache already
                 # verified proves nothing new, and a client reconnecting with the
@@ -143,6 +145,15 @@ class LoginService:
                 log.info("token refused from %s: %s", peer, attempt.refusal)
             self.delays.failed(peer)
         return name, attempt.grant if name is not None else None
+
+    async def reload_token_keys(self) -> bool:
+        """Reads the OAuth signing keys again (routing/oauth.py), off the loop
+        and not in the hashing pool: a slow provider must not hold up logins
+        with passwords. False when not allowed yet or nothing changed."""
+        tokens = self.auth.tokens
+        if tokens is None or not tokens.claim_reload():
+            return False
+        return await asyncio.get_running_loop().run_in_executor(None, tokens.reload_keys)
 
     async def hash_password(self, password: str) -> str:
         """A new stored hash for `password`, computed off the loop as well."""

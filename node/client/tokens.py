@@ -9,12 +9,13 @@ links already attached keep what they were granted (they are not re-checked).
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from typing import TYPE_CHECKING, Any
 
 from amqp.errors import Condition
-from routing.oauth import Grant, KeyConfigError, TokenRefused, TokenVerifier, load_keys
+from routing.oauth import Grant, KeyConfigError, TokenRefused, TokenVerifier, UnknownKey, load_keys
 from routing.permissions import Permission
 
 if TYPE_CHECKING:
@@ -50,7 +51,7 @@ class TokenCredentials:
             delay = max(0.0, grant.expires_at - time.time())
             self._token_timer = self.node.loop.call_later(delay, self._token_expired)
 
-    def refresh_token(self, token: Any) -> None:
+    async def refresh_token(self, token: Any) -> None:
         """PUT /auth/tokens: `token` (binary or string) replaces the
         connection's. Raises TokenRefused when it is not accepted, which
         leaves the current one in force, and ValueError when the connection
@@ -62,7 +63,13 @@ class TokenCredentials:
             token = bytes(token).decode("utf-8", "replace")
         if not isinstance(token, str):
             raise TokenRefused("the body must be the token, as binary or a string")
-        self.token_granted(verifier.verify(token))
+        try:
+            grant = verifier.verify(token)
+        except UnknownKey:
+            if not await self.node.logins.reload_token_keys():  # a key the provider just added?
+                raise
+            grant = verifier.verify(token)
+        self.token_granted(grant)
         log.info("connection %s (user %s) refreshed its token", self.name, self.user)
 
     def _token_expired(self) -> None:
@@ -86,5 +93,8 @@ def verifier_from_config(cfg: Any) -> TokenVerifier | None:
         raise KeyConfigError("oauth_enabled needs a signing key: oauth_signing_keys, oauth_jwks_file or oauth_jwks_url")
     if cfg.oauth_default_key and cfg.oauth_default_key not in keys:
         raise KeyConfigError(f"oauth_default_key {cfg.oauth_default_key!r} is not one of the signing keys")
+    reload = None
+    if cfg.oauth_jwks_url or cfg.oauth_jwks_file:  # an identity provider's keys change: read them again
+        reload = functools.partial(load_keys, cfg.oauth_signing_keys, cfg.oauth_jwks_file, cfg.oauth_jwks_url)
     return TokenVerifier(keys, cfg.oauth_resource_server_id, cfg.oauth_default_key, cfg.oauth_scope_prefix or None,
-                         cfg.oauth_verify_aud)  # fmt: skip
+                         cfg.oauth_verify_aud, reload)  # fmt: skip

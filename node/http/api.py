@@ -42,7 +42,7 @@ from node.ops.periodic import Periodic
 from node.vhosts.metadata_store import MetadataUnavailable
 from routing import permissions
 from routing.errors import RoutingError
-from routing.oauth import TokenRefused, TokenUser
+from routing.oauth import TokenRefused, TokenUser, UnknownKey
 
 if TYPE_CHECKING:
     from node.broker import Broker
@@ -267,7 +267,7 @@ class ManagementAPI:
         header = request.headers.get("Authorization", "")
         scheme, _, credentials = header.partition(" ")
         if scheme.lower() == "bearer" and self.broker.auth.tokens is not None:
-            return self._token_login(credentials.strip(), request.remote or "")
+            return await self._token_login(credentials.strip(), request.remote or "")
         if scheme.lower() != "basic":
             raise ApiError(401, "not_authorized", "Login failed")
         try:
@@ -294,11 +294,17 @@ class ManagementAPI:
             raise ApiError(401, "not_authorized", "Login failed")
         return management_user(user)
 
-    def _token_login(self, token: str, peer: str) -> TokenUser:
+    async def _token_login(self, token: str, peer: str) -> TokenUser:
         """`Authorization: Bearer <token>` (routing/oauth.py): the token's
         scopes are the request's permissions and its tag scopes its tags."""
+        tokens = self.broker.auth.tokens
         try:
-            grant = self.broker.auth.tokens.verify(token)
+            try:
+                grant = tokens.verify(token)
+            except UnknownKey:
+                if not await self.broker.logins.reload_token_keys():
+                    raise
+                grant = tokens.verify(token)
         except TokenRefused as e:
             log.info("HTTP access denied: token refused from %s: %s", peer, e)
             self.broker.logins.delays.failed(peer)

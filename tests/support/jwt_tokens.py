@@ -68,5 +68,6 @@ class Issuer:
             key = self.stranger
         elif sign_with is not None:
             key = sign_with
+            algorithm = "ES256" if isinstance(key, ec.EllipticCurvePrivateKey) else "RS256"
         headers = {"kid": kid} if kid is not None and send_kid else {}
         return jwt.encode(payload, key, algorithm=algorithm, headers=headers)

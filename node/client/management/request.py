@@ -373,7 +373,7 @@ def _exclusive_access(caller: Caller, queue: Any) -> None:
 async def put_token(caller: Caller, _: str, body: Any) -> tuple[str, Any]:
     """RabbitMQ 4's in-band token refresh (node/client/tokens.py)."""
     try:
-        caller.owner.refresh_token(body)
+        await caller.owner.refresh_token(body)
     except TokenRefused as e:
         raise ManagementError(f"token refused: {e}", UNAUTHORIZED) from None
     except ValueError as e:

@@ -11,7 +11,9 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from jwt_tokens import ALL, Issuer
+from proton import ConnectionException
 from proton.utils import BlockingConnection
+from rabbitmq_amqp_python_client import Environment, OAuth2Options, RecoveryConfiguration
 
 from node.broker import Broker
 from node.cli import build_parser, server_config
@@ -85,3 +87,48 @@ def test_keys_from_a_jwks_url_read_at_start(broker_factory, issuer, tmp_path):
     conn = BlockingConnection(f"amqp://127.0.0.1:{node.port}", user="x", password=issuer.token(ALL, kid="ec"),
                               allowed_mechs="PLAIN", timeout=10)  # fmt: skip
     conn.close()
+
+
+def test_a_key_the_provider_adds_is_read_again_without_a_restart(broker_factory, issuer, tmp_path):
+    """A JWKS file rewritten with a new key: the first token naming it makes
+    the node read the keys again (at most once per reload interval), for
+    logins and for in-band refreshes alike."""
+    jwks = issuer.jwks_file(tmp_path / "jwks.json")
+    node = broker_factory(oauth_enabled=True, oauth_jwks_file=str(jwks))
+    verifier = node.broker.auth.tokens
+    node.call(setattr, verifier, "reload_interval", 3600.0)  # once, then not again during the test
+    rotated = Issuer()
+    with pytest.raises(ConnectionException):
+        connect(node, rotated.token(ALL, kid="rsa-2", sign_with=rotated.rsa_key))
+    assert verifier.reloads == 1  # read again: nothing new yet
+    document = json.loads(jwks.read_text())
+    document["keys"].append(dict(rotated.jwks()["rsa"], kid="rsa-2"))
+    jwks.write_text(json.dumps(document))
+    with pytest.raises(ConnectionException):  # within the interval: not read again
+        connect(node, rotated.token(ALL, kid="rsa-2", sign_with=rotated.rsa_key))
+    assert verifier.reloads == 1
+    node.call(setattr, verifier, "reload_interval", 0.0)
+    connect(node, rotated.token(ALL, kid="rsa-2", sign_with=rotated.rsa_key)).close()
+    assert verifier.reloads == 2
+
+
+def connect(node, token: str) -> BlockingConnection:
+    return BlockingConnection(f"amqp://127.0.0.1:{node.port}", user="x", password=token, allowed_mechs="PLAIN",
+                              timeout=10)  # fmt: skip
+
+
+def test_a_refresh_with_a_new_key_reads_the_keys_again(broker_factory, issuer, tmp_path):
+    jwks = issuer.jwks_file(tmp_path / "jwks.json")
+    node = broker_factory(oauth_enabled=True, oauth_jwks_file=str(jwks))
+    env = Environment(f"amqp://127.0.0.1:{node.port}", oauth2_options=OAuth2Options(token=issuer.token(ALL)),
+                      recovery_configuration=RecoveryConfiguration(active_recovery=False))  # fmt: skip
+    try:
+        conn = env.connection()
+        conn.dial()
+        rotated = Issuer()
+        document = json.loads(jwks.read_text())
+        jwks.write_text(json.dumps({"keys": document["keys"] + [dict(rotated.jwks()["ec"], kid="ec-2")]}))
+        conn.refresh_token(rotated.token(ALL, kid="ec-2", sign_with=rotated.ec_key, expires_in=900))
+        assert node.broker.auth.tokens.reloads == 1
+    finally:
+        env.close()

@@ -7,6 +7,7 @@ user's; refused tokens are 401 as a failed login. Real JWTs signed here
 from __future__ import annotations
 
 import base64
+import json
 
 import pytest
 from jwt_tokens import Issuer
@@ -103,3 +104,14 @@ def test_bearer_over_https(broker_factory, certs, issuer):
     assert r.status == 200 and r.body["name"] == "tls-ops"
     assert api.request("GET", "/api/whoami", headers=bearer(issuer.token(MANAGEMENT, expires_in=-5)),
                        auth=False).status == 401  # fmt: skip
+
+
+def test_a_bearer_token_naming_a_new_key_reads_the_keys_again(broker_factory, issuer, tmp_path):
+    jwks = issuer.jwks_file(tmp_path / "jwks.json")
+    node = broker_factory(oauth_enabled=True, oauth_jwks_file=str(jwks))
+    api = Api(node.broker.http_port)
+    rotated = Issuer()
+    jwks.write_text(json.dumps({"keys": [dict(rotated.jwks()["rsa"], kid="rsa-2")]}))  # the old keys retired
+    token = rotated.token(MANAGEMENT, kid="rsa-2", sign_with=rotated.rsa_key)
+    assert as_token(api, "GET", "/api/whoami", token).status == 200
+    assert as_token(api, "GET", "/api/whoami", issuer.token(MANAGEMENT)).status == 401  # no longer trusted
