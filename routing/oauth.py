@@ -18,11 +18,13 @@ except reading the key files (and the JWKS URL) when the verifier is made.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import math
 import time
 import urllib.request
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -96,7 +98,8 @@ class TokenVerifier:
 
     def __init__(self, keys: dict[str, SigningKey], resource_server_id: str = "rabbitmq", default_key: str = "",
                  scope_prefix: str | None = None, verify_aud: bool = True,
-                 reload: Callable[[], dict[str, SigningKey]] | None = None, reload_interval: float = 10.0):  # fmt: skip
+                 reload: Callable[[], dict[str, SigningKey]] | None = None, reload_interval: float = 10.0,
+                 cache_size: int = 10_000):  # fmt: skip
         self.keys = keys
         self.resource_server_id = resource_server_id
         self.default_key = default_key
@@ -106,6 +109,12 @@ class TokenVerifier:
         self.reload_interval = reload_interval
         self._last_reload = -math.inf
         self.reloads = 0  # times the keys were read again
+        # PyJWT takes ~150 us a token, mostly parsing; clients reconnect and
+        # HTTP clients send each request with the same token. Accepted tokens
+        # are remembered until they expire, by their SHA-256 (the bearer
+        # credential itself is not kept); least recently used go first.
+        self._accepted: OrderedDict[bytes, Grant] = OrderedDict()
+        self.cache_size = cache_size
 
     def claim_reload(self) -> bool:
         """True if the keys may be read again now; the caller then runs
@@ -124,11 +133,28 @@ class TokenVerifier:
             log.warning("OAuth signing keys not reloaded: %s", e)
             return False
         self.keys = keys
+        self._accepted.clear()  # a key may have gone: tokens it signed are checked again
         self.reloads += 1
         return True
 
     def verify(self, token: str) -> Grant:
         """The grant of a valid token; raises TokenRefused otherwise."""
+        digest = hashlib.sha256(token.encode()).digest()
+        grant = self._accepted.get(digest)
+        if grant is not None:
+            if grant.expires_at is not None and grant.expires_at <= time.time():
+                del self._accepted[digest]
+                raise TokenRefused("token expired")
+            self._accepted.move_to_end(digest)
+            return grant
+        grant = self._check(token)
+        if self.cache_size > 0:
+            self._accepted[digest] = grant
+            while len(self._accepted) > self.cache_size:
+                self._accepted.popitem(last=False)
+        return grant
+
+    def _check(self, token: str) -> Grant:
         try:
             header = jwt.get_unverified_header(token)
         except jwt.PyJWTError:

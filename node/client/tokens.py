@@ -97,4 +97,4 @@ def verifier_from_config(cfg: Any) -> TokenVerifier | None:
     if cfg.oauth_jwks_url or cfg.oauth_jwks_file:  # an identity provider's keys change: read them again
         reload = functools.partial(load_keys, cfg.oauth_signing_keys, cfg.oauth_jwks_file, cfg.oauth_jwks_url)
     return TokenVerifier(keys, cfg.oauth_resource_server_id, cfg.oauth_default_key, cfg.oauth_scope_prefix or None,
-                         cfg.oauth_verify_aud, reload)  # fmt: skip
+                         cfg.oauth_verify_aud, reload, cache_size=cfg.login_cache_size)  # fmt: skip

@@ -205,3 +205,30 @@ def test_passwords_that_are_not_jwts_go_to_the_users(issuer, verifier):
     assert not looks_like_jwt("a.b.c")
     assert looks_like_jwt(issuer.token())
     assert auth.authenticate("PLAIN", plain("a.b.c", "alice"), "10.0.0.1") == "alice"
+
+
+# ---------------------------------------------------------------- the cache of accepted tokens
+
+
+def test_an_accepted_token_is_remembered_until_it_expires(issuer):
+    verifier = TokenVerifier(load_keys(issuer.jwks()))
+    token = issuer.token(expires_in=1)
+    first = verifier.verify(token)
+    assert verifier.verify(token) is first  # from the cache: not parsed again
+    time.sleep(max(0.0, first.expires_at - time.time()) + 0.01)  # the token's own deadline, on the wall clock
+    with pytest.raises(TokenRefused, match="token expired"):
+        verifier.verify(token)
+
+
+def test_the_cache_is_bounded_and_forgotten_when_keys_are_reloaded(issuer):
+    keys = load_keys(issuer.jwks())
+    current = {"keys": keys}
+    verifier = TokenVerifier(keys, reload=lambda: current["keys"], cache_size=2)
+    tokens = [issuer.token(sub=f"u{i}") for i in range(3)]
+    for token in tokens:
+        verifier.verify(token)
+    assert len(verifier._accepted) == 2
+    current["keys"] = {kid: key for kid, key in keys.items() if kid != "rsa"}  # the provider dropped "rsa"
+    assert verifier.claim_reload() and verifier.reload_keys()
+    with pytest.raises(TokenRefused, match="no signing key"):
+        verifier.verify(tokens[2])
