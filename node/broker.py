@@ -18,6 +18,7 @@ from node import __version__
 from node.client.connection import ConnectionHandler, server_properties
 from node.client.login import FailureDelays, LoginService
 from node.client.tls import TlsContexts
+from node.client.tokens import verifier_from_config
 from node.cluster.alarm_gossip import AlarmGossip
 from node.cluster.cluster import Cluster, ClusterError
 from node.cluster.kv import KeyValueMachine
@@ -60,6 +61,7 @@ class Broker:
                                    FailureDelays(config.login_failure_delay, config.login_failure_delay_max,
                                                  config.login_failure_addresses))  # fmt: skip
         self.auth.on_legacy_login = self._rehash_password
+        self.auth.tokens = verifier_from_config(config)  # OAuth 2 (node/client/tokens.py); None unless enabled
         self._server: asyncio.base_events.Server | None = None
         self._tls_server: asyncio.base_events.Server | None = None
         self.tls = TlsContexts.from_config(config)  # None without tls_cert; raises TlsError on bad files

@@ -3,6 +3,7 @@ environment variables, then command-line flags (each overriding the last)."""
 
 from __future__ import annotations
 
+import json
 import os
 import tomllib
 from dataclasses import dataclass, field, fields
@@ -37,6 +38,18 @@ class Config:
     # certificate (proton) pick it whenever it is offered, even with a password at hand.
     auth_mechanisms: list[str] = field(default_factory=lambda: ["PLAIN", "ANONYMOUS"])
     loopback_users: list[str] = field(default_factory=lambda: ["guest"])  # as in RabbitMQ
+    # OAuth 2 (routing/oauth.py, docs/security.md): a PLAIN password or HTTP Bearer that is a JWT
+    # signed by one of these keys is a token; its scopes are its permissions (RabbitMQ's auth_oauth2)
+    oauth_enabled: bool = False
+    oauth_resource_server_id: str = "rabbitmq"  # the `aud` a token must name, and its scopes' prefix
+    oauth_scope_prefix: str = ""  # default: resource_server_id + "."
+    oauth_verify_aud: bool = True
+    # key id -> a JWK table ({kty = "oct", k = "..."}, RSA or EC public) or a PEM public key file;
+    # in WARREN_OAUTH_SIGNING_KEYS and --oauth-signing-keys, a JSON object
+    oauth_signing_keys: dict = field(default_factory=dict)
+    oauth_jwks_file: str = ""  # a JWKS document (keys by their kid)
+    oauth_jwks_url: str = ""  # a JWKS document read when the node starts
+    oauth_default_key: str = ""  # the key id for tokens whose header has no kid
     max_frame_size: int = 131072
     channel_max: int = 2047
     session_max: int = 64  # sessions per connection (RabbitMQ 4's session_max_per_connection); caps channel_max
@@ -101,6 +114,8 @@ def coerce(value: str, current: object) -> object:
         return int(value)
     if isinstance(current, float):
         return float(value)
+    if isinstance(current, dict):
+        return json.loads(value)
     if isinstance(current, list):
         return [v.strip() for v in value.split(",") if v.strip()]
     return value

@@ -23,6 +23,7 @@ from node.client.links import Publisher, QueueConsumer
 from node.client.management.node_link import ManagementLink, ReplyLink
 from node.client.opening import ConnectionOpening
 from node.client.tls import distinguished_name, login_name
+from node.client.tokens import TokenCredentials
 from routing.permissions import check as check_permission
 
 if TYPE_CHECKING:
@@ -32,7 +33,7 @@ log = logging.getLogger("warren.connection")
 CLOSE_GRACE_S = 2.0  # how long a forced close waits for the client's CLOSE
 
 
-class ConnectionHandler(ConnectionOpening, LinkAttaching, asyncio.Protocol):
+class ConnectionHandler(ConnectionOpening, LinkAttaching, TokenCredentials, asyncio.Protocol):
     def __init__(self, node: Broker):
         self.node = node
         cfg = node.config
@@ -235,6 +236,7 @@ class ConnectionHandler(ConnectionOpening, LinkAttaching, asyncio.Protocol):
             self._login.cancel()
         if self._handshake_timer is not None:
             self._handshake_timer.cancel()
+        self._cancel_token_timer()
         self._closed = True
         if self not in self.node.connections:
             return
@@ -297,9 +299,9 @@ class ConnectionHandler(ConnectionOpening, LinkAttaching, asyncio.Protocol):
     def check_access(self, kind: str, resource: str, what: str) -> None:
         """Raises AccessRefused (unauthorized-access) unless the user may
         `kind` (configure, write, read) the resource in this vhost, as its
-        permission entry reads now (routing/permissions.py)."""
+        permission entry (or token, node/client/tokens.py) reads now (routing/permissions.py)."""
         name = self.vhost.name
-        check_permission(self.node.auth.permission(self.user, name), self.user, name, kind, resource, what)
+        check_permission(self.permission(name), self.user, name, kind, resource, what)
 
     def _session_gone(self, session: Any) -> None:
         for link in list(session.links.values()):

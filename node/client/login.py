@@ -11,13 +11,17 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import logging
 import time
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from routing.oauth import Grant
 from routing.users import Authenticator, hash_password
+
+log = logging.getLogger("warren.login")
 
 
 class LoginsBusy(Exception):
@@ -104,12 +108,21 @@ class LoginService:
         """The user name, or None when refused. Raises LoginsBusy when
         `max_pending` logins are already in progress. `external`: the user a
         verified client certificate names (SASL EXTERNAL, node/client/tls.py)."""
+        return (await self.login_grant(mechanism, response, peer, external))[0]
+
+    async def login_grant(self, mechanism: str, response: bytes | None, peer: str,
+                          external: str | None = None) -> tuple[str | None, Grant | None]:  # fmt: skip
+        """As `login`, with the grant of an OAuth 2 token when the password
+        was one (routing/oauth.py): its scopes, not a user's entries, are then
+        the connection's permissions, until it expires."""
         if self.pending >= self.max_pending:
             self.refused_busy += 1
             raise LoginsBusy(f"{self.pending} logins in progress")
         self.pending += 1
         try:
             attempt = self.auth.plan(mechanism, response, external)
+            if attempt.unknown_key and await self.reload_token_keys():  # a key the provider just added?
+                attempt = self.auth.plan(mechanism, response, external)
             if attempt.needs_hash:
                 # Only a login that must be hashed waits: one the cache already
                 # verified proves nothing new, and a client reconnecting with the
@@ -128,8 +141,19 @@ class LoginService:
         finally:
             self.pending -= 1
         if name is None:
+            if attempt.refusal:
+                log.info("token refused from %s: %s", peer, attempt.refusal)
             self.delays.failed(peer)
-        return name
+        return name, attempt.grant if name is not None else None
+
+    async def reload_token_keys(self) -> bool:
+        """Reads the OAuth signing keys again (routing/oauth.py), off the loop
+        and not in the hashing pool: a slow provider must not hold up logins
+        with passwords. False when not allowed yet or nothing changed."""
+        tokens = self.auth.tokens
+        if tokens is None or not tokens.claim_reload():
+            return False
+        return await asyncio.get_running_loop().run_in_executor(None, tokens.reload_keys)
 
     async def hash_password(self, password: str) -> str:
         """A new stored hash for `password`, computed off the loop as well."""

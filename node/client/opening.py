@@ -36,12 +36,12 @@ class ConnectionOpening:
         self._login = self.node.loop.create_task(self._authenticate(event))
 
     async def _authenticate(self, event: ev.SaslInitReceived) -> None:
-        code = None
+        code, grant = None, None
         try:
             if event.mechanism not in self.engine.sasl_mechanisms:
                 raise NotOffered(event.mechanism)
-            user = await self.node.logins.login(event.mechanism, event.initial_response, self.peer[0],
-                                                self.certificate_user)  # fmt: skip
+            user, grant = await self.node.logins.login_grant(event.mechanism, event.initial_response, self.peer[0],
+                                                             self.certificate_user)  # fmt: skip
         except LoginsBusy:
             user, code = None, d.SASL_SYS_TEMP
         except NotOffered:
@@ -52,6 +52,8 @@ class ConnectionOpening:
         if self._closed or self.engine.closed:
             return
         self.user = user
+        if grant is not None:
+            self.token_granted(grant)  # node/client/tokens.py: its scopes, and its expiry
         self.engine.sasl_outcome(user is not None, code)
         if user is None:
             log.info("authentication failed on %s (%s)", self.name, event.mechanism)
@@ -74,7 +76,7 @@ class ConnectionOpening:
             return
         if vhost is None:
             return self._refuse_open(f"virtual host '{vhost_name}' does not exist")
-        if self.node.auth.permission(self.user, vhost_name) is None:
+        if self.permission(vhost_name) is None:
             return self._refuse_open(f"access to vhost '{vhost_name}' refused for user '{self.user}'")
         self.engine.open(properties=self.node.server_properties(), offered_capabilities=OFFERED_CAPABILITIES)
         refusal = self._over_connection_limit(vhost)

@@ -42,6 +42,7 @@ from node.ops.periodic import Periodic
 from node.vhosts.metadata_store import MetadataUnavailable
 from routing import permissions
 from routing.errors import RoutingError
+from routing.oauth import TokenRefused, TokenUser, UnknownKey
 
 if TYPE_CHECKING:
     from node.broker import Broker
@@ -186,7 +187,7 @@ def exchange_name(segment: str) -> str:
 def check_permission(request: web.Request, vhost: str, kind: str, resource: str, what: str) -> None:
     """The AMQP permission the same operation would need (raises AccessRefused)."""
     user = request[USER]
-    permission = api_of(request).broker.auth.permission(user.name, vhost)
+    permission = permission_of(api_of(request).broker, user, vhost)
     permissions.check(permission, user.name, vhost, kind, resource, what)
 
 
@@ -265,6 +266,8 @@ class ManagementAPI:
     async def _login(self, request: web.Request) -> Any:
         header = request.headers.get("Authorization", "")
         scheme, _, credentials = header.partition(" ")
+        if scheme.lower() == "bearer" and self.broker.auth.tokens is not None:
+            return await self._token_login(credentials.strip(), request.remote or "")
         if scheme.lower() != "basic":
             raise ApiError(401, "not_authorized", "Login failed")
         try:
@@ -276,18 +279,37 @@ class ManagementAPI:
         # The same check as SASL PLAIN (node/client/login.py), loopback-only
         # users and the delay after failures included; PBKDF2 runs in a worker
         # thread once per (user, password), then the Authenticator's cache answers.
+        # A password that is an OAuth 2 token is checked as one, as over AMQP.
         peer = request.remote or ""
         try:
-            ok = await self.broker.logins.login("PLAIN", b"\0" + name.encode() + b"\0" + password.encode(), peer)
+            ok, grant = await self.broker.logins.login_grant("PLAIN", b"\0" + name.encode() + b"\0" + password.encode(),
+                                                             peer)  # fmt: skip
         except LoginsBusy:
             raise ApiError(503, "service_unavailable", "too many logins in progress, try again later") from None
+        if grant is not None:
+            return management_user(TokenUser(grant.user, grant.tags, grant))
         user = self.broker.auth.users.get(name) if ok is not None else None
         if user is None:
             log.info("HTTP access denied: login failed for user '%s' from %s", name, peer)
             raise ApiError(401, "not_authorized", "Login failed")
-        if not MANAGEMENT_TAGS.intersection(user.tags):
-            raise refused("Not management user")
-        return user
+        return management_user(user)
+
+    async def _token_login(self, token: str, peer: str) -> TokenUser:
+        """`Authorization: Bearer <token>` (routing/oauth.py): the token's
+        scopes are the request's permissions and its tag scopes its tags."""
+        tokens = self.broker.auth.tokens
+        try:
+            try:
+                grant = tokens.verify(token)
+            except UnknownKey:
+                if not await self.broker.logins.reload_token_keys():
+                    raise
+                grant = tokens.verify(token)
+        except TokenRefused as e:
+            log.info("HTTP access denied: token refused from %s: %s", peer, e)
+            self.broker.logins.delays.failed(peer)
+            raise ApiError(401, "not_authorized", "Login failed") from None
+        return management_user(TokenUser(grant.user, grant.tags, grant))
 
     def _authorise(self, request: web.Request, user: Any, level: str) -> None:
         if level == MGMT:
@@ -302,7 +324,7 @@ class ManagementAPI:
                 return  # a missing vhost is the handler's 404
             if level == VHOST_VISIBLE and is_monitor(user):
                 return
-            if self.broker.auth.permission(user.name, name) is None:
+            if permission_of(self.broker, user, name) is None:
                 raise refused("User not authorised to access virtual host")
 
     # -- what they may see -----------------------------------------------------
@@ -313,7 +335,7 @@ class ManagementAPI:
         vhosts = sorted(self.broker.vhosts.values(), key=lambda v: v.name)
         if is_monitor(user):
             return vhosts
-        return [v for v in vhosts if self.broker.auth.permission(user.name, v.name) is not None]
+        return [v for v in vhosts if permission_of(self.broker, user, v.name) is not None]
 
     def vhost(self, name: str) -> Any:
         vhost = self.broker.vhosts.get(name)
@@ -328,6 +350,20 @@ class ManagementAPI:
                  ("http/prometheus", b.metrics_port), ("https/prometheus", b.metrics_tls_port))  # fmt: skip
         return [{"node": cfg.node_name, "protocol": protocol, "ip_address": cfg.listen_host, "port": port}
                 for protocol, port in bound if port is not None]  # fmt: skip
+
+
+def management_user(user: Any) -> Any:
+    """`user`, if its tags let it use the API."""
+    if not MANAGEMENT_TAGS.intersection(user.tags):
+        raise refused("Not management user")
+    return user
+
+
+def permission_of(broker: Broker, user: Any, vhost: str) -> permissions.Permission | None:
+    """The permission entry of an API user in `vhost`: a token's scopes, or the user's entry."""
+    if isinstance(user, TokenUser):
+        return user.grant.permission(vhost)
+    return broker.auth.permission(user.name, vhost)
 
 
 def is_admin(user: Any) -> bool:

@@ -45,6 +45,7 @@ from node.http.api import (
 from node.vhosts.definitions import HASHING_ALGORITHM, DefinitionsError
 from node.vhosts.metadata_store import new_key
 from routing import permissions, rabbit_passwords
+from routing.oauth import TokenUser
 
 DEFAULT_CLOSE_REASON = "Closed via management plugin"
 
@@ -243,7 +244,7 @@ async def put_vhost(request: web.Request) -> web.Response:
         tags = tags if "tags" in body else list(current.tags)
     run = broker.metadata.run
     await run(mc.AddVHost(new_key(), name, description, tuple(tags)))
-    if created and broker.auth.permission(user.name, name) is None:
+    if created and not isinstance(user, TokenUser) and broker.auth.permission(user.name, name) is None:
         await run(mc.SetPermissions(new_key(), user.name, name))
     return created_or_updated(created)
 

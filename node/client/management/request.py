@@ -19,6 +19,7 @@ Endpoints (the vhost is the connection's):
     GET    /bindings?src=&dstq=|dste=&key=   matching bindings          200
     DELETE /bindings/src=;dstq=|dste=;key=;args=  (also when absent)    204
     GET    /bindings/src=;dstq=|dste=;key=;args=  one binding       200/404
+    PUT    /auth/tokens                a new OAuth 2 token (the body)   204, 401 refused
 
 Status codes follow RabbitMQ where its management_SUITE pins them: 400 bad
 request (bad body, bad name, invalid argument, exclusive queue of another
@@ -54,10 +55,12 @@ from node.vhosts.vhost import ResourceLocked
 from routing import permissions, topic_permissions
 from routing.address import quote_segment, unquote_segment
 from routing.errors import NotFound, PreconditionFailed, RoutingError
+from routing.oauth import TokenRefused
 
 log = logging.getLogger("warren.management")
 
 OK, CREATED, NO_CONTENT = "200", "201", "204"
+UNAUTHORIZED = "401"
 BAD_REQUEST, FORBIDDEN, NOT_FOUND, NOT_ALLOWED, CONFLICT = "400", "403", "404", "405", "409"
 INTERNAL, NOT_IMPLEMENTED, UNAVAILABLE = "500", "501", "503"
 
@@ -165,6 +168,8 @@ async def _dispatch(caller: Caller, method: Any, target: Any, body: Any) -> tupl
     if head == "bindings" and len(rest) == 1:
         routes = {"DELETE": delete_binding, "GET": get_binding}
         return await _route(routes, method, target)(caller, rest[0], body)
+    if head == "auth" and rest == ["tokens"]:
+        return await _route({"PUT": put_token}, method, target)(caller, "", body)
     raise ManagementError(f"no such resource: {path}", NOT_FOUND)
 
 
@@ -367,6 +372,17 @@ def _exclusive_access(caller: Caller, queue: Any) -> None:
 
 
 # ---------------------------------------------------------------- exchanges
+
+
+async def put_token(caller: Caller, _: str, body: Any) -> tuple[str, Any]:
+    """RabbitMQ 4's in-band token refresh (node/client/tokens.py)."""
+    try:
+        await caller.owner.refresh_token(body)
+    except TokenRefused as e:
+        raise ManagementError(f"token refused: {e}", UNAUTHORIZED) from None
+    except ValueError as e:
+        raise ManagementError(str(e)) from None
+    return NO_CONTENT, None
 
 
 async def put_exchange(caller: Caller, name: str, body: Any) -> tuple[str, Any]:
