@@ -38,6 +38,7 @@ from node.vhosts.policies import PolicyApplier
 from node.vhosts.quorum_groups import QuorumQueues
 from node.vhosts.remote_queue import QueueService, RemoteQueue
 from node.vhosts.vhost import VHost
+from node.vhosts.volatile_queues import VolatileQueues
 from queues.classic import ClassicQueue, StorePersistence, payload_size
 from queues.quorum.queue import QuorumQueue
 from routing.users import Authenticator, hash_password
@@ -91,6 +92,7 @@ class Broker:
         self.owners = Owners()
         self.quorum = QuorumQueues(self)
         self.queue_service: QueueService | None = None
+        self.volatile = VolatileQueues(self)  # Direct Reply-To's queues: in memory, never in the metadata
         self.alarm_gossip: AlarmGossip | None = None
         self._recovered: set[str] = set()  # queues with messages in the store at start, until their queue starts
         self._positions: dict[str, bytes] = {}  # their positions snapshots, from a clean shutdown
@@ -124,6 +126,7 @@ class Broker:
             self.owners.node_id = self.cluster.node_id
             self.metadata = MetadataStore(self.metadata_machine, self.cluster.propose)
             self.queue_service = QueueService(self)
+            self.volatile.attach_cluster()
             self.quorum.attach()
             snapshot_export.register(self)
             self.alarm_gossip = AlarmGossip(self, cfg.alarm_check_interval)

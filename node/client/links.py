@@ -22,6 +22,7 @@ from amqp.events import Delivery
 from amqp.message import Message
 from amqp.types import Symbol
 from queues.base import ACCEPT, REJECT, RELEASE, Outcome, Queue, QueueMessage, Settlement
+from queues.volatile import is_volatile
 from routing import address, topic_permissions
 from routing.errors import AddressError, RoutingError
 
@@ -127,6 +128,9 @@ class Publisher:
             # as at attach for a fixed target; refused: a rejected outcome
             self.handler.check_access("write", getattr(target, "exchange", ""), "exchange")
         if isinstance(target, address.QueueTarget):
+            if is_volatile(target.queue):  # a reply address: no target at all is unroutable (released)
+                reply_to = self.handler.node.volatile.target(vhost.name, target.queue)
+                return ([] if reply_to is None else [reply_to]), "", target.queue
             return [vhost.queue(target.queue)], "", target.queue
         key = target.routing_key if target.routing_key is not None else (msg.subject or "")
         if self.handler.node.projections.topic_permissions:
