@@ -82,7 +82,7 @@ class Broker:
         self.cluster: Cluster | None = None
         self.cluster_machine: ClusterMachine | None = None
         self.metadata_machine = MetadataMachine()
-        self.projections = Projections(authenticator=self.auth)
+        self.projections = Projections(authenticator=self.auth, is_local=self._queue_is_local)
         self.local_queues = LocalQueues(self)
         self.metadata_machine.subscribe(self.projections.on_applied, self.projections.on_restored)
         self.metadata_machine.subscribe(self.local_queues.on_applied, self.local_queues.on_restored)
@@ -368,6 +368,12 @@ class Broker:
             self.background(self.metadata.run(command), f"rehashing the password of user '{name}'")
 
         self.loop.call_soon_threadsafe(propose)
+
+    def _queue_is_local(self, vhost: str, queue: str) -> bool:
+        """The queue runs on this node (x-local-random routes to those first)."""
+        vh = self.vhosts.get(vhost)
+        q = vh.queues.get(queue) if vh is not None else None
+        return q is not None and not q.remote
 
     def now_ms(self) -> int:
         return int(time.time() * 1000)
