@@ -54,9 +54,10 @@ def node_of(name: str) -> str | None:
     if not dot or not node or not key:
         return None
     try:
-        return base64.urlsafe_b64decode(node + "=" * (-len(node) % 4)).decode()
+        decoded = base64.b64decode(node + "=" * (-len(node) % 4), altchars=b"-_", validate=True).decode()
     except (binascii.Error, ValueError):
         return None
+    return decoded or None
 
 
 class VolatileQueue(Queue):
