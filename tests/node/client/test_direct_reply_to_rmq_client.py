@@ -6,6 +6,8 @@ the request's reply-to), as in the client's RPC example."""
 
 from __future__ import annotations
 
+from urllib.parse import quote
+
 import pytest
 from rabbitmq_amqp_python_client import (
     AddressHelper,
@@ -18,6 +20,7 @@ from rabbitmq_amqp_python_client import (
     OutcomeState,
 )
 from rmq_client import Enough, connection, consume
+from rmq_client import request as management_request
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -69,7 +72,13 @@ def test_rpc_with_the_official_client(broker):
             pass
         got = {m.correlation_id: bytes(m.body) for m in replies.messages}
         assert got == {str(i): f"hello {i} - from the responder".encode() for i in range(3)}
+        # a responder may ask whether the requester is still there (HTTP GET over AMQP)
+        management = responder_conn.management()
+        path = "/queues/" + quote(reply_to[len("/queues/") :], safe="")
+        status, info = management_request(management, "GET", path)
+        assert status == 200 and info["type"] == "rabbit_volatile_queue" and info["consumer_count"] == 1
         reply_consumer.close()
+        assert management_request(management, "GET", path)[0] == 404
         # the requester is gone: a reply is still accepted (and dropped), as RabbitMQ does
         late = Message(body=b"late")
         late.address = reply_to
