@@ -128,15 +128,22 @@ class Publisher:
             # as at attach for a fixed target; refused: a rejected outcome
             self.handler.check_access("write", getattr(target, "exchange", ""), "exchange")
         if isinstance(target, address.QueueTarget):
-            if is_volatile(target.queue):  # a reply address: no target at all is unroutable (released)
-                reply_to = self.handler.node.volatile.target(vhost.name, target.queue)
-                return ([] if reply_to is None else [reply_to]), "", target.queue
+            if is_volatile(target.queue):
+                return self._reply_to(target.queue), "", target.queue
             return [vhost.queue(target.queue)], "", target.queue
         key = target.routing_key if target.routing_key is not None else (msg.subject or "")
+        if target.exchange == address.DEFAULT_EXCHANGE and is_volatile(key):
+            return self._reply_to(key), "", key  # v1's /queue with the reply address as subject
         if self.handler.node.projections.topic_permissions:
             self._check_topic(target.exchange, key)
         # application-properties are decoded only if a headers exchange asks (routing/exchange_types.py)
         return vhost.route(target.exchange, key, lambda: msg.application_properties), target.exchange, key
+
+    def _reply_to(self, name: str) -> list:
+        """A Direct Reply-To address (node/vhosts/volatile_queues.py): none at
+        all is unroutable (released)."""
+        target = self.handler.node.volatile.target(self.handler.vhost.name, name)
+        return [] if target is None else [target]
 
     def _check_topic(self, exchange: str, key: str) -> None:
         """Topic permissions on the routing key, for a topic exchange (a

@@ -293,3 +293,17 @@ def test_rpc_ids_round_trip(broker):
         assert got == {i: i.upper() for i in ids}
     finally:
         conn.close()
+
+
+def test_a_v1_responder_replies_through_the_default_exchange(broker):
+    """RabbitMQ routes the default exchange to a reply address named by the
+    routing key (how AMQP 0.9.1 and v1 responders reply): v1's `/queue`
+    target with the reply queue's name as subject."""
+    conn = BlockingConnection(broker.url, timeout=10)
+    try:
+        replies = requester(conn)
+        name = replies.link.remote_source.address[len("/queues/") :]
+        conn.create_sender("/queue").send(Message(body="by subject", subject=name))
+        assert replies.receive(timeout=10).body == "by subject"
+    finally:
+        conn.close()
