@@ -346,9 +346,10 @@ def delivery_payload(message: QueueMessage) -> bytes:
                 prefix = Message.from_bytes(key[0]).to_delivery_bytes(
                     {"first_acquirer": True}, _routing_annotations(message.exchange, routing_key)
                 )
-                if len(_prefix_cache) >= _PREFIX_CACHE_MAX:
-                    _prefix_cache.clear()
-                _prefix_cache[key] = prefix
+                if not is_volatile(routing_key):  # a reply address repeats rarely: it would only churn the cache
+                    if len(_prefix_cache) >= _PREFIX_CACHE_MAX:
+                        _prefix_cache.clear()
+                    _prefix_cache[key] = prefix
             return prefix + payload[end:]
     changes = {"first_acquirer": not message.acquired}
     if message.delivery_count:

@@ -67,11 +67,14 @@ class VolatileQueues:
     def target(self, vhost: str, name: str) -> Any:
         """What a publish to `name` goes to (see the module's docstring):
         an object with the queue's `publish`, or None for no such queue."""
+        queue = self.queues.get(name)
+        if queue is not None and queue.vhost == vhost:
+            return queue  # the common case, without decoding the name
         node = node_of(name)
         if node is None:
             return None
         if node == self.broker.node_id:
-            return self.local(vhost, name) or self._gone
+            return self._gone
         cluster = self.broker.cluster
         if cluster is None or node not in cluster.members():
             return None
