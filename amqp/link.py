@@ -87,9 +87,9 @@ class Link:
         self.detach_sent = False
         self.detach_received = False
         self.incoming: Delivery | None = None  # a multi-frame delivery being assembled
-        self._incoming_chunks: list[bytes] = []
+        self._incoming_chunks: list[bytes] | tuple = ()  # a list once a delivery starts (none per idle link)
         self._incoming_size = 0
-        self.unsettled_at_detach: list[Delivery] = []
+        self.unsettled_at_detach: list[Delivery] | tuple = ()  # set by the session when our DETACH goes out
         self.context: Any = None  # the application's object for this link
 
     @property

@@ -21,7 +21,7 @@ requesters on node 1, so every request and every reply crosses nodes) and
 `rabbitmq` (3.10, bench/rabbitmq.py, classic only).
 
     .venv/bin/python bench/rpc.py --requesters 1,100,10000 --seconds 10
-    .venv/bin/python bench/rpc.py --memory 20000          # memory per idle requester link
+    .venv/bin/python bench/rpc.py --requesters "" --memory 100000   # memory per idle requester
 """
 
 from __future__ import annotations
@@ -224,21 +224,27 @@ async def load(req_port: int, resp_port: int, n: int, volatile: bool, seconds: f
     }
 
 
-async def idle_memory(port: int, pid: int, n: int) -> dict:
-    """RSS growth of the broker per idle Direct Reply-To link (credit granted)."""
-    broker = psutil.Process(pid)
-    warm_clients, _ = await open_requesters(port, 50, True, Stats(), "warm")
-    before = broker.memory_info().rss
+def tree_rss(pid: int) -> int:
+    """Resident memory of a process and its children (RabbitMQ: the start script, beam.smp, helpers)."""
+    root = psutil.Process(pid)
+    return sum(p.memory_info().rss for p in [root, *root.children(recursive=True)])
+
+
+async def idle_memory(port: int, pid: int, n: int, volatile: bool) -> dict:
+    """RSS growth of the broker per idle requester (reply link with credit
+    granted, no traffic): a volatile queue, or a classic reply queue."""
+    warm_clients, _ = await open_requesters(port, 50, volatile, Stats(), "warm")
+    before = tree_rss(pid)
     opened = time.perf_counter()
-    clients, _ = await open_requesters(port, n, True, Stats(), "idle")
+    clients, _ = await open_requesters(port, n, volatile, Stats(), os.urandom(4).hex())
     attach_s = time.perf_counter() - opened
     await asyncio.sleep(1.0)
-    after = broker.memory_info().rss
+    after = tree_rss(pid)
     for c in clients + warm_clients:
         c.close()
-    return {"idle_requesters": n, "connections": len(clients), "rss_before_mib": round(before / 2**20, 1),
-            "rss_after_mib": round(after / 2**20, 1), "per_requester_bytes": round((after - before) / n),
-            "attach_s": round(attach_s, 1)}  # fmt: skip
+    return {"idle_requesters": n, "mode": "volatile" if volatile else "classic", "connections": len(clients),
+            "rss_before_mib": round(before / 2**20, 1), "rss_after_mib": round(after / 2**20, 1),
+            "per_requester_bytes": round((after - before) / n), "attach_s": round(attach_s, 1)}  # fmt: skip
 
 
 def warren_cluster(n: int) -> ClusterProcesses:
@@ -248,13 +254,22 @@ def warren_cluster(n: int) -> ClusterProcesses:
     return cluster
 
 
+def rabbit_node() -> Any:
+    from rabbitmq import RabbitNode  # noqa: PLC0415 - only when RabbitMQ is measured
+
+    node = RabbitNode(base_dir=tempfile.mkdtemp(prefix="rabbit-rpc-bench-"))
+    node.start()
+    return node
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--requesters", default="1,100,10000")
     ap.add_argument("--brokers", default="warren,warren2,rabbitmq")
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--warmup", type=float, default=2.0)
-    ap.add_argument("--memory", type=int, default=0, help="measure memory per idle requester with this many")
+    ap.add_argument("--memory", type=int, default=0, help="memory per idle volatile requester, with this many")
+    ap.add_argument("--classic-memory", type=int, default=5000, help="with --memory: classic reply queues to open")
     ap.add_argument("--json", help="also write the results here")
     args = ap.parse_args()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -263,14 +278,23 @@ def main() -> None:
     print(f"load average before: {os.getloadavg()}")
 
     if args.memory:
-        cluster = warren_cluster(1)
-        try:
-            r = asyncio.run(idle_memory(cluster[0].amqp_port, cluster[0].proc.pid, args.memory))
-            r["broker"] = "warren"
-            print(json.dumps(r))
-            results.append(r)
-        finally:
-            cluster.close()
+        for broker, volatile in [("warren", True), ("warren", False), ("rabbitmq", False)]:
+            if broker not in args.brokers.split(","):
+                continue
+            if broker == "warren":
+                cluster = warren_cluster(1)
+                port, pid, stop = cluster[0].amqp_port, cluster[0].proc.pid, cluster.close
+            else:
+                node = rabbit_node()
+                port, pid, stop = node.amqp_port, node.proc.pid, node.stop
+            try:
+                r = asyncio.run(idle_memory(port, pid, args.memory if volatile else args.classic_memory, volatile))
+                r["broker"] = broker
+                r["load_average"] = os.getloadavg()[0]
+                print(json.dumps(r), flush=True)
+                results.append(r)
+            finally:
+                stop()
     counts = [int(x) for x in args.requesters.split(",") if x]
     for broker in [b for b in args.brokers.split(",") if b] if counts else []:
         if broker in ("warren", "warren2"):
@@ -278,10 +302,7 @@ def main() -> None:
             resp_port, req_port = cluster[0].amqp_port, cluster[len(cluster) - 1].amqp_port
             modes, stop = (True, False), cluster.close
         else:
-            from rabbitmq import RabbitNode  # noqa: PLC0415 - only when RabbitMQ is measured
-
-            node = RabbitNode(base_dir=tempfile.mkdtemp(prefix="rabbit-rpc-bench-"))
-            node.start()
+            node = rabbit_node()
             resp_port = req_port = node.amqp_port
             modes, stop = (False,), node.stop
         try:

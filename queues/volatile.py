@@ -29,6 +29,7 @@ __all__ = ["PREFIX", "QueueExclusive", "VolatileQueue", "is_volatile", "new_name
 PREFIX = "amq.rabbitmq.reply-to."
 TYPE_NAME = "volatile"
 _KEY_BYTES = 16  # 128 random bits: a reply address cannot be guessed
+_NO_ARGUMENTS: dict = {}
 
 
 class QueueExclusive(ValueError):
@@ -67,6 +68,7 @@ class VolatileQueue(Queue):
 
     def __init__(self, host: QueueHost, vhost: str, name: str) -> None:
         super().__init__(vhost, name, False, None, True, {})
+        self.arguments = self.effective_arguments = _NO_ARGUMENTS  # one shared dict: never set, no policy applies
         self.host = host
         self.consumer: Consumer | None = None
         self.delivery_count = 0  # the link's, as the queue counts its sends

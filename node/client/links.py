@@ -217,6 +217,9 @@ class _Confirm:
 class QueueConsumer:
     """Implements queues.base.Consumer for one sending link."""
 
+    # one per consumer link, 100,000 of them with idle Direct Reply-To requesters
+    __slots__ = ("handler", "link", "queue", "presettled", "paused", "_echo_owed")
+
     def __init__(self, handler: ConnectionHandler, link: Link, queue: Queue):
         self.handler = handler
         self.link = link
