@@ -7,6 +7,7 @@ routes to the queue on the publisher's node."""
 from __future__ import annotations
 
 import pytest
+from cluster_procs import HttpError
 from proton import Data, Message, Terminus
 from proton.handlers import MessagingHandler
 from proton.reactor import AtMostOnce, Container, LinkOption
@@ -20,6 +21,16 @@ PER_CONNECTION = 100
 
 def url(node) -> str:
     return f"amqp://guest:guest@127.0.0.1:{node.amqp_port}"
+
+
+def queue_known(node, name: str) -> bool:
+    """The node has applied the queue's declaration (404 until then)."""
+    try:
+        return node.http("GET", f"/api/queues/%2F/{name}") is not None
+    except HttpError as e:
+        if e.status == 404:
+            return False
+        raise
 
 
 class VolatileSource(LinkOption):
@@ -97,8 +108,7 @@ def test_a_thousand_requesters_on_one_node_and_a_responder_on_the_other(cluster_
     cluster.start()
     responder_node, requester_node = cluster[0], cluster[1]
     responder_node.http("PUT", "/api/queues/%2F/requests", {"durable": False})
-    cluster.wait_for(lambda: requester_node.http("GET", "/api/queues/%2F/requests") is not None, 10,
-                     "the request queue on node 1")  # fmt: skip
+    cluster.wait_for(lambda: queue_known(requester_node, "requests"), 10, "the request queue on node 1")
     rpc = ManyRequesters(url(requester_node), url(responder_node))
     Container(rpc).run()
     assert rpc.error is None, rpc.error
@@ -116,6 +126,7 @@ def test_x_local_random_routes_to_the_queue_on_the_publishers_node(cluster_facto
     a.http("PUT", "/api/exchanges/%2F/lr", {"type": "x-local-random", "durable": True})
     a.http("PUT", "/api/queues/%2F/on-a", {"durable": True})  # led by the node that declares it
     b.http("PUT", "/api/queues/%2F/on-b", {"durable": True})
+    cluster.wait_for(lambda: queue_known(a, "on-b"), 10, "node 0 knows the queue node 1 declared")
     for q in ("on-a", "on-b"):
         a.http("POST", f"/api/bindings/%2F/e/lr/q/{q}", {"routing_key": ""})
     for node in (a, b):
