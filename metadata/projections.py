@@ -71,8 +71,10 @@ class MemberInfo:
 class Projections:
     """One node's read models of the metadata state."""
 
-    def __init__(self, *, choice: Choice = random.choice, authenticator: Authenticator | None = None) -> None:
+    def __init__(self, *, choice: Choice = random.choice, authenticator: Authenticator | None = None,
+                 is_local: Callable[[str, str], bool] | None = None) -> None:  # fmt: skip
         self._choice = choice
+        self._is_local = is_local  # (vhost, queue) -> on this node: x-local-random prefers those
         self.tables: dict[str, RoutingTable] = {}
         self.vhosts: dict[str, VHostInfo] = {}
         self.users: dict[str, User] = {}
@@ -139,7 +141,7 @@ class Projections:
     def _vhost_added(self, e: fx.VHostAdded | fx.VHostUpdated) -> None:
         self.vhosts[e.name] = VHostInfo(e.name, e.description, e.tags)
         if e.name not in self.tables:
-            self.tables[e.name] = RoutingTable(e.name, choice=self._choice)
+            self.tables[e.name] = RoutingTable(e.name, choice=self._choice, is_local=self._is_local)
 
     def _vhost_deleted(self, e: fx.VHostDeleted) -> None:
         self.vhosts.pop(e.name, None)
@@ -278,7 +280,7 @@ class Projections:
     def _rebuild_vhost(self, vh: VHostState) -> None:
         name = vh.name
         self.vhosts[name] = VHostInfo(name, vh.record.description, vh.record.tags)
-        table = self.tables[name] = RoutingTable(name, choice=self._choice)
+        table = self.tables[name] = RoutingTable(name, choice=self._choice, is_local=self._is_local)
         for q in vh.queues.values():
             table.add_queue(q.name)
         for x in vh.exchanges.values():

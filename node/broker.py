@@ -39,6 +39,7 @@ from node.vhosts.policies import PolicyApplier
 from node.vhosts.quorum_groups import QuorumQueues
 from node.vhosts.remote_queue import QueueService, RemoteQueue
 from node.vhosts.vhost import VHost
+from node.vhosts.volatile_queues import VolatileQueues
 from queues.classic import ClassicQueue, StorePersistence, classic_queue, payload_size
 from queues.quorum.queue import QuorumQueue
 from routing.users import Authenticator, hash_password
@@ -83,7 +84,7 @@ class Broker:
         self.cluster: Cluster | None = None
         self.cluster_machine: ClusterMachine | None = None
         self.metadata_machine = MetadataMachine()
-        self.projections = Projections(authenticator=self.auth)
+        self.projections = Projections(authenticator=self.auth, is_local=self._queue_is_local)
         self.local_queues = LocalQueues(self)
         self.metadata_machine.subscribe(self.projections.on_applied, self.projections.on_restored)
         self.metadata_machine.subscribe(self.local_queues.on_applied, self.local_queues.on_restored)
@@ -93,6 +94,7 @@ class Broker:
         self.owners = Owners()
         self.quorum = QuorumQueues(self)
         self.queue_service: QueueService | None = None
+        self.volatile = VolatileQueues(self)  # Direct Reply-To's queues: in memory, never in the metadata
         self.alarm_gossip: AlarmGossip | None = None
         self._recovered: set[str] = set()  # queues with messages in the store at start, until their queue starts
         self._positions: dict[str, bytes] = {}  # their positions snapshots, from a clean shutdown
@@ -126,6 +128,7 @@ class Broker:
             self.owners.node_id = self.cluster.node_id
             self.metadata = MetadataStore(self.metadata_machine, self.cluster.propose)
             self.queue_service = QueueService(self)
+            self.volatile.attach_cluster()
             self.quorum.attach()
             snapshot_export.register(self)
             self.alarm_gossip = AlarmGossip(self, cfg.alarm_check_interval)
@@ -367,6 +370,12 @@ class Broker:
             self.background(self.metadata.run(command), f"rehashing the password of user '{name}'")
 
         self.loop.call_soon_threadsafe(propose)
+
+    def _queue_is_local(self, vhost: str, queue: str) -> bool:
+        """The queue runs on this node (x-local-random routes to those first)."""
+        vh = self.vhosts.get(vhost)
+        q = vh.queues.get(queue) if vh is not None else None
+        return q is not None and not q.remote
 
     def now_ms(self) -> int:
         return int(time.time() * 1000)

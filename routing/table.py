@@ -24,7 +24,7 @@ Semantics follow RabbitMQ:
 from __future__ import annotations
 
 import random
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from routing.errors import InvalidArgument, NotAllowed, NotFound, PreconditionFailed
@@ -91,11 +91,27 @@ def _reserved(name: str) -> bool:
     return name == DEFAULT_EXCHANGE or name.startswith(RESERVED_PREFIX)
 
 
+def _local_first(choice: Choice, is_local: Callable[[str, str], bool], vhost: str) -> Choice:
+    """x-local-random as RabbitMQ routes it: a queue on the publisher's node
+    when one is bound, else any."""
+
+    def pick(pool: Sequence[Destination]) -> Destination:
+        here = [d for d in pool if is_local(vhost, d.name)]
+        return choice(here or pool)
+
+    return pick
+
+
 class RoutingTable:
     """Exchanges, bindings and queue names of one vhost."""
 
-    def __init__(self, vhost: str = "/", *, choice: Choice = random.choice):
+    def __init__(self, vhost: str = "/", *, choice: Choice = random.choice,
+                 is_local: Callable[[str, str], bool] | None = None):  # fmt: skip
+        """`is_local(vhost, queue)`: whether the queue is on this node, so that
+        x-local-random picks among those first (None: every queue is)."""
         self.vhost = vhost
+        if is_local is not None:
+            choice = _local_first(choice, is_local, vhost)
         self._choice = choice
         self._queues: set[str] = set()
         self._exchanges: dict[str, _ExchangeState] = {}

@@ -1,10 +1,14 @@
 """Links a client attaches: publishers to an exchange or queue address,
 consumers from a queue, each checked against the user's permissions; v1
-addresses whose queue must be declared first answer once it exists."""
+addresses whose queue must be declared first answer once it exists, and so
+do dynamic sources that get a classic queue; a dynamic source asking for a
+volatile queue (Direct Reply-To) is answered at once (node/client/termini.py)."""
 
 from __future__ import annotations
 
+import base64
 import logging
+import os
 from typing import TYPE_CHECKING, Any
 
 from amqp import definitions as d
@@ -13,6 +17,7 @@ from node.client import termini, v1_termini
 from node.client.links import Publisher, QueueConsumer
 from node.client.management import node_link
 from node.vhosts.vhost import ResourceLocked
+from queues.volatile import is_volatile
 from routing import address
 from routing.errors import NotFound, RoutingError
 
@@ -49,7 +54,7 @@ class LinkAttaching:
         if target_addr is not None:
             target = address.parse_link_target(target_addr, self.node.config.permit_amqp_address_v1)
             if v1_termini.creates_something(target):
-                self._attach_when_prepared(link, target, attach.target,
+                self._attach_when_prepared(link, attach.target, lambda: v1_termini.prepare(self, target, attach.target),
                                            lambda _: self._attach_publisher_to(link, attach, target))  # fmt: skip
                 return
         self._attach_publisher_to(link, attach, target)
@@ -57,7 +62,10 @@ class LinkAttaching:
     def _attach_publisher_to(self, link: Any, attach: Any, target: Any) -> None:
         if isinstance(target, address.QueueTarget):
             self.check_access("write", "", "exchange")  # the default exchange, as "amq.default"
-            self.vhost.queue(target.queue)  # raises not-found
+            if not is_volatile(target.queue):
+                self.vhost.queue(target.queue)  # raises not-found
+            elif not self.node.volatile.exists(self.vhost.name, target.queue):
+                raise NotFound(f"no queue '{target.queue}' in vhost '{self.vhost.name}'")  # its requester is gone
         elif target is not None:
             self.check_access("write", target.exchange, "exchange")
             # the default exchange is named only by v1's /queue
@@ -78,13 +86,44 @@ class LinkAttaching:
         publisher.top_up()
 
     def _attach_consumer(self, link: Any, attach: Any) -> None:
+        if termini.is_dynamic(attach.source):
+            if termini.wants_volatile_queue(attach.source):
+                self._attach_volatile(link, attach)
+            else:
+                self._attach_when_prepared(link, attach.source, lambda: self._declare_dynamic(attach.source),
+                                           lambda queue: self._attach_consumer_late(link, attach, queue))  # fmt: skip
+            return
         source_addr = getattr(attach.source, "address", None)
         source = address.parse_link_source(source_addr, self.node.config.permit_amqp_address_v1)
         if v1_termini.creates_something(source):
-            self._attach_when_prepared(link, source, attach.source,
+            self._attach_when_prepared(link, attach.source, lambda: v1_termini.prepare(self, source, attach.source),
                                        lambda queue: self._attach_consumer_late(link, attach, queue))  # fmt: skip
             return
         self._attach_consumer_to(link, attach, source.queue)
+
+    def _attach_volatile(self, link: Any, attach: Any) -> None:
+        """Direct Reply-To: the link is the queue, named now, never in the
+        metadata store. Replies go pre-settled whatever the client asked."""
+        queue = self.node.volatile.create(self.vhost.name)
+        link.attach(
+            source=termini.dynamic_source(attach.source, address.QUEUES_PREFIX + queue.name),
+            target=attach.target,
+            snd_settle_mode=d.SND_SETTLED,
+            rcv_settle_mode=d.RCV_FIRST,
+            initial_delivery_count=0,
+        )
+        consumer = QueueConsumer(self, link, queue)
+        link.context = consumer
+        self.node.metrics.links += 1
+        queue.attach_consumer(consumer)
+
+    async def _declare_dynamic(self, source: Any) -> str:
+        """A dynamic source without the volatile capability: an exclusive
+        auto-delete classic queue the broker names (configure permission on it)."""
+        queue = "amq.gen-" + base64.urlsafe_b64encode(os.urandom(16)).decode().rstrip("=")
+        self.check_access("configure", queue, "queue")
+        await self.vhost.declare_queue(queue, False, self, True, {})
+        return queue
 
     def _attach_consumer_late(self, link: Any, attach: Any, queue_name: str) -> None:
         self._attach_consumer_to(link, attach, queue_name)
@@ -97,8 +136,12 @@ class LinkAttaching:
         if queue.exclusive_owner is not None and queue.exclusive_owner is not self:
             raise ResourceLocked(f"cannot obtain exclusive access to locked queue '{queue.name}' in vhost "
                                  f"'{self.vhost.name}'")  # fmt: skip
+        if termini.is_dynamic(attach.source):
+            source = termini.dynamic_source(attach.source, address.QUEUES_PREFIX + address.quote_segment(queue_name))
+        else:
+            source = termini.reply_source(attach.source)
         link.attach(
-            source=termini.reply_source(attach.source),
+            source=source,
             target=attach.target,
             snd_settle_mode=attach.snd_settle_mode,
             rcv_settle_mode=attach.rcv_settle_mode,  # echoed, as RabbitMQ (second only with settled sends)
@@ -113,15 +156,15 @@ class LinkAttaching:
             priority = int(props["rabbitmq:priority"])
         queue.attach_consumer(consumer, priority)
 
-    def _attach_when_prepared(self, link: Any, addr: Any, terminus: Any, finish: Any) -> None:
-        """A v1 address that declares a queue (node/client/v1_termini.py): the
-        ATTACH is answered once the metadata store has the queue, by
-        `finish(queue name)`, unless the link, its session or the connection
-        went away meanwhile."""
+    def _attach_when_prepared(self, link: Any, terminus: Any, prepare_queue: Any, finish: Any) -> None:
+        """A v1 address that declares a queue (node/client/v1_termini.py), or
+        a dynamic source: the ATTACH is answered once the metadata store has
+        the queue `prepare_queue()` declares, by `finish(queue name)`, unless
+        the link, its session or the connection went away meanwhile."""
 
         async def prepare() -> None:
             try:
-                queue = await v1_termini.prepare(self, addr, terminus)
+                queue = await prepare_queue()
                 if self._still_attaching(link):
                     finish(queue)
             except RoutingError as e:

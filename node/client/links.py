@@ -22,6 +22,7 @@ from amqp.events import Delivery
 from amqp.message import Message
 from amqp.types import Symbol
 from queues.base import ACCEPT, REJECT, RELEASE, Outcome, Queue, QueueMessage, Settlement
+from queues.volatile import is_volatile
 from routing import address, topic_permissions
 from routing.errors import AddressError, RoutingError
 
@@ -127,12 +128,22 @@ class Publisher:
             # as at attach for a fixed target; refused: a rejected outcome
             self.handler.check_access("write", getattr(target, "exchange", ""), "exchange")
         if isinstance(target, address.QueueTarget):
+            if is_volatile(target.queue):
+                return self._reply_to(target.queue), "", target.queue
             return [vhost.queue(target.queue)], "", target.queue
         key = target.routing_key if target.routing_key is not None else (msg.subject or "")
+        if target.exchange == address.DEFAULT_EXCHANGE and is_volatile(key):
+            return self._reply_to(key), "", key  # v1's /queue with the reply address as subject
         if self.handler.node.projections.topic_permissions:
             self._check_topic(target.exchange, key)
         # application-properties are decoded only if a headers exchange asks (routing/exchange_types.py)
         return vhost.route(target.exchange, key, lambda: msg.application_properties), target.exchange, key
+
+    def _reply_to(self, name: str) -> list:
+        """A Direct Reply-To address (node/vhosts/volatile_queues.py): none at
+        all is unroutable (released)."""
+        target = self.handler.node.volatile.target(self.handler.vhost.name, name)
+        return [] if target is None else [target]
 
     def _check_topic(self, exchange: str, key: str) -> None:
         """Topic permissions on the routing key, for a topic exchange (a
@@ -205,6 +216,9 @@ class _Confirm:
 
 class QueueConsumer:
     """Implements queues.base.Consumer for one sending link."""
+
+    # one per consumer link, 100,000 of them with idle Direct Reply-To requesters
+    __slots__ = ("handler", "link", "queue", "presettled", "paused", "_echo_owed")
 
     def __init__(self, handler: ConnectionHandler, link: Link, queue: Queue):
         self.handler = handler
@@ -335,9 +349,10 @@ def delivery_payload(message: QueueMessage) -> bytes:
                 prefix = Message.from_bytes(key[0]).to_delivery_bytes(
                     {"first_acquirer": True}, _routing_annotations(message.exchange, routing_key)
                 )
-                if len(_prefix_cache) >= _PREFIX_CACHE_MAX:
-                    _prefix_cache.clear()
-                _prefix_cache[key] = prefix
+                if not is_volatile(routing_key):  # a reply address repeats rarely: it would only churn the cache
+                    if len(_prefix_cache) >= _PREFIX_CACHE_MAX:
+                        _prefix_cache.clear()
+                    _prefix_cache[key] = prefix
             return prefix + payload[end:]
     changes = {"first_acquirer": not message.acquired}
     if message.delivery_count:

@@ -31,11 +31,14 @@ if TYPE_CHECKING:
 PROTOCOL = "amqp10"
 # RabbitMQ's queue_type label: the module behind each queue type. Every type
 # is reported, zero or not, so a dashboard's series exist from the start.
-QUEUE_TYPES = {"classic": "rabbit_classic_queue", "quorum": "rabbit_quorum_queue"}
+QUEUE_TYPES = {"classic": "rabbit_classic_queue", "quorum": "rabbit_quorum_queue",
+               "volatile": "rabbit_volatile_queue"}  # fmt: skip
 # Which dead-letter strategies each type has: "disabled" counts the messages
-# dropped for want of a dead-letter exchange.
+# dropped for want of a dead-letter exchange (a volatile queue's: the replies
+# dropped for want of the requester's credit).
 DEAD_LETTER_STRATEGIES = {"classic": ("disabled", "at_most_once"),
-                          "quorum": ("disabled", "at_most_once", "at_least_once")}  # fmt: skip
+                          "quorum": ("disabled", "at_most_once", "at_least_once"),
+                          "volatile": ("disabled",)}  # fmt: skip
 _DEAD_LETTER_HELP = {
     "expired": "message TTL exceeded",
     "rejected": "basic.reject / basic.nack or the rejected / modified outcome",

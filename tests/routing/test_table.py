@@ -230,6 +230,24 @@ def test_local_random_picks_one():
         t.bind("lr", "exchange", "amq.direct")
 
 
+def test_local_random_prefers_the_publishers_node():
+    """RabbitMQ's x-local-random: a queue on this node when one is bound, else any."""
+    here: set[str] = set()
+    t = RoutingTable("v", choice=lambda pool: pool[0], is_local=lambda vhost, q: vhost == "v" and q in here)
+    for q in ("a", "b", "c"):
+        t.add_queue(q)
+        t.bind("amq.direct", "queue", q, q)  # other exchanges are not affected
+    t.declare_exchange("lr", "x-local-random")
+    for q in ("a", "b", "c"):
+        t.bind("lr", "queue", q)
+    assert t.route("lr", "k") == {"a"}  # none here: any
+    here.add("c")
+    assert t.route("lr", "k") == {"c"}
+    here.add("b")
+    assert t.route("lr", "k") == {"b"}  # among the local ones
+    assert t.route("amq.direct", "a") == {"a"}
+
+
 # -- exchange graphs ------------------------------------------------------------
 
 

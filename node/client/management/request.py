@@ -52,6 +52,7 @@ from amqp.types import Array, UInt, ULong
 from node.vhosts.metadata_store import MetadataUnavailable
 from node.vhosts.remote_queue import refresh_counts
 from node.vhosts.vhost import ResourceLocked
+from queues.volatile import is_volatile
 from routing import permissions, topic_permissions
 from routing.address import quote_segment, unquote_segment
 from routing.errors import NotFound, PreconditionFailed, RoutingError
@@ -265,9 +266,23 @@ def _policy_info(queue: Any) -> dict[str, Any]:
 
 async def get_queue(caller: Caller, name: str, body: Any) -> tuple[str, Any]:
     # RabbitMQ checks no permission to read a queue's info
+    if is_volatile(name):
+        return OK, _reply_address_info(caller, name)
     queue = _queue(caller, name)
     await refresh_counts([queue])  # a queue another node hosts: its counts from there
     return OK, queue_info(queue, caller.node_name)
+
+
+def _reply_address_info(caller: Caller, name: str) -> dict[str, Any]:
+    """A responder asking whether a Direct Reply-To requester is still there
+    (RabbitMQ answers 200 or 404 the same way). Another node's requester is
+    taken on trust, as when a sender attaches to its address."""
+    vhost = caller.vhost
+    if not vhost.broker.volatile.exists(vhost.name, name):
+        raise NotFound(f"queue '{name}' in vhost '{vhost.name}' not found")
+    return {"name": name, "vhost": vhost.name, "durable": False, "auto_delete": True, "exclusive": False,
+            "type": "rabbit_volatile_queue", "arguments": {}, "message_count": ULong(0),
+            "consumer_count": UInt(1)}  # fmt: skip
 
 
 async def put_queue(caller: Caller, name: str, body: Any) -> tuple[str, Any]:
