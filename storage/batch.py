@@ -75,6 +75,11 @@ def is_no_space(e: BaseException) -> bool:
 # write fails, and a batch that failed for want of space must be written again.
 Op = tuple
 
+# Not the memtables: bounded by the owner's settings (write_buffer_size x max_write_buffer_number), and
+# freed only by a flush, whenever RocksDB decides on one, so an alarm counting them would not clear after
+# a drain but at some later flush.
+_MEMORY_PROPERTIES = ("rocksdb.estimate-table-readers-mem", "rocksdb.block-cache-usage")
+
 
 class SealedBatch:
     """Writes sealed for one synced write; made by BatchWriter.seal().
@@ -303,6 +308,14 @@ class BatchWriter:
     def db(self) -> Rdict:
         """The open database, for reads (pending writes are not visible)."""
         return self._open_db()
+
+    def memory_bytes(self) -> int:
+        """What RocksDB holds in memory for this database that grows with its
+        contents: table readers and the block cache (memtables: see _MEMORY_PROPERTIES)."""
+        db = self._db
+        if db is None:
+            return 0
+        return sum(db.property_int_value(p) or 0 for p in _MEMORY_PROPERTIES)
 
     @property
     def closed(self) -> bool:

@@ -384,6 +384,10 @@ class MessageStore:
         if the database cannot be opened yet."""
         self._batches.reopen()
 
+    def memory_bytes(self) -> int:
+        """RocksDB's table readers and block cache (the memory alarm counts them)."""
+        return self._batches.memory_bytes()
+
     @property
     def path(self) -> str:
         return self._batches.path

@@ -48,6 +48,12 @@ from .retention import Retention
 
 __all__ = ["ClassicQueue"]
 
+# Python objects around one message held in memory (QueueMessage, its bytes
+# header, its routing-key list, deque and dict slots: an estimate); one run of
+# the paged tail's positions (paging.Positions: four array entries).
+MESSAGE_OVERHEAD = 400
+POSITION_RUN_BYTES = 17
+
 
 
 def _modify(msg: QueueMessage, settlement: Settlement) -> bool:
@@ -85,6 +91,7 @@ class ClassicQueue(QueueRecovery, Queue):
         tail = PagedTail(self._persistence, self.store_key, self._load_paged)
         self._messages = ReadyMessages(tail, memory_window, memory_bytes, self._page_out)
         self._unacked_count = 0
+        self._unacked_bytes = 0  # payload bytes of unsettled deliveries (held_bytes)
         self._flow = CreditFlow()
         self._dispatching = False
         self._again = False
@@ -127,6 +134,17 @@ class ClassicQueue(QueueRecovery, Queue):
         tail = self._messages.tail
         tail.prune()
         return self._messages.held_bytes + tail.unflushed_bytes
+
+    @property
+    def held_bytes(self) -> int:
+        """Memory this queue holds, as the memory alarm counts it
+        (node/ops/memory.py): the bodies in memory (window, unflushed page
+        copies, unsettled deliveries) with a per-message overhead, and the
+        paged tail's run-length positions."""
+        tail = self._messages.tail
+        in_memory = len(self._messages) - len(tail) + self._unacked_count
+        return (self.memory_bytes + self._unacked_bytes + in_memory * MESSAGE_OVERHEAD
+                + tail.positions.runs * POSITION_RUN_BYTES)  # fmt: skip
 
     def info(self) -> dict:
         info = super().info()
@@ -192,7 +210,8 @@ class ClassicQueue(QueueRecovery, Queue):
             ticket = self._persistence.put(self.store_key, seq, message)
             self._messages.append(message, ticket, stored=True)
             if confirm is not None:
-                self._persistence.on_durable(ticket, lambda: self._confirm(confirm))
+                self._persistence.on_durable(ticket, lambda: self._confirm(confirm),
+                                             lambda: confirm(Outcome.NO_SPACE))  # fmt: skip
         else:
             self._messages.append(message)
             if confirm is not None:
@@ -222,6 +241,7 @@ class ClassicQueue(QueueRecovery, Queue):
         if cs is None:
             return
         for msg in cs.unacked.values():
+            self._unacked_bytes -= msg.size
             self._requeue(msg, changed=False)
         self._unacked_count -= len(cs.unacked)
         cs.unacked = {}
@@ -255,6 +275,7 @@ class ClassicQueue(QueueRecovery, Queue):
             if msg is None:
                 continue  # unknown, or settled already
             self._unacked_count -= 1
+            self._unacked_bytes -= msg.size
             if kind == "accepted":
                 stats.acknowledged += 1
                 if self.durable and msg.durable:
@@ -304,6 +325,7 @@ class ClassicQueue(QueueRecovery, Queue):
             self._persistence.drop_queue(self.store_key)
         self._messages.clear()
         self._unacked_count = 0
+        self._unacked_bytes = 0
         self._flow.clear()
         for consumer in consumers:  # after the state is gone: they may call back
             consumer.queue_deleted()
@@ -376,6 +398,7 @@ class ClassicQueue(QueueRecovery, Queue):
             else:
                 cs.unacked[msg.seq] = msg
                 self._unacked_count += 1
+                self._unacked_bytes += msg.size
             consumer.deliver(self, msg)
 
     def _requeue(self, msg: QueueMessage, changed: bool) -> None:

@@ -8,10 +8,10 @@ import asyncio
 import os
 
 import pytest
+from tmpfs import fill, mount_tmpfs  # tests/support/
 
 from storage.group_commit import GroupCommitter
 from storage.message_store import MessageStore, Record, StoreFullError
-from tmpfs import fill, mount_tmpfs  # tests/support/
 
 BODY = b"x" * 16 * 1024
 
