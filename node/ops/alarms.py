@@ -35,6 +35,7 @@ class Alarms:
     def __init__(self, data_dir: str, memory_high_watermark: float, disk_free_limit: int,
                  on_change: Callable[[bool], None], *, memory_used: Callable[[], int] | None = None,
                  store_full: Callable[[], bool] | None = None):  # fmt: skip
+        self.memory_high_watermark = memory_high_watermark
         self.memory_limit = memory_limit(memory_high_watermark)
         self.disk_free_limit = disk_free_limit
         self.data_dir = data_dir
@@ -66,6 +67,8 @@ class Alarms:
 
     def check(self) -> None:
         before = self.active
+        # a fraction follows the memory available, which a container's limit can change while the node runs
+        self.memory_limit = memory_limit(self.memory_high_watermark)
         self.memory_used = self._memory_used()
         self.memory = self.memory_used > self.memory_limit
         self.disk_free = shutil.disk_usage(self.data_dir).free

@@ -44,15 +44,15 @@ TRIM_AFTER = 32 * 1024 * 1024
 _CGROUP_LIMITS = ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes")
 
 
-def available_memory() -> tuple[int, str]:
+def available_memory(cgroup_files: tuple[str, ...] = _CGROUP_LIMITS) -> tuple[int, str]:
     """(bytes the node may use, where that figure comes from): a cgroup limit
     below the machine's RAM, else the RAM."""
     total = psutil.virtual_memory().total
-    for path in _CGROUP_LIMITS:
+    for path in cgroup_files:
         try:
             with open(path) as f:
                 text = f.read().strip()
-        except OSError:
+        except (FileNotFoundError, PermissionError):  # not this cgroup version; EMFILE and the like propagate
             continue
         if text.isdigit() and 0 < int(text) < total:  # "max" or v1's huge number: no limit
             return int(text), path

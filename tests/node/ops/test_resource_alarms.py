@@ -15,6 +15,8 @@ from proton import Message
 from proton.utils import BlockingConnection
 from tmpfs import fill, mount_tmpfs  # tests/support/
 
+from node.ops import memory
+
 MiB = 1024 * 1024
 BODY = b"m" * (20 * 1024)
 
@@ -36,7 +38,9 @@ def _drain(url: str, address: str, n: int) -> list:
         conn.close()
 
 
-def test_memory_alarm_rises_with_a_backlog_and_clears_after_the_drain_without_reconnecting(broker_factory):
+def test_memory_alarm_rises_with_a_backlog_and_clears_after_the_drain_without_reconnecting(broker_factory,
+                                                                                          monkeypatch):
+    monkeypatch.setattr(memory, "TRIM_AFTER", 2 * MiB)  # the drain of 6 MB is a large release
     # the whole backlog stays in memory (no paging window), checked every 50 ms
     node = broker_factory(classic_queue_memory_window=-1, classic_queue_memory_bytes=-1, alarm_check_interval=0.05)
     broker = node.broker
@@ -47,7 +51,7 @@ def test_memory_alarm_rises_with_a_backlog_and_clears_after_the_drain_without_re
     sender = conn.create_sender("/queues/backlog")
     confirmed = _publish(sender, 300)  # 6 MB of bodies
     assert all(d.remote_state == d.ACCEPTED for d in confirmed)
-    node.call(setattr, broker.alarms, "memory_limit", baseline + 4 * MiB)  # a budget the backlog exceeds
+    node.call(setattr, broker.alarms, "memory_high_watermark", baseline + 4 * MiB)  # bytes: a budget it exceeds
     node.call(broker.alarms.check)
     assert broker.alarms.memory and broker.alarms.memory_used >= baseline + 300 * len(BODY)
     conn.wait(lambda: sender.link.credit <= 0, timeout=20, msg="the publisher was not held")
@@ -56,6 +60,7 @@ def test_memory_alarm_rises_with_a_backlog_and_clears_after_the_drain_without_re
     node.call(broker.alarms.check)
     assert not broker.alarms.memory, broker.memory.breakdown()
     assert broker.alarms.memory_used < baseline + 2 * MiB
+    assert broker.memory.trims >= 1  # malloc_trim after the release
 
     # the same connection and link publish again once credit comes back
     conn.wait(lambda: sender.link.credit > 0, timeout=20, msg="credit did not come back after the alarm")
