@@ -197,8 +197,10 @@ class _Confirm:
             elif self.worst is Outcome.REJECTED:
                 state = _rejected(Condition.PRECONDITION_FAILED, "queue full (x-overflow reject-publish)")
             elif self.worst is Outcome.NO_SPACE:
-                state = _rejected(Condition.RESOURCE_LIMIT_EXCEEDED,
-                                  "disk full: the message store could not write (no space left on device)")
+                state = _rejected(
+                    Condition.RESOURCE_LIMIT_EXCEEDED,
+                    "disk full: the message store could not write (no space left on device)",
+                )
             elif self.worst is Outcome.RELEASED:
                 state = RELEASED  # a queue was deleted under the message
             else:

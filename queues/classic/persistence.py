@@ -46,8 +46,9 @@ class Persistence(Protocol):
 
     def drop_queue(self, queue: str) -> Ticket: ...
 
-    def on_durable(self, ticket: Ticket, callback: Callable[[], None],
-                   on_failed: Callable[[], None] | None = None) -> None:
+    def on_durable(
+        self, ticket: Ticket, callback: Callable[[], None], on_failed: Callable[[], None] | None = None
+    ) -> None:
         """`on_failed` runs instead of `callback` if the write cannot be made
         durable for now (the disk is full)."""
 

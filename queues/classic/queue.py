@@ -57,7 +57,6 @@ __all__ = ["ClassicQueue"]
 MESSAGE_OVERHEAD = 256
 
 
-
 def _modify(msg: QueueMessage, settlement: Settlement) -> bool:
     """[3.4.5] Merges the settlement's annotations into the message and counts
     a failed delivery; returns whether the message changed."""

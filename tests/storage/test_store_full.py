@@ -80,4 +80,3 @@ async def _committer_waits_out_a_full_disk(small_fs) -> None:
     store = MessageStore(os.path.join(small_fs, "db"))
     assert [seq for seq, _ in store.iter_queue("q")] == [0, 1, 2, 3, 4]
     store.close()
-

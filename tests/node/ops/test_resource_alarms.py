@@ -38,8 +38,7 @@ def _drain(url: str, address: str, n: int) -> list:
         conn.close()
 
 
-def test_memory_alarm_rises_with_a_backlog_and_clears_after_the_drain_without_reconnecting(broker_factory,
-                                                                                          monkeypatch):
+def test_memory_alarm_rises_with_a_backlog_and_clears_after_the_drain_without_reconnecting(broker_factory, monkeypatch):
     monkeypatch.setattr(memory, "TRIM_AFTER", 2 * MiB)  # the drain of 6 MB is a large release
     # the whole backlog stays in memory (no paging window), checked every 50 ms
     node = broker_factory(classic_queue_memory_window=-1, classic_queue_memory_bytes=-1, alarm_check_interval=0.05)
