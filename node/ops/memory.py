@@ -144,8 +144,7 @@ class MemoryAccount:
 
 
 def _quorum_held(queue: Any) -> int:
-    fresh = getattr(queue.bodies, "_fresh", {})
-    return sum(len(v) for v in fresh.values()) + (queue.message_count + queue.unacked_count) * QUORUM_INDEX_BYTES
+    return queue.bodies.held_bytes + (queue.message_count + queue.unacked_count) * QUORUM_INDEX_BYTES
 
 
 def _write_buffered(conn: Any) -> int:

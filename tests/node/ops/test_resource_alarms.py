@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 
+from mgmt_client import Api, sample, scrape
 from proton import Message
 from proton.utils import BlockingConnection
 from tmpfs import fill, mount_tmpfs  # tests/support/
@@ -53,6 +54,10 @@ def test_memory_alarm_rises_with_a_backlog_and_clears_after_the_drain_without_re
     node.call(setattr, broker.alarms, "memory_high_watermark", baseline + 4 * MiB)  # bytes: a budget it exceeds
     node.call(broker.alarms.check)
     assert broker.alarms.memory and broker.alarms.memory_used >= baseline + 300 * len(BODY)
+    # the alarm's input is what /api/nodes and Prometheus report (RSS stays rabbitmq_process_resident_memory_bytes)
+    (reported,) = Api(broker.http_port).get("/api/nodes").body
+    assert reported["mem_alarm"] and reported["mem_used"] >= baseline + 300 * len(BODY)
+    assert sample(scrape(node), "warren_memory_used_bytes") >= baseline + 300 * len(BODY)
     conn.wait(lambda: sender.link.credit <= 0, timeout=20, msg="the publisher was not held")
 
     assert _drain(node.url, "/queues/backlog", 300) == list(range(300))
@@ -100,3 +105,18 @@ def test_a_full_disk_rejects_publishes_keeps_confirmed_ones_and_recovers_when_sp
         ids = _drain(node.url, "/queues/full", 75)
         assert [i for i in ids if i < 50 or i >= 100] == list(range(50)) + list(range(100, 120))
         node.stop()
+
+
+def test_quorum_replicas_count_their_messages(broker):
+    node = broker
+    node.call(node.vhost.declare_queue, "qq", True, None, False, {"x-queue-type": "quorum"})
+    empty = node.call(lambda: node.broker.memory.breakdown()["quorum_queues"])
+    conn = BlockingConnection(node.url, timeout=20)
+    sender = conn.create_sender("/queues/qq")
+    assert all(d.remote_state == d.ACCEPTED for d in _publish(sender, 50))
+    conn.close()
+    held = node.call(lambda: node.broker.memory.breakdown()["quorum_queues"])
+    assert held >= empty + 50 * memory.QUORUM_INDEX_BYTES
+    assert _drain(node.url, "/queues/qq", 50) == list(range(50))
+    node.call(node.queue("qq").purge)  # returns once the settlements sent so far are applied
+    assert node.call(lambda: node.broker.memory.breakdown()["quorum_queues"]) == empty
