@@ -32,8 +32,9 @@ every later write fails the same way, even once space is freed, and close()
 raises "Writer has previous error" though it does release the database), but
 reopening the database recovers it: the batch that failed is not in it (its
 torn WAL record is dropped by point-in-time recovery) and writes work again.
-So a no-space failure raises `full_error` instead (not heard by
-`on_failure`), the batch stays unwritten, and once there is space the owner
+So for an owner that gives a `full_error` class (the message store; the
+Raft log does not, and treats a full disk like any failure) a no-space
+failure raises it instead (not heard by `on_failure`), the batch stays unwritten, and once there is space the owner
 calls `reopen()` on the buffering thread and `write()`s the same batch again.
 Writing a batch twice is harmless should its first write have landed after
 all (an fsync that failed): puts and deletes are idempotent.
@@ -158,7 +159,7 @@ class BatchWriter:
         self._closed_error = closed_error or error
         self._format_error = format_error or error
         self._on_failure = on_failure
-        self._full_error = full_error or error
+        self._full_error = full_error  # None: the owner treats a full disk like any failure
         self._sync = sync
         opts = self._opts = Options(raw_mode=True)
         opts.create_if_missing(True)
@@ -287,7 +288,7 @@ class BatchWriter:
             if self._wal is not None:
                 self._wal.sync()
         except Exception as e:
-            if is_no_space(e):
+            if self._full_error is not None and is_no_space(e):
                 self.needs_reopen = True
                 raise self._full_error(f"{self._label} write failed, no space left on device: {e}") from e
             err = self._error(f"{self._label} write failed: {e}")
@@ -315,7 +316,7 @@ class BatchWriter:
                 db.close()
             except Exception:  # "Writer has previous error": it closes all the same
                 pass
-        self._db = self._open(self._full_error)
+        self._db = self._open(self._full_error or self._error)
         if self._sync:
             try:
                 self._wal = WalSyncer(self._db, self.path)
