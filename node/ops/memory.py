@@ -9,7 +9,7 @@ counts what it holds, once per alarm check:
   paged tail's positions);
 - every quorum replica on this node: bodies kept until their write is
   flushed, and an index entry per message in the machine's state;
-- connections: what their transports still have to send;
+- connections: what they hold to send (transport and protocol engine);
 - RocksDB: table readers and block cache of the message store and of the
   Raft log (not the memtables: bounded by their settings, 2 x 32 MiB for the
   message store, and freed at a flush RocksDB times, they would keep the
