@@ -86,10 +86,11 @@ def test_a_full_disk_rejects_publishes_keeps_confirmed_ones_and_recovers_when_sp
         assert all(d.remote_state == d.ACCEPTED for d in before)
 
         filler = fill(fs)
-        refused = _publish(sender, 5, start=50)
-        assert refused[0].remote_state == refused[0].REJECTED
-        assert str(refused[0].remote.condition.name) == "amqp:resource-limit-exceeded"
-        assert not any(d.remote_state == d.ACCEPTED for d in refused)
+        # sent together, before the alarm can take the credit: the first write fails, the rest meet a full store
+        refused = [sender.link.send(Message(id=50 + i, body=BODY, durable=True)) for i in range(5)]
+        conn.wait(lambda: all(d.settled for d in refused), timeout=20, msg="the publishes were not settled")
+        assert all(d.remote_state == d.REJECTED for d in refused)
+        assert {d.remote.condition.name for d in refused} == {"amqp:resource-limit-exceeded"}
         node.call(broker.alarms.check)
         assert broker.alarms.disk and broker.committer.out_of_space
         conn.wait(lambda: sender.link.credit <= 0, timeout=20, msg="the publisher was not held")
