@@ -78,34 +78,45 @@ def test_a_full_disk_rejects_publishes_keeps_confirmed_ones_and_recovers_when_sp
     with mount_tmpfs(tmp_path / "fs", 96 * MiB) as fs:
         # disk_free_limit 0: the free-space check stays quiet, so the publishes meet ENOSPC itself
         node = broker_factory(os.path.join(fs, "data"), disk_free_limit=0, alarm_check_interval=0.05)
-        broker = node.broker
-        node.declare_queue("full")
-        conn = BlockingConnection(node.url, timeout=20)
-        sender = conn.create_sender("/queues/full")
-        before = _publish(sender, 50)
-        assert all(d.remote_state == d.ACCEPTED for d in before)
+        try:
+            _fill_and_free(node, fs)
+        finally:
+            node.stop()  # before the filesystem goes
 
-        filler = fill(fs)
-        # sent together, before the alarm can take the credit: the first write fails, the rest meet a full store
-        refused = [sender.link.send(Message(id=50 + i, body=BODY, durable=True)) for i in range(5)]
-        conn.wait(lambda: all(d.settled for d in refused), timeout=20, msg="the publishes were not settled")
-        assert all(d.remote_state == d.REJECTED for d in refused)
-        assert {d.remote.condition.name for d in refused} == {"amqp:resource-limit-exceeded"}
-        node.call(broker.alarms.check)
-        assert broker.alarms.disk and broker.committer.out_of_space
-        conn.wait(lambda: sender.link.credit <= 0, timeout=20, msg="the publisher was not held")
 
-        os.remove(filler)
-        conn.wait(lambda: sender.link.credit > 0, timeout=20, msg="publishing did not resume after space came back")
-        assert not broker.committer.out_of_space and broker.committer.failed is None
-        after = _publish(sender, 20, start=100)
-        assert all(d.remote_state == d.ACCEPTED for d in after)
-        conn.close()
+def _fill_and_free(node, fs) -> None:
+    """Publishes, fills the filesystem, publishes into ENOSPC, frees it, publishes again, drains."""
+    broker = node.broker
+    node.declare_queue("full")
+    conn = BlockingConnection(node.url, timeout=20)
+    sender = conn.create_sender("/queues/full")
+    before = _publish(sender, 50)
+    assert all(d.remote_state == d.ACCEPTED for d in before)
 
-        # every confirmed message is there, in order; the rejected ones were kept too (at least once)
-        ids = _drain(node.url, "/queues/full", 75)
-        assert [i for i in ids if i < 50 or i >= 100] == list(range(50)) + list(range(100, 120))
-        node.stop()
+    filler = fill(fs)
+    # sent together, before the alarm can take the credit: the first write fails, the rest meet a full store
+    refused = [sender.link.send(Message(id=50 + i, body=BODY, durable=True)) for i in range(5)]
+    conn.wait(lambda: all(d.settled for d in refused), timeout=20, msg="the publishes were not settled")
+    assert all(d.remote_state == d.REJECTED for d in refused)
+    assert {d.remote.condition.name for d in refused} == {"amqp:resource-limit-exceeded"}
+    node.call(broker.alarms.check)
+    assert broker.alarms.disk and broker.committer.out_of_space
+    conn.wait(lambda: sender.link.credit <= 0, timeout=20, msg="the publisher was not held")
+    # the management API's publish hears it too
+    http = {"routing_key": "full", "payload": "by http", "payload_encoding": "string",
+            "properties": {"delivery_mode": 2, "message_id": 99}}  # fmt: skip
+    assert Api(broker.http_port).post("/api/exchanges/%2F/amq.default/publish", http).status == 503
+
+    os.remove(filler)
+    conn.wait(lambda: sender.link.credit > 0, timeout=20, msg="publishing did not resume after space came back")
+    assert not broker.committer.out_of_space and broker.committer.failed is None
+    after = _publish(sender, 20, start=100)
+    assert all(d.remote_state == d.ACCEPTED for d in after)
+    conn.close()
+
+    # every confirmed message is there, in order; the rejected ones were kept too (at least once)
+    ids = _drain(node.url, "/queues/full", 76)
+    assert [i for i in ids if i is not None and (i < 50 or i >= 100)] == list(range(50)) + list(range(100, 120))
 
 
 def test_quorum_replicas_count_their_messages(broker):
