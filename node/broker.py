@@ -29,6 +29,7 @@ from node.http.api import ManagementAPI, start_sites
 from node.http.formats import DEFAULT_VHOST_DESCRIPTION
 from node.ops import snapshot_export
 from node.ops.alarms import Alarms
+from node.ops.memory import MemoryAccount
 from node.ops.metrics import NodeMetrics
 from node.ops.periodic import Periodic
 from node.ops.state_snapshot import SnapshotWriter, collect
@@ -110,9 +111,12 @@ class Broker:
         cfg = self.config
         os.makedirs(cfg.data_dir, exist_ok=True)
         self.store = MessageStore(os.path.join(cfg.data_dir, "messages"), size_of=payload_size)
-        self.committer = GroupCommitter(self.store, self.loop)
+        # a full disk is waited out (publishes rejected meanwhile), not fatal: storage/group_commit.py
+        self.committer = GroupCommitter(self.store, self.loop, retry_full=cfg.alarm_check_interval)
         self.persistence = StorePersistence(self.store, self.committer)
-        self.alarms = Alarms(cfg.data_dir, cfg.memory_high_watermark, cfg.disk_free_limit, self._alarm_changed)
+        self.memory = MemoryAccount(self)
+        self.alarms = Alarms(cfg.data_dir, cfg.memory_high_watermark, cfg.disk_free_limit, self._alarm_changed,
+                             memory_used=self.memory.held, store_full=lambda: self.committer.out_of_space)
         self.definitions = DefinitionsFile(self)
         self._recovered = set(self.store.indexed_queues())  # a seek per queue: no message is read
         self._positions = self.store.take_positions()  # a clean shutdown's, used once
@@ -148,6 +152,7 @@ class Broker:
             await self.stop()
             raise
         self.started_at = time.time()
+        self.memory.set_baseline()  # what the started node holds beyond what it accounts for
         log.info("node=%s listening amqp=%s:%s amqps=%s http=%s https=%s metrics=%s metrics_tls=%s cluster=%s "
                  "data_dir=%s", cfg.node_name, cfg.listen_host, self.amqp_port, self.amqps_port, self.http_port,
                  self.https_port, self.metrics_port, self.metrics_tls_port, self.cluster.node_id,

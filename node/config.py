@@ -64,7 +64,8 @@ class Config:
     session_window: int = 400  # transfer frames a session may have in flight to us
     publisher_credit: int = 256  # link credit granted to publishers
     max_unconfirmed: int = 512  # per publisher link: no more credit beyond this
-    memory_high_watermark: float = 0.4  # fraction of RAM, or bytes when > 1
+    # fraction of the memory available (a cgroup limit, else RAM), or bytes when > 1: node/ops/memory.py
+    memory_high_watermark: float = 0.6
     disk_free_limit: int = 50 * 1024 * 1024
     alarm_check_interval: float = 1.0
     # Logins (node/client/login.py): PBKDF2 runs in worker threads, never on the loop

@@ -27,6 +27,9 @@ class Outcome(Enum):
 
     ACCEPTED = "accepted"  # stored as promised (durable: fsynced)
     REJECTED = "rejected"  # refused, e.g. x-overflow reject-publish
+    # Refused because the node's disk is full (its store write failed with ENOSPC). The message
+    # stays in the queue and is written once space comes back, so it may still be delivered.
+    NO_SPACE = "no-space"
     RELEASED = "released"  # not taken, try again later
     UNKNOWN = "unknown"  # lost in flight with the queue's node: it may or may not be stored
 

@@ -154,6 +154,10 @@ class DurableLog:
         """Batches written so far."""
         return self._batches.writes
 
+    def memory_bytes(self) -> int:
+        """RocksDB's table readers and block cache (the memory alarm counts them)."""
+        return self._batches.memory_bytes()
+
     # -- groups --------------------------------------------------------------
 
     def journal(self, group: str) -> RaftJournal:

@@ -27,6 +27,16 @@ error cannot be retried safely), so the committer becomes failed for good.
 Pending `durable()` calls raise the StoreError, pending callbacks are dropped
 and never run, later calls raise, and `on_error` (default: the loop's
 exception handler) hears about it once; the broker should stop the node.
+
+A full disk (StoreFullError) is waited out instead when `retry_full` (seconds)
+is given: the batch that failed is kept, the committer is `out_of_space`, and
+every `retry_full` seconds, once the filesystem has room for it, it reopens
+the store (clearing RocksDB's sticky error) and writes the same batch again,
+then goes on with what piled up meanwhile. Nothing buffered is dropped and
+batches still reach the disk in seal order. While out of space, whoever waits
+for a ticket not yet durable hears the failure: `durable()` raises
+StoreFullError and `on_durable`'s `on_failed` runs (a publish is rejected);
+a callback without `on_failed` waits and runs once its write is durable.
 """
 
 from __future__ import annotations
@@ -34,13 +44,18 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
+import logging
+import shutil
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from storage.batch import SealedBatch, Ticket
-from storage.message_store import MessageStore, StoreError
+from storage.message_store import MessageStore, StoreError, StoreFullError
 
 __all__ = ["GroupCommitter"]
+
+log = logging.getLogger("warren.store")
+_RETRY_HEADROOM = 1 << 20  # free bytes wanted beyond the stalled batch's size before a retry
 
 
 class GroupCommitter:
@@ -53,6 +68,7 @@ class GroupCommitter:
         *,
         on_error: Callable[[BaseException], None] | None = None,
         on_written: Callable[[], None] | None = None,
+        retry_full: float | None = None,
     ) -> None:
         self._store = store
         self._loop = loop if loop is not None else asyncio.get_running_loop()
@@ -67,8 +83,13 @@ class GroupCommitter:
         self._scheduled = False
         self._closed = False
         self._failed: StoreError | None = None
-        # Min-heap of (ticket, registration order, callback or future).
-        self._waiters: list[tuple[Ticket, int, Callable[[], None] | asyncio.Future[None]]] = []
+        self._retry_full = retry_full
+        self._stalled: SealedBatch | None = None  # failed for want of space, to be written again
+        self._full_error: StoreFullError | None = None
+        self._retry_handle: asyncio.TimerHandle | None = None
+        # Min-heap of (ticket, registration order, callback or future, on_failed or None).
+        self._waiters: list[tuple[Ticket, int, Callable[[], None] | asyncio.Future[None],
+                                  Callable[[], None] | None]] = []  # fmt: skip
         self._order = itertools.count()
         self.commits = 0
         store.on_pending = self._schedule
@@ -82,22 +103,30 @@ class GroupCommitter:
         if ticket <= self._store.durable_seq():
             return
         self._check_waitable(ticket)
+        if self._full_error is not None:
+            raise self._full_error
         fut: asyncio.Future[None] = self._loop.create_future()
-        heapq.heappush(self._waiters, (ticket, next(self._order), fut))
+        heapq.heappush(self._waiters, (ticket, next(self._order), fut, None))
         await fut
 
-    def on_durable(self, ticket: Ticket, callback: Callable[[], None]) -> None:
+    def on_durable(self, ticket: Ticket, callback: Callable[[], None],
+                   on_failed: Callable[[], None] | None = None) -> None:  # fmt: skip
         """Call `callback()` on the loop once `ticket` is durable.
 
         Callbacks run in ticket order (registration order among equal
         tickets), never from inside this call: an already durable ticket's
-        callback is scheduled with call_soon.
+        callback is scheduled with call_soon. `on_failed`, if given, runs
+        instead (also on the loop, never from inside this call) when the
+        store runs out of space before the ticket is durable.
         """
         if ticket <= self._store.durable_seq():
             self._loop.call_soon(callback)
             return
         self._check_waitable(ticket)
-        heapq.heappush(self._waiters, (ticket, next(self._order), callback))
+        if on_failed is not None and self._full_error is not None:
+            self._loop.call_soon(on_failed)
+            return
+        heapq.heappush(self._waiters, (ticket, next(self._order), callback, on_failed))
 
     async def flush(self) -> None:
         """Return once everything buffered so far is durable."""
@@ -112,10 +141,15 @@ class GroupCommitter:
         if self._closed:
             return
         try:
-            if self._failed is None:
+            if self._failed is None and self._stalled is None:
                 await self.flush()
+            elif self._stalled is not None:
+                log.error("message store closed out of space: writes %d..%d were never written (none was confirmed)",
+                          self._stalled.base + 1, self._store.pending_seq())  # fmt: skip
         finally:
             self._closed = True
+            if self._retry_handle is not None:
+                self._retry_handle.cancel()
             if self._store.on_pending == self._schedule:
                 self._store.on_pending = None
             self._executor.shutdown(wait=False)
@@ -127,6 +161,11 @@ class GroupCommitter:
     @property
     def failed(self) -> StoreError | None:
         return self._failed
+
+    @property
+    def out_of_space(self) -> bool:
+        """A write failed for want of space and has not been written since."""
+        return self._stalled is not None
 
     # -- machinery -----------------------------------------------------------
 
@@ -140,14 +179,15 @@ class GroupCommitter:
 
     def _schedule(self) -> None:
         # Called by the store on the first write into an empty pending batch.
-        if self._scheduled or self._in_flight is not None or self._failed is not None or self._closed:
+        if (self._scheduled or self._in_flight is not None or self._failed is not None or self._closed
+                or self._stalled is not None):  # fmt: skip
             return
         self._scheduled = True
         self._loop.call_soon(self._kick)
 
     def _kick(self) -> None:
         self._scheduled = False
-        if self._in_flight is not None or self._failed is not None:
+        if self._in_flight is not None or self._failed is not None or self._stalled is not None:
             return
         batch = self._store.seal()
         if batch is None:
@@ -157,11 +197,17 @@ class GroupCommitter:
         fut.add_done_callback(self._written)
 
     def _written(self, fut: asyncio.Future[None]) -> None:
-        self._in_flight = None
+        batch, self._in_flight = self._in_flight, None
         exc = fut.exception() if not fut.cancelled() else asyncio.CancelledError()
+        if isinstance(exc, StoreFullError) and self._retry_full is not None and batch is not None:
+            self._stall(batch, exc)
+            return
         if exc is not None:
             self._fail(exc)
             return
+        if self._stalled is not None:
+            log.warning("message store writes again: writes up to %d are durable", batch.ticket if batch else 0)
+            self._stalled = self._full_error = None
         self.commits += 1
         if self._on_written is not None:
             self._on_written()
@@ -175,7 +221,7 @@ class GroupCommitter:
     def _release(self, durable: Ticket) -> None:
         waiters = self._waiters
         while waiters and waiters[0][0] <= durable:
-            _, _, waiter = heapq.heappop(waiters)
+            _, _, waiter, _ = heapq.heappop(waiters)
             if isinstance(waiter, asyncio.Future):
                 if not waiter.done():
                     waiter.set_result(None)
@@ -193,10 +239,52 @@ class GroupCommitter:
             err.__cause__ = exc
         self._failed = err
         waiters, self._waiters = self._waiters, []
-        for _, _, waiter in waiters:
+        for _, _, waiter, _ in waiters:
             if isinstance(waiter, asyncio.Future) and not waiter.done():
                 waiter.set_exception(err)
         if self._on_error is not None:
             self._on_error(err)
         else:
             self._loop.call_exception_handler({"message": "message store commit failed", "exception": err})
+
+    # -- out of space ----------------------------------------------------------
+
+    def _stall(self, batch: SealedBatch, err: StoreFullError) -> None:
+        if self._stalled is None:
+            log.error("%s; writes wait for space (retried every %ss) and waiting publishes are rejected",
+                      err, self._retry_full)  # fmt: skip
+        self._stalled, self._full_error = batch, err
+        # Those waiting are told now; callbacks without on_failed stay for the write that will come.
+        kept = []
+        for entry in self._waiters:
+            waiter, on_failed = entry[2], entry[3]
+            if isinstance(waiter, asyncio.Future):
+                if not waiter.done():
+                    waiter.set_exception(err)
+            elif on_failed is not None:
+                self._loop.call_soon(on_failed)
+            else:
+                kept.append(entry)
+        heapq.heapify(kept)
+        self._waiters = kept
+        if not self._closed:
+            self._retry_handle = self._loop.call_later(self._retry_full, self._retry)
+
+    def _retry(self) -> None:
+        self._retry_handle = None
+        batch = self._stalled
+        if batch is None or self._closed or self._failed is not None:
+            return
+        try:
+            room = shutil.disk_usage(self._store.path).free >= batch.size() + _RETRY_HEADROOM
+            if room and self._store.needs_reopen:
+                self._store.reopen()
+        except (OSError, StoreError) as e:
+            log.warning("message store still cannot write: %s", e)
+            room = False
+        if not room:
+            self._retry_handle = self._loop.call_later(self._retry_full, self._retry)
+            return
+        self._in_flight = batch
+        fut = self._loop.run_in_executor(self._executor, self._store.write, batch)
+        fut.add_done_callback(self._written)

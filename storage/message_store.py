@@ -91,6 +91,7 @@ __all__ = [
     "StoreClosedError",
     "StoreError",
     "StoreFormatError",
+    "StoreFullError",
     "Ticket",
 ]
 
@@ -120,6 +121,12 @@ class StoreError(Exception):
 
 class StoreFormatError(StoreError):
     """A key or record does not have a layout this version of Warren knows."""
+
+
+class StoreFullError(StoreError):
+    """A write failed because the data directory's filesystem is full; the
+    write is kept and can be retried once there is space (`reopen()`, then
+    `write()` the same batch again)."""
 
 
 class StoreClosedError(StoreError):
@@ -228,6 +235,7 @@ class MessageStore:
             error=StoreError,
             closed_error=StoreClosedError,
             format_error=StoreFormatError,
+            full_error=StoreFullError,
             older_versions=_OLDER_STORE_FORMATS,
             tune=_bound_memory,
         )
@@ -364,6 +372,25 @@ class MessageStore:
         Batches must be written one at a time, in the order seal() made them.
         """
         self._batches.write(batch)
+
+    @property
+    def needs_reopen(self) -> bool:
+        """A write failed for want of space: reopen() before writing again."""
+        return self._batches.needs_reopen
+
+    def reopen(self) -> None:
+        """Clear RocksDB's sticky no-space error (storage/batch.py says how);
+        on the loop thread, with no write in flight. Raises StoreFullError
+        if the database cannot be opened yet."""
+        self._batches.reopen()
+
+    def memory_bytes(self) -> int:
+        """RocksDB's table readers and block cache (the memory alarm counts them)."""
+        return self._batches.memory_bytes()
+
+    @property
+    def path(self) -> str:
+        return self._batches.path
 
     # -- reads -------------------------------------------------------------
 

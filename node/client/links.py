@@ -183,7 +183,7 @@ class Publisher:
         self.handler.schedule_flush()
 
 
-_RANK = {Outcome.ACCEPTED: 0, Outcome.RELEASED: 1, Outcome.REJECTED: 2, Outcome.UNKNOWN: 3}
+_RANK = {Outcome.ACCEPTED: 0, Outcome.RELEASED: 1, Outcome.REJECTED: 2, Outcome.NO_SPACE: 2, Outcome.UNKNOWN: 3}
 
 
 class _Confirm:
@@ -207,6 +207,11 @@ class _Confirm:
                                                " may not have been stored")  # fmt: skip
             elif self.worst is Outcome.REJECTED:
                 state = _rejected(Condition.PRECONDITION_FAILED, "queue full (x-overflow reject-publish)")
+            elif self.worst is Outcome.NO_SPACE:
+                state = _rejected(
+                    Condition.RESOURCE_LIMIT_EXCEEDED,
+                    "disk full: the message store could not write (no space left on device)",
+                )
             elif self.worst is Outcome.RELEASED:
                 state = RELEASED  # a queue was deleted under the message
             else:

@@ -347,7 +347,8 @@ def node_json(broker: Any, started_at: float, resources: dict) -> dict:
         "mem_used": resources["mem_used"],
         "mem_limit": alarms.memory_limit,
         "mem_alarm": alarms.memory or "memory" in alarms.forced,
-        "mem_calculation_strategy": "rss",
+        # RabbitMQ's name for "what the runtime says it holds" rather than RSS (node/ops/memory.py)
+        "mem_calculation_strategy": "allocated",
         "disk_free": resources["disk_free"],
         "disk_free_limit": alarms.disk_free_limit,
         "disk_free_alarm": alarms.disk or "disk" in alarms.forced,

@@ -156,7 +156,9 @@ async def publish(request: web.Request) -> web.Response:
         raise ApiError(503, "service_unavailable", "a queue's node was lost with the message in flight: it may or "
                                                    "may not have been stored")  # fmt: skip
     broker.metrics.confirmed += 1
-    if all(o is Outcome.REJECTED for o in outcomes):
+    if all(o is Outcome.NO_SPACE for o in outcomes):
+        raise ApiError(503, "service_unavailable", "the disk of the queue's node is full (no space left on device)")
+    if all(o in (Outcome.REJECTED, Outcome.NO_SPACE) for o in outcomes):
         raise bad_request("message rejected by every queue it was routed to (x-overflow reject-publish)")
     return json_response(request, {"routed": True})
 

@@ -76,7 +76,7 @@ def _node(api: ManagementAPI) -> dict:
         fds = 0
     resources = {
         "os_pid": os.getpid(),
-        "mem_used": process.memory_info().rss,
+        "mem_used": broker.alarms.memory_used,  # what the memory alarm compares (node/ops/memory.py)
         "disk_free": shutil.disk_usage(broker.config.data_dir).free,
         "fd_used": fds,
         "processors": os.cpu_count() or 1,

@@ -154,6 +154,10 @@ class BrokerCollector:
                                 "is set to 1 when the file descriptor limit alarm is in effect", 0)  # fmt: skip
         yield GaugeMetricFamily("rabbitmq_process_resident_memory_bytes", "Memory used in bytes",
                                 self._process.memory_info().rss)  # fmt: skip
+        yield GaugeMetricFamily("warren_memory_used_bytes",
+                                "Memory the node holds, as the memory alarm counts it against "
+                                "rabbitmq_resident_memory_limit_bytes (mem_used in /api/nodes)",
+                                alarms.memory_used)  # fmt: skip
         yield GaugeMetricFamily("rabbitmq_resident_memory_limit_bytes",
                                 "Memory high watermark in bytes", alarms.memory_limit)  # fmt: skip
         yield GaugeMetricFamily("rabbitmq_disk_space_available_bytes", "Disk space available in bytes",

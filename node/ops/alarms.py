@@ -1,7 +1,14 @@
 """Memory and disk alarms. While either is raised no publisher link has
 credit (node/client/links.py `Publisher.hold`), so publishers stop, attached,
 while consumers go on, as in RabbitMQ 4; credit is granted again when it
-clears.
+clears, on the same links: publishers resume without reconnecting.
+
+Memory: what the node holds (node/ops/memory.py counts it: queues, buffers,
+RocksDB, the interpreter's baseline), against `memory_limit`, so the alarm
+clears once a backlog drains. Disk: free space on the data directory's
+filesystem below `disk_free_limit`, or a message-store write that failed with
+ENOSPC and waits for space (storage/group_commit.py): the alarm stays raised
+until that write went through.
 
 Alarms are cluster-wide, as in RabbitMQ: an alarm of any member blocks the
 publishers of every member. Each node tells the others its own alarms
@@ -16,24 +23,31 @@ from collections.abc import Callable
 
 import psutil
 
+from node.ops.memory import memory_limit
+
 log = logging.getLogger("warren.alarms")
 
 
 class Alarms:
+    """`memory_used()` is the figure compared with the memory limit (default:
+    process RSS); `store_full()` says a store write is waiting for space."""
+
     def __init__(self, data_dir: str, memory_high_watermark: float, disk_free_limit: int,
-                 on_change: Callable[[bool], None]):  # fmt: skip
-        total = psutil.virtual_memory().total
-        self.memory_limit = int(memory_high_watermark * total) if memory_high_watermark <= 1 else int(
-            memory_high_watermark
-        )
+                 on_change: Callable[[bool], None], *, memory_used: Callable[[], int] | None = None,
+                 store_full: Callable[[], bool] | None = None):  # fmt: skip
+        self.memory_high_watermark = memory_high_watermark
+        self.memory_limit = memory_limit(memory_high_watermark)
         self.disk_free_limit = disk_free_limit
         self.data_dir = data_dir
         self.on_change = on_change
         self.memory = False
         self.disk = False
+        self.memory_used = 0  # at the last check
+        self.disk_free: int | None = None  # at the last check
         self.forced: set[str] = set()  # alarms raised by an operator or a test
         self.remote: dict[str, tuple[str, ...]] = {}  # member -> the alarms it reported
-        self._process = psutil.Process()
+        self._memory_used = memory_used or (lambda: psutil.Process().memory_info().rss)
+        self._store_full = store_full or (lambda: False)
 
     @property
     def local_active(self) -> bool:
@@ -53,8 +67,12 @@ class Alarms:
 
     def check(self) -> None:
         before = self.active
-        self.memory = self._process.memory_info().rss > self.memory_limit
-        self.disk = shutil.disk_usage(self.data_dir).free < self.disk_free_limit
+        # a fraction follows the memory available, which a container's limit can change while the node runs
+        self.memory_limit = memory_limit(self.memory_high_watermark)
+        self.memory_used = self._memory_used()
+        self.memory = self.memory_used > self.memory_limit
+        self.disk_free = shutil.disk_usage(self.data_dir).free
+        self.disk = self.disk_free < self.disk_free_limit or self._store_full()
         self._changed(before)
 
     def force(self, name: str, on: bool) -> None:
@@ -64,8 +82,9 @@ class Alarms:
 
     def _changed(self, before: bool) -> None:
         if self.active != before:
-            log.warning("resource alarm %s (memory=%s disk=%s forced=%s remote=%s)",
-                        "set" if self.active else "cleared", self.memory, self.disk, sorted(self.forced),
+            log.warning("resource alarm %s (memory=%s: %d of %d bytes; disk=%s: %s free, limit %d; forced=%s"
+                        " remote=%s)", "set" if self.active else "cleared", self.memory, self.memory_used,
+                        self.memory_limit, self.disk, self.disk_free, self.disk_free_limit, sorted(self.forced),
                         self.remote)  # fmt: skip
             self.on_change(self.active)
 

@@ -46,7 +46,11 @@ class Persistence(Protocol):
 
     def drop_queue(self, queue: str) -> Ticket: ...
 
-    def on_durable(self, ticket: Ticket, callback: Callable[[], None]) -> None: ...
+    def on_durable(
+        self, ticket: Ticket, callback: Callable[[], None], on_failed: Callable[[], None] | None = None
+    ) -> None:
+        """`on_failed` runs instead of `callback` if the write cannot be made
+        durable for now (the disk is full)."""
 
     def durable_seq(self) -> Ticket: ...
 
@@ -101,7 +105,8 @@ class MemoryPersistence:
         self.reads += len(seqs)
         return [self.records.get((queue, seq)) for seq in seqs]
 
-    def on_durable(self, ticket: Ticket, callback: Callable[[], None]) -> None:
+    def on_durable(self, ticket: Ticket, callback: Callable[[], None],
+                   on_failed: Callable[[], None] | None = None) -> None:  # fmt: skip
         callback()
 
     def durable_seq(self) -> Ticket:
@@ -236,8 +241,9 @@ class StorePersistence:
     def drop_queue(self, queue: str) -> Ticket:
         return self.store.delete_queue(queue)
 
-    def on_durable(self, ticket: Ticket, callback: Callable[[], None]) -> None:
-        self.committer.on_durable(ticket, callback)
+    def on_durable(self, ticket: Ticket, callback: Callable[[], None],
+                   on_failed: Callable[[], None] | None = None) -> None:  # fmt: skip
+        self.committer.on_durable(ticket, callback, on_failed)
 
 
 def store_key(vhost: str, name: str) -> str:

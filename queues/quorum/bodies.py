@@ -70,6 +70,11 @@ class BodyStore:
         self._written_to = index
         self._qh.after_durable(lambda: [self._fresh.pop(m, None) for m in fresh])
 
+    @property
+    def held_bytes(self) -> int:
+        """Bodies kept in memory until their write is flushed (the memory alarm counts them)."""
+        return sum(len(v) for v in self._fresh.values())
+
     def body(self, mid: int) -> bytes | None:
         """The stored message (payload and routing), or None when this replica lacks it."""
         value = self._fresh.get(mid)

@@ -134,7 +134,7 @@ class RecordingPersistence(MemoryPersistence):
         self.stored.clear()
         return super().drop_queue(queue)
 
-    def on_durable(self, ticket, callback):
+    def on_durable(self, ticket, callback, on_failed=None):
         self.waiting.append(callback)
 
     def commit(self) -> None:

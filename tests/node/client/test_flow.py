@@ -166,7 +166,7 @@ class SlowConfirms:
     def __init__(self, inner, loop, delay):
         self.inner, self.loop, self.delay = inner, loop, delay
 
-    def on_durable(self, ticket, callback):
+    def on_durable(self, ticket, callback, on_failed=None):
         self.inner.on_durable(ticket, lambda: self.loop.call_later(self.delay, callback))
 
     def __getattr__(self, name):

@@ -271,15 +271,18 @@ def test_rpc_server_with_a_reply_queue(broker):
     environment.close()
 
 
-@pytest.mark.xfail(strict=True, reason="direct reply-to (a dynamic volatile-queue source) is not supported yet")
 def test_rpc_with_direct_reply_to(broker):
-    """examples/rpc/client.py: the requester's reply consumer uses direct reply-to."""
+    """examples/rpc/client.py: the requester's reply consumer uses direct
+    reply-to (the whole round trip: test_direct_reply_to_rmq_client.py)."""
     environment = Environment(uri=f"amqp://guest:guest@localhost:{broker.port}/")
     connection = environment.connection()
     connection.dial()
     try:
-        connection.consumer(consumer_options=ConsumerOptions(settle_strategy=ConsumerSettleStrategy.DirectReplyTo),
-                            message_handler=CountingHandler(1))  # fmt: skip
+        consumer = connection.consumer(
+            consumer_options=ConsumerOptions(settle_strategy=ConsumerSettleStrategy.DirectReplyTo),
+            message_handler=CountingHandler(1),
+        )
+        assert consumer.address.startswith("/queues/amq.rabbitmq.reply-to.")
     finally:
         environment.close()
 

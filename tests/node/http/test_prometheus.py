@@ -38,6 +38,7 @@ NAMES = [
     "rabbitmq_alarms_free_disk_space_watermark",
     "rabbitmq_process_resident_memory_bytes",
     "rabbitmq_disk_space_available_bytes",
+    "warren_memory_used_bytes",
 ]
 AMQP10 = {"protocol": "amqp10"}
 CLASSIC = {"protocol": "amqp10", "queue_type": "rabbit_classic_queue"}
