@@ -206,6 +206,11 @@ class PagedTail:
         return bool(self.positions)
 
     @property
+    def runs(self) -> int:
+        """Runs of consecutive positions: what the positions cost in memory."""
+        return self.positions.runs
+
+    @property
     def bytes(self) -> int:
         return self.positions.bytes
 

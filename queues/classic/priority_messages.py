@@ -82,6 +82,10 @@ class PriorityTails:
     def unflushed_bytes(self) -> int:
         return sum(level.tail.unflushed_bytes for level in self._levels.values())
 
+    @property
+    def runs(self) -> int:
+        return sum(level.tail.runs for level in self._levels.values())
+
     def prune(self) -> None:
         for level in self._levels.values():
             level.tail.prune()

@@ -153,7 +153,7 @@ class ClassicQueue(QueueRecovery, Queue):
         """Memory held, as the memory alarm counts it (node/ops/memory.py)."""
         tail = self._messages.tail
         in_memory = len(self._messages) - len(tail) + self._unacked_count
-        return self.memory_bytes + self._unacked_bytes + in_memory * MESSAGE_OVERHEAD + tail.positions.runs * 17
+        return self.memory_bytes + self._unacked_bytes + in_memory * MESSAGE_OVERHEAD + tail.runs * 17
 
     def info(self) -> dict:
         info = super().info()
