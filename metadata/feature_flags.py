@@ -31,6 +31,7 @@ __all__ = [
     "FLAGS",
     "OPERATOR_POLICIES",
     "QUORUM_QUEUE_POLICIES",
+    "QUORUM_QUEUE_PUBLISH_BATCH",
     "QUORUM_QUEUE_V1",
     "TOPIC_PERMISSIONS",
     "WARREN_METADATA_RAFT_V1",
@@ -48,6 +49,7 @@ QUORUM_QUEUE_V1 = "quorum_queue_v1"
 OPERATOR_POLICIES = "operator_policies"
 TOPIC_PERMISSIONS = "topic_permissions"
 QUORUM_QUEUE_POLICIES = "quorum_queue_policies"
+QUORUM_QUEUE_PUBLISH_BATCH = "quorum_queue_publish_batch"
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +131,10 @@ FLAGS = FeatureFlagRegistry([
                 STABLE, "0.2.0", depends_on=(WARREN_METADATA_RAFT_V1,)),
     FeatureFlag(QUORUM_QUEUE_POLICIES,
                 "Policies change a quorum queue's limits through its own log (the quorum.set_config command)",
+                STABLE, "0.2.0", depends_on=(QUORUM_QUEUE_V1,)),
+    FeatureFlag(QUORUM_QUEUE_PUBLISH_BATCH,
+                "Quorum queues log publishes as quorum.publish version 2: the publisher's bytes in a binary layout,"
+                " stored by every replica as they are",
                 STABLE, "0.2.0", depends_on=(QUORUM_QUEUE_V1,)),
 ])  # fmt: skip
 

@@ -26,6 +26,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from metadata import commands as mc
+from metadata.feature_flags import QUORUM_QUEUE_PUBLISH_BATCH
 from node.cluster.cluster import MembershipError
 from node.vhosts.metadata_store import new_key
 from queues.quorum.queue import COMPACTION_BYTES, COMPACTION_ENTRIES, QuorumQueue
@@ -188,6 +189,9 @@ class QuorumQueues:
 
     def submit(self, group: str, record: Any, callback: Any = None) -> bool:
         return self._cluster.submit(group, record, callback)
+
+    def packs_publishes(self) -> bool:
+        return QUORUM_QUEUE_PUBLISH_BATCH in self.broker.projections.feature_flags
 
     def is_leader(self, group: str) -> bool:
         g = self._cluster.groups.get(group)

@@ -1,6 +1,8 @@
 """Where a replica keeps the bodies of its quorum queue's messages.
 
-Bodies travel once, in the Publish record of the Raft log. When the machine
+Bodies travel once, in the Publish record of the Raft log, each message in
+the layout it is stored in (message_format.py: the publisher's bytes as
+received, with their routing). When the machine
 says a batch is new (the StoreBodies effect), each replica writes them to
 the node's Raft RocksDB under (group, message id) (`QuorumHost.put_blob`),
 synced by the same fsync as the journal; until that write is flushed the
@@ -25,11 +27,11 @@ import logging
 import struct
 from collections.abc import Callable
 
-from amqp import codec
 from queues.base import QueueMessage
 
-from .commands import msg_id
+from .commands import Publish, msg_id
 from .host import QuorumHost
+from .message_format import pack_message, read_stored
 
 __all__ = ["BodyStore"]
 
@@ -52,26 +54,32 @@ class BodyStore:
         self._fetching: set[int] = set()
         self._written_to: int | None = None  # the mark (read at the first batch)
 
-    def store_batch(self, messages: tuple, index: int) -> None:
-        """The messages of the new Publish batch at raft `index` (commands.Publish)."""
+    def store_batch(self, record: Publish, index: int) -> None:
+        """The messages of the new Publish batch at raft `index` (commands.Publish).
+        A PublishBatch's messages are stored as the entry carries them; a
+        version 1 Publish's are packed here (message_format.py)."""
         if self._written_to is None:
             mark = self._qh.get_blob(self._group, _WRITTEN_MARK)
             self._written_to = _KEY.unpack(mark)[0] if mark is not None else 0
         if index <= self._written_to:
             return  # replayed after a restart: stored before
+        stored = getattr(record, "stored", ())
+        if len(stored) != len(record.messages):
+            stored = [pack_message(bytes(m[0]), bool(m[1]), m[2], m[3], m[4], m[5], m[6]) for m in record.messages]
         fresh = []
-        for pos, (payload, durable, _ttl, exchange, routing_keys, _corr, extra) in enumerate(messages):
+        put = self._qh.put_blob
+        group = self._group
+        for pos, value in enumerate(stored):
             mid = msg_id(index, pos)
-            value = codec.dumps([bytes(payload), bool(durable), exchange, list(routing_keys), extra])
-            self._qh.put_blob(self._group, _KEY.pack(mid), value)
+            put(group, _KEY.pack(mid), value)
             self._fresh[mid] = value
             fresh.append(mid)
-        self._qh.put_blob(self._group, _WRITTEN_MARK, _KEY.pack(index))
+        put(group, _WRITTEN_MARK, _KEY.pack(index))
         self._written_to = index
         self._qh.after_durable(lambda: [self._fresh.pop(m, None) for m in fresh])
 
     def body(self, mid: int) -> bytes | None:
-        """The stored message (payload and routing), or None when this replica lacks it."""
+        """The stored message (message_format.py), or None when this replica lacks it."""
         value = self._fresh.get(mid)
         return value if value is not None else self._qh.get_blob(self._group, _KEY.pack(mid))
 
@@ -81,11 +89,11 @@ class BodyStore:
         value = self.body(mid)
         if value is None:
             return None
-        payload, durable, exchange, routing_keys, stored = codec.loads(value)
+        payload, durable, exchange, routing_keys, stored = read_stored(value)
         if stored and annotations:
             annotations = {**stored, **annotations}  # what a Modify merged wins
-        return QueueMessage(mid, bytes(payload), durable, None, delivery_count, redelivered, exchange,
-                            list(routing_keys), annotations or stored)  # fmt: skip
+        return QueueMessage(mid, payload, durable, None, delivery_count, redelivered, exchange,
+                            routing_keys, annotations or stored)  # fmt: skip
 
     def release_below(self, raft_index: int) -> None:
         """The log below `raft_index` is compacted and no live message came from it."""

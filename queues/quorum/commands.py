@@ -29,6 +29,8 @@ from typing import Any, NamedTuple
 
 from raft.records import command
 
+from .message_format import PublishBatchCodec, pack_message
+
 __all__ = [
     "COMMANDS",
     "POS_BITS",
@@ -42,6 +44,7 @@ __all__ = [
     "Modify",
     "MsgIn",
     "Publish",
+    "PublishBatch",
     "Purge",
     "Return",
     "SetConfig",
@@ -114,6 +117,30 @@ class Publish:
 
 
 P_PAYLOAD, P_TTL, P_CORRELATION = 0, 2, 5  # fields of a Publish message the machine reads
+
+_PUBLISH_BATCH_CODEC = PublishBatchCodec()
+
+
+@command("quorum.publish", version=2, binary=_PUBLISH_BATCH_CODEC)
+@dataclass(frozen=True, slots=True)
+class PublishBatch(Publish):
+    """Publish, version 2: the same batch, in its own binary layout
+    (message_format.py) instead of an AMQP list. `stored` holds each message
+    as the body store keeps it, the publisher's bytes inside as received: the
+    entry carries those runs of bytes and every replica stores them as they
+    are. `messages` are the same messages as tuples, for the machine (the
+    leader's own, or unpacked from `stored` on decode)."""
+
+    stored: tuple[bytes, ...] = ()
+
+    @classmethod
+    def of(cls, messages: list[tuple], now_ms: int, publisher: str, seq: int) -> PublishBatch:
+        """The batch of `messages`, each (payload, durable, ttl, exchange,
+        routing_keys, correlation, annotations), routing_keys a tuple."""
+        return cls(tuple(messages), now_ms, publisher, seq, tuple(pack_message(*m) for m in messages))
+
+
+_PUBLISH_BATCH_CODEC.cls = PublishBatch
 
 
 @command("quorum.attach", version=1)
@@ -241,6 +268,7 @@ class SetConfig:
 COMMANDS: tuple[type, ...] = (
     Enqueue,
     Publish,
+    PublishBatch,
     Attach,
     Detach,
     Credit,

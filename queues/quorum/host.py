@@ -13,6 +13,9 @@ class QuorumHost(Protocol):
 
     def submit(self, group: str, record: Any, callback: Any = None) -> bool: ...
 
+    def packs_publishes(self) -> bool:
+        """Every member reads commands.PublishBatch (its feature flag is enabled)."""
+
     def is_leader(self, group: str) -> bool: ...
 
     def leader_of(self, group: str) -> str | None: ...

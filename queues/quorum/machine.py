@@ -424,6 +424,7 @@ def _set_config(st: QuorumState, cmd: c.SetConfig, index: int, ctx: Ctx) -> None
 _HANDLERS = {
     c.Enqueue: _enqueue,
     c.Publish: _publish,
+    c.PublishBatch: _publish,
     c.Attach: _attach,
     c.Detach: _detach,
     c.Credit: _credit,

@@ -181,7 +181,7 @@ class QuorumQueue(Queue):
             return []
         self.state, effects = qq.apply(record, self.state, index)
         if effects and isinstance(effects[0], qq.StoreBodies):  # a new publish batch
-            self.bodies.store_batch(record.messages, index)
+            self.bodies.store_batch(record, index)
         if not self.deleted:
             self._act(record, effects)
         return effects

@@ -10,6 +10,7 @@ from metadata.feature_flags import (
     CREDIT_API_V2,
     OPERATOR_POLICIES,
     QUORUM_QUEUE_POLICIES,
+    QUORUM_QUEUE_PUBLISH_BATCH,
     QUORUM_QUEUE_V1,
     TOPIC_PERMISSIONS,
     WARREN_METADATA_RAFT_V1,
@@ -17,8 +18,8 @@ from metadata.feature_flags import (
 from metadata.machine import apply
 from metadata.state import MetadataState
 
-ALL_FLAGS = (CREDIT_API_V2, OPERATOR_POLICIES, QUORUM_QUEUE_POLICIES, QUORUM_QUEUE_V1, TOPIC_PERMISSIONS,
-             WARREN_METADATA_RAFT_V1)  # fmt: skip
+ALL_FLAGS = (CREDIT_API_V2, OPERATOR_POLICIES, QUORUM_QUEUE_POLICIES, QUORUM_QUEUE_PUBLISH_BATCH, QUORUM_QUEUE_V1,
+             TOPIC_PERMISSIONS, WARREN_METADATA_RAFT_V1)  # fmt: skip
 _keys = itertools.count()
 
 

@@ -5,7 +5,7 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[3] / "queues" / "quorum"
-MACHINE = ("commands", "effects", "ready", "live", "state", "machine", "dispatch", "dedup", "queries", "snapshot")
+MACHINE = ("commands", "message_format", "effects", "ready", "live", "state", "machine", "dispatch", "dedup", "queries", "snapshot")
 REPLICA = {"queue", "bodies", "proposals", "publishing", "links", "host"}
 FORBIDDEN = {"asyncio", "socket", "grpc", "threading", "selectors", "time", "random", "os", "logging", "node",
              "storage", "pysyncobj"}  # fmt: skip

@@ -3,9 +3,10 @@ records a group would commit are applied in order, as pysyncobj does."""
 
 from __future__ import annotations
 
+from amqp import codec
 from queues import quorum as qq
 from queues.base import Outcome, QueueMessage
-from queues.quorum import Publish
+from queues.quorum import Publish, PublishBatch
 from queues.quorum.queue import QuorumQueue
 from raft.status import ProposalOutcome
 
@@ -20,6 +21,10 @@ class Host:
         self.blobs: dict[bytes, bytes] = {}
         self.proposed: list = []
         self.soon: list = []
+        self.v2 = True  # the feature flag quorum_queue_publish_batch
+
+    def packs_publishes(self):
+        return self.v2
 
     def submit(self, group, record, callback=None):
         self.proposed.append((record, callback))
@@ -157,3 +162,46 @@ def test_a_restart_does_not_write_again_the_bodies_of_batches_it_replays():
     assert sorted(writes) == [qq.msg_id(4, 0).to_bytes(8, "big"), b"\xff" * 8 + b"\x00"]
     queue.bodies.release_below(4)
     assert host.blobs[b"\xff" * 8 + b"\x00"] == (4).to_bytes(8, "big")  # compaction keeps the mark
+
+
+def _publish_turn(queue, host, messages):
+    for m in messages:
+        queue.publish(m, None)
+    for fn in host.soon:
+        fn()
+    host.soon.clear()
+    return host.proposed.pop()[0]
+
+
+def test_a_batch_is_stored_as_the_entry_carries_it_and_delivers_the_bytes_published():
+    queue, host = make()
+    sent = [QueueMessage(0, b"\x00Sw\xa1\x02hi", True, None, exchange="amq.direct", routing_keys=["q"]),
+            QueueMessage(0, bytes(range(256)), False, annotations={"x-opt-reason": "x"})]  # fmt: skip
+    record = _publish_turn(queue, host, sent)
+    assert type(record) is PublishBatch and records_round_trip(record) == record
+    queue.apply(record, 1)
+    for pos, m in enumerate(sent):
+        mid = qq.msg_id(1, pos)
+        assert host.blobs[mid.to_bytes(8, "big")] is record.stored[pos]  # no copy made for the store
+        out = queue.bodies.message(mid)
+        assert (out.payload, out.durable, out.exchange, out.routing_keys, out.annotations) == (
+            m.payload, m.durable, m.exchange, m.routing_keys, m.annotations)
+
+
+def test_without_the_feature_flag_batches_stay_version_1_and_old_bodies_still_deliver():
+    queue, host = make()
+    host.v2 = False
+    record = _publish_turn(queue, host, [QueueMessage(0, b"abc", True, routing_keys=["q"])])
+    assert type(record) is Publish
+    queue.apply(record, 1)
+    assert queue.bodies.message(qq.msg_id(1, 0)).payload == b"abc"
+    # a body stored before the binary layout, by an earlier version
+    host.blobs[qq.msg_id(1, 0).to_bytes(8, "big")] = codec.dumps([b"old", True, "ex", ["k"], None])
+    out = queue.bodies.message(qq.msg_id(1, 0))
+    assert (out.payload, out.durable, out.exchange, out.routing_keys) == (b"old", True, "ex", ["k"])
+
+
+def records_round_trip(record):
+    from raft import records
+
+    return records.decode(records.encode(record))
