@@ -207,6 +207,9 @@ class QuorumQueues:
     def get_blob(self, group: str, key: bytes) -> bytes | None:
         return self._cluster.log.get_blob(group, key)
 
+    def get_blobs_from(self, group: str, key: bytes, count: int) -> list[tuple[bytes, bytes]]:
+        return self._cluster.log.blobs_from(group, key, count, len(key))
+
     def delete_blobs(self, group: str, below: bytes | None = None) -> None:
         self._cluster.log.delete_blobs(group, below)
 

@@ -24,6 +24,9 @@ class QuorumHost(Protocol):
 
     def get_blob(self, group: str, key: bytes) -> bytes | None: ...
 
+    def get_blobs_from(self, group: str, key: bytes, count: int) -> list[tuple[bytes, bytes]]:
+        """Up to `count` flushed (key, value) blobs from `key` on, keys of the same length."""
+
     def delete_blobs(self, group: str, below: bytes | None = None) -> None: ...
 
     def sync(self) -> None: ...

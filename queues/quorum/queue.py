@@ -62,7 +62,7 @@ class QuorumQueue(Queue):
         self._host = host  # the vhost: dead-lettering, timers, clock
         self._qh = quorum_host
         self.proposals = Proposer(quorum_host, group, host)
-        self.bodies = BodyStore(quorum_host, group, name, self._body_arrived)
+        self.bodies = BodyStore(quorum_host, group, name, self._body_arrived, lambda: bool(self.links.consumers))
         self.links = LocalLinks(self, self.bodies, self.proposals, quorum_host)
         self._publishes = PublishBatcher(quorum_host, host, self.proposals)
         self._tick_timer: Any = None

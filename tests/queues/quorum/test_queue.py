@@ -22,6 +22,7 @@ class Host:
         self.proposed: list = []
         self.soon: list = []
         self.v2 = True  # the feature flag quorum_queue_publish_batch
+        self.range_reads = 0
 
     def packs_publishes(self):
         return self.v2
@@ -41,6 +42,10 @@ class Host:
 
     def get_blob(self, group, key):
         return self.blobs.get(key)
+
+    def get_blobs_from(self, group, key, count):
+        self.range_reads += 1
+        return sorted((k, v) for k, v in self.blobs.items() if k >= key and len(k) == len(key))[:count]
 
     def delete_blobs(self, group, below=None):
         for key in [k for k in self.blobs if below is None or k < below]:
@@ -199,6 +204,34 @@ def test_without_the_feature_flag_batches_stay_version_1_and_old_bodies_still_de
     host.blobs[qq.msg_id(1, 0).to_bytes(8, "big")] = codec.dumps([b"old", True, "ex", ["k"], None])
     out = queue.bodies.message(qq.msg_id(1, 0))
     assert (out.payload, out.durable, out.exchange, out.routing_keys) == (b"old", True, "ex", ["k"])
+
+
+def test_deliveries_to_this_replicas_consumers_come_from_a_read_ahead_window(monkeypatch):
+    from queues.quorum import bodies
+
+    queue, host = make()
+    store = queue.bodies
+    gets = []
+    real_get = host.get_blob
+    host.get_blob = lambda group, key: (len(key) == 8 and gets.append(key), real_get(group, key))[1]
+    queue.apply(batch(3, 1), 1)  # no consumer here: nothing kept
+    assert not store._window
+    queue.links.consumers["c"] = object()  # a consumer attached through this node
+    queue.apply(batch(3, 2), 2)
+    assert sorted(store._window) == [qq.msg_id(2, i) for i in range(3)]
+    assert store.message(qq.msg_id(2, 1)).payload == b"m1" and qq.msg_id(2, 1) not in store._window
+    assert gets == [] and host.range_reads == 0
+    # a miss (the batch applied before the consumer came) reads ahead with one iterator
+    assert store.message(qq.msg_id(1, 0)).payload == b"m0"
+    assert host.range_reads == 1 and {qq.msg_id(1, 1), qq.msg_id(1, 2)} <= set(store._window)
+    assert [store.message(qq.msg_id(1, i)).payload for i in (1, 2)] == [b"m1", b"m2"]
+    assert host.range_reads == 1 and gets == []
+    # the window is bounded: the oldest go first
+    monkeypatch.setattr(bodies, "READ_AHEAD_BYTES", 2 * len(host.blobs[qq.msg_id(2, 0).to_bytes(8, "big")]))
+    queue.apply(batch(3, 3), 3)
+    assert list(store._window) == [qq.msg_id(3, 1), qq.msg_id(3, 2)]
+    store.release_below(4)
+    assert not store._window and store._window_bytes == 0
 
 
 def records_round_trip(record):
