@@ -104,6 +104,15 @@ class BodyStore:
             held -= len(window.pop(next(iter(window))))
         self._window_bytes = held
 
+    def forget(self, msg_ids) -> None:
+        """These messages are settled (by a consumer on any node): out of the window."""
+        window = self._window
+        if window:
+            for mid in msg_ids:
+                value = window.pop(mid, None)
+                if value is not None:
+                    self._window_bytes -= len(value)
+
     def _read_ahead(self, mid: int) -> bytes | None:
         """The stored message `mid`, read with the ones after it into the window."""
         found = self._qh.get_blobs_from(self._group, _KEY.pack(mid), READ_AHEAD_COUNT)

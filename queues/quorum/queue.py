@@ -182,6 +182,8 @@ class QuorumQueue(Queue):
         self.state, effects = qq.apply(record, self.state, index)
         if effects and isinstance(effects[0], qq.StoreBodies):  # a new publish batch
             self.bodies.store_batch(record, index)
+        elif isinstance(record, (qq.Settle, qq.Discard)):
+            self.bodies.forget(record.msg_ids)  # settled through another node's consumer: not read here
         if not self.deleted:
             self._act(record, effects)
         return effects

@@ -226,11 +226,17 @@ def test_deliveries_to_this_replicas_consumers_come_from_a_read_ahead_window(mon
     assert host.range_reads == 1 and {qq.msg_id(1, 1), qq.msg_id(1, 2)} <= set(store._window)
     assert [store.message(qq.msg_id(1, i)).payload for i in (1, 2)] == [b"m1", b"m2"]
     assert host.range_reads == 1 and gets == []
+    # a message settled by a consumer on another node leaves the window unread
+    queue.apply(batch(2, 9), 9)
+    queue.apply(qq.Settle("elsewhere", (qq.msg_id(9, 0),)), 10)
+    assert qq.msg_id(9, 0) not in store._window and qq.msg_id(9, 1) in store._window
+    size = len(store._window[qq.msg_id(9, 1)])  # each of these batches' messages is as long
+    store.release_below(10)
     # the window is bounded: the oldest go first
-    monkeypatch.setattr(bodies, "READ_AHEAD_BYTES", 2 * len(host.blobs[qq.msg_id(2, 0).to_bytes(8, "big")]))
-    queue.apply(batch(3, 3), 3)
-    assert list(store._window) == [qq.msg_id(3, 1), qq.msg_id(3, 2)]
-    store.release_below(4)
+    monkeypatch.setattr(bodies, "READ_AHEAD_BYTES", 2 * size)
+    queue.apply(batch(3, 3), 11)
+    assert list(store._window) == [qq.msg_id(11, 1), qq.msg_id(11, 2)]
+    store.release_below(12)
     assert not store._window and store._window_bytes == 0
 
 
