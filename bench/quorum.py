@@ -68,8 +68,8 @@ from clusters import RabbitCluster, WarrenCluster, load_avg, prime, profiled_nod
 from run import cpu_idle, wait_idle  # noqa: E402
 
 WORKLOADS = {  # key -> (label, replicas)
-    "qq3": ("quorum queue, 3 replicas, 12 B", 3),
-    "qq1": ("quorum queue, 1 replica, 12 B", 1),
+    "qq3": ("quorum queue, 3 replicas", 3),
+    "qq1": ("quorum queue, 1 replica", 1),
 }
 LAYOUTS = ("pub-leader", "pub-follower", "split", "same")
 
@@ -155,6 +155,22 @@ def run_pair_split(*, host: str, pub_port: int, con_port: int, address: str, cou
         return pair._result(pair._load(s_out), pair._load(r_out), sc, rc, pair._read(s_err) + pair._read(r_err))
 
 
+def cpu_seconds(broker) -> float:
+    """User + system CPU of every broker process so far (all nodes): CPU per message
+    is what a busy machine disturbs least."""
+    import psutil
+
+    total = 0.0
+    for tree in broker.process_trees():
+        for pid in tree:
+            try:
+                t = psutil.Process(pid).cpu_times()
+                total += t.user + t.system + t.children_user + t.children_system
+            except psutil.Error:
+                pass
+    return total
+
+
 def run_workload(broker, key: str, replicas: int, args, tag: str) -> dict:
     name = f"bench-{key}-{tag}"
     broker.declare(name, replicas, via=0)
@@ -169,6 +185,7 @@ def run_workload(broker, key: str, replicas: int, args, tag: str) -> dict:
     print(f"[bench] {broker.key}: {key} {tag}: leader n{leader}, members {sorted(members)}, "
           f"publisher n{pub}, consumer n{con}; load {load[0]}, CPU idle {idle:.0%}", file=sys.stderr)
     t0 = time.monotonic()
+    cpu0 = cpu_seconds(broker)
     if getattr(broker, "profile_dir", None):
         broker.profile_start(f"{key}-{tag}")
     with LeaderWatch(broker, name) as watch:
@@ -177,6 +194,7 @@ def run_workload(broker, key: str, replicas: int, args, tag: str) -> dict:
                              window=args.window, durable=True, idle_timeout=args.idle_timeout, arrow=args.arrow,
                              ready=lambda: broker.consumers(name, con) >= 1)  # fmt: skip
     wall = time.monotonic() - t0
+    cpu_us = (cpu_seconds(broker) - cpu0) / max(1, args.count) * 1e6  # whole cluster, per message
     if getattr(broker, "profile_dir", None):
         broker.profile_stop()
     after = broker.info(name) or {}
@@ -186,7 +204,7 @@ def run_workload(broker, key: str, replicas: int, args, tag: str) -> dict:
     res.update(queue=name, leader=leader, members=sorted(members), publisher=pub, consumer=con,
                load_before=load, load_after=load_avg(), cpu_idle_before=round(idle, 3), wall_s=round(wall, 1),
                leaders_seen=[f"n{broker.index_of(x)}" for x in leaders], leader_changed=len(leaders) > 1,
-               left_in_queue=after.get("messages"))  # fmt: skip
+               left_in_queue=after.get("messages"), cpu_us_per_msg=round(cpu_us, 1))  # fmt: skip
     broker.delete(name)
     return res
 
@@ -222,7 +240,8 @@ def run_broker(broker, keys: list[str], args) -> dict:
                 except Exception as e:  # noqa: BLE001
                     r = {"ok": False, "error": f"{type(e).__name__}: {e}"}
                 short = {k: r.get(k) for k in ("e2e_rate", "sender_rate", "receiver_rate", "lat_ms", "ok",
-                                               "leaders_seen", "load_before", "wall_s")}  # fmt: skip
+                                               "leaders_seen", "load_before", "wall_s",
+                                               "cpu_us_per_msg")}  # fmt: skip
                 print(f"[bench]   -> {json.dumps(short)}" + (f" error: {r['error'][:500]}" if "error" in r else ""),
                       file=sys.stderr)
                 runs.append(r)
@@ -248,7 +267,8 @@ def cell(r: dict | None) -> str:
     if not r.get("ok"):
         return "failed"
     lat = r.get("lat_ms") or {}
-    return f"{r['e2e_rate']:,} msg/s, {lat.get('p50', 0):.1f} / {lat.get('p99', 0):.1f} ms"
+    cpu = f", {r['cpu_us_per_msg']:.0f} µs CPU/msg" if r.get("cpu_us_per_msg") is not None else ""
+    return f"{r['e2e_rate']:,} msg/s, {lat.get('p50', 0):.1f} / {lat.get('p99', 0):.1f} ms{cpu}"
 
 
 def ratio(w: dict | None, rb: dict | None) -> str:
@@ -263,13 +283,13 @@ def load_cell(r: dict | None) -> str:
     return f"{r['load_before'][0]:.1f} / {r['cpu_idle_before']:.0%}"
 
 
-def table(results: dict, keys: list[str], labels: dict) -> str:
+def table(results: dict, keys: list[str], labels: dict, body: int = 12) -> str:
     rl, wl = labels.get("rabbitmq", "RabbitMQ 3.10"), labels.get("warren", "Warren")
     lines = [f"| workload | {rl} rate, p50/p99 | {wl} rate, p50/p99 | ratio Warren/RabbitMQ "
              "| load avg / CPU idle before (RabbitMQ; Warren) |", "|---|---|---|---|---|"]
     for k in keys:
         rb, wr = results.get("rabbitmq", {}).get(k), results.get("warren", {}).get(k)
-        lines.append(f"| {WORKLOADS[k][0]} | {cell(rb)} | {cell(wr)} | {ratio(wr, rb)} "
+        lines.append(f"| {WORKLOADS[k][0]}, {body} B | {cell(rb)} | {cell(wr)} | {ratio(wr, rb)} "
                      f"| {load_cell(rb)}; {load_cell(wr)} |")
     return "\n".join(lines)
 
@@ -346,7 +366,7 @@ def main(argv: list[str] | None = None) -> int:
         procs.cleanup_all()
         return 130
 
-    print(table(results, keys, labels))
+    print(table(results, keys, labels, args.body))
     print()
     print(f"- arrow pair, 1 sender + 1 receiver, {args.count:,} durable messages of {args.body} B per run, credit "
           f"{args.credit}, window {args.window}; median of {args.repeat} run(s); layout {args.layout}.")

@@ -32,6 +32,7 @@ __all__ = [
     "OPERATOR_POLICIES",
     "QUORUM_QUEUE_POLICIES",
     "QUORUM_QUEUE_PRIORITIES",
+    "QUORUM_QUEUE_PUBLISH_BATCH",
     "QUORUM_QUEUE_V1",
     "TOPIC_PERMISSIONS",
     "VHOST_MAX_QUEUES",
@@ -52,6 +53,7 @@ TOPIC_PERMISSIONS = "topic_permissions"
 QUORUM_QUEUE_POLICIES = "quorum_queue_policies"
 VHOST_MAX_QUEUES = "vhost_max_queues"
 QUORUM_QUEUE_PRIORITIES = "quorum_queue_priorities"
+QUORUM_QUEUE_PUBLISH_BATCH = "quorum_queue_publish_batch"
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +142,10 @@ FLAGS = FeatureFlagRegistry([
     FeatureFlag(QUORUM_QUEUE_PRIORITIES,
                 "Quorum queues read message priorities: above 4 is high, served 2:1 with normal (quorum.publish v2)",
                 STABLE, "0.2.0", depends_on=(QUORUM_QUEUE_V1,)),
+    FeatureFlag(QUORUM_QUEUE_PUBLISH_BATCH,
+                "Quorum queues log publishes as quorum.publish version 3: the publisher's bytes in a binary layout,"
+                " stored by every replica as they are (priorities read as in version 2)",
+                STABLE, "0.2.0", depends_on=(QUORUM_QUEUE_PRIORITIES,)),
 ])  # fmt: skip
 
 

@@ -10,7 +10,9 @@ How a command travels: `propose` encodes the record and hands the bytes to
 pysyncobj as a plain command (`SyncObj._applyCommand`, type REGULAR), so the
 log entry is `b"\\x00" + encode(record)`. When the entry is committed,
 pysyncobj calls its private `__doApplyCommand`; this class overrides it to
-decode the record and call `machine.apply(record, index)`; the return value
+decode the record and call `machine.apply(record, index)` (the leader applies
+a record with its own binary layout from the object it proposed, kept by the
+identity of the entry's bytes, which the journal hands back as they were); the return value
 reaches the proposer's `callback(result, ProposalOutcome.SUCCESS)`. pysyncobj's
 `@replicated` methods are not used at all: they number methods by sorting
 (version, name) and pickle the arguments, so adding a method renumbers the
@@ -65,6 +67,7 @@ _ROLES = {getattr(_RAFT_STATE, r.name): r for r in Role}
 _OUTCOMES = {getattr(FAIL_REASON, o.name): o for o in ProposalOutcome}
 
 Callback = Callable[[Any, ProposalOutcome], None]
+_PROPOSED_MAX = 4096  # records held for their own apply on the leader (records.applies_as_proposed)
 
 
 def _translated(callback: Callback | None) -> Callable[[Any, int], None] | None:
@@ -107,6 +110,7 @@ class RaftGroup(SafeSyncObj):
         conf.deserializer = self._w_read_snapshot
         # Before SyncObj.__init__: keeps them out of SyncObj's own state.
         self.machine = machine
+        self._w_proposed: dict[int, tuple[bytes, Any]] = {}  # id(command) -> (command, record) proposed here
         self._w_snapshot_error: BaseException | None = None
         super().__init__(self_node, other_nodes, conf, transport=transport, nodeClass=node_class, **kwargs)
 
@@ -158,7 +162,15 @@ class RaftGroup(SafeSyncObj):
         `result` is what the machine returned (on ProposalOutcome.SUCCESS).
         Without a callback the outcome is not reported.
         """
-        self._applyCommand(records.encode(record), _translated(callback), _REGULAR_TYPE)
+        command = records.encode(record, prefix=_REGULAR)
+        if records.applies_as_proposed(record) and self._isLeader():
+            # The journal keeps this very bytes object in its tail, and pysyncobj
+            # hands it back to __doApplyCommand: apply `record` then, not a decode.
+            proposed = self._w_proposed
+            if len(proposed) >= _PROPOSED_MAX:
+                proposed.clear()  # entries that were never applied here (a lost leadership): decode them
+            proposed[id(command)] = (command, record)
+        self._applyCommand(command, _translated(callback))  # no type: the command has its prefix
 
     def add_member(self, node_id: str, callback: Callback | None = None) -> None:
         """On the leader: add `node_id` to the group (one change at a time, as a log entry)."""
@@ -184,8 +196,13 @@ class RaftGroup(SafeSyncObj):
 
     def _SyncObj__doApplyCommand(self, command):  # noqa: N802
         if command[:1] == _REGULAR:
+            proposed = self._w_proposed.pop(id(command), None) if self._w_proposed else None
+            if proposed is not None and proposed[0] is command:
+                record = proposed[1]
+            else:
+                record = records.decode(command, 1)
             # pysyncobj increments raftLastApplied after the apply returns.
-            return self.machine.apply(records.decode(command[1:]), self.raftLastApplied + 1)
+            return self.machine.apply(record, self.raftLastApplied + 1)
         return SyncObj._SyncObj__doApplyCommand(self, command)
 
     def _w_write_snapshot(self, path: str, data) -> None:

@@ -20,6 +20,9 @@ the tag; `?` marks a key that may be absent; ints are >= 0 and < 2**64):
   tag 6 apply_command           command: bytes, request_id?
   tag 7 apply_command_response  request_id, error?, log_idx? + log_term?
   tag 8 timeout_now             term
+  tag 9 pre_vote                term, last_log_index, last_log_term
+                                (raft/prevote.py, not pysyncobj's)
+  tag 10 pre_vote_response      term, granted: bool
 
 pysyncobj's third append_entries form, `transmission` chunks of one pickled
 log entry too large for a batch, never reaches this codec: the sending
@@ -102,6 +105,7 @@ def _bytes(v: Any, what: str) -> bytes:
 
 _K_VOTE = frozenset({"type", "term", "last_log_index", "last_log_term"})
 _K_TERM = frozenset({"type", "term"})
+_K_PRE_VOTE_RESP = frozenset({"type", "term", "granted"})
 _K_AE = frozenset({"type", "term", "commit_index", "entries", "prevLogIdx", "prevLogTerm"})
 _K_SNAP = frozenset({"type", "term", "commit_index", "serialized"})
 _K_NEXT = frozenset({"type", "next_node_idx", "reset", "success"})
@@ -114,6 +118,19 @@ _K_RESP_OPT = frozenset({"error", "log_idx", "log_term"})
 def _enc_request_vote(m: dict) -> bytes:
     _check_keys(m, _K_VOTE)
     return b"\x01" + _QQQ.pack(*_ints(m, "term", "last_log_index", "last_log_term"))
+
+
+def _enc_pre_vote(m: dict) -> bytes:
+    _check_keys(m, _K_VOTE)
+    return b"\x09" + _QQQ.pack(*_ints(m, "term", "last_log_index", "last_log_term"))
+
+
+def _enc_pre_vote_response(m: dict) -> bytes:
+    _check_keys(m, _K_PRE_VOTE_RESP)
+    granted = m["granted"]
+    if type(granted) is not bool:
+        raise _bad(m, "granted must be a bool")
+    return b"\x0a" + _Q.pack(*_ints(m, "term")) + (b"\x01" if granted else b"\x00")
 
 
 def _enc_response_vote(m: dict) -> bytes:
@@ -230,6 +247,8 @@ _ENCODERS: dict[str, Callable[[dict], bytes]] = {
     "apply_command": _enc_apply_command,
     "apply_command_response": _enc_apply_command_response,
     "timeout_now": _enc_timeout_now,
+    "pre_vote": _enc_pre_vote,
+    "pre_vote_response": _enc_pre_vote_response,
 }
 
 
@@ -269,6 +288,16 @@ def _bool_of(v: int) -> bool:
 def _dec_request_vote(d: bytes) -> tuple[dict, int]:
     term, idx, log_term = _QQQ.unpack_from(d, 1)
     return {"type": "request_vote", "term": term, "last_log_index": idx, "last_log_term": log_term}, 25
+
+
+def _dec_pre_vote(d: bytes) -> tuple[dict, int]:
+    term, idx, log_term = _QQQ.unpack_from(d, 1)
+    return {"type": "pre_vote", "term": term, "last_log_index": idx, "last_log_term": log_term}, 25
+
+
+def _dec_pre_vote_response(d: bytes) -> tuple[dict, int]:
+    (term,) = _Q.unpack_from(d, 1)
+    return {"type": "pre_vote_response", "term": term, "granted": _bool_of(_B.unpack_from(d, 9)[0])}, 10
 
 
 def _dec_response_vote(d: bytes) -> tuple[dict, int]:
@@ -374,6 +403,8 @@ _DECODERS: dict[int, Callable[[bytes], tuple[dict, int]]] = {
     6: _dec_apply_command,
     7: _dec_apply_command_response,
     8: _dec_timeout_now,
+    9: _dec_pre_vote,
+    10: _dec_pre_vote_response,
 }
 
 

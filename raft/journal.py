@@ -191,6 +191,19 @@ class DurableLog:
         """A flushed blob (writes still pending are not visible)."""
         return self._get(_blob_prefix(group) + key)
 
+    def blobs_from(self, group: str, key: bytes, count: int, key_len: int) -> list[tuple[bytes, bytes]]:
+        """Up to `count` flushed blobs of `group` from `key` on, in key order, as
+        (key, value), stopping at the first key not `key_len` bytes long: one
+        iterator instead of a get per key (a consumer's read-ahead)."""
+        prefix = _blob_prefix(group)
+        n = len(prefix)
+        out: list[tuple[bytes, bytes]] = []
+        for k, value in self._items_from(prefix + key):
+            if len(out) >= count or k[:n] != prefix or len(k) != n + key_len:
+                break
+            out.append((k[n:], value))
+        return out
+
     def delete_blobs(self, group: str, below: bytes | None = None) -> Ticket:
         """Delete `group`'s blobs with a key below `below` (all when None): one range tombstone."""
         prefix = _blob_prefix(group)

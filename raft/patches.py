@@ -100,6 +100,13 @@ name-mangled, so a subclass defines `_SyncObj__<name>`) and `_onTick`, and adds 
    least one entry); `apply_pending()` tells the node to tick again in the
    next loop turn, so that the loop serves everything else in between.
 
+11. Pre-vote (Raft thesis §9.6), in raft/prevote.py: an election starts
+   only after a majority said it would vote for this member, so a member
+   returning with a stale log does not raise the term and depose a healthy
+   leader. `_onTick` runs the pre-vote round where stock would start an
+   election; `__onMessageReceived` answers and counts the two pre-vote
+   messages.
+
 `SafeSyncObj` also refuses a journal without a snapshot file
 (`raft.config.check_conf`): stock then compacts into memory only, and after a restart the journal starts
 past index 2 with lastApplied = 1, so it never applies a command again.
@@ -124,6 +131,7 @@ from pysyncobj.monotonic import monotonic as _monotonic
 
 from raft.config import check_conf
 from raft.journal import RaftJournal
+from raft.prevote import PreVote
 
 __all__ = ["SafeSyncObj", "durable_replace", "install"]
 
@@ -177,6 +185,10 @@ PRIVATE_MEMBERS: dict[str, tuple[str, ...]] = {
         "_SyncObj__sendNextNodeIdx",
         "_SyncObj__loadDumpFile",
         "_SyncObj__generateRaftTimeout",
+        "_SyncObj__connectedToAnyone",
+        "_SyncObj__getCurrentLogIndex",
+        "_SyncObj__getCurrentLogTerm",
+        "_SyncObj__onLeaderChanged",
         "_onTick",
         "_applyCommand",
         "_isLeader",
@@ -193,6 +205,7 @@ PRIVATE_MEMBERS: dict[str, tuple[str, ...]] = {
         "_SyncObj__transport",
         "_SyncObj__conf",
         "_SyncObj__raftLeader",
+        "_SyncObj__selfNode",
         "_SyncObj__raftCurrentTerm",
         "_SyncObj__otherNodes",
         "_SyncObj__lastResponseTime",
@@ -303,7 +316,7 @@ class _NoPoller:
         pass
 
 
-class SafeSyncObj(SyncObj):
+class SafeSyncObj(PreVote, SyncObj):
     """SyncObj with Warren's fixes (see the module docstring); same constructor."""
 
     def __init__(self, selfNode, otherNodes, conf=None, *args, **kwargs):  # noqa: N803
@@ -317,6 +330,7 @@ class SafeSyncObj(SyncObj):
         self._w_compaction_bytes: int | None = None
         self._w_apply_bytes: int | None = None
         self._w_cut_short = False  # the last apply stopped at its bound, entries wait
+        self._w_pre_vote_init()  # patch 11
         super().__init__(selfNode, otherNodes, conf, *args, **kwargs)
         self._w_quiet_io()
         self._w_compaction_bytes = getattr(conf, "warren_compaction_bytes", None)
@@ -387,6 +401,7 @@ class SafeSyncObj(SyncObj):
             if held > limit:
                 self.forceLogCompaction()  # patch 8
         sent_before = self._SyncObj__newAppendEntriesTime
+        self._w_pre_vote_tick()  # patch 11
         super()._onTick(timeToWait)
         if limit is not None and held - self._SyncObj__raftLog.command_bytes > limit:
             _malloc_trim(0)
@@ -496,6 +511,8 @@ class SafeSyncObj(SyncObj):
     # -- 3: never truncate without a conflict (Raft §5.3)
 
     def _SyncObj__onMessageReceived(self, node, message):  # noqa: N802
+        if self._w_pre_vote_message(node, message):  # patch 11
+            return
         if (
             message.get("type") == "append_entries"
             and "prevLogIdx" in message

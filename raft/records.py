@@ -25,6 +25,21 @@ decodable), and the state machine accepts both. A node meeting a (kind,
 version) it does not know raises UnknownRecordError instead of guessing, so
 a new version may be proposed only once every member runs code that knows it.
 
+A record class may instead bring its own binary layout (`command(...,
+binary=codec)`), for the records that carry message bytes (a quorum queue's
+publish batch): the bytes go into the entry as they are, with no AMQP
+encoding around them, and a decode slices them out without parsing them.
+Such an entry is
+
+    0xff, len(kind): u8, kind (UTF-8), version: u16 big-endian, layout...
+
+No AMQP encoding starts with 0xff (it is no format code), so both forms live
+in one log and old entries stay readable. The codec is an object with
+`encode(record) -> list[bytes]` (the layout's parts, joined once here) and
+`decode(data, pos) -> record` (the layout starts at data[pos]). A record of
+such a class compares equal to its decoded copy, so the leader applies the
+object it proposed (raft/group.py, `applies_as_proposed`).
+
 Why this replaces pysyncobj's `@replicated` methods: pysyncobj numbers the
 replicated methods by sorting (version, name) and logs the number with the
 pickled arguments; adding a method renumbers the others, and after a restart
@@ -36,14 +51,17 @@ decode it when applying, so no method table is involved at all.
 from __future__ import annotations
 
 import dataclasses
+import struct
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from amqp import codec
 
 __all__ = [
+    "BinaryCodec",
     "RecordError",
     "UnknownRecordError",
+    "applies_as_proposed",
     "command",
     "decode",
     "encode",
@@ -57,6 +75,10 @@ _by_key: dict[tuple[str, int], type] = {}
 _by_class: dict[type, tuple[str, int, tuple[str, ...]]] = {}
 _SCALARS = (type(None), bool, int, float, str, bytes)
 _PLAIN = frozenset(_SCALARS)  # decoded values of exactly these types need no conversion
+_BINARY = 0xFF  # first byte of a record in its class's own layout
+_VERSION = struct.Struct(">H")
+_binary_heads: dict[type, bytes] = {}  # class -> its entry header
+_binary_codecs: dict[type, BinaryCodec] = {}
 
 
 class RecordError(ValueError):
@@ -67,12 +89,24 @@ class UnknownRecordError(RecordError):
     """A (kind, version) this node has no record class for."""
 
 
-def command(kind: str, version: int = 1) -> Callable[[type[T]], type[T]]:
-    """Register a frozen dataclass as the record of (kind, version)."""
+class BinaryCodec(Protocol):
+    """A record class's own layout (see the module docstring)."""
+
+    def encode(self, record: Any) -> list[bytes]: ...
+
+    def decode(self, data: bytes, pos: int) -> Any: ...
+
+
+def command(kind: str, version: int = 1, binary: BinaryCodec | None = None) -> Callable[[type[T]], type[T]]:
+    """Register a frozen dataclass as the record of (kind, version), AMQP-encoded
+    unless it brings its own `binary` codec."""
     if not isinstance(kind, str) or not kind:
         raise ValueError("a record kind is a non-empty string")
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
         raise ValueError(f"a record version is an int >= 1, not {version!r}")
+    kind_bytes = kind.encode()
+    if binary is not None and (len(kind_bytes) > 255 or version > 0xFFFF):
+        raise ValueError("a binary record's kind is at most 255 bytes and its version below 65536")
 
     def register(cls: type[T]) -> type[T]:
         if not dataclasses.is_dataclass(cls) or not cls.__dataclass_params__.frozen:
@@ -84,6 +118,9 @@ def command(kind: str, version: int = 1) -> Callable[[type[T]], type[T]]:
             raise ValueError(f"{cls.__qualname__} is already registered as {_by_class[cls][:2]}")
         _by_key[key] = cls
         _by_class[cls] = (kind, version, tuple(f.name for f in dataclasses.fields(cls)))
+        if binary is not None:
+            _binary_codecs[cls] = binary
+            _binary_heads[cls] = bytes((_BINARY, len(kind_bytes))) + kind_bytes + _VERSION.pack(version)
         return cls
 
     return register
@@ -104,7 +141,20 @@ def registered() -> dict[tuple[str, int], type]:
     return dict(_by_key)
 
 
-def encode(record: object) -> bytes:
+def applies_as_proposed(record: object) -> bool:
+    """The record's own layout decodes to an equal record: a member may apply
+    the object it proposed instead of decoding the entry it made of it."""
+    return type(record) in _binary_codecs
+
+
+def encode(record: object, prefix: bytes = b"") -> bytes:
+    """The record's bytes, after `prefix` (which costs no extra copy of a binary record)."""
+    head = _binary_heads.get(type(record))
+    if head is not None:
+        try:
+            return b"".join([prefix, head, *_binary_codecs[type(record)].encode(record)])
+        except (TypeError, ValueError, OverflowError, struct.error) as e:
+            raise RecordError(f"cannot encode {type(record).__qualname__}: {e}") from None
     try:
         kind, version, names = _by_class[type(record)]
     except KeyError:
@@ -115,12 +165,38 @@ def encode(record: object) -> bytes:
         _check_value(value, name)
         values.append(value)
     try:
-        return codec.dumps(values)
+        return prefix + codec.dumps(values) if prefix else codec.dumps(values)
     except (TypeError, ValueError, OverflowError) as e:  # e.g. an int past 64 bits
         raise RecordError(f"cannot encode {kind!r}: {e}") from None
 
 
-def decode(data: bytes) -> Any:
+def _decode_binary(data: bytes, pos: int) -> Any:
+    try:
+        n = data[pos + 1]
+        kind = bytes(data[pos + 2 : pos + 2 + n]).decode()
+        (version,) = _VERSION.unpack_from(data, pos + 2 + n)
+    except (IndexError, UnicodeDecodeError, struct.error) as e:
+        raise RecordError(f"not a record: bad binary header: {e}") from None
+    cls = _by_key.get((kind, version))
+    if cls is None:
+        raise UnknownRecordError(f"unknown record {kind!r} version {version}")
+    codec_ = _binary_codecs.get(cls)
+    if codec_ is None:
+        raise RecordError(f"record {kind!r} version {version} has no binary layout")
+    try:
+        return codec_.decode(data, pos + 4 + n)
+    except RecordError:
+        raise
+    except Exception as e:  # a truncated or malformed layout
+        raise RecordError(f"malformed {kind!r} version {version}: {e!r}") from None
+
+
+def decode(data: bytes, pos: int = 0) -> Any:
+    """The record in data[pos:]."""
+    if len(data) > pos and data[pos] == _BINARY:
+        return _decode_binary(data, pos)
+    if pos:
+        data = data[pos:]
     try:
         value = codec.loads(data)
     except Exception as e:  # codec.DecodeError and friends

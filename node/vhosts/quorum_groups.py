@@ -26,7 +26,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from metadata import commands as mc
-from metadata.feature_flags import QUORUM_QUEUE_PRIORITIES
+from metadata.feature_flags import QUORUM_QUEUE_PRIORITIES, QUORUM_QUEUE_PUBLISH_BATCH
 from node.cluster.cluster import MembershipError
 from node.vhosts.metadata_store import new_key
 from queues.quorum.queue import COMPACTION_BYTES, COMPACTION_ENTRIES, QuorumQueue
@@ -190,6 +190,9 @@ class QuorumQueues:
     def submit(self, group: str, record: Any, callback: Any = None) -> bool:
         return self._cluster.submit(group, record, callback)
 
+    def packs_publishes(self) -> bool:
+        return QUORUM_QUEUE_PUBLISH_BATCH in self.broker.projections.feature_flags
+
     def is_leader(self, group: str) -> bool:
         g = self._cluster.groups.get(group)
         return g is not None and g.is_leader
@@ -203,6 +206,9 @@ class QuorumQueues:
 
     def get_blob(self, group: str, key: bytes) -> bytes | None:
         return self._cluster.log.get_blob(group, key)
+
+    def get_blobs_from(self, group: str, key: bytes, count: int) -> list[tuple[bytes, bytes]]:
+        return self._cluster.log.blobs_from(group, key, count, len(key))
 
     def delete_blobs(self, group: str, below: bytes | None = None) -> None:
         self._cluster.log.delete_blobs(group, below)

@@ -39,6 +39,7 @@ from amqp import serial
 from queues.base import ConfirmCallback, Consumer, Outcome, Queue, QueueHost, QueueMessage, Settlement
 
 from .config import DROP_HEAD, REJECT_PUBLISH_DLX, ClassicQueueConfig, ClassicQueueCounters
+from .figures import QueueFigures
 from .flow import CreditFlow
 from .messages import ReadyMessages
 from .paging import PagedTail
@@ -48,13 +49,6 @@ from .retention import Retention
 
 __all__ = ["ClassicQueue"]
 
-# held_bytes: bodies in memory (window, page copies not yet durable,
-# unsettled deliveries), plus the Python objects around each such message (a
-# QueueMessage with a one-key routing list, its bytes header and deque slot
-# come to ~210 B by tracemalloc over 20k messages, an unacked dict entry ~30 B
-# more; rounded up), plus 17 B per run of the paged tail's positions (four
-# array entries, paging.Positions).
-MESSAGE_OVERHEAD = 256
 
 
 def _modify(msg: QueueMessage, settlement: Settlement) -> bool:
@@ -72,7 +66,7 @@ def _modify(msg: QueueMessage, settlement: Settlement) -> bool:
     return changed
 
 
-class ClassicQueue(QueueRecovery, Queue):
+class ClassicQueue(QueueRecovery, QueueFigures, Queue):
     """`memory_window`/`memory_bytes`: the most ready messages/payload bytes
     kept in memory (None: no limit); the rest are paged to `persistence`."""
 
@@ -111,19 +105,6 @@ class ClassicQueue(QueueRecovery, Queue):
     # ------------------------------------------------------------ state
 
     @property
-    def message_count(self) -> int:
-        """Ready messages (not those delivered and unsettled), as RabbitMQ reports."""
-        return len(self._messages)
-
-    @property
-    def unacked_count(self) -> int:
-        return self._unacked_count
-
-    @property
-    def ready_bytes(self) -> int:
-        return self._messages.bytes
-
-    @property
     def consumer_count(self) -> int:
         return len(self._flow.consumers)
 
@@ -139,33 +120,6 @@ class ClassicQueue(QueueRecovery, Queue):
         if cs is None or not self._flow.single_active:
             return "up"
         return "waiting" if self._flow.waiting(cs) else "single_active"
-
-    @property
-    def memory_bytes(self) -> int:
-        """Payload bytes of ready messages this queue holds in memory: its
-        window, plus paged bodies whose write is not yet durable."""
-        tail = self._messages.tail
-        tail.prune()
-        return self._messages.held_bytes + tail.unflushed_bytes
-
-    @property
-    def held_bytes(self) -> int:
-        """Memory held, as the memory alarm counts it (node/ops/memory.py)."""
-        tail = self._messages.tail
-        in_memory = len(self._messages) - len(tail) + self._unacked_count
-        return self.memory_bytes + self._unacked_bytes + in_memory * MESSAGE_OVERHEAD + tail.runs * 17
-
-    def info(self) -> dict:
-        info = super().info()
-        messages, tail = self._messages, self._messages.tail
-        info["messages_unacknowledged"] = self._unacked_count
-        info["message_bytes_ready"] = messages.bytes
-        # as RabbitMQ names them: in memory, and on disk only
-        info["messages_ram"] = len(messages) - len(tail)
-        info["message_bytes_ram"] = self.memory_bytes
-        info["messages_paged_out"] = len(tail)
-        info["message_bytes_paged_out"] = tail.bytes
-        return info
 
     def touch(self) -> None:
         """The queue was used without a consumer (redeclared, read by

@@ -4,6 +4,7 @@ queue that runs it on each replica.
 The machine, pure (no I/O, no clock, no randomness):
 
     commands.py  the versioned command records (Publish, Enqueue, Attach, ...)
+    message_format.py  the binary layouts of a message and of a publish batch
     effects.py   what applying them asks of the host (StoreBodies, Confirm, Deliver, ...)
     state.py     QuorumConfig (the x-arguments), QuorumState, Counters, MACHINE_VERSION
     ready.py     ReadyList: the ready messages as runs of ids and a column of sizes
@@ -32,6 +33,7 @@ from .commands import (
     Modify,
     MsgIn,
     Publish,
+    PublishBatch,
     PublishPrioritised,
     Purge,
     Return,
@@ -86,6 +88,7 @@ __all__ = [
     "Outcome",
     "Publish",
     "PublishPrioritised",
+    "PublishBatch",
     "Purge",
     "Purged",
     "QueueArgumentError",

@@ -1,6 +1,8 @@
 """Where a replica keeps the bodies of its quorum queue's messages.
 
-Bodies travel once, in the Publish record of the Raft log. When the machine
+Bodies travel once, in the Publish record of the Raft log, each message in
+the layout it is stored in (message_format.py: the publisher's bytes as
+received, with their routing). When the machine
 says a batch is new (the StoreBodies effect), each replica writes them to
 the node's Raft RocksDB under (group, message id) (`QuorumHost.put_blob`),
 synced by the same fsync as the journal; until that write is flushed the
@@ -14,6 +16,13 @@ batches whose bodies this replica wrote already: a mark, "bodies written up
 to raft index N", is written in the same batch as the bodies (so it is never
 ahead of them), and batches at or below it are not written again.
 
+On a replica with consumers attached through its node, deliveries come from
+a read-ahead window: the messages of new batches stay in memory after their
+write (up to READ_AHEAD_BYTES), and a delivery the window misses reads the
+next READ_AHEAD_COUNT stored messages with one RocksDB iterator, not a get
+each. A delivery takes its message out of the window; a redelivery reads
+the store again.
+
 A replica that installed a snapshot instead of the log that carried some
 bodies lacks them: a delivery that needs one waits while it is fetched from
 another member (`await_body`), then goes out through `on_arrival`.
@@ -25,11 +34,11 @@ import logging
 import struct
 from collections.abc import Callable
 
-from amqp import codec
 from queues.base import QueueMessage
 
-from .commands import msg_id
+from .commands import Publish, msg_id
 from .host import QuorumHost
+from .message_format import pack_message, read_stored
 
 __all__ = ["BodyStore"]
 
@@ -38,12 +47,17 @@ log = logging.getLogger("warren.quorum")
 _KEY = struct.Struct(">Q")
 # after every message key (8 bytes), below delete_blobs' end (prefix + 9 x ff): kept by release_below
 _WRITTEN_MARK = b"\xff" * 8 + b"\x00"
+READ_AHEAD_BYTES = 8 << 20  # stored messages kept for this replica's consumers
+READ_AHEAD_COUNT = 256  # stored messages read at once when a delivery misses the window
 
 
 class BodyStore:
-    def __init__(self, qh: QuorumHost, group: str, queue_name: str,
-                 on_arrival: Callable[[int, tuple], None]) -> None:  # fmt: skip
+    def __init__(self, qh: QuorumHost, group: str, queue_name: str, on_arrival: Callable[[int, tuple], None],
+                 has_consumers: Callable[[], bool] = lambda: False) -> None:  # fmt: skip
         self._qh = qh
+        self._has_consumers = has_consumers  # consumers attached through this node: keep a window
+        self._window: dict[int, bytes] = {}  # msg id -> stored message, oldest first
+        self._window_bytes = 0
         self._group = group
         self._queue_name = queue_name
         self._on_arrival = on_arrival  # (msg id, the delivery that waited for it)
@@ -52,23 +66,60 @@ class BodyStore:
         self._fetching: set[int] = set()
         self._written_to: int | None = None  # the mark (read at the first batch)
 
-    def store_batch(self, messages: tuple, index: int) -> None:
-        """The messages of the new Publish batch at raft `index` (commands.Publish)."""
+    def store_batch(self, record: Publish, index: int) -> None:
+        """The messages of the new Publish batch at raft `index` (commands.Publish).
+        A PublishBatch's messages are stored as the entry carries them; a
+        version 1 Publish's are packed here (message_format.py)."""
         if self._written_to is None:
             mark = self._qh.get_blob(self._group, _WRITTEN_MARK)
             self._written_to = _KEY.unpack(mark)[0] if mark is not None else 0
         if index <= self._written_to:
             return  # replayed after a restart: stored before
+        stored = getattr(record, "stored", ())
+        if len(stored) != len(record.messages):
+            stored = [pack_message(bytes(m[0]), bool(m[1]), m[2], m[3], m[4], m[5], m[6]) for m in record.messages]
         fresh = []
-        for pos, (payload, durable, _ttl, exchange, routing_keys, _corr, extra) in enumerate(messages):
+        put = self._qh.put_blob
+        group = self._group
+        for pos, value in enumerate(stored):
             mid = msg_id(index, pos)
-            value = codec.dumps([bytes(payload), bool(durable), exchange, list(routing_keys), extra])
-            self._qh.put_blob(self._group, _KEY.pack(mid), value)
+            put(group, _KEY.pack(mid), value)
             self._fresh[mid] = value
             fresh.append(mid)
-        self._qh.put_blob(self._group, _WRITTEN_MARK, _KEY.pack(index))
+        put(group, _WRITTEN_MARK, _KEY.pack(index))
         self._written_to = index
         self._qh.after_durable(lambda: [self._fresh.pop(m, None) for m in fresh])
+        if self._has_consumers():
+            self._keep(zip(fresh, stored, strict=True))
+
+    def _keep(self, pairs) -> None:
+        """Add (msg id, stored message) pairs to the read-ahead window, dropping its oldest past the bound."""
+        window = self._window
+        held = self._window_bytes
+        for mid, value in pairs:
+            if mid not in window:
+                window[mid] = value
+                held += len(value)
+        while held > READ_AHEAD_BYTES and window:
+            held -= len(window.pop(next(iter(window))))
+        self._window_bytes = held
+
+    def forget(self, msg_ids) -> None:
+        """These messages are settled (by a consumer on any node): out of the window."""
+        window = self._window
+        if window:
+            for mid in msg_ids:
+                value = window.pop(mid, None)
+                if value is not None:
+                    self._window_bytes -= len(value)
+
+    def _read_ahead(self, mid: int) -> bytes | None:
+        """The stored message `mid`, read with the ones after it into the window."""
+        found = self._qh.get_blobs_from(self._group, _KEY.pack(mid), READ_AHEAD_COUNT)
+        if not found or found[0][0] != _KEY.pack(mid):
+            return None
+        self._keep((_KEY.unpack(k)[0], v) for k, v in found[1:])
+        return found[0][1]
 
     @property
     def held_bytes(self) -> int:
@@ -76,24 +127,33 @@ class BodyStore:
         return sum(len(v) for v in self._fresh.values())
 
     def body(self, mid: int) -> bytes | None:
-        """The stored message (payload and routing), or None when this replica lacks it."""
+        """The stored message (message_format.py), or None when this replica lacks it."""
         value = self._fresh.get(mid)
         return value if value is not None else self._qh.get_blob(self._group, _KEY.pack(mid))
 
     def message(self, mid: int, delivery_count: int = 0, redelivered: bool = False,
                 annotations: dict | None = None) -> QueueMessage | None:  # fmt: skip
         """The message to hand to a link, or None when this replica lacks its body."""
-        value = self.body(mid)
-        if value is None:
-            return None
-        payload, durable, exchange, routing_keys, stored = codec.loads(value)
+        value = self._window.pop(mid, None)
+        if value is not None:
+            self._window_bytes -= len(value)
+        else:
+            value = self._fresh.get(mid)
+            if value is None:
+                value = self._read_ahead(mid) if self._has_consumers() else self.body(mid)
+                if value is None:
+                    return None
+        payload, durable, exchange, routing_keys, stored = read_stored(value)
         if stored and annotations:
             annotations = {**stored, **annotations}  # what a Modify merged wins
-        return QueueMessage(mid, bytes(payload), durable, None, delivery_count, redelivered, exchange,
-                            list(routing_keys), annotations or stored)  # fmt: skip
+        return QueueMessage(mid, payload, durable, None, delivery_count, redelivered, exchange,
+                            routing_keys, annotations or stored)  # fmt: skip
 
     def release_below(self, raft_index: int) -> None:
         """The log below `raft_index` is compacted and no live message came from it."""
+        below = msg_id(raft_index, 0)
+        for mid in [m for m in self._window if m < below]:
+            self._window_bytes -= len(self._window.pop(mid))
         self._qh.delete_blobs(self._group, _KEY.pack(msg_id(raft_index, 0)))
 
     # -- bodies this replica lacks ----------------------------------------------------

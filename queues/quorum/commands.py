@@ -29,6 +29,8 @@ from typing import Any, NamedTuple
 
 from raft.records import command
 
+from .message_format import PublishBatchCodec, pack_message
+
 __all__ = [
     "COMMANDS",
     "POS_BITS",
@@ -42,6 +44,8 @@ __all__ = [
     "Modify",
     "MsgIn",
     "Publish",
+    "PublishBatch",
+    "PublishPrioritised",
     "Purge",
     "Return",
     "SetConfig",
@@ -124,6 +128,31 @@ class PublishPrioritised(Publish):
     queue priorities). Proposed once every member knows it (feature flag
     quorum_queue_priorities); a member that does not would apply it as
     version 1, all normal."""
+
+
+_PUBLISH_BATCH_CODEC = PublishBatchCodec()
+
+
+@command("quorum.publish", version=3, binary=_PUBLISH_BATCH_CODEC)
+@dataclass(frozen=True, slots=True)
+class PublishBatch(PublishPrioritised):
+    """Publish, version 3: version 2's batch (priorities read), in its own binary layout
+    (message_format.py) instead of an AMQP list. `stored` holds each message
+    as the body store keeps it, the publisher's bytes inside as received: the
+    entry carries those runs of bytes and every replica stores them as they
+    are. `messages` are the same messages as tuples, for the machine (the
+    leader's own, or unpacked from `stored` on decode)."""
+
+    stored: tuple[bytes, ...] = ()
+
+    @classmethod
+    def of(cls, messages: list[tuple], now_ms: int, publisher: str, seq: int) -> PublishBatch:
+        """The batch of `messages`, each (payload, durable, ttl, exchange,
+        routing_keys, correlation, annotations), routing_keys a tuple."""
+        return cls(tuple(messages), now_ms, publisher, seq, tuple(pack_message(*m) for m in messages))
+
+
+_PUBLISH_BATCH_CODEC.cls = PublishBatch
 
 
 @command("quorum.attach", version=1)
@@ -251,6 +280,8 @@ class SetConfig:
 COMMANDS: tuple[type, ...] = (
     Enqueue,
     Publish,
+    PublishPrioritised,
+    PublishBatch,
     Attach,
     Detach,
     Credit,

@@ -13,6 +13,9 @@ class QuorumHost(Protocol):
 
     def submit(self, group: str, record: Any, callback: Any = None) -> bool: ...
 
+    def packs_publishes(self) -> bool:
+        """Every member reads commands.PublishBatch (its feature flag is enabled)."""
+
     def is_leader(self, group: str) -> bool: ...
 
     def leader_of(self, group: str) -> str | None: ...
@@ -20,6 +23,9 @@ class QuorumHost(Protocol):
     def put_blob(self, group: str, key: bytes, value: bytes) -> None: ...
 
     def get_blob(self, group: str, key: bytes) -> bytes | None: ...
+
+    def get_blobs_from(self, group: str, key: bytes, count: int) -> list[tuple[bytes, bytes]]:
+        """Up to `count` flushed (key, value) blobs from `key` on, keys of the same length."""
 
     def delete_blobs(self, group: str, below: bytes | None = None) -> None: ...
 

@@ -148,7 +148,7 @@ def _publish(st: QuorumState, cmd: c.Publish, index: int, ctx: Ctx) -> None:
         return
     msgs = cmd.messages
     ctx.out.append(StoreBodies(index, len(msgs)))
-    if type(cmd) is c.PublishPrioritised:
+    if isinstance(cmd, c.PublishPrioritised):  # version 2 or 3
         batch = [(len(m[c.P_PAYLOAD]), m[c.P_TTL], m[c.P_CORRELATION], is_high(m[c.P_PAYLOAD])) for m in msgs]
     else:
         batch = [(len(m[c.P_PAYLOAD]), m[c.P_TTL], m[c.P_CORRELATION]) for m in msgs]
@@ -435,6 +435,7 @@ _HANDLERS = {
     c.Enqueue: _enqueue,
     c.Publish: _publish,
     c.PublishPrioritised: _publish,
+    c.PublishBatch: _publish,
     c.Attach: _attach,
     c.Detach: _detach,
     c.Credit: _credit,

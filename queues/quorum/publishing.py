@@ -1,4 +1,5 @@
-"""The publishes of one loop turn become one Publish record.
+"""The publishes of one loop turn become one Publish record (PublishBatch:
+each message packed once, here, in the layout every replica stores).
 
 A quorum queue takes publishes one by one from the node's links but proposes
 them per loop turn: one log entry, one fsync on each member and one round
@@ -15,7 +16,7 @@ from typing import Any
 
 from queues.base import ConfirmCallback, Outcome, QueueMessage
 
-from .commands import Publish, PublishPrioritised
+from .commands import Publish, PublishBatch, PublishPrioritised
 from .effects import Confirm
 from .host import QuorumHost
 from .proposals import Proposer
@@ -40,8 +41,8 @@ class PublishBatcher:
             self._qh.call_soon(self._flush)
         ttl = None if message.expires_at is None else max(0, message.expires_at - self._clock.now_ms())
         corr = len(self._batch) if confirm is not None else None
-        self._batch.append([message.payload, message.durable, ttl, message.exchange, list(message.routing_keys), corr,
-                            message.annotations])  # fmt: skip
+        self._batch.append((message.payload, message.durable, ttl, message.exchange, tuple(message.routing_keys), corr,
+                            message.annotations or None))  # fmt: skip
         self._confirms.append(confirm)
 
     def _flush(self) -> None:
@@ -63,6 +64,11 @@ class PublishBatcher:
                 if confirm is not None and corr not in done:
                     confirm(Outcome.RELEASED)  # the queue was deleted under it
 
-        kind = PublishPrioritised if self._qh.priorities() else Publish
-        record = kind(tuple(batch), self._clock.now_ms(), self.publisher, next(self._seq))
+        now, seq = self._clock.now_ms(), next(self._seq)
+        if self._qh.packs_publishes():  # version 3: priorities read as in version 2
+            record = PublishBatch.of(batch, now, self.publisher, seq)
+        elif self._qh.priorities():  # a member may not read version 3 yet (a rolling upgrade)
+            record = PublishPrioritised(tuple(batch), now, self.publisher, seq)
+        else:
+            record = Publish(tuple(batch), now, self.publisher, seq)
         self._proposer.submit(record, committed)

@@ -62,7 +62,7 @@ class QuorumQueue(Queue):
         self._host = host  # the vhost: dead-lettering, timers, clock
         self._qh = quorum_host
         self.proposals = Proposer(quorum_host, group, host)
-        self.bodies = BodyStore(quorum_host, group, name, self._body_arrived)
+        self.bodies = BodyStore(quorum_host, group, name, self._body_arrived, lambda: bool(self.links.consumers))
         self.links = LocalLinks(self, self.bodies, self.proposals, quorum_host)
         self._publishes = PublishBatcher(quorum_host, host, self.proposals)
         self._tick_timer: Any = None
@@ -188,7 +188,9 @@ class QuorumQueue(Queue):
             return []
         self.state, effects = qq.apply(record, self.state, index)
         if effects and isinstance(effects[0], qq.StoreBodies):  # a new publish batch
-            self.bodies.store_batch(record.messages, index)
+            self.bodies.store_batch(record, index)
+        elif isinstance(record, (qq.Settle, qq.Discard)):
+            self.bodies.forget(record.msg_ids)  # settled through another node's consumer: not read here
         if not self.deleted:
             self._act(record, effects)
         return effects

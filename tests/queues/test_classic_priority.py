@@ -10,7 +10,7 @@ import pytest
 
 from queues.base import ACCEPT, RELEASE, QueueArgumentError, QueueMessage
 from queues.classic import ClassicQueueConfig, MemoryPersistence, PriorityClassicQueue, StorePersistence, classic_queue
-from queues.classic.queue import MESSAGE_OVERHEAD
+from queues.classic.figures import MESSAGE_OVERHEAD
 from queues.priority import header_priority
 from storage.group_commit import GroupCommitter
 from storage.message_store import MessageStore

@@ -116,3 +116,69 @@ def test_unencodable_values_are_refused():
         encode(Any_(2**64))
     with pytest.raises(RecordError):
         encode(DeclareQueueV1)  # a class is not a record
+
+
+class _PairCodec:
+    """A binary layout for `Pair`: the bytes as they are, then n as 8 bytes."""
+
+    def encode(self, record):
+        return [record.data, record.n.to_bytes(8, "big")]
+
+    def decode(self, data, pos):
+        return Pair(bytes(data[pos:-8]), int.from_bytes(data[-8:], "big"))
+
+
+@command("test.pair", version=1, binary=_PairCodec())
+@dataclass(frozen=True)
+class Pair:
+    data: bytes
+    n: int
+
+
+def test_a_binary_record_carries_its_bytes_as_they_are_and_decodes_past_a_prefix():
+    r = Pair(b"\x00Sw\xa0\x03abc", 7)
+    data = encode(r, prefix=b"\x00")
+    assert data == b"\x00\xff\x09test.pair\x00\x01" + r.data + (7).to_bytes(8, "big")
+    assert decode(data, 1) == r and records.applies_as_proposed(r)
+    assert not records.applies_as_proposed(Blob(b"", 0, 0.0))
+    with pytest.raises(UnknownRecordError):
+        decode(b"\xff\x09test.pair\x00\x02")
+    with pytest.raises(RecordError):
+        decode(b"\xff\x20test")
+
+
+def test_the_leader_applies_the_binary_record_it_proposed_and_followers_decode_theirs(tmp_path):
+    from raft_harness import Cluster
+
+    class Recording:
+        def __init__(self):
+            self.applied = []
+
+        def apply(self, record, index):
+            self.applied.append(record)
+            return len(self.applied)
+
+        def snapshot(self):
+            return b""
+
+        def restore(self, data):
+            pass
+
+    c = Cluster.start("ours", tmp_path)
+    try:
+        leader = c.wait_leader()
+        for m in c.members:
+            m.obj.machine = Recording()
+        proposed = [Pair(b"m%d" % i, i) for i in range(3)]
+        done = []
+        for r in proposed:
+            leader.obj.propose(r, callback=lambda res, outcome: done.append(outcome))
+        c.run_until(lambda: all(len(m.obj.machine.applied) == 3 for m in c.members))
+        for m in c.members:
+            applied = m.obj.machine.applied
+            assert applied == proposed
+            same_objects = all(a is p for a, p in zip(applied, proposed, strict=True))
+            assert same_objects == (m is leader)
+        assert not leader.obj._w_proposed  # nothing held once applied
+    finally:
+        c.destroy()

@@ -43,6 +43,8 @@ messages = st.one_of(
     ),
     st.builds(lambda t: {"type": "response_vote", "term": t}, u64),
     st.builds(lambda t: {"type": "timeout_now", "term": t}, u64),
+    st.builds(lambda t, i, lt: {"type": "pre_vote", "term": t, "last_log_index": i, "last_log_term": lt}, u64, u64, u64),
+    st.builds(lambda t, g: {"type": "pre_vote_response", "term": t, "granted": g}, u64, st.booleans()),
     st.builds(
         lambda t, c, pi, pt, es: {
             "type": "append_entries",
@@ -161,7 +163,7 @@ def test_other_shapes_are_refused(message):
         encode(message)
 
 
-@pytest.mark.parametrize("payload", [b"", b"\x00", b"\x09", b"\x02" + b"\x00" * 7, b"\x05" + b"\x00" * 8 + b"\x02\x00"])
+@pytest.mark.parametrize("payload", [b"", b"\x00", b"\x09", b"\x0b", b"\x0a" + b"\x00" * 8 + b"\x02", b"\x02" + b"\x00" * 7, b"\x05" + b"\x00" * 8 + b"\x02\x00"])
 def test_malformed_payloads_are_refused(payload):
     with pytest.raises(MessageError):
         decode(payload)

@@ -5,8 +5,8 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[3] / "queues" / "quorum"
-MACHINE = ("commands", "effects", "ready", "live", "state", "machine", "dispatch", "dedup", "queries", "snapshot",
-           "priority")
+MACHINE = ("commands", "message_format", "effects", "ready", "live", "state", "machine", "dispatch", "dedup",
+           "queries", "snapshot", "priority")
 REPLICA = {"queue", "bodies", "proposals", "publishing", "links", "host"}
 FORBIDDEN = {"asyncio", "socket", "grpc", "threading", "selectors", "time", "random", "os", "logging", "node",
              "storage", "pysyncobj"}  # fmt: skip

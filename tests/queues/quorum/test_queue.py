@@ -3,9 +3,10 @@ records a group would commit are applied in order, as pysyncobj does."""
 
 from __future__ import annotations
 
+from amqp import codec
 from queues import quorum as qq
 from queues.base import Outcome, QueueMessage
-from queues.quorum import Publish
+from queues.quorum import Publish, PublishBatch
 from queues.quorum.queue import QuorumQueue
 from raft.status import ProposalOutcome
 
@@ -20,6 +21,11 @@ class Host:
         self.blobs: dict[bytes, bytes] = {}
         self.proposed: list = []
         self.soon: list = []
+        self.packs = True  # the feature flag quorum_queue_publish_batch
+        self.range_reads = 0
+
+    def packs_publishes(self):
+        return self.packs
 
     def submit(self, group, record, callback=None):
         self.proposed.append((record, callback))
@@ -36,6 +42,10 @@ class Host:
 
     def get_blob(self, group, key):
         return self.blobs.get(key)
+
+    def get_blobs_from(self, group, key, count):
+        self.range_reads += 1
+        return sorted((k, v) for k, v in self.blobs.items() if k >= key and len(k) == len(key))[:count]
 
     def delete_blobs(self, group, below=None):
         for key in [k for k in self.blobs if below is None or k < below]:
@@ -122,9 +132,11 @@ def test_publishes_are_confirmed_once_the_batch_is_applied():
 
 
 def test_publishes_are_proposed_as_the_version_that_reads_priorities_only_once_every_member_does():
-    for flag_on, kind in ((True, qq.PublishPrioritised), (False, Publish)):
+    # (quorum_queue_publish_batch, quorum_queue_priorities): the first depends on the second
+    for (packs, flag_on), kind in (((True, True), qq.PublishBatch), ((False, True), qq.PublishPrioritised),
+                                   ((False, False), Publish)):  # fmt: skip
         queue, host = make()
-        host.reads_priorities = flag_on
+        host.packs, host.reads_priorities = packs, flag_on
         queue.publish(QueueMessage(0, b"\x00\x53\x70\xc0\x04\x02\x40\x50\x09\x00\x53\x77\x45", True), None)
         for fn in host.soon:
             fn()
@@ -175,3 +187,80 @@ def test_a_restart_does_not_write_again_the_bodies_of_batches_it_replays():
     assert sorted(writes) == [qq.msg_id(4, 0).to_bytes(8, "big"), b"\xff" * 8 + b"\x00"]
     queue.bodies.release_below(4)
     assert host.blobs[b"\xff" * 8 + b"\x00"] == (4).to_bytes(8, "big")  # compaction keeps the mark
+
+
+def _publish_turn(queue, host, messages):
+    for m in messages:
+        queue.publish(m, None)
+    for fn in host.soon:
+        fn()
+    host.soon.clear()
+    return host.proposed.pop()[0]
+
+
+def test_a_batch_is_stored_as_the_entry_carries_it_and_delivers_the_bytes_published():
+    queue, host = make()
+    sent = [QueueMessage(0, b"\x00Sw\xa1\x02hi", True, None, exchange="amq.direct", routing_keys=["q"]),
+            QueueMessage(0, bytes(range(256)), False, annotations={"x-opt-reason": "x"})]  # fmt: skip
+    record = _publish_turn(queue, host, sent)
+    assert type(record) is PublishBatch and records_round_trip(record) == record
+    queue.apply(record, 1)
+    for pos, m in enumerate(sent):
+        mid = qq.msg_id(1, pos)
+        assert host.blobs[mid.to_bytes(8, "big")] is record.stored[pos]  # no copy made for the store
+        out = queue.bodies.message(mid)
+        assert (out.payload, out.durable, out.exchange, out.routing_keys, out.annotations) == (
+            m.payload, m.durable, m.exchange, m.routing_keys, m.annotations)
+
+
+def test_without_the_feature_flags_batches_stay_version_1_and_old_bodies_still_deliver():
+    queue, host = make()
+    host.packs = host.reads_priorities = False
+    record = _publish_turn(queue, host, [QueueMessage(0, b"abc", True, routing_keys=["q"])])
+    assert type(record) is Publish
+    queue.apply(record, 1)
+    assert queue.bodies.message(qq.msg_id(1, 0)).payload == b"abc"
+    # a body stored before the binary layout, by an earlier version
+    host.blobs[qq.msg_id(1, 0).to_bytes(8, "big")] = codec.dumps([b"old", True, "ex", ["k"], None])
+    out = queue.bodies.message(qq.msg_id(1, 0))
+    assert (out.payload, out.durable, out.exchange, out.routing_keys) == (b"old", True, "ex", ["k"])
+
+
+def test_deliveries_to_this_replicas_consumers_come_from_a_read_ahead_window(monkeypatch):
+    from queues.quorum import bodies
+
+    queue, host = make()
+    store = queue.bodies
+    gets = []
+    real_get = host.get_blob
+    host.get_blob = lambda group, key: (len(key) == 8 and gets.append(key), real_get(group, key))[1]
+    queue.apply(batch(3, 1), 1)  # no consumer here: nothing kept
+    assert not store._window
+    queue.links.consumers["c"] = object()  # a consumer attached through this node
+    queue.apply(batch(3, 2), 2)
+    assert sorted(store._window) == [qq.msg_id(2, i) for i in range(3)]
+    assert store.message(qq.msg_id(2, 1)).payload == b"m1" and qq.msg_id(2, 1) not in store._window
+    assert gets == [] and host.range_reads == 0
+    # a miss (the batch applied before the consumer came) reads ahead with one iterator
+    assert store.message(qq.msg_id(1, 0)).payload == b"m0"
+    assert host.range_reads == 1 and {qq.msg_id(1, 1), qq.msg_id(1, 2)} <= set(store._window)
+    assert [store.message(qq.msg_id(1, i)).payload for i in (1, 2)] == [b"m1", b"m2"]
+    assert host.range_reads == 1 and gets == []
+    # a message settled by a consumer on another node leaves the window unread
+    queue.apply(batch(2, 9), 9)
+    queue.apply(qq.Settle("elsewhere", (qq.msg_id(9, 0),)), 10)
+    assert qq.msg_id(9, 0) not in store._window and qq.msg_id(9, 1) in store._window
+    size = len(store._window[qq.msg_id(9, 1)])  # each of these batches' messages is as long
+    store.release_below(10)
+    # the window is bounded: the oldest go first
+    monkeypatch.setattr(bodies, "READ_AHEAD_BYTES", 2 * size)
+    queue.apply(batch(3, 3), 11)
+    assert list(store._window) == [qq.msg_id(11, 1), qq.msg_id(11, 2)]
+    store.release_below(12)
+    assert not store._window and store._window_bytes == 0
+
+
+def records_round_trip(record):
+    from raft import records
+
+    return records.decode(records.encode(record))

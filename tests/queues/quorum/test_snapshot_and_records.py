@@ -20,6 +20,8 @@ from queues.quorum import (
     Modify,
     MsgIn,
     Publish,
+    PublishBatch,
+    PublishPrioritised,
     Purge,
     QueueArgumentError,
     QuorumConfig,
@@ -60,6 +62,11 @@ SAMPLES = [
     SetConfig((5, True, "at-least-once", 1000, 10, None, "reject-publish", False)),
     Publish(((b"body", True, None, "", ("q",), 0, None), (b"", False, 5, "x", ("a", "b"), None, {"x-opt-k": 1})),
             1700000000000, "n1#1/1", 3),  # fmt: skip
+    PublishPrioritised(((b"\x00\x53\x70\xc0\x04\x02\x40\x50\x07", True, None, "", ("q",), 0, None),),
+                       1700000000000, "n1#1/1", 5),  # fmt: skip
+    PublishBatch.of([(b"body", True, None, "", ("q",), 0, None), (b"", False, 5, "x", ("a", "b"), None, {"x-opt-k": 1}),
+                     (bytes(range(256)) * 4, True, 0, "amq.topic", (), 1 << 19, None)],
+                    1700000000000, "n1#1/1", 4),  # fmt: skip
 ]
 
 
@@ -70,7 +77,7 @@ def test_every_command_kind_has_a_sample():
 @pytest.mark.parametrize("command", SAMPLES, ids=lambda c: type(c).__name__)
 def test_commands_round_trip_through_records(command):
     kind, version = records.kind_of(command)
-    assert kind.startswith("quorum.") and version == 1
+    assert kind.startswith("quorum.") and version == {PublishBatch: 3, PublishPrioritised: 2}.get(type(command), 1)
     decoded = records.decode(records.encode(command))
     assert decoded == command and type(decoded) is type(command)
 
@@ -86,6 +93,9 @@ def test_decoded_commands_apply_like_the_originals():
         Publish(((b"abc", True, 10, "", ("q",), 0, {"x-opt-k": 2}), (b"de", False, None, "", ("q",), None, None)),
                 1001, "p", 1),  # fmt: skip
         Publish(((b"abc", True, 10, "", ("q",), 0, None),), 1002, "p", 1),  # a duplicate
+        PublishBatch.of([(b"fgh", True, 10, "", ("q",), 0, {"x-opt-k": 2}), (b"ij", False, None, "", ("q",), None, None)],
+                        1003, "p", 2),  # fmt: skip
+        PublishBatch.of([(b"fgh", True, 10, "", ("q",), 0, None)], 1004, "p", 2),  # a duplicate
     ]
     for i, cmd in enumerate(cmds, start=1):
         st1, fx1 = apply(cmd, st1, i)
