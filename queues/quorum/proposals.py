@@ -36,6 +36,7 @@ class Proposer:
         self.stopped = False
         self.pipelines: dict[str, ConsumerPipeline] = {}  # consumer id -> its commands in flight
         self._barriers: list[tuple[list[list], Callable[[], None]]] = []
+        self._held: list[tuple[Any, Callable[[Any, int], None]]] = []  # proposals waiting for a leader
 
     def stop(self) -> None:
         self.stopped = True
@@ -74,7 +75,27 @@ class Proposer:
         self.propose(record, done)
 
     def propose(self, record: Any, done: Callable[[Any, int], None]) -> None:
-        """One proposal; `done(result, outcome)` once, a lost answer reported as outcome None."""
+        """One proposal; `done(result, outcome)` once, a lost answer reported as outcome None.
+        While the group has no leader (a new group electing its first), proposals
+        wait here in the order they came: one that failed and was retried would
+        otherwise land after later ones of other links (a single active consumer
+        must be the first that attached, as in RabbitMQ)."""
+        if self._held or (self._qh.leader_of(self._group) is None and not self.stopped):
+            self._held.append((record, done))
+            if len(self._held) == 1:
+                self.clock.call_later(RETRY_MIN, self._release_held)
+            return
+        self._propose_now(record, done)
+
+    def _release_held(self) -> None:
+        if self._qh.leader_of(self._group) is None and not self.stopped:
+            self.clock.call_later(RETRY_MIN, self._release_held)
+            return
+        held, self._held = self._held, []
+        for record, done in held:
+            self._propose_now(record, done)
+
+    def _propose_now(self, record: Any, done: Callable[[Any, int], None]) -> None:
         answered = False
 
         def answer(result: Any, outcome: ProposalOutcome | None) -> None:

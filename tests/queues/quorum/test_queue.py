@@ -264,3 +264,39 @@ def records_round_trip(record):
     from raft import records
 
     return records.decode(records.encode(record))
+
+
+def test_proposals_wait_for_the_first_leader_in_the_order_they_came():
+    """Two links attach to a new queue whose group is still electing, a third
+    once it has a leader: the log gets them in that order (the first one is
+    the single active consumer), not the third before the retried two."""
+    from queues.quorum.proposals import Proposer
+
+    class Electing:
+        leader = None
+
+        def __init__(self):
+            self.proposed, self.timers = [], []
+
+        def leader_of(self, group):
+            return self.leader
+
+        def submit(self, group, record, answer):
+            if self.leader is None:
+                return False  # refused: no leader yet
+            self.proposed.append(record)
+            return True
+
+        def call_later(self, delay, fn):
+            self.timers.append(fn)
+            return type("Handle", (), {"cancel": lambda self: None})()
+
+    group = Electing()
+    proposer = Proposer(group, "g", group)
+    proposer.for_consumer("first", "attach first")
+    proposer.for_consumer("second", "attach second")
+    group.leader = "n1"
+    proposer.for_consumer("third", "attach third")
+    assert group.proposed == []  # behind the two still waiting
+    group.timers.pop(0)()  # the wait for a leader ends
+    assert group.proposed == ["attach first", "attach second", "attach third"]
