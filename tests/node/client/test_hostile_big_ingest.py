@@ -13,6 +13,9 @@ from __future__ import annotations
 
 import threading
 
+from proton import Message as ProtonMessage
+from proton import SSLDomain
+from proton.utils import BlockingConnection
 from raw_client import RawClient
 
 from amqp import definitions as d
@@ -110,3 +113,27 @@ def test_a_message_read_over_many_turns_arrives_whole(broker_factory):
     finally:
         client.close()
     assert got == [Message.from_bytes(p).body for p in payloads]  # the node adds annotations, not the body
+
+
+def test_a_tls_connection_is_held_back_and_resumed_too(broker_factory, certs):
+    """The same over AMQPS (proton): the TLS transport pauses and resumes
+    reading, and the messages arrive whole."""
+    b = broker_factory(ingest_per_turn=4096, **certs.server_settings("none"))
+    b.declare_queue("tls-whole", durable=False)
+    bodies = [bytes([i]) * BIG for i in range(3)]
+    domain = SSLDomain(SSLDomain.MODE_CLIENT)
+    domain.set_trusted_ca_db(certs.ca)
+    domain.set_peer_authentication(SSLDomain.VERIFY_PEER_NAME)
+    conn = BlockingConnection(f"amqps://localhost:{b.broker.amqps_port}", ssl_domain=domain,
+                              user="guest", password="guest", allowed_mechs="PLAIN")  # fmt: skip
+    try:
+        sender = conn.create_sender("/queues/tls-whole")
+        for body in bodies:
+            sender.send(ProtonMessage(body=body))  # waits for the node's outcome
+        receiver = conn.create_receiver("/queues/tls-whole", credit=3)
+        got = [bytes(receiver.receive(timeout=30).body) for _ in bodies]
+        (handler,) = list(b.broker.connections)
+        assert handler.tls and handler.ingest.paused_turns > 0
+    finally:
+        conn.close()
+    assert got == bodies
