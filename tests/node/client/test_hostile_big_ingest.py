@@ -131,7 +131,8 @@ def test_a_tls_connection_is_held_back_and_resumed_too(broker_factory, certs):
         for body in bodies:
             sender.send(ProtonMessage(body=body))  # waits for the node's outcome
         receiver = conn.create_receiver("/queues/tls-whole", credit=3)
-        got = [bytes(receiver.receive(timeout=30).body) for _ in bodies]
+        messages = [receiver.receive(timeout=30) for _ in bodies]
+        got = [bytes(m.body) for m in messages]  # proton's body is a view into the message: keep it alive
         (handler,) = list(b.broker.connections)
         assert handler.tls and handler.ingest.paused_turns > 0
     finally:
