@@ -1,11 +1,13 @@
 """How many bytes one client connection may make the node take in per loop turn.
 
-The event loop reads every readable socket once a turn, as much as the
-transport's read size (256 KB with uvloop). A client streaming large messages
-fills that read on every turn, so the node's one core spends most of each
-turn on its bytes while clients of small messages share what is left (issue
-14, row 6: a pair of small-message clients kept 0.63 of its rate beside a
-client pushing 15 MB messages at 280 MB/s).
+The event loop reads every readable socket each turn, and uvloop (libuv)
+reads it again, up to 32 times, while each read fills its 256 KB buffer: a
+client streaming large messages has megabytes taken in per turn (ten 1 MB
+messages within two turns, tests/node/client/test_hostile_big_ingest.py), so
+the node's core spends most of each turn on its bytes while clients of small
+messages share what is left (issue 14, row 6: a pair of small-message
+clients kept 0.63 of its rate beside a client pushing 15 MB messages at
+280 MB/s).
 
 `IngestBudget` gives each connection `per_turn` bytes a turn. Bytes read are
 owed; every later turn pays `per_turn` of the debt (one callback a turn,
@@ -28,7 +30,7 @@ class IngestBudget:
         self.transport = transport
         self.per_turn = per_turn
         self.ingested = 0  # bytes taken in since the connection opened
-        self.paused_turns = 0  # loop turns this connection was not read for (a counter, for tests and metrics)
+        self.paused_turns = 0  # loop turns this connection was not read for (tests read it)
         self._owed = 0
         self._paying = False  # a turn callback is scheduled
         self._paused = False
