@@ -53,12 +53,12 @@ class Node:
     """One Warren node on free loopback ports in a fresh data dir, optionally
     under a descriptor limit (`ulimit -n`)."""
 
-    def __init__(self, nofile: int | None = None):
+    def __init__(self, nofile: int | None = None, flags: list[str] | None = None):
         self.dir = tempfile.mkdtemp(prefix="warren-hostile-")
         self.log = os.path.join(self.dir, "node.log")
         cmd = [sys.executable, "-m", "node.cli", "server", "--data-dir", os.path.join(self.dir, "data"),
                "--listen-host", "127.0.0.1", "--amqp-port", "0", "--http-port", "0", "--metrics-port", "0",
-               "--grpc-port", "0"]  # fmt: skip
+               "--grpc-port", "0", *(flags or [])]  # fmt: skip
         if nofile is not None:  # exec keeps the pid: the shell becomes the node
             cmd = ["sh", "-c", f"ulimit -n {nofile} && exec {shlex.join(cmd)}"]
         env = dict(os.environ, PYTHONPATH=str(REPO))
@@ -174,7 +174,7 @@ def arrows_connected(port: int) -> bool:
 
 def measure(row: int | None, args, count: int) -> dict:
     """One fresh node, the attack (if any) set up, then the pair beside it."""
-    node = Node(nofile=1024 if row == 3 else None)
+    node = Node(nofile=1024 if row == 3 else None, flags=args.node_arg)
     attack = None
     try:
         node.declare(PAIR_QUEUE)
@@ -252,6 +252,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quiet-runs", type=int, default=3, help="quiet runs; the median rate is the reference")
     ap.add_argument("--attack-cap", type=float, default=60.0, help="seconds an attack runs at most")
     ap.add_argument("--attack-arg", action="append", help="passed to hostile_attacks.py (e.g. --attack-arg=--links=10)")
+    ap.add_argument("--node-arg", action="append", help="passed to the node (e.g. --node-arg=--ingest-per-turn=0)")
     ap.add_argument("--json", help="write every result here")
     args = ap.parse_args(argv)
     rows = [int(r) for r in args.attacks.split(",") if r.strip()]

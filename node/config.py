@@ -61,6 +61,10 @@ class Config:
     # bytes a connection may buffer for its client (socket writer, pending frames, transfers held
     # by the client's session window) before its consumers stop being fed; they resume below half
     max_write_buffer: int = 1024 * 1024
+    # bytes one connection may make the node take in per event-loop turn, on average: past it the
+    # connection is not read for as many turns as it overdrew, so a client streaming large
+    # messages cannot take the node's core from the others (node/client/ingest.py); 0: unbounded
+    ingest_per_turn: int = 64 * 1024
     session_window: int = 400  # transfer frames a session may have in flight to us
     publisher_credit: int = 256  # link credit granted to publishers
     max_unconfirmed: int = 512  # per publisher link: no more credit beyond this

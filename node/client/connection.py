@@ -19,6 +19,7 @@ from amqp.errors import Condition
 from amqp.types import Symbol
 from node import __version__
 from node.client.attaching import LinkAttaching
+from node.client.ingest import IngestBudget
 from node.client.links import Publisher, QueueConsumer
 from node.client.management.node_link import ManagementLink, ReplyLink
 from node.client.opening import ConnectionOpening
@@ -69,6 +70,7 @@ class ConnectionHandler(ConnectionOpening, LinkAttaching, TokenCredentials, asyn
         self._holding_too_much = False
         self._unflushed = 0  # delivery bytes since the last write
         self._write_chunk = max(1, cfg.max_write_buffer // 4)
+        self.ingest: IngestBudget | None = None  # bytes taken in per loop turn, bounded (made with the transport)
         self.management_pairs: dict | None = None  # node/client/management/node_link.py, made on first use
         self._preparing: set[asyncio.Task] = set()  # ATTACHes waiting for a v1 address's declaration
 
@@ -82,6 +84,8 @@ class ConnectionHandler(ConnectionOpening, LinkAttaching, TokenCredentials, asyn
         self.peer = (peer[0], peer[1])
         local = transport.get_extra_info("sockname") or ("?", 0)
         self.name = f"{self.peer[0]}:{self.peer[1]} -> {local[0]}:{local[1]}"
+        if self.node.config.ingest_per_turn > 0:
+            self.ingest = IngestBudget(self.node.loop, self.transport, self.node.config.ingest_per_turn)
         if transport.get_extra_info("ssl_object") is not None:
             self._tls_accepted(transport)
         self.node.connections.add(self)
@@ -120,6 +124,8 @@ class ConnectionHandler(ConnectionOpening, LinkAttaching, TokenCredentials, asyn
         self._flush()
         if self._holding_too_much:  # the client's FLOW may have let held transfers go
             self._check_output()
+        if self.ingest is not None and not self._closed:
+            self.ingest.took(len(data))
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cleanup()
@@ -237,6 +243,8 @@ class ConnectionHandler(ConnectionOpening, LinkAttaching, TokenCredentials, asyn
         if self._handshake_timer is not None:
             self._handshake_timer.cancel()
         self._cancel_token_timer()
+        if self.ingest is not None:
+            self.ingest.stop()
         self._closed = True
         if self not in self.node.connections:
             return
