@@ -187,23 +187,40 @@ class Broker:
             except MetadataRefused as e:
                 log.warning("feature flag %s stays disabled on this new cluster: %s", name, e)
 
-    async def _start_amqp(self) -> None:
+    async def _start_amqp(self, amqp_port: int | None = None, amqps_port: int | None = None) -> None:
         """The plain AMQP listener and, with TLS configured, AMQPS. The TLS
         handshake runs inside the loop's transport without blocking it, bounded
-        by handshake_timeout; the AMQP handshake's own timer starts after it."""
+        by handshake_timeout; the AMQP handshake's own timer starts after it.
+        The ports default to the configured ones (resume_listeners gives the bound ones)."""
         cfg = self.config
+        amqp_port = cfg.amqp_port if amqp_port is None else amqp_port
+        amqps_port = cfg.amqps_port if amqps_port is None else amqps_port
         self.amqp_port = None
-        if cfg.amqp_port >= 0:
+        if amqp_port >= 0:
             self._server = await self.loop.create_server(lambda: ConnectionHandler(self), cfg.listen_host,
-                                                         cfg.amqp_port, reuse_address=True, backlog=1024)  # fmt: skip
+                                                         amqp_port, reuse_address=True, backlog=1024)  # fmt: skip
             self.amqp_port = self._server.sockets[0].getsockname()[1]
-        if self.tls is not None and cfg.amqps_port >= 0:
+        if self.tls is not None and amqps_port >= 0:
             self._tls_server = await self.loop.create_server(
-                lambda: ConnectionHandler(self), cfg.listen_host, cfg.amqps_port, reuse_address=True, backlog=1024,
+                lambda: ConnectionHandler(self), cfg.listen_host, amqps_port, reuse_address=True, backlog=1024,
                 ssl=self.tls.listening, ssl_handshake_timeout=cfg.handshake_timeout or None)  # fmt: skip
             self.amqps_port = self._tls_server.sockets[0].getsockname()[1]
         if self.amqp_port is None and self.amqps_port is None:
             raise ValueError("no AMQP listener: amqp_port < 0 and no AMQPS (tls_cert unset or amqps_port < 0)")
+
+    def suspend_listeners(self) -> None:
+        """Maintenance (node/cluster/maintenance.py): new AMQP connections are refused at the
+        socket, as a stopped node's; open ones stay. The bound ports are kept for resume."""
+        for server in (self._server, self._tls_server):
+            if server is not None:
+                server.close()
+        self._server = self._tls_server = None
+
+    async def resume_listeners(self) -> None:
+        """Listen again on the ports bound before suspend_listeners."""
+        if self._server is None and self._tls_server is None:
+            await self._start_amqp(-1 if self.amqp_port is None else self.amqp_port,
+                                   -1 if self.amqps_port is None else self.amqps_port)  # fmt: skip
 
     async def _start_http(self) -> None:
         """The management API and the Prometheus endpoint, on this loop,
