@@ -22,6 +22,8 @@ from node.cluster.alarm_gossip import AlarmGossip
 from node.cluster.cluster import Cluster, ClusterError
 from node.cluster.kv import KeyValueMachine
 from node.cluster.machine import ClusterMachine, announce_member, local_flags
+from node.cluster.maintenance import Maintenance
+from node.cluster.placement import Placement
 from node.config import Config
 from node.http import prometheus
 from node.http.api import ManagementAPI, start_sites
@@ -90,6 +92,8 @@ class Broker:
         self.metadata: MetadataStore | None = None
         self.owners = Owners()
         self.quorum = QuorumQueues(self)
+        self.maintenance = Maintenance(self)  # warren ctl drain / revive
+        self.placement = Placement(self)  # quorum-queue leader locators and rebalance
         self.queue_service: QueueService | None = None
         self.alarm_gossip: AlarmGossip | None = None
         self._recovered: set[str] = set()  # queues with messages in the store at start, until their queue starts
@@ -125,6 +129,8 @@ class Broker:
             self.metadata = MetadataStore(self.metadata_machine, self.cluster.propose)
             self.queue_service = QueueService(self)
             self.quorum.attach()
+            self.maintenance.attach()
+            self.placement.attach()
             snapshot_export.register(self)
             self.alarm_gossip = AlarmGossip(self, cfg.alarm_check_interval)
             await self._metadata_ready()
@@ -273,6 +279,7 @@ class Broker:
                 await self._announcer
             self._announcer = None
         self.quorum.close()
+        self.placement.close()
         if self.queue_service is not None:
             self.queue_service.close()
         if self.alarm_gossip is not None:
