@@ -68,21 +68,26 @@ async def hand_over(cluster: Cluster, names: list[str] | None = None, timeout: f
             else:
                 out.alone.append(name)
     refused: set[str] = set(pending)  # "refused" here means: ask (again)
+    me = cluster.node_id
     while pending:
         for name in list(pending):
             group = pending[name]
             if cluster.groups.get(name) is not group:  # closed meanwhile (the queue was deleted)
                 del pending[name]
             elif not group.is_leader:
-                out.moved[name] = group.leader_id or ""
-                del pending[name]
+                # done once the successor is known here: it won its election, so the group
+                # is not left leaderless when this node goes
+                if group.leader_id not in (None, me):
+                    out.moved[name] = group.leader_id
+                    del pending[name]
             elif name in refused:
                 refused.discard(name)
                 _ask(cluster, name, group, None, refused)
         if not pending or loop.time() >= deadline:
             break
         await asyncio.sleep(RETRY_INTERVAL)
-    out.kept = sorted(pending)
+    out.kept = sorted(n for n, g in pending.items() if g.is_leader)
+    out.moved.update({n: "" for n, g in pending.items() if not g.is_leader})  # an election still running
     return out
 
 
