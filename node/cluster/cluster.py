@@ -231,9 +231,11 @@ class Cluster:
         if not self.running:
             return
         if self.failed is None:
+            started = self.loop.time()
             moved = await hand_over(self, None, self.handover_timeout)
             if moved.moved or moved.kept:
-                log.info("stopping: %d leaderships handed over, %d not in time", len(moved.moved), len(moved.kept))
+                log.info("stopping: %d leaderships handed over, %d not in time (%.2fs)", len(moved.moved),
+                         len(moved.kept), self.loop.time() - started)  # fmt: skip
         self.running = False
         self.host.stop_ticking()
         self.proposer.fail_pending(ClusterError("the node is stopping"))

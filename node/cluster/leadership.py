@@ -27,6 +27,10 @@ if TYPE_CHECKING:
 __all__ = ["HandOver", "hand_over", "hold_elections", "move_leader", "release_elections"]
 
 RETRY_INTERVAL = 0.05  # seconds between checks of the groups still led here, and between retries
+# A target that was told (SUCCESS) but has not won this long after is told again: its
+# TimeoutNow or its election may have been lost (a vote request dropped while a peer's
+# stream reconnects, a competing candidate).
+TOLD_AGAIN_AFTER = 1.0
 # While a node is in maintenance its groups wait this long before calling an election of their
 # own: it still votes, and a transfer (TimeoutNow) still makes it campaign at once.
 HELD_ELECTION_TIMEOUTS = (3600.0, 7200.0)
@@ -68,8 +72,10 @@ async def hand_over(cluster: Cluster, names: list[str] | None = None, timeout: f
             else:
                 out.alone.append(name)
     refused: set[str] = set(pending)  # "refused" here means: ask (again)
+    asked: dict[str, float] = {}
     me = cluster.node_id
     while pending:
+        now = loop.time()
         for name in list(pending):
             group = pending[name]
             if cluster.groups.get(name) is not group:  # closed meanwhile (the queue was deleted)
@@ -80,8 +86,9 @@ async def hand_over(cluster: Cluster, names: list[str] | None = None, timeout: f
                 if group.leader_id not in (None, me):
                     out.moved[name] = group.leader_id
                     del pending[name]
-            elif name in refused:
+            elif name in refused or now - asked.get(name, now) >= TOLD_AGAIN_AFTER:
                 refused.discard(name)
+                asked[name] = now
                 _ask(cluster, name, group, None, refused)
         if not pending or loop.time() >= deadline:
             break
@@ -100,6 +107,7 @@ async def move_leader(cluster: Cluster, name: str, to: str, timeout: float = 10.
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     refused = {name}
+    asked = loop.time()
     while loop.time() < deadline:
         if cluster.groups.get(name) is not group:
             return False
@@ -108,8 +116,9 @@ async def move_leader(cluster: Cluster, name: str, to: str, timeout: float = 10.
                 return True
             if group.leader_id is not None:
                 return False  # another member won an election meanwhile
-        elif name in refused:
+        elif name in refused or loop.time() - asked >= TOLD_AGAIN_AFTER:
             refused.discard(name)
+            asked = loop.time()
             _ask(cluster, name, group, to, refused)
         await asyncio.sleep(RETRY_INTERVAL)
     return False
