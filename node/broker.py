@@ -193,14 +193,12 @@ class Broker:
             except MetadataRefused as e:
                 log.warning("feature flag %s stays disabled on this new cluster: %s", name, e)
 
-    async def _start_amqp(self, amqp_port: int | None = None, amqps_port: int | None = None) -> None:
-        """The plain AMQP listener and, with TLS configured, AMQPS. The TLS
-        handshake runs inside the loop's transport without blocking it, bounded
-        by handshake_timeout; the AMQP handshake's own timer starts after it.
-        The ports default to the configured ones (resume_listeners gives the bound ones)."""
+    async def _start_amqp(self, ports: tuple[int, int] | None = None) -> None:
+        """The plain AMQP listener and, with TLS configured, AMQPS (on `ports`, default the
+        configured ones). The TLS handshake runs inside the loop's transport without blocking
+        it, bounded by handshake_timeout; the AMQP handshake's own timer starts after it."""
         cfg = self.config
-        amqp_port = cfg.amqp_port if amqp_port is None else amqp_port
-        amqps_port = cfg.amqps_port if amqps_port is None else amqps_port
+        amqp_port, amqps_port = ports or (cfg.amqp_port, cfg.amqps_port)
         self.amqp_port = None
         if amqp_port >= 0:
             self._server = await self.loop.create_server(lambda: ConnectionHandler(self), cfg.listen_host,
@@ -213,20 +211,6 @@ class Broker:
             self.amqps_port = self._tls_server.sockets[0].getsockname()[1]
         if self.amqp_port is None and self.amqps_port is None:
             raise ValueError("no AMQP listener: amqp_port < 0 and no AMQPS (tls_cert unset or amqps_port < 0)")
-
-    def suspend_listeners(self) -> None:
-        """Maintenance (node/cluster/maintenance.py): new AMQP connections are refused at the
-        socket, as a stopped node's; open ones stay. The bound ports are kept for resume."""
-        for server in (self._server, self._tls_server):
-            if server is not None:
-                server.close()
-        self._server = self._tls_server = None
-
-    async def resume_listeners(self) -> None:
-        """Listen again on the ports bound before suspend_listeners."""
-        if self._server is None and self._tls_server is None:
-            await self._start_amqp(-1 if self.amqp_port is None else self.amqp_port,
-                                   -1 if self.amqps_port is None else self.amqps_port)  # fmt: skip
 
     async def _start_http(self) -> None:
         """The management API and the Prometheus endpoint, on this loop,
@@ -403,3 +387,22 @@ class Broker:
             self.alarm_gossip.local_changed()
         for conn in list(self.connections):
             conn.block() if active else conn.unblock()
+
+
+# Maintenance mode (node/cluster/maintenance.py); here, beside the listeners they stop and start.
+
+
+def suspend_listeners(broker: Broker) -> None:
+    """New AMQP connections are refused at the socket, as a stopped node's; open ones stay.
+    The bound ports are kept for resume_listeners."""
+    for server in (broker._server, broker._tls_server):
+        if server is not None:
+            server.close()
+    broker._server = broker._tls_server = None
+
+
+async def resume_listeners(broker: Broker) -> None:
+    """Listen again on the ports bound before suspend_listeners."""
+    if broker._server is None and broker._tls_server is None:
+        await broker._start_amqp((-1 if broker.amqp_port is None else broker.amqp_port,
+                                  -1 if broker.amqps_port is None else broker.amqps_port))  # fmt: skip

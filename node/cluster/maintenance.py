@@ -68,12 +68,14 @@ class Maintenance:
 
     async def drain(self, timeout: float = 30.0) -> dict:
         """Put the node in maintenance (see the module's doc); returns the report."""
+        from node.broker import suspend_listeners  # node/broker.py imports this module
+
         broker, cluster = self.broker, self.broker.cluster
         started = time.monotonic()
         self.state = DRAINING
         log.warning("draining this node for maintenance")
         await self._notify(True)
-        broker.suspend_listeners()
+        suspend_listeners(broker)
         closed = 0
         for conn in list(broker.connections):
             conn.force_close(Condition.CONNECTION_FORCED, CLOSE_REASON)
@@ -92,9 +94,11 @@ class Maintenance:
 
     async def revive(self) -> dict:
         """Out of maintenance: listen again, call elections again, tell the others."""
+        from node.broker import resume_listeners
+
         cluster = self.broker.cluster
         release_elections(cluster, self._held)
-        await self.broker.resume_listeners()
+        await resume_listeners(self.broker)
         self.state = SERVING
         await self._notify(False)
         log.warning("revived: serving clients again")
