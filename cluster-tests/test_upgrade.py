@@ -6,8 +6,11 @@ The previous release is the git tag WARREN_UPGRADE_FROM names (default v0.1.0, w
 lead tags on main; the test skips while it does not exist); any commit works too
 (WARREN_UPGRADE_FROM=<sha>). Its image is built from `git archive` of that commit with this
 checkout's deploy/Dockerfile (chaos_cluster.stage_context "ref:"). Before each replacement
-the node is drained when its version has maintenance mode (`POST /api/maintenance/drain`:
-404 on a release without it). The seconds of each step are printed, not asserted.
+the node is drained (`POST /api/maintenance/drain`), in the `drain` variant, which skips
+when the old release has no maintenance mode (404). Throughout, a publisher on another node
+sends to the quorum queue, one confirmed message at a time; the longest wait for a confirm
+during each step (the queue's unavailability as a client sees it) is printed, not asserted,
+with the seconds until the cluster converged again.
 
 Not yet here (issue 21): the chaos workload running throughout, feature flags new in this
 version staying disabled while an old node remains, the downgrade refusal.
@@ -18,6 +21,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -81,11 +85,62 @@ def drain_node(c: ComposeCluster, node: str) -> dict | None:
         raise
 
 
-def test_a_rolling_upgrade_from_the_previous_release_loses_nothing(old_image: str, docker_image: str,
+class SteadyPublisher:
+    """Publishes to the quorum queue through `node`, one message at a time, each waited for
+    (accepted once a majority has it); remembers when each confirm came, and which ids."""
+
+    def __init__(self, c: ComposeCluster, node: str, first_id: int) -> None:
+        self.c, self.node, self.next_id = c, node, first_id
+        self.accepted: list[int] = []
+        self.times: list[float] = []
+        self.errors: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        conn = None
+        while not self._stop.is_set():
+            try:
+                if conn is None:
+                    conn = BlockingConnection(self.c.amqp_url(self.node), timeout=30)
+                    sender = conn.create_sender("/queues/upgrade-qq")
+                i = self.next_id
+                self.next_id += 1
+                sender.send(Message(id=i, body=f"s{i}", durable=True))
+                self.accepted.append(i)
+                self.times.append(time.monotonic())
+            except Exception as e:  # a released or timed-out message is not counted as accepted
+                self.errors.append(f"{type(e).__name__}: {e}"[:200])
+                if conn is not None:
+                    try:
+                        conn.close()
+                    except Exception:
+                        pass
+                conn = None
+        if conn is not None:
+            conn.close()
+
+    def longest_gap(self, since: float, until: float) -> float:
+        stamps = [since] + [t for t in self.times if since <= t <= until] + [until]
+        return max(b - a for a, b in zip(stamps, stamps[1:], strict=False))
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(60)
+
+
+# the publisher's node while each node is replaced: one that stays up
+STEPS = (("warren3", "warren1"), ("warren2", "warren1"), ("warren1", "warren2"))
+
+
+@pytest.mark.parametrize("drain", [True, False], ids=["drain", "no-drain"])
+def test_a_rolling_upgrade_from_the_previous_release_loses_nothing(drain: bool, old_image: str, docker_image: str,
                                                                      cluster_pool, tmp_path):  # fmt: skip
     cluster_pool.discard()  # one compose cluster at a time on this machine
     c = ComposeCluster(image=old_image, artifacts=tmp_path)
     steps = []
+    steady: SteadyPublisher | None = None
     try:
         c.up()
         for queue, qtype in QUEUES.items():
@@ -93,11 +148,13 @@ def test_a_rolling_upgrade_from_the_previous_release_loses_nothing(old_image: st
                                                                   "arguments": {"x-queue-type": qtype}})
         publish(c, "warren1", 0, BEFORE)
         sent = BEFORE
-        for node in ("warren3", "warren2", "warren1"):
+        for node, via in STEPS:
             started = time.monotonic()
-            report = drain_node(c, node)
-            if report is not None:
-                assert report["done"], report
+            steady = SteadyPublisher(c, via, 1_000_000 * (len(steps) + 1))
+            report = drain_node(c, node) if drain else None
+            if drain and report is None:
+                pytest.skip(f"{UPGRADE_FROM} has no maintenance mode to drain with")
+            assert report is None or report["done"], report
             c.replace(node, docker_image)
             c.wait_converged(timeout=120)
             # the new node answers with this checkout's API (maintenance mode is new in it)
@@ -105,16 +162,26 @@ def test_a_rolling_upgrade_from_the_previous_release_loses_nothing(old_image: st
             versions = {n: c.http(n, "GET", "/api/overview")["product_version"] for n in c.nodes}
             publish(c, node, sent, PER_STEP)  # the replaced node serves clients again
             sent += PER_STEP
-            steps.append((node, "drained" if report is not None else "not drained", time.monotonic() - started,
+            steady.stop()
+            steps.append((node, steady, time.monotonic() - started, steady.longest_gap(started, time.monotonic()),
                           versions))  # fmt: skip
-        for queue in QUEUES:
-            got = drain_all(c, "warren2", queue, sent)
-            assert sorted(got) == list(range(sent)), queue
+            steady = None
+        got = drain_all(c, "warren2", "upgrade-cq", sent)
+        assert sorted(got) == list(range(sent))
+        accepted = [i for _, s, *_ in steps for i in s.accepted]
+        held = c.wait_for(lambda: c.http("warren2", "GET", "/api/queues/%2F/upgrade-qq").get("messages"), 30,
+                          "the quorum queue's count")  # fmt: skip
+        got = set(drain_all(c, "warren2", "upgrade-qq", held))  # also any sent but not confirmed
+        assert set(range(sent)) | set(accepted) <= got  # every confirmed message is there
     except (ClusterError, AssertionError):
         c.save_artifacts()
         print(f"\n--- cluster logs (also in {tmp_path}):\n{c.logs(tail=40)}", file=sys.stderr)
         raise
     finally:
-        for node, drained, seconds, versions in steps:
-            print(f"upgrade step {node}: {drained}, {seconds:.1f}s until converged and serving; versions {versions}")
+        if steady is not None:
+            steady.stop()
+        for node, pub, seconds, gap, versions in steps:
+            print(f"upgrade step {node} ({'drained' if drain else 'not drained'}): {seconds:.1f}s until converged "
+                  f"and serving; longest wait for a confirm via {pub.node}: {gap:.2f}s; {len(pub.accepted)} "
+                  f"confirmed, {len(pub.errors)} errors; versions {versions}")  # fmt: skip
         c.down()

@@ -58,9 +58,20 @@ def _ask(cluster: Cluster, name: str, group: RaftGroup, to: str | None, refused:
     cluster.host.kick(name)
 
 
-async def hand_over(cluster: Cluster, names: list[str] | None = None, timeout: float = 10.0) -> HandOver:
+def _successor(cluster: Cluster, group: RaftGroup, avoid: set[str]) -> str | None:
+    """The most caught-up reachable member outside `avoid` (None: let Raft pick among all)."""
+    st = group.status()
+    eligible = [p for p in group.peers if p not in avoid and cluster.is_reachable(p)]
+    if not eligible:
+        return None
+    return max(eligible, key=lambda p: (st.match_index.get(p, 0), p))
+
+
+async def hand_over(cluster: Cluster, names: list[str] | None = None, timeout: float = 10.0,
+                    avoid: set[str] | frozenset[str] = frozenset()) -> HandOver:  # fmt: skip
     """Every group in `names` (default: all) that this node leads goes to another member:
-    the most caught-up reachable one. Returns once none is led here or at the deadline."""
+    the most caught-up reachable one, not one in `avoid` (members in maintenance) unless
+    no other is reachable. Returns once none is led here or at the deadline."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     out = HandOver()
@@ -89,7 +100,7 @@ async def hand_over(cluster: Cluster, names: list[str] | None = None, timeout: f
             elif name in refused or now - asked.get(name, now) >= TOLD_AGAIN_AFTER:
                 refused.discard(name)
                 asked[name] = now
-                _ask(cluster, name, group, None, refused)
+                _ask(cluster, name, group, _successor(cluster, group, set(avoid)), refused)
         if not pending or loop.time() >= deadline:
             break
         await asyncio.sleep(RETRY_INTERVAL)

@@ -81,7 +81,7 @@ class Maintenance:
             conn.force_close(Condition.CONNECTION_FORCED, CLOSE_REASON)
             closed += 1
         hold_elections(cluster, self._held)
-        moved = await hand_over(cluster, None, timeout)
+        moved = await hand_over(cluster, None, timeout, avoid=self.drained_peers)
         hold_elections(cluster, self._held)  # and the groups opened meanwhile
         self.state = DRAINED
         report = {"node": cluster.node_id, "state": self.state, "connections_closed": closed,
