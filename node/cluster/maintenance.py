@@ -16,7 +16,9 @@ The answer reports what happened: connections closed, groups moved, groups still
 Reviving undoes 1, 2 and 4; leaderships come back only through `rebalance` or elections.
 
 The state lives in this process only: a restarted node serves again (the upgrade's new
-binary starts out of maintenance), and a peer that restarts forgets that this node drains.
+binary starts out of maintenance). The others forget that a node drains when their stream to
+it ends (it may come back serving), and a drained node tells them again every
+ANNOUNCE_INTERVAL, which also reaches a peer that restarted meanwhile.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ MAINTENANCE_CALL = "maintenance.state"  # a member tells the others it drains or
 SERVING, DRAINING, DRAINED = "serving", "draining", "drained"
 CLOSE_REASON = "node is being drained for maintenance"
 NOTIFY_TIMEOUT = 5.0  # seconds for each peer to acknowledge the state change
+ANNOUNCE_INTERVAL = 5.0  # seconds between a drained node's reminders to the others
 
 
 class Maintenance:
@@ -51,6 +54,7 @@ class Maintenance:
         self.last_drain: dict | None = None  # the report of the last drain
         self.drained_peers: set[str] = set()  # members that told this node they drain
         self._held: dict[str, tuple[float, float]] = {}  # groups' election timeouts while held
+        self._announcer: asyncio.TimerHandle | None = None
 
     @property
     def in_maintenance(self) -> bool:
@@ -58,7 +62,9 @@ class Maintenance:
 
     def attach(self) -> None:
         """Once the cluster runs: hear the other members' state changes."""
-        self.broker.cluster.calls[MAINTENANCE_CALL] = self._serve_state
+        cluster = self.broker.cluster
+        cluster.calls[MAINTENANCE_CALL] = self._serve_state
+        cluster.transport.on_peer_down.append(self.drained_peers.discard)
 
     def status(self) -> dict:
         cluster = self.broker.cluster
@@ -75,6 +81,7 @@ class Maintenance:
         self.state = DRAINING
         log.warning("draining this node for maintenance")
         await self._notify(True)
+        self._schedule_announce()
         suspend_listeners(broker)
         closed = 0
         for conn in list(broker.connections):
@@ -97,6 +104,9 @@ class Maintenance:
         from node.broker import resume_listeners
 
         cluster = self.broker.cluster
+        if self._announcer is not None:
+            self._announcer.cancel()
+            self._announcer = None
         release_elections(cluster, self._held)
         await resume_listeners(self.broker)
         self.state = SERVING
@@ -108,6 +118,15 @@ class Maintenance:
         """A group opened while drained does not campaign either."""
         if self.in_maintenance:
             hold_elections(self.broker.cluster, self._held)
+
+    def _schedule_announce(self) -> None:
+        self._announcer = self.broker.loop.call_later(ANNOUNCE_INTERVAL, self._announce)
+
+    def _announce(self) -> None:
+        self._announcer = None
+        if self.in_maintenance and self.broker.cluster.running:
+            self.broker.background(self._notify(True), "telling the other members this node drains")
+            self._schedule_announce()
 
     async def _notify(self, drained: bool) -> None:
         cluster = self.broker.cluster

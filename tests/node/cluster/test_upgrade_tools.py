@@ -118,6 +118,24 @@ def test_drain_moves_clients_and_leaders_away_and_revive_and_rebalance_bring_the
     assert max(leaders.values()) - min(leaders[i] for i in ids) <= 1, leaders  # 7 queues: 3, 2, 2
 
 
+def test_a_drained_node_that_restarts_serves_and_the_others_know_it(cluster):
+    ids = [n.id for n in cluster.nodes]
+    ok(cluster.ctl(2, "drain"))
+    cluster.wait_for(lambda: cluster[0].http("GET", "/api/maintenance")["drained_peers"] == [ids[2]], 10,
+                     "node 0 told that node 2 drains")  # fmt: skip
+    assert cluster.stop(2) == 0
+    for i in (0, 1):
+        cluster.wait_for(lambda i=i: cluster[i].http("GET", "/api/maintenance")["drained_peers"] == [], 20,
+                         f"node {i} forgetting it once its stream ended")  # fmt: skip
+    cluster.restart(2)  # the upgrade's new binary: out of maintenance from the start
+    assert cluster[2].http("GET", "/api/maintenance")["state"] == "serving"
+    assert not refused(cluster[2].amqp_port)
+    names = [f"after-restart-{k}" for k in range(3)]
+    for name in names:  # each placed by node 0, which counts the ones before it
+        declare(cluster, 0, name, **{"x-queue-leader-locator": "balanced"})
+    assert {wait_leader(cluster, name) for name in names} == set(ids)  # node 2 among them
+
+
 def test_sigterm_hands_the_leaderships_over_before_the_node_exits(cluster):
     ids = [n.id for n in cluster.nodes]
     names = [f"t{k}" for k in range(3)]
