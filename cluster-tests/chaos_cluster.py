@@ -210,6 +210,7 @@ class ComposeCluster:
                     "WARREN_CLUSTER_SECRET": "chaos-" + secrets.token_hex(8),
                     "WARREN_DEFAULT_USER": USER, "WARREN_DEFAULT_PASSWORD": PASSWORD}  # fmt: skip
         self.images: dict[str, str] = {}  # node -> the image it runs when not `image` (replace)
+        self.node_env: dict[str, dict[str, str]] = {}  # node -> extra environment of its container
         self._override_dir = tempfile.mkdtemp(prefix="warren-compose-")
         self.partitions: dict[str, set[str]] = {}  # node -> the nodes it drops
         self.paused: dict[str, str] = {}  # node -> how: "freezer" (docker pause) or "sigstop"
@@ -228,20 +229,31 @@ class ComposeCluster:
         return run
 
     def _image_override(self) -> list[Path]:
-        """A compose file giving the replaced nodes their own image (none while there is none)."""
-        if not self.images:
+        """A compose file giving nodes their own image (replaced ones) and extra environment
+        (none while neither is set)."""
+        nodes = sorted(set(self.images) | {n for n, e in self.node_env.items() if e})
+        if not nodes:
             return []
-        path = Path(self._override_dir) / "images.yml"
-        path.write_text("services:\n" + "".join(f"  {n}:\n    image: {json.dumps(i)}\n"
-                                                for n, i in sorted(self.images.items())))  # fmt: skip
+        lines = ["services:"]
+        for n in nodes:
+            lines.append(f"  {n}:")
+            if n in self.images:
+                lines.append(f"    image: {json.dumps(self.images[n])}")
+            if self.node_env.get(n):
+                lines.append("    environment:")
+                lines += [f"      {k}: {json.dumps(v)}" for k, v in sorted(self.node_env[n].items())]
+        path = Path(self._override_dir) / "nodes.yml"
+        path.write_text("\n".join(lines) + "\n")
         return [path]
 
-    def replace(self, node: str, image: str, timeout: float = 90.0) -> None:
+    def replace(self, node: str, image: str, timeout: float = 90.0, env: dict[str, str] | None = None) -> None:
         """A rolling upgrade's step: stop the node (SIGTERM), start a container of `image` in
-        its place on the same volume and address; returns once its management API answers."""
+        its place on the same volume and address, with `env` as its extra environment (none by
+        default); returns once its management API answers."""
         with self._nemesis("replace", {"node": node, "image": image}, node):
             self.container(node).stop(timeout=30)
             self.images[node] = image
+            self.node_env[node] = dict(env or {})
             self.compose("up", "-d", "--no-deps", "--no-build", node)
             self._ips.pop(node, None)
             self.wait_answers(node, timeout)

@@ -12,8 +12,12 @@ sends to the quorum queue, one confirmed message at a time; the longest wait for
 during each step (the queue's unavailability as a client sees it) is printed, not asserted,
 with the seconds until the cluster converged again.
 
-Not yet here (issue 21): the chaos workload running throughout, feature flags new in this
-version staying disabled while an old node remains, the downgrade refusal.
+A flag new in the target version is simulated with the nodes' test knob: the old nodes run
+with WARREN_TEST_UNSUPPORTED_FLAGS=topic_permissions (they report it unsupported, as a
+release before it would), the new ones without. The flag stays off while an old node
+remains and enabling it is refused (409); once every node is new, enabling it works.
+
+Not yet here (issue 21): the chaos workload running throughout, the downgrade refusal.
 """
 
 from __future__ import annotations
@@ -35,6 +39,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.docker, pytest.mark.timeout(1500)]
 UPGRADE_FROM = os.environ.get("WARREN_UPGRADE_FROM", "v0.1.0")
 BEFORE, PER_STEP = 100, 10  # messages published to each queue before the upgrade and after each step
 QUEUES = {"upgrade-qq": "quorum", "upgrade-cq": "classic"}
+NEW_FLAG = "topic_permissions"  # "new in the target version": the old nodes say they lack it
+OLD_NODE_ENV = {"WARREN_ENABLE_TEST_FAULTS": "true", "WARREN_TEST_UNSUPPORTED_FLAGS": NEW_FLAG}
 
 
 @pytest.fixture(scope="module")
@@ -73,6 +79,10 @@ def drain_all(c: ComposeCluster, node: str, queue: str, expected: int) -> list[i
         return got
     finally:
         conn.close()
+
+
+def flag(c: ComposeCluster, node: str) -> dict:
+    return next(f for f in c.http(node, "GET", "/api/feature_flags") if f["name"] == NEW_FLAG)
 
 
 def drain_node(c: ComposeCluster, node: str) -> dict | None:
@@ -139,10 +149,12 @@ def test_a_rolling_upgrade_from_the_previous_release_loses_nothing(drain: bool, 
                                                                      cluster_pool, tmp_path):  # fmt: skip
     cluster_pool.discard()  # one compose cluster at a time on this machine
     c = ComposeCluster(image=old_image, artifacts=tmp_path)
+    c.node_env = {n: dict(OLD_NODE_ENV) for n in c.nodes}
     steps = []
     steady: SteadyPublisher | None = None
     try:
         c.up()
+        assert flag(c, "warren1")["state"] != "enabled"
         for queue, qtype in QUEUES.items():
             c.http("warren1", "PUT", f"/api/queues/%2F/{queue}", {"durable": True,
                                                                   "arguments": {"x-queue-type": qtype}})
@@ -162,10 +174,19 @@ def test_a_rolling_upgrade_from_the_previous_release_loses_nothing(drain: bool, 
             versions = {n: c.http(n, "GET", "/api/overview")["product_version"] for n in c.nodes}
             publish(c, node, sent, PER_STEP)  # the replaced node serves clients again
             sent += PER_STEP
+            if node != STEPS[-1][0]:  # an old node remains: the new flag stays off and cannot be enabled
+                f = flag(c, node)
+                assert f["state"] != "enabled" and c.node_id(node) not in f.get("unsupported_by", []), f
+                with pytest.raises(HttpError) as refused:
+                    c.http(node, "PUT", f"/api/feature_flags/{NEW_FLAG}/enable", {})
+                assert refused.value.status == 409
             steady.stop()
             steps.append((node, steady, time.monotonic() - started, steady.longest_gap(started, time.monotonic()),
                           versions))  # fmt: skip
             steady = None
+        c.wait_for(lambda: not flag(c, "warren2").get("unsupported_by"), 30, "every member supporting the new flag")
+        c.http("warren2", "PUT", f"/api/feature_flags/{NEW_FLAG}/enable", {})
+        c.wait_for(lambda: all(flag(c, n)["state"] == "enabled" for n in c.nodes), 30, "the flag enabled everywhere")
         got = drain_all(c, "warren2", "upgrade-cq", sent)
         assert sorted(got) == list(range(sent))
         accepted = [i for _, s, *_ in steps for i in s.accepted]
