@@ -124,7 +124,10 @@ def prepare_docker(source: str = "worktree", image: str = IMAGE, base: str = BAS
 
 
 def stage_context(dest: Path, source: str = "worktree") -> Path:
-    """A minimal build context in `dest`: pyproject.toml, the packages, deploy/ and extra CAs."""
+    """A minimal build context in `dest`: pyproject.toml, the packages, deploy/ and extra CAs.
+    `source`: "worktree" (the files as they are), "head" (as committed) or "ref:<commit or
+    tag>" (as in that commit: an older release for the upgrade test; deploy/ stays this
+    checkout's, so an old tree builds with today's Dockerfile)."""
     dest.mkdir(parents=True, exist_ok=True)
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.so.tmp")
     if source == "worktree":
@@ -132,15 +135,16 @@ def stage_context(dest: Path, source: str = "worktree") -> Path:
         for pkg in PACKAGES:
             if (REPO / pkg).is_dir():
                 shutil.copytree(REPO / pkg, dest / pkg, ignore=ignore)
-    elif source == "head":
-        tracked = subprocess.run(["git", "ls-tree", "--name-only", "HEAD"], cwd=REPO, capture_output=True,
+    elif source == "head" or source.startswith("ref:"):
+        ref = "HEAD" if source == "head" else source[len("ref:") :]
+        tracked = subprocess.run(["git", "ls-tree", "--name-only", ref], cwd=REPO, capture_output=True,
                                  text=True, check=True).stdout.split()  # fmt: skip
         paths = [p for p in ("pyproject.toml", *PACKAGES) if p in tracked]
-        archive = subprocess.run(["git", "archive", "--format=tar", "HEAD", *paths], cwd=REPO, capture_output=True,
+        archive = subprocess.run(["git", "archive", "--format=tar", ref, *paths], cwd=REPO, capture_output=True,
                                  check=True).stdout  # fmt: skip
         subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
     else:
-        raise ValueError(f"source must be 'worktree' or 'head', not {source!r}")
+        raise ValueError(f"source must be 'worktree', 'head' or 'ref:<commit>', not {source!r}")
     for pkg in PACKAGES:  # the Dockerfile copies each one
         (dest / pkg).mkdir(exist_ok=True)
     deploy = dest / "deploy"
@@ -205,6 +209,9 @@ class ComposeCluster:
                     "WARREN_HTTP_HOST_PORT": str(http_port), "WARREN_METRICS_HOST_PORT": str(metrics),
                     "WARREN_CLUSTER_SECRET": "chaos-" + secrets.token_hex(8),
                     "WARREN_DEFAULT_USER": USER, "WARREN_DEFAULT_PASSWORD": PASSWORD}  # fmt: skip
+        self.images: dict[str, str] = {}  # node -> the image it runs when not `image` (replace)
+        self.node_env: dict[str, dict[str, str]] = {}  # node -> extra environment of its container
+        self._override_dir = tempfile.mkdtemp(prefix="warren-compose-")
         self.partitions: dict[str, set[str]] = {}  # node -> the nodes it drops
         self.paused: dict[str, str] = {}  # node -> how: "freezer" (docker pause) or "sigstop"
         self._ips: dict[str, str] = {}
@@ -212,7 +219,7 @@ class ComposeCluster:
     # -- compose -----------------------------------------------------------------------------
 
     def compose(self, *args: str, timeout: float = 180, check: bool = True) -> subprocess.CompletedProcess:
-        files = [a for f in COMPOSE_FILES for a in ("-f", str(f))]
+        files = [a for f in [*COMPOSE_FILES, *self._image_override()] for a in ("-f", str(f))]
         cmd = [*self.compose_cmd, "-p", self.project, *files, *args]
         run = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=self.env, cwd=REPO)
         if check and run.returncode != 0:
@@ -220,6 +227,36 @@ class ComposeCluster:
                 f"{' '.join(cmd)} failed ({run.returncode}):\n{run.stdout[-2000:]}\n{run.stderr[-3000:]}"
             )
         return run
+
+    def _image_override(self) -> list[Path]:
+        """A compose file giving nodes their own image (replaced ones) and extra environment
+        (none while neither is set)."""
+        nodes = sorted(set(self.images) | {n for n, e in self.node_env.items() if e})
+        if not nodes:
+            return []
+        lines = ["services:"]
+        for n in nodes:
+            lines.append(f"  {n}:")
+            if n in self.images:
+                lines.append(f"    image: {json.dumps(self.images[n])}")
+            if self.node_env.get(n):
+                lines.append("    environment:")
+                lines += [f"      {k}: {json.dumps(v)}" for k, v in sorted(self.node_env[n].items())]
+        path = Path(self._override_dir) / "nodes.yml"
+        path.write_text("\n".join(lines) + "\n")
+        return [path]
+
+    def replace(self, node: str, image: str, timeout: float = 90.0, env: dict[str, str] | None = None) -> None:
+        """A rolling upgrade's step: stop the node (SIGTERM), start a container of `image` in
+        its place on the same volume and address, with `env` as its extra environment (none by
+        default); returns once its management API answers."""
+        with self._nemesis("replace", {"node": node, "image": image}, node):
+            self.container(node).stop(timeout=30)
+            self.images[node] = image
+            self.node_env[node] = dict(env or {})
+            self.compose("up", "-d", "--no-deps", "--no-build", node)
+            self._ips.pop(node, None)
+            self.wait_answers(node, timeout)
 
     def up(self, timeout: float = 90.0) -> str:
         """compose up; waits until docker calls every node healthy and they agree on a leader."""
@@ -234,6 +271,7 @@ class ComposeCluster:
             except Exception:
                 pass
         self.compose("down", "-v", "--remove-orphans", "-t", "5", check=False, timeout=120)
+        shutil.rmtree(self._override_dir, ignore_errors=True)
 
     # -- containers ----------------------------------------------------------------------------
 

@@ -24,6 +24,8 @@ from node.cluster.alarm_gossip import AlarmGossip
 from node.cluster.cluster import Cluster, ClusterError
 from node.cluster.kv import KeyValueMachine
 from node.cluster.machine import ClusterMachine, announce_member, local_flags
+from node.cluster.maintenance import Maintenance
+from node.cluster.placement import Placement
 from node.config import Config
 from node.http import prometheus
 from node.http.api import ManagementAPI, start_sites
@@ -96,6 +98,8 @@ class Broker:
         self.metadata: MetadataStore | None = None
         self.owners = Owners()
         self.quorum = QuorumQueues(self)
+        self.maintenance = Maintenance(self)  # warren ctl drain / revive
+        self.placement = Placement(self)  # quorum-queue leader locators and rebalance
         self.queue_service: QueueService | None = None
         self.volatile = VolatileQueues(self)  # Direct Reply-To's queues: in memory, never in the metadata
         self.alarm_gossip: AlarmGossip | None = None
@@ -136,6 +140,8 @@ class Broker:
             self.queue_service = QueueService(self)
             self.volatile.attach_cluster()
             self.quorum.attach()
+            self.maintenance.attach()
+            self.placement.attach()
             snapshot_export.register(self)
             self.alarm_gossip = AlarmGossip(self, cfg.alarm_check_interval)
             await self._metadata_ready()
@@ -199,19 +205,20 @@ class Broker:
             except MetadataRefused as e:
                 log.warning("feature flag %s stays disabled on this new cluster: %s", name, e)
 
-    async def _start_amqp(self) -> None:
-        """The plain AMQP listener and, with TLS configured, AMQPS. The TLS
-        handshake runs inside the loop's transport without blocking it, bounded
-        by handshake_timeout; the AMQP handshake's own timer starts after it."""
+    async def _start_amqp(self, ports: tuple[int, int] | None = None) -> None:
+        """The plain AMQP listener and, with TLS configured, AMQPS (on `ports`, default the
+        configured ones). The TLS handshake runs inside the loop's transport without blocking
+        it, bounded by handshake_timeout; the AMQP handshake's own timer starts after it."""
         cfg = self.config
+        amqp_port, amqps_port = ports or (cfg.amqp_port, cfg.amqps_port)
         self.amqp_port = None
-        if cfg.amqp_port >= 0:
+        if amqp_port >= 0:
             self._server = await self.loop.create_server(lambda: ConnectionHandler(self), cfg.listen_host,
-                                                         cfg.amqp_port, reuse_address=True, backlog=1024)  # fmt: skip
+                                                         amqp_port, reuse_address=True, backlog=1024)  # fmt: skip
             self.amqp_port = self._server.sockets[0].getsockname()[1]
-        if self.tls is not None and cfg.amqps_port >= 0:
+        if self.tls is not None and amqps_port >= 0:
             self._tls_server = await self.loop.create_server(
-                lambda: ConnectionHandler(self), cfg.listen_host, cfg.amqps_port, reuse_address=True, backlog=1024,
+                lambda: ConnectionHandler(self), cfg.listen_host, amqps_port, reuse_address=True, backlog=1024,
                 ssl=self.tls.listening, ssl_handshake_timeout=cfg.handshake_timeout or None)  # fmt: skip
             self.amqps_port = self._tls_server.sockets[0].getsockname()[1]
         if self.amqp_port is None and self.amqps_port is None:
@@ -268,6 +275,7 @@ class Broker:
                 await self._announcer
             self._announcer = None
         self.quorum.close()
+        self.placement.close()
         if self.queue_service is not None:
             self.queue_service.close()
         if self.alarm_gossip is not None:
@@ -373,3 +381,22 @@ class Broker:
             self.alarm_gossip.local_changed()
         for conn in list(self.connections):
             conn.block() if active else conn.unblock()
+
+
+# Maintenance mode (node/cluster/maintenance.py); here, beside the listeners they stop and start.
+
+
+def suspend_listeners(broker: Broker) -> None:
+    """New AMQP connections are refused at the socket, as a stopped node's; open ones stay.
+    The bound ports are kept for resume_listeners."""
+    for server in (broker._server, broker._tls_server):
+        if server is not None:
+            server.close()
+    broker._server = broker._tls_server = None
+
+
+async def resume_listeners(broker: Broker) -> None:
+    """Listen again on the ports bound before suspend_listeners."""
+    if broker._server is None and broker._tls_server is None:
+        await broker._start_amqp((-1 if broker.amqp_port is None else broker.amqp_port,
+                                  -1 if broker.amqps_port is None else broker.amqps_port))  # fmt: skip

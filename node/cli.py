@@ -8,7 +8,7 @@ from dataclasses import fields
 
 from audit import cli as audit_cli
 
-from . import config
+from . import __version__, config
 from .ops import ctl
 
 SETTING_PREFIX = "setting_"  # argparse dest of the flags made from Config's fields
@@ -79,6 +79,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="warren", description="Warren, a clustered AMQP 1.0 broker")
+    parser.add_argument("--version", action="version", version=f"warren {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     server = sub.add_parser("server", help="run a broker node")
     server.add_argument("--config", help="TOML config file")

@@ -104,6 +104,11 @@ class Config:
     cluster_command_timeout: float = 5.0  # default seconds a metadata change may wait for a majority
     quorum_snapshot_entries: int = 2000  # Raft log entries between a quorum queue's snapshots
     cluster_ready_timeout: float = 300.0  # seconds a starting node waits for a majority before giving up
+    # Where a new quorum queue's leader goes unless its x-queue-leader-locator or a policy's
+    # queue-leader-locator says: client-local (the declaring node) or balanced (node/cluster/placement.py)
+    queue_leader_locator: str = "client-local"
+    # A node stopping gracefully hands the groups it leads to other members for up to this long
+    shutdown_handover_timeout: float = 5.0
     # Cluster-state snapshots for the audit (node/ops/state_snapshot.py, docs/snapshot-schema.md)
     snapshot_interval: float = 5.0  # seconds between records; 0 turns them off
     snapshot_max_bytes: int = 16 * 1024 * 1024  # per file, then the next file

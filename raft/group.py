@@ -29,8 +29,9 @@ pysyncobj would do after logging the error.
 
 The rest of Warren sees a group only through this class's own API: `is_leader`,
 `leader_id`, `term`, `peers`, `status()` (raft/status.py's `GroupStatus`),
-`propose`, `add_member`, `remove_member`, `transfer_leadership` (whose
-callbacks receive a `ProposalOutcome`, never pysyncobj's FAIL_REASON ints),
+`propose`, `add_member`, `remove_member`, `transfer_leadership` (to a chosen
+member or the most caught-up one; their callbacks receive a `ProposalOutcome`,
+never pysyncobj's FAIL_REASON ints), `campaign_within`, `election_timeouts`/`set_election_timeouts`,
 `tick()`, `next_tick_due()` (on the clock `monotonic` exported here),
 `leader_alive`/`member_alive` and `destroy()`. Nothing outside raft/ imports
 pysyncobj (tests/test_layout.py checks it).
@@ -180,9 +181,26 @@ class RaftGroup(SafeSyncObj):
         """On the leader: remove `node_id` from the group."""
         self.removeNodeFromCluster(node_id, callback=_translated(callback))
 
-    def transfer_leadership(self, callback: Callback | None = None) -> None:
-        """On the leader: hand leadership to the most caught-up follower (Raft's TimeoutNow)."""
-        self.transferLeadership(callback=_translated(callback))
+    def transfer_leadership(self, callback: Callback | None = None, to: str | None = None) -> None:
+        """On the leader: hand leadership to `to` (a member's node id), or by default to the
+        most caught-up connected follower (Raft's TimeoutNow). REQUEST_DENIED when the target
+        is not a member or has not stored the leader's whole log yet (ask again later);
+        SUCCESS only means the target was told to call an election: watch `leader_id`."""
+        self.transferLeadership(to, callback=_translated(callback))
+
+    def campaign_within(self, seconds: float) -> None:
+        """Call an election within `seconds` unless a leader is heard of first: a new group's
+        chosen first leader campaigns before the other members' usual timeouts run out.
+        No effect once this node knows a leader (or leads)."""
+        if self._getLeader() is None:
+            deadline = monotonic() + seconds
+            if deadline < self._SyncObj__raftElectionDeadline:
+                self._SyncObj__raftElectionDeadline = deadline
+
+    @property
+    def election_timeouts(self) -> tuple[float, float]:
+        """The (low, high) bounds of the election timeout in force (`set_election_timeouts`)."""
+        return self.conf.raftMinTimeout, self.conf.raftMaxTimeout
 
     def tick(self) -> None:
         """Do the group's pending work now (append, commit, apply, send, elect); never waits."""

@@ -26,7 +26,9 @@ its own module in node/cluster/:
                     membership changes, the join protocol over node messages
     errors.py       ClusterError and its kinds (mapped to HTTP statuses)
 
-A stopping leader hands leadership to its most caught-up follower first.
+A stopping node hands each group it leads (the metadata group, its quorum queues') to the
+most caught-up reachable member first (node/cluster/leadership.py), for up to
+`handover_timeout` seconds.
 `partition`/`heal` cut this node off from peers (the tests' fault switch).
 """
 
@@ -48,6 +50,7 @@ from node.cluster.errors import (
 )
 from node.cluster.hosting import METADATA, GroupHost
 from node.cluster.identity import NodeIdentity, default_advertise_host, seed_naming_this_node
+from node.cluster.leadership import hand_over
 from node.cluster.liveness import GroupLiveness
 from node.cluster.membership import Membership
 from node.cluster.proposals import Noop, Proposer
@@ -74,7 +77,6 @@ __all__ = [
 
 log = logging.getLogger("warren.cluster")
 
-_STEP_DOWN_TIMEOUT = 1.0  # how long a stopping leader waits for a successor
 
 
 class Cluster:
@@ -96,6 +98,7 @@ class Cluster:
         snapshot_entries: int = 5000,
         raft_overrides: dict[str, Any] | None = None,
         transport_options: TransportOptions | None = None,
+        handover_timeout: float = 5.0,
     ) -> None:
         self.data_dir = data_dir
         self.machine = machine
@@ -107,6 +110,7 @@ class Cluster:
         self._secret = secret
         self._tls = tls
         self.command_timeout = command_timeout
+        self.handover_timeout = handover_timeout
         self._transport_options = transport_options
         self.identity = NodeIdentity(data_dir, advertise_host or default_advertise_host(listen_host))
         self._advertise_given = bool(advertise_host)
@@ -162,7 +166,8 @@ class Cluster:
                    advertise_host=advertise_host, seeds=cfg.seeds, secret=cfg.cluster_secret,
                    tls=TlsConfig(*tls_files) if all(tls_files) else None, tick_interval=cfg.cluster_tick_interval,
                    command_timeout=cfg.cluster_command_timeout,
-                   snapshot_entries=cfg.cluster_snapshot_entries)  # fmt: skip
+                   snapshot_entries=cfg.cluster_snapshot_entries,
+                   handover_timeout=cfg.shutdown_handover_timeout)  # fmt: skip
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -222,10 +227,15 @@ class Cluster:
             self._seeds = [s for s in self._seeds if s != own]
 
     async def stop(self) -> None:
-        """Hand leadership over if this node leads, then stop; pending proposals fail."""
+        """Hand the groups this node leads over, then stop; pending proposals fail."""
         if not self.running:
             return
-        await self.host.step_down(_STEP_DOWN_TIMEOUT)
+        if self.failed is None:
+            started = self.loop.time()
+            moved = await hand_over(self, None, self.handover_timeout)
+            if moved.moved or moved.kept:
+                log.info("stopping: %d leaderships handed over, %d not in time (%.2fs)", len(moved.moved),
+                         len(moved.kept), self.loop.time() - started)  # fmt: skip
         self.running = False
         self.host.stop_ticking()
         self.proposer.fail_pending(ClusterError("the node is stopping"))

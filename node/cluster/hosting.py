@@ -168,19 +168,6 @@ class GroupHost:
             group.set_election_timeouts(usual["raftMinTimeout"], usual["raftMaxTimeout"])
             self.joining = False
 
-    async def step_down(self, timeout: float) -> None:
-        """Leading: ask the most caught-up follower to take over (Raft's TimeoutNow), shortening failover."""
-        group = self.metadata
-        if group is None or self.cluster.failed is not None or not group.is_leader or not group.peers:
-            return
-        refused: list[ProposalOutcome] = []
-        group.transfer_leadership(lambda _res, out: out is not ProposalOutcome.SUCCESS and refused.append(out))
-        self.kick(METADATA)
-        loop = self._loop
-        deadline = loop.time() + timeout
-        while not refused and group.is_leader and loop.time() < deadline:
-            await asyncio.sleep(0.01)
-
     # -- other groups (one per quorum queue) ------------------------------------------
 
     def open_group(self, name: str, members: list[str], machine: Machine, **overrides: Any) -> RaftGroup:

@@ -205,6 +205,7 @@ class ManagementAPI:
 
     def application(self) -> web.Application:
         from node.http import limit_routes as http_limits
+        from node.http import maintenance_routes as http_maintenance
         from node.http import message_routes as http_message  # they import this module
         from node.http import node_routes as http_node
         from node.http import policy_routes as http_policy
@@ -213,7 +214,7 @@ class ManagementAPI:
         from node.http import topology_routes as http_topology
 
         routes = (http_node.ROUTES + http_topology.ROUTES + http_limits.ROUTES + http_policy.ROUTES + http_message.ROUTES
-                  + http_topic.ROUTES + http_tls.ROUTES)
+                  + http_topic.ROUTES + http_tls.ROUTES + http_maintenance.ROUTES)
         app = web.Application(middlewares=[self._middleware])
         for method, path, handler in routes:
             app.router.add_route(method, path, handler)

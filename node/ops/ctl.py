@@ -326,4 +326,4 @@ def main(args: argparse.Namespace) -> int:
 
 
 # the command modules register themselves with @command when imported
-from node.ops import ctl_cluster, ctl_topology  # noqa: E402, F401
+from node.ops import ctl_cluster, ctl_maintenance, ctl_topology  # noqa: E402, F401

@@ -113,6 +113,8 @@ class QuorumQueues:
         cluster.open_group(group, list(record.replicas), queue, appendEntriesUseBatch=False,
                            logCompactionMinEntries=entries, compaction_bytes=COMPACTION_BYTES,
                            **QUORUM_TIMEOUTS)  # fmt: skip
+        self.broker.placement.opened(group, record.leader)  # a new group's chosen leader campaigns first
+        self.broker.maintenance.held_group_opened()
         return queue
 
     def stop(self, queue: QuorumQueue) -> None:

@@ -92,7 +92,7 @@ class VHost:
         try:  # refuse early, without a round through Raft
             if qtype == "quorum":
                 QuorumConfig.from_arguments(arguments)
-                replicas = self._place_replicas(durable, exclusive_owner, auto_delete, arguments)
+                replicas = self._place_replicas(name, durable, exclusive_owner, auto_delete, arguments)
             else:
                 ClassicQueueConfig.from_arguments(arguments)
         except QueueArgumentError as e:
@@ -100,7 +100,7 @@ class VHost:
         owner_id = None if exclusive_owner is None else self.broker.owners.id_of(exclusive_owner)
         created = await self.broker.metadata.created(mc.DeclareQueue(
             mc_key(), self.name, name, qtype, durable, auto_delete, owner_id, arguments,
-            leader=self.broker.node_id, replicas=replicas))  # fmt: skip
+            leader=replicas[0] if replicas else self.broker.node_id, replicas=replicas))  # fmt: skip
         queue = self.queues.get(name)
         if queue is None:
             record = self.broker.metadata.state.queue(self.name, name)
@@ -112,17 +112,19 @@ class VHost:
             self._check_redeclare(queue, durable, exclusive_owner, auto_delete, arguments)
         return queue, created
 
-    def _place_replicas(self, durable: bool, exclusive_owner: Any, auto_delete: bool, arguments: dict) -> tuple:
-        """This node first (it leads at first), then the other members, as many as x-quorum-initial-group-size."""
+    def _place_replicas(self, name: str, durable: bool, exclusive_owner: Any, auto_delete: bool,
+                        arguments: dict) -> tuple:  # fmt: skip
+        """The leader its locator chooses first (node/cluster/placement.py: this node, or the
+        member leading the fewest), then other members, as many as x-quorum-initial-group-size."""
         if not durable or exclusive_owner is not None or auto_delete:
             raise PreconditionFailed("a quorum queue is durable, not exclusive and not auto-delete")
         size = arguments.get("x-quorum-initial-group-size", DEFAULT_QUORUM_SIZE)
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
             raise InvalidArgument(f"invalid x-quorum-initial-group-size {size!r}: a positive integer")
-        me = self.broker.node_id
-        others = sorted(m for m in self.broker.metadata.state.members if m != me)
+        leader = self.broker.placement.leader_for(self.name, name, arguments)
+        others = sorted(m for m in self.broker.metadata.state.members if m != leader)
         random.shuffle(others)
-        return (me, *others[: size - 1])
+        return (leader, *others[: size - 1])
 
     def _check_redeclare(self, existing: Queue, durable: bool, exclusive_owner: Any, auto_delete: bool,
                          arguments: dict) -> None:  # fmt: skip

@@ -241,6 +241,7 @@ def test_a_running_node_writes_valid_snapshots(tmp_path):
     import uvloop
 
     from metadata.commands import EnableFeatureFlag
+    from node import __version__
     from node.broker import Broker
     from node.config import Config
 
@@ -285,6 +286,7 @@ def test_a_running_node_writes_valid_snapshots(tmp_path):
         validate_record(r)
     last = got[-1]
     assert last["node"] == "warren@snap" and last["member_id"] == broker.cluster.node_id
+    assert last["version"] == __version__
     meta = next(g for g in last["groups"] if g["name"] == "metadata")
     assert meta["role"] == "leader" and meta["leader"] == last["member_id"] and meta["reachable"] == []
     queues = {q["name"]: q for q in last["queues"]}

@@ -80,3 +80,49 @@ def test_status_reports_the_last_log_index_and_the_snapshot_it_starts_from(tmp_p
             assert st.log_entries == st.last_index - st.snapshot_index + 1
     finally:
         c.destroy()
+
+
+def test_leadership_goes_to_the_member_named(tmp_path):
+    c = Cluster.start("ours", tmp_path)
+    try:
+        leader = c.wait_leader()
+        c.commit([1])
+        target = max((m for m in c.members if m is not leader), key=lambda m: m.name)
+        c.run_until(lambda: leader.obj.status().match_index.get(target.name) == leader.obj.status().last_index)
+        told: list = []
+        leader.obj.transfer_leadership(lambda res, out: told.append(out), to=target.name)
+        c.run_until(lambda: told)
+        assert told == [ProposalOutcome.SUCCESS]
+        c.run_until(lambda: target.obj.is_leader and all(m.obj.leader_id == target.name for m in c.members))
+        refused: list = []
+        target.obj.transfer_leadership(lambda res, out: refused.append(out), to="nobody:1")  # not a member
+        c.run_until(lambda: refused)
+        assert refused == [ProposalOutcome.REQUEST_DENIED] and target.obj.is_leader
+    finally:
+        c.destroy()
+
+
+def test_election_timeouts_read_back_what_was_set(tmp_path):
+    c = Cluster.start("ours", tmp_path)
+    try:
+        g = c.members[0].obj
+        g.set_election_timeouts(30.0, 40.0)
+        assert g.election_timeouts == (30.0, 40.0)
+    finally:
+        c.destroy()
+
+
+def test_the_member_asked_to_campaign_first_leads_a_new_group(tmp_path):
+    c = Cluster.start("ours", tmp_path, raftMinTimeout=30.0, raftMaxTimeout=40.0,
+                      connectionTimeout=40.0)  # nobody campaigns on its own
+    try:
+        chosen = c.members[-1]
+        assert chosen.obj.term == 0 and chosen.obj.leader_id is None
+        chosen.obj.campaign_within(0.0)
+        c.run_until(lambda: chosen.obj.is_leader and all(m.obj.leader_id == chosen.name for m in c.members))
+        term = chosen.obj.term
+        c.members[0].obj.campaign_within(0.0)  # a leader is known: no effect
+        c.commit([1])
+        assert chosen.obj.is_leader and chosen.obj.term == term
+    finally:
+        c.destroy()
