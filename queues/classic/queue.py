@@ -38,6 +38,7 @@ from typing import Any
 from amqp import serial
 from queues.base import ConfirmCallback, Consumer, Outcome, Queue, QueueHost, QueueMessage, Settlement
 
+from .checkpoint import Checkpointer
 from .config import DROP_HEAD, REJECT_PUBLISH_DLX, ClassicQueueConfig, ClassicQueueCounters
 from .flow import CreditFlow
 from .messages import ReadyMessages
@@ -95,6 +96,12 @@ class ClassicQueue(QueueRecovery, Queue):
         self._had_consumer = False
         self._retention = Retention(self)  # dead-lettering, limits, TTL, x-expires
         self._discard = self._retention.discard
+        self._checkpoints: Checkpointer | None = None  # a durable queue's crash-safe positions (checkpoint.py)
+        if durable:
+            self._checkpoints = Checkpointer(self._make_checkpoint,
+                                             lambda blob: self._persistence.put_positions(self.store_key, blob),
+                                             lambda: tail.positions.runs)  # fmt: skip
+            tail.before_take = self._checkpoints.before_take
 
     # ------------------------------------------------------------ state
 
@@ -197,6 +204,8 @@ class ClassicQueue(QueueRecovery, Queue):
             self._messages.append(message)
             if confirm is not None:
                 self._confirm(confirm)
+        if self._checkpoints is not None:
+            self._checkpoints.published(self._next_seq)
         outer, self._fresh = self._fresh, message
         try:
             self._dispatch()
@@ -288,6 +297,7 @@ class ClassicQueue(QueueRecovery, Queue):
                     remove(key, msg.seq)
         self._messages.tail.drop()
         self._messages.clear()
+        self.write_checkpoint()  # in the purge's batch: the old checkpoint's runs are gone
         self._retention.cancel_ttl_timer()
         self.stats.dropped += count  # the audit's conservation counts purged messages as dropped
         return count
