@@ -305,7 +305,8 @@ class Broker:
         window, window_bytes = self.config.classic_queue_memory_window, self.config.classic_queue_memory_bytes
         return ClassicQueue(vhost.name, name, durable, exclusive_owner, auto_delete, arguments, host=vhost,
                             persistence=self.persistence, memory_window=window if window >= 0 else None,
-                            memory_bytes=window_bytes if window_bytes >= 0 else None)  # fmt: skip
+                            memory_bytes=window_bytes if window_bytes >= 0 else None,
+                            checkpoint_every=self.config.classic_queue_checkpoint_every)  # fmt: skip
 
     def recover_queue(self, queue: Any) -> None:
         """Hands a starting queue its checkpoint, if the store kept one, to

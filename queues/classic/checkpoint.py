@@ -26,7 +26,8 @@ C'. Between C and C' the queue
 
 C's runs from `reconcile_end` to its next seq are therefore all still
 stored, and are taken as they are (page copies among them are deleted).
-`limit` is max(CHECKPOINT_EVERY, the tail's runs), so a checkpoint costs at
+`limit` is max(`every` (CHECKPOINT_EVERY, the node's
+classic_queue_checkpoint_every), the tail's runs), so a checkpoint costs at
 most about one run per message published or taken, and a restart reads at
 most about 2 x limit index entries plus the runs, whatever the depth.
 
@@ -84,12 +85,15 @@ class Checkpointer:
     builds it from the queue, `put(blob)` writes it, `tail_runs()` sizes the
     next limit."""
 
-    __slots__ = ("limit", "writes", "_make", "_put", "_tail_runs", "_taken", "_checkpoint_seq")
+    __slots__ = ("limit", "writes", "_every", "_make", "_put", "_tail_runs", "_taken", "_checkpoint_seq")
 
     def __init__(self, make: Callable[[int], Checkpoint], put: Callable[[bytes], object],
-                 tail_runs: Callable[[], int]) -> None:  # fmt: skip
+                 tail_runs: Callable[[], int], every: int = CHECKPOINT_EVERY) -> None:  # fmt: skip
+        if every < 1:
+            raise ValueError(f"checkpoint_every must be at least 1, not {every}")
         self._make, self._put, self._tail_runs = make, put, tail_runs
-        self.limit = CHECKPOINT_EVERY
+        self._every = every
+        self.limit = every
         self.writes = 0
         self._taken = 0  # tail messages taken since the last checkpoint (at most)
         self._checkpoint_seq = 0  # the queue's next seq at the last checkpoint
@@ -106,7 +110,7 @@ class Checkpointer:
         self._taken += n
 
     def write(self) -> None:
-        self.limit = max(CHECKPOINT_EVERY, self._tail_runs())
+        self.limit = max(self._every, self._tail_runs())
         checkpoint = self._make(self.limit)
         self._put(checkpoint.to_bytes())
         self._taken = 0

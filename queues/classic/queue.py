@@ -38,7 +38,7 @@ from typing import Any
 from amqp import serial
 from queues.base import ConfirmCallback, Consumer, Outcome, Queue, QueueHost, QueueMessage, Settlement
 
-from .checkpoint import Checkpointer
+from .checkpoint import CHECKPOINT_EVERY, Checkpointer
 from .config import DROP_HEAD, REJECT_PUBLISH_DLX, ClassicQueueConfig, ClassicQueueCounters
 from .flow import CreditFlow
 from .messages import ReadyMessages
@@ -68,13 +68,16 @@ def _modify(msg: QueueMessage, settlement: Settlement) -> bool:
 
 class ClassicQueue(QueueRecovery, Queue):
     """`memory_window`/`memory_bytes`: the most ready messages/payload bytes
-    kept in memory (None: no limit); the rest are paged to `persistence`."""
+    kept in memory (None: no limit); the rest are paged to `persistence`.
+    `checkpoint_every`: publishes or tail reads between a durable queue's
+    checkpoints, at least (checkpoint.py)."""
 
     type_name = "classic"
 
     def __init__(self, vhost: str, name: str, durable: bool, exclusive_owner: Any, auto_delete: bool,
                  arguments: dict, *, host: QueueHost, persistence: Persistence | None = None,
-                 memory_window: int | None = None, memory_bytes: int | None = None) -> None:  # fmt: skip
+                 memory_window: int | None = None, memory_bytes: int | None = None,
+                 checkpoint_every: int = CHECKPOINT_EVERY) -> None:  # fmt: skip
         super().__init__(vhost, name, durable, exclusive_owner, auto_delete, arguments)
         self.config = ClassicQueueConfig.from_arguments(self.arguments)
         self.stats = ClassicQueueCounters()
@@ -100,7 +103,7 @@ class ClassicQueue(QueueRecovery, Queue):
         if durable:
             self._checkpoints = Checkpointer(self._make_checkpoint,
                                              lambda blob: self._persistence.put_positions(self.store_key, blob),
-                                             lambda: tail.positions.runs)  # fmt: skip
+                                             lambda: tail.positions.runs, checkpoint_every)  # fmt: skip
             tail.before_take = self._checkpoints.before_take
 
     # ------------------------------------------------------------ state

@@ -14,12 +14,11 @@ import pytest
 
 from queues.base import ACCEPT, RELEASE, Settlement
 from queues.classic import FLAG_PAGE_COPY, ClassicQueue, StorePersistence
-from queues.classic import checkpoint as checkpoint_module
 from storage.message_store import MessageStore
 
 from .classic_fakes import FakeConsumer, FakeHost, grant, msg
 
-LIMIT = 40  # CHECKPOINT_EVERY in these tests: several checkpoints per run
+LIMIT = 40  # checkpoint_every in the random runs: several checkpoints per run
 WINDOW = 4
 
 
@@ -36,9 +35,9 @@ class CountingPersistence(StorePersistence):
             yield entry
 
 
-def queue_on(persistence) -> ClassicQueue:
+def queue_on(persistence, every: int) -> ClassicQueue:
     return ClassicQueue("/", "q", True, None, False, {}, host=FakeHost(), persistence=persistence,
-                        memory_window=WINDOW, memory_bytes=None)  # fmt: skip
+                        memory_window=WINDOW, memory_bytes=None, checkpoint_every=every)  # fmt: skip
 
 
 def crash(store: MessageStore) -> None:
@@ -50,7 +49,7 @@ def run_until_crash(path, rng: random.Random, steps: int) -> tuple[str, int]:
     commits at random points; then crashes. Returns the queue's store key and
     how many messages were published."""
     store = MessageStore(path, sync=False)
-    q = queue_on(StorePersistence(store, None))
+    q = queue_on(StorePersistence(store, None), LIMIT)
     consumer = FakeConsumer()
     q.attach_consumer(consumer)
     unacked: set[int] = set()
@@ -90,8 +89,7 @@ def recovered_positions(q: ClassicQueue) -> list[tuple[int, int]]:
 
 
 @pytest.mark.parametrize("seed", range(12))
-def test_checkpoint_and_bounded_index_read_rebuild_exactly_what_the_store_holds(tmp_path, monkeypatch, seed):
-    monkeypatch.setattr(checkpoint_module, "CHECKPOINT_EVERY", LIMIT)
+def test_checkpoint_and_bounded_index_read_rebuild_exactly_what_the_store_holds(tmp_path, seed):
     rng = random.Random(seed)
     path = tmp_path / "messages"
     key, published = run_until_crash(path, rng, steps=rng.randint(100, 600))
@@ -100,7 +98,7 @@ def test_checkpoint_and_bounded_index_read_rebuild_exactly_what_the_store_holds(
     expected = stored_positions(store, key)
     snapshot = store.take_positions().get(key)
     persistence = CountingPersistence(store)
-    q = queue_on(persistence)
+    q = queue_on(persistence, LIMIT)
     q.recover_stored(snapshot)
     assert recovered_positions(q) == expected
     assert q.message_count == len(expected) and q.ready_bytes == sum(size for _, size in expected)
@@ -119,14 +117,13 @@ def test_checkpoint_and_bounded_index_read_rebuild_exactly_what_the_store_holds(
     store.close()
 
 
-def test_a_deep_queue_recovers_reading_a_bounded_part_of_its_index(tmp_path, monkeypatch):
+def test_a_deep_queue_recovers_reading_a_bounded_part_of_its_index(tmp_path):
     """10,000 messages, a consumer part way through with some unacked, a
     crash after further publishes: the restart reads about 2 x the limit
     entries of the index, not 10,000."""
-    monkeypatch.setattr(checkpoint_module, "CHECKPOINT_EVERY", 500)
     path = tmp_path / "messages"
     store = MessageStore(path, sync=False)
-    q = queue_on(StorePersistence(store, None))
+    q = queue_on(StorePersistence(store, None), 500)
     for i in range(10_000):
         q.publish(msg(b"%05d" % i, durable=True), None)
     c = FakeConsumer()
@@ -142,7 +139,7 @@ def test_a_deep_queue_recovers_reading_a_bounded_part_of_its_index(tmp_path, mon
     expected = stored_positions(store, q.store_key)
     assert len(expected) == 10_300 - 800
     persistence = CountingPersistence(store)
-    back = queue_on(persistence)
+    back = queue_on(persistence, 500)
     back.recover_stored(store.take_positions()[q.store_key])
     assert recovered_positions(back) == expected
     assert persistence.index_read <= 2 * 500 + 400 + WINDOW  # the unacked third, two limits
@@ -153,11 +150,10 @@ def test_a_deep_queue_recovers_reading_a_bounded_part_of_its_index(tmp_path, mon
     store.close()
 
 
-def test_a_purge_is_never_undone_by_an_older_checkpoint(tmp_path, monkeypatch):
-    monkeypatch.setattr(checkpoint_module, "CHECKPOINT_EVERY", 50)
+def test_a_purge_is_never_undone_by_an_older_checkpoint(tmp_path):
     path = tmp_path / "messages"
     store = MessageStore(path, sync=False)
-    q = queue_on(StorePersistence(store, None))
+    q = queue_on(StorePersistence(store, None), 50)
     for _ in range(500):
         q.publish(msg(b"abc", durable=True), None)
     store.commit()  # a checkpoint with 496 paged positions is on disk
@@ -167,7 +163,7 @@ def test_a_purge_is_never_undone_by_an_older_checkpoint(tmp_path, monkeypatch):
     crash(store)
 
     store = MessageStore(path, sync=False)
-    back = queue_on(StorePersistence(store, None))
+    back = queue_on(StorePersistence(store, None), 50)
     back.recover_stored(store.take_positions()[q.store_key])
     assert recovered_positions(back) == [(500, 3)]
     store.close()
