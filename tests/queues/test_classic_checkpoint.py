@@ -167,3 +167,21 @@ def test_a_purge_is_never_undone_by_an_older_checkpoint(tmp_path):
     back.recover_stored(store.take_positions()[q.store_key])
     assert recovered_positions(back) == [(500, 3)]
     store.close()
+
+
+def test_a_backlog_with_no_consumer_recovers_reading_a_bounded_part_of_its_index(tmp_path):
+    path = tmp_path / "messages"
+    store = MessageStore(path, sync=False)
+    q = queue_on(StorePersistence(store, None), 500)
+    for i in range(10_250):
+        q.publish(msg(b"%05d" % i, durable=True), None)
+    store.commit()
+    crash(store)
+
+    store = MessageStore(path, sync=False)
+    persistence = CountingPersistence(store)
+    back = queue_on(persistence, 500)
+    back.recover_stored(store.take_positions()[q.store_key])
+    assert back.message_count == 10_250 and recovered_positions(back) == [(seq, 5) for seq in range(10_250)]
+    assert persistence.index_read <= 2 * 500 + WINDOW  # the head readers may have taken, the publishes since
+    store.close()
