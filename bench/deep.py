@@ -257,7 +257,6 @@ def measure(args: Any, side: Any) -> dict:
 
         left = n - len(r["restarts"])  # each restart's receiver took one
         print(f"[deep] {side.label}: draining {left}", file=sys.stderr)
-        print(f"[deep] {side.label}: draining {n - 1}", file=sys.stderr)
         got = arrow(args, side, "receive", left, timeout=n / 500 + 600)
         r["drain_rate"] = got["rate"]
         r["drain_seconds"] = got["seconds"]
