@@ -13,7 +13,8 @@ data directory) this script:
    (1024) B to `deep` with confirms (``arrow send``, window 1000), no
    consumer: the publish rate and the peak RSS;
 3. rests ``--rest`` s: RSS at rest;
-4. stops the node (SIGTERM, or SIGKILL with ``--restart kill``) and starts
+4. stops the node (SIGTERM, or SIGKILL with ``--restart kill``; a list such
+   as ``kill,clean`` does one after the other) and starts
    it again on the same data: the time
    from the start to the AMQP port accepting ("listening") and to the first
    message received by a receiver started as soon as the port accepts (it
@@ -250,28 +251,13 @@ def measure(args: Any, side: Any) -> dict:
         r["rss_rest"] = sampler.now()
         r["disk_bytes"] = du(side.base)
 
-        print(f"[deep] {side.label}: restarting", file=sys.stderr)
-        t_stop = time.monotonic()
-        side.stop_node(signal.SIGKILL if args.restart == "kill" else signal.SIGTERM)
+        r["restarts"] = [restart(args, side, sampler, kind) for kind in args.restart.split(",")]
+        r.update({key: value for key, value in r["restarts"][0].items() if key != "restart"})  # older readers
         r["restart"] = args.restart
-        r["stop_seconds"] = time.monotonic() - t_stop
-        sampler.mark()  # the next peak is the restarted node's
-        t0 = side.spawn()
-        while not procs.port_open(side.host, side.port, timeout=0.2):
-            if time.time() - t0 > args.restart_timeout:
-                raise RuntimeError(f"{side.label} did not listen within {args.restart_timeout} s")
-            time.sleep(0.02)
-        r["restart_listening_s"] = time.time() - t0
-        first = arrow(args, side, "receive", 1, timeout=args.restart_timeout)
-        r["restart_first_delivery_s"] = first["t_first"] - t0
-        if isinstance(side, RabbitSide):
-            side._starter.join(300)  # its HTTP API, before the node counts as up
-        time.sleep(args.rest)
-        r["rss_peak_restart"] = sampler.mark()
-        r["rss_after_restart"] = sampler.now()
 
-        print(f"[deep] {side.label}: draining {n - 1}", file=sys.stderr)
-        got = arrow(args, side, "receive", n - 1, timeout=n / 500 + 600)
+        left = n - len(r["restarts"])  # each restart's receiver took one
+        print(f"[deep] {side.label}: draining {left}", file=sys.stderr)
+        got = arrow(args, side, "receive", left, timeout=n / 500 + 600)
         r["drain_rate"] = got["rate"]
         r["drain_seconds"] = got["seconds"]
         time.sleep(args.rest)
@@ -280,6 +266,33 @@ def measure(args: Any, side: Any) -> dict:
     finally:
         sampler.stopped.set()
         side.close()
+    print(f"[deep] {side.label}: {json.dumps(r)}", file=sys.stderr)
+    return r
+
+
+def restart(args: Any, side: Any, sampler: Sampler, kind: str) -> dict:
+    """Stops the node (SIGTERM for "clean", SIGKILL for "kill") and starts it
+    again: the times to listening and to the first delivery (one message
+    taken), then the RSS after a rest."""
+    r: dict[str, Any] = {"restart": kind}
+    print(f"[deep] {side.label}: restarting ({kind})", file=sys.stderr)
+    t_stop = time.monotonic()
+    side.stop_node(signal.SIGKILL if kind == "kill" else signal.SIGTERM)
+    r["stop_seconds"] = time.monotonic() - t_stop
+    sampler.mark()  # the next peak is the restarted node's
+    t0 = side.spawn()
+    while not procs.port_open(side.host, side.port, timeout=0.2):
+        if time.time() - t0 > args.restart_timeout:
+            raise RuntimeError(f"{side.label} did not listen within {args.restart_timeout} s")
+        time.sleep(0.02)
+    r["restart_listening_s"] = time.time() - t0
+    first = arrow(args, side, "receive", 1, timeout=args.restart_timeout)
+    r["restart_first_delivery_s"] = first["t_first"] - t0
+    if isinstance(side, RabbitSide):
+        side._starter.join(300)  # its HTTP API, before the node counts as up
+    time.sleep(args.rest)
+    r["rss_peak_restart"] = sampler.mark()
+    r["rss_after_restart"] = sampler.now()
     print(f"[deep] {side.label}: {json.dumps(r)}", file=sys.stderr)
     return r
 
@@ -327,11 +340,17 @@ def table(results: list[dict], args: Any) -> str:
     head = "| " + " | ".join(["measure"] + [f"{r['broker']} ({r.get('version', '')})" for r in results]) + " |"
     lines = [head, "|" + "---|" * (len(results) + 1)]
     for label, key, kind in ROWS:
+        if key.startswith("restart_") or key == "rss_after_restart" or key == "rss_peak_restart":
+            for i, kind_of_restart in enumerate(args.restart.split(",")):
+                values = [fmt(r["restarts"][i].get(key) if len(r.get("restarts", ())) > i else None, kind)
+                          for r in results]  # fmt: skip
+                lines.append("| " + " | ".join([f"{label} ({kind_of_restart})"] + values) + " |")
+            continue
         lines.append("| " + " | ".join([label] + [fmt(r.get(key), kind) for r in results]) + " |")
     load = os.getloadavg()
     lines.append("")
     lines.append(f"{args.messages:,} x {args.body} B durable messages, one durable classic queue, confirms, "
-                 f"{'clean' if args.restart == 'clean' else 'kill -9'} restart "
+                 f"restarts: {args.restart.replace('kill', 'kill -9').replace(',', ' then ')} "
                  f"(arrow window {args.window}, credit {args.credit}); empty-queue rates from a pair of "
                  f"{args.baseline:,}. Machine: {platform.node()}, {os.cpu_count()} CPUs, "
                  f"load average at the end {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f}.")  # fmt: skip
@@ -353,11 +372,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warren-port", type=int, default=5692)
     ap.add_argument("--warren-http-port", type=int, default=15693)
     ap.add_argument("--arrow", default=pair.DEFAULT_ARROW)
-    ap.add_argument("--restart", choices=("clean", "kill"), default="clean",
-                    help="stop the node with SIGTERM (clean) or SIGKILL (crash recovery) before the restart")
+    ap.add_argument("--restart", default="clean",
+                    help="restarts in order, comma-separated: clean (SIGTERM) or kill (SIGKILL, crash recovery);"
+                         " e.g. kill,clean")  # fmt: skip
     ap.add_argument("--keep", action="store_true", help="keep the data directories")
     ap.add_argument("--json", help="write the raw figures here")
     args = ap.parse_args(argv)
+    if not args.restart or set(args.restart.split(",")) - {"clean", "kill"}:
+        ap.error(f"--restart: clean or kill, comma-separated, not {args.restart!r}")
     if not os.access(args.arrow, os.X_OK):
         print(f"arrow not found at {args.arrow}: run bench/setup.sh", file=sys.stderr)
         return 2

@@ -49,7 +49,7 @@ from queues.classic import ClassicQueue, StorePersistence, classic_queue, payloa
 from queues.quorum.queue import QuorumQueue
 from routing.users import Authenticator, hash_password
 from storage.group_commit import GroupCommitter
-from storage.message_store import MessageStore, StoreFormatError
+from storage.message_store import MessageStore
 
 log = logging.getLogger("warren.node")
 
@@ -104,7 +104,7 @@ class Broker:
         self.volatile = VolatileQueues(self)  # Direct Reply-To's queues: in memory, never in the metadata
         self.alarm_gossip: AlarmGossip | None = None
         self._recovered: set[str] = set()  # queues with messages in the store at start, until their queue starts
-        self._positions: dict[str, bytes] = {}  # their positions snapshots, from a clean shutdown
+        self._positions: dict[str, bytes] = {}  # their checkpoints (queues/classic/checkpoint.py)
         self._background: set[asyncio.Task] = set()
         self.snapshots: SnapshotWriter | None = None
         self.feature_flags = local_flags(config.enable_test_faults)  # what this node supports
@@ -125,7 +125,7 @@ class Broker:
                              memory_used=self.memory.held, store_full=lambda: self.committer.out_of_space)
         self.definitions = DefinitionsFile(self)
         self._recovered = set(self.store.indexed_queues())  # a seek per queue: no message is read
-        self._positions = self.store.take_positions()  # a clean shutdown's, used once
+        self._positions = self.store.take_positions()  # the queues' checkpoints, each used once
         self.alarm_check = Periodic(self.loop, cfg.alarm_check_interval, self.alarms.check, "the resource alarm check")
         self.alarm_check.start()
         try:
@@ -292,14 +292,12 @@ class Broker:
         log.info("node=%s stopped", self.config.node_name)
 
     def _save_positions(self) -> None:
-        """A clean shutdown leaves each durable classic queue's positions, so
-        the next start rebuilds it without scanning the index."""
+        """A clean shutdown leaves each durable classic queue's checkpoint as
+        it is at the end, so the next start reads next to none of the index."""
         for vhost in self.vhosts.values():
             for queue in vhost.queues.values():
                 if isinstance(queue, ClassicQueue):
-                    snapshot = queue.positions_snapshot()
-                    if snapshot is not None:
-                        self.store.put_positions(queue.store_key, snapshot)
+                    queue.write_checkpoint()
 
     # ------------------------------------------------------------ services for vhosts, queues and links
 
@@ -327,22 +325,17 @@ class Broker:
         window, window_bytes = self.config.classic_queue_memory_window, self.config.classic_queue_memory_bytes
         return classic_queue(vhost.name, name, durable, exclusive_owner, auto_delete, arguments, host=vhost,
                             persistence=self.persistence, memory_window=window if window >= 0 else None,
-                            memory_bytes=window_bytes if window_bytes >= 0 else None)  # fmt: skip
+                            memory_bytes=window_bytes if window_bytes >= 0 else None,
+                            checkpoint_every=self.config.classic_queue_checkpoint_every)  # fmt: skip
 
     def recover_queue(self, queue: Any) -> None:
-        """Hands a starting queue the positions the store's index kept for it
-        (its bodies are read when delivered)."""
+        """Hands a starting queue its checkpoint, if the store kept one, to
+        rebuild its positions from that and the store's index (its bodies are
+        read when delivered)."""
         key = getattr(queue, "store_key", None)
         if key in self._recovered:
             self._recovered.discard(key)
-            snapshot = self._positions.pop(key, None)
-            if snapshot is not None:
-                try:
-                    queue.recover_positions(snapshot)
-                    return
-                except StoreFormatError as e:
-                    log.warning("queue %s: positions snapshot unusable (%s); scanning its index", key, e)
-            queue.recover_index(self.store.iter_index(key))
+            queue.recover_stored(self._positions.pop(key, None))
 
     def remote_queue(self, vhost: VHost, record: Any, arguments: dict) -> RemoteQueue:
         return RemoteQueue(self, vhost.name, record, arguments)

@@ -84,6 +84,10 @@ class Config:
     # negative value: no limit).
     classic_queue_memory_window: int = 2048
     classic_queue_memory_bytes: int = 8 * 1024 * 1024
+    # A durable classic queue checkpoints its paged positions at least every this many publishes or
+    # reads from its paged tail (more with many runs); a restart after a crash then reads its index
+    # for about two of these, not its whole depth (queues/classic/checkpoint.py).
+    classic_queue_checkpoint_every: int = 100_000
     definitions_file: str = ""  # JSON topology loaded at start (like RabbitMQ's load_definitions)
     # AMQP address format v1 (/queue/:q, /exchange/:x/:key, /topic/:key, /amq/queue/:q), as RabbitMQ 4.0-4.2
     # permit its deprecated feature amqp_address_v1 by default; false refuses v1 addresses (invalid-field).

@@ -88,6 +88,8 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterator
 
+from rocksdict import Options
+
 from storage.batch import BatchWriter, SealedBatch, Ticket
 
 __all__ = ["DurableLog", "JournalError", "RaftJournal"]
@@ -115,6 +117,18 @@ def _group_prefix(group: str) -> bytes:
     return _GROUP + _U16.pack(len(name)) + name
 
 
+_MEMTABLE_BYTES = 16 * 1024 * 1024
+
+
+def _bound_memory(opts: Options) -> None:
+    """Two 16 MiB memtables instead of RocksDB's 2 x 64 MiB: a deep quorum
+    queue writes each body twice here (its log entry, then its blob), and
+    RocksDB's default let the memtables alone grow each replica by up to
+    128 MiB (docs/benchmarks.md, "Deep quorum queue ... per replica")."""
+    opts.set_write_buffer_size(_MEMTABLE_BYTES)
+    opts.set_max_write_buffer_number(2)
+
+
 class DurableLog:
     """The Raft logs of one node in one RocksDB, with one group commit per turn.
 
@@ -130,6 +144,7 @@ class DurableLog:
             sync=sync,
             error=JournalError,
             on_failure=self._write_failed,
+            tune=_bound_memory,
         )
         # Callbacks waiting for a flush, in submission order; tickets ascend.
         self._held: deque[tuple[Ticket, Callable[[], None], asyncio.Future[None] | None]] = deque()

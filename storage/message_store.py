@@ -43,11 +43,14 @@ positions come back without reading the bodies (`indexed_queues`,
     4      1    flags: the record's flags
     5      8    expires_at: u64 ms since the Unix epoch, 0 = never
 
-A clean shutdown may also leave, per queue, a positions snapshot: an opaque
-blob from the queue (its positions, run-length encoded) that lets the next
-start skip the index scan. `take_positions` reads them all at start and
-deletes them in the same go, so a snapshot is used at most once and never
-outlives the state it describes: after a crash the index is scanned.
+A queue may also keep a positions snapshot (`put_positions`): an opaque
+blob from the queue, written in the same ordered stream as its messages
+(queues/classic/checkpoint.py: its paged positions, run-length encoded,
+and how far the index must still be read), so that the next start, clean
+or after a crash, reads the blob and a bounded part of the index instead of
+all of it. `take_positions` reads them all at start and deletes them in the
+same go, so a snapshot serves one start; each queue writes a new one once
+it has recovered.
 
 Store format 1 had no index: opening one builds the index from the records
 (reading every body once) and then marks the store format 2, in one synced
@@ -307,7 +310,7 @@ class MessageStore:
         )
 
     def put_positions(self, queue: str, snapshot: bytes) -> Ticket:
-        """Leave the queue's positions snapshot for the next start (clean shutdown)."""
+        """Replace the queue's positions snapshot (its checkpoint) for the next start."""
         return self._batches.put(_POSITIONS + self._prefix(queue)[1:], snapshot)
 
     def take_positions(self) -> dict[str, bytes]:
@@ -438,15 +441,17 @@ class MessageStore:
             out.append(queue)
             start = _index_prefix(self._prefix(queue)) + _RANGE_END
 
-    def iter_index(self, queue: str) -> Iterator[tuple[int, int, int, int]]:
+    def iter_index(self, queue: str, first: int = 0, end: int | None = None) -> Iterator[tuple[int, int, int, int]]:
         """(seq, size, flags, expires_at or 0) of each committed message of
-        `queue`, in seq order, from the index alone."""
+        `queue` with first <= seq < end (None: no end), in seq order, from
+        the index alone."""
         db = self._batches.db
         prefix = _index_prefix(self._prefix(queue))
         n = len(prefix)
+        stop = prefix + (_RANGE_END if end is None else _SEQ.pack(end))
         unpack_seq, unpack_value = _SEQ.unpack_from, _INDEX_VALUE.unpack
-        for key, value in db.items(from_key=prefix):
-            if key[:n] != prefix or len(key) != n + 8:
+        for key, value in db.items(from_key=prefix + _SEQ.pack(first)):
+            if key >= stop or key[:n] != prefix or len(key) != n + 8:
                 break
             size, flags, expires = unpack_value(value)
             yield unpack_seq(key, n)[0], size, flags, expires

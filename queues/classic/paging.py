@@ -37,7 +37,7 @@ _LITTLE = sys.byteorder == "little"
 _COMPACT_AFTER = 4096  # consumed runs kept at the front before the arrays are shifted
 
 
-_SNAPSHOT_VERSION = 1
+_SNAPSHOT_VERSION = 2
 _SNAPSHOT_HEADER = struct.Struct(">BI")  # version, runs
 
 
@@ -141,40 +141,56 @@ class Positions:
         self._first, self._count, self._size, self._copy = array("q"), array("I"), array("I"), array("B")
         self._head = self._taken = self._len = self.bytes = 0
 
-    # A snapshot is the runs as bytes (no page copies): what a clean shutdown
-    # leaves so that the next start need not scan the index.
+    def seq_after(self, k: int) -> int:
+        """The seq of the message `k` places behind the front (0: the first),
+        or end_seq() when fewer than k + 1 are left."""
+        if k >= self._len:
+            return self.end_seq() if self._len else 0
+        k += self._taken
+        count = self._count
+        for i in range(self._head, len(count)):
+            if k < count[i]:
+                return self._first[i] + k
+            k -= count[i]
+        raise AssertionError("positions shorter than their length")
+
+    # The runs as bytes, page copies flagged: what a checkpoint holds
+    # (checkpoint.py). Version 1 (clean shutdowns before checkpoints) had no
+    # copy flags and left the copies out; it is still read.
 
     def to_bytes(self) -> bytes:
-        first, count, size = array("q"), array("I"), array("I")
-        for f, c, s, copy in self.iter_runs():
-            if not copy:
-                first.append(f)
-                count.append(c)
-                size.append(s)
+        h = self._head
+        first, count, size, copy = self._first[h:], self._count[h:], self._size[h:], self._copy[h:]
+        if self._taken and first:
+            first[0] += self._taken
+            count[0] -= self._taken
         for a in (first, count, size):
-            if a.itemsize > 1 and _LITTLE:
+            if _LITTLE:
                 a.byteswap()  # stored big-endian, like every integer in the store
-        return _SNAPSHOT_HEADER.pack(_SNAPSHOT_VERSION, len(first)) + first.tobytes() + count.tobytes() + size.tobytes()
+        header = _SNAPSHOT_HEADER.pack(_SNAPSHOT_VERSION, len(first))
+        return header + first.tobytes() + count.tobytes() + size.tobytes() + copy.tobytes()
 
     @classmethod
     def from_bytes(cls, data: bytes) -> Positions:
         if len(data) < _SNAPSHOT_HEADER.size:
             raise StoreFormatError("positions snapshot shorter than its header")
         version, runs = _SNAPSHOT_HEADER.unpack_from(data)
-        if version != _SNAPSHOT_VERSION:
+        if version not in (1, _SNAPSHOT_VERSION):
             raise StoreFormatError(f"unknown positions snapshot version {version}")
-        first, count, size = array("q"), array("I"), array("I")
+        first, count, size, copy = array("q"), array("I"), array("I"), array("B")
         at = _SNAPSHOT_HEADER.size
-        for a in (first, count, size):
+        for a in (first, count, size, copy) if version == _SNAPSHOT_VERSION else (first, count, size):
             end = at + runs * a.itemsize
             if end > len(data):
                 raise StoreFormatError("positions snapshot truncated")
             a.frombytes(data[at:end])
-            if _LITTLE:
+            if _LITTLE and a.itemsize > 1:
                 a.byteswap()
             at = end
+        if version == 1:
+            copy.frombytes(bytes(runs))
         p = cls()
-        p._first, p._count, p._size, p._copy = first, count, size, array("B", bytes(runs))
+        p._first, p._count, p._size, p._copy = first, count, size, copy
         p._len = sum(count)
         p.bytes = sum(c * s for c, s in zip(count, size, strict=True))
         return p
@@ -189,12 +205,14 @@ class PagedTail:
     knows whether it was recovered, and deletes page copies).
     """
 
-    __slots__ = ("positions", "unflushed", "unflushed_bytes", "_persistence", "_key", "_load")
+    __slots__ = ("positions", "unflushed", "unflushed_bytes", "before_take", "_persistence", "_key", "_load")
 
     def __init__(self, persistence: object, key: str, load: Callable[[int, Record], QueueMessage]) -> None:
         self.positions = Positions()
         self.unflushed: deque[tuple[Ticket, QueueMessage, bool]] = deque()  # (ticket, msg, page copy)
         self.unflushed_bytes = 0
+        # called with n before up to n messages are taken (the queue's checkpoints, checkpoint.py)
+        self.before_take: Callable[[int], None] | None = None
         self._persistence = persistence
         self._key = key
         self._load = load
@@ -237,6 +255,8 @@ class PagedTail:
 
     def take(self, n: int, max_bytes: int) -> list[QueueMessage]:
         """The next messages (up to `n`, about `max_bytes`), bodies read back."""
+        if self.before_take is not None:
+            self.before_take(n)
         wanted = self.positions.take(n, max_bytes)
         out: list[QueueMessage | None] = []
         missing: list[int] = []

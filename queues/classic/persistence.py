@@ -11,7 +11,7 @@ at once (pure tests).
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
 from amqp import serial
@@ -62,6 +62,13 @@ class Persistence(Protocol):
     def remove_range(self, queue: str, first: int, end: int) -> Ticket:
         """Remove the messages with first <= seq < end."""
 
+    def put_positions(self, queue: str, snapshot: bytes) -> Ticket:
+        """Replace the queue's checkpoint (checkpoint.py), in order with its writes."""
+
+    def iter_index(self, queue: str, first: int = 0, end: int | None = None) -> Iterator[tuple[int, int, int, int]]:
+        """(seq, size, flags, expires_at or 0) of the stored messages with
+        first <= seq < end, in seq order, without reading a body."""
+
 
 class MemoryPersistence:
     """Keeps the records in a dict; every write is "durable" at once, so
@@ -70,6 +77,7 @@ class MemoryPersistence:
     def __init__(self) -> None:
         self._ticket: Ticket = 0
         self.records: dict[tuple[str, int], Record] = {}
+        self.positions: dict[str, bytes] = {}
         self.reads = 0
 
     def _next(self) -> Ticket:
@@ -99,7 +107,18 @@ class MemoryPersistence:
     def drop_queue(self, queue: str) -> Ticket:
         for key in [k for k in self.records if k[0] == queue]:
             del self.records[key]
+        self.positions.pop(queue, None)
         return self._next()
+
+    def put_positions(self, queue: str, snapshot: bytes) -> Ticket:
+        self.positions[queue] = snapshot
+        return self._next()
+
+    def iter_index(self, queue: str, first: int = 0, end: int | None = None) -> Iterator[tuple[int, int, int, int]]:
+        seqs = sorted(s for q, s in self.records if q == queue and s >= first and (end is None or s < end))
+        for seq in seqs:
+            record = self.records[queue, seq]
+            yield seq, payload_size(record), record.flags, record.expires_at or 0
 
     def read(self, queue: str, seqs: list[int]) -> list[Record | None]:
         self.reads += len(seqs)
@@ -240,6 +259,12 @@ class StorePersistence:
 
     def drop_queue(self, queue: str) -> Ticket:
         return self.store.delete_queue(queue)
+
+    def put_positions(self, queue: str, snapshot: bytes) -> Ticket:
+        return self.store.put_positions(queue, snapshot)
+
+    def iter_index(self, queue: str, first: int = 0, end: int | None = None) -> Iterator[tuple[int, int, int, int]]:
+        return self.store.iter_index(queue, first, end)
 
     def on_durable(self, ticket: Ticket, callback: Callable[[], None],
                    on_failed: Callable[[], None] | None = None) -> None:  # fmt: skip

@@ -10,6 +10,7 @@ the levels apart, so the next start reads no body.
 
 from __future__ import annotations
 
+import logging
 import struct
 from collections.abc import Iterable
 
@@ -19,6 +20,8 @@ from .paging import PagedTail, Positions
 from .persistence import FLAG_PAGE_COPY, decode_record
 from .priority_messages import PriorityMessages, message_level
 from .queue import ClassicQueue
+
+log = logging.getLogger(__name__)
 
 __all__ = ["PriorityClassicQueue"]
 
@@ -36,7 +39,26 @@ class PriorityClassicQueue(ClassicQueue):
         return PriorityMessages(self.config.max_priority, lambda: PagedTail(persistence, key, self._load_paged),
                                 memory_window, memory_bytes, self._page_out, persistence.remove_range, key)  # fmt: skip
 
-    # -- recovery
+    # -- recovery: the levels' positions are saved at a clean stop only, and
+    # the store deletes them as the next start reads them, so a crash later
+    # rebuilds from the index (no checkpoints while running: they cover one tail)
+
+    def _checkpointer(self, every: int) -> None:
+        return None
+
+    def write_checkpoint(self) -> None:
+        snapshot = self.positions_snapshot()
+        if snapshot is not None:
+            self._persistence.put_positions(self.store_key, snapshot)
+
+    def recover_stored(self, snapshot: bytes | None) -> None:
+        if snapshot is not None:
+            try:
+                self.recover_positions(snapshot)
+                return
+            except StoreFormatError as e:
+                log.warning("queue %s: positions snapshot unusable (%s); reading its whole index", self.store_key, e)
+        self.recover_index(self._persistence.iter_index(self.store_key))
 
     def recover_index(self, entries: Iterable[tuple[int, int, int, int]]) -> None:
         """As ClassicQueue's, but each body is read once to learn its priority."""

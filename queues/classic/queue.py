@@ -38,6 +38,7 @@ from typing import Any
 from amqp import serial
 from queues.base import ConfirmCallback, Consumer, Outcome, Queue, QueueHost, QueueMessage, Settlement
 
+from .checkpoint import CHECKPOINT_EVERY, Checkpointer
 from .config import DROP_HEAD, REJECT_PUBLISH_DLX, ClassicQueueConfig, ClassicQueueCounters
 from .figures import QueueFigures
 from .flow import CreditFlow
@@ -68,13 +69,16 @@ def _modify(msg: QueueMessage, settlement: Settlement) -> bool:
 
 class ClassicQueue(QueueRecovery, QueueFigures, Queue):
     """`memory_window`/`memory_bytes`: the most ready messages/payload bytes
-    kept in memory (None: no limit); the rest are paged to `persistence`."""
+    kept in memory (None: no limit); the rest are paged to `persistence`.
+    `checkpoint_every`: publishes or tail reads between a durable queue's
+    checkpoints, at least (checkpoint.py)."""
 
     type_name = "classic"
 
     def __init__(self, vhost: str, name: str, durable: bool, exclusive_owner: Any, auto_delete: bool,
                  arguments: dict, *, host: QueueHost, persistence: Persistence | None = None,
-                 memory_window: int | None = None, memory_bytes: int | None = None) -> None:  # fmt: skip
+                 memory_window: int | None = None, memory_bytes: int | None = None,
+                 checkpoint_every: int = CHECKPOINT_EVERY) -> None:  # fmt: skip
         super().__init__(vhost, name, durable, exclusive_owner, auto_delete, arguments)
         self.config = ClassicQueueConfig.from_arguments(self.arguments)
         self.stats = ClassicQueueCounters()
@@ -96,6 +100,16 @@ class ClassicQueue(QueueRecovery, QueueFigures, Queue):
         self._had_consumer = False
         self._retention = Retention(self)  # dead-lettering, limits, TTL, x-expires
         self._discard = self._retention.discard
+        self._checkpoints = self._checkpointer(checkpoint_every) if durable else None
+
+    def _checkpointer(self, every: int) -> Checkpointer | None:
+        """A durable queue's crash-safe positions (checkpoint.py)."""
+        tail = self._messages.tail
+        checkpoints = Checkpointer(self._make_checkpoint,
+                                   lambda blob: self._persistence.put_positions(self.store_key, blob),
+                                   lambda: tail.positions.runs, every)  # fmt: skip
+        tail.before_take = checkpoints.before_take
+        return checkpoints
 
     def _ready_messages(self, memory_window: int | None, memory_bytes: int | None) -> ReadyMessages:
         """Where the ready messages are kept (a priority queue keeps one such per priority)."""
@@ -179,6 +193,8 @@ class ClassicQueue(QueueRecovery, QueueFigures, Queue):
             self._messages.append(message)
             if confirm is not None:
                 self._confirm(confirm)
+        if self._checkpoints is not None:
+            self._checkpoints.published(self._next_seq)
         outer, self._fresh = self._fresh, message
         try:
             self._dispatch()
@@ -272,6 +288,7 @@ class ClassicQueue(QueueRecovery, QueueFigures, Queue):
                     remove(key, msg.seq)
         self._messages.tail.drop()
         self._messages.clear()
+        self.write_checkpoint()  # in the purge's batch: the old checkpoint's runs are gone
         self._retention.cancel_ttl_timer()
         self.stats.dropped += count  # the audit's conservation counts purged messages as dropped
         return count

@@ -6,6 +6,7 @@ the store's index without reading a body."""
 from __future__ import annotations
 
 import asyncio
+import struct
 
 from amqp.types import Symbol
 from queues.base import ACCEPT, RELEASE, Settlement
@@ -202,7 +203,7 @@ def test_restart_rebuilds_the_queue_from_the_index_without_reading_a_body(tmp_pa
     async def after_restart():
         gc = GroupCommitter(store)
         q = paged_queue(StorePersistence(store, gc), window=4)
-        q.recover_index(store.iter_index(key))
+        q.recover_stored(None)  # no checkpoint: the whole index
         assert store.body_reads == 0
         durable = [i for i in range(2, 30, 2)]
         assert q.message_count == len(durable) and q.ready_bytes == 3 * len(durable)
@@ -238,7 +239,7 @@ def test_read_batches_are_bounded():
     assert persistence.reads == READ_BATCH and len(q._messages.ready) == READ_BATCH - 1
 
 
-def test_positions_snapshot_round_trip_leaves_page_copies_out():
+def test_positions_round_trip_keeps_page_copies_flagged():
     p = Positions()
     for seq in range(5, 100):
         p.append(seq, 10)
@@ -247,11 +248,12 @@ def test_positions_snapshot_round_trip_leaves_page_copies_out():
     p.append(110, 3)
     p.take(2, 1 << 30)
     back = Positions.from_bytes(p.to_bytes())
-    assert list(back.iter_runs()) == [(7, 93, 10, False), (110, 1, 3, False)]
-    assert len(back) == 94 and back.bytes == 933
+    assert list(back.iter_runs()) == [(7, 93, 10, False), (100, 10, 10, True), (110, 1, 3, False)]
+    assert len(back) == 104 and back.bytes == 1033
+    assert [back.seq_after(k) for k in (0, 92, 93, 103, 104)] == [7, 99, 100, 110, 111]
 
 
-def test_clean_restart_uses_the_positions_snapshot_once(tmp_path):
+def test_clean_restart_reads_the_checkpoint_once(tmp_path):
     path = tmp_path / "messages"
     store = MessageStore(path)
 
@@ -266,7 +268,7 @@ def test_clean_restart_uses_the_positions_snapshot_once(tmp_path):
         q.settle(c, [0, 1], ACCEPT)
         q.settle(c, [2], RELEASE)
         q.detach_consumer(c)
-        store.put_positions(q.store_key, q.positions_snapshot())
+        q.write_checkpoint()
         await gc.close()
         return q.store_key
 
@@ -277,13 +279,15 @@ def test_clean_restart_uses_the_positions_snapshot_once(tmp_path):
     snapshots = store.take_positions()
     assert list(snapshots) == [key]
     store.commit()
-    assert store.take_positions() == {}  # deleted as it was read: a later crash scans the index
+    assert store.take_positions() == {}  # deleted as it was read
     durable = [i for i in range(2, 40) if i != 30]
-    assert [s for s, *_ in store.iter_index(key)] == durable  # the page copy was deleted at the stop
 
     q = paged_queue(StorePersistence(store, None), window=4)  # no confirm waits: no committer needed
-    q.recover_positions(snapshots[key])
+    q.recover_stored(snapshots[key])
     assert store.body_reads == 0 and q.message_count == len(durable) and q.ready_bytes == 3 * len(durable)
+    store.commit()
+    assert [s for s, *_ in store.iter_index(key)] == durable  # the page copy was deleted at the restart
+    assert list(store.take_positions()) == [key]  # the recovered queue wrote a fresh checkpoint
     c = FakeConsumer()
     q.attach_consumer(c)
     grant(q, c, 100)
@@ -291,3 +295,13 @@ def test_clean_restart_uses_the_positions_snapshot_once(tmp_path):
     q.publish(msg(b"new", durable=True), None)
     assert c.seqs[-1] == 40
     store.close()
+
+
+def test_a_clean_shutdown_snapshot_of_the_first_format_is_still_read(tmp_path):
+    # version 1: positions without page-copy flags (the copies left out), then next seq and has-TTL
+    runs = struct.pack(">BI", 1, 2) + struct.pack(">qq", 4, 20) + struct.pack(">II", 6, 3) + struct.pack(">II", 2, 2)
+    snapshot = runs + struct.pack(">QB", 30, 0)
+    q = paged_queue(MemoryPersistence(), window=4)
+    q.recover_stored(snapshot)
+    assert list(q._messages.tail.positions.iter_runs()) == [(4, 6, 2, False), (20, 3, 2, False)]
+    assert q.message_count == 9 and q.ready_bytes == 18 and q._next_seq == 30

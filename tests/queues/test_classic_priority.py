@@ -167,13 +167,39 @@ def test_clean_restart_keeps_the_levels_in_the_positions_snapshot(tmp_path):
     _restart_case(tmp_path, clean=True)
 
 
-def test_a_plain_positions_snapshot_is_refused_by_a_priority_queue():
+def test_a_plain_queues_checkpoint_is_refused_and_the_index_read_instead():
+    """A priority queue reading another queue's checkpoint (x-max-priority
+    added to a stored queue's definition) rebuilds from its index."""
     from storage.message_store import StoreFormatError
 
-    plain = classic_queue("/", "q", True, None, False, {}, host=FakeHost())
+    persistence = MemoryPersistence()
+    plain = classic_queue("/", "q", True, None, False, {}, host=FakeHost(), persistence=persistence)
     plain.publish(pmsg("x", durable=True), None)
+    plain.write_checkpoint()
+    checkpoint = persistence.positions[plain.store_key]
     with pytest.raises(StoreFormatError):
-        pqueue(durable=True).recover_positions(plain.positions_snapshot())
+        pqueue(durable=True).recover_positions(checkpoint)
+    q = pqueue(durable=True, persistence=persistence)
+    q.recover_stored(checkpoint)
+    assert q.message_count == 1
+    c = FakeConsumer()
+    q.attach_consumer(c)
+    grant(q, c, 1)
+    assert bodies(c) == ["x"]
+
+
+def test_a_priority_queue_saves_its_levels_at_a_clean_stop_only():
+    """No checkpoint while it runs (a crash rebuilds it from the index, since
+    the store deletes a clean stop's snapshot as the next start reads it)."""
+    persistence = MemoryPersistence()
+    q = pqueue(durable=True, persistence=persistence, window=1)
+    for i in range(5):
+        q.publish(pmsg(f"m{i}", i, durable=True), None)
+    assert persistence.positions == {}
+    q.write_checkpoint()  # the broker's clean stop
+    again = pqueue(durable=True, persistence=persistence)
+    again.recover_stored(persistence.positions[q.store_key])
+    assert again.message_count == 5
 
 
 # ---------------------------------------------------------------- single active consumer

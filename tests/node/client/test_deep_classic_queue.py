@@ -6,15 +6,18 @@ delivers every confirmed message in order while holding at most its window."""
 from __future__ import annotations
 
 import json
+from contextlib import suppress
 
 from confirming_publisher import ConfirmingPublisher
-from proton import Message
+from proton import ConnectionException, Message, Timeout
 from proton.reactor import Container
 from proton.utils import BlockingConnection
+from rocksdict import AccessType, Rdict
 
 from storage.message_store import MessageStore
 
 WINDOW = 20
+CHECKPOINT_EVERY = 200
 
 
 def test_deep_queue_survives_kill_9_and_restarts_without_reading_bodies(tmp_path, broker_process_factory,
@@ -53,6 +56,64 @@ def test_deep_queue_survives_kill_9_and_restarts_without_reading_bodies(tmp_path
     assert not missing, f"{len(missing)} confirmed messages lost, e.g. {sorted(missing)[:5]}"
     assert most_held <= WINDOW
     assert store.body_reads == depth  # each body read once, when delivered
+
+
+def test_kill_9_with_a_consumer_part_way_recovers_from_the_checkpoint(tmp_path, broker_process_factory,
+                                                                     broker_factory):  # fmt: skip
+    """Checkpoints every 200 publishes or tail reads: a backlog, a consumer
+    that took 1,500 of it (the last 50 unaccepted when the node dies), a few
+    more publishes, kill -9. The restart reads the newest checkpoint and a bounded
+    part of the index; every confirmed message not accepted comes back, in
+    order, once."""
+    data = tmp_path / "data"
+    defs = tmp_path / "defs.json"
+    defs.write_text(json.dumps({"queues": [{"name": "deep", "durable": True}]}))
+    env = {"WARREN_CLASSIC_QUEUE_MEMORY_WINDOW": str(WINDOW),
+           "WARREN_CLASSIC_QUEUE_CHECKPOINT_EVERY": str(CHECKPOINT_EVERY)}  # fmt: skip
+    proc = broker_process_factory(data, definitions=defs, extra_env=env)
+    first = ConfirmingPublisher(proc.url, "/queues/deep", total=3000, kill_after=None, broker=proc)
+    Container(first).run()
+    assert len(first.confirmed) == 3000
+
+    consumer = BlockingConnection(proc.url, timeout=10)
+    receiver = consumer.create_receiver("/queues/deep", credit=50)
+    accepted = []
+    for i in range(1500):
+        delivery_id = int(receiver.receive(timeout=10).id)
+        if i < 1450:  # the last 50 are left unsettled: unacked when the node dies
+            receiver.accept()
+            accepted.append(delivery_id)
+    assert accepted == list(range(1450))
+
+    # fewer publishes than CHECKPOINT_EVERY: the newest checkpoint is one the consumer's reads wrote, so
+    # the restart must find out from the index which of the messages read after it are gone
+    second = ConfirmingPublisher(proc.url, "/queues/deep", total=150, kill_after=120, broker=proc, first=3000)
+    Container(second).run()
+    assert second.killed
+    with suppress(Timeout, ConnectionException):
+        consumer.close()  # its node is gone
+
+    positions = Rdict(str(data / "messages"), access_type=AccessType.read_only())
+    assert any(key[:1] == b"p" for key in positions.keys(from_key=b"p")), "no checkpoint reached the disk"
+    positions.close()
+
+    node = broker_factory(data, classic_queue_memory_window=WINDOW, classic_queue_checkpoint_every=CHECKPOINT_EVERY)
+    assert node.broker.store.body_reads == 0
+    q = node.queue("deep")
+    depth = node.call(lambda: q.message_count)
+    conn = BlockingConnection(node.url, timeout=10)
+    receiver = conn.create_receiver("/queues/deep", credit=50)
+    ids = []
+    for _ in range(depth):
+        ids.append(int(receiver.receive(timeout=10).id))
+        receiver.accept()
+    conn.close()
+
+    assert ids == sorted(ids) and len(set(ids)) == len(ids), "delivered out of order or twice"
+    must_come_back = (first.confirmed | second.confirmed) - set(accepted)
+    missing = must_come_back - set(ids)
+    assert not missing, f"{len(missing)} confirmed messages lost, e.g. {sorted(missing)[:5]}"
+    assert set(ids) - must_come_back <= set(accepted) | set(range(3000 + second.sent))
 
 
 def test_live_backlog_holds_only_its_window_in_memory(tmp_path, broker_factory):
