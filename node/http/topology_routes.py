@@ -39,6 +39,7 @@ from node.http.api import (
     query_flag,
     read_body,
     refused,
+    token_scopes,
 )
 from node.vhosts.remote_queue import refresh_counts
 from routing import topic_permissions
@@ -262,7 +263,8 @@ def check_topic_read(request: web.Request, vhost: Any, source: str, key: str) ->
     x = vhost.routing.exchange(source)
     if x is not None and str(x.type) == "topic":
         entries = api_of(request).broker.projections.topic_permissions
-        topic_permissions.check(entries, request[USER].name, vhost.name, source, key, "read")
+        topic_permissions.check(entries, request[USER].name, vhost.name, source, key, "read",
+                                scopes=token_scopes(request[USER]))  # fmt: skip
 
 
 @access(VHOST)
