@@ -118,3 +118,19 @@ def test_a_policys_alternate_exchange_survives_a_restart(broker_factory, tmp_pat
     api = Api(node.broker.http_port)
     assert outcome(node, "orders", "k") == "accepted"
     assert ready(api, "unrouted") == 1
+
+
+def test_declaring_an_exchange_with_an_alternate_over_http_needs_read_on_it_and_write_on_the_alternate(api, node):
+    """As RabbitMQ's exchange.declare, which its HTTP API goes through (its
+    AMQP 1.0 /management node checks configure only, and so does Warren's)."""
+    node.add_user("dev", "pw", ("management",))
+    node.set_permissions("dev", "/", configure=".*", write="^orders$", read=".*")
+    dev = api.as_user("dev", "pw")
+    body = {"type": "direct", "arguments": {"alternate-exchange": "ae"}}
+    r = dev.put("/api/exchanges/%2F/orders", body)
+    assert r.status == 401 and "write access to exchange 'ae'" in r.body["reason"]
+    assert api.get("/api/exchanges/%2F/orders").status == 404
+    node.set_permissions("dev", "/", configure=".*", write=".*", read="^ae$")
+    assert dev.put("/api/exchanges/%2F/orders", body).status == 401  # read on the exchange itself
+    node.set_permissions("dev", "/")
+    assert dev.put("/api/exchanges/%2F/orders", body).status == 201
