@@ -17,8 +17,9 @@ only show the policy.
 
 Exchanges: the routing table (metadata/projections.py, subscribed first)
 holds each exchange's alternate exchange; a policy's is set on it whenever
-a policy changes, an exchange is declared or a snapshot is restored. Every
-node does so from the same metadata, so every node routes alike.
+a policy changes, an exchange is declared or a snapshot is restored, once
+the exchange_policies feature flag is enabled. Every node does so from the
+same metadata, so every node routes alike.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from metadata import effects as fx
 from metadata.effects import Effect, Result
-from metadata.feature_flags import QUORUM_QUEUE_POLICIES
+from metadata.feature_flags import EXCHANGE_POLICIES, QUORUM_QUEUE_POLICIES
 from metadata.state import MetadataState
 from queues.base import QueueArgumentError
 from routing import policies
@@ -49,7 +50,7 @@ class PolicyApplier:
                 self.apply_vhost(e.vhost)
             elif isinstance(e, fx.ExchangeDeclared):
                 self.apply_exchange(e.vhost, e.name)
-            elif isinstance(e, fx.FeatureFlagEnabled) and e.name == QUORUM_QUEUE_POLICIES:
+            elif isinstance(e, fx.FeatureFlagEnabled) and e.name in (QUORUM_QUEUE_POLICIES, EXCHANGE_POLICIES):
                 self.on_restored(self.broker.metadata_machine.state)
             elif isinstance(e, fx.QueueDeclared | fx.QueueReplicasChanged):
                 vhost = self.broker.vhosts.get(e.vhost)
@@ -74,10 +75,12 @@ class PolicyApplier:
     def apply_exchange(self, vhost: str, name: str) -> None:
         """The alternate exchange the policy that applies to exchange `name`
         sets (operator policies have no exchange keys)."""
-        table = self.broker.projections.table(vhost)
-        if table is not None:
-            policy = policies.choose(self.broker.projections.vhost_policies(vhost), "exchange", name)
-            table.set_policy_alternate(name, policies.alternate_exchange(policy))
+        projections = self.broker.projections
+        table = projections.table(vhost)
+        if table is None or EXCHANGE_POLICIES not in projections.feature_flags:
+            return  # until every member routes by a policy's alternate, none does
+        policy = policies.choose(projections.vhost_policies(vhost), "exchange", name)
+        table.set_policy_alternate(name, policies.alternate_exchange(policy))
 
     def effective(self, queue: Any) -> policies.Effective:
         projections = self.broker.projections

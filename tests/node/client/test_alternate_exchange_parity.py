@@ -134,3 +134,30 @@ def test_declaring_an_exchange_with_an_alternate_over_http_needs_read_on_it_and_
     assert dev.put("/api/exchanges/%2F/orders", body).status == 401  # read on the exchange itself
     node.set_permissions("dev", "/")
     assert dev.put("/api/exchanges/%2F/orders", body).status == 201
+
+
+def test_policy_alternates_wait_for_the_exchange_policies_flag(broker_factory, tmp_path, monkeypatch):
+    """A node that does not support the flag (the test knob) keeps it off:
+    the key is refused over HTTP, and a policy that still carries it (from
+    definitions) routes nothing until the flag is enabled, so nodes of
+    both versions route alike during a rolling upgrade."""
+    monkeypatch.setenv("WARREN_TEST_UNSUPPORTED_FLAGS", "exchange_policies")
+    node = broker_factory(data_dir=tmp_path / "n", enable_test_faults=True)
+    api = Api(node.broker.http_port)
+    exchange(api, "ae", "fanout")
+    queue_bound(api, "unrouted", "ae")
+    exchange(api, "orders")
+    body = {"pattern": "^orders$", "apply-to": "exchanges", "definition": {"alternate-exchange": "ae"}}
+    r = api.put("/api/policies/%2F/AE", body)
+    assert r.status == 400 and "feature flag exchange_policies" in r.body["reason"]
+    imported = {"policies": [{"vhost": "/", "name": "AE", **body, "priority": 0}]}
+    assert api.post("/api/definitions", imported).status == 204
+    assert outcome(node, "orders", "k") == "released"
+    node.stop()
+    monkeypatch.delenv("WARREN_TEST_UNSUPPORTED_FLAGS")
+    node = broker_factory(data_dir=tmp_path / "n")  # upgraded: supports the flag, an old cluster keeps it off
+    api = Api(node.broker.http_port)
+    assert outcome(node, "orders", "k") == "released"
+    assert api.put("/api/feature_flags/exchange_policies/enable", {}).status in (200, 204)
+    assert outcome(node, "orders", "k") == "accepted"
+    assert ready(api, "unrouted") == 1
