@@ -28,6 +28,7 @@ from metadata.commands import AddMember
 
 __all__ = [
     "CREDIT_API_V2",
+    "EXCHANGE_POLICIES",
     "FLAGS",
     "OPERATOR_POLICIES",
     "QUORUM_QUEUE_POLICIES",
@@ -54,6 +55,7 @@ QUORUM_QUEUE_POLICIES = "quorum_queue_policies"
 VHOST_MAX_QUEUES = "vhost_max_queues"
 QUORUM_QUEUE_PRIORITIES = "quorum_queue_priorities"
 QUORUM_QUEUE_PUBLISH_BATCH = "quorum_queue_publish_batch"
+EXCHANGE_POLICIES = "exchange_policies"
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +148,10 @@ FLAGS = FeatureFlagRegistry([
                 "Quorum queues log publishes as quorum.publish version 3: the publisher's bytes in a binary layout,"
                 " stored by every replica as they are (priorities read as in version 2)",
                 STABLE, "0.2.0", depends_on=(QUORUM_QUEUE_PRIORITIES,)),
+    FeatureFlag(EXCHANGE_POLICIES,
+                "Policies give exchanges an alternate exchange (the policy key alternate-exchange): every node"
+                " routes by it only once all know it",
+                STABLE, "0.2.0", depends_on=(WARREN_METADATA_RAFT_V1,)),
 ])  # fmt: skip
 
 

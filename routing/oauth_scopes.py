@@ -15,8 +15,12 @@ ignored. After the prefix:
 `*` in the vhost or name matches any run of characters (`*/*`: everything),
 the rest matches literally, percent-encoded (`%2F` is the default vhost `/`,
 which the separator would otherwise split). A third part
-(`read:<vhost>/<exchange>/<routing key>`, RabbitMQ's topic permissions) is
-accepted and its vhost and name apply; the routing key is not checked.
+(`read:<vhost>/<exchange>/<routing key>`) is a topic scope: its vhost and
+name apply as a two-part scope's do, and its routing key pattern is what
+`topic_allowed` checks. As RabbitMQ's OAuth 2 plugin, a token is always
+checked on a topic exchange (there is no "unrestricted" as for a user
+without topic permissions): publishing to one, or binding from one, needs a
+three-part scope matching the vhost, the exchange and the routing key.
 A token grants access to a vhost when some permission scope names it.
 """
 
@@ -35,8 +39,9 @@ KINDS = ("configure", "write", "read")
 @dataclass(frozen=True, slots=True)
 class ResourceScope:
     kind: str  # configure, write or read
-    vhost: str  # wildcard patterns, decoded: `*` is the only special character
-    name: str
+    vhost: str  # wildcard patterns as written: `*` is the only special character,
+    name: str  # the parts between are percent-decoded when matched (`%2A` is a literal `*`)
+    routing_key: str | None = None  # a topic scope's third part; None: not a topic scope
 
 
 @dataclass(frozen=True)
@@ -63,6 +68,18 @@ class Scopes:
             self._by_vhost[vhost] = permission
         return permission
 
+    def topic_allowed(self, kind: str, vhost: str, exchange: str, routing_key: str) -> bool:
+        """Whether a topic scope of `kind` ("write" to publish, "read" to
+        bind) covers `routing_key` on the topic exchange `exchange`."""
+        return any(
+            scope.kind == kind
+            and scope.routing_key is not None
+            and wildcard_regex(scope.vhost).fullmatch(vhost) is not None
+            and wildcard_regex(scope.name).fullmatch(exchange) is not None
+            and wildcard_regex(scope.routing_key).fullmatch(routing_key) is not None
+            for scope in self.resources
+        )
+
 
 def parse(scopes: list[str], prefix: str) -> Scopes:
     """The scopes that start with `prefix`, read; malformed ones grant nothing."""
@@ -79,7 +96,8 @@ def parse(scopes: list[str], prefix: str) -> Scopes:
         elif action in KINDS:
             parts = rest.split("/")
             if len(parts) in (2, 3) and parts[0] and parts[1]:
-                resources.append(ResourceScope(action, unquote(parts[0]), unquote(parts[1])))
+                key = parts[2] if len(parts) == 3 else None
+                resources.append(ResourceScope(action, parts[0], parts[1], key))
     return Scopes(tuple(resources), tuple(dict.fromkeys(tags)))
 
 
@@ -91,7 +109,7 @@ def wildcard_regex(pattern: str) -> re.Pattern:
 
 
 def wildcard_body(pattern: str) -> str:
-    return ".*".join(re.escape(part) for part in pattern.split("*"))
+    return ".*".join(re.escape(unquote(part)) for part in pattern.split("*"))
 
 
 def alternation(patterns: list[str]) -> str:

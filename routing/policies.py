@@ -12,7 +12,10 @@ node/vhosts/policies.py applies the result to live queues):
   every node picks the same);
 - `effective(arguments, policy, operator_policy)` merges: the queue's own
   x-arguments win over a policy; an operator policy caps numeric limits (the
-  lower value wins) and fills what neither sets.
+  lower value wins) and fills what neither sets;
+- `alternate_exchange(policy)`: the exchange key, `alternate-exchange`,
+  which routing follows when the exchange routes a message nowhere (its
+  own argument of that name overrules it; routing/table.py).
 """
 
 from __future__ import annotations
@@ -25,9 +28,11 @@ from typing import Any
 __all__ = [
     "APPLY_TO",
     "DEFINITION_KEYS",
+    "EXCHANGE_KEYS",
     "OPERATOR_KEYS",
     "Effective",
     "PolicyError",
+    "alternate_exchange",
     "applies",
     "choose",
     "effective",
@@ -73,7 +78,10 @@ DEFINITION_KEYS: dict[str, tuple[Any, str]] = {
     "delivery-limit": (_int_at_least(-1), "an integer >= -1"),
     "queue-leader-locator": (_one_of(_LOCATORS), "one of " + ", ".join(_LOCATORS)),
     "dead-letter-strategy": (_one_of(_STRATEGIES), "one of " + ", ".join(_STRATEGIES)),
+    "alternate-exchange": (_string, "a string"),
 }
+# Keys for exchanges: never merged into a queue's arguments.
+EXCHANGE_KEYS = ("alternate-exchange",)
 # What an operator policy may set: limits, where the stricter value wins.
 OPERATOR_KEYS = ("message-ttl", "expires", "max-length", "max-length-bytes", "delivery-limit")
 
@@ -144,7 +152,8 @@ def effective(arguments: Mapping[str, Any], policy: Any = None, operator_policy:
     definition = dict(policy.definition) if policy is not None else {}
     merged = {str(k): v for k, v in arguments.items()}
     for key, value in definition.items():
-        merged.setdefault("x-" + key, value)  # the queue's own argument wins
+        if key not in EXCHANGE_KEYS:
+            merged.setdefault("x-" + key, value)  # the queue's own argument wins
     if operator_policy is not None:
         for key, value in operator_policy.definition.items():
             if key not in OPERATOR_KEYS:
@@ -160,6 +169,13 @@ def effective(arguments: Mapping[str, Any], policy: Any = None, operator_policy:
         definition,
         merged,
     )
+
+
+def alternate_exchange(policy: Any) -> str | None:
+    """The alternate exchange `policy` (the one `choose` picked for an
+    exchange, or None) sets."""
+    value = policy.definition.get("alternate-exchange") if policy is not None else None
+    return value if isinstance(value, str) else None
 
 
 def _stricter(key: str, a: int, b: int) -> int:

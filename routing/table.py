@@ -16,7 +16,10 @@ Semantics follow RabbitMQ:
   cascade further.
 - Routing follows exchange-to-exchange bindings transitively and, when an
   exchange itself matches nothing, its alternate exchange; each exchange is
-  visited at most once per message, so cycles end.
+  visited at most once per message, so cycles end. The alternate is the
+  exchange's `alternate-exchange` argument or else what a policy sets
+  (`set_policy_alternate`: the argument overrules the policy, as in RabbitMQ;
+  the default exchange has none).
 - `internal` is only recorded: refusing to publish to an internal exchange
   is the publisher's check (routing through one via bindings is allowed).
 """
@@ -74,7 +77,7 @@ class _ExchangeState:
     def __init__(self, exchange: Exchange, index: Index | _DefaultIndex):
         self.exchange = exchange
         self.index = index
-        self.alternate = exchange.alternate_exchange
+        self.alternate = exchange.alternate_exchange  # or a policy's (RoutingTable.set_policy_alternate)
         # Bindings from this exchange to exchanges: while zero (and no
         # alternate is needed) routing skips the graph walk entirely.
         self.exchange_bindings = 0
@@ -202,6 +205,21 @@ class RoutingTable:
     def exchange(self, name: str) -> Exchange | None:
         state = self._exchanges.get(name)
         return state.exchange if state is not None else None
+
+    def set_policy_alternate(self, name: str, alternate: str | None) -> None:
+        """The alternate exchange a policy gives exchange `name` (None: no
+        policy sets one); the exchange's own argument, if any, still wins.
+        Nothing for an exchange that does not exist or the default one."""
+        state = self._exchanges.get(name)
+        if state is None or name == DEFAULT_EXCHANGE:
+            return
+        own = state.exchange.alternate_exchange
+        state.alternate = own if own is not None else alternate
+
+    def alternate_exchange(self, name: str) -> str | None:
+        """The alternate exchange routing follows for `name`: its argument, or a policy's."""
+        state = self._exchanges.get(name)
+        return state.alternate if state is not None else None
 
     def exchanges(self) -> list[Exchange]:
         return [state.exchange for state in self._exchanges.values()]

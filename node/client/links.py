@@ -21,9 +21,10 @@ from amqp.errors import AMQPError, Condition
 from amqp.events import Delivery
 from amqp.message import Message
 from amqp.types import Symbol
+from node.client import topic_access
 from queues.base import ACCEPT, REJECT, RELEASE, Outcome, Queue, QueueMessage, Settlement
 from queues.volatile import is_volatile
-from routing import address, topic_permissions
+from routing import address
 from routing.errors import AddressError, RoutingError
 
 if TYPE_CHECKING:
@@ -134,8 +135,8 @@ class Publisher:
         key = target.routing_key if target.routing_key is not None else (msg.subject or "")
         if target.exchange == address.DEFAULT_EXCHANGE and is_volatile(key):
             return self._reply_to(key), "", key  # v1's /queue with the reply address as subject
-        if self.handler.node.projections.topic_permissions:
-            self._check_topic(target.exchange, key)
+        # a refusal rejects the message with unauthorized-access
+        topic_access.check(self.handler, target.exchange, key, "write")
         # application-properties are decoded only if a headers exchange asks (routing/exchange_types.py)
         return vhost.route(target.exchange, key, lambda: msg.application_properties), target.exchange, key
 
@@ -144,17 +145,6 @@ class Publisher:
         all is unroutable (released)."""
         target = self.handler.node.volatile.target(self.handler.vhost.name, name)
         return [] if target is None else [target]
-
-    def _check_topic(self, exchange: str, key: str) -> None:
-        """Topic permissions on the routing key, for a topic exchange (a
-        refusal rejects the message with unauthorized-access)."""
-        handler = self.handler
-        x = handler.vhost.routing.exchange(exchange)
-        if x is not None and str(x.type) == "topic":
-            remote = getattr(handler.engine, "remote_open", None)
-            client_id = (remote.container_id or "") if remote is not None else ""
-            topic_permissions.check(handler.node.projections.topic_permissions, handler.user or "",
-                                    handler.vhost.name, exchange, key, "write", client_id)  # fmt: skip
 
     def _settle(self, delivery: Delivery, state: Any) -> None:
         if not delivery.settled:

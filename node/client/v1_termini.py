@@ -12,7 +12,8 @@ RabbitMQ 4 does while its deprecated feature `amqp_address_v1` is permitted
 
 Permissions are those RabbitMQ checks, in its order: configure on a queue
 it declares; for a binding, write on the queue and read on the exchange
-(an absent exchange is not-found before any of that). The link itself then
+(an absent exchange is not-found before any of that), then, on a topic
+exchange, topic read on the binding key (node/client/topic_access.py). The link itself then
 needs what a v2 link needs (write on the exchange, read on the queue).
 Declarations go through the metadata store, so these are coroutines: the
 connection answers the ATTACH once they are done.
@@ -24,6 +25,7 @@ import base64
 import os
 from typing import TYPE_CHECKING, Any
 
+from node.client import topic_access
 from routing.address import ExchangeSource, QueueSource, QueueTarget, Source, Target
 from routing.errors import NotFound, PreconditionFailed
 
@@ -57,6 +59,7 @@ async def _bound_queue(handler: ConnectionHandler, source: ExchangeSource, durab
     await _declare(handler, queue, durable)
     handler.check_access("write", queue, "queue")
     handler.check_access("read", source.exchange, "exchange")
+    topic_access.check(handler, source.exchange, source.binding_key, "read")  # a topic exchange: the binding key
     await vhost.bind(source.exchange, "queue", queue, source.binding_key)
     return queue
 

@@ -367,6 +367,11 @@ def permission_of(broker: Broker, user: Any, vhost: str) -> permissions.Permissi
     return broker.auth.permission(user.name, vhost)
 
 
+def token_scopes(user: Any) -> Any:
+    """A token user's scopes (its topic scopes decide topic access), None for a user."""
+    return user.grant.scopes if isinstance(user, TokenUser) else None
+
+
 def is_admin(user: Any) -> bool:
     return "administrator" in user.tags
 

@@ -42,6 +42,7 @@ from node.http.api import (
     not_found,
     read_body,
     refused,
+    token_scopes,
 )
 from queues.base import ACCEPT, REJECT, RELEASE, Outcome, Queue, QueueMessage
 from routing import topic_permissions
@@ -136,7 +137,8 @@ async def publish(request: web.Request) -> web.Response:
     check_permission(request, vhost.name, "write", name, "exchange")
     if str(exchange.type) == "topic":
         entries = api.broker.projections.topic_permissions
-        topic_permissions.check(entries, request[USER].name, vhost.name, name, key, "write")
+        topic_permissions.check(entries, request[USER].name, vhost.name, name, key, "write",
+                                scopes=token_scopes(request[USER]))  # fmt: skip
     broker = api.broker
     broker.metrics.published += 1
     queues = vhost.route(name, key, message.application_properties)

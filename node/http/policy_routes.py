@@ -19,6 +19,7 @@ from typing import Any
 from aiohttp import web
 
 from metadata import commands as mc
+from metadata.feature_flags import EXCHANGE_POLICIES
 from node.http import formats as fmt
 from node.http.api import (
     ADMIN,
@@ -80,6 +81,10 @@ async def _put(request: web.Request, operator: bool) -> web.Response:
     if not name:
         raise bad_request("a policy needs a name")
     pattern, apply_to, definition, priority = parse_policy(await read_body(request), operator)
+    flags = api.broker.projections.feature_flags
+    if definition.keys() & set(policies.EXCHANGE_KEYS) and EXCHANGE_POLICIES not in flags:
+        raise bad_request(f"exchange keys ({', '.join(policies.EXCHANGE_KEYS)}) need the feature flag "
+                          f"{EXCHANGE_POLICIES} (warren ctl enable_feature_flag {EXCHANGE_POLICIES})")  # fmt: skip
     command = mc.SetOperatorPolicy if operator else mc.SetPolicy
     created = await api.broker.metadata.created(command(new_key(), vhost, name, pattern, apply_to, definition,
                                                         priority))  # fmt: skip

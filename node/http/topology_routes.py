@@ -39,10 +39,12 @@ from node.http.api import (
     query_flag,
     read_body,
     refused,
+    token_scopes,
 )
 from node.vhosts.remote_queue import refresh_counts
 from routing import topic_permissions
 from routing.errors import PreconditionFailed
+from routing.model import ALTERNATE_EXCHANGE
 
 # ---------------------------------------------------------------- queues
 
@@ -180,6 +182,12 @@ async def put_exchange(request: web.Request) -> web.Response:
     internal, arguments = body_bool(body, "internal", False), body_arguments(body)
     check_permission(request, vhost.name, "configure", name, "exchange")
     created = vhost.routing.exchange(name) is None
+    alternate = arguments.get(ALTERNATE_EXCHANGE)
+    if created and isinstance(alternate, str):
+        # as RabbitMQ's exchange.declare (which its HTTP API goes through): a new exchange
+        # naming an alternate needs read on itself and write on the alternate
+        check_permission(request, vhost.name, "read", name, "exchange")
+        check_permission(request, vhost.name, "write", alternate, "exchange")
     await vhost.declare_exchange(name, kind, durable, auto_delete, internal, arguments)
     return created_or_updated(created)
 
@@ -262,7 +270,8 @@ def check_topic_read(request: web.Request, vhost: Any, source: str, key: str) ->
     x = vhost.routing.exchange(source)
     if x is not None and str(x.type) == "topic":
         entries = api_of(request).broker.projections.topic_permissions
-        topic_permissions.check(entries, request[USER].name, vhost.name, source, key, "read")
+        topic_permissions.check(entries, request[USER].name, vhost.name, source, key, "read",
+                                scopes=token_scopes(request[USER]))  # fmt: skip
 
 
 @access(VHOST)

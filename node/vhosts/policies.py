@@ -1,4 +1,5 @@
-"""Applies policies and operator policies to this node's queues.
+"""Applies policies and operator policies to this node's queues, and
+policies' exchange key (`alternate-exchange`) to the vhosts' routing tables.
 
 Subscribed to the metadata machine after node/vhosts/local_queues.py, so a
 queue exists by the time its declaration reaches here. Whenever a policy is
@@ -13,6 +14,12 @@ queue through a SetConfig in its own Raft log (QuorumQueue.apply_policy),
 once the quorum_queue_policies feature flag is enabled (members that do not
 know the command must never see it). Proxies of queues other nodes run
 only show the policy.
+
+Exchanges: the routing table (metadata/projections.py, subscribed first)
+holds each exchange's alternate exchange; a policy's is set on it whenever
+a policy changes, an exchange is declared or a snapshot is restored, once
+the exchange_policies feature flag is enabled. Every node does so from the
+same metadata, so every node routes alike.
 """
 
 from __future__ import annotations
@@ -22,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from metadata import effects as fx
 from metadata.effects import Effect, Result
-from metadata.feature_flags import QUORUM_QUEUE_POLICIES
+from metadata.feature_flags import EXCHANGE_POLICIES, QUORUM_QUEUE_POLICIES
 from metadata.state import MetadataState
 from queues.base import QueueArgumentError
 from routing import policies
@@ -41,7 +48,9 @@ class PolicyApplier:
         for e in effects:
             if isinstance(e, fx.PolicySet | fx.PolicyCleared):
                 self.apply_vhost(e.vhost)
-            elif isinstance(e, fx.FeatureFlagEnabled) and e.name == QUORUM_QUEUE_POLICIES:
+            elif isinstance(e, fx.ExchangeDeclared):
+                self.apply_exchange(e.vhost, e.name)
+            elif isinstance(e, fx.FeatureFlagEnabled) and e.name in (QUORUM_QUEUE_POLICIES, EXCHANGE_POLICIES):
                 self.on_restored(self.broker.metadata_machine.state)
             elif isinstance(e, fx.QueueDeclared | fx.QueueReplicasChanged):
                 vhost = self.broker.vhosts.get(e.vhost)
@@ -50,14 +59,28 @@ class PolicyApplier:
                     self.apply(queue)
 
     def on_restored(self, state: MetadataState) -> None:
-        for name in list(self.broker.vhosts):
+        for name in sorted(set(self.broker.vhosts) | set(self.broker.projections.tables)):
             self.apply_vhost(name)
 
     def apply_vhost(self, name: str) -> None:
+        table = self.broker.projections.table(name)
+        if table is not None:
+            for exchange in table.exchanges():
+                self.apply_exchange(name, exchange.name)
         vhost = self.broker.vhosts.get(name)
         if vhost is not None:
             for queue in list(vhost.queues.values()):
                 self.apply(queue)
+
+    def apply_exchange(self, vhost: str, name: str) -> None:
+        """The alternate exchange the policy that applies to exchange `name`
+        sets (operator policies have no exchange keys)."""
+        projections = self.broker.projections
+        table = projections.table(vhost)
+        if table is None or EXCHANGE_POLICIES not in projections.feature_flags:
+            return  # until every member routes by a policy's alternate, none does
+        policy = policies.choose(projections.vhost_policies(vhost), "exchange", name)
+        table.set_policy_alternate(name, policies.alternate_exchange(policy))
 
     def effective(self, queue: Any) -> policies.Effective:
         projections = self.broker.projections

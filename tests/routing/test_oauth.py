@@ -13,7 +13,7 @@ import pytest
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from jwt_tokens import Issuer
 
-from routing import permissions
+from routing import permissions, topic_permissions
 from routing.oauth import (
     UNKNOWN_USER,
     KeyConfigError,
@@ -173,6 +173,45 @@ def test_the_default_exchange_is_amq_default_as_for_users():
 
 def test_a_topic_scope_applies_its_vhost_and_exchange():
     assert allowed(["rabbitmq.write:*/amq.topic/orders.*"], "/", "write", "amq.topic")
+
+
+def topic(scopes: list[str], kind: str, key: str, exchange: str = "amq.topic", vhost: str = "/") -> bool:
+    return parse(scopes, "rabbitmq.").topic_allowed(kind, vhost, exchange, key)
+
+
+def test_a_topic_scope_covers_the_routing_keys_its_pattern_matches():
+    scopes = ["rabbitmq.write:%2F/amq.topic/orders.*"]
+    assert topic(scopes, "write", "orders.eu")
+    assert topic(scopes, "write", "orders.eu.paris")  # `*` is any run of characters, dots included
+    assert not topic(scopes, "write", "invoices.eu")
+    assert not topic(scopes, "read", "orders.eu")  # the kind must match
+    assert not topic(scopes, "write", "orders.eu", exchange="events")
+    assert not topic(scopes, "write", "orders.eu", vhost="dev")
+
+
+def test_a_routing_key_pattern_is_matched_whole_and_literally():
+    assert topic(["rabbitmq.read:*/*/a.b"], "read", "a.b")
+    assert not topic(["rabbitmq.read:*/*/a.b"], "read", "axb")  # `.` is no regex
+    assert not topic(["rabbitmq.read:*/*/a.b"], "read", "a.b.c")
+    assert topic(["rabbitmq.read:*/*/%2A"], "read", "*")  # percent-encoded: a literal star
+    assert not topic(["rabbitmq.read:*/*/%2A"], "read", "x")
+
+
+def test_a_two_part_scope_grants_no_topic_access():
+    """As RabbitMQ's OAuth 2 backend: only a scope with a routing key part
+    is a topic scope, so `write:*/*` alone cannot publish to a topic exchange."""
+    assert allowed(["rabbitmq.write:*/*"], "/", "write", "amq.topic")
+    assert not topic(["rabbitmq.write:*/*"], "write", "anything")
+    assert topic(["rabbitmq.write:*/*/*"], "write", "anything")
+
+
+def test_topic_permissions_check_a_tokens_scopes_instead_of_the_users_entries():
+    scopes = parse(["rabbitmq.write:*/amq.topic/orders.*"], "rabbitmq.")
+    unrestricted: dict = {}  # a user without entries would pass
+    topic_permissions.check(unrestricted, "svc", "/", "amq.topic", "orders.eu", "write", scopes=scopes)
+    with pytest.raises(permissions.AccessRefused, match="write access to topic 'invoices' in exchange 'amq.topic'"):
+        topic_permissions.check(unrestricted, "svc", "/", "amq.topic", "invoices", "write", scopes=scopes)
+    topic_permissions.check(unrestricted, "svc", "/", "amq.topic", "invoices", "write")  # no token: no entry, allowed
 
 
 # ---------------------------------------------------------------- logins

@@ -53,3 +53,17 @@ def test_queue_arguments_win_and_operator_policies_cap():
                               "delivery-limit": 3}  # fmt: skip
     none = policies.effective({"x-max-length": 2})
     assert none.policy is None and none.definition == {} and none.arguments == {"x-max-length": 2}
+
+
+def test_alternate_exchange_is_an_exchange_key_never_a_queue_argument():
+    assert policies.validate({"alternate-exchange": "ae"}, "exchanges") == {"alternate-exchange": "ae"}
+    with pytest.raises(policies.PolicyError, match="'alternate-exchange' must be a string"):
+        policies.validate({"alternate-exchange": 1}, "exchanges")
+    with pytest.raises(policies.PolicyError, match="operator policy"):
+        policies.validate({"alternate-exchange": "ae"}, operator=True)
+    policy = P("p", definition={"alternate-exchange": "ae", "max-length": 3})
+    eff = policies.effective({}, policy)
+    assert eff.arguments == {"x-max-length": 3}  # a queue does not act on an exchange's key
+    assert eff.definition == {"alternate-exchange": "ae", "max-length": 3}  # shown whole, as RabbitMQ
+    assert policies.alternate_exchange(policy) == "ae"
+    assert policies.alternate_exchange(P("q")) is None and policies.alternate_exchange(None) is None

@@ -554,3 +554,35 @@ def test_route_agrees_with_naive_scan(setup, binds, operations):
             assert table.has_queue(b.destination)
         else:
             assert table.exchange(b.destination) is not None
+
+
+def test_a_policys_alternate_exchange_applies_unless_the_exchange_has_its_own(table):
+    """RabbitMQ: the `alternate-exchange` argument overrules a policy's."""
+    table.declare_exchange("ae", "fanout")
+    table.bind("ae", "queue", "q3")
+    table.declare_exchange("own-ae", "fanout")
+    table.bind("own-ae", "queue", "q2")
+    table.declare_exchange("x", "direct")
+    table.declare_exchange("y", "direct", arguments={"alternate-exchange": "own-ae"})
+    table.bind("x", "queue", "q1", "k")
+    for name in ("x", "y"):
+        table.set_policy_alternate(name, "ae")
+    assert table.route("x", "k") == {"q1"}
+    assert table.route("x", "other") == {"q3"}
+    assert table.alternate_exchange("x") == "ae"
+    assert table.route("y", "other") == {"q2"} and table.alternate_exchange("y") == "own-ae"
+    table.set_policy_alternate("x", None)  # the policy went
+    assert table.route("x", "other") == set()
+    table.set_policy_alternate("", "ae")  # the default exchange has none
+    assert table.route("", "nothing") == set() and table.alternate_exchange("") is None
+
+
+def test_policy_alternate_exchanges_chain_and_stop_at_a_cycle(table):
+    for name in ("a", "b", "c"):
+        table.declare_exchange(name, "direct")
+    table.set_policy_alternate("a", "b")
+    table.set_policy_alternate("b", "c")
+    table.set_policy_alternate("c", "a")
+    assert table.route("a", "k") == set()  # a -> b -> c -> (a seen): stop
+    table.bind("c", "queue", "q2", "k")
+    assert table.route("a", "k") == {"q2"}

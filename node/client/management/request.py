@@ -564,7 +564,9 @@ def _binding_checks(caller: Caller, spec: _BindingSpec) -> None:
     source = caller.vhost.routing.exchange(spec.source)
     if source is not None and str(source.type) == "topic":  # topic read on the binding key
         entries = caller.vhost.broker.projections.topic_permissions
-        topic_permissions.check(entries, caller.user, caller.vhost.name, spec.source, spec.key, "read")
+        grant = getattr(caller.owner, "grant", None)  # a token's topic scopes rule instead (OAuth 2)
+        topic_permissions.check(entries, caller.user, caller.vhost.name, spec.source, spec.key, "read",
+                                scopes=grant.scopes if grant is not None else None)  # fmt: skip
     if spec.kind == "queue":
         queue = caller.vhost.queues.get(spec.destination)
         if queue is not None:
