@@ -199,6 +199,8 @@ def test_a_rolling_upgrade_from_the_previous_release_loses_nothing(drain: bool, 
                    "the quorum queue's count")  # fmt: skip
         # the largest replica count: a follower may not have applied the last publish yet
         held = max(c.http(n, "GET", "/api/queues/%2F/upgrade-qq")["messages"] for n in c.nodes)
+        # through warren2, which lacks the bodies of the messages a snapshot brought it while it
+        # was replaced and fetches them from the others (it stalled once: docs/chaos.md)
         got = set(drain_all(c, "warren2", "upgrade-qq", held))  # also any sent but not confirmed
         missing = (set(range(sent)) | set(accepted)) - got
         if missing:  # what each replica says of the queue, for the failure report
@@ -206,11 +208,6 @@ def test_a_rolling_upgrade_from_the_previous_release_loses_nothing(drain: bool, 
                 q = c.http(n, "GET", "/api/queues/%2F/upgrade-qq")
                 print(f"{n}: " + str({k: q.get(k) for k in ("leader", "messages", "messages_ready",
                                                             "messages_unacknowledged", "consumers")}), file=sys.stderr)
-        if missing and held >= sent + len(accepted):
-            # every confirmed message is in the queue, but the consumer stalls: a known bug older
-            # than the upgrade tools (docs/chaos.md, "Rolling upgrade"), reported, not hidden
-            pytest.xfail(f"quorum consumer through warren2 stalled after {len(got)} of {held} messages, all "
-                         f"confirmed ones held by the queue (docs/chaos.md)")  # fmt: skip
         assert not missing, f"{len(missing)} confirmed messages missing of {sent + len(accepted)}; the queue " \
                             f"said {held}, {len(got)} received; e.g. {sorted(missing)[:10]}"
     except Exception:

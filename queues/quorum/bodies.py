@@ -64,6 +64,7 @@ class BodyStore:
         self._fresh: dict[int, bytes] = {}  # bodies written but not yet flushed (not readable from the store)
         self._missing: dict[int, list[tuple]] = {}  # bodies to fetch -> the deliveries waiting for them
         self._fetching: set[int] = set()
+        self._fetch_due = False  # a _fetch_missing is scheduled for this loop turn
         self._written_to: int | None = None  # the mark (read at the first batch)
 
     def store_batch(self, record: Publish, index: int) -> None:
@@ -160,11 +161,15 @@ class BodyStore:
 
     def await_body(self, mid: int, delivery: tuple) -> None:
         """`delivery` goes out through `on_arrival` once the body of `mid` is here."""
-        if not self._missing:
+        # one fetch per loop turn for what is missing and not being fetched already: a body
+        # missed while an earlier fetch is out is asked for on its own, not left waiting
+        if not self._fetch_due and mid not in self._fetching:
+            self._fetch_due = True
             self._qh.call_soon(self._fetch_missing)
         self._missing.setdefault(mid, []).append(delivery)
 
     def _fetch_missing(self) -> None:
+        self._fetch_due = False
         wanted = [m for m in self._missing if m not in self._fetching]
         if wanted:
             self._fetching.update(wanted)
