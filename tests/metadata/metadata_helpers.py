@@ -9,6 +9,7 @@ from metadata.effects import Error
 from metadata.feature_flags import (
     CREDIT_API_V2,
     OPERATOR_POLICIES,
+    QUEUE_PROXY_RECORDS,
     QUORUM_QUEUE_POLICIES,
     QUORUM_QUEUE_PRIORITIES,
     QUORUM_QUEUE_PUBLISH_BATCH,
@@ -20,7 +21,7 @@ from metadata.feature_flags import (
 from metadata.machine import apply
 from metadata.state import MetadataState
 
-ALL_FLAGS = (CREDIT_API_V2, OPERATOR_POLICIES, QUORUM_QUEUE_POLICIES, QUORUM_QUEUE_PRIORITIES,
+ALL_FLAGS = (CREDIT_API_V2, OPERATOR_POLICIES, QUEUE_PROXY_RECORDS, QUORUM_QUEUE_POLICIES, QUORUM_QUEUE_PRIORITIES,
              QUORUM_QUEUE_PUBLISH_BATCH, QUORUM_QUEUE_V1, TOPIC_PERMISSIONS, VHOST_MAX_QUEUES,
              WARREN_METADATA_RAFT_V1)  # fmt: skip
 _keys = itertools.count()
