@@ -7,24 +7,29 @@ as one record `queue.proxy` version 1 of raft/records.py (its binary form:
 
     count: u32, count x (item code: u8, the item's fields)
 
-Each item is one of the messages listed in remote_queue.py's docstring, its
-fields in that order, each field in a fixed encoding (big-endian):
+Each item is one of the messages listed in remote_queue.py's docstring:
+its code, then one fixed-width header with every fixed-width field and the
+length of every variable one, then the variable fields' bytes in order (so
+a decode is one struct unpack and a slice per variable field). Big-endian,
+by field type:
 
+    type                   in the header                       after it
     q  int                 i64
     ?  bool                u8
-    n  int or None         u8 (0: None) [, i64]
-    s  str                 len: u32, UTF-8
-    b  bytes               len: u32, the bytes as they are (a message's payload: never re-encoded)
-    S  list of str         count: u32, count x s
-    L  list of int         count: u32, count x i64
-    a  an AMQP value/None  u8 (0: None) [, len: u32, AMQP encoding]  (annotations: rare)
+    n  int or None         u8 (0: None), i64
+    s  str                 len: u32                            UTF-8
+    b  bytes               len: u32                            the bytes as they are (a message: never re-encoded)
+    S  list of str         count: u32                          count x (len: u32, UTF-8)
+    L  list of int         count: u32                          count x i64
+    a  AMQP value or None  len: u32 (0: None)                  its AMQP encoding (annotations: rare)
 
-Runs of fixed-width fields are packed with one struct each. A layout never
-changes under the same version: a new one is `queue.proxy` version 2,
-decoded beside version 1. A node sends this form only once the cluster
-enabled feature flag `queue_proxy_records` (every member reads it); before
-that, and from a node of an older version, the items come one per node
-message as AMQP lists, which `decode_message` reads too.
+A layout never changes under the same version: a new one is `queue.proxy`
+version 2, decoded beside version 1. A node sends this form only once the
+cluster enabled feature flag `queue_proxy_records` (every member reads it);
+before that, and from a node of an older version, the items come one per
+node message as AMQP lists, which `decode_message` reads too. The encoder
+and decoder of each item are generated from its field types once, at import
+(`_compile`): the per-field interpretation costs nothing per message.
 """
 
 from __future__ import annotations
@@ -56,136 +61,116 @@ KINDS: dict[str, tuple[int, str]] = {
     "gone": (13, "qss"),
 }
 
-_FIXED = {"q": "q", "?": "?"}
-_U8 = struct.Struct(">B")
 _U32 = struct.Struct(">I")
-_I64 = struct.Struct(">q")
-_OPT_INT = struct.Struct(">Bq")
+_HEADER = {"q": "q", "?": "?", "n": "?q", "s": "I", "b": "I", "S": "I", "L": "I", "a": "I"}
 
 
-def _compile(fields: str) -> tuple[tuple[Any, int], ...]:
-    """Fields as segments: (struct, n) for a run of n fixed-width fields, (code, 1) for a variable one."""
-    segments: list[tuple[Any, int]] = []
-    run = ""
-    for code in fields:
-        if code in _FIXED:
-            run += _FIXED[code]
-            continue
-        if run:
-            segments.append((struct.Struct(">" + run), len(run)))
-            run = ""
-        segments.append((code, 1))
-    if run:
-        segments.append((struct.Struct(">" + run), len(run)))
-    return tuple(segments)
-
-
-_BY_NAME = {name: (bytes((code,)), _compile(fields)) for name, (code, fields) in KINDS.items()}
-_BY_CODE = {code: (name, _compile(fields)) for name, (code, fields) in KINDS.items()}
-
-
-def _pack_var(code: str, value: Any, out: list) -> None:
-    if code == "s":
-        data = value.encode()
+def _pack_strs(values: list) -> bytes:
+    out = []
+    for v in values:
+        data = v.encode()
         out.append(_U32.pack(len(data)))
         out.append(data)
-    elif code == "b":
-        out.append(_U32.pack(len(value)))
-        out.append(value)
-    elif code == "n":
-        out.append(b"\x00" if value is None else _OPT_INT.pack(1, value))
-    elif code == "S":
-        out.append(_U32.pack(len(value)))
-        for s in value:
-            data = s.encode()
-            out.append(_U32.pack(len(data)))
-            out.append(data)
-    elif code == "L":
-        out.append(_U32.pack(len(value)))
-        out.append(struct.pack(f">{len(value)}q", *value))
-    elif code == "a":
-        if value is None:
-            out.append(b"\x00")
-        else:
-            data = codec.dumps(value)
-            out.append(b"\x01" + _U32.pack(len(data)))
-            out.append(data)
-    else:
-        raise ValueError(f"unknown field code {code!r}")
+    return b"".join(out)
 
 
-def _unpack_var(code: str, data: bytes, pos: int) -> tuple[Any, int]:
-    if code == "s" or code == "b":
+def _unpack_strs(data: bytes, pos: int, count: int) -> tuple[list, int]:
+    out = []
+    for _ in range(count):
         (n,) = _U32.unpack_from(data, pos)
         pos += 4
-        end = pos + n
-        if end > len(data):
-            raise ValueError("truncated field")
-        raw = data[pos:end]
-        return (raw.decode() if code == "s" else raw), end
-    if code == "n":
-        if data[pos] == 0:
-            return None, pos + 1
-        return _OPT_INT.unpack_from(data, pos)[1], pos + _OPT_INT.size
-    if code == "S":
-        (count,) = _U32.unpack_from(data, pos)
-        pos += 4
-        out = []
-        for _ in range(count):
-            (n,) = _U32.unpack_from(data, pos)
-            pos += 4
-            out.append(data[pos : pos + n].decode())
-            pos += n
-        if pos > len(data):
-            raise ValueError("truncated string list")
-        return out, pos
-    if code == "L":
-        (count,) = _U32.unpack_from(data, pos)
-        pos += 4
-        return list(struct.unpack_from(f">{count}q", data, pos)), pos + 8 * count
-    if code == "a":
-        if data[pos] == 0:
-            return None, pos + 1
-        (n,) = _U32.unpack_from(data, pos + 1)
-        pos += 5
-        if pos + n > len(data):
-            raise ValueError("truncated annotations")
-        return codec.loads(data[pos : pos + n]), pos + n
-    raise ValueError(f"unknown field code {code!r}")
+        out.append(data[pos : pos + n].decode())
+        pos += n
+    return out, pos
 
 
-def pack_item(item: list | tuple) -> list[bytes]:
-    """One item `[name, field, ...]` as the parts of its layout."""
-    code, segments = _BY_NAME[item[0]]
-    out = [code]
-    i = 1
-    for seg, n in segments:
-        if n == 1 and type(seg) is str:
-            _pack_var(seg, item[i], out)
+def _pack_ints(values: list) -> bytes:
+    return struct.pack(f">{len(values)}q", *values)
+
+
+def _pack_amqp(value: Any) -> bytes:
+    return b"" if value is None else codec.dumps(value)
+
+
+def _compile(name: str, code: int, fields: str) -> tuple[Any, Any]:
+    """The encoder `item -> tuple of bytes` and decoder `(data, pos) -> (item, next pos)`
+    of one item, generated from its field types (see the module docstring)."""
+    args = [f"a{i}" for i in range(len(fields))]
+    pre, head, tails = [], [str(code)], []  # encoder: statements, header values, tail parts
+    dec = ["h = H.unpack_from(data, pos)", "p = pos + H.size"]
+    out = []  # decoder: each field's value
+    k = 1  # index in the header
+    for a, t in zip(args, fields, strict=True):
+        if t in "q?":
+            head.append(a)
+            out.append(f"h[{k}]")
+        elif t == "n":
+            head += [f"{a} is not None", f"{a} or 0"]
+            out.append(f"(h[{k + 1}] if h[{k}] else None)")
+        elif t in "sb":
+            if t == "s":
+                pre.append(f"{a} = {a}.encode()")
+            head.append(f"len({a})")
+            tails.append(a)
+            dec += [f"v{k} = data[p : p + h[{k}]]", f"p += h[{k}]"]
+            out.append(f"v{k}.decode()" if t == "s" else f"v{k}")
+        elif t == "S":
+            head.append(f"len({a})")
+            tails.append(f"_pack_strs({a})")
+            dec.append(f"v{k}, p = _unpack_strs(data, p, h[{k}])")
+            out.append(f"v{k}")
+        elif t == "L":
+            head.append(f"len({a})")
+            tails.append(f"_pack_ints({a})")
+            dec += [f"v{k} = list(struct.unpack_from(f'>{{h[{k}]}}q', data, p))", f"p += 8 * h[{k}]"]
+            out.append(f"v{k}")
+        elif t == "a":
+            pre.append(f"{a} = _pack_amqp({a})")
+            head.append(f"len({a})")
+            tails.append(a)
+            dec += [f"v{k} = codec.loads(data[p : p + h[{k}]]) if h[{k}] else None", f"p += h[{k}]"]
+            out.append(f"v{k}")
         else:
-            out.append(seg.pack(*item[i : i + n]))
-        i += n
-    if i != len(item):
-        raise ValueError(f"{item[0]!r} has {len(item) - 1} fields, its layout {i - 1}")
-    return out
+            raise ValueError(f"{name}: unknown field type {t!r}")
+        k += 2 if t == "n" else 1
+    fmt = ">B" + "".join(_HEADER[t] for t in fields)
+    src = "\n".join([
+        "def encode(item):",
+        f"    _, {', '.join(args)}, = item",
+        *(f"    {line}" for line in pre),
+        f"    return (H.pack({', '.join(head)}), {''.join(t + ', ' for t in tails)})",
+        "def decode(data, pos):",
+        *(f"    {line}" for line in dec),
+        "    if p > len(data):",
+        f"        raise ValueError('truncated {name}')",
+        f"    return [{name!r}, {', '.join(out)}], p",
+    ])  # fmt: skip
+    scope = {"H": struct.Struct(fmt), "struct": struct, "codec": codec, "_pack_strs": _pack_strs,
+             "_unpack_strs": _unpack_strs, "_pack_ints": _pack_ints, "_pack_amqp": _pack_amqp}  # fmt: skip
+    exec(compile(src, f"<queue.proxy {name}>", "exec"), scope)  # our own source, from KINDS above
+    return scope["encode"], scope["decode"]
+
+
+_ENCODERS = {}
+_DECODERS = {}
+for _name, (_code, _fields) in KINDS.items():
+    _ENCODERS[_name], _DECODERS[_code] = _compile(_name, _code, _fields)
+
+
+def pack_item(item: list | tuple) -> tuple:
+    """One item `[name, field, ...]` as the parts of its layout."""
+    try:
+        return _ENCODERS[item[0]](item)
+    except ValueError as e:  # unpacking the wrong number of fields
+        raise ValueError(f"{item[0]!r}: {e}") from None
 
 
 def unpack_item(data: bytes, pos: int) -> tuple[list, int]:
     """The item at data[pos] as `[name, field, ...]`, and where the next one starts."""
-    entry = _BY_CODE.get(data[pos])
-    if entry is None:
+    decoder = _DECODERS.get(data[pos])
+    if decoder is None:
         raise ValueError(f"unknown item code {data[pos]}")
-    name, segments = entry
-    item: list[Any] = [name]
-    pos += 1
-    for seg, n in segments:
-        if n == 1 and type(seg) is str:
-            value, pos = _unpack_var(seg, data, pos)
-            item.append(value)
-        else:
-            item.extend(seg.unpack_from(data, pos))
-            pos += seg.size
-    return item, pos
+    return decoder(data, pos)
 
 
 class _BatchCodec:
