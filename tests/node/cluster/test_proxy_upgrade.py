@@ -10,6 +10,7 @@ from __future__ import annotations
 from urllib.parse import quote
 
 import pytest
+from cluster_procs import HttpError
 from proton import Message
 from proton.utils import BlockingConnection
 
@@ -27,7 +28,12 @@ def flag_state(node) -> str:
 
 
 def ready(node, name: str) -> int | None:
-    info = node.http("GET", f"/api/queues/%2F/{quote(name, safe='')}")
+    try:
+        info = node.http("GET", f"/api/queues/%2F/{quote(name, safe='')}")
+    except HttpError as e:
+        if e.status == 404:  # not declared on this node yet
+            return None
+        raise
     return info.get("messages_ready")
 
 
@@ -53,23 +59,29 @@ def consume(node, address: str, n: int) -> list:
 
 def test_the_remote_queue_path_works_before_and_after_the_flag(cluster_factory):
     cluster = cluster_factory(3)
-    cluster.node_env[0] = {"WARREN_TEST_UNSUPPORTED_FLAGS": FLAG}  # node 0 runs a build without the records
+    for i in range(3):  # a cluster of a build without the records
+        cluster.node_env[i] = {"WARREN_TEST_UNSUPPORTED_FLAGS": FLAG}
     cluster.start()
     owner, client = cluster[1], cluster[0]
     assert flag_state(owner) == "unavailable"
     owner.http("PUT", "/api/queues/%2F/upgrade-q", {"durable": True})
     cluster.wait_for(lambda: ready(client, "upgrade-q") is not None, 10, "the queue on node 0")
-
-    # the old form, both ways: node 0 (old) and node 2 (new, flag off) through node 1
     publish(client, "/queues/upgrade-q", range(0, 30))
+    assert ready(owner, "upgrade-q") == 30
+
+    # nodes 0 and 2 upgraded, node 1 (the queue's) not yet: the old form, both ways
+    for i in (0, 2):
+        cluster.node_env.pop(i)
+        cluster.restart(i)
+    assert flag_state(client) == "unavailable"
     publish(cluster[2], "/queues/upgrade-q", range(30, 60))
     assert ready(owner, "upgrade-q") == 60
     assert consume(client, "/queues/upgrade-q", 10) == [(i, f"m{i}" * 50) for i in range(10)]
 
-    # node 0 upgraded; the flag enabled: the records
-    cluster.node_env.pop(0)
-    cluster.restart(0)
-    cluster.wait_for(lambda: flag_state(owner) == "disabled", 20, "node 0's report of the flag")
+    # node 1 upgraded too, the flag enabled: the records
+    cluster.node_env.pop(1)
+    cluster.restart(1)
+    cluster.wait_for(lambda: flag_state(owner) == "disabled", 20, "node 1's report of the flag")
     owner.http("PUT", f"/api/feature_flags/{FLAG}/enable", {})
     for i in range(3):
         cluster.wait_for(lambda i=i: flag_state(cluster[i]) == "enabled", 20, f"node {i} to see the flag")
