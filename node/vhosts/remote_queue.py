@@ -233,6 +233,8 @@ class QueueService:
         epoch = transport.epoch_to(peer)
         if epoch is None or transport.failed is not None or transport.is_partitioned(peer):
             return False
+        if _body_size(message) > transport.options.max_message_bytes - 1024:
+            return False  # the transport refuses a node message that large (as it did a lone list)
         outbox = self._outbox.get(peer)
         if outbox is None or outbox.epoch != epoch:  # a new stream: what the old one had not taken is lost with it
             outbox = self._outbox[peer] = _Outbox(epoch)
@@ -499,16 +501,21 @@ class _Outbox:
 
     def add(self, message: list) -> None:
         self.items.append(message)
-        if message[0] == "pub":
-            self.size += len(message[4])
-        elif message[0] == "deliver":
-            self.size += len(message[3])
+        self.size += _body_size(message)
         if self.size >= BATCH_BYTES:
             self.done.append(self.items)
             self.items, self.size = [], 0
 
     def batches(self) -> list[list]:
         return [*self.done, self.items] if self.items else self.done
+
+
+def _body_size(message: list) -> int:
+    """The bytes of the message a "pub" or "deliver" carries (the rest are small)."""
+    kind = message[0]
+    if kind == "pub":
+        return len(message[4])
+    return len(message[3]) if kind == "deliver" else 0
 
 
 def _unreachable_text(queue: RemoteQueue, node: str) -> str:
