@@ -256,10 +256,18 @@ class QueueService:
                 continue  # the stream ended meanwhile: _peer_down reported what it carried
             for items in outbox.batches():
                 if batched:
-                    transport.send_node_message(peer, CHANNEL, proxy_records.encode_batch(items))
-                else:
-                    for item in items:
-                        transport.send_node_message(peer, CHANNEL, codec.dumps(item))
+                    try:
+                        transport.send_node_message(peer, CHANNEL, proxy_records.encode_batch(items))
+                        continue
+                    except Exception:  # one item cannot be encoded: send the others one by one
+                        log.exception("encoding a %s batch for %s failed", CHANNEL, peer)
+                for item in items:
+                    try:
+                        data = proxy_records.encode_batch([item]) if batched else codec.dumps(item)
+                    except Exception:
+                        log.exception("dropped a %r for %s that cannot be encoded", item[0], peer)
+                        continue
+                    transport.send_node_message(peer, CHANNEL, data)
 
     # -- the client's side -------------------------------------------------------------
 
