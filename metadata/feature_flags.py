@@ -35,6 +35,7 @@ __all__ = [
     "QUORUM_QUEUE_PRIORITIES",
     "QUORUM_QUEUE_PUBLISH_BATCH",
     "QUORUM_QUEUE_V1",
+    "QUEUE_PROXY_RECORDS",
     "TOPIC_PERMISSIONS",
     "VHOST_MAX_QUEUES",
     "WARREN_METADATA_RAFT_V1",
@@ -56,6 +57,7 @@ VHOST_MAX_QUEUES = "vhost_max_queues"
 QUORUM_QUEUE_PRIORITIES = "quorum_queue_priorities"
 QUORUM_QUEUE_PUBLISH_BATCH = "quorum_queue_publish_batch"
 EXCHANGE_POLICIES = "exchange_policies"
+QUEUE_PROXY_RECORDS = "queue_proxy_records"
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +154,10 @@ FLAGS = FeatureFlagRegistry([
                 "Policies give exchanges an alternate exchange (the policy key alternate-exchange): every node"
                 " routes by it only once all know it",
                 STABLE, "0.2.0", depends_on=(WARREN_METADATA_RAFT_V1,)),
+    FeatureFlag(QUEUE_PROXY_RECORDS,
+                "A node using a queue on another node sends a loop turn's messages as one binary queue.proxy"
+                " record (node/vhosts/proxy_records.py) instead of one AMQP list each",
+                STABLE, "0.2.0"),
 ])  # fmt: skip
 
 

@@ -5,8 +5,12 @@ On A the queue is a `RemoteQueue`, a proxy with the queue interface
 elsewhere. On B, `QueueService` hands what arrives to the real queue and
 stands in for A's consumers (`RemoteConsumer`). Both ends speak over the
 cluster transport's node messages on channel "queue.data": per peer in
-order and without duplicates while a stream lives, each message a list
-encoded with the AMQP codec (explicit, never pickled):
+order and without duplicates while a stream lives. What a node sends a
+peer during one loop turn goes as one typed, versioned binary record
+(proxy_records.py: the messages' bytes as received, no AMQP encoding
+around them) once the cluster enabled feature flag `queue_proxy_records`;
+before that (a rolling upgrade), each message is one AMQP-encoded list
+(explicit, never pickled). Either way the messages are:
 
     A -> B  ["pub", vhost, queue, corr, payload, durable, expires_at, exchange, routing_keys, annotations]
             ["attach", cid, vhost, queue, priority, presettled]
@@ -49,8 +53,10 @@ from typing import TYPE_CHECKING, Any
 
 from amqp import codec
 from amqp.errors import Condition
+from metadata.feature_flags import QUEUE_PROXY_RECORDS
 from queues.base import ConfirmCallback, Consumer, Outcome, Queue, QueueMessage, Settlement
 
+from . import proxy_records
 from .metadata_store import MetadataUnavailable
 
 if TYPE_CHECKING:
@@ -62,6 +68,7 @@ CHANNEL = "queue.data"
 ATTACH_WAIT = 5.0  # seconds a consumer's attach waits for a stream to the queue's node
 COUNT_WAIT = 2.0  # seconds management waits for the queue's node to report its counts
 PURGE_WAIT = 10.0  # seconds a purge waits for the queue's node (a quorum queue commits it first)
+BATCH_BYTES = 256 << 10  # a loop turn's messages to one peer are cut into node messages of about this size
 _OUTCOMES = {o.value: o for o in Outcome}
 
 
@@ -199,6 +206,8 @@ class QueueService:
         cluster.rpc.channels[CHANNEL] = self._on_message
         self.transport.on_peer_down.append(self._peer_down)
         self._pinned: set[str] = set()
+        self._outbox: dict[str, _Outbox] = {}  # peer -> this loop turn's messages to it
+        self._flush_scheduled = False
         # this node as the client's side
         self._corr = itertools.count(1)
         self._confirms: dict[int, tuple[str, ConfirmCallback]] = {}  # corr -> (node sent to, confirm)
@@ -215,10 +224,50 @@ class QueueService:
             self.transport.on_peer_down.remove(self._peer_down)
 
     def send(self, peer: str, message: list) -> bool:
+        """Queue `message` for `peer`, sent at the end of this loop turn with the
+        turn's others; False if there is no stream to the peer now."""
         if peer not in self._pinned:  # keep a stream to the peer even if no group shares it
             self._pinned.add(peer)
             self.transport.add_peer(peer)
-        return self.transport.send_node_message(peer, CHANNEL, codec.dumps(message))
+        transport = self.transport
+        epoch = transport.epoch_to(peer)
+        if epoch is None or transport.failed is not None or transport.is_partitioned(peer):
+            return False
+        if _body_size(message) > transport.options.max_message_bytes - 1024:
+            return False  # the transport refuses a node message that large (as it did a lone list)
+        outbox = self._outbox.get(peer)
+        if outbox is None or outbox.epoch != epoch:  # a new stream: what the old one had not taken is lost with it
+            outbox = self._outbox[peer] = _Outbox(epoch)
+        outbox.add(message)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self.broker.loop.call_soon(self._flush)
+        return True
+
+    def _flush(self) -> None:
+        """Hand this turn's messages to the transport: one record per peer (and
+        per BATCH_BYTES), or one AMQP list each until every node reads records."""
+        self._flush_scheduled = False
+        outboxes, self._outbox = self._outbox, {}
+        batched = QUEUE_PROXY_RECORDS in self.broker.projections.feature_flags
+        transport = self.transport
+        for peer, outbox in outboxes.items():
+            if transport.epoch_to(peer) != outbox.epoch:
+                continue  # the stream ended meanwhile: _peer_down reported what it carried
+            for items in outbox.batches():
+                if batched:
+                    try:
+                        transport.send_node_message(peer, CHANNEL, proxy_records.encode_batch(items))
+                        continue
+                    except Exception:  # one item cannot be encoded: send the others one by one
+                        log.exception("encoding a %s batch for %s failed", CHANNEL, peer)
+                for item in items:
+                    try:
+                        data = proxy_records.encode_batch([item]) if batched else codec.dumps(item)
+                    except Exception:
+                        log.exception("dropped a %r for %s that cannot be encoded", item[0], peer)
+                        continue
+                    transport.send_node_message(peer, CHANNEL, data)
 
     # -- the client's side -------------------------------------------------------------
 
@@ -302,15 +351,21 @@ class QueueService:
 
     def _on_message(self, peer: str, payload: bytes) -> None:
         try:
-            message = codec.loads(payload)
-            handler = self._HANDLERS[message[0]]
+            messages = proxy_records.decode_message(payload)
         except Exception as e:
             log.warning("dropped a malformed %s message from %s: %s", CHANNEL, peer, e)
             return
-        try:
-            handler(self, peer, *message[1:])
-        except Exception:
-            log.exception("handling %r from %s failed", message[0], peer)
+        handlers = self._HANDLERS
+        for message in messages:
+            try:
+                handler = handlers[message[0]]
+            except Exception:
+                log.warning("dropped a malformed %s message from %s", CHANNEL, peer)
+                continue
+            try:
+                handler(self, peer, *message[1:])
+            except Exception:
+                log.exception("handling %r from %s failed", message[0], peer)
 
     # the queue's side
 
@@ -439,6 +494,36 @@ class QueueService:
         """A local queue was deleted: the remote consumers heard it through queue_deleted."""
         for key in [k for k, c in self.served.items() if c.queue is queue]:
             self.served.pop(key)
+
+
+class _Outbox:
+    """One loop turn's messages to one peer, cut at BATCH_BYTES."""
+
+    __slots__ = ("epoch", "done", "items", "size")
+
+    def __init__(self, epoch: int) -> None:
+        self.epoch = epoch  # of the stream they were queued for
+        self.done: list[list] = []
+        self.items: list = []
+        self.size = 0
+
+    def add(self, message: list) -> None:
+        self.items.append(message)
+        self.size += _body_size(message)
+        if self.size >= BATCH_BYTES:
+            self.done.append(self.items)
+            self.items, self.size = [], 0
+
+    def batches(self) -> list[list]:
+        return [*self.done, self.items] if self.items else self.done
+
+
+def _body_size(message: list) -> int:
+    """The bytes of the message a "pub" or "deliver" carries (the rest are small)."""
+    kind = message[0]
+    if kind == "pub":
+        return len(message[4])
+    return len(message[3]) if kind == "deliver" else 0
 
 
 def _unreachable_text(queue: RemoteQueue, node: str) -> str:
