@@ -34,6 +34,7 @@ __all__ = [
     "QUORUM_QUEUE_PRIORITIES",
     "QUORUM_QUEUE_PUBLISH_BATCH",
     "QUORUM_QUEUE_V1",
+    "STREAM_QUEUE",
     "TOPIC_PERMISSIONS",
     "VHOST_MAX_QUEUES",
     "WARREN_METADATA_RAFT_V1",
@@ -54,6 +55,7 @@ QUORUM_QUEUE_POLICIES = "quorum_queue_policies"
 VHOST_MAX_QUEUES = "vhost_max_queues"
 QUORUM_QUEUE_PRIORITIES = "quorum_queue_priorities"
 QUORUM_QUEUE_PUBLISH_BATCH = "quorum_queue_publish_batch"
+STREAM_QUEUE = "stream_queue"
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +148,9 @@ FLAGS = FeatureFlagRegistry([
                 "Quorum queues log publishes as quorum.publish version 3: the publisher's bytes in a binary layout,"
                 " stored by every replica as they are (priorities read as in version 2)",
                 STABLE, "0.2.0", depends_on=(QUORUM_QUEUE_PRIORITIES,)),
+    FeatureFlag(STREAM_QUEUE,
+                "Streams: append-only logs of segment files, read by offset (x-queue-type stream)",
+                STABLE, "0.3.0", depends_on=(WARREN_METADATA_RAFT_V1,)),
 ])  # fmt: skip
 
 

@@ -39,6 +39,7 @@ from node.vhosts.metadata_store import MetadataRefused, MetadataStore, new_key
 from node.vhosts.policies import PolicyApplier
 from node.vhosts.quorum_groups import QuorumQueues
 from node.vhosts.remote_queue import QueueService, RemoteQueue
+from node.vhosts.streams import StreamQueues
 from node.vhosts.vhost import VHost
 from node.vhosts.volatile_queues import VolatileQueues
 from queues.classic import ClassicQueue, StorePersistence, classic_queue, payload_size
@@ -94,6 +95,7 @@ class Broker:
         self.metadata: MetadataStore | None = None
         self.owners = Owners()
         self.quorum = QuorumQueues(self)
+        self.streams = StreamQueues(self)
         self.queue_service: QueueService | None = None
         self.volatile = VolatileQueues(self)  # Direct Reply-To's queues: in memory, never in the metadata
         self.alarm_gossip: AlarmGossip | None = None
@@ -266,6 +268,7 @@ class Broker:
                 await self._announcer
             self._announcer = None
         self.quorum.close()
+        self.streams.close()
         if self.queue_service is not None:
             self.queue_service.close()
         if self.alarm_gossip is not None:

@@ -15,6 +15,7 @@ from metadata.feature_flags import (
     QUORUM_QUEUE_PRIORITIES,
     QUORUM_QUEUE_PUBLISH_BATCH,
     QUORUM_QUEUE_V1,
+    STREAM_QUEUE,
     TOPIC_PERMISSIONS,
     VHOST_MAX_QUEUES,
     WARREN_METADATA_RAFT_V1,
@@ -29,15 +30,15 @@ from node import __version__
 def test_warrens_first_flags():
     assert [f.name for f in FLAGS] == [WARREN_METADATA_RAFT_V1, CREDIT_API_V2, QUORUM_QUEUE_V1, OPERATOR_POLICIES,
                                        TOPIC_PERMISSIONS, QUORUM_QUEUE_POLICIES, VHOST_MAX_QUEUES,
-                                       QUORUM_QUEUE_PRIORITIES, QUORUM_QUEUE_PUBLISH_BATCH]  # fmt: skip
+                                       QUORUM_QUEUE_PRIORITIES, QUORUM_QUEUE_PUBLISH_BATCH, STREAM_QUEUE]  # fmt: skip
     qq = FLAGS.get(QUORUM_QUEUE_V1)
     assert qq.stability == "stable" and qq.supported and qq.introduced_in == "0.1.0"
     assert FLAGS.supported() == (CREDIT_API_V2, OPERATOR_POLICIES, QUORUM_QUEUE_POLICIES, QUORUM_QUEUE_PRIORITIES,
-                                 QUORUM_QUEUE_PUBLISH_BATCH, QUORUM_QUEUE_V1,
+                                 QUORUM_QUEUE_PUBLISH_BATCH, QUORUM_QUEUE_V1, STREAM_QUEUE,
                                  TOPIC_PERMISSIONS, VHOST_MAX_QUEUES, WARREN_METADATA_RAFT_V1)  # fmt: skip
     assert FLAGS.default_enabled() == (WARREN_METADATA_RAFT_V1, CREDIT_API_V2, QUORUM_QUEUE_V1, OPERATOR_POLICIES,
                                        TOPIC_PERMISSIONS, QUORUM_QUEUE_POLICIES, VHOST_MAX_QUEUES,
-                                       QUORUM_QUEUE_PRIORITIES, QUORUM_QUEUE_PUBLISH_BATCH)  # fmt: skip
+                                       QUORUM_QUEUE_PRIORITIES, QUORUM_QUEUE_PUBLISH_BATCH, STREAM_QUEUE)  # fmt: skip
     assert FLAGS.plan_enable(QUORUM_QUEUE_V1) == (WARREN_METADATA_RAFT_V1, QUORUM_QUEUE_V1)
     assert QUORUM_QUEUE_V1 in FLAGS and "nope" not in FLAGS and FLAGS.get("nope") is None
     with pytest.raises(KeyError):
