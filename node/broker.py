@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import time
@@ -36,6 +37,7 @@ from node.ops.state_snapshot import SnapshotWriter, collect
 from node.vhosts.definitions import DefinitionsFile
 from node.vhosts.local_queues import LocalQueues, Owners
 from node.vhosts.metadata_store import MetadataRefused, MetadataStore, new_key
+from node.vhosts.password_upgrade import rehash_password
 from node.vhosts.policies import PolicyApplier
 from node.vhosts.quorum_groups import QuorumQueues
 from node.vhosts.remote_queue import QueueService, RemoteQueue
@@ -63,7 +65,7 @@ class Broker:
         self.logins = LoginService(self.auth, config.login_workers, config.login_max_pending,
                                    FailureDelays(config.login_failure_delay, config.login_failure_delay_max,
                                                  config.login_failure_addresses))  # fmt: skip
-        self.auth.on_legacy_login = self._rehash_password
+        self.auth.on_legacy_login = functools.partial(rehash_password, self)
         self.auth.tokens = verifier_from_config(config)  # OAuth 2 (node/client/tokens.py); None unless enabled
         self._server: asyncio.base_events.Server | None = None
         self._tls_server: asyncio.base_events.Server | None = None
@@ -86,8 +88,8 @@ class Broker:
         self.cluster: Cluster | None = None
         self.cluster_machine: ClusterMachine | None = None
         self.metadata_machine = MetadataMachine()
-        self.projections = Projections(authenticator=self.auth, is_local=self._queue_is_local)
         self.local_queues = LocalQueues(self)
+        self.projections = Projections(authenticator=self.auth, is_local=self.local_queues.is_local)
         self.metadata_machine.subscribe(self.projections.on_applied, self.projections.on_restored)
         self.metadata_machine.subscribe(self.local_queues.on_applied, self.local_queues.on_restored)
         self.policies = PolicyApplier(self)  # after local_queues: the queues exist by then
@@ -360,30 +362,6 @@ class Broker:
         task = self.loop.create_task(run())
         self._background.add(task)
         task.add_done_callback(self._background.discard)
-
-    def _rehash_password(self, name: str, password: str) -> None:
-        """A user imported from RabbitMQ just logged in: store Warren's own
-        hash of the password in place of RabbitMQ's (any thread may call)."""
-        user = self.auth.users.get(name)
-        if user is None:
-            return
-        legacy = user.password_hash
-        new_hash = hash_password(password)  # slow on purpose: on the caller's thread
-
-        def propose() -> None:
-            user = self.auth.users.get(name)
-            if user is None or user.password_hash != legacy or self.metadata is None:
-                return  # changed or deleted meanwhile: nothing to upgrade
-            command = mc.PutUser(new_key(), name, new_hash, tuple(user.tags))
-            self.background(self.metadata.run(command), f"rehashing the password of user '{name}'")
-
-        self.loop.call_soon_threadsafe(propose)
-
-    def _queue_is_local(self, vhost: str, queue: str) -> bool:
-        """The queue runs on this node (x-local-random routes to those first)."""
-        vh = self.vhosts.get(vhost)
-        q = vh.queues.get(queue) if vh is not None else None
-        return q is not None and not q.remote
 
     def now_ms(self) -> int:
         return int(time.time() * 1000)

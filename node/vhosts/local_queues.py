@@ -66,6 +66,12 @@ class LocalQueues:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
 
+    def is_local(self, vhost: str, queue: str) -> bool:
+        """The queue runs on this node (x-local-random routes to those first)."""
+        vh = self.broker.vhosts.get(vhost)
+        q = vh.queues.get(queue) if vh is not None else None
+        return q is not None and not q.remote
+
     # -- the machine's listener hooks ------------------------------------------------
 
     def on_applied(self, command: Any, result: Result, effects: tuple[Effect, ...], index: int) -> None:
