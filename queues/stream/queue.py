@@ -23,6 +23,7 @@ from typing import Any
 
 from amqp.message import Message
 from queues.base import ConfirmCallback, Consumer, Outcome, Queue, QueueArgumentError, QueueMessage, Settlement
+from queues.classic.config import ClassicQueueCounters
 from queues.stream.chunk import encode_record
 from queues.stream.config import StreamConfig
 from queues.stream.log import StreamLog, WritePlan
@@ -56,6 +57,7 @@ class StreamQueue(Queue):
                  loop: asyncio.AbstractEventLoop) -> None:  # fmt: skip
         super().__init__(vhost, name, True, None, False, arguments)
         self.config = StreamConfig.from_arguments(arguments)
+        self.stats = ClassicQueueCounters()  # the same counters as a classic queue's (metrics, snapshots)
         self.host = host
         self.loop = loop
         self.log = StreamLog(directory, self.config)
@@ -77,6 +79,7 @@ class StreamQueue(Queue):
             if confirm is not None:
                 confirm(Outcome.RELEASED)
             return
+        self.stats.published += 1
         payload = message.payload
         value = filter_value_of(payload)
         key = message.routing_keys[0] if message.routing_keys else ""
@@ -131,6 +134,7 @@ class StreamQueue(Queue):
                     confirm(outcome)
             return
         self.log.commit(plans)
+        self.stats.confirmed += sum(1 for c in confirms if c is not None)
         for confirm in confirms:
             if confirm is not None:
                 confirm(Outcome.ACCEPTED)

@@ -144,6 +144,7 @@ class StreamReaders:
         r.credit -= 1
         message = QueueMessage(record.offset, record.payload, True, None, 0, False, record.exchange,
                                [record.routing_key], {X_STREAM_OFFSET: Long(record.offset)})  # fmt: skip
+        self.queue.stats.delivered += 1
         r.consumer.deliver(self.queue, message)
 
     def _settle_flow(self, r: Reader) -> None:

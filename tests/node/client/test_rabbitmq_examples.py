@@ -317,7 +317,6 @@ def test_quorum_queue_sac_state_notifications_need_rabbitmq_4_3(broker):
     environment.close()
 
 
-@pytest.mark.xfail(strict=True, reason="streams are issue 19 (declaring one answers 501)")
 def test_streams(broker):
     """examples/streams/example_with_streams.py: declare a stream, publish, read from the first offset."""
     environment = Environment(uri=f"amqp://guest:guest@localhost:{broker.port}/")
