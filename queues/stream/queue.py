@@ -22,13 +22,14 @@ from collections.abc import Callable
 from typing import Any
 
 from amqp.message import Message
-from queues.base import ConfirmCallback, Consumer, Outcome, Queue, QueueArgumentError, QueueMessage, Settlement
+from queues.base import ConfirmCallback, Consumer, Outcome, Queue, QueueMessage, Settlement
 from queues.classic.config import ClassicQueueCounters
 from queues.stream.chunk import encode_record
 from queues.stream.config import StreamConfig
 from queues.stream.log import StreamLog, WritePlan
 from queues.stream.readers import StreamReaders
 from queues.stream.spec import ReadSpec
+from routing.errors import PreconditionFailed
 
 __all__ = ["StreamQueue"]
 
@@ -185,7 +186,7 @@ class StreamQueue(Queue):
     # -- management --------------------------------------------------------------------
 
     def purge(self) -> int:
-        raise QueueArgumentError("purge is not supported by streams (retention removes messages)")
+        raise PreconditionFailed(f"queue '{self.name}' is a stream: streams are not purged (retention removes messages)")
 
     def delete(self) -> int:
         if self.deleted:
