@@ -138,7 +138,7 @@ class StreamReaders:
         self._settle_flow(r)
 
     def _deliver(self, r: Reader, record: Record) -> None:
-        if not r.spec.matches(record.filter_value):
+        if not r.spec.matches(record.filter_value, record.payload):
             return
         r.delivery_count = serial.add(r.delivery_count, 1)
         r.credit -= 1

@@ -5,7 +5,9 @@ start (rabbitmq:stream-offset-spec) and which filter values it wants
 Filter values are matched twice: per chunk through its Bloom filter (a
 chunk that cannot hold a wanted value is skipped unread), then per message
 exactly, so a consumer never receives a message whose value it did not ask
-for (a Bloom filter has false positives).
+for (a Bloom filter has false positives). AMQP filter expressions on
+properties and application-properties (queues/stream/expressions.py) are
+checked per message after that.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 from amqp.types import Timestamp
 from queues.base import QueueArgumentError
 from queues.stream.chunk import BloomFilter, ChunkHeader
+from queues.stream.expressions import APPLICATION_PROPERTIES_FILTER, PROPERTIES_FILTER, MessageFilter
 
 __all__ = ["FILTER", "MATCH_UNFILTERED", "OFFSET_SPEC", "ReadSpec"]
 
@@ -33,11 +36,13 @@ class ReadSpec:
     filter_values: frozenset[str] | None = None  # None: no filtering
     match_unfiltered: bool = False
     applied: tuple[str, ...] = ()  # the filter-set keys this spec took (echoed in the reply ATTACH)
+    expressions: MessageFilter | None = None  # properties / application-properties filters
 
     @classmethod
     def from_filter_set(cls, filters: dict | None) -> ReadSpec:
         """Raises QueueArgumentError on a value the broker cannot apply."""
         start, value, values, unfiltered, applied = "next", 0, None, False, []
+        expressions = None
         for key, raw in (filters or {}).items():
             name = str(key)
             v = raw.value if hasattr(raw, "descriptor") else raw
@@ -49,12 +54,14 @@ class ReadSpec:
                 if not isinstance(v, bool):
                     raise QueueArgumentError(f"{MATCH_UNFILTERED} must be a boolean, not {v!r}")
                 unfiltered = v
+            elif name in (PROPERTIES_FILTER, APPLICATION_PROPERTIES_FILTER):
+                expressions = MessageFilter.parse(name, v, expressions)
             else:
                 continue  # not ours: not applied, so not echoed
             applied.append(key)
         if values is None and unfiltered:
             unfiltered = False  # nothing to filter: every message comes anyway
-        return cls(start, value, values, unfiltered, tuple(applied))
+        return cls(start, value, values, unfiltered, tuple(applied), expressions)
 
     # -- filtering ---------------------------------------------------------------------
 
@@ -70,12 +77,13 @@ class ReadSpec:
         bf = BloomFilter(0, bloom)
         return any(bf.may_contain(v) for v in self.filter_values)
 
-    def matches(self, filter_value: str | None) -> bool:
-        if self.filter_values is None:
-            return True
-        if filter_value is None:
-            return self.match_unfiltered
-        return filter_value in self.filter_values
+    def matches(self, filter_value: str | None, payload: bytes) -> bool:
+        if self.filter_values is not None:
+            if filter_value is None and not self.match_unfiltered:
+                return False
+            if filter_value is not None and filter_value not in self.filter_values:
+                return False
+        return self.expressions is None or self.expressions.matches(payload)
 
 
 def _offset_spec(v: Any) -> tuple[str, int]:

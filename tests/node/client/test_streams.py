@@ -116,9 +116,9 @@ def test_the_reply_attach_echoes_only_the_filters_applied(broker):
     declare = broker.declare_queue("classic")
     assert declare is not None
     conn = connect(broker)
-    other = symbol("amqp:application-properties-filter")
+    other = symbol("amqp:sql-filter")  # not built: not applied, not echoed
     options = Filter({OFFSET_SPEC: Described(OFFSET_SPEC, "first"), STREAM_FILTER: Described(STREAM_FILTER, "x"),
-                      other: Described(other, {"k": "v"})})  # fmt: skip
+                      other: Described(other, "k = 'v'")})  # fmt: skip
     receiver = conn.create_receiver("/queues/s", options=options)
     assert set(echoed_filters(receiver)) == {OFFSET_SPEC, STREAM_FILTER}
     receiver.close()
@@ -166,4 +166,35 @@ def test_deleting_a_stream_ends_its_consumers_and_its_files(broker):
     with pytest.raises(LinkDetached, match="resource-deleted"):
         receiver.receive(timeout=10)
     assert not os.path.exists(directory)
+    conn.close()
+
+
+def test_properties_and_application_properties_filter_expressions(broker):
+    declare_stream(broker, "s")
+    conn = connect(broker)
+    sender = conn.create_sender("/queues/s")
+    for i, (subject, region) in enumerate([("order.created", "eu"), ("order.paid", "us"), ("invoice", "eu"),
+                                           ("order.created", "us"), (None, "eu")]):  # fmt: skip
+        sender.send(Message(body=f"m{i}", subject=subject, properties={"region": region, "n": i}))
+    sender.close()
+    props, app = symbol("amqp:properties-filter"), symbol("amqp:application-properties-filter")
+
+    def read(n: int, filters: dict) -> list:
+        options = Filter({OFFSET_SPEC: Described(OFFSET_SPEC, "first"),
+                          **{k: Described(k, v) for k, v in filters.items()}})  # fmt: skip
+        receiver = conn.create_receiver("/queues/s", credit=10, options=options)
+        assert set(echoed_filters(receiver)) == {OFFSET_SPEC, *filters}
+        got = [receiver.receive(timeout=10).body for _ in range(n)]
+        with pytest.raises(Exception):  # proton's Timeout: no more matching messages
+            receiver.receive(timeout=0.3)
+        receiver.close()
+        return got
+
+    assert read(2, {props: {symbol("subject"): "order.created"}}) == ["m0", "m3"]
+    assert read(3, {props: {symbol("subject"): "&p:order."}}) == ["m0", "m1", "m3"]
+    assert read(1, {props: {symbol("subject"): "&s:paid"}, app: {"region": "us"}}) == ["m1"]
+    assert read(3, {app: {"region": "eu"}}) == ["m0", "m2", "m4"]
+    assert read(1, {app: {"n": 2}}) == ["m2"]
+    with pytest.raises(LinkDetached, match="invalid-field"):
+        conn.create_receiver("/queues/s", options=Filter({props: Described(props, {symbol("colour"): "red"})}))
     conn.close()

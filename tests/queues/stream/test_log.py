@@ -98,5 +98,5 @@ def test_bloom_filter_lets_a_reader_skip_chunks(tmp_path):
     assert [spec.chunk_may_match(h, bloom) for h, bloom in headers] == [True, False]
     unfiltered = ReadSpec.from_filter_set({"rabbitmq:stream-filter": ["apple"],
                                            "rabbitmq:stream-match-unfiltered": True})  # fmt: skip
-    assert unfiltered.chunk_may_match(*headers[1]) and unfiltered.matches(None) and not unfiltered.matches("banana")
+    assert unfiltered.chunk_may_match(*headers[1]) and unfiltered.matches(None, b"") and not unfiltered.matches("banana", b"")
     log.close()
