@@ -8,7 +8,7 @@ import os
 import time
 
 import pytest
-from proton import Described, Message, symbol, timestamp, ulong
+from proton import Described, Message, Timeout, symbol, timestamp, ulong
 from proton.reactor import Filter
 from proton.utils import BlockingConnection, LinkDetached
 
@@ -53,7 +53,7 @@ def nothing_more(conn, stream: str, **spec) -> bool:
     receiver = conn.create_receiver(f"/queues/{stream}", credit=10, options=source_filter(**spec))
     try:
         receiver.receive(timeout=0.3)
-    except Exception:  # proton's Timeout: nothing came
+    except Timeout:  # nothing came
         return True
     finally:
         receiver.close()
@@ -185,7 +185,7 @@ def test_properties_and_application_properties_filter_expressions(broker):
         receiver = conn.create_receiver("/queues/s", credit=10, options=options)
         assert set(echoed_filters(receiver)) == {OFFSET_SPEC, *filters}
         got = [receiver.receive(timeout=10).body for _ in range(n)]
-        with pytest.raises(Exception):  # proton's Timeout: no more matching messages
+        with pytest.raises(Timeout):  # no more matching messages
             receiver.receive(timeout=0.3)
         receiver.close()
         return got
@@ -197,4 +197,21 @@ def test_properties_and_application_properties_filter_expressions(broker):
     assert read(1, {app: {"n": 2}}) == ["m2"]
     with pytest.raises(LinkDetached, match="invalid-field"):
         conn.create_receiver("/queues/s", options=Filter({props: Described(props, {symbol("colour"): "red"})}))
+    conn.close()
+
+
+def test_an_exchange_routes_to_streams_and_deliveries_keep_exchange_and_key(broker):
+    for name in ("s1", "s2"):
+        declare_stream(broker, name)
+        broker.call(broker.vhost.bind, "amq.fanout", "queue", name)
+    conn = connect(broker)
+    sender = conn.create_sender("/exchanges/amq.fanout/any-key")
+    sender.send(Message(body="fan", durable=True))
+    sender.close()
+    for name in ("s1", "s2"):
+        receiver = conn.create_receiver(f"/queues/{name}", credit=1, options=source_filter(offset="first"))
+        message = receiver.receive(timeout=10)
+        assert message.body == "fan" and message.annotations["x-exchange"] == "amq.fanout"
+        assert message.annotations["x-routing-key"] == "any-key" and message.annotations["x-stream-offset"] == 0
+        receiver.close()
     conn.close()
