@@ -71,8 +71,15 @@ class StreamLog:
             segment = Segment(self.directory, int(name[: -len(".segment")]))
             segment.recover()
             self.segments.append(segment)
-        # an empty segment is only useful last (a roll that crashed before its first chunk)
-        for segment in [s for s in self.segments[:-1] if not s.chunks]:
+        # An empty segment is a roll that crashed before its first chunk: its name may run ahead of
+        # the previous segment's end once a torn tail is cut, so it goes, unless it alone says where
+        # the offsets stand (every segment empty).
+        empty = [s for s in self.segments if not s.chunks]
+        if len(empty) < len(self.segments):
+            doomed = empty
+        else:
+            doomed = empty[:-1]
+        for segment in doomed:
             segment.remove()
             self.segments.remove(segment)
         self.allocated_offset = self.next_offset

@@ -100,3 +100,20 @@ def test_bloom_filter_lets_a_reader_skip_chunks(tmp_path):
                                            "rabbitmq:stream-match-unfiltered": True})  # fmt: skip
     assert unfiltered.chunk_may_match(*headers[1]) and unfiltered.matches(None, b"") and not unfiltered.matches("banana", b"")
     log.close()
+
+
+def test_an_empty_segment_after_a_torn_tail_does_not_leave_a_gap(tmp_path):
+    path = str(tmp_path / "s")
+    log = StreamLog(path, StreamConfig(segment_bytes=10_000))
+    append(log, [b"a", b"b"])
+    append(log, [b"c", b"d"])
+    seg = log.segments[-1]
+    log.close()
+    with open(seg.path, "r+b") as f:  # the last chunk torn ...
+        f.truncate(os.path.getsize(seg.path) - 1)
+    open(os.path.join(path, f"{4:020d}.segment"), "wb").close()  # ... and the roll after it empty
+    log = StreamLog(path, StreamConfig(segment_bytes=10_000))
+    assert (log.next_offset, len(log.segments)) == (2, 1)
+    append(log, [b"again"])
+    assert read_all(log) == [(0, b"a"), (1, b"b"), (2, b"again")]
+    log.close()
