@@ -4,12 +4,14 @@ settlement that changes nothing, restart and delete."""
 
 from __future__ import annotations
 
+import json
 import os
 import time
 
 import pytest
+from confirming_publisher import ConfirmingPublisher
 from proton import Described, Message, Timeout, symbol, timestamp, ulong
-from proton.reactor import Filter
+from proton.reactor import Container, Filter
 from proton.utils import BlockingConnection, LinkDetached
 
 OFFSET_SPEC = symbol("rabbitmq:stream-offset-spec")
@@ -215,3 +217,29 @@ def test_an_exchange_routes_to_streams_and_deliveries_keep_exchange_and_key(brok
         assert message.annotations["x-routing-key"] == "any-key" and message.annotations["x-stream-offset"] == 0
         receiver.close()
     conn.close()
+
+
+def test_kill_9_loses_no_confirmed_message_and_keeps_offsets_dense(tmp_path, broker_process_factory):
+    data, defs = tmp_path / "data", tmp_path / "defs.json"
+    defs.write_text(json.dumps({"queues": [{"name": "s", "durable": True, "arguments": {
+        "x-queue-type": "stream", "x-stream-max-segment-size-bytes": 100_000}}]}))  # fmt: skip
+    broker = broker_process_factory(data, definitions=defs)
+    pub = ConfirmingPublisher(broker.url, "/queues/s", total=20000, kill_after=3000, broker=broker)
+    Container(pub).run()
+    assert pub.killed and len(pub.confirmed) >= 3000
+    restarted = broker_process_factory(data)
+    conn = BlockingConnection(restarted.url, timeout=10)
+    receiver = conn.create_receiver("/queues/s", credit=1000, options=source_filter(offset="first"))
+    ids, offsets = [], []
+    while True:
+        try:
+            m = receiver.receive(timeout=2)
+        except Timeout:
+            break
+        ids.append(int(m.id))
+        offsets.append(m.annotations["x-stream-offset"])
+        receiver.accept()
+    conn.close()
+    missing = pub.confirmed - set(ids)
+    assert not missing, f"{len(missing)} confirmed messages lost, e.g. {sorted(missing)[:5]}"
+    assert offsets == list(range(len(ids))) and len(ids) == len(set(ids)) and set(ids) <= set(range(pub.sent))
