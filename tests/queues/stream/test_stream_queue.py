@@ -147,3 +147,30 @@ def test_invalid_specs_are_refused(filters):
 
     with pytest.raises(QueueArgumentError):
         ReadSpec.from_filter_set(filters)
+
+
+def test_age_retention_runs_on_its_timer_and_follows_a_policy(tmp_path):
+    class Clock(Host):
+        now = 1_000_000
+
+        def now_ms(self) -> int:
+            return self.now
+
+    async def main():
+        host = Clock()
+        arguments = {"x-max-age": "10s", "x-stream-max-segment-size-bytes": 100}
+        stream = StreamQueue("/", "s", arguments, str(tmp_path / "s"), host, asyncio.get_running_loop())
+        assert stream._retention_timer is not None
+        for i in range(5):
+            await publish(stream, 1, start=i)  # a segment each (100 bytes hold one chunk)
+            host.now += 1000
+        assert len(stream.log.segments) == 5  # all younger than 10 s at each commit
+        host.now += 7500  # the newest messages of the first three segments are now over 10 s old
+        stream._retention_tick()  # what the timer runs: segments whose newest message is over 10 s old go
+        assert stream.log.first_offset == 3 and stream.message_count == 2
+        stream.apply_policy({**arguments, "x-max-age": "1s"})  # a policy shortens it: the newest stays
+        stream._retention_tick()
+        assert len(stream.log.segments) == 1 and stream.log.next_offset == 5
+        stream.close()
+
+    run(main())
