@@ -119,7 +119,8 @@ class StreamQueue(Queue):
         error = future.exception()
         if self._closing is not None:
             closing, self._closing = self._closing, None
-            outcome = Outcome.ACCEPTED if error is None else Outcome.REJECTED
+            # deleted meanwhile: as for a classic queue deleted under a message; stopping: it is on disk
+            outcome = Outcome.RELEASED if self.deleted else Outcome.ACCEPTED if error is None else Outcome.REJECTED
             for confirm in confirms:
                 if confirm is not None:
                     confirm(outcome)
