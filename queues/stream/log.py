@@ -20,6 +20,8 @@ from queues.stream.segment import INDEX_ENTRY, Segment
 
 __all__ = ["ChunkRef", "StreamLog", "WritePlan"]
 
+LOADED_SEALED = 4  # sealed segments whose index stays in memory (readers a little behind the head)
+
 
 @dataclass(slots=True)
 class WritePlan:
@@ -62,6 +64,7 @@ class StreamLog:
         self.config = config
         os.makedirs(directory, exist_ok=True)
         self.segments: list[Segment] = []
+        self._loaded: list[Segment] = []  # sealed segments with their index in memory, least recently used first
         self.allocated_offset = 0  # the offset the next planned message gets
         self._open()
 
@@ -82,6 +85,8 @@ class StreamLog:
         for segment in doomed:
             segment.remove()
             self.segments.remove(segment)
+        for segment in self.segments[:-1]:
+            segment.release()
         self.allocated_offset = self.next_offset
 
     # -- offsets -----------------------------------------------------------------------
@@ -91,7 +96,7 @@ class StreamLog:
         """The oldest offset still held (== next_offset when empty)."""
         for segment in self.segments:
             if segment.chunks:
-                return segment.offsets[0]
+                return segment.first_offset  # named by its first chunk's offset
         return self.next_offset
 
     @property
@@ -118,6 +123,7 @@ class StreamLog:
         """The first offset of the first chunk written at or after `timestamp` (ms)."""
         for segment in self.segments:
             if segment.chunks and segment.last_timestamp >= timestamp:
+                self._touch(segment)
                 return segment.offsets[segment.chunk_at_or_after(timestamp)]
         return self.next_offset
 
@@ -125,8 +131,21 @@ class StreamLog:
         """The committed chunk holding `offset` (or the first after it); None at the end."""
         for segment in self.segments:
             if segment.chunks and offset < segment.next_offset:
+                self._touch(segment)
                 return ChunkRef(segment, segment.chunk_for(offset))
         return None
+
+    def _touch(self, segment: Segment) -> None:
+        """Keeps the index of at most LOADED_SEALED sealed segments in memory, the most recently read."""
+        if segment is self.segments[-1]:
+            return
+        if segment in self._loaded:
+            self._loaded.remove(segment)
+        self._loaded.append(segment)
+        while len(self._loaded) > LOADED_SEALED:
+            old = self._loaded.pop(0)
+            if old is not self.segments[-1]:
+                old.release()
 
     # -- appending ---------------------------------------------------------------------
 
@@ -176,6 +195,8 @@ class StreamLog:
             removed += head.next_offset - head.first_offset if head.chunks else 0
             head.remove()
             self.segments.pop(0)
+            if head in self._loaded:
+                self._loaded.remove(head)
         return removed
 
     # -- lifecycle ---------------------------------------------------------------------

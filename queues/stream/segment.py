@@ -4,7 +4,8 @@
 chunks back to back; `.index` beside it one fixed record per chunk (first
 offset, timestamp, file position, count, size), so a reader finds the chunk
 of an offset or a timestamp by bisection without reading the segment. The
-index is kept in memory as arrays (32 bytes a chunk).
+index is kept in memory as arrays (32 bytes a chunk) for the segment being
+written and for the few sealed ones readers use at the moment.
 
 Writes (`write`) run on the stream's writer thread at positions the event
 loop allocated, one write in flight per stream; the entries become visible
@@ -27,16 +28,19 @@ __all__ = ["INDEX_ENTRY", "Segment"]
 INDEX_ENTRY = struct.Struct(">QqQII")  # first offset, timestamp, position, count, size
 
 
+def _empty_columns() -> tuple[array, ...]:
+    return array("Q"), array("q"), array("Q"), array("I"), array("I")
+
+
 class Segment:
     def __init__(self, directory: str, first_offset: int) -> None:
         self.first_offset = first_offset
         self.path = os.path.join(directory, f"{first_offset:020d}.segment")
         self.index_path = self.path[: -len(".segment")] + ".index"
-        self.offsets = array("Q")
-        self.timestamps = array("q")
-        self.positions = array("Q")
-        self.counts = array("I")
-        self.sizes = array("I")
+        self._columns: tuple[array, ...] | None = _empty_columns()
+        self.chunks = 0  # committed
+        self._next_offset = first_offset
+        self.last_timestamp = 0
         self.size = 0  # bytes committed
         self.end = 0  # bytes allocated (committed + in flight): the next chunk's position
         self.allocated = 0  # chunks allocated
@@ -46,18 +50,35 @@ class Segment:
     # -- state ---------------------------------------------------------------------
 
     @property
-    def chunks(self) -> int:
-        return len(self.offsets)
-
-    @property
     def next_offset(self) -> int:
-        if not self.offsets:
-            return self.first_offset
-        return self.offsets[-1] + self.counts[-1]
+        return self._next_offset
+
+    # The index columns: in memory for the segment being written, and for a
+    # sealed one only while readers use it (StreamLog keeps a few loaded), so a
+    # long stream holds a summary per segment, not 32 bytes per chunk.
+    def _cols(self) -> tuple[array, ...]:
+        if self._columns is None:
+            raw = os.pread(self.index_fd, self.chunks * INDEX_ENTRY.size, 0)
+            cols = _empty_columns()
+            for entry in INDEX_ENTRY.iter_unpack(raw[: self.chunks * INDEX_ENTRY.size]):
+                for column, value in zip(cols, entry, strict=True):
+                    column.append(value)
+            self._columns = cols
+        return self._columns
 
     @property
-    def last_timestamp(self) -> int:
-        return self.timestamps[-1] if self.timestamps else 0
+    def loaded(self) -> bool:
+        return self._columns is not None
+
+    def release(self) -> None:
+        """Drops the in-memory index of a sealed segment (read again from its file when needed)."""
+        self._columns = None
+
+    offsets = property(lambda self: self._cols()[0])
+    timestamps = property(lambda self: self._cols()[1])
+    positions = property(lambda self: self._cols()[2])
+    counts = property(lambda self: self._cols()[3])
+    sizes = property(lambda self: self._cols()[4])
 
     def chunk_for(self, offset: int) -> int:
         """The index of the chunk holding `offset`, or of the first after it."""
@@ -87,11 +108,11 @@ class Segment:
         os.fsync(self.fd)
 
     def commit(self, first: int, timestamp: int, position: int, count: int, size: int) -> None:
-        self.offsets.append(first)
-        self.timestamps.append(timestamp)
-        self.positions.append(position)
-        self.counts.append(count)
-        self.sizes.append(size)
+        for column, value in zip(self._cols(), (first, timestamp, position, count, size), strict=True):
+            column.append(value)
+        self.chunks += 1
+        self._next_offset = first + count
+        self.last_timestamp = timestamp
         self.size = position + size
 
     # -- reading (the loop: one chunk at a time) ------------------------------------------
@@ -141,13 +162,16 @@ class Segment:
         return header.check(raw[: HEADER.size], raw[HEADER.size : bloom_end], raw[bloom_end:])
 
     def _drop_last(self) -> None:
-        for column in (self.offsets, self.timestamps, self.positions, self.counts, self.sizes):
+        for column in self._cols():
             column.pop()
+        self.chunks -= 1
+        offsets, counts, timestamps = self.offsets, self.counts, self.timestamps
+        self._next_offset = offsets[-1] + counts[-1] if self.chunks else self.first_offset
+        self.last_timestamp = timestamps[-1] if self.chunks else 0
         self.size = self.positions[-1] + self.sizes[-1] if self.chunks else 0
 
     def _rewrite_index(self) -> None:
-        entries = b"".join(INDEX_ENTRY.pack(self.offsets[i], self.timestamps[i], self.positions[i], self.counts[i],
-                                            self.sizes[i]) for i in range(self.chunks))  # fmt: skip
+        entries = b"".join(INDEX_ENTRY.pack(*row) for row in zip(*self._cols(), strict=True))
         os.pwrite(self.index_fd, entries, 0)
 
     def close(self) -> None:

@@ -117,3 +117,20 @@ def test_an_empty_segment_after_a_torn_tail_does_not_leave_a_gap(tmp_path):
     append(log, [b"again"])
     assert read_all(log) == [(0, b"a"), (1, b"b"), (2, b"again")]
     log.close()
+
+
+def test_only_a_few_sealed_segments_keep_their_index_in_memory(tmp_path):
+    path = str(tmp_path / "s")
+    log = StreamLog(path, StreamConfig(segment_bytes=60))
+    for i in range(12):
+        append(log, [f"m{i}".encode()], timestamp=i)
+    assert len(log.segments) >= 8
+    assert read_all(log) == [(i, f"m{i}".encode()) for i in range(12)]  # reading all of them in turn
+    sealed = log.segments[:-1]
+    assert sum(s.loaded for s in sealed) <= 4 and log.segments[-1].loaded
+    assert log.offset_for_timestamp(1) == 1 and log.offset_for_timestamp(11) == 11
+    log.close()
+    log = StreamLog(path, StreamConfig(segment_bytes=60))  # reopened: the sealed ones start unloaded
+    assert not any(s.loaded for s in log.segments[:-1])
+    assert read_all(log, 5) == [(i, f"m{i}".encode()) for i in range(5, 12)] and log.first_offset == 0
+    log.close()
