@@ -175,6 +175,16 @@ class StreamLog:
         for p in plans:
             p.segment.commit(p.first_offset, p.timestamp, p.position, p.count, len(p.chunk))
 
+    def abandon(self) -> None:
+        """The write in flight failed: forget every allocation past the
+        committed chunks (and the segments it rolled to), so offsets, file
+        positions and index slots go on from there."""
+        while len(self.segments) > 1 and not self.segments[-1].chunks:
+            self.segments.pop().remove()
+        for segment in self.segments:
+            segment.end, segment.allocated = segment.size, segment.chunks
+        self.allocated_offset = self.next_offset
+
     # -- retention ---------------------------------------------------------------------
 
     def apply_retention(self, now_ms: int, config: StreamConfig | None = None) -> int:

@@ -127,9 +127,8 @@ class StreamQueue(Queue):
             closing()
             return
         if error is not None:
-            # the chunks' room stays allocated but never committed: a restart cuts it off
             log.error("stream %s/%s: write failed: %s", self.vhost, self.name, error)
-            self.log.allocated_offset -= sum(p.count for p in plans)
+            self.log.abandon()  # the next flush writes where the committed chunks end
             outcome = Outcome.NO_SPACE if isinstance(error, OSError) and error.errno == 28 else Outcome.REJECTED
             for confirm in confirms:
                 if confirm is not None:

@@ -134,3 +134,20 @@ def test_only_a_few_sealed_segments_keep_their_index_in_memory(tmp_path):
     assert not any(s.loaded for s in log.segments[:-1])
     assert read_all(log, 5) == [(i, f"m{i}".encode()) for i in range(5, 12)] and log.first_offset == 0
     log.close()
+
+
+def test_a_failed_write_is_forgotten_and_the_next_goes_where_the_committed_end(tmp_path):
+    path = str(tmp_path / "s")
+    log = StreamLog(path, StreamConfig(segment_bytes=200))
+    append(log, [b"one"])
+    for _ in range(2):  # planned (each rolls to a new segment), never written
+        log.plan([encode_record("", "", None, b"x" * 150)], [None], 1)
+    assert len(log.segments) == 3
+    log.abandon()  # what the queue does when StreamLog.write raised (disk full, say)
+    assert len(log.segments) == 1 and log.allocated_offset == 1
+    append(log, [b"two"])
+    assert read_all(log) == [(0, b"one"), (1, b"two")]
+    log.close()
+    log = StreamLog(path, StreamConfig(segment_bytes=200))
+    assert read_all(log) == [(0, b"one"), (1, b"two")]
+    log.close()
