@@ -36,6 +36,7 @@ __all__ = [
     "QUORUM_QUEUE_PUBLISH_BATCH",
     "QUORUM_QUEUE_V1",
     "QUEUE_PROXY_RECORDS",
+    "STREAM_QUEUE",
     "TOPIC_PERMISSIONS",
     "VHOST_MAX_QUEUES",
     "WARREN_METADATA_RAFT_V1",
@@ -58,6 +59,7 @@ QUORUM_QUEUE_PRIORITIES = "quorum_queue_priorities"
 QUORUM_QUEUE_PUBLISH_BATCH = "quorum_queue_publish_batch"
 EXCHANGE_POLICIES = "exchange_policies"
 QUEUE_PROXY_RECORDS = "queue_proxy_records"
+STREAM_QUEUE = "stream_queue"
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +160,9 @@ FLAGS = FeatureFlagRegistry([
                 "A node using a queue on another node sends a loop turn's messages as one binary queue.proxy"
                 " record (node/vhosts/proxy_records.py) instead of one AMQP list each",
                 STABLE, "0.2.0"),
+    FeatureFlag(STREAM_QUEUE,
+                "Streams: append-only logs of segment files, read by offset (x-queue-type stream)",
+                STABLE, "0.2.0", depends_on=(WARREN_METADATA_RAFT_V1,)),
 ])  # fmt: skip
 
 

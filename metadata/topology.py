@@ -26,11 +26,12 @@ from typing import Any
 from metadata import commands as c
 from metadata import effects as fx
 from metadata.effects import CREATED, OK, Effect, Result
-from metadata.feature_flags import QUORUM_QUEUE_V1
+from metadata.feature_flags import QUORUM_QUEUE_V1, STREAM_QUEUE
 from metadata.pmap import EMPTY
 from metadata.state import BindingRecord, ExchangeRecord, MetadataState, QueueRecord, VHostState
 from queues.base import QueueArgumentError
 from queues.classic import ClassicQueueConfig
+from queues.stream.config import StreamConfig
 from routing.errors import RoutingError
 from routing.exchange_types import new_index
 from routing.model import ALTERNATE_EXCHANGE, DEFAULT_EXCHANGE, Binding, DestinationKind, ExchangeType
@@ -205,7 +206,12 @@ def _check_type(state: MetadataState, queue_type: str, arguments: dict[str, Any]
         # give the same answer, whatever version it runs.
         raise Refused(fx.NOT_IMPLEMENTED, f"queue type 'quorum' needs feature flag '{QUORUM_QUEUE_V1}'")
     elif queue_type == "stream":
-        raise Refused(fx.NOT_IMPLEMENTED, "queue type 'stream' is not supported yet")
+        if not state.flag_enabled(STREAM_QUEUE):
+            raise Refused(fx.NOT_IMPLEMENTED, f"queue type 'stream' needs feature flag '{STREAM_QUEUE}'")
+        try:
+            StreamConfig.from_arguments(arguments)
+        except QueueArgumentError as e:
+            raise Refused(fx.INVALID_FIELD, str(e)) from None
 
 
 def _check_placement(state: MetadataState, cmd: c.DeclareQueue) -> None:

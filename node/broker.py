@@ -43,6 +43,7 @@ from node.vhosts.password_upgrade import rehash_password
 from node.vhosts.policies import PolicyApplier
 from node.vhosts.quorum_groups import QuorumQueues
 from node.vhosts.remote_queue import QueueService, RemoteQueue
+from node.vhosts.streams import StreamQueues
 from node.vhosts.vhost import VHost
 from node.vhosts.volatile_queues import VolatileQueues
 from queues.classic import ClassicQueue, StorePersistence, classic_queue, payload_size
@@ -100,6 +101,7 @@ class Broker:
         self.quorum = QuorumQueues(self)
         self.maintenance = Maintenance(self)  # warren ctl drain / revive
         self.placement = Placement(self)  # quorum-queue leader locators and rebalance
+        self.streams = StreamQueues(self)
         self.queue_service: QueueService | None = None
         self.volatile = VolatileQueues(self)  # Direct Reply-To's queues: in memory, never in the metadata
         self.alarm_gossip: AlarmGossip | None = None
@@ -276,6 +278,7 @@ class Broker:
             self._announcer = None
         self.quorum.close()
         self.placement.close()
+        self.streams.close()
         if self.queue_service is not None:
             self.queue_service.close()
         if self.alarm_gossip is not None:

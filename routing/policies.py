@@ -40,7 +40,7 @@ __all__ = [
     "validate_pattern",
 ]
 
-APPLY_TO = ("all", "queues", "classic_queues", "quorum_queues", "exchanges")
+APPLY_TO = ("all", "queues", "classic_queues", "quorum_queues", "streams", "exchanges")
 
 _OVERFLOWS = ("drop-head", "reject-publish", "reject-publish-dlx")
 _LOCATORS = ("client-local", "balanced")
@@ -66,6 +66,7 @@ def _one_of(choices: tuple[str, ...]):
     return lambda value: value in choices
 
 
+_MAX_AGE = re.compile(r"[1-9][0-9]{0,8}[YMDhms]")
 # key -> (check, what a valid value is); the queue argument is "x-" + key.
 DEFINITION_KEYS: dict[str, tuple[Any, str]] = {
     "dead-letter-exchange": (_string, "a string"),
@@ -79,6 +80,9 @@ DEFINITION_KEYS: dict[str, tuple[Any, str]] = {
     "queue-leader-locator": (_one_of(_LOCATORS), "one of " + ", ".join(_LOCATORS)),
     "dead-letter-strategy": (_one_of(_STRATEGIES), "one of " + ", ".join(_STRATEGIES)),
     "alternate-exchange": (_string, "a string"),
+    # streams (queues/stream/config.py reads them)
+    "max-age": (lambda v: isinstance(v, str) and _MAX_AGE.fullmatch(v) is not None, "like 7D, 12h, 30m (Y M D h m s)"),
+    "stream-max-segment-size-bytes": (_int_at_least(1), "a positive integer"),
 }
 # Keys for exchanges: never merged into a queue's arguments.
 EXCHANGE_KEYS = ("alternate-exchange",)
@@ -120,6 +124,8 @@ def applies(apply_to: str, kind: str, queue_type: str | None = None) -> bool:
     "exchange") and, for a queue, of `queue_type`."""
     if kind == "exchange":
         return apply_to in ("all", "exchanges")
+    if apply_to == "streams":
+        return queue_type == "stream"
     return apply_to in ("all", "queues") or apply_to == f"{queue_type}_queues"
 
 

@@ -16,6 +16,7 @@ from amqp.errors import Condition
 from node.client import termini, v1_termini
 from node.client.links import Publisher, QueueConsumer
 from node.client.management import node_link
+from node.client.stream_source import stream_read_spec
 from node.vhosts.vhost import ResourceLocked
 from queues.volatile import is_volatile
 from routing import address
@@ -136,10 +137,11 @@ class LinkAttaching:
         if queue.exclusive_owner is not None and queue.exclusive_owner is not self:
             raise ResourceLocked(f"cannot obtain exclusive access to locked queue '{queue.name}' in vhost "
                                  f"'{self.vhost.name}'")  # fmt: skip
+        read_spec = stream_read_spec(queue, attach.source)  # None unless the queue is a stream
         if termini.is_dynamic(attach.source):
             source = termini.dynamic_source(attach.source, address.QUEUES_PREFIX + address.quote_segment(queue_name))
         else:
-            source = termini.reply_source(attach.source)
+            source = termini.reply_source(attach.source, read_spec.applied if read_spec else ())
         link.attach(
             source=source,
             target=attach.target,
@@ -150,6 +152,9 @@ class LinkAttaching:
         consumer = QueueConsumer(self, link, queue)
         link.context = consumer
         self.node.metrics.links += 1
+        if read_spec is not None:
+            queue.attach_reader(consumer, read_spec)
+            return
         priority = 0
         props = attach.properties or {}
         if "rabbitmq:priority" in props:

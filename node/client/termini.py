@@ -5,7 +5,7 @@ with, beyond the address itself.
   applies them [3.5.3: "the receiving endpoint sets the filter to the
   filters actually in place"]. Warren applies none on classic and quorum
   queues, so the reply carries none and the client knows it gets every
-  message.
+  message; a stream applies its offset spec and filter values.
 - A coordinator target asks for transactions [4.2]; Warren, like RabbitMQ
   4, has none, and refuses the link with amqp:not-implemented instead of
   taking it for an anonymous relay.
@@ -70,11 +70,12 @@ def dynamic_source(source: Any, address: str) -> Any:
     return d.Source(**fields)
 
 
-def reply_source(source: Any) -> Any:
-    """The source for the reply ATTACH: the client's, without the filters
-    Warren does not apply (all of them, for now)."""
+def reply_source(source: Any, applied: tuple = ()) -> Any:
+    """The source for the reply ATTACH: the client's, with only the filters
+    Warren applies (`applied`: their keys; a stream's, node/client/stream_source.py)."""
     if not isinstance(source, d.Source) or not source.filter:
         return source
     fields = {f.name: getattr(source, f.name) for f in d.Source.FIELDS}
-    fields["filter"] = None
+    kept = {k: v for k, v in source.filter.items() if k in applied}
+    fields["filter"] = kept or None
     return d.Source(**fields)

@@ -166,6 +166,8 @@ class LocalQueues:
                 vhost.queues[q.name] = broker.quorum.start(vhost, q, arguments)
             else:
                 vhost.queues[q.name] = broker.remote_queue(vhost, q, arguments)
+        elif q.type == "stream" and q.leader == broker.node_id:
+            vhost.queues[q.name] = broker.streams.start(vhost, q.name, arguments)
         elif q.leader == broker.node_id:
             owner = broker.owners.owner(q.exclusive_owner)
             queue = broker.make_queue(vhost, q.name, q.durable, owner, q.auto_delete, arguments)

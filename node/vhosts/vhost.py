@@ -27,6 +27,7 @@ from node.vhosts.metadata_store import new_key as mc_key
 from queues.base import Outcome, Queue, QueueArgumentError, QueueMessage
 from queues.classic import ClassicQueueConfig
 from queues.quorum import QuorumConfig
+from queues.stream.config import check_stream_declaration
 from routing.errors import InvalidArgument, NotFound, PreconditionFailed, RoutingError
 from routing.exchange_types import Headers
 from routing.table import RoutingTable
@@ -36,8 +37,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("warren.vhost")
 
-QUEUE_TYPES = ("classic", "quorum")
-UNSUPPORTED_TYPES = {"stream"}
+QUEUE_TYPES = ("classic", "quorum", "stream")
+UNSUPPORTED_TYPES: set[str] = set()  # types this build knows but cannot run (none now)
 DEFAULT_QUORUM_SIZE = 3  # x-quorum-initial-group-size, capped by the cluster size
 
 
@@ -93,6 +94,8 @@ class VHost:
             if qtype == "quorum":
                 QuorumConfig.from_arguments(arguments)
                 replicas = self._place_replicas(name, durable, exclusive_owner, auto_delete, arguments)
+            elif qtype == "stream":
+                check_stream_declaration(durable, exclusive_owner, auto_delete, arguments)
             else:
                 ClassicQueueConfig.from_arguments(arguments)
         except QueueArgumentError as e:

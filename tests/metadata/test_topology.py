@@ -144,7 +144,6 @@ def test_queue_validation(state):
     refused(state, q("q", arguments={"x-overflow": "sideways"}), INVALID_FIELD)
     refused(state, q("q", arguments={"x-queue-type": "quorum"}), INVALID_FIELD)
     refused(state, q("q", type="lazy"), INVALID_FIELD)
-    refused(state, q("q", type="stream"), Condition.NOT_IMPLEMENTED)
     refused(state, q("q", leader="n9"), INVALID_FIELD)
     refused(state, q("q", leader=""), INVALID_FIELD)
     refused(state, q("q", replicas=("n1", "n9")), INVALID_FIELD)
@@ -157,6 +156,17 @@ def test_quorum_queues_wait_for_their_feature_flag(state):
     state = run(state, c.EnableFeatureFlag(k(), "quorum_queue_v1"))
     new, result, effects = step(state, q("qq", type="quorum", replicas=("n1", "n2")))
     assert result == CREATED and effects[0].replicas == ("n1", "n2")
+
+
+def test_streams_wait_for_their_feature_flag_and_check_their_arguments(state):
+    refused(state, q("s", type="stream"), Condition.NOT_IMPLEMENTED)
+    state = run(state, c.EnableFeatureFlag(k(), "stream_queue"))
+    refused(state, q("s", type="stream", arguments={"x-max-age": "7 days"}), INVALID_FIELD)
+    refused(state, q("s", type="stream", arguments={"x-max-length-bytes": 0}), INVALID_FIELD)
+    refused(state, q("s", type="stream", arguments={"x-stream-max-segment-size-bytes": "big"}), INVALID_FIELD)
+    arguments = {"x-max-age": "7D", "x-max-length-bytes": 10**9, "x-stream-max-segment-size-bytes": 10**6}
+    new, result, effects = step(state, q("s", type="stream", arguments=arguments))
+    assert result == CREATED and effects[0].type == "stream" and dict(effects[0].arguments) == arguments
 
 
 def test_delete_queue_removes_its_bindings_and_auto_delete_exchanges(state):

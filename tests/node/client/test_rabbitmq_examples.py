@@ -30,6 +30,7 @@ from rabbitmq_amqp_python_client import (
     QuorumConsumerOptions,
     QuorumQueueSpecification,
     StreamConsumerOptions,
+    StreamFilterOptions,
     StreamSpecification,
 )
 
@@ -317,7 +318,6 @@ def test_quorum_queue_sac_state_notifications_need_rabbitmq_4_3(broker):
     environment.close()
 
 
-@pytest.mark.xfail(strict=True, reason="streams are issue 19 (declaring one answers 501)")
 def test_streams(broker):
     """examples/streams/example_with_streams.py: declare a stream, publish, read from the first offset."""
     environment = Environment(uri=f"amqp://guest:guest@localhost:{broker.port}/")
@@ -335,5 +335,35 @@ def test_streams(broker):
         consumer = connection.consumer(address, message_handler=handler,
                                        consumer_options=StreamConsumerOptions(offset_specification=OffsetSpecification.first))  # fmt: skip
         run_until_stopped(consumer)
+    finally:
+        environment.close()
+
+
+def test_stream_filters_with_the_official_client(broker):
+    """examples/streams_with_filters: filter values with and without match-unfiltered, and an
+    application-properties filter, each served by the broker (the consumer gets only matching messages)."""
+    environment = Environment(uri=f"amqp://guest:guest@localhost:{broker.port}/")
+    connection = environment.connection()
+    connection.dial()
+    try:
+        connection.management().declare_queue(StreamSpecification(name="filtered"))
+        address = AddressHelper.queue_address("filtered")
+        publisher = connection.publisher(address)
+        for i, value in enumerate(["red", "blue", None, "red"]):
+            annotations = {"x-stream-filter-value": value} if value else None
+            publisher.publish(Message(body=Converter.string_to_bytes(f"m{i}"), annotations=annotations,
+                                      application_properties={"n": i % 2}))  # fmt: skip
+        publisher.close()
+        for options, expected in [
+            (StreamFilterOptions(values=["red"]), [b"m0", b"m3"]),
+            (StreamFilterOptions(values=["blue"], match_unfiltered=True), [b"m1", b"m2"]),
+            (StreamFilterOptions(application_properties={"n": 1}), [b"m1", b"m3"]),
+        ]:
+            handler = CountingHandler(len(expected))
+            consumer = connection.consumer(address, message_handler=handler, consumer_options=StreamConsumerOptions(
+                offset_specification=OffsetSpecification.first, filter_options=options))  # fmt: skip
+            run_until_stopped(consumer)
+            consumer.close()
+            assert handler.bodies == expected
     finally:
         environment.close()

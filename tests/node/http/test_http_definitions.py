@@ -121,3 +121,32 @@ def test_our_own_export_imports_back(api, node):
     assert api.post("/api/definitions", doc).status == 204
     assert api.get("/api/queues/%2F/keep").status == 200
     assert api.as_user("carol", "pw").get("/api/whoami").status == 200
+
+
+def test_streams_over_the_http_api_and_definitions(api, node):
+    body = {"durable": True, "arguments": {"x-queue-type": "stream", "x-max-age": "7D",
+                                           "x-stream-max-segment-size-bytes": 1_000_000}}  # fmt: skip
+    assert api.put("/api/queues/%2F/events", body).status == 201
+    assert api.put("/api/queues/%2F/events", body).status == 204
+    assert api.put("/api/queues/%2F/bad", {"arguments": {"x-queue-type": "stream", "x-max-age": "1w"}}).status == 400
+    assert api.put("/api/queues/%2F/bad", {"durable": False, "arguments": {"x-queue-type": "stream"}}).status == 400
+    qj = api.get("/api/queues/%2F/events").body
+    assert qj["type"] == "stream" and qj["arguments"]["x-max-age"] == "7D"
+    assert api.delete("/api/queues/%2F/events/contents").status == 400  # streams are not purged
+    doc = api.get("/api/definitions").body
+    assert api.delete("/api/queues/%2F/events").status == 204
+    assert api.post("/api/definitions", doc).status == 204
+    assert api.get("/api/queues/%2F/events").body["type"] == "stream"
+
+
+def test_a_streams_policy_sets_a_streams_retention(api, node):
+    body = {"durable": True, "arguments": {"x-queue-type": "stream"}}
+    assert api.put("/api/queues/%2F/events", body).status == 201
+    assert api.put("/api/queues/%2F/orders", {"durable": True}).status == 201
+    assert api.put("/api/policies/%2F/p", {"pattern": ".*", "apply-to": "streams",
+                                         "definition": {"max-age": "1h", "max-length-bytes": 10**6}}).status == 201  # fmt: skip
+    assert api.put("/api/policies/%2F/bad", {"pattern": ".*", "definition": {"max-age": "soon"}}).status == 400
+    assert api.get("/api/queues/%2F/events").body["policy"] == "p"
+    assert api.get("/api/queues/%2F/orders").body["policy"] is None
+    config = node.queue("events").config
+    assert (config.max_age_s, config.max_bytes) == (3600, 10**6)

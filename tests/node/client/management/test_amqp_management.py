@@ -145,13 +145,13 @@ def test_queue_declaration_refusals(broker):
         assert request(m, "PUT", "/queues/amq.q", {})[0] == 403
         assert request(m, "PUT", "/queues/a%0Db", {})[0] == 400
         assert request(m, "PUT", "/queues/raw space", {})[0] == 400  # names are percent-encoded
-        # queue types this node cannot run yet: 501, which the client reports
-        with pytest.raises(ValidationCodeException, match="501"):
-            m.declare_queue(StreamSpecification(name="sq"))
-        status, body = request(m, "PUT", "/queues/sq", {"arguments": {"x-queue-type": "stream"}})
-        assert status == 501 and "not supported yet" in body
+        # streams: declared with their arguments checked, and only durable and shared
+        assert request(m, "PUT", "/queues/sq", {"arguments": {"x-queue-type": "stream", "x-max-age": "7 days"}})[0] == 400
+        assert request(m, "PUT", "/queues/sq", {"exclusive": True, "arguments": {"x-queue-type": "stream"}})[0] == 400
+        m.declare_queue(StreamSpecification(name="sq", max_len_bytes=10**9, max_age=timedelta(hours=1)))
+        assert broker.vhost.queues["sq"].type_name == "stream"
         assert request(m, "PUT", "/queues/odd", {"arguments": {"x-queue-type": "odd"}})[0] == 400
-        assert "bad" not in broker.vhost.queues and "sq" not in broker.vhost.queues
+        assert "bad" not in broker.vhost.queues
 
 
 def test_unknown_paths_methods_and_missing_queues(broker):

@@ -1,0 +1,236 @@
+"""The stream queue type on one node: an append-only log read by offset.
+
+Publishing: each message is encoded as a record (the publisher's bytes
+untouched) and waits for the next flush. A flush, scheduled once per loop
+turn, cuts what waits into chunks (at most CHUNK_RECORDS / CHUNK_BYTES
+each), hands them to a worker thread that writes and fsyncs them, and when
+that returns commits them (readers see them), confirms their publishers and
+applies retention. One flush is in flight at a time; what arrives meanwhile
+makes the next one, so under load a flush carries many messages for one
+fsync (the group commit of storage/group_commit.py, per stream).
+
+Replication is not built yet: the stream lives on the node that declared it
+(its leader in the metadata), and other nodes reach it through the usual
+queue proxy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from amqp.message import Message
+from queues.base import ConfirmCallback, Consumer, Outcome, Queue, QueueMessage, Settlement
+from queues.classic.config import ClassicQueueCounters
+from queues.stream.chunk import encode_record
+from queues.stream.config import StreamConfig
+from queues.stream.log import StreamLog, WritePlan
+from queues.stream.readers import StreamReaders
+from queues.stream.spec import ReadSpec
+from routing.errors import PreconditionFailed
+
+__all__ = ["StreamQueue"]
+
+log = logging.getLogger("warren.stream")
+
+CHUNK_RECORDS = 4096
+CHUNK_BYTES = 1 << 20
+FILTER_VALUE = "x-stream-filter-value"
+_FILTER_VALUE_BYTES = FILTER_VALUE.encode()
+RETENTION_CHECK_S = 60.0  # how often age retention runs without publishes
+
+
+def filter_value_of(payload: bytes) -> str | None:
+    """The message annotation x-stream-filter-value, decoding the message only when its bytes name it."""
+    if _FILTER_VALUE_BYTES not in payload:
+        return None
+    annotations = Message.from_bytes(payload).message_annotations or {}
+    value = annotations.get(FILTER_VALUE)
+    return value if isinstance(value, str) else None
+
+
+class StreamQueue(Queue):
+    type_name = "stream"
+
+    def __init__(self, vhost: str, name: str, arguments: dict, directory: str, host: Any,
+                 loop: asyncio.AbstractEventLoop) -> None:  # fmt: skip
+        super().__init__(vhost, name, True, None, False, arguments)
+        self.config = StreamConfig.from_arguments(arguments)
+        self.stats = ClassicQueueCounters()  # the same counters as a classic queue's (metrics, snapshots)
+        self.host = host
+        self.loop = loop
+        self.log = StreamLog(directory, self.config)
+        self.readers = StreamReaders(self, self.log, loop.call_soon)
+        self._records: list[bytes] = []
+        self._filter_values: list[str | None] = []
+        self._confirms: list[ConfirmCallback | None] = []
+        self._waiting_bytes = 0
+        self._flush_scheduled = False
+        self._in_flight = False
+        self._closing: Callable[[], None] | None = None  # what to do once the write in flight returns
+        self._retention_timer: Any = None
+        self._arm_retention()
+
+    # -- publishing --------------------------------------------------------------------
+
+    def publish(self, message: QueueMessage, confirm: ConfirmCallback | None) -> None:
+        if self.deleted:
+            if confirm is not None:
+                confirm(Outcome.RELEASED)
+            return
+        self.stats.published += 1
+        payload = message.payload
+        value = filter_value_of(payload)
+        key = message.routing_keys[0] if message.routing_keys else ""
+        record = encode_record(message.exchange, key, value, payload)
+        self._records.append(record)
+        self._filter_values.append(value)
+        self._confirms.append(confirm)
+        self._waiting_bytes += len(record)
+        if not (self._flush_scheduled or self._in_flight):
+            self._flush_scheduled = True
+            self.loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        if self._in_flight or not self._records or self._closing is not None:
+            return
+        now = self.host.now_ms()
+        plans: list[WritePlan] = []
+        records, values = self._records, self._filter_values
+        start = 0
+        while start < len(records):
+            end, size = start, 0
+            while end < len(records) and end - start < CHUNK_RECORDS and (size == 0 or size < CHUNK_BYTES):
+                size += len(records[end])
+                end += 1
+            plans.append(self.log.plan(records[start:end], values[start:end], now))
+            start = end
+        confirms = self._confirms
+        self._records, self._filter_values, self._confirms, self._waiting_bytes = [], [], [], 0
+        self._in_flight = True
+        future = self.loop.run_in_executor(None, StreamLog.write, plans)
+        future.add_done_callback(lambda f: self._written(f, plans, confirms))
+
+    def _written(self, future: asyncio.Future, plans: list[WritePlan], confirms: list) -> None:
+        self._in_flight = False
+        error = future.exception()
+        if self._closing is not None:
+            closing, self._closing = self._closing, None
+            # deleted meanwhile: as for a classic queue deleted under a message; stopping: it is on disk
+            outcome = Outcome.RELEASED if self.deleted else Outcome.ACCEPTED if error is None else Outcome.REJECTED
+            for confirm in confirms:
+                if confirm is not None:
+                    confirm(outcome)
+            closing()
+            return
+        if error is not None:
+            log.error("stream %s/%s: write failed: %s", self.vhost, self.name, error)
+            self.log.abandon()  # the next flush writes where the committed chunks end
+            outcome = Outcome.NO_SPACE if isinstance(error, OSError) and error.errno == 28 else Outcome.REJECTED
+            for confirm in confirms:
+                if confirm is not None:
+                    confirm(outcome)
+            return
+        self.log.commit(plans)
+        self.stats.confirmed += sum(1 for c in confirms if c is not None)
+        for confirm in confirms:
+            if confirm is not None:
+                confirm(Outcome.ACCEPTED)
+        self.log.apply_retention(self.host.now_ms())
+        self.readers.wake()
+        if self._records:
+            self._flush()
+
+    # -- retention ---------------------------------------------------------------------
+
+    def _arm_retention(self) -> None:
+        if self._retention_timer is not None:
+            self._retention_timer.cancel()
+            self._retention_timer = None
+        if self.config.max_age_s is not None and not self.deleted:
+            delay = min(RETENTION_CHECK_S, float(self.config.max_age_s))
+            self._retention_timer = self.host.call_later(delay, self._retention_tick)
+
+    def _retention_tick(self) -> None:
+        self._retention_timer = None
+        if not self._in_flight and not self.deleted:
+            self.log.apply_retention(self.host.now_ms())
+        self._arm_retention()
+
+    def apply_policy(self, arguments: dict) -> None:
+        config = StreamConfig.from_arguments(arguments)  # raises QueueArgumentError: the policy is refused
+        self.effective_arguments = dict(arguments)
+        self.config = self.log.config = config
+        self._arm_retention()
+
+    # -- consuming ---------------------------------------------------------------------
+
+    def attach_consumer(self, consumer: Consumer, priority: int = 0) -> None:
+        self.readers.attach(consumer, ReadSpec())
+
+    def attach_reader(self, consumer: Consumer, spec: ReadSpec) -> None:
+        self.readers.attach(consumer, spec)
+
+    def detach_consumer(self, consumer: Consumer) -> None:
+        self.readers.detach(consumer)
+
+    def credit(self, consumer: Consumer, delivery_count: int, link_credit: int, drain: bool, echo: bool) -> None:
+        self.readers.credit(consumer, delivery_count, link_credit, drain, echo)
+
+    def settle(self, consumer: Consumer, seqs: list[int], settlement: Settlement) -> None:
+        """Nothing to do: a stream keeps its messages whatever a consumer says."""
+
+    # -- management --------------------------------------------------------------------
+
+    def purge(self) -> int:
+        raise PreconditionFailed(f"queue '{self.name}' is a stream: streams are not purged (retention removes messages)")
+
+    def delete(self) -> int:
+        if self.deleted:
+            return 0
+        self.deleted = True
+        count = self.log.message_count
+        if self._retention_timer is not None:
+            self._retention_timer.cancel()
+        for confirm in self._confirms:
+            if confirm is not None:
+                confirm(Outcome.RELEASED)
+        self._records, self._filter_values, self._confirms = [], [], []
+        self.readers.queue_deleted()
+        self.log.retire()
+        self._when_idle(self.log.destroy)
+        return count
+
+    def close(self) -> None:
+        """The node stops: files closed once the write in flight returns."""
+        if self._retention_timer is not None:
+            self._retention_timer.cancel()
+        self._when_idle(self.log.close)
+
+    def _when_idle(self, fn: Callable[[], None]) -> None:
+        if self._in_flight:
+            self._closing = fn
+        else:
+            fn()
+
+    @property
+    def message_count(self) -> int:
+        return self.log.message_count
+
+    @property
+    def consumer_count(self) -> int:
+        return len(self.readers)
+
+    @property
+    def ready_bytes(self) -> int:
+        return self.log.bytes
+
+    def info(self) -> dict:
+        info = super().info()
+        info["first_offset"] = self.log.first_offset
+        info["committed_offset"] = self.log.next_offset - 1
+        info["segments"] = len(self.log.segments)
+        return info

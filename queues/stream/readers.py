@@ -1,0 +1,159 @@
+"""A stream's consumers: each reads the log on its own from its own offset.
+
+Nothing is acquired or removed: a reader only moves its offset forward, so
+settlement is a no-op. Credit is credit API v2 as for the other queue types
+(the reader holds delivery-count, credit and drain). A reader at the end of
+the log waits; the queue wakes it when a chunk commits.
+
+Reading never stalls the event loop on a long log: a pump reads at most
+READ_BUDGET bytes of chunks per turn and schedules itself again for the
+rest, so other connections get their turn between chunks.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from amqp import serial
+from amqp.types import Long, Symbol
+from queues.base import Consumer, QueueMessage
+from queues.stream.chunk import Record
+from queues.stream.spec import ReadSpec
+
+if TYPE_CHECKING:
+    from queues.stream.log import StreamLog
+
+__all__ = ["Reader", "StreamReaders"]
+
+READ_BUDGET = 1 << 20  # chunk bytes one reader reads per loop turn
+MAX_CREDIT = serial.HALF - 1
+X_STREAM_OFFSET = Symbol("x-stream-offset")
+
+
+class Reader:
+    __slots__ = ("consumer", "spec", "offset", "delivery_count", "credit", "drain", "reply", "pending", "scheduled")
+
+    def __init__(self, consumer: Consumer, spec: ReadSpec, offset: int) -> None:
+        self.consumer = consumer
+        self.spec = spec
+        self.offset = offset  # the next offset to look at
+        self.delivery_count = 0
+        self.credit = 0
+        self.drain = False
+        self.reply = False
+        self.pending: deque[Record] = deque()  # the rest of the chunk being read
+        self.scheduled = False
+
+
+class StreamReaders:
+    def __init__(self, queue: Any, log: StreamLog, call_soon: Callable[[Callable[[], None]], Any]) -> None:
+        self.queue = queue
+        self.log = log
+        self.call_soon = call_soon
+        self.readers: dict[int, Reader] = {}
+
+    def __len__(self) -> int:
+        return len(self.readers)
+
+    def start_offset(self, spec: ReadSpec) -> int:
+        log = self.log
+        if spec.start == "first":
+            return log.first_offset
+        if spec.start == "last":
+            return log.last_chunk_offset()
+        if spec.start == "offset":  # before the head: from the head; past the end: wait there
+            return max(spec.value, log.first_offset)
+        if spec.start == "timestamp":
+            return log.offset_for_timestamp(spec.value)
+        return log.next_offset
+
+    def attach(self, consumer: Consumer, spec: ReadSpec) -> None:
+        key = id(consumer)
+        if key in self.readers:
+            raise ValueError("consumer is already attached")
+        self.readers[key] = Reader(consumer, spec, self.start_offset(spec))
+
+    def detach(self, consumer: Consumer) -> None:
+        self.readers.pop(id(consumer), None)
+
+    def credit(self, consumer: Consumer, delivery_count: int, link_credit: int, drain: bool, echo: bool) -> None:
+        r = self.readers.get(id(consumer))
+        if r is None:
+            return
+        # [2.6.7] transfers the receiver has not seen yet count against the credit it grants now
+        credit = link_credit - serial.diff(r.delivery_count, delivery_count)
+        r.credit = 0 if credit <= 0 else min(credit, MAX_CREDIT)
+        r.drain = drain
+        r.reply = r.reply or drain or echo
+        self.pump(r)
+
+    def wake(self) -> None:
+        """New chunks committed: readers waiting at the end read on."""
+        for r in list(self.readers.values()):
+            if r.credit > 0 and not r.scheduled:
+                self.pump(r)
+
+    def queue_deleted(self) -> None:
+        readers, self.readers = self.readers, {}
+        for r in readers.values():
+            r.consumer.queue_deleted()
+
+    # -- reading -----------------------------------------------------------------------
+
+    def _schedule(self, r: Reader) -> None:
+        r.scheduled = True
+
+        def again() -> None:
+            r.scheduled = False
+            if self.readers.get(id(r.consumer)) is r:
+                self.pump(r)
+
+        self.call_soon(again)
+
+    def pump(self, r: Reader) -> None:
+        """Delivers what the reader's credit allows, up to READ_BUDGET of chunks this turn."""
+        budget = READ_BUDGET
+        log = self.log
+        while r.credit > 0:
+            if r.pending:
+                self._deliver(r, r.pending.popleft())
+                continue
+            if budget <= 0:
+                self._schedule(r)
+                return
+            if r.offset < log.first_offset:  # retention removed what it had not read yet
+                r.offset = log.first_offset
+            ref = log.chunk_for(r.offset)
+            if ref is None:
+                break  # at the end: wait for a commit
+            header, bloom = ref.header()
+            budget -= header.size
+            if not r.spec.chunk_may_match(header, bloom):
+                r.offset = ref.next_offset
+                continue
+            r.pending.extend(rec for rec in ref.records(header) if rec.offset >= r.offset)
+            r.offset = ref.next_offset
+        self._settle_flow(r)
+
+    def _deliver(self, r: Reader, record: Record) -> None:
+        if not r.spec.matches(record.filter_value, record.payload):
+            return
+        r.delivery_count = serial.add(r.delivery_count, 1)
+        r.credit -= 1
+        message = QueueMessage(record.offset, record.payload, True, None, 0, False, record.exchange,
+                               [record.routing_key], {X_STREAM_OFFSET: Long(record.offset)})  # fmt: skip
+        self.queue.stats.delivered += 1
+        r.consumer.deliver(self.queue, message)
+
+    def _settle_flow(self, r: Reader) -> None:
+        """Completes a drain at the end of the log, and sends the credit reply owed."""
+        available = self.log.next_offset - r.offset + len(r.pending)
+        if r.drain and r.credit > 0 and not r.pending and r.offset >= self.log.next_offset:
+            r.delivery_count = serial.add(r.delivery_count, r.credit)
+            r.credit = 0
+            r.reply = True
+        if r.reply:
+            r.reply = False
+            r.consumer.credit_reply(r.delivery_count, r.credit, max(available, 0), r.drain)

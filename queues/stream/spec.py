@@ -1,0 +1,103 @@
+"""What a stream consumer asks for in its source's filter set: where to
+start (rabbitmq:stream-offset-spec) and which filter values it wants
+(rabbitmq:stream-filter, rabbitmq:stream-match-unfiltered).
+
+Filter values are matched twice: per chunk through its Bloom filter (a
+chunk that cannot hold a wanted value is skipped unread), then per message
+exactly, so a consumer never receives a message whose value it did not ask
+for (a Bloom filter has false positives). AMQP filter expressions on
+properties and application-properties (queues/stream/expressions.py) are
+checked per message after that.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from amqp.types import Timestamp
+from queues.base import QueueArgumentError
+from queues.stream.chunk import BloomFilter, ChunkHeader
+from queues.stream.expressions import APPLICATION_PROPERTIES_FILTER, PROPERTIES_FILTER, MessageFilter
+
+__all__ = ["FILTER", "MATCH_UNFILTERED", "OFFSET_SPEC", "ReadSpec"]
+
+OFFSET_SPEC = "rabbitmq:stream-offset-spec"
+FILTER = "rabbitmq:stream-filter"
+MATCH_UNFILTERED = "rabbitmq:stream-match-unfiltered"
+NAMED_SPECS = ("first", "last", "next")
+MAX_FILTER_VALUES = 256
+
+
+@dataclass(frozen=True, slots=True)
+class ReadSpec:
+    start: str = "next"  # first | last | next | offset | timestamp
+    value: int = 0  # the offset, or the timestamp in ms
+    filter_values: frozenset[str] | None = None  # None: no filtering
+    match_unfiltered: bool = False
+    applied: tuple[str, ...] = ()  # the filter-set keys this spec took (echoed in the reply ATTACH)
+    expressions: MessageFilter | None = None  # properties / application-properties filters
+
+    @classmethod
+    def from_filter_set(cls, filters: dict | None) -> ReadSpec:
+        """Raises QueueArgumentError on a value the broker cannot apply."""
+        start, value, values, unfiltered, applied = "next", 0, None, False, []
+        expressions = None
+        for key, raw in (filters or {}).items():
+            name = str(key)
+            v = raw.value if hasattr(raw, "descriptor") else raw
+            if name == OFFSET_SPEC:
+                start, value = _offset_spec(v)
+            elif name == FILTER:
+                values = _filter_values(v)
+            elif name == MATCH_UNFILTERED:
+                if not isinstance(v, bool):
+                    raise QueueArgumentError(f"{MATCH_UNFILTERED} must be a boolean, not {v!r}")
+                unfiltered = v
+            elif name in (PROPERTIES_FILTER, APPLICATION_PROPERTIES_FILTER):
+                expressions = MessageFilter.parse(name, v, expressions)
+            else:
+                continue  # not ours: not applied, so not echoed
+            applied.append(key)
+        if values is None and unfiltered:
+            unfiltered = False  # nothing to filter: every message comes anyway
+        return cls(start, value, values, unfiltered, tuple(applied), expressions)
+
+    # -- filtering ---------------------------------------------------------------------
+
+    @property
+    def filtering(self) -> bool:
+        return self.filter_values is not None
+
+    def chunk_may_match(self, header: ChunkHeader, bloom: bytes) -> bool:
+        if self.filter_values is None:
+            return True
+        if self.match_unfiltered and header.has_unfiltered:
+            return True
+        bf = BloomFilter(0, bloom)
+        return any(bf.may_contain(v) for v in self.filter_values)
+
+    def matches(self, filter_value: str | None, payload: bytes) -> bool:
+        if self.filter_values is not None:
+            if filter_value is None and not self.match_unfiltered:
+                return False
+            if filter_value is not None and filter_value not in self.filter_values:
+                return False
+        return self.expressions is None or self.expressions.matches(payload)
+
+
+def _offset_spec(v: Any) -> tuple[str, int]:
+    if isinstance(v, Timestamp):
+        return "timestamp", int(v)
+    if isinstance(v, str) and v in NAMED_SPECS:
+        return v, 0
+    if isinstance(v, int) and not isinstance(v, bool) and v >= 0:
+        return "offset", int(v)
+    raise QueueArgumentError(f"invalid {OFFSET_SPEC} {v!r}: first, last, next, an offset or a timestamp")
+
+
+def _filter_values(v: Any) -> frozenset[str]:
+    items = [v] if isinstance(v, str) else list(v) if isinstance(v, (list, tuple)) else None
+    if not items or len(items) > MAX_FILTER_VALUES or not all(isinstance(i, str) for i in items):
+        raise QueueArgumentError(f"invalid {FILTER} {v!r}: a string or a list of 1 to {MAX_FILTER_VALUES} strings")
+    return frozenset(items)
