@@ -32,6 +32,7 @@ __all__ = [
     "release_run",
     "remove_consumer",
     "requeue",
+    "spend_credit",
 ]
 
 _MASK = serial.MASK
@@ -282,17 +283,7 @@ def dispatch(st: QuorumState, ctx: Ctx, fresh_from: int = NO_FRESH) -> None:
         else:
             st.checked_count += got
             st.checked_bytes += size_out
-        credit = cs.credit - got
-        cs.credit = credit
-        cs.delivery_count = (cs.delivery_count + got) & _MASK
-        if credit == 0:
-            level.popleft()
-            cs.in_service = False
-            if not level:
-                del service[prio]
-                prios.pop(0)
-        elif len(level) > 1:
-            level.rotate(-1)
+        spend_credit(service, prios, prio, level, cs, got)
     if pending:
         ready.drop(pending)
     st.ready_bytes = ready_bytes
@@ -349,3 +340,19 @@ def remove_consumer(st: QuorumState, cs: ConsumerState) -> None:
 
 def _priority(cs: ConsumerState) -> int:
     return cs.priority
+
+
+def spend_credit(service: dict, prios: list, prio: int, level: deque, cs: ConsumerState, n: int) -> None:
+    """`cs`, first in its priority `level`, was handed `n` messages: out of
+    service once its credit is spent, else to the back of its level (round
+    robin among consumers of one priority)."""
+    cs.credit -= n
+    cs.delivery_count = (cs.delivery_count + n) & _MASK
+    if cs.credit == 0:
+        level.popleft()
+        cs.in_service = False
+        if not level:
+            del service[prio]
+            prios.pop(0)
+    elif len(level) > 1:
+        level.rotate(-1)

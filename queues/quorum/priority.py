@@ -20,7 +20,6 @@ from __future__ import annotations
 from heapq import heappop
 from typing import Any
 
-from amqp import serial
 from queues.priority import header_priority
 
 from . import dispatch as moves
@@ -75,16 +74,7 @@ def dispatch_prioritised(st: QuorumState, ctx: Any, fresh_from: int) -> None:
             st.checked_count += 1
             st.checked_bytes += size
         delivered += 1
-        cs.credit -= 1
-        cs.delivery_count = (cs.delivery_count + 1) & serial.MASK
-        if cs.credit == 0:
-            level.popleft()
-            cs.in_service = False
-            if not level:
-                del service[prio]
-                prios.pop(0)
-        elif len(level) > 1:
-            level.rotate(-1)  # round robin among equals
+        moves.spend_credit(service, prios, prio, level, cs, 1)
     counters = st.counters
     counters.delivered += delivered
     counters.redelivered += redelivered
