@@ -37,6 +37,8 @@ from typing import Any
 
 import psutil
 
+from queues.classic import ClassicQueue
+
 log = logging.getLogger("warren.alarms")
 
 QUORUM_INDEX_BYTES = 128  # per message in a quorum queue's machine state (issue 15's measurement)
@@ -118,7 +120,7 @@ class MemoryAccount:
         return {
             "baseline": self.baseline,
             "classic_queues": sum(q.held_bytes for q in self._classic_queues()),
-            "quorum_queues": sum(_quorum_held(q) for q in getattr(broker.quorum, "queues", {}).values()),
+            "quorum_queues": sum(_quorum_held(q) for q in broker.quorum.queues.values()),
             "connections": sum(_write_buffered(c) for c in broker.connections),
             "stores": self._store_bytes(),
         }
@@ -129,7 +131,7 @@ class MemoryAccount:
 
     def _classic_queues(self) -> list[Any]:
         return [q for vhost in self.broker.vhosts.values() for q in vhost.queues.values()
-                if hasattr(q, "held_bytes")]  # fmt: skip
+                if isinstance(q, ClassicQueue)]  # fmt: skip
 
     def _store_bytes(self) -> int:
         total = 0
@@ -137,9 +139,8 @@ class MemoryAccount:
         if store is not None and not store.closed:
             total += store.memory_bytes()
         cluster = self.broker.cluster
-        log_store = getattr(cluster, "log", None)
-        if log_store is not None and hasattr(log_store, "memory_bytes"):
-            total += log_store.memory_bytes()
+        if cluster is not None and cluster.log is not None:  # the Raft log's store
+            total += cluster.log.memory_bytes()
         return total
 
 
