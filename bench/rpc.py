@@ -262,6 +262,14 @@ def rabbit_node() -> Any:
     return node
 
 
+
+def _report(results: list, r: dict, broker: str) -> None:
+    """One result line: printed at once (runs are long) and kept for --json."""
+    r["broker"] = broker
+    r["load_average"] = os.getloadavg()[0]
+    print(json.dumps(r), flush=True)
+    results.append(r)
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--requesters", default="1,100,10000")
@@ -288,11 +296,8 @@ def main() -> None:
                 node = rabbit_node()
                 port, pid, stop = node.amqp_port, node.proc.pid, node.stop
             try:
-                r = asyncio.run(idle_memory(port, pid, args.memory if volatile else args.classic_memory, volatile))
-                r["broker"] = broker
-                r["load_average"] = os.getloadavg()[0]
-                print(json.dumps(r), flush=True)
-                results.append(r)
+                memory = args.memory if volatile else args.classic_memory
+                _report(results, asyncio.run(idle_memory(port, pid, memory, volatile)), broker)
             finally:
                 stop()
     counts = [int(x) for x in args.requesters.split(",") if x]
@@ -308,11 +313,7 @@ def main() -> None:
         try:
             for volatile in modes:
                 for n in counts:
-                    r = asyncio.run(load(req_port, resp_port, n, volatile, args.seconds, args.warmup))
-                    r["broker"] = broker
-                    r["load_average"] = os.getloadavg()[0]
-                    print(json.dumps(r), flush=True)
-                    results.append(r)
+                    _report(results, asyncio.run(load(req_port, resp_port, n, volatile, args.seconds, args.warmup)), broker)
         finally:
             stop()
     if args.json:
