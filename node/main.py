@@ -11,6 +11,7 @@ import uvloop
 
 from node.broker import Broker
 from node.client.tls import TlsError
+from node.cluster.enabled_flags import DowngradeRefused
 from node.config import Config
 
 
@@ -66,5 +67,10 @@ def reload_tls(broker: Broker) -> None:
 
 def run(cfg: Config) -> int:
     setup_logging(cfg.log_level)
-    uvloop.run(serve(cfg))
+    try:
+        uvloop.run(serve(cfg))
+    except DowngradeRefused as e:
+        logging.getLogger("warren").error("refusing to start: %s", e)
+        print(f"warren: refusing to start: {e}", file=sys.stderr, flush=True)
+        return 78  # EX_CONFIG: the data needs another build, a restart will not help
     return 0

@@ -71,14 +71,20 @@ class Api:
         return self.request("DELETE", path, **kw)
 
 
+def server_command(data_dir: Path, *extra_args: str) -> list[str]:
+    """`warren server` on `data_dir` with every port ephemeral."""
+    return [sys.executable, "-m", "node.cli", "server", "--data-dir", str(data_dir), "--listen-host", "127.0.0.1",
+            "--amqp-port", "0", "--http-port", "0", "--metrics-port", "0", "--grpc-port", "0", *extra_args]  # fmt: skip
+
+
 class NodeProcess:
     """`warren server` in a child process with every port ephemeral; the
     ports come from its startup line."""
 
-    def __init__(self, data_dir: Path):
-        cmd = [sys.executable, "-m", "node.cli", "server", "--data-dir", str(data_dir), "--listen-host", "127.0.0.1",
-               "--amqp-port", "0", "--http-port", "0", "--metrics-port", "0", "--grpc-port", "0"]  # fmt: skip
-        self.proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    def __init__(self, data_dir: Path, *extra_args: str, env: dict | None = None):
+        cmd = server_command(data_dir, *extra_args)
+        self.proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                     env=dict(os.environ, **(env or {})))  # fmt: skip
         line = self.proc.stdout.readline()
         m = re.search(r"listening on amqp://[^:]+:(\d+) http=(\d+) metrics=(\d+)", line)
         if not m:
