@@ -4,4 +4,4 @@
 # `warren --version`, the HTTP overview, the OPEN's properties, the cluster
 # membership record and the state snapshots. Releases are tagged v<version>
 # (CHANGELOG.md).
-__version__ = "0.2.0"
+__version__ = "0.3.0.dev0"
