@@ -1,0 +1,212 @@
+"""This node's part in its replicated streams (feature flag stream_replication):
+which role it plays for each, and the "stream.repl" node messages between
+the roles (queues/stream/wire.py).
+
+The stream's record in the metadata (metadata/state.py StreamRecord) says
+who leads and in which epoch. On the leader the vhost's queue is the
+StreamQueue with a StreamLeader role (queues/stream/leader.py); on a
+replica the vhost's queue is a proxy to the leader (node/vhosts/remote_queue.py),
+as on any node without a copy, and the copy itself is a StreamReplica
+(queues/stream/replica.py) pulling from the leader. A new epoch moves the
+roles: the old leader closes its StreamQueue (its unconfirmed publishes
+released) and opens the same directory as a replica, the new leader the
+other way round, each once the write in flight has returned.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from typing import TYPE_CHECKING, Any
+
+from metadata.state import QueueRecord, StreamRecord
+from queues.stream import wire
+from queues.stream.config import StreamConfig
+from queues.stream.leader import StreamLeader
+from queues.stream.log_epoch import write_log_epoch
+from queues.stream.queue import StreamQueue
+from queues.stream.replica import StreamReplica
+
+if TYPE_CHECKING:
+    from node.broker import Broker
+    from node.vhosts.vhost import VHost
+
+__all__ = ["StreamRoles"]
+
+log = logging.getLogger("warren.stream")
+
+CHANNEL = "stream.repl"
+
+
+class StreamRoles:
+    def __init__(self, broker: Broker, directory_of: Any) -> None:
+        self.broker = broker
+        self.directory_of = directory_of  # (vhost, name) -> the stream's directory on this node
+        self.replicas: dict[tuple[str, str], StreamReplica] = {}
+        self._attached = False
+        self._requests = itertools.count(1)
+        self._answers: dict[int, asyncio.Future] = {}
+
+    # -- the transport -----------------------------------------------------------------
+
+    def _attach(self) -> None:
+        if not self._attached:
+            self._attached = True
+            self.broker.cluster.rpc.channels[CHANNEL] = self._on_message
+
+    def send(self, peer: str, message: object) -> None:
+        transport = self.broker.cluster.transport
+        transport.add_peer(peer)  # keeps a stream to it; idempotent
+        transport.send_node_message(peer, CHANNEL, wire.encode(message))
+
+    def _on_message(self, peer: str, payload: bytes) -> None:
+        try:
+            msg: Any = wire.decode(payload)
+        except wire.WireError as e:
+            log.warning("dropped a %s message from %s: %s", CHANNEL, peer, e)
+            return
+        key = (msg.vhost, msg.name)
+        if isinstance(msg, wire.Fetch):
+            queue = self._leading(*key)
+            if queue is not None:
+                queue.role.on_fetch(peer, msg)
+        elif isinstance(msg, wire.Chunks | wire.Truncate):
+            replica = self.replicas.get(key)
+            if replica is not None and replica.leader == peer:
+                (replica.on_chunks if isinstance(msg, wire.Chunks) else replica.on_truncate)(msg)  # type: ignore[arg-type]
+        elif isinstance(msg, wire.Stop):
+            log_epoch, end = self.stop(msg.vhost, msg.name, msg.epoch)
+            if end >= 0:
+                self.send(peer, wire.Status(msg.vhost, msg.name, msg.epoch, msg.request, log_epoch, end))
+        elif isinstance(msg, wire.Status):
+            future = self._answers.pop(msg.request, None)
+            if future is not None and not future.done():
+                future.set_result((msg.log_epoch, msg.end))
+
+    def _leading(self, vhost: str, name: str) -> StreamQueue | None:
+        vh = self.broker.vhosts.get(vhost)
+        queue = vh.queues.get(name) if vh is not None else None
+        return queue if isinstance(queue, StreamQueue) and queue.role is not None else None
+
+    # -- failover (node/vhosts/stream_failover.py) ---------------------------------------
+
+    def stop(self, vhost: str, name: str, epoch: int) -> tuple[int, int]:
+        """Fences this node's copy for `epoch`: (log epoch, end); end -1 without a copy."""
+        replica = self.replicas.get((vhost, name))
+        if replica is not None and replica.epoch == epoch:
+            return replica.stop(epoch)
+        queue = self._leading(vhost, name)
+        if queue is not None and queue.role.epoch == epoch:
+            queue.role.fence()
+            return queue.role.epoch, queue.log.next_offset
+        return 0, -1
+
+    async def ask_stop(self, peer: str, vhost: str, name: str, epoch: int, timeout: float) -> tuple[int, int] | None:
+        request = next(self._requests)
+        future = self._answers[request] = asyncio.get_running_loop().create_future()
+        self.send(peer, wire.Stop(vhost, name, epoch, request))
+        try:
+            return await asyncio.wait_for(future, timeout)
+        except TimeoutError:
+            return None
+        finally:
+            self._answers.pop(request, None)
+
+    # -- roles -------------------------------------------------------------------------
+
+    def record(self, vhost: str, name: str) -> StreamRecord | None:
+        return self.broker.metadata_machine.state.stream(vhost, name)
+
+    def start(self, vhost: VHost, q: QueueRecord, arguments: dict) -> Any:
+        """The vhost's queue for a replicated stream: the leader's StreamQueue, else a proxy."""
+        self._attach()
+        record = self.record(vhost.name, q.name)
+        assert record is not None
+        me = self.broker.node_id
+        if record.leader == me:
+            return self._lead(vhost, record, arguments, None)
+        if me in record.replicas:
+            self._follow(vhost.name, record, arguments)
+        return self.broker.remote_queue(vhost, q, arguments)
+
+    def _lead(self, vhost: VHost, record: StreamRecord, arguments: dict, committed: int | None) -> StreamQueue:
+        directory = self.directory_of(vhost.name, record.name)
+        queue = StreamQueue(vhost.name, record.name, arguments, directory, vhost, self.broker.loop)
+        write_log_epoch(directory, record.epoch)  # before it takes a publish of this epoch
+        role = StreamLeader(queue, self.broker.node_id, record.epoch, record.replicas, self.send)
+        queue.role = role
+        # what a majority is known to have: all of it when alone, else what it learned as a replica
+        queue.committed_end = queue.log.next_offset if len(record.replicas) == 1 else \
+            min(committed if committed is not None else queue.log.first_offset, queue.log.next_offset)  # fmt: skip
+        for peer in record.replicas:
+            if peer != self.broker.node_id:
+                self.broker.cluster.transport.add_peer(peer)
+        return queue
+
+    def _follow(self, vhost: str, record: StreamRecord, arguments: dict) -> None:
+        replica = StreamReplica(vhost, record.name, self.directory_of(vhost, record.name),
+                                StreamConfig.from_arguments(arguments), record.leader, record.epoch, self.send,
+                                self.broker.loop)  # fmt: skip
+        self.replicas[(vhost, record.name)] = replica
+        replica.fetch()
+
+    def changed(self, vhost: VHost, name: str) -> None:
+        """A new epoch (leader or replicas changed): move this node's role."""
+        record = self.record(vhost.name, name)
+        q = self.broker.metadata_machine.state.queue(vhost.name, name)
+        if record is None or q is None:
+            return
+        me = self.broker.node_id
+        arguments = dict(q.arguments_map)
+        key = (vhost.name, name)
+        current = vhost.queues.get(name)
+        replica = self.replicas.get(key)
+        if isinstance(current, StreamQueue):  # leading until now
+            if record.leader == me:
+                current.role.epoch, current.role.replicas = record.epoch, record.replicas
+                current.role.ends.clear()
+                write_log_epoch(current.log.directory, record.epoch)
+                return
+            vhost.queues[name] = self.broker.remote_queue(vhost, q, arguments)
+            self.broker.queue_stopped(current)
+            current.readers.queue_deleted()
+            if me in record.replicas:
+                current.close(lambda: self._follow(vhost.name, record, arguments))
+            else:
+                current.close(lambda: current.log.destroy())
+            return
+        if current is not None and getattr(current, "remote", False):
+            current.leader = record.leader
+        if record.leader == me:
+            def lead() -> None:
+                proxy = vhost.queues.get(name)
+                vhost.queues[name] = self._lead(vhost, record, arguments, committed)
+                if proxy is not None:
+                    self.broker.queue_stopped(proxy)
+
+            committed = replica.committed_end if replica is not None else None
+            if replica is not None:
+                del self.replicas[key]
+                replica.close(lead)
+            else:
+                lead()
+        elif me in record.replicas:
+            if replica is None:
+                self._follow(vhost.name, record, arguments)
+            else:
+                replica.follow(record.leader, record.epoch)
+        elif replica is not None:
+            del self.replicas[key]
+            replica.destroy()
+
+    def dropped(self, vhost: str, name: str) -> None:
+        """The stream was deleted (or its vhost): this node's copy goes."""
+        replica = self.replicas.pop((vhost, name), None)
+        if replica is not None:
+            replica.destroy()
+
+    def close(self) -> None:
+        for replica in self.replicas.values():
+            replica.close()
+        self.replicas.clear()
