@@ -2,8 +2,9 @@
 unreachable for MISSES checks in a row elects a new one.
 
 It stops (fences) the other live replicas of the epoch (queues/stream/replica.py
-`stop`) and collects their logs' (log epoch, end); with a majority of the
-replicas answering, the one with the newest log epoch and then the longest
+`stop`) and collects their logs' (log epoch, end); a replica that still
+reaches the leader refuses (so one broken link does not stall a working
+leader). With a majority of the replicas answering, the one with the newest log epoch and then the longest
 log (node id breaking a tie) must lead, since every committed chunk is on
 a majority and so on at least one of them, and the fenced replicas add
 nothing meanwhile. If that is this node, it proposes metadata.stream_elect
@@ -78,12 +79,12 @@ class StreamFailover:
         others = [r for r in record.replicas if r not in (me, record.leader)]
         answers = await asyncio.gather(*(self.roles.ask_stop(r, vhost, name, record.epoch, STOP_WAIT_S)
                                          for r in others))  # fmt: skip
-        logs = {me: replica.stop(record.epoch)}
-        logs.update((r, a) for r, a in zip(others, answers, strict=True) if a is not None)
-        if len(logs) < len(record.replicas) // 2 + 1:
+        logs = {r: a for r, a in zip(others, answers, strict=True) if a is not None and a[1] >= 0}
+        if len(logs) + 1 < len(record.replicas) // 2 + 1:
             log.warning("stream %s/%s: leader %s unreachable, and only %d of %d replicas answer: no election",
                         vhost, name, record.leader, len(logs), len(record.replicas))  # fmt: skip
             return
+        logs[me] = replica.stop(record.epoch)
         best = max(logs, key=lambda n: (*logs[n], n))
         if best != me:
             return  # it elects itself when it sees the leader gone (it is fenced meanwhile)

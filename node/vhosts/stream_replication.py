@@ -76,9 +76,12 @@ class StreamRoles:
             if replica is not None and replica.leader == peer:
                 (replica.on_chunks if isinstance(msg, wire.Chunks) else replica.on_truncate)(msg)  # type: ignore[arg-type]
         elif isinstance(msg, wire.Stop):
-            log_epoch, end = self.stop(msg.vhost, msg.name, msg.epoch)
-            if end >= 0:
-                self.send(peer, wire.Status(msg.vhost, msg.name, msg.epoch, msg.request, log_epoch, end))
+            replica = self.replicas.get(key)
+            if replica is not None and self.broker.cluster.transport.is_connected(replica.leader):
+                log_epoch, end = 0, -1  # the leader is alive from here: no election
+            else:
+                log_epoch, end = self.stop(msg.vhost, msg.name, msg.epoch)
+            self.send(peer, wire.Status(msg.vhost, msg.name, msg.epoch, msg.request, log_epoch, end))
         elif isinstance(msg, wire.Status):
             future = self._answers.pop(msg.request, None)
             if future is not None and not future.done():

@@ -15,7 +15,8 @@ the leader's bytes unchanged; the replica checks each one's CRC.
               BATCH_BYTES, one batch in flight per replica) and the committed end.
     truncate  leader -> replica: drop every chunk ending past `offset`, then fetch again.
     stop      candidate -> replica: stop following `epoch` (fenced) and report the log.
-    status    replica -> candidate: the answer to `stop` (log epoch and end).
+    status    replica -> candidate: the answer to `stop` (log epoch and end; end -1:
+              not stopped, it has no copy or still reaches the leader).
 """
 
 from __future__ import annotations
