@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from amqp import definitions as d
+from node.vhosts.stream_follower import StreamFollower
 from queues.base import QueueArgumentError
 from queues.stream.queue import StreamQueue
 from queues.stream.spec import ReadSpec
@@ -17,7 +18,7 @@ __all__ = ["stream_read_spec"]
 
 def stream_read_spec(queue: Any, source: Any) -> ReadSpec | None:
     """None for a queue that is not a stream served on this node."""
-    if not isinstance(queue, StreamQueue):
+    if not isinstance(queue, StreamQueue | StreamFollower):
         return None
     filters = source.filter if isinstance(source, d.Source) else None
     try:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import shutil
 from typing import TYPE_CHECKING, Any
 
 from metadata.state import QueueRecord, StreamRecord
@@ -27,6 +28,8 @@ from queues.stream.leader import StreamLeader
 from queues.stream.log_epoch import write_log_epoch
 from queues.stream.queue import StreamQueue
 from queues.stream.replica import StreamReplica
+
+from .stream_follower import StreamFollower
 
 if TYPE_CHECKING:
     from node.broker import Broker
@@ -130,7 +133,7 @@ class StreamRoles:
         if record.leader == me:
             return self._lead(vhost, record, arguments, None)
         if me in record.replicas:
-            self._follow(vhost.name, record, arguments)
+            return StreamFollower(self.broker, vhost.name, q, arguments, self._follow(vhost.name, record, arguments))
         return self.broker.remote_queue(vhost, q, arguments)
 
     def _lead(self, vhost: VHost, record: StreamRecord, arguments: dict, committed: int | None) -> StreamQueue:
@@ -147,12 +150,13 @@ class StreamRoles:
                 self.broker.cluster.transport.add_peer(peer)
         return queue
 
-    def _follow(self, vhost: str, record: StreamRecord, arguments: dict) -> None:
+    def _follow(self, vhost: str, record: StreamRecord, arguments: dict) -> StreamReplica:
         replica = StreamReplica(vhost, record.name, self.directory_of(vhost, record.name),
                                 StreamConfig.from_arguments(arguments), record.leader, record.epoch, self.send,
                                 self.broker.loop)  # fmt: skip
         self.replicas[(vhost, record.name)] = replica
         replica.fetch()
+        return replica
 
     def changed(self, vhost: VHost, name: str) -> None:
         """A new epoch (leader or replicas changed): move this node's role."""
@@ -165,43 +169,45 @@ class StreamRoles:
         key = (vhost.name, name)
         current = vhost.queues.get(name)
         replica = self.replicas.get(key)
-        if isinstance(current, StreamQueue):  # leading until now
-            if record.leader == me:
-                current.role.epoch, current.role.replicas = record.epoch, record.replicas
-                current.role.ends.clear()
-                write_log_epoch(current.log.directory, record.epoch)
-                return
-            vhost.queues[name] = self.broker.remote_queue(vhost, q, arguments)
-            self.broker.queue_stopped(current)
-            current.readers.queue_deleted()
-            if me in record.replicas:
-                current.close(lambda: self._follow(vhost.name, record, arguments))
-            else:
-                current.close(lambda: current.log.destroy())
+        if isinstance(current, StreamQueue) and record.leader == me:  # leads on, with other replicas maybe
+            current.role.epoch, current.role.replicas = record.epoch, record.replicas
+            current.role.ends.clear()
+            write_log_epoch(current.log.directory, record.epoch)
             return
-        if current is not None and getattr(current, "remote", False):
+        if isinstance(current, StreamFollower) and me in record.replicas and record.leader != me:
             current.leader = record.leader
-        if record.leader == me:
-            def lead() -> None:
-                proxy = vhost.queues.get(name)
-                vhost.queues[name] = self._lead(vhost, record, arguments, committed)
-                if proxy is not None:
-                    self.broker.queue_stopped(proxy)
+            current.replica.follow(record.leader, record.epoch)
+            return
 
-            committed = replica.committed_end if replica is not None else None
-            if replica is not None:
-                del self.replicas[key]
-                replica.close(lead)
+        def swap(new: Any) -> None:
+            """The vhost's queue becomes `new`; links on the old one are ended (they attach again)."""
+            old = vhost.queues.get(name)
+            vhost.queues[name] = new
+            if old is not None and old is not new:
+                self.broker.queue_stopped(old)
+                if isinstance(old, StreamQueue | StreamFollower):
+                    old.readers.queue_deleted()
+
+        def then() -> None:  # this node's copy is closed: open it in its new role
+            if self.record(vhost.name, name) != record:
+                return  # another epoch came meanwhile: its own change placed it
+            if record.leader == me:
+                swap(self._lead(vhost, record, arguments, committed))
+            elif me in record.replicas:
+                swap(StreamFollower(self.broker, vhost.name, q, arguments, self._follow(vhost.name, record, arguments)))
             else:
-                lead()
-        elif me in record.replicas:
-            if replica is None:
-                self._follow(vhost.name, record, arguments)
-            else:
-                replica.follow(record.leader, record.epoch)
+                swap(self.broker.remote_queue(vhost, q, arguments))
+                shutil.rmtree(self.directory_of(vhost.name, name), ignore_errors=True)
+
+        committed = replica.committed_end if replica is not None else None
+        if isinstance(current, StreamQueue):
+            swap(self.broker.remote_queue(vhost, q, arguments))  # until its files are closed
+            current.close(then)
         elif replica is not None:
             del self.replicas[key]
-            replica.destroy()
+            replica.close(then)
+        else:
+            then()
 
     def dropped(self, vhost: str, name: str) -> None:
         """The stream was deleted (or its vhost): this node's copy goes."""

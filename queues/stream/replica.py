@@ -55,6 +55,7 @@ class StreamReplica:
         self._closed = False
         self._on_idle: Callable[[], None] | None = None
         self._sent_at = 0.0
+        self.on_commit: Callable[[], None] = lambda: None  # readers of this copy (node/vhosts/stream_follower.py)
         self._timer = loop.call_later(RETRY_S, self._retry)
 
     # -- fetching ----------------------------------------------------------------------
@@ -117,8 +118,11 @@ class StreamReplica:
         if new_epoch is not None:
             self.log_epoch = new_epoch
         StreamLog.commit(plans)
+        before = self.committed_end
         self.committed_end = max(self.committed_end, min(committed, self.log.next_offset))
         self.fetch()
+        if self.committed_end > before:
+            self.on_commit()
 
     def on_truncate(self, msg: wire.Truncate) -> None:
         if msg.epoch != self.epoch or self._writing or self._closed or self._fenced():

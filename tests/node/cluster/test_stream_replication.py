@@ -15,13 +15,15 @@ from pathlib import Path
 
 import pytest
 from cluster_procs import HttpError
-from proton import Message
+from proton import Described, Message, symbol
+from proton.reactor import Filter
 from proton.utils import BlockingConnection
 
 from amqp.message import Message as WarrenMessage
 from queues.stream.chunk import HEADER, ChunkHeader, decode_records
 
 pytestmark = pytest.mark.slow
+OFFSET_SPEC = symbol("rabbitmq:stream-offset-spec")
 
 
 def url(node) -> str:
@@ -161,3 +163,36 @@ def test_a_partitioned_replica_catches_up(cluster):
     cluster.wait_for(lambda: same_everywhere(cluster, "s-cut"), 30, "the cut replica caught up")
     assert ids_on(cluster[cut], "s-cut") == list(range(200))
     conn.close()
+
+
+def receive_ids(receiver, n: int) -> list[int]:
+    got = []
+    for _ in range(n):
+        got.append(receiver.receive(timeout=15).id)
+        receiver.accept()
+    return got
+
+
+def test_consumers_on_a_follower_read_its_copy_and_a_node_without_one_is_served_over_the_transport(cluster):
+    declare(cluster, 0, "s-read", **{"x-initial-cluster-size": 2})
+    leader = cluster.wait_for(lambda: leader_of(cluster, "s-read"), 10, "the stream's leader")
+    members = info(cluster[leader], "s-read")["members"]
+    follower = next(n.index for n in cluster.nodes if n.id in members and n.index != leader)
+    outsider = next(n.index for n in cluster.nodes if n.id not in members)
+    far = BlockingConnection(url(cluster[outsider]), timeout=10)
+    far_receiver = far.create_receiver("/queues/s-read", credit=50)  # offset spec next: what comes after
+    conn = BlockingConnection(url(cluster[outsider]), timeout=10)  # published through a node without a copy
+    sender = conn.create_sender("/queues/s-read")
+    for i in range(100):
+        sender.send(Message(id=i, body=f"m{i}", durable=True))
+    conn.close()
+    assert receive_ids(far_receiver, 100) == list(range(100))
+    far.close()
+    # the follower's consumer reads from `first` on its own copy
+    near = BlockingConnection(url(cluster[follower]), timeout=10)
+    options = Filter({OFFSET_SPEC: Described(OFFSET_SPEC, "first")})
+    receiver = near.create_receiver("/queues/s-read", credit=30, options=options)
+    assert receive_ids(receiver, 100) == list(range(100))
+    assert info(cluster[follower], "s-read")["message_stats"]["deliver"] == 100  # the follower served them
+    near.close()
+    assert ids_on(cluster[follower], "s-read") == list(range(100)) and ids_on(cluster[outsider], "s-read") == []
