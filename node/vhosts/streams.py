@@ -14,7 +14,10 @@ import random
 import weakref
 from typing import TYPE_CHECKING, Any
 
+from metadata import commands as mc
 from metadata.feature_flags import STREAM_REPLICATION
+from node.cluster.cluster import MembershipError
+from node.vhosts.metadata_store import new_key
 from node.vhosts.stream_failover import StreamFailover
 from node.vhosts.stream_replication import StreamRoles
 from queues.stream.config import StreamConfig
@@ -75,6 +78,24 @@ class StreamQueues:
         queue = vhost.queues.get(name)
         if isinstance(queue, StreamQueue):
             self._open.add(queue)
+
+    async def change_member(self, vhost: str, name: str, node: str, add: bool) -> list[str]:
+        """Adds `node` as a replica of a replicated stream (it copies the log
+        from the leader), or removes its replica; returns the replicas. A new
+        epoch in the metadata, so the change is fenced like a failover."""
+        state = self.broker.metadata.state
+        record = state.stream(vhost, name)
+        if record is None:
+            raise MembershipError(f"stream '{name}' in vhost '{vhost}' is not replicated", 400)
+        if add and node not in state.members:
+            raise MembershipError(f"{node} is not a cluster member", 400)
+        if (node in record.replicas) == add:
+            return list(record.replicas)  # done already
+        if not add and node == record.leader:
+            raise MembershipError(f"{node} leads stream '{name}': remove it once another replica leads", 409)
+        replicas = (*record.replicas, node) if add else tuple(r for r in record.replicas if r != node)
+        await self.broker.metadata.run(mc.StreamElect(new_key(), vhost, name, record.epoch, record.leader, replicas))
+        return list(replicas)
 
     def dropped(self, vhost: str, name: str) -> None:
         self.roles.dropped(vhost, name)

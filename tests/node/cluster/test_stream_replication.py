@@ -196,3 +196,34 @@ def test_consumers_on_a_follower_read_its_copy_and_a_node_without_one_is_served_
     assert info(cluster[follower], "s-read")["message_stats"]["deliver"] == 100  # the follower served them
     near.close()
     assert ids_on(cluster[follower], "s-read") == list(range(100)) and ids_on(cluster[outsider], "s-read") == []
+
+
+def stream_dir(node, name: str) -> Path:
+    return Path(node.data_dir) / "streams" / hashlib.sha256(f"/\0{name}".encode()).hexdigest()[:32]
+
+
+def test_replicas_are_added_and_removed_and_a_new_one_copies_the_log(cluster):
+    declare(cluster, 0, "s-members", **{"x-initial-cluster-size": 1})
+    leader = cluster.wait_for(lambda: leader_of(cluster, "s-members"), 10, "the stream's leader")
+    conn = BlockingConnection(url(cluster[leader]), timeout=10)
+    sender = conn.create_sender("/queues/s-members")
+    for i in range(50):
+        sender.send(Message(id=i, body=f"m{i}", durable=True))
+    others = [n for n in cluster.nodes if n.index != leader]
+    cluster[leader].http("POST", "/api/quorum-queues/%2F/s-members/members", {"node": others[0].id})
+    cluster.wait_for(lambda: ids_on(others[0], "s-members") == list(range(50)), 20, "the new replica's copy")
+    # grow: every member that lacks a replica gets one; the stream goes on in its new epoch
+    rows = cluster[leader].http("POST", "/api/quorum-queues/grow", {"node": others[1].id})
+    assert [r["ok"] for r in rows if r["name"] == "s-members"] == [True]
+    q = info(cluster[leader], "s-members")
+    assert len(q["members"]) == 3 and q["epoch"] == 3
+    for i in range(50, 60):
+        sender.send(Message(id=i, body=f"m{i}", durable=True))
+    cluster.wait_for(lambda: same_everywhere(cluster, "s-members"), 20, "three identical copies")
+    with pytest.raises(HttpError):  # the leader cannot be removed while it leads
+        cluster[leader].http("DELETE", f"/api/quorum-queues/%2F/s-members/members/{cluster[leader].id}")
+    cluster[leader].http("DELETE", f"/api/quorum-queues/%2F/s-members/members/{others[0].id}")
+    cluster.wait_for(lambda: not stream_dir(others[0], "s-members").exists(), 10, "the removed replica's files gone")
+    sender.send(Message(id=60, body="m60", durable=True))  # two replicas: still a majority
+    conn.close()
+    assert len(info(cluster[leader], "s-members")["members"]) == 2
