@@ -25,7 +25,7 @@ from metadata.state import QueueRecord, StreamRecord
 from queues.stream import wire
 from queues.stream.config import StreamConfig
 from queues.stream.leader import StreamLeader
-from queues.stream.log_epoch import write_log_epoch
+from queues.stream.log_epoch import raise_log_epoch
 from queues.stream.queue import StreamQueue
 from queues.stream.replica import StreamReplica
 
@@ -98,15 +98,11 @@ class StreamRoles:
     # -- failover (node/vhosts/stream_failover.py) ---------------------------------------
 
     def stop(self, vhost: str, name: str, epoch: int) -> tuple[int, int]:
-        """Fences this node's copy for `epoch`: (log epoch, end); end -1 without a copy."""
+        """Fences this node's replica for `epoch`: (log epoch, end); end -1 when it has none."""
         replica = self.replicas.get((vhost, name))
         if replica is not None and replica.epoch == epoch:
             return replica.stop(epoch)
-        queue = self._leading(vhost, name)
-        if queue is not None and queue.role.epoch == epoch:
-            queue.role.fence()
-            return queue.role.epoch, queue.log.next_offset
-        return 0, -1
+        return 0, -1  # no copy here, or this node leads: it is alive, no election
 
     async def ask_stop(self, peer: str, vhost: str, name: str, epoch: int, timeout: float) -> tuple[int, int] | None:
         request = next(self._requests)
@@ -139,7 +135,7 @@ class StreamRoles:
     def _lead(self, vhost: VHost, record: StreamRecord, arguments: dict, committed: int | None) -> StreamQueue:
         directory = self.directory_of(vhost.name, record.name)
         queue = StreamQueue(vhost.name, record.name, arguments, directory, vhost, self.broker.loop)
-        write_log_epoch(directory, record.epoch)  # before it takes a publish of this epoch
+        raise_log_epoch(directory, record.epoch)  # before it takes a publish of this epoch
         role = StreamLeader(queue, self.broker.node_id, record.epoch, record.replicas, self.send)
         queue.role = role
         # what a majority is known to have: all of it when alone, else what it learned as a replica
@@ -171,8 +167,9 @@ class StreamRoles:
         replica = self.replicas.get(key)
         if isinstance(current, StreamQueue) and record.leader == me:  # leads on, with other replicas maybe
             current.role.epoch, current.role.replicas = record.epoch, record.replicas
-            current.role.ends.clear()
-            write_log_epoch(current.log.directory, record.epoch)
+            current.role.ends.clear()  # counted again from fetches of the new epoch
+            current.role.parked.clear()
+            raise_log_epoch(current.log.directory, record.epoch)
             return
         if isinstance(current, StreamFollower) and me in record.replicas and record.leader != me:
             current.leader = record.leader

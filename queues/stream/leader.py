@@ -39,12 +39,11 @@ class StreamLeader:
         self.send = send
         self.ends: dict[str, int] = {}  # replica -> durable end it reported in this epoch
         self.parked: dict[str, wire.Fetch] = {}
-        self.fenced = False  # a candidate asked this node to stop: commit no more in this epoch
 
     # -- the replicas' requests ---------------------------------------------------------
 
     def on_fetch(self, peer: str, fetch: wire.Fetch) -> None:
-        if fetch.epoch != self.epoch or peer not in self.replicas or self.fenced:
+        if fetch.epoch != self.epoch or peer not in self.replicas:
             return  # a replica of another epoch: it learns the current one from the metadata
         self.parked.pop(peer, None)  # its earlier fetch is answered by this one
         log_ = self.queue.log
@@ -95,8 +94,6 @@ class StreamLeader:
         self._wake_parked()
 
     def _recompute(self) -> None:
-        if self.fenced:
-            return
         ends = sorted((self.queue.log.next_offset, *(self.ends.get(r, 0) for r in self.replicas if r != self.me)),
                       reverse=True)  # fmt: skip
         committed = ends[len(self.replicas) // 2]
@@ -108,7 +105,3 @@ class StreamLeader:
         parked, self.parked = self.parked, {}
         for peer, fetch in parked.items():
             self._answer(peer, fetch)
-
-    def fence(self) -> None:
-        self.fenced = True
-        self.parked.clear()

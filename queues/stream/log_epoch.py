@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["read_log_epoch", "write_log_epoch"]
+__all__ = ["raise_log_epoch", "read_log_epoch", "write_log_epoch"]
 
 NAME = "epoch"
 
@@ -35,3 +35,11 @@ def write_log_epoch(directory: str, epoch: int) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def raise_log_epoch(directory: str, epoch: int) -> None:
+    """Records `epoch` unless the file already has a newer one (a node replaying
+    the metadata passes through old epochs: the file never goes back)."""
+    if epoch > read_log_epoch(directory):
+        os.makedirs(directory, exist_ok=True)
+        write_log_epoch(directory, epoch)
