@@ -118,6 +118,7 @@ class StreamReplica:
         if new_epoch is not None:
             self.log_epoch = new_epoch
         StreamLog.commit(plans)
+        self.log.apply_retention(int(time.time() * 1000))  # the leader's rule on the same segments
         before = self.committed_end
         self.committed_end = max(self.committed_end, min(committed, self.log.next_offset))
         self.fetch()

@@ -193,3 +193,24 @@ def test_a_stopped_replica_takes_nothing_more_of_its_epoch(tmp_path):
         assert outcomes == [] and b.log.next_offset == 20 and queue.committed_end == 20
 
     asyncio.run(main())
+
+
+def test_replicas_apply_retention_as_the_leader_does(tmp_path):
+    async def main():
+        router = Router()
+        loop = asyncio.get_running_loop()
+        arguments = {"x-max-length-bytes": 20_000, "x-stream-max-segment-size-bytes": 4_000}
+        queue = StreamQueue("/", "s", arguments, str(tmp_path / "a"), Host(), loop)
+        queue.role = StreamLeader(queue, "a", 1, ("a", "b"), router.sender("a"))
+        router.leader = queue
+        b = router.replicas["b"] = StreamReplica("/", "s", str(tmp_path / "b"), StreamConfig.from_arguments(arguments),
+                                                 "a", 1, router.sender("b"), loop)  # fmt: skip
+        b.fetch()
+        for start in range(0, 2000, 100):  # many small chunks, many segments
+            _, done = await publish(queue, 100, start)
+            await done.wait()
+        await until(lambda: b.log.next_offset == 2000, "b has everything")
+        assert queue.log.first_offset > 0 and b.log.first_offset > 0
+        assert b.log.bytes <= 20_000 + 4_000 and len(b.log.segments) == len(queue.log.segments)
+
+    asyncio.run(main())
