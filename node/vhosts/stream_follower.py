@@ -1,12 +1,19 @@
-"""A replicated stream as a replica's node uses it: publishes (and counts,
-purge, delete) go to the leader as through any queue proxy, but consumers
-read this node's own copy (queues/stream/replica.py), up to the committed
-end the replica learned from the leader, so a consumer on a replica costs
-the leader nothing.
+"""A replicated stream as other nodes than its leader use it.
+
+StreamFollower, on a replica's node: publishes (and counts, purge, delete)
+go to the leader as through any queue proxy, but consumers read this
+node's own copy (queues/stream/replica.py), up to the committed end the
+replica learned from the leader, so a consumer on a replica costs the
+leader nothing.
+
+StreamProxy, on a node without a copy: everything goes to the leader, and
+a consumer's filter set (offset spec, filters) travels with its attach, so
+the leader's reader starts and filters as a local one would.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 from queues.base import Consumer, Settlement
@@ -20,7 +27,24 @@ if TYPE_CHECKING:
     from node.broker import Broker
     from queues.stream.replica import StreamReplica
 
-__all__ = ["StreamFollower"]
+__all__ = ["ProxiedReadSpec", "StreamFollower", "StreamProxy"]
+
+
+@dataclass(frozen=True, slots=True)
+class ProxiedReadSpec(ReadSpec):
+    filters: dict = field(default_factory=dict)  # the source's filter set, plain values, for the leader
+
+
+class StreamProxy(RemoteQueue):
+    def read_spec(self, filters: Any) -> ProxiedReadSpec:
+        """Checks the filter set here (raises QueueArgumentError) and keeps it to send."""
+        spec = ReadSpec.from_filter_set(filters)
+        plain = {str(k): (v.value if hasattr(v, "descriptor") else v) for k, v in (filters or {}).items()}
+        return ProxiedReadSpec(*(getattr(spec, f.name) for f in fields(ReadSpec)), filters=plain)
+
+    def attach_reader(self, consumer: Consumer, spec: ReadSpec) -> None:
+        filters = spec.filters if isinstance(spec, ProxiedReadSpec) else {}
+        self.consumers[consumer] = self._service.attach(self, consumer, 0, filters)
 
 
 class StreamFollower(RemoteQueue):

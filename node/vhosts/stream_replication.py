@@ -29,7 +29,7 @@ from queues.stream.log_epoch import raise_log_epoch
 from queues.stream.queue import StreamQueue
 from queues.stream.replica import StreamReplica
 
-from .stream_follower import StreamFollower
+from .stream_follower import StreamFollower, StreamProxy
 
 if TYPE_CHECKING:
     from node.broker import Broker
@@ -130,7 +130,7 @@ class StreamRoles:
             return self._lead(vhost, record, arguments, None)
         if me in record.replicas:
             return StreamFollower(self.broker, vhost.name, q, arguments, self._follow(vhost.name, record, arguments))
-        return self.broker.remote_queue(vhost, q, arguments)
+        return StreamProxy(self.broker, vhost.name, q, arguments)
 
     def _lead(self, vhost: VHost, record: StreamRecord, arguments: dict, committed: int | None) -> StreamQueue:
         directory = self.directory_of(vhost.name, record.name)
@@ -171,6 +171,9 @@ class StreamRoles:
             current.role.parked.clear()
             raise_log_epoch(current.log.directory, record.epoch)
             return
+        if isinstance(current, StreamProxy) and me not in record.replicas:  # still no copy here
+            current.leader = record.leader
+            return
         if isinstance(current, StreamFollower) and me in record.replicas and record.leader != me:
             current.leader = record.leader
             current.replica.follow(record.leader, record.epoch)
@@ -193,12 +196,12 @@ class StreamRoles:
             elif me in record.replicas:
                 swap(StreamFollower(self.broker, vhost.name, q, arguments, self._follow(vhost.name, record, arguments)))
             else:
-                swap(self.broker.remote_queue(vhost, q, arguments))
+                swap(StreamProxy(self.broker, vhost.name, q, arguments))
                 shutil.rmtree(self.directory_of(vhost.name, name), ignore_errors=True)
 
         committed = replica.committed_end if replica is not None else None
         if isinstance(current, StreamQueue):
-            swap(self.broker.remote_queue(vhost, q, arguments))  # until its files are closed
+            swap(StreamProxy(self.broker, vhost.name, q, arguments))  # until its files are closed
             current.close(then)
         elif replica is not None:
             del self.replicas[key]

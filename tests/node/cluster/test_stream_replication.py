@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from cluster_procs import HttpError
-from proton import Described, Message, symbol
+from proton import Described, Message, symbol, ulong
 from proton.reactor import Filter
 from proton.utils import BlockingConnection
 
@@ -187,6 +187,11 @@ def test_consumers_on_a_follower_read_its_copy_and_a_node_without_one_is_served_
         sender.send(Message(id=i, body=f"m{i}", durable=True))
     conn.close()
     assert receive_ids(far_receiver, 100) == list(range(100))
+    far.close()
+    # the offset spec of a consumer on a node without a copy travels to the leader with its attach
+    far = BlockingConnection(url(cluster[outsider]), timeout=10)
+    at_50 = Filter({OFFSET_SPEC: Described(OFFSET_SPEC, ulong(50))})
+    assert receive_ids(far.create_receiver("/queues/s-read", credit=20, options=at_50), 50) == list(range(50, 100))
     far.close()
     # the follower's consumer reads from `first` on its own copy
     near = BlockingConnection(url(cluster[follower]), timeout=10)
