@@ -148,6 +148,12 @@ def test_an_unknown_descriptor_is_not_applied_and_not_echoed(orders):
     receiver.close()
 
 
+def test_property_filters_and_an_sql_filter_both_apply(orders):
+    props = symbol("amqp:properties-filter")
+    both = {props: Described(props, {symbol("subject"): "&p:order."}), **sql("amount < 100")}
+    assert read_all(orders, both) == ["m1", "m2"]
+
+
 def test_one_sql_filter_per_link(orders):
     two = {**sql("region = 'emea'"), symbol("another"): Described(SQL, "amount > 100")}
     with pytest.raises(LinkDetached, match="one amqp:sql-filter per link"):
