@@ -82,8 +82,16 @@ class ReadSpec:
     @property
     def message_cost(self) -> int:
         """What examining one message with the per-message filters counts for in a reader's
-        per-turn budget (queues/stream/readers.py), in bytes: about as long as reading 1 KiB."""
-        return 0 if self.expressions is None and self.sql is None else FILTERED_MESSAGE_COST
+        per-turn budget (queues/stream/readers.py), in bytes: about as long as reading 1 KiB,
+        plus the SQL expression's own work."""
+        if self.expressions is None and self.sql is None:
+            return 0
+        return FILTERED_MESSAGE_COST + (self.sql.cost.per_message if self.sql is not None else 0)
+
+    @property
+    def message_cost_per_byte(self) -> int:
+        """And per byte of the message: LIKE patterns read values as long as the message at most."""
+        return self.sql.cost.per_byte if self.sql is not None else 0
 
     @property
     def filtering(self) -> bool:

@@ -15,6 +15,7 @@ from typing import Any
 
 from amqp.errors import DecodeError
 from amqp.message import Message
+from queues.stream.sql.cost import Cost, estimate
 from queues.stream.sql.errors import SqlFilterError
 from queues.stream.sql.evaluate import Clock, compile_tree, utc_now_ms
 from queues.stream.sql.parser import DEFAULT_MAX_LENGTH, parse
@@ -27,12 +28,13 @@ SQL_FILTER_CODES = frozenset((0x120, (0x0000468C << 32) | 0x120))
 
 
 class SqlFilter:
-    __slots__ = ("text", "tree", "_evaluate")
+    __slots__ = ("text", "tree", "cost", "_evaluate")
 
     def __init__(self, text: str, max_length: int = DEFAULT_MAX_LENGTH, clock: Clock = utc_now_ms) -> None:
         """Raises SqlFilterError for an expression it cannot apply."""
         self.text = text
         self.tree = parse(text, max_length)
+        self.cost: Cost = estimate(self.tree)  # per message, in a stream reader's budget (cost.py)
         self._evaluate = compile_tree(self.tree, clock)
 
     def evaluate(self, message: Message) -> Any:

@@ -70,7 +70,8 @@ def _items(pattern: str, escape: str | None) -> list[Any]:
 class LikePattern:
     pattern: str
     escape: str | None = None
-    _match: Any = field(default=None, compare=False, repr=False)
+    _match: Any = field(default=None, init=False, compare=False, repr=False)
+    words: int = field(default=0, init=False, compare=False, repr=False)  # 64-bit words per character read (NFA)
 
     def __post_init__(self) -> None:
         if self.escape is not None and len(self.escape) != 1:
@@ -78,6 +79,7 @@ class LikePattern:
         items = _items(self.pattern, self.escape)
         if ANY_ONE in items:
             matcher = _Nfa(items).match
+            object.__setattr__(self, "words", len(items) // 64 + 1)
         elif ANY_RUN in items:
             matcher = _Segments(items).match
         else:

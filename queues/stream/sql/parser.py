@@ -45,7 +45,7 @@ from queues.stream.sql.nodes import (
     Utc,
 )
 
-__all__ = ["DEFAULT_MAX_LENGTH", "MAX_HEIGHT", "MAX_NESTING", "parse"]
+__all__ = ["DEFAULT_MAX_LENGTH", "MAX_HEIGHT", "MAX_NESTING", "children", "parse"]
 
 DEFAULT_MAX_LENGTH = 4096  # characters, as RabbitMQ 4.2 (the setting stream_sql_filter_max_length)
 MAX_NESTING = 32  # parentheses, NOT and signs inside one another
@@ -262,10 +262,10 @@ def _check_height(tree: Node) -> None:
         node, depth = stack.pop()
         if depth > MAX_HEIGHT:
             raise SqlFilterError(f"the expression nests more than {MAX_HEIGHT} levels deep")
-        stack.extend((child, depth + 1) for child in _children(node))
+        stack.extend((child, depth + 1) for child in children(node))
 
 
-def _children(node: Node) -> tuple[Node, ...]:
+def children(node: Node) -> tuple[Node, ...]:
     if isinstance(node, (And, Or)):
         return node.operands
     if isinstance(node, (Arithmetic, Compare)):

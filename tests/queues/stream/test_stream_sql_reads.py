@@ -104,3 +104,32 @@ def test_examining_messages_counts_against_the_turn(tmp_path):
         stream.close()
 
     asyncio.run(main())
+
+
+def test_a_turn_examines_at_least_one_message_however_costly(tmp_path, monkeypatch):
+    """An expression may cost more than a whole turn's budget: the reader still
+    examines one message per turn instead of rescheduling itself forever."""
+    monkeypatch.setattr(readers, "READ_BUDGET", 1)
+
+    async def main():
+        stream = StreamQueue("/", "s", {}, str(tmp_path / "s"), Host(), asyncio.get_running_loop())
+        await publish_numbered(stream, 20)
+        c = Consumer()
+        stream.attach_reader(c, spec("n >= 0 AND p.subject IS NULL"))
+        stream.credit(c, 0, 20, False, False)
+        assert len(c.got) <= 1
+        await until(c, lambda: len(c.got) == 20)
+        assert [m.seq for m in c.got] == list(range(20))
+        stream.close()
+
+    asyncio.run(main())
+
+
+def test_costlier_expressions_count_for_more():
+    cheap, more_nodes = spec("n = 1"), spec("n = 1 OR n = 2 OR n = 3")
+    like_nfa, like_segments = spec("s LIKE 'a_b%'"), spec("s LIKE 'a%b%'")
+    assert 0 < cheap.message_cost < more_nodes.message_cost
+    assert cheap.message_cost_per_byte == like_segments.message_cost_per_byte == 0  # str.find: C, not per step
+    assert like_nfa.message_cost_per_byte > 0
+    unfiltered = ReadSpec.from_filter_set({"rabbitmq:stream-offset-spec": "first"})
+    assert unfiltered.message_cost == unfiltered.message_cost_per_byte == 0  # the plain path is unchanged
