@@ -123,8 +123,8 @@ def _filter_name(key: Any, raw: Any) -> str:
     descriptor = getattr(raw, "descriptor", None)
     if isinstance(descriptor, str):
         return str(descriptor)
-    if isinstance(descriptor, int):
-        return DESCRIPTOR_CODES.get(descriptor, str(key))
+    if isinstance(descriptor, int):  # an unknown code names no filter Warren applies
+        return DESCRIPTOR_CODES.get(descriptor, f"descriptor code {descriptor:#x}")
     return str(key)
 
 

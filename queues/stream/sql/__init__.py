@@ -23,8 +23,7 @@ from queues.stream.sql.parser import DEFAULT_MAX_LENGTH, parse
 __all__ = ["DEFAULT_MAX_LENGTH", "SQL_FILTER", "SQL_FILTER_CODES", "SqlFilter", "SqlFilterError"]
 
 SQL_FILTER = "amqp:sql-filter"
-# its descriptor as a code: RabbitMQ's 0x120, and the same in the AMQP domain 0x468C
-SQL_FILTER_CODES = frozenset((0x120, (0x0000468C << 32) | 0x120))
+SQL_FILTER_CODES = frozenset((0x120,))  # its descriptor as a code, as RabbitMQ 4.2 and its clients send it
 
 
 class SqlFilter:
