@@ -32,15 +32,15 @@ __all__ = ["ProxiedReadSpec", "StreamFollower", "StreamProxy"]
 
 @dataclass(frozen=True, slots=True)
 class ProxiedReadSpec(ReadSpec):
-    filters: dict = field(default_factory=dict)  # the source's filter set, plain values, for the leader
+    filters: dict = field(default_factory=dict)  # the source's filter set, for the leader
 
 
 class StreamProxy(RemoteQueue):
-    def read_spec(self, filters: Any) -> ProxiedReadSpec:
+    def read_spec(self, filters: Any, sql_max_length: int) -> ProxiedReadSpec:
         """Checks the filter set here (raises QueueArgumentError) and keeps it to send."""
-        spec = ReadSpec.from_filter_set(filters)
-        plain = {str(k): (v.value if hasattr(v, "descriptor") else v) for k, v in (filters or {}).items()}
-        return ProxiedReadSpec(*(getattr(spec, f.name) for f in fields(ReadSpec)), filters=plain)
+        spec = ReadSpec.from_filter_set(filters, sql_max_length)
+        described = {str(k): v for k, v in (filters or {}).items()}  # descriptors kept: they name the filters
+        return ProxiedReadSpec(*(getattr(spec, f.name) for f in fields(ReadSpec)), filters=described)
 
     def attach_reader(self, consumer: Consumer, spec: ReadSpec) -> None:
         filters = spec.filters if isinstance(spec, ProxiedReadSpec) else {}

@@ -7,7 +7,11 @@ the log waits; the queue wakes it when a chunk commits.
 
 Reading never stalls the event loop on a long log: a pump reads at most
 READ_BUDGET bytes of chunks per turn and schedules itself again for the
-rest, so other connections get their turn between chunks.
+rest, so other connections get their turn between chunks. A message that
+per-message filters (properties, application properties, SQL) examine
+counts as ReadSpec.message_cost bytes of that budget (more for costly SQL
+expressions), so a selective filter does not test a whole MiB of small
+messages in one turn.
 """
 
 from __future__ import annotations
@@ -124,8 +128,14 @@ class StreamReaders:
         budget = READ_BUDGET
         log = self.log
         end = self.end
+        filter_cost, filter_cost_per_byte = r.spec.message_cost, r.spec.message_cost_per_byte
         while r.credit > 0:
             if r.pending:
+                if filter_cost:  # evaluating filters is work too: without this a turn could test every message
+                    if budget <= 0:  # of a MiB of chunks, unbounded in count, and all may fail to match
+                        self._schedule(r)  # (checked before charging: each turn examines at least one)
+                        return
+                    budget -= filter_cost + filter_cost_per_byte * len(r.pending[0].payload)
                 self._deliver(r, r.pending.popleft())
                 continue
             if budget <= 0:

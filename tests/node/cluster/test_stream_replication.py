@@ -192,6 +192,11 @@ def test_consumers_on_a_follower_read_its_copy_and_a_node_without_one_is_served_
     far = BlockingConnection(url(cluster[outsider]), timeout=10)
     at_50 = Filter({OFFSET_SPEC: Described(OFFSET_SPEC, ulong(50))})
     assert receive_ids(far.create_receiver("/queues/s-read", credit=20, options=at_50), 50) == list(range(50, 100))
+    # and an SQL filter under a key of the client's own, known by its descriptor
+    sql = Filter({OFFSET_SPEC: Described(OFFSET_SPEC, "first"),
+                  symbol("odd"): Described(symbol("amqp:sql-filter"), "properties.message_id > 94")})  # fmt: skip
+    sql_receiver = far.create_receiver("/queues/s-read", credit=20, options=sql, name="sql")
+    assert receive_ids(sql_receiver, 5) == list(range(95, 100))
     far.close()
     # the follower's consumer reads from `first` on its own copy
     near = BlockingConnection(url(cluster[follower]), timeout=10)
