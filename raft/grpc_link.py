@@ -211,6 +211,14 @@ class PeerLink:
                 continue
             frame, size = self.outbox.popleft()
             self.outbox_bytes -= size
+            # frames queued while the last write was out go in this one, up to the frame bound
+            limit = self.owner.options.max_frame_bytes
+            outbox = self.outbox
+            while outbox and size + outbox[0][1] <= limit and outbox[0][0].epoch == frame.epoch:
+                more, n = outbox.popleft()
+                self.outbox_bytes -= n
+                frame.messages.extend(more.messages)
+                size += n
             await call.write(frame)
             self.last_sent = self.owner._clock()
             stats.frames_sent += 1

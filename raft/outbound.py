@@ -2,8 +2,11 @@
 queue during one loop turn is sealed per peer at the end of the turn, held until
 every `before_flush` awaitable of that turn is done (the durability gate: nothing
 leaves before the Raft log write that covers it has landed), then cut into frames
-of at most `max_frame_bytes` and handed to the peer's link in order. A failed gate
-stops all sending for good (`NodeTransport.failed`)."""
+of at most `max_frame_bytes` and handed to the peer's link in order. The turns one
+fsync releases together go out together, in one frame per peer (a busy node seals
+several turns per fsync, and each gRPC write costs about as much as a small
+message's whole Raft path). A failed gate stops all sending for good
+(`NodeTransport.failed`)."""
 
 from __future__ import annotations
 
@@ -91,6 +94,11 @@ class Outbound:
                 for w in waits:
                     await w
                 self._held.popleft()
+                # the later turns the same write made durable leave with this one
+                while self._held and all(isinstance(w, asyncio.Future) and w.done() for w in self._held[0][0]):
+                    for w in self._held[0][0]:
+                        w.result()  # a failed gate fails here, before anything of its turn leaves
+                    sealed = sealed + self._held.popleft()[1]
                 self._release_sealed(sealed)
         except asyncio.CancelledError:
             raise
@@ -108,7 +116,7 @@ class Outbound:
 
     def _release_sealed(self, sealed: list[tuple[PeerLink, int, list]]) -> None:
         limit = self._nt.options.max_frame_bytes
-        for link, epoch, items in sealed:
+        for link, epoch, items in _per_link(sealed):
             link.queued_bytes -= sum(len(item[2]) for item in items)
             if not link.up or link.epoch != epoch or self._nt.is_partitioned(link.peer):
                 self._nt.stats.dropped_on_reconnect += len(items)
@@ -129,3 +137,17 @@ class Outbound:
             if link.outbox_bytes > self._nt.options.max_outbox_bytes:
                 link.kill(f"{link.outbox_bytes} bytes unsent")
 
+
+
+def _per_link(sealed: list[tuple[PeerLink, int, list]]) -> list[tuple[PeerLink, int, list]]:
+    """Several turns' (link, epoch, items) as one per link and epoch, each link's items in order."""
+    if len(sealed) <= 1:
+        return sealed
+    merged: dict[tuple[int, int], tuple[PeerLink, int, list]] = {}
+    for link, epoch, items in sealed:
+        have = merged.get((id(link), epoch))
+        if have is None:
+            merged[(id(link), epoch)] = (link, epoch, list(items))
+        else:
+            have[2].extend(items)
+    return list(merged.values())

@@ -335,6 +335,33 @@ def test_before_flush_holds_messages_until_the_journal_is_durable():
     uvloop.run(main())
 
 
+def test_the_turns_one_sync_releases_leave_in_one_frame_per_peer():
+    """A node that seals several loop turns while one fsync is out sends them, once it
+    lands, as one gRPC message per peer, each peer's messages in the order sent."""
+
+    async def main():
+        async with nodes(3, options=QUIET) as (a, b, c):
+            got_b, got_c = collect(b), collect(c)
+            synced = asyncio.get_running_loop().create_future()
+            a.before_flush.append(lambda: None if synced.done() else synced)
+            turns = 0
+            for i in range(5):  # five loop turns, each sealed behind the same write
+                a.send_node_message(b.node_id, "x", b"b%d" % i)
+                a.send_node_message(c.node_id, "x", b"c%d" % i)
+                flushes = a.stats.flushes
+                await until(lambda flushes=flushes: a.stats.flushes > flushes)
+                turns += 1
+            assert turns == 5 and got_b == got_c == []
+            sent_before = a.stats.frames_sent
+            synced.set_result(None)
+            await until(lambda: len(got_b) == len(got_c) == 5)
+            assert a.stats.frames_sent - sent_before == 2  # one per peer, not one per turn and peer
+            assert [p for _, _, p, _ in got_b] == [b"b%d" % i for i in range(5)]
+            assert [p for _, _, p, _ in got_c] == [b"c%d" % i for i in range(5)]
+
+    uvloop.run(main())
+
+
 def test_a_failed_sync_stops_all_sending():
     async def main():
         errors = []
