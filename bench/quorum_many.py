@@ -397,6 +397,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="200 quorum queues on 3 Warren nodes: CPU/RSS at rest and under load.")
     ap.add_argument("--broker", choices=("warren", "rabbitmq"), default="warren",
                     help="rabbitmq: the same on a 3-node RabbitMQ 3.10 cluster (bench/quorum.py's), as a control")
+    ap.add_argument("--warren-repo", metavar="DIR",
+                    help="run the Warren of this checkout instead (e.g. the commit before a change, for a before/after)")
     ap.add_argument("--rabbit-amqp-base", type=int, default=5781)
     ap.add_argument("--rabbit-mgmt-base", type=int, default=15781)
     ap.add_argument("--rabbit-dist-base", type=int, default=25781)
@@ -428,7 +430,8 @@ def main(argv: list[str] | None = None) -> int:
 
     procs.install_handlers()
     if args.broker == "warren":
-        w: Any = WarrenCluster(keep=args.keep, profile_dir=args.profile, profile_clock=args.profile_clock)
+        w: Any = WarrenCluster(keep=args.keep, profile_dir=args.profile, profile_clock=args.profile_clock,
+                               repo=args.warren_repo)  # fmt: skip
     else:
         w = RabbitCluster(amqp_base=args.rabbit_amqp_base, mgmt_base=args.rabbit_mgmt_base,
                           dist_base=args.rabbit_dist_base, keep=args.keep)  # fmt: skip
