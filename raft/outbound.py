@@ -171,7 +171,6 @@ class Outbound:
                 link.kill(f"{link.outbox_bytes} bytes unsent")
 
 
-
 def _per_link(sealed: list[tuple[PeerLink, int, list]]) -> list[tuple[PeerLink, int, list]]:
     """Several turns' (link, epoch, items) as one per link and epoch, each link's items in order."""
     if len(sealed) <= 1:
