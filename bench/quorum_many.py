@@ -526,12 +526,11 @@ def cpu_per_message(res: dict) -> dict | None:
     lg, phases = res.get("loadgen") or {}, res.get("phases") or {}
     if not lg.get("sent") or "load" not in phases:
         return None
-    rate = lg["sent"] / lg["duration"]
-    load = [r["cpu_pct"] for r in phases["load"]["nodes"]]
+    rate, load = lg["sent"] / lg["duration"], [r["cpu_pct"] for r in phases["load"]["nodes"]]
     rest = [r["cpu_pct"] for r in phases["rest"]["nodes"]] if "rest" in phases else [0.0] * len(load)
     per_node = [pct / 100 * 1e6 / rate for pct in load]
-    over = [(a - b) / 100 * 1e6 / rate for a, b in zip(load, rest, strict=True)]
-    return {"rate": rate, "per_node": per_node, "all": sum(per_node), "over_rest": over}
+    return {"rate": rate, "per_node": per_node, "all": sum(per_node),
+            "over_rest": [(a - b) / 100 * 1e6 / rate for a, b in zip(load, rest, strict=True)]}  # fmt: skip
 
 
 def report(res: dict, args) -> str:
