@@ -143,6 +143,8 @@ class UpgradeRun:
             if self.with_refusal:
                 self._downgrade_refused(known)
             self._finish_workload()
+            if self.failures():
+                self._keep_artifacts()
         except BaseException:
             self._keep_artifacts()
             raise
@@ -334,13 +336,24 @@ class UpgradeRun:
         for qtype, w in self.workloads.items():
             report = Report(f"upgrade {qtype}", w.history)
             report.check_queue()
-            report.check("queue drained", self.drained_queues[qtype], f"depth {w.queue_depth()}")
+            views = "" if self.drained_queues[qtype] else "; " + "; ".join(
+                f"{n}: {self._queue_view(n, w.queue)}" for n in self.c.nodes)  # fmt: skip
+            report.check("queue drained", self.drained_queues[qtype], f"depth {w.queue_depth()}{views}")
             report.check("clients ran without harness errors", not w.errors, "; ".join(w.errors))
             self.reports[qtype] = report
         report = Report("upgrade metadata", self.metadata.history)
         report.check_metadata(self.metadata.read_all)
         report.check("metadata changes were acknowledged", report.metadata.ok > 0)
         self.reports["metadata"] = report
+
+    def _queue_view(self, node: str, queue: str) -> object:
+        """What `node` says of the queue, for a failure's report."""
+        try:
+            q = self.c.http(node, "GET", f"/api/queues/%2F/{queue}", timeout=5)
+        except Exception as e:
+            return f"{type(e).__name__}: {e}"
+        keys = ("node", "leader", "messages_ready", "messages_unacknowledged", "consumers", "consumer_details")
+        return {k: q[k] for k in keys if k in q}
 
     def _stop_clients(self) -> None:
         for w in self.workloads.values():
