@@ -80,8 +80,10 @@ def test_a_rolling_upgrade_under_the_chaos_workload_loses_nothing(drain: bool, r
         assert q.confirmed > 0 and not q.lost, run.table()
     last = run.steps[len(ORDER) - 1]
     assert set(last.versions.values()) == {working_tree_version(REPO)}, last.versions  # all on the working tree
+    assert set(run.serving.values()) == {"serving"}, run.serving  # out of maintenance once restarted
     if drain:
         assert all(r["done"] for r in run.drain_reports.values()), run.drain_reports
+        assert all(row["ok"] for row in run.rebalanced), run.rebalanced
 
 
 def test_new_flags_stay_off_while_an_old_node_remains_and_migrate_once_enabled(runs: Runs):

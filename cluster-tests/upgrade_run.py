@@ -18,6 +18,7 @@ metadata workload. Then, each one a step whose longest client unavailability is 
 2. enable the new flags, once every member supports them: enabled on every node and listed
    in every node's data-directory `feature_flags` file (what the downgrade refusal reads),
    plus the flag's own check in MIGRATION_CHECKS; skipped, with the reason, when there is none.
+   With `drain`, quorum-queue leaders are then rebalanced (POST /api/rebalance/queues).
 3. (with `refusal`) the downgrade refusal: one node stopped and started from the OLD image
    on its volume must exit 78 naming the flag; the new image then starts on it again and the
    cluster is whole. Without a new flag the old image is told by its test knob
@@ -80,7 +81,6 @@ class Step:
     unavailable: dict[str, float] = field(default_factory=dict)  # queue type -> longest wait for a confirm
     confirmed: dict[str, int] = field(default_factory=dict)  # queue type -> confirms within the step
     versions: dict[str, str] = field(default_factory=dict)  # node -> product_version at the step's end
-    detail: str = ""
 
 
 @dataclass
@@ -119,6 +119,8 @@ class UpgradeRun:
         self.refusal = RefusalOutcome()
         self.reports: dict[str, Report] = {}  # queue type or "metadata" -> its checked report
         self.drained_queues: dict[str, bool] = {}
+        self.serving: dict[str, str] = {}  # replaced node -> its maintenance state once started
+        self.rebalanced: list[dict] | None = None  # POST /api/rebalance/queues' rows (drain runs)
         self.duration = 0.0
 
     @property
@@ -140,6 +142,8 @@ class UpgradeRun:
                 if i < len(ORDER) - 1:
                     self._check_flags_while_mixed(upgraded=list(ORDER[: i + 1]))
             self._enable_new_flags()
+            if self.drain:  # the procedure's last step: the drains moved the leaders off each node in turn
+                self.rebalanced = c.http("warren1", "POST", "/api/rebalance/queues", {}, timeout=60)
             if self.with_refusal:
                 self._downgrade_refused(known)
             self._finish_workload()
@@ -219,8 +223,7 @@ class UpgradeRun:
         if self.drain:
             self._drain(node)
         c.replace(node, self.new_image, timeout=STEP_TIMEOUT)
-        serving = c.http(node, "GET", "/api/maintenance")["state"]
-        step.detail = f"maintenance state after the start: {serving}"
+        self.serving[node] = c.http(node, "GET", "/api/maintenance")["state"]  # a restarted node serves
         self._end(step, time.monotonic())
 
     # -- feature flags -----------------------------------------------------------------------------
@@ -322,7 +325,6 @@ class UpgradeRun:
         c.replace(node, self.new_image, timeout=STEP_TIMEOUT)
         self._end(step, time.monotonic())
         out.whole_again = c.agreed_leader() is not None
-        step.detail = f"the old image exited {out.exit_code}"
 
     # -- the end -----------------------------------------------------------------------------------
 
