@@ -9,14 +9,18 @@ version; WARREN_UPGRADE_FROM=<tag or commit> picks another); the tests skip when
 has no such tag. Its image is built from `git archive` of that commit with this checkout's
 deploy/Dockerfile (chaos_cluster.stage_context "ref:").
 
-Two runs (one compose cluster each, ~1.5-2 min apiece on a quiet machine): `drain` also
-enables the new flags and tries the downgrade; `no drain` only upgrades. The tests read the
-runs' results, so the flag and downgrade tests cost no cluster of their own. Each run prints
+Two runs, one compose cluster each (1-2 min apiece: 54-122 s at load averages of 15-26):
+both upgrade and enable the new flags; `drain` drains before each replacement, rebalances at
+the end and tries the downgrade. The tests read the runs' results, so the flag and downgrade
+tests cost no cluster of their own. Each run prints
 its table (the steps' longest client waits per queue type, the checkers' counts), and the
 session's summary repeats them (conftest.py).
 """
 
 from __future__ import annotations
+
+import os
+from pathlib import Path
 
 import pytest
 from chaos_cluster import BASE_IMAGE, REPO, build_image
@@ -53,8 +57,11 @@ class Runs:
     def get(self, drain: bool) -> UpgradeRun:
         if drain not in self.done:
             self.pool.discard()  # one compose cluster at a time on this machine
+            name = "upgrade-drain" if drain else "upgrade-no-drain"
+            keep = os.environ.get("WARREN_CHAOS_ARTIFACTS")  # pytest's own tmp dirs are removed after 3 sessions
+            artifacts = Path(keep) / name if keep else self.tmp.mktemp(name)
             run = UpgradeRun(self.release, self.old_image, self.new_image, drain=drain, refusal=drain,
-                             artifacts=self.tmp.mktemp("upgrade-drain" if drain else "upgrade-no-drain"))  # fmt: skip
+                             artifacts=artifacts)  # fmt: skip
             try:
                 run.execute()
                 self.done[drain] = run

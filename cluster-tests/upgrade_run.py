@@ -332,21 +332,43 @@ class UpgradeRun:
         for w in self.workloads.values():
             w.stop_publishing()
         self.metadata.stop()
+        undrained: dict[str, str] = {}
         for qtype, w in self.workloads.items():
             self.drained_queues[qtype] = w.drain(quiet=2.0, timeout=60.0)
+            if not self.drained_queues[qtype]:  # what the nodes and the clients say, before the clients stop
+                undrained[qtype] = self._undrained(w)
             w.stop()
         for qtype, w in self.workloads.items():
             report = Report(f"upgrade {qtype}", w.history)
             report.check_queue()
-            views = "" if self.drained_queues[qtype] else "; " + "; ".join(
-                f"{n}: {self._queue_view(n, w.queue)}" for n in self.c.nodes)  # fmt: skip
-            report.check("queue drained", self.drained_queues[qtype], f"depth {w.queue_depth()}{views}")
+            report.check("queue drained", self.drained_queues[qtype], undrained.get(qtype, ""))
             report.check("clients ran without harness errors", not w.errors, "; ".join(w.errors))
             self.reports[qtype] = report
         report = Report("upgrade metadata", self.metadata.history)
         report.check_metadata(self.metadata.read_all)
         report.check("metadata changes were acknowledged", report.metadata.ok > 0)
         self.reports["metadata"] = report
+
+    def _undrained(self, w: QueueWorkload) -> str:
+        """For a queue its consumers did not empty: each node's view of it, each consumer's last
+        delivery and losses (history time), and where and when the oldest unconsumed confirmed
+        messages were published."""
+        ops = w.history.ops()
+        parts = [f"depth {w.queue_depth()} at t={w.history.now():.1f}s"]
+        parts += [f"{n}: {self._queue_view(n, w.queue)}" for n in self.c.nodes]
+        for i, node in enumerate(w.consume_nodes):
+            mine = [o for o in ops if o.process == f"consumer-{i}"]
+            got = [o.end for o in mine if o.f == "dequeue"]
+            lost = [f"{o.f} t={o.end:.1f}s {o.error or ''}"[:120] for o in mine if o.type != OK]
+            parts.append(f"consumer-{i} on {node}: {len(got)} received, last at t={max(got, default=0):.1f}s, "
+                         f"{len(lost)} failures {lost[-3:]}")  # fmt: skip
+        consumed = {o.value for o in ops if o.f == "dequeue"}
+        missing = sorted((o for o in ops if o.f == ENQUEUE and o.type == OK and o.value not in consumed),
+                         key=lambda o: o.end)[:5]  # fmt: skip
+        parts.append(
+            "unconsumed: " + ", ".join(f"{o.value} via {o.node} t={o.start:.1f}-{o.end:.1f}s" for o in missing)
+        )
+        return "; ".join(parts)
 
     def _queue_view(self, node: str, queue: str) -> object:
         """What `node` says of the queue, for a failure's report."""
