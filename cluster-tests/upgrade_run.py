@@ -22,8 +22,8 @@ metadata workload. Then, each one a step whose longest client unavailability is 
 3. (with `refusal`) the downgrade refusal: one node stopped and started from the OLD image
    on its volume must exit 78 naming the flag; the new image then starts on it again and the
    cluster is whole. Without a new flag the old image is told by its test knob
-   (WARREN_TEST_UNSUPPORTED_FLAGS) that it lacks the newest flag it knows, as a build before
-   that flag would: the same docker path, said so in the outcome.
+   (WARREN_TEST_UNSUPPORTED_FLAGS) that it lacks the newest flag it knows and the cluster has
+   on, as a build before that flag would: the same docker path, said so in the outcome.
 
 Then the workload stops, every queue is drained and the total-queue checker reads each
 queue's history; the metadata checker reads every node.
@@ -71,6 +71,10 @@ def new_flags(known_by_old: set[str]) -> list[str]:
     from metadata.feature_flags import FLAGS  # this checkout's: the new image is built from it
 
     return [f.name for f in FLAGS if f.name not in known_by_old]
+
+
+class DrainUnsupported(Exception):
+    """The old release answers 404 to a drain."""
 
 
 @dataclass
@@ -214,7 +218,12 @@ class UpgradeRun:
         step.versions = {n: c.http(n, "GET", "/api/overview")["product_version"] for n in c.nodes}
 
     def _drain(self, node: str) -> None:
-        report = self.c.http(node, "POST", "/api/maintenance/drain", {"timeout": 30}, timeout=60)
+        try:
+            report = self.c.http(node, "POST", "/api/maintenance/drain", {"timeout": 30}, timeout=60)
+        except HttpError as e:
+            if e.status == 404:  # a release before maintenance mode (v0.1.0)
+                raise DrainUnsupported(f"{self.release.ref} has no maintenance mode to drain with") from None
+            raise
         self.drain_reports[node] = report
         if not report.get("done"):
             raise AssertionError(f"drain of {node} not done: {report}")
