@@ -7,9 +7,10 @@ an `enqueue` of a unique value, every delivery a `dequeue` of one, and
     unexpected  consumed but never published                   -> invalid
     resurrected published, the broker said it failed (enqueue fail), consumed all the same
                                                                -> invalid
-    duplicated  consumed more than once; allowed only when every extra copy came marked
-                as a redelivery (first-acquirer false or delivery-count > 0); unmarked
-                extra copies are invalid unless allow_unmarked_duplicates
+    duplicated  consumed more than once; allowed only when every copy but one came marked
+                as a redelivery (first-acquirer false or delivery-count > 0), whatever the
+                order the clients received them in; unmarked extra copies are invalid
+                unless allow_unmarked_duplicates
     recovered   publish outcome unknown (enqueue info), consumed: fine, at-least-once
 
 plus what a reader wants to see: how many were published, confirmed, consumed, and the
@@ -135,15 +136,17 @@ def check_total_queue(ops: Iterable[Op], allow_unmarked_duplicates: bool = False
     result.resurrected = (failed - confirmed - unknown) & consumed
     result.recovered = (unknown - confirmed) & consumed
     result.duplicated = {v: n for v, n in counts.items() if n > 1}
-    seen: set = set()
-    for o in dequeues:
-        if o.value not in seen:
-            seen.add(o.value)
-        elif o.meta.get("redelivered"):
-            result.redelivered_copies += 1
-        else:
-            result.unmarked_copies += 1
-            result.unmarked.add(o.value)
+    # At most one delivery of a message may claim to be its first acquisition. Which one it
+    # was is not told by when the clients received them: two consumers on different nodes
+    # see the broker's order through different proxies (a redelivery reached its client 7 ms
+    # before the first delivery reached another, in the upgrade test).
+    unmarked_deliveries = Counter(o.value for o in dequeues if not o.meta.get("redelivered"))
+    for value, n in result.duplicated.items():
+        extra_unmarked = max(unmarked_deliveries[value] - 1, 0)
+        result.redelivered_copies += n - 1 - extra_unmarked
+        if extra_unmarked:
+            result.unmarked_copies += extra_unmarked
+            result.unmarked.add(value)
 
     if enqueues:
         # from the first confirm on: before it a new queue is still electing its first leader

@@ -106,7 +106,7 @@ class QueueWorkload:
         reports it empty; False when `timeout` passed first."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if time.monotonic() - self._last_delivery >= quiet and self.queue_depth() == 0:
+            if time.monotonic() - self._last_delivery >= quiet and self.consumed_all():
                 return True
             time.sleep(0.2)
         return False
@@ -125,6 +125,10 @@ class QueueWorkload:
         self.stop()
         return drained
 
+    def consumed_all(self) -> bool:
+        """Whether the consumers have everything the queue holds: its node reports it empty."""
+        return self.queue_depth() == 0
+
     def queue_depth(self) -> int | None:
         """Messages in the queue (ready and unacknowledged) as its node reports, or None."""
         try:
@@ -132,6 +136,15 @@ class QueueWorkload:
         except Exception:
             return None
         return int(q.get("messages", 0)) if isinstance(q, dict) else None
+
+    # -- what a queue type changes (chaos_stream.py) ----------------------------------------------
+
+    def source_options(self, process: str):
+        """Link options of a consumer's (re)attach: none for a queue."""
+        return None
+
+    def delivered(self, process: str, message: Message) -> None:
+        """Called with each message a consumer receives, before it is recorded."""
 
     # -- clients -------------------------------------------------------------------------------
 
@@ -193,7 +206,8 @@ class QueueWorkload:
                     self._stop_consuming.wait(RECONNECT_DELAY)
                     continue
                 try:
-                    receiver = conn.create_receiver(queue_address(self.queue), credit=self.prefetch)
+                    receiver = conn.create_receiver(queue_address(self.queue), credit=self.prefetch,
+                                                    options=self.source_options(process))  # fmt: skip
                 except Exception as e:
                     self.history.record(process, "attach", FAIL, None, node=node, error=f"{type(e).__name__}: {e}")
                     _close(conn)
@@ -212,6 +226,7 @@ class QueueWorkload:
                 conn = receiver = None
                 continue
             self._last_delivery = time.monotonic()
+            self.delivered(process, message)
             redelivered = not message.first_acquirer or (message.delivery_count or 0) > 0
             meta = {"redelivered": redelivered, "delivery_count": message.delivery_count or 0}
             try:

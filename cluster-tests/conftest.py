@@ -43,6 +43,12 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
     if REPORTS:
         terminalreporter.section("chaos results")
         terminalreporter.write_line(results_table(REPORTS))
+    from upgrade_run import TABLES
+
+    if TABLES:
+        terminalreporter.section("rolling upgrades")
+        for table in TABLES:
+            terminalreporter.write_line(table + "\n")
     if TIMINGS:
         terminalreporter.section("chaos timings")
         for what, seconds in TIMINGS:

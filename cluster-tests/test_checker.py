@@ -78,6 +78,15 @@ def test_duplicates_are_allowed_only_as_redeliveries():
     assert check_total_queue([enq(1), deq(1, start=1), deq(1, start=2)], allow_unmarked_duplicates=True).valid
 
 
+def test_the_unmarked_copy_may_reach_its_client_after_the_marked_one():
+    # two consumers through different nodes: the redelivery arrived first
+    r = check_total_queue([enq(1), deq(1, start=4.653, redelivered=True, process="consumer-0"),
+                           deq(1, start=4.660, process="consumer-1")])  # fmt: skip
+    assert r.valid and r.redelivered_copies == 1 and r.unmarked_copies == 0
+    two_unmarked = check_total_queue([enq(1), deq(1, start=1, redelivered=True), deq(1, start=2), deq(1, start=3)])
+    assert not two_unmarked.valid and two_unmarked.unmarked_copies == 1 and two_unmarked.redelivered_copies == 1
+
+
 def test_the_first_copy_is_the_earliest_whatever_the_record_order():
     # the redelivered copy completed first in the list, but started later
     r = check_total_queue([enq(1), deq(1, start=5, redelivered=True), deq(1, start=1)])
