@@ -35,7 +35,12 @@ unless this tick's pre-vote step let the election through.
 
 Left to stock: an election that a leader's TimeoutNow (leadership transfer)
 started skips the pre-vote, as the thesis says (§3.10), and so does a group of
-one. A RequestVote itself is handled as stock handles it.
+one. A RequestVote itself is handled as stock handles it: the thesis also
+has a member that heard from a leader within the minimum election timeout
+refuse a vote, but a transfer's RequestVote must pass that check, and the
+wire format (raft/grpc_codec.py) has no field to say which one it is. The
+pre-vote rule covers the disruption it is for: an election follows only a
+round that a majority without a live leader granted.
 
 Rolling upgrades: a node without pre-vote drops the two new messages
 (raft/grpc_codec.py refuses an unknown tag and the group transport logs it),
@@ -64,6 +69,7 @@ class PreVote:
     Mixed into a SyncObj subclass: `_w_pre_vote_tick()` goes at the start of
     its `_onTick`, `_w_pre_vote_message(node, message)` at the start of its
     `__onMessageReceived` (it returns True for the messages it consumed).
+    It comes before SyncObj among the bases: it overrides `__connectedToAnyone`.
     """
 
     def _w_pre_vote_init(self) -> None:
