@@ -28,7 +28,7 @@ heard.
 Stock decides to elect by reading the clock itself, later in the same tick
 than the pre-vote round does: a deadline that falls between the two reads
 looked alive to the pre-vote check and expired to stock's, and stock elected
-without a round (a cut-off member sent RequestVotes, about one run in six of
+without a round (a cut-off member sent RequestVotes, about one run in seven of
 tests/raft/test_prevote.py). So the pre-vote tick alone decides: stock's
 election check also asks `__connectedToAnyone`, which is answered False
 unless this tick's pre-vote step let the election through.

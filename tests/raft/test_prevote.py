@@ -77,7 +77,7 @@ def test_a_stale_member_returning_from_a_partition_does_not_depose_the_leader(ki
 def test_a_cut_member_elects_only_through_a_pre_vote_whenever_stock_reads_the_clock(kind, tmp_path, monkeypatch):
     """Stock reads the clock for its election check later in the tick than the
     pre-vote step does; an election deadline between the two reads once let
-    stock elect without a round (about one run in six of the test above).
+    stock elect without a round (about one run in seven of the test above).
     Here the pre-vote step's clock runs a second behind, so that every
     deadline falls in that gap: the cut member must still only ask."""
     c = Cluster.start(kind, tmp_path, **PATIENT)
