@@ -105,7 +105,10 @@ name-mangled, so a subclass defines `_SyncObj__<name>`) and `_onTick`, and adds 
    returning with a stale log does not raise the term and depose a healthy
    leader. `_onTick` runs the pre-vote round where stock would start an
    election; `__onMessageReceived` answers and counts the two pre-vote
-   messages.
+   messages; `__connectedToAnyone`, which stock's election check asks after
+   its own read of the clock, says yes only in a tick the pre-vote step let
+   the election through (else a deadline between the two clock reads
+   elected without a round).
 
 `SafeSyncObj` also refuses a journal without a snapshot file
 (`raft.config.check_conf`): stock then compacts into memory only, and after a restart the journal starts

@@ -25,9 +25,22 @@ candidate's term is not compared: a member behind in term may well hold the
 most complete log, and its real elections then raise its term until it is
 heard.
 
+Stock decides to elect by reading the clock itself, later in the same tick
+than the pre-vote round does: a deadline that falls between the two reads
+looked alive to the pre-vote check and expired to stock's, and stock elected
+without a round (a cut-off member sent RequestVotes, about one run in seven of
+tests/raft/test_prevote.py). So the pre-vote tick alone decides: stock's
+election check also asks `__connectedToAnyone`, which is answered False
+unless this tick's pre-vote step let the election through.
+
 Left to stock: an election that a leader's TimeoutNow (leadership transfer)
 started skips the pre-vote, as the thesis says (§3.10), and so does a group of
-one. A RequestVote itself is handled as stock handles it.
+one. A RequestVote itself is handled as stock handles it: the thesis also
+has a member that heard from a leader within the minimum election timeout
+refuse a vote, but a transfer's RequestVote must pass that check, and the
+wire format (raft/grpc_codec.py) has no field to say which one it is. The
+pre-vote rule covers the disruption it is for: an election follows only a
+round that a majority without a live leader granted.
 
 Rolling upgrades: a node without pre-vote drops the two new messages
 (raft/grpc_codec.py refuses an unknown tag and the group transport logs it),
@@ -56,6 +69,7 @@ class PreVote:
     Mixed into a SyncObj subclass: `_w_pre_vote_tick()` goes at the start of
     its `_onTick`, `_w_pre_vote_message(node, message)` at the start of its
     `__onMessageReceived` (it returns True for the messages it consumed).
+    It comes before SyncObj among the bases: it overrides `__connectedToAnyone`.
     """
 
     def _w_pre_vote_init(self) -> None:
@@ -63,10 +77,18 @@ class PreVote:
         then out of its pickled snapshots."""
         self._w_pre_vote: tuple[int, set[str]] | None = None  # (the term asked for, who granted it)
         self._w_pre_vote_won = False
+        self._w_may_elect = False  # this tick's pre-vote step lets stock elect
+
+    def _SyncObj__connectedToAnyone(self) -> bool:  # noqa: N802
+        """Stock's election check in `_onTick` is the only caller: it elects
+        only when this also says yes, and that is the pre-vote step's call."""
+        return self._w_may_elect and super()._SyncObj__connectedToAnyone()
 
     def _w_pre_vote_tick(self) -> None:
         """If stock would start an election in this tick, run a pre-vote round instead,
-        unless a round has just been won or a leadership transfer asks for the election."""
+        unless a round has just been won or a leadership transfer asks for the election.
+        Stock elects in this tick only if this says so (`_w_may_elect`)."""
+        self._w_may_elect = False
         if self._SyncObj__raftState == _LEADER or self._SyncObj__selfNode is None:
             return
         now = _monotonic()
@@ -75,8 +97,9 @@ class PreVote:
             return
         if self._w_pre_vote_won or self._SyncObj__transferInProgress or not self._SyncObj__otherNodes:
             self._w_pre_vote_won = False
+            self._w_may_elect = True
             return  # stock elects in this tick
-        if not self._SyncObj__connectedToAnyone():
+        if not super()._SyncObj__connectedToAnyone():
             return  # stock does nothing either
         # Stock sees a deadline in the future and starts no election now.
         self._SyncObj__raftElectionDeadline = now + self._SyncObj__generateRaftTimeout()
