@@ -28,13 +28,15 @@ Tables (times are Unix ms, an interval is [start_ms, end_ms)):
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from audit.partitions import _intervals
 from audit.spark import Snapshots
 
-_EMPTY = F.array().cast("array<string>")
+
+def _empty() -> Column:
+    return F.array().cast("array<string>")  # a Column needs a running SparkContext: built per use
 
 
 def node_windows(snap: Snapshots) -> DataFrame:
@@ -44,8 +46,8 @@ def node_windows(snap: Snapshots) -> DataFrame:
     until = F.coalesce(F.lead("window").over(by_node) - 1, F.col("window"))
     df = snap.records.select(
         "node", "window", until.alias("_until"), F.coalesce("version", F.lit("unknown")).alias("version"),
-        F.coalesce("feature_flags.supported", _EMPTY).alias("supported"),
-        F.coalesce("feature_flags.enabled", _EMPTY).alias("enabled"))  # fmt: skip
+        F.coalesce("feature_flags.supported", _empty()).alias("supported"),
+        F.coalesce("feature_flags.enabled", _empty()).alias("enabled"))  # fmt: skip
     return df.select("node", "version", "supported", "enabled",
                      F.explode(F.sequence(F.col("window"), F.col("_until"))).alias("w"))  # fmt: skip
 
@@ -86,7 +88,7 @@ def analyse(snap: Snapshots) -> dict[str, DataFrame]:
     tables["mixed_versions"] = mixed.select("start_ms", "end_ms", "windows", "versions")
 
     # ---- feature flags: first enabled anywhere, everywhere, and supported everywhere
-    own = snap.records.select("node", "window", F.explode(F.coalesce("feature_flags.enabled", _EMPTY)).alias("flag"))
+    own = snap.records.select("node", "window", F.explode(F.coalesce("feature_flags.enabled", _empty())).alias("flag"))
     first = own.groupBy("flag").agg(F.min("window").alias("_w"))
     by = own.join(first, "flag").where(F.col("window") == F.col("_w")).groupBy("flag").agg(
         F.array_sort(F.collect_set("node")).alias("enabled_by"))
@@ -102,7 +104,7 @@ def analyse(snap: Snapshots) -> dict[str, DataFrame]:
              .join(per_w.select(F.col("w").alias("_w"), "versions"), "_w", "left"))  # fmt: skip
     tables["flags"] = flags.select(
         "flag", snap.window_start("_sw").alias("supported_ms"), snap.window_start("_w").alias("enabled_ms"),
-        F.coalesce("enabled_by", _EMPTY).alias("enabled_by"), snap.window_start("_ew").alias("everywhere_ms"),
-        F.coalesce("versions", _EMPTY).alias("versions"),
+        F.coalesce("enabled_by", _empty()).alias("enabled_by"), snap.window_start("_ew").alias("everywhere_ms"),
+        F.coalesce("versions", _empty()).alias("versions"),
         F.coalesce(F.col("_w") == F.lit(snap.first_window), F.lit(False)).alias("from_start"))  # fmt: skip
     return tables

@@ -34,6 +34,24 @@ from cluster_procs import free_ports
 
 # one JVM flag set for the daemons and the executors: the jobs are many tiny queries
 QUICK_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+ENSURE_JAVA = Path(__file__).resolve().parents[2] / "scripts" / "ensure-java.sh"
+
+
+def _java_runs() -> bool:
+    try:
+        return subprocess.run(["java", "-version"], capture_output=True, timeout=60).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def java_problem() -> str | None:
+    """None when Java runs (after scripts/ensure-java.sh installed it if it had to), else why not."""
+    if _java_runs():
+        return None
+    done = subprocess.run(["bash", str(ENSURE_JAVA)], capture_output=True, text=True, timeout=900)
+    if done.returncode == 0 and _java_runs():
+        return None
+    return f"no Java, and {ENSURE_JAVA.name} could not install it:\n{done.stderr[-2000:]}"
 
 
 def spark_home() -> Path:
