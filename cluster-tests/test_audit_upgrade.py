@@ -22,6 +22,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -114,6 +115,7 @@ def test_the_audit_shows_the_mixed_version_window_of_a_rolling_upgrade(old_relea
         cluster.code_dir[i] = old_release
         cluster.node_env[i] = {"WARREN_TEST_UNSUPPORTED_FLAGS": HELD_BACK}
     fleet = tmp_path / "fleet"
+    started = time.monotonic()
     try:
         cluster.start(60)
         old_version = cluster[0].http("GET", "/api/overview")["product_version"]
@@ -149,8 +151,10 @@ def test_the_audit_shows_the_mixed_version_window_of_a_rolling_upgrade(old_relea
     finally:
         cluster.close()
 
+    upgraded = time.monotonic()
     out = tmp_path / "audit-out"
     with spark_standalone(tmp_path / "spark", workers=2) as spark:
+        spark_up = time.monotonic()
         cmd = [sys.executable, "-m", "node.cli", "audit", "report", "--snapshots", str(fleet), "--out", str(out),
                "--json", str(out / "report.json"), "--master", spark.master_url, "--shuffle-partitions", "2",
                *spark.driver_args(), "--conf", "spark.sql.adaptive.enabled=false",
@@ -159,7 +163,9 @@ def test_the_audit_shows_the_mixed_version_window_of_a_rolling_upgrade(old_relea
                              env=dict(os.environ, PYTHONPATH=str(REPO), PYSPARK_PYTHON=sys.executable))  # fmt: skip
         assert ran.returncode == 0, f"{ran.stdout}\n{ran.stderr[-4000:]}\n{spark.logs()}"
         state = spark.state()
+        audited = time.monotonic()
     print(ran.stdout)
+    print(f"upgrade {upgraded - started:.1f} s, spark up {spark_up - upgraded:.1f} s, audit {audited - spark_up:.1f} s")
     # it ran on the standalone cluster, with executors on both workers
     apps = [a["name"] for a in state["completedapps"] + state["activeapps"]]
     assert apps == ["warren-audit"], state
