@@ -1,4 +1,4 @@
-"""`warren audit partitions|metrics|report`: the Spark jobs from the command line.
+"""`warren audit partitions|metrics|versions|report`: the Spark jobs from the command line.
 
     warren audit report --snapshots DIR [--snapshots DIR ...] [--out DIR] [--master local[*]] [--period 5]
                         [--conf KEY=VALUE ...] [--html FILE] [--json FILE]

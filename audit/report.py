@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from html import escape
@@ -346,9 +347,11 @@ def _versions(data: dict) -> str:
     """Versions per node over time, the mixed-version windows shaded, flag enablements marked."""
     t = data["tables"]
     runs = data.get("version_runs", t["versions"])
-    order = sorted({r["version"]: r["start_ms"] for r in sorted(runs, key=lambda r: -r["start_ms"])}.items(),
-                   key=lambda kv: (kv[1], kv[0]))  # fmt: skip
-    vcolor = {v: svg.color(i) for i, (v, _) in enumerate(order)}
+    first: dict[str, int] = {}  # version -> when a node first ran it: the colours go in that order
+    for r in runs:
+        first[r["version"]] = min(first.get(r["version"], r["start_ms"]), r["start_ms"])
+    order = sorted(first, key=lambda v: (first[v], v))
+    vcolor = {v: svg.color(i) for i, v in enumerate(order)}
     bands = [(r["start_ms"], r["end_ms"], "mixed: " + ", ".join(r["versions"])) for r in t["mixed_versions"]]
     marks = [(r["enabled_ms"], f"feature flag {r['flag']} enabled (seen first on {', '.join(r['enabled_by'])})")
              for r in t["flags"] if r["enabled_ms"] is not None and not r["from_start"]]  # fmt: skip
@@ -367,8 +370,8 @@ def _versions(data: dict) -> str:
     if not runs:
         return out[0] + '<p class="note">No version in the snapshots.</p>'
     out.append(svg.timeline(frame, list(lanes.values())))
-    out.append(_legend([(v, vcolor[v]) for v, _ in order] + [("mixed versions", svg.NOTICE_BAND),
-                                                              ("flag enabled", svg.EVENT)]))  # fmt: skip
+    out.append(_legend([(v, vcolor[v]) for v in order] + [("mixed versions", svg.NOTICE_BAND),
+                                                          ("flag enabled", svg.EVENT)]))  # fmt: skip
     for r in t["mixed_versions"]:
         span = f"{_cell('s_ms', r['start_ms'])} – {_cell('e_ms', r['end_ms'])}"
         took = svg.fmt_duration(r["end_ms"] - r["start_ms"])
@@ -383,5 +386,6 @@ def write(path: str, html: str) -> None:
 
 def write_json(path: str, data: dict) -> None:
     """The report's data (what `gather` collected) as JSON, for scripts and tests."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, "w", encoding="utf-8") as f:
         json.dump(data, f, indent=1, default=str)
