@@ -1,12 +1,13 @@
-"""`warren audit partitions|metrics|report`: the Spark jobs from the command line.
+"""`warren audit partitions|metrics|versions|report`: the Spark jobs from the command line.
 
     warren audit report --snapshots DIR [--snapshots DIR ...] [--out DIR] [--master local[*]] [--period 5]
-                        [--conf KEY=VALUE ...] [--html FILE]
+                        [--conf KEY=VALUE ...] [--html FILE] [--json FILE]
 
-partitions and metrics print a summary and, with --out, write their Parquet tables
-under DIR/partitions/<table> and DIR/metrics/<table>; report runs both, writes the
-tables and DIR/report.html (the report is always written on the machine that runs
-the command, the driver). pyspark is imported only when a subcommand runs.
+partitions, metrics and versions print a summary and, with --out, write their Parquet
+tables under DIR/<job>/<table>; report runs all three, writes the tables and
+DIR/report.html (the report is always written on the machine that runs the command,
+the driver), and with --json the report's data as JSON. pyspark is imported only when
+a subcommand runs.
 Exit status: 0 done, 1 unreadable input, 2 pyspark or Java missing.
 """
 
@@ -22,7 +23,8 @@ from typing import Any
 JOBS = {
     "partitions": "reachability, partitions, Raft leaders, split brains, replica lag",
     "metrics": "queue conservation (losses), rates, counter resets, stopped consumers, backlogs",
-    "report": "both jobs, their tables, and one self-contained HTML report",
+    "versions": "each node's version over time, mixed-version windows, when each feature flag was enabled",
+    "report": "every job, their tables, and one self-contained HTML report",
 }
 
 
@@ -46,6 +48,8 @@ def add_parser(sub: Any) -> None:
         if name == "report":
             p.add_argument("--html", default=None, metavar="FILE",
                            help="where the report goes (default OUT/report.html; ./report.html when OUT is a URL)")
+            p.add_argument("--json", default=None, metavar="FILE",
+                           help="also write the report's data (every finding's first rows and counts) as JSON")
         p.set_defaults(func=run)
 
 
@@ -65,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     from pyspark.sql import SparkSession
 
-    from audit import metrics, partitions, report
+    from audit import metrics, partitions, report, versions
     from audit.spark import AuditError, load, session, write_tables
 
     started = time.monotonic()
@@ -90,20 +94,23 @@ def run(args: argparse.Namespace) -> int:
         job = args.audit_job
         ptables = partitions.analyse(snap) if job in ("partitions", "report") else {}
         mtables = metrics.analyse(snap) if job in ("metrics", "report") else {}
+        vtables = versions.analyse(snap) if job in ("versions", "report") else {}
         if args.out:
-            if ptables:
-                write_tables(ptables, _join(args.out, "partitions"))
-            if mtables:
-                write_tables(mtables, _join(args.out, "metrics"))
+            for name, tables in (("partitions", ptables), ("metrics", mtables), ("versions", vtables)):
+                if tables:
+                    write_tables(tables, _join(args.out, name))
         if job == "report":
-            data = report.gather(snap, {**ptables, **mtables})
+            data = report.gather(snap, {**ptables, **mtables, **vtables})
             path = args.html or ("report.html" if "://" in args.out else os.path.join(args.out, "report.html"))
             os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
             report.write(path, report.render(data))
             print(path)
+            if args.json:
+                report.write_json(args.json, data)
+                print(args.json)
             print(summarize_rows(data["tables"], data["counts"]))
         else:
-            print(summarize({**ptables, **mtables}))
+            print(summarize({**ptables, **mtables, **vtables}))
         _say(f"done in {time.monotonic() - started:.1f} s" + (f"; tables under {args.out}" if args.out else ""))
         return 0
     finally:
@@ -118,6 +125,11 @@ def _join(base: str, name: str) -> str:
 
 
 SUMMARY = {  # table -> how one row reads
+    "versions": lambda r: f"{_t(r['start_ms'])} – {_t(r['end_ms'])}  {r['node']}: {r['version']}",
+    "mixed_versions": lambda r: f"{_t(r['start_ms'])} – {_t(r['end_ms'])}  {', '.join(r['versions'])}",
+    "flags": lambda r: f"{r['flag']}: " + ("not enabled" if r["enabled_ms"] is None else
+                                           ("enabled from the start" if r["from_start"] else
+                                            f"enabled {_t(r['enabled_ms'])} on {', '.join(r['versions'])}")),
     "partitions": lambda r: f"{_t(r['start_ms'])} – {_t(r['end_ms'])}  "
                             + " | ".join("{" + ", ".join(c) + "}" for c in r["components"]),
     "asymmetries": lambda r: f"{_t(r['start_ms'])} – {_t(r['end_ms'])}  {r['src']} reaches {r['dst']}, not back",
@@ -136,7 +148,8 @@ SUMMARY = {  # table -> how one row reads
     "backlog_growth": lambda r: f"{_t(r['start_ms'])} – {_t(r['end_ms'])}  {r['vhost']} {r['queue']}: depth "
                                 f"{r['depth_from']} -> {r['depth_to']}",
 }  # fmt: skip
-_ORDER = {"split_brains": ["group", "term"], "leader_changes": ["at_ms"], "losses": ["at_ms"],
+_ORDER = {"versions": ["node", "start_ms"], "flags": ["enabled_ms", "flag"], "split_brains": ["group", "term"],
+          "leader_changes": ["at_ms"], "losses": ["at_ms"],
           "counter_resets": ["at_ms"], "restarts": ["at_ms"]}  # fmt: skip
 
 

@@ -1,12 +1,15 @@
-"""One self-contained HTML report of both jobs: summary cards, the partition timeline,
-leaders per Raft group, queue rates and depths, replica lag, and every finding as a
-table. `gather` (Spark) collects what the page shows, downsampled to about
-`MAX_POINTS` points per series, into plain data; `render` (pure Python) turns that
+"""One self-contained HTML report of the jobs: summary cards, the partition timeline,
+leaders per Raft group, versions per node with the mixed-version window and flag
+enablement, queue rates and depths, replica lag, and every finding as a table.
+`gather` (Spark) collects what the page shows, downsampled to about `MAX_POINTS`
+points per series, into plain data; `render` (pure Python) turns that
 data into HTML with inline SVG, so the page needs no network and no script."""
 
 from __future__ import annotations
 
+import json
 import math
+import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from html import escape
@@ -39,7 +42,13 @@ TABLES: dict[str, tuple[str, list[str], list[str]]] = {
                        ["vhost", "queue", "start_ms", "end_ms", "windows", "depth_before", "depth_max"]),
     "backlog_growth": ("Backlog growing with consumers attached", ["start_ms"],
                        ["vhost", "queue", "start_ms", "end_ms", "windows", "depth_from", "depth_to"]),
+    "mixed_versions": ("Mixed-version windows", ["start_ms"], ["start_ms", "end_ms", "windows", "versions"]),
+    "versions": ("Versions per node", ["node", "start_ms"],
+                 ["node", "version", "previous", "start_ms", "end_ms", "windows", "boots"]),
+    "flags": ("Feature flags", ["enabled_ms", "flag"],
+              ["flag", "supported_ms", "enabled_ms", "enabled_by", "everywhere_ms", "versions", "from_start"]),
 }  # fmt: skip
+VERSION_TABLES = ("versions", "mixed_versions", "flags")  # the versions job's: absent when it did not run
 
 
 # ------------------------------------------------------------------------------ Spark side
@@ -62,7 +71,7 @@ def gather(snap: Any, tables: dict[str, Any]) -> dict:
         return name, got[:MAX_ROWS], len(got) if len(got) <= MAX_ROWS else tables[name].count()
 
     with ThreadPoolExecutor(4) as pool:  # small queries: Spark runs them side by side
-        for name, got, n in pool.map(first_rows, list(TABLES)):
+        for name, got, n in pool.map(first_rows, [n for n in TABLES if n in tables]):
             data["tables"][name], data["counts"][name] = got, n
     if data["counts"]["losses"] <= MAX_ROWS:
         data["lost_total"] = sum(r["lost"] for r in data["tables"]["losses"])
@@ -74,6 +83,8 @@ def gather(snap: Any, tables: dict[str, Any]) -> dict:
     bucket = (F.floor(F.col("w") / step) * step * snap.period_ms).cast("long").alias("t")
 
     data["topology"] = rows(tables["topology"], ["start_ms"], 20_000)
+    if "versions" in tables:
+        data["version_runs"] = rows(tables["versions"], ["node", "start_ms"], 20_000)
 
     # groups: metadata, then those with findings, then the rest by name
     all_groups = sorted(r["group"] for r in tables["leaders"].select("group").distinct().collect())
@@ -195,6 +206,11 @@ def _cards(data: dict) -> str:
               f"{c['counter_resets']} counter resets"),
         _card("One-way links", str(c["asymmetries"]), "warn" if c["asymmetries"] else "ok", "asymmetric reachability"),
     ]  # fmt: skip
+    if "versions" in t:
+        mixed_ms = sum(r["end_ms"] - r["start_ms"] for r in t["mixed_versions"])
+        n = len({r["version"] for r in data.get("version_runs", t["versions"])})
+        cards.append(_card("Versions", str(n), "warn" if mixed_ms else "ok",
+                           f"mixed for {svg.fmt_duration(mixed_ms)}" if mixed_ms else "one at a time"))  # fmt: skip
     return '<div class="cards">' + "".join(cards) + "</div>"
 
 
@@ -273,6 +289,8 @@ def render(data: dict) -> str:
                         "first; all are in the Parquet table `leaders`.</p>")  # fmt: skip
     else:
         body.append('<p class="note">No Raft group in the snapshots.</p>')
+    if "versions" in t:
+        body.append(_versions(data))
 
     # replica lag
     if data.get("lag"):
@@ -317,13 +335,57 @@ def render(data: dict) -> str:
 
     body.append("<h2>Findings</h2>")
     for name in TABLES:
-        body.append(_table(name, data))
+        if name in t:
+            body.append(_table(name, data))
     body.append(f'<p class="meta">Generated {escape(_cell("g_ms", data["generated_ms"]))} UTC by warren audit. '
                 "Reading this report: docs/audit.md.</p>")  # fmt: skip
     return ("<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>Warren cluster audit</title>"
             f"<style>{CSS}</style></head><body>{''.join(body)}</body></html>")  # fmt: skip
 
 
+def _versions(data: dict) -> str:
+    """Versions per node over time, the mixed-version windows shaded, flag enablements marked."""
+    t = data["tables"]
+    runs = data.get("version_runs", t["versions"])
+    first: dict[str, int] = {}  # version -> when a node first ran it: the colours go in that order
+    for r in runs:
+        first[r["version"]] = min(first.get(r["version"], r["start_ms"]), r["start_ms"])
+    order = sorted(first, key=lambda v: (first[v], v))
+    vcolor = {v: svg.color(i) for i, v in enumerate(order)}
+    bands = [(r["start_ms"], r["end_ms"], "mixed: " + ", ".join(r["versions"])) for r in t["mixed_versions"]]
+    marks = [(r["enabled_ms"], f"feature flag {r['flag']} enabled (seen first on {', '.join(r['enabled_by'])})")
+             for r in t["flags"] if r["enabled_ms"] is not None and not r["from_start"]]  # fmt: skip
+    frame = svg.Frame(data["t0"], data["t1"], bands=bands, markers=marks, band_fill=svg.NOTICE_BAND,
+                      marker_stroke=svg.EVENT)  # fmt: skip
+    lanes = {n: svg.Lane(n) for n in data["nodes"]}
+    for r in runs:
+        if r["node"] in lanes:
+            span = f"{_cell('s_ms', r['start_ms'])} – {_cell('e_ms', r['end_ms'])}"
+            lanes[r["node"]].segments.append(svg.Segment(r["start_ms"], r["end_ms"], vcolor[r["version"]],
+                                                         f"{r['node']}: {r['version']} ({span})"))  # fmt: skip
+    out = ["<h2>Versions and feature flags</h2><p class=\"note\">One lane per node, coloured by the Warren version "
+           "its snapshots report (a gap: no snapshot). Amber bands: the nodes ran more than one version (a node "
+           "that is down counts with the version it last reported). Blue dashed lines: a feature flag enabled "
+           "(first snapshot that shows it).</p>"]  # fmt: skip
+    if not runs:
+        return out[0] + '<p class="note">No version in the snapshots.</p>'
+    out.append(svg.timeline(frame, list(lanes.values())))
+    out.append(_legend([(v, vcolor[v]) for v in order] + [("mixed versions", svg.NOTICE_BAND),
+                                                          ("flag enabled", svg.EVENT)]))  # fmt: skip
+    for r in t["mixed_versions"]:
+        span = f"{_cell('s_ms', r['start_ms'])} – {_cell('e_ms', r['end_ms'])}"
+        took = svg.fmt_duration(r["end_ms"] - r["start_ms"])
+        out.append(f'<p class="note">Mixed {escape(span)} ({escape(took)}): {escape(", ".join(r["versions"]))}</p>')
+    return "".join(out)
+
+
 def write(path: str, html: str) -> None:
     with open(path, "w", encoding="utf-8") as f:
         f.write(html)
+
+
+def write_json(path: str, data: dict) -> None:
+    """The report's data (what `gather` collected) as JSON, for scripts and tests."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(data, f, indent=1, default=str)

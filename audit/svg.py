@@ -17,6 +17,8 @@ SIDES = ["#f28e2b", "#4e79a7", "#b07aa1", "#9c755f", "#edc948", "#76b7b2", "#ff9
 ALARM = "#d62728"
 SILENT = "#c7c7c7"
 BAND = "rgba(214,39,40,0.10)"
+NOTICE_BAND = "rgba(237,160,40,0.18)"  # amber: worth a look, not wrong (a mixed-version window)
+EVENT = "#1f5fa8"  # a marker for an event that is not a fault (a feature flag enabled)
 FONT = 'font-family="system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif" font-size="11"'
 
 _STEPS_MS = [1000, 2000, 5000, 10_000, 15_000, 30_000, 60_000, 120_000, 300_000, 600_000, 900_000, 1_800_000,
@@ -88,6 +90,8 @@ class Frame:
     right: int = 12
     bands: Sequence[tuple[int, int, str]] = ()  # (start, end, title): shaded
     markers: Sequence[tuple[int, str]] = ()  # (time, title): a red tick line
+    band_fill: str = BAND
+    marker_stroke: str = ALARM
 
     def x(self, t: float) -> float:
         span = max(1, self.t1 - self.t0)
@@ -108,11 +112,11 @@ class Frame:
         for s, e, title in self.bands:
             x0, x1 = self.x(max(s, self.t0)), self.x(min(e, self.t1))
             out.append(f'<rect x="{x0:.1f}" y="{top}" width="{max(1.0, x1 - x0):.1f}" height="{bottom - top}" '
-                       f'fill="{BAND}"><title>{escape(title)}</title></rect>')  # fmt: skip
+                       f'fill="{self.band_fill}"><title>{escape(title)}</title></rect>')  # fmt: skip
         for t, title in self.markers:
             x = self.x(t)
-            out.append(f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{bottom}" stroke="{ALARM}" stroke-width="1.5" '
-                       f'stroke-dasharray="3,2"><title>{escape(title)}</title></line>')  # fmt: skip
+            out.append(f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{bottom}" stroke="{self.marker_stroke}" '
+                       f'stroke-width="1.5" stroke-dasharray="3,2"><title>{escape(title)}</title></line>')  # fmt: skip
         return "".join(out)
 
 

@@ -79,7 +79,7 @@ class Audited:
     """A generated snapshot set and both jobs' tables, all collected (lists of dicts)."""
 
     def __init__(self, spark, scenario: snapgen.Scenario, root: Path, extra: dict | None = None) -> None:
-        from audit import metrics, partitions
+        from audit import metrics, partitions, versions
         from audit.spark import load, rows
 
         t0 = time.monotonic()
@@ -89,7 +89,7 @@ class Audited:
         for rel, text in (extra or {}).items():
             (root / rel).write_text(text)
         self.snap = load(spark, str(root))
-        self.tables = {**partitions.analyse(self.snap), **metrics.analyse(self.snap)}
+        self.tables = {**partitions.analyse(self.snap), **metrics.analyse(self.snap), **versions.analyse(self.snap)}
         # every table, a few queries at a time: Spark runs concurrent jobs, and planning
         # (most of the time with data this small) is per query
         with ThreadPoolExecutor(3) as pool:

@@ -64,6 +64,21 @@ class Scenario:
     doubles: list[tuple[str, int]] = field(default_factory=list)  # an extra, earlier, stale record
     skips: list[tuple[str, int]] = field(default_factory=list)  # the node writes nothing in that window
     torn: list[str] = field(default_factory=list)  # a torn last line before the node's restart
+    upgrades: list[tuple[str, int, str]] = field(default_factory=list)  # (node, window, version it runs from then)
+    flags_enabled: dict[str, dict[str, int]] = field(default_factory=dict)  # flag -> node -> window it sees it on
+
+
+FIRST_VERSION = "0.1.0"
+VERSION_FLAGS = {"0.1.0": ["quorum_queue"], "0.2.0": ["quorum_queue", "stream_queue"]}  # what each supports
+DEFAULT_ENABLED = ["quorum_queue"]
+
+
+def _version(sc: Scenario, node: str, w: int) -> str:
+    return max(((uw, v) for n, uw, v in sc.upgrades if n == node and uw <= w), default=(-1, FIRST_VERSION))[1]
+
+
+def _enabled(sc: Scenario, node: str, w: int) -> list[str]:
+    return DEFAULT_ENABLED + sorted(f for f, at in sc.flags_enabled.items() if node in at and at[node] <= w)
 
 
 def _active(spans: list[tuple[str, int, int]], w: int, name: str) -> bool:
@@ -260,8 +275,8 @@ def generate(sc: Scenario, root: Path, max_bytes: int = 48 * 1024) -> dict:
             rec = {
                 "schema_version": 1, "node": n, "member_id": mid(n), "boot_id": f"{n}-boot{boot[n]}",
                 "seq": seq[n], "wall_ms": wall[n], "mono_ms": 1_000_000 + wall[n] - boot_wall[n],
-                "interval_ms": PERIOD_MS, "version": "0.1.0",
-                "feature_flags": {"supported": ["quorum_queue", "stream_queue"], "enabled": ["quorum_queue"]},
+                "interval_ms": PERIOD_MS, "version": _version(sc, n, w),
+                "feature_flags": {"supported": VERSION_FLAGS[_version(sc, n, w)], "enabled": _enabled(sc, n, w)},
                 "groups": groups, "connections": 3, "sessions": 3, "links": 6, "queues": qrecs, "alarms": [],
             }  # fmt: skip
             if (n, w) in sc.doubles:  # an earlier record in the same window, wildly off: the later one must win
@@ -310,6 +325,10 @@ def faulty(seed: int = 7) -> Scenario:
         consumer_stops=[("cq2", 100, 111)],
         backlogs=[("qq1", 100, 114)],
         torn=["n3"],
+        # a rolling upgrade: n3 comes back from its restart on 0.2.0, n1 and n2 follow; stream_queue,
+        # new in 0.2.0, is enabled once all three run it (n2 learns of it a window later)
+        upgrades=[("n3", 93, "0.2.0"), ("n1", 100, "0.2.0"), ("n2", 105, "0.2.0")],
+        flags_enabled={"stream_queue": {"n1": 110, "n3": 110, "n2": 111}},
     )  # fmt: skip
 
 

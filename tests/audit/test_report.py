@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from html.parser import HTMLParser
 
@@ -21,6 +22,15 @@ def _data(**over) -> dict:
                     "missing": 7, "confirmed_gap": 5, "confirmed_lost": True}]  # fmt: skip
     t["restarts"] = [{"node": "n3", "at_ms": ms(93), "silent_ms": 20000, "from_boot": "a", "to_boot": "b"}]
     t["leaderless"] = [{"group": "metadata", "start_ms": ms(30), "end_ms": ms(32), "duration_ms": 10000}]
+    t["versions"] = [{"node": n, "version": v, "previous": p, "start_ms": ms(s), "end_ms": ms(e), "windows": e - s,
+                      "boots": 1} for n, v, p, s, e in (("n1", "0.1.0", None, 0, 100), ("n1", "0.2.0", "0.1.0", 100, 120),
+                                                        ("n2", "0.2.0", None, 0, 120), ("n3", "0.1.0", None, 0, 90),
+                                                        ("n3", "0.2.0", "0.1.0", 93, 120))]
+    t["mixed_versions"] = [{"start_ms": ms(0), "end_ms": ms(100), "windows": 100, "versions": ["0.1.0", "0.2.0"]}]
+    t["flags"] = [{"flag": "quorum_queue", "supported_ms": ms(0), "enabled_ms": ms(0), "enabled_by": ["n1", "n2", "n3"],
+                   "everywhere_ms": ms(0), "versions": ["0.1.0", "0.2.0"], "from_start": True},
+                  {"flag": "stream_queue", "supported_ms": ms(100), "enabled_ms": ms(104), "enabled_by": ["n2"],
+                   "everywhere_ms": ms(105), "versions": ["0.2.0"], "from_start": False}]
     data = {
         "generated_ms": ms(200), "source": "/snapshots <&>", "period_ms": 5000, "t0": ms(0), "t1": ms(120),
         "nodes": ["n1", "n2", "n3"], "windows": 120, "lines": 360, "bad_lines": 1, "newer_records": 0,
@@ -67,7 +77,7 @@ def test_render_is_one_self_contained_page():
     p = _Checker()
     p.feed(html)
     assert p.external == [] and "script" not in p.tags  # nothing to fetch, nothing to run
-    assert p.tags.count("svg") == 5  # partitions, leaders, replica lag, the queue's rates and depth
+    assert p.tags.count("svg") == 6  # partitions, leaders, versions, replica lag, the queue's rates and depth
     assert "/snapshots &lt;&amp;&gt;" in html  # data is escaped
     assert "1 unreadable lines" in html
     for title in ("Partitions", "Split brains", "Messages lost", "Without a leader", "Leader changes"):
@@ -76,6 +86,11 @@ def test_render_is_one_self_contained_page():
     assert "lost 7" in html  # the loss marker on the queue's charts
     assert "2 of 5 groups shown" in html and "1 of 3 queues shown" in html
     assert re.search(r'class="card bad">Partitions<b>1</b>', html)
+    # versions: one lane segment per run, the mixed window shaded, the flag enabled during the data marked
+    assert "n3: 0.2.0 (" in html and "mixed: 0.1.0, 0.2.0" in html
+    assert "feature flag stream_queue enabled (seen first on n2)" in html
+    assert "feature flag quorum_queue enabled" not in html  # on from the start: no marker
+    assert re.search(r'class="card warn">Versions<b>2</b><span class="meta">mixed for 8.3 min', html)
 
 
 def test_render_a_healthy_fleet():
@@ -86,6 +101,16 @@ def test_render_a_healthy_fleet():
     html = report.render(data)
     assert 'class="card bad"' not in html and 'class="card warn"' not in html
     assert html.count("None.") == len(report.TABLES)
+    assert "No version in the snapshots." in html
+
+
+def test_render_without_the_versions_job():
+    """A caller that ran only the partitions and metrics jobs (docs/audit.md, "From Python")."""
+    data = _data()
+    for name in report.VERSION_TABLES:
+        del data["tables"][name], data["counts"][name]
+    html = report.render(data)
+    assert "Versions and feature flags" not in html and "Mixed-version windows" not in html
 
 
 def test_svg_helpers():
@@ -105,9 +130,15 @@ def test_warren_audit_report_end_to_end(spark, faulty, tmp_path, capsys):
     from node.cli import main
 
     out = tmp_path / "out"
-    assert main(["audit", "report", "--snapshots", str(faulty.root), "--out", str(out), "--master", "local[2]"]) == 0
+    argv = ["audit", "report", "--snapshots", str(faulty.root), "--out", str(out), "--master", "local[2]",
+            "--json", str(tmp_path / "report.json")]  # fmt: skip
+    assert main(argv) == 0
     printed = capsys.readouterr().out
     assert str(out / "report.html") in printed
+    assert "mixed_versions: 1" in printed and "stream_queue: enabled 2023-11-14 22:22:30 on 0.2.0" in printed
+    got = json.loads((tmp_path / "report.json").read_text())
+    assert got["counts"]["losses"] == 2 and [r["versions"] for r in got["tables"]["mixed_versions"]] == [
+        ["0.1.0", "0.2.0"]]
     assert "partitions: 2" in printed and "split_brains: 1" in printed and "losses: 2" in printed
     assert "/ cq1: 7 lost (confirmed ones)" in printed
     html = (out / "report.html").read_text()
@@ -116,6 +147,8 @@ def test_warren_audit_report_end_to_end(spark, faulty, tmp_path, capsys):
     assert sorted((r["queue"], r["lost"]) for r in losses) == [("cq1", 7), ("qq1", 3)]
     parts = spark.read.parquet(str(out / "partitions" / "partitions")).collect()
     assert sorted(r["start_ms"] for r in parts) == [ms(30), ms(115)]
+    mixed = spark.read.parquet(str(out / "versions" / "mixed_versions")).collect()
+    assert [(r["start_ms"], r["end_ms"]) for r in mixed] == [(ms(93), ms(105))]
     assert spark.sparkContext._jsc is not None  # the test's session still runs
 
 

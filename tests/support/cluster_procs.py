@@ -81,6 +81,8 @@ class ClusterProcesses:
         self.extra_args = list(extra_args or [])
         self.env = dict(os.environ, **(env or {}))
         self.node_env: dict[int, dict[str, str]] = {}  # extra environment of node i, read at each spawn
+        # the checkout node i runs (another release's worktree, say), read at each spawn; default this one
+        self.code_dir: dict[int, Path] = {}
 
     def __getitem__(self, i: int) -> Node:
         return self.nodes[i]
@@ -107,8 +109,10 @@ class ClusterProcesses:
         log = open(node.log_path, "a")  # the child writes to it
         log.write(f"---- start {time.strftime('%H:%M:%S')}\n")
         log.flush()
-        node.proc = subprocess.Popen(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
-                                     env={**self.env, **self.node_env.get(i, {})})
+        code = self.code_dir.get(i)
+        where = {} if code is None else {"PYTHONPATH": str(code)}  # its packages, not this checkout's
+        node.proc = subprocess.Popen(cmd, cwd=code or REPO, stdout=log, stderr=subprocess.STDOUT,
+                                     env={**self.env, **where, **self.node_env.get(i, {})})
         log.close()
 
     def start(self, timeout: float = 30.0) -> float:
