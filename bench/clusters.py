@@ -40,8 +40,8 @@ class ProcCluster(ClusterProcesses):
     (see `profiled_node`: profiling runs between SIGUSR1 and SIGUSR2)."""
 
     def __init__(self, root: Path, n: int = 3, profile_dir: str | None = None, profile_clock: str = "wall",
-                 extra_args: list[str] | None = None):  # fmt: skip
-        super().__init__(root, n, extra_args=extra_args)
+                 extra_args: list[str] | None = None, env: dict[str, str] | None = None):  # fmt: skip
+        super().__init__(root, n, extra_args=extra_args, env=env)
         self.profile_dir = profile_dir
         self.profile_clock = profile_clock
 
@@ -115,8 +115,11 @@ class WarrenCluster:
     key = "warren"
     label = "Warren"
 
-    def __init__(self, n: int = 3, keep: bool = False, profile_dir: str | None = None, profile_clock: str = "wall"):
+    def __init__(self, n: int = 3, keep: bool = False, profile_dir: str | None = None, profile_clock: str = "wall",
+                 env: dict[str, str] | None = None):  # fmt: skip
+        """`env`: environment variables for the nodes only (an allocator's settings, say)."""
         self.n, self.keep, self.profile_dir, self.profile_clock = n, keep, profile_dir, profile_clock
+        self.env = env
         self.base: str | None = None
         self.c: ProcCluster | None = None
 
@@ -124,7 +127,8 @@ class WarrenCluster:
         self.base = tempfile.mkdtemp(prefix="warren-bench-qq-")
         if self.profile_dir:
             os.makedirs(self.profile_dir, exist_ok=True)
-        self.c = ProcCluster(Path(self.base), self.n, profile_dir=self.profile_dir, profile_clock=self.profile_clock)
+        self.c = ProcCluster(Path(self.base), self.n, profile_dir=self.profile_dir, profile_clock=self.profile_clock,
+                             env=self.env)  # fmt: skip
         t0 = time.monotonic()
         self.c.start(timeout)
         for node in self.c.nodes:  # HTTP up and every node following the same leader
