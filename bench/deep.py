@@ -253,6 +253,7 @@ def measure(args: Any, side: Any) -> dict:
         r["rss_peak_publish"] = sampler.mark()
         r["rss_rest"] = sampler.now()
         r["disk_bytes"] = du(side.base)
+        print(f"[deep] {side.label}: published {json.dumps(r)}", file=sys.stderr)  # kept if a later phase fails
 
         r["restarts"] = [restart(args, side, sampler, kind) for kind in args.restart.split(",")]
         r.update({key: value for key, value in r["restarts"][0].items() if key != "restart"})  # older readers
