@@ -40,10 +40,13 @@ class ProcCluster(ClusterProcesses):
     (see `profiled_node`: profiling runs between SIGUSR1 and SIGUSR2)."""
 
     def __init__(self, root: Path, n: int = 3, profile_dir: str | None = None, profile_clock: str = "wall",
-                 extra_args: list[str] | None = None, repo: str | None = None):  # fmt: skip
-        # repo: the Warren checkout the nodes run (default: this one), e.g. an older commit to compare with
+                 extra_args: list[str] | None = None, repo: str | None = None,
+                 env: dict[str, str] | None = None):  # fmt: skip
+        # repo: the Warren checkout the nodes run (default: this one), e.g. an older commit to compare with;
+        # env: variables for the nodes only (an allocator's settings, say)
         self.repo = os.path.abspath(repo or REPO)
-        super().__init__(root, n, extra_args=extra_args, env={"PYTHONPATH": self.repo} if repo else None)
+        node_env = {**(env or {}), **({"PYTHONPATH": self.repo} if repo else {})}
+        super().__init__(root, n, extra_args=extra_args, env=node_env or None)
         self.profile_dir = profile_dir
         self.profile_clock = profile_clock
 
@@ -115,9 +118,11 @@ def profiled_node(argv: list[str]) -> int:
 
 class WarrenCluster:
     def __init__(self, n: int = 3, keep: bool = False, profile_dir: str | None = None, profile_clock: str = "wall",
-                 repo: str | None = None, key: str = "warren", label: str = "Warren"):  # fmt: skip
+                 repo: str | None = None, key: str = "warren", label: str = "Warren",
+                 env: dict[str, str] | None = None):  # fmt: skip
         self.n, self.keep, self.profile_dir, self.profile_clock = n, keep, profile_dir, profile_clock
         self.repo, self.key, self.label = repo, key, label  # repo: another checkout to run (see ProcCluster)
+        self.env = env  # environment variables for the nodes only
         self.base: str | None = None
         self.c: ProcCluster | None = None
 
@@ -126,7 +131,7 @@ class WarrenCluster:
         if self.profile_dir:
             os.makedirs(self.profile_dir, exist_ok=True)
         self.c = ProcCluster(Path(self.base), self.n, profile_dir=self.profile_dir, profile_clock=self.profile_clock,
-                             repo=self.repo)  # fmt: skip
+                             repo=self.repo, env=self.env)  # fmt: skip
         t0 = time.monotonic()
         self.c.start(timeout)
         for node in self.c.nodes:  # HTTP up and every node following the same leader

@@ -165,7 +165,10 @@ class RabbitSide:
 
     def __init__(self, args: Any) -> None:
         self.base = tempfile.mkdtemp(prefix="warren-bench-deep-rabbit-")
-        self.node = RabbitNode(base_dir=self.base)
+        # Ports and node name of its own, so that a long run does not clash with
+        # another benchmark's RabbitMQ node on the same machine.
+        self.node = RabbitNode(base_dir=self.base, amqp_port=args.rabbit_port, mgmt_port=args.rabbit_mgmt_port,
+                               dist_port=args.rabbit_dist_port, nodename=args.rabbit_nodename)  # fmt: skip
         self.port = self.node.amqp_port
         self.keep = args.keep
         self._starter: threading.Thread | None = None
@@ -250,6 +253,7 @@ def measure(args: Any, side: Any) -> dict:
         r["rss_peak_publish"] = sampler.mark()
         r["rss_rest"] = sampler.now()
         r["disk_bytes"] = du(side.base)
+        print(f"[deep] {side.label}: published {json.dumps(r)}", file=sys.stderr)  # kept if a later phase fails
 
         r["restarts"] = [restart(args, side, sampler, kind) for kind in args.restart.split(",")]
         r.update({key: value for key, value in r["restarts"][0].items() if key != "restart"})  # older readers
@@ -371,6 +375,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--restart-timeout", type=float, default=900.0)
     ap.add_argument("--warren-port", type=int, default=5692)
     ap.add_argument("--warren-http-port", type=int, default=15693)
+    ap.add_argument("--rabbit-port", type=int, default=5682)
+    ap.add_argument("--rabbit-mgmt-port", type=int, default=15682)
+    ap.add_argument("--rabbit-dist-port", type=int, default=25682)
+    ap.add_argument("--rabbit-nodename", default="warren_bench_rabbit@localhost")
     ap.add_argument("--arrow", default=pair.DEFAULT_ARROW)
     ap.add_argument("--restart", default="clean",
                     help="restarts in order, comma-separated: clean (SIGTERM) or kill (SIGKILL, crash recovery);"

@@ -65,6 +65,7 @@ sys.path.insert(0, HERE)
 import pair  # noqa: E402
 import procs  # noqa: E402
 from clusters import RabbitCluster, WarrenCluster, load_avg, prime  # noqa: E402
+from quorum_deep_malloc import heap_totals  # noqa: E402
 from quorum_deep_report import MIB, report  # noqa: E402
 from quorum_deep_sampling import DepthPoller, Prober, Sampler, tree_pids  # noqa: E402
 
@@ -93,8 +94,8 @@ class WarrenDeep(_Deep):
 
     key = "warren"
 
-    def __init__(self, keep: bool):
-        self.cluster = WarrenCluster(keep=keep)
+    def __init__(self, keep: bool, env: dict[str, str] | None = None):
+        self.cluster = WarrenCluster(keep=keep, env=env)
         self.label = "Warren"
 
     def alive(self, i: int) -> bool:
@@ -118,6 +119,10 @@ class WarrenDeep(_Deep):
 
     def kill(self, i: int) -> None:
         self.cluster.c.kill9(i)
+
+    def heap_totals(self, i: int) -> dict | None:
+        node = self.cluster.c[i]
+        return heap_totals(node.proc.pid, node.log_path) if node.running else None
 
     def restart(self, i: int) -> None:
         self.cluster.c.spawn(i)
@@ -184,6 +189,13 @@ def arrow_proc(args: Any, mode: str, port: int, address: str, count: int, out_pa
         return subprocess.Popen([args.arrow, mode, *a], stdout=out, stderr=err, stdin=subprocess.DEVNULL)
 
 
+def read_heaps(broker: Any) -> list[dict | None]:
+    """glibc's heap totals of every node (Warren only; None where not read)."""
+    if not hasattr(broker, "heap_totals"):
+        return [None] * broker.n
+    return [broker.heap_totals(i) for i in range(broker.n)]
+
+
 def wait_procs(ps: list[subprocess.Popen], abort: threading.Event, timeout: float) -> bool:
     """Wait for every process; False (and kill them) on abort or timeout."""
     deadline = time.monotonic() + timeout
@@ -209,7 +221,8 @@ def wait_depth(sampler: Sampler, depth: list[DepthPoller], nodes: list[int], wan
 
 
 def run(args: Any) -> dict:
-    broker: Any = WarrenDeep(args.keep) if args.broker == "warren" else RabbitDeep(args.keep)
+    node_env = dict(kv.split("=", 1) for kv in args.node_env)
+    broker: Any = WarrenDeep(args.keep, node_env) if args.broker == "warren" else RabbitDeep(args.keep)
     res: dict[str, Any] = {"broker": args.broker, "messages": args.messages, "body": args.body,
                            "load_start": load_avg(), "started": time.strftime("%Y-%m-%d %H:%M:%S")}  # fmt: skip
     stop = threading.Event()
@@ -245,6 +258,8 @@ def run(args: Any) -> dict:
             th.start()
         sampler.phase = "idle"
         sampler.abort.wait(args.rest)
+        if args.malloc_stats:
+            res["heap_idle"] = read_heaps(broker)
 
         # -- publish, no consumer
         sampler.phase = "publish"
@@ -296,6 +311,8 @@ def run(args: Any) -> dict:
         if sampler.abort.wait(args.rest if args.full_rest is None else args.full_rest):
             res["aborted"] = sampler.over_limit
             return res
+        if args.malloc_stats:
+            res["heap"] = {"idle": res["heap_idle"], "full": read_heaps(broker)}
 
         # -- optional: a follower restarted (-9 during the publish, or now)
         if args.restart_follower != "none":
@@ -347,6 +364,8 @@ def run(args: Any) -> dict:
         res["replicas_empty_after_s"] = None if empty is None else round(empty, 1)
         res["left_in_queue"] = {f"n{i}": depth[i].depth for i in range(broker.n)}
         time.sleep(args.rest)
+        if args.malloc_stats:
+            res["heap"]["drained"] = read_heaps(broker)
         sampler.phase = "end"
         time.sleep(min(args.rest, 5))
         res["info_end"] = {f"n{i}": {k: depth[i].info.get(k) for k in ("messages", "messages_unacknowledged",
@@ -404,6 +423,12 @@ def main(argv: list[str] | None = None) -> int:
                     help="kill -9 the follower without the consumer when the publish is half done (during) or "
                          "done (after), restart it after the publish, time its catch-up")  # fmt: skip
     ap.add_argument("--rss-limit-mib", type=int, default=8192, help="stop the run when a node's RSS passes this")
+    ap.add_argument("--node-env", action="append", default=[], metavar="KEY=VALUE",
+                    help="Warren: an environment variable for the nodes only (repeatable), e.g. MALLOC_ARENA_MAX=2 "
+                         "or LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2")  # fmt: skip
+    ap.add_argument("--malloc-stats", action="store_true",
+                    help="Warren: read each node's glibc heap totals (gdb, malloc_stats) at rest when idle, full "
+                         "and drained")  # fmt: skip
     ap.add_argument("--arrow", default=pair.DEFAULT_ARROW)
     ap.add_argument("--keep", action="store_true", help="keep the data dirs")
     ap.add_argument("--samples", help="write every sample here, one JSON line each")

@@ -38,6 +38,16 @@ def pct(vals: list[float], q: float) -> float | None:
     return vals[min(len(vals) - 1, int(q * len(vals)))]
 
 
+def _growth(before: dict, after: dict) -> str:
+    if before.get("rss") is None or after.get("rss") is None:
+        return "—"
+    return f"{(after['rss'] - before['rss']) / MIB:+,.0f}"
+
+
+def _heap(h: dict | None) -> str:
+    return "—" if h is None else f"{h['system'] / MIB:,.1f} / {h['in_use'] / MIB:,.1f}"
+
+
 def report(res: dict) -> str:
     samples = res.get("samples") or []
     if not samples:
@@ -73,6 +83,12 @@ def report(res: dict) -> str:
             continue
         cells = " | ".join(mib(x.get("rss")) for x in s["nodes"])
         lines.append(f"| {label} | {s['t']:.0f} | {cells} | {s['load1']:.1f} |")
+    idle = marks[0][1]
+    for label, s in (("**growth idle → 100 %**", marks[4][1]), ("growth idle → full, after the rest", marks[5][1]),
+                     ("growth idle → after the drain", marks[6][1])):  # fmt: skip
+        if idle is not None and s is not None:
+            cells = " | ".join(_growth(idle["nodes"][i], s["nodes"][i]) for i in range(n))
+            lines.append(f"| {label} | | {cells} | |")
     peak = [max((s["nodes"][i].get("hwm", 0) for s in samples), default=0) for i in range(n)]
     peak_rss = [max((s["nodes"][i].get("rss", 0) for s in samples), default=0) for i in range(n)]
     lines.append(f"| **peak (VmHWM)** | | {' | '.join(f'**{mib(p)}**' for p in peak)} | |")
@@ -101,6 +117,8 @@ def report(res: dict) -> str:
         [f"{sum(1 for t, _ in w if pub_t[0] <= t <= pub_t[-1] + 1)} / "
          f"{sum(1 for t, _ in w if con_t[0] <= t <= con_t[-1] + 1)}" for w in writes])  # fmt: skip
     row("largest snapshot MiB", [f"{max((sz for _, sz in w), default=0) / MIB:.1f}" for w in writes])
+    for phase, heaps in (res.get("heap") or {}).items():  # idle, full, drained (--malloc-stats)
+        row(f"glibc heap {phase}: held / in use MiB", [_heap(h) for h in heaps])
     probes = res.get("probes") or [[] for _ in range(n)]
     ok = [[took for _, took in p if took is not None] for p in probes]
     row("API answers (GET /api/overview)", [str(len(v)) for v in ok])

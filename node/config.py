@@ -91,6 +91,11 @@ class Config:
     # A stream consumer's amqp:sql-filter may be at most this many characters (RabbitMQ 4.2: 4096); its
     # nesting and tree height have fixed bounds too (queues/stream/sql/parser.py)
     stream_sql_filter_max_length: int = 4096
+    # glibc malloc, set at start (node/ops/allocator.py): at most this many arenas, and a fixed mmap
+    # threshold in bytes, so that freed buffers go back to the OS instead of fragmenting the heap.
+    # 0 leaves glibc's default; MALLOC_ARENA_MAX / MALLOC_MMAP_THRESHOLD_ in the environment win.
+    malloc_arena_max: int = 2
+    malloc_mmap_threshold: int = 1024 * 1024
     definitions_file: str = ""  # JSON topology loaded at start (like RabbitMQ's load_definitions)
     # AMQP address format v1 (/queue/:q, /exchange/:x/:key, /topic/:key, /amq/queue/:q), as RabbitMQ 4.0-4.2
     # permit its deprecated feature amqp_address_v1 by default; false refuses v1 addresses (invalid-field).

@@ -13,6 +13,7 @@ from node.broker import Broker
 from node.client.tls import TlsError
 from node.cluster.enabled_flags import DowngradeRefused
 from node.config import Config
+from node.ops.allocator import apply_malloc_settings
 
 
 class _KeyValueFormatter(logging.Formatter):
@@ -67,6 +68,10 @@ def reload_tls(broker: Broker) -> None:
 
 def run(cfg: Config) -> int:
     setup_logging(cfg.log_level)
+    # before any thread of the node allocates: glibc creates an arena per such thread
+    applied = apply_malloc_settings(cfg.malloc_arena_max, cfg.malloc_mmap_threshold)
+    if applied:
+        logging.getLogger("warren.memory").info("malloc settings: %s", applied)
     try:
         uvloop.run(serve(cfg))
     except DowngradeRefused as e:
