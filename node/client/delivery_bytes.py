@@ -23,7 +23,7 @@ import struct
 from collections.abc import Mapping
 from typing import Any
 
-from amqp.encoder import encode
+from amqp.encoder import dumps, encode
 from amqp.message import HEADER, Message
 from amqp.types import Symbol
 from queues.base import QueueMessage
@@ -46,6 +46,7 @@ _prefix_cache: dict[tuple[bytes, str, str], bytes] = {}
 # (header and annotation sections as published, exchange, routing key) ->
 #   (header as delivered, the annotation map's entries encoded, their count, their keys)
 _entries_cache: dict[tuple[bytes, str, str], tuple[bytes, bytes, int, frozenset]] = {}
+_encoded_keys: dict[Any, bytes] = {}  # the keys queues add (x-stream-offset): a handful
 
 
 def delivery_payload(message: QueueMessage) -> bytes:
@@ -92,13 +93,14 @@ def _with_added_annotations(payload: bytes, exchange: str, routing_key: str,
                             added: Mapping[Any, Any]) -> bytes | None:  # fmt: skip
     """A first delivery with annotations the queue adds; None when an added key
     replaces a published one (the general merge decides that)."""
-    message = Message.from_bytes(payload)
-    sizes = message.sizes
-    end = sizes.header + sizes.delivery_annotations + sizes.message_annotations
+    end = _annotations_end(payload)
+    if end is None:
+        sizes = Message.from_bytes(payload).sizes
+        end = sizes.header + sizes.delivery_annotations + sizes.message_annotations
     key = (payload[:end], exchange, routing_key)
     cached = _entries_cache.get(key)
     if cached is None:
-        cached = _annotation_entries(message, exchange, routing_key)
+        cached = _annotation_entries(Message.from_bytes(key[0]), exchange, routing_key)
         _remember(_entries_cache, key, cached, routing_key)
     header, entries, count, keys = cached
     buf = bytearray(entries)
@@ -107,7 +109,12 @@ def _with_added_annotations(payload: bytes, exchange: str, routing_key: str,
             k = Symbol(k)  # annotation keys are symbols [3.2.3]
         if k in keys:
             return None
-        encode(buf, k)
+        encoded = _encoded_keys.get(k)
+        if encoded is None:
+            encoded = dumps(k)
+            if len(_encoded_keys) < _CACHE_MAX:
+                _encoded_keys[k] = encoded
+        buf += encoded
         encode(buf, v)
         count += 2
     return b"".join((header, _ANNOTATIONS_MAP32, _size_count.pack(len(buf) + 4, count), buf, payload[end:]))
@@ -128,21 +135,46 @@ def _routing_annotations(exchange: str, routing_key: str) -> dict:
     return {_X_EXCHANGE: exchange, _X_ROUTING_KEY: routing_key}
 
 
+def _annotations_end(payload: bytes) -> int | None:
+    """Where the header, delivery-annotations and message-annotations sections
+    end, read from their sizes without decoding them; None for an encoding
+    this shortcut does not read (the caller scans the message then)."""
+    end = _header_end(payload)
+    if end is None:
+        return None
+    for section in (_DELIVERY_ANNOTATIONS, _MESSAGE_ANNOTATIONS):
+        if payload[end : end + 3] != section:
+            continue
+        code = payload[end + 3] if len(payload) > end + 3 else -1
+        if code == 0xC1:  # map8
+            end += 5 + payload[end + 4]
+        elif code == 0xD1:  # map32
+            end += 8 + int.from_bytes(payload[end + 4 : end + 8], "big")
+        else:
+            return None
+    return end if end <= len(payload) else None
+
+
+def _header_end(payload: bytes) -> int | None:
+    """Where the header section ends (0 without one); None for an encoding not read here."""
+    if payload[:3] != _HEADER:
+        return 0
+    code = payload[3] if len(payload) > 3 else -1
+    if code == 0x45:  # list0
+        return 4
+    if code == 0xC0:  # list8
+        return 5 + payload[4]
+    if code == 0xD0:  # list32
+        return 8 + int.from_bytes(payload[4:8], "big")
+    return None
+
+
 def _plain_header_end(payload: bytes) -> int | None:
     """Where the header section ends (0 without one), when nothing but the
     bare message follows it; None when annotations need merging."""
-    if payload[:3] == _HEADER:
-        code = payload[3] if len(payload) > 3 else -1
-        if code == 0x45:  # list0
-            end = 4
-        elif code == 0xC0:  # list8
-            end = 5 + payload[4]
-        elif code == 0xD0:  # list32
-            end = 8 + int.from_bytes(payload[4:8], "big")
-        else:
-            return None
-    else:
-        end = 0
+    end = _header_end(payload)
+    if end is None:
+        return None
     following = payload[end : end + 3]
     if following[:2] != _SECTION and following:
         return None

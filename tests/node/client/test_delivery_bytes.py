@@ -72,3 +72,19 @@ def test_a_header_is_added_when_none_was_published():
     queued = QueueMessage(3, published.payload, True, None, 0, False, "", ["q"], {OFFSET: Long(3)})
     out = Message.from_bytes(delivery_payload(queued))
     assert out.header == d.Header(first_acquirer=True)
+
+
+def test_annotation_encodings_the_shortcut_does_not_read_are_scanned():
+    """A map32 header (list32) and map8/map32 annotations are read by their sizes; an
+    amqp-value body right after the header works too."""
+    header = d.Header(durable=True).encode()
+    big = {Symbol(f"x-opt-{i}"): "v" * 20 for i in range(20)}  # over 255 bytes: map32
+    rest = Message.build("value body", properties={"subject": "s"}).payload
+    for annotations in ({}, {Symbol("x-opt-a"): 1}, big):
+        ma = d.MessageAnnotations(annotations).encode() if annotations else b""
+        payload = header + ma + rest
+        assert delivery_bytes._annotations_end(payload) == len(header) + len(ma)
+        queued = QueueMessage(9, payload, True, None, 0, False, "", ["q"], {OFFSET: Long(9)})
+        out = Message.from_bytes(delivery_payload(queued))
+        assert out.message_annotations == {**annotations, "x-exchange": "", "x-routing-key": "q", OFFSET: 9}
+        assert out.body == "value body"
