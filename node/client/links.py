@@ -180,7 +180,8 @@ class _Confirm:
         self.worst = Outcome.ACCEPTED  # unknown by any queue beats rejected beats released beats accepted
 
     def confirm(self, outcome: Outcome) -> None:
-        if _RANK[outcome] > _RANK[self.worst]:
+        # identity first: hashing an Enum member runs Python code, and nearly every outcome is accepted
+        if outcome is not Outcome.ACCEPTED and _RANK[outcome] > _RANK[self.worst]:
             self.worst = outcome
         self.left -= 1
         if self.left == 0:
