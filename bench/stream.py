@@ -22,6 +22,7 @@ workload uses fresh streams declared over the HTTP API (`x-queue-type: stream`,
   way, as a control). Time = attach to the last wanted message.
 - `fanout`: a fanout exchange bound to 3 fresh streams; one `arrow send` of `--count`
   durable 12 B messages to the exchange; a message is confirmed once all 3 stored it.
+- `fanout-classic`: the same to 3 durable classic queues (the routing path without streams).
 - `large`: `arrow send` of `--large-gb` of 1 KB durable messages to one stream, then a
   read of all of it from `first`; node RSS (process tree, sampled every 0.5 s) peak
   while writing, at rest after, peak while reading, and the node's data on disk.
@@ -48,7 +49,7 @@ from rabbitmq import RabbitNode  # noqa: E402
 
 ARROW = os.path.join(HERE, "arrow")
 TOOL = os.path.join(HERE, "stream_tool")
-WORKLOADS = ("send-12b", "send-1kb", "first", "filtered", "fanout", "large")
+WORKLOADS = ("send-12b", "send-1kb", "first", "filtered", "fanout", "fanout-classic", "large")
 DEFAULT_WORKLOADS = ("send-12b", "send-1kb", "first", "filtered", "fanout")
 WANTED = "v7"  # one of the 100 filter values stream_tool fill cycles through: 1%
 
@@ -90,7 +91,9 @@ class Side:
     def port(self) -> int:
         return self.cluster.amqp_port(0)
 
-    def stream_arguments(self) -> dict:
+    def stream_arguments(self, kind: str = "stream") -> dict:
+        if kind == "classic":
+            return {"x-queue-type": "classic"}
         return {"x-queue-type": "stream", "x-initial-cluster-size": self.nodes}
 
     def trees(self) -> list[list[int]]:
@@ -101,8 +104,9 @@ class WarrenSide(Side):
     def http(self, method: str, path: str, body: dict | None = None) -> None:
         self.cluster.c[0].http(method, path, body, timeout=60)
 
-    def declare_stream(self, name: str) -> None:
-        self.http("PUT", f"/api/queues/%2F/{quote(name)}", {"durable": True, "arguments": self.stream_arguments()})
+    def declare_stream(self, name: str, kind: str = "stream") -> None:
+        self.http("PUT", f"/api/queues/%2F/{quote(name)}",
+                  {"durable": True, "arguments": self.stream_arguments(kind)})  # fmt: skip
 
     def declare_fanout(self, exchange: str, streams: list[str]) -> None:
         self.http("PUT", f"/api/exchanges/%2F/{quote(exchange)}", {"type": "fanout", "durable": True})
@@ -128,9 +132,9 @@ class RabbitSide(Side):
     def api(self, method: str, path: str, body: dict | None = None) -> None:
         self.cluster.nodes[0].api(method, path, body, timeout=60)
 
-    def declare_stream(self, name: str) -> None:
+    def declare_stream(self, name: str, kind: str = "stream") -> None:
         self.api("PUT", RabbitNode._q(name), {"durable": True, "auto_delete": False,
-                                              "arguments": self.stream_arguments()})  # fmt: skip
+                                              "arguments": self.stream_arguments(kind)})  # fmt: skip
 
     def declare_fanout(self, exchange: str, streams: list[str]) -> None:
         self.api("PUT", f"/api/exchanges/%2F/{quote(exchange)}", {"type": "fanout", "durable": True})
@@ -249,15 +253,16 @@ def run_side(side: Side, workloads: list[str], args: argparse.Namespace) -> dict
             load = load_avg()[0]
             record("filtered-client", rate_of(tool(side, "read", address, wanted, "-F", WANTED)), load)
         side.delete_stream("log")
-    if "fanout" in workloads:
-        load = load_avg()[0]
-        streams = [f"fan-{i}" for i in range(3)]
-        for s in streams:
-            side.declare_stream(s)
-        side.declare_fanout("fan", streams)
-        record("fanout", rate_of(arrow_send(side, side.exchange_address("fan"), args.count, 12)), load)
-        for s in streams:
-            side.delete_stream(s)
+    for key, kind in (("fanout", "stream"), ("fanout-classic", "classic")):
+        if key in workloads:
+            load = load_avg()[0]
+            queues = [f"{key}-{i}" for i in range(3)]
+            for q in queues:
+                side.declare_stream(q, kind)
+            side.declare_fanout(key, queues)
+            record(key, rate_of(arrow_send(side, side.exchange_address(key), args.count, 12)), load)
+            for q in queues:
+                side.delete_stream(q)
     if "large" in workloads:
         large(side, args, record)
     return results
@@ -292,6 +297,7 @@ ROWS = (
     ("filtered", "filtered consumer, 1%, broker filters: seconds to the last wanted message"),
     ("filtered-client", "filtered consumer, 1%, client filters: seconds to the last wanted message"),
     ("fanout", "fanout exchange to 3 streams, 12 B (msg/s published)"),
+    ("fanout-classic", "fanout exchange to 3 durable classic queues, 12 B (msg/s published)"),
     ("large-write", "large stream, 1 KB: write (msg/s)"),
     ("large-read", "large stream: read from `first` (msg/s)"),
 )
