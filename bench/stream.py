@@ -24,7 +24,7 @@ workload uses fresh streams declared over the HTTP API (`x-queue-type: stream`,
   durable 12 B messages to the exchange; a message is confirmed once all 3 stored it.
 - `fanout-classic`: the same to 3 durable classic queues (the routing path without streams).
 - `large`: `arrow send` of `--large-gb` of 1 KB durable messages to one stream, then a
-  read of all of it from `first`; node RSS (process tree, sampled every 0.5 s) peak
+  read from `first` of all of it (or `--large-read` messages); node RSS (process tree, sampled every 0.5 s) peak
   while writing, at rest after, peak while reading, and the node's data on disk.
 
 The table gives each rate, the ratio Warren / RabbitMQ and the 1-minute load average
@@ -279,7 +279,7 @@ def large(side: Side, args: argparse.Namespace, record) -> None:
     rest = write_rss.now()
     load_read = load_avg()[0]
     with RssSampler(side) as read_rss:
-        r = tool(side, "read", address, count, "-C", "1000")
+        r = tool(side, "read", address, min(count, args.large_read or count), "-C", "1000")
     out = {"large-write": {**rate_of(w), "load": load, "messages": count, "peak_rss": write_rss.peak,
                            "rest_rss": rest, "disk": disk_bytes(side.data_dirs())},
            "large-read": {**rate_of(r), "load": load_read, "peak_rss": read_rss.peak}}  # fmt: skip
@@ -347,6 +347,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--count", type=int, default=200_000, help="messages per send-only and fanout run")
     ap.add_argument("--stream-messages", type=int, default=1_000_000, help="the stream read from first / filtered")
     ap.add_argument("--large-gb", type=float, default=3.0)
+    ap.add_argument("--large-read", type=int, default=0, help="messages of the large stream read back (0: all)")
     ap.add_argument("--rest", type=float, default=10.0, help="seconds between the large write and its RSS sample")
     ap.add_argument("--json", help="write every result here")
     args = ap.parse_args(argv)
