@@ -27,8 +27,10 @@ workload uses fresh streams declared over the HTTP API (`x-queue-type: stream`,
   read from `first` of all of it (or `--large-read` messages); node RSS (process tree, sampled every 0.5 s) peak
   while writing, at rest after, peak while reading, and the node's data on disk.
 
-The table gives each rate, the ratio Warren / RabbitMQ and the 1-minute load average
-before each workload (the machine is shared: compare within one run only).
+The table gives each rate, the ratio Warren / RabbitMQ, the 1-minute load average
+before each workload and the brokers' CPU per message (all nodes, user + system; per
+message of the stream for the reads), which a busy machine disturbs least (it is
+shared: compare within one run only).
 `bench/stream_tool.c` is built on first use (like arrow: libqpid-proton11-dev).
 """
 
@@ -45,6 +47,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from clusters import RabbitCluster, WarrenCluster, load_avg, quote  # noqa: E402
+from quorum import cpu_seconds  # noqa: E402
 from rabbitmq import RabbitNode  # noqa: E402
 
 ARROW = os.path.join(HERE, "arrow")
@@ -221,6 +224,15 @@ def rate_of(r: dict) -> dict:
     return out
 
 
+def measured(side: Side, run, messages: int) -> dict:
+    """run() -> a client's result, with the brokers' CPU per message (every node's
+    process tree, user + system): what a busy machine disturbs least."""
+    before = cpu_seconds(side.cluster)
+    r = rate_of(run())
+    r["cpu_us"] = round((cpu_seconds(side.cluster) - before) / max(messages, 1) * 1e6, 1)
+    return r
+
+
 # --------------------------------------------------------------------------- workloads
 def run_side(side: Side, workloads: list[str], args: argparse.Namespace) -> dict:
     results: dict[str, dict] = {}
@@ -235,23 +247,26 @@ def run_side(side: Side, workloads: list[str], args: argparse.Namespace) -> dict
             load = load_avg()[0]
             name = f"send-{body}"
             side.declare_stream(name)
-            record(key, rate_of(arrow_send(side, side.queue_address(name), args.count, body)), load)
+            address = side.queue_address(name)
+            record(key, measured(side, lambda a=address, b=body: arrow_send(side, a, args.count, b), args.count), load)
             side.delete_stream(name)
     if "first" in workloads or "filtered" in workloads:
         load = load_avg()[0]
         side.declare_stream("log")
         address = side.queue_address("log")
-        record("fill", rate_of(tool(side, "fill", address, args.stream_messages)), load)
+        n = args.stream_messages
+        record("fill", measured(side, lambda: tool(side, "fill", address, n), n), load)
         if "first" in workloads:
             load = load_avg()[0]
-            record("first", rate_of(tool(side, "read", address, args.stream_messages)), load)
+            record("first", measured(side, lambda: tool(side, "read", address, n), n), load)
         if "filtered" in workloads:
             wanted = args.stream_messages // 100
             if side.key == "warren":
                 load = load_avg()[0]
-                record("filtered", rate_of(tool(side, "read", address, wanted, "-f", WANTED)), load)
+                record("filtered", measured(side, lambda: tool(side, "read", address, wanted, "-f", WANTED), n), load)
             load = load_avg()[0]
-            record("filtered-client", rate_of(tool(side, "read", address, wanted, "-F", WANTED)), load)
+            record("filtered-client", measured(side, lambda: tool(side, "read", address, wanted, "-F", WANTED), n),
+                   load)  # fmt: skip
         side.delete_stream("log")
     for key, kind in (("fanout", "stream"), ("fanout-classic", "classic")):
         if key in workloads:
@@ -260,7 +275,8 @@ def run_side(side: Side, workloads: list[str], args: argparse.Namespace) -> dict
             for q in queues:
                 side.declare_stream(q, kind)
             side.declare_fanout(key, queues)
-            record(key, rate_of(arrow_send(side, side.exchange_address(key), args.count, 12)), load)
+            address = side.exchange_address(key)
+            record(key, measured(side, lambda a=address: arrow_send(side, a, args.count, 12), args.count), load)
             for q in queues:
                 side.delete_stream(q)
     if "large" in workloads:
@@ -310,7 +326,8 @@ def cell(r: dict | None, key: str) -> str:
     if "error" in r:
         return f"error: {r['error'][:80]}"
     value = f"{r['seconds']} s" if key in SECONDS_ROWS else f"{r['rate']:,}"
-    return f"{value} (load {r['load']:.1f})"
+    cpu = f", {r['cpu_us']} us CPU/msg" if "cpu_us" in r else ""
+    return f"{value} (load {r['load']:.1f}{cpu})"
 
 
 def ratio(w: dict | None, rb: dict | None, key: str) -> str:
