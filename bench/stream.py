@@ -206,21 +206,25 @@ def disk_bytes(paths: list[str]) -> int:
     return total
 
 
+IDLE_S = 60  # a client gives up after this long without progress (--idle)
+
+
 def arrow_send(side: Side, address: str, count: int, body: int) -> dict:
     cmd = [ARROW, "send", "-H", "127.0.0.1", "-P", str(side.port), "-a", address, "-c", str(count), "-b", str(body),
-           "-w", "1000", "-d", "-t", "60"]  # fmt: skip
+           "-w", "1000", "-d", "-t", str(IDLE_S)]  # fmt: skip
     return run_json(cmd, 120 + count / 500)
 
 
 def tool(side: Side, mode: str, address: str, count: int, *extra: str) -> dict:
-    cmd = [TOOL, mode, "-P", str(side.port), "-a", address, "-c", str(count), "-t", "60", *extra]
-    return run_json(cmd, 120 + count / 500)
+    cmd = [TOOL, mode, "-P", str(side.port), "-a", address, "-c", str(count), "-t", str(IDLE_S), *extra]
+    return run_json(cmd, 2 * IDLE_S + count / 500)
 
 
 def rate_of(r: dict) -> dict:
     out = {"rate": int(r.get("rate") or 0), "seconds": r.get("seconds")}
     if "error" in r:
         out["error"] = r["error"]
+        out["received"] = r.get("received", r.get("done"))
     return out
 
 
@@ -357,6 +361,7 @@ def table(results: dict, nodes: int) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    global IDLE_S
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--brokers", default="warren,rabbitmq")
     ap.add_argument("--nodes", type=int, default=1, choices=(1, 3))
@@ -366,8 +371,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--large-gb", type=float, default=3.0)
     ap.add_argument("--large-read", type=int, default=0, help="messages of the large stream read back (0: all)")
     ap.add_argument("--rest", type=float, default=10.0, help="seconds between the large write and its RSS sample")
+    ap.add_argument("--idle", type=float, default=60.0, help="seconds a client waits without progress")
     ap.add_argument("--json", help="write every result here")
     args = ap.parse_args(argv)
+    IDLE_S = args.idle
     workloads = [w for w in args.workloads.split(",") if w]
     unknown = set(workloads) - set(WORKLOADS)
     if unknown:
