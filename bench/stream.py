@@ -342,21 +342,28 @@ def ratio(w: dict | None, rb: dict | None, key: str) -> str:
     return f"{w['rate'] / rb['rate']:.2f}x" if rb["rate"] else "-"
 
 
+def cpu_ratio(w: dict | None, rb: dict | None) -> str:
+    if not w or not rb or "error" in w or "error" in rb or not w.get("cpu_us"):
+        return "-"
+    return f"{rb['cpu_us'] / w['cpu_us']:.2f}x"
+
+
 def table(results: dict, nodes: int) -> str:
     w, rb = results.get("warren", {}), results.get("rabbitmq", {})
-    lines = [f"| {nodes} node(s), replicas {nodes} | RabbitMQ 3.10 | Warren | Warren / RabbitMQ |", "|---|---|---|---|"]
+    lines = [f"| {nodes} node(s), replicas {nodes} | RabbitMQ 3.10 | Warren | Warren / RabbitMQ | CPU/msg RabbitMQ / Warren |",
+             "|---|---|---|---|---|"]  # fmt: skip
     for key, label in ROWS:
         if key in w or key in rb:
             lines.append(f"| {label} | {cell(rb.get(key), key)} | {cell(w.get(key), key)} | "
-                         f"{ratio(w.get(key), rb.get(key), key)} |")  # fmt: skip
+                         f"{ratio(w.get(key), rb.get(key), key)} | {cpu_ratio(w.get(key), rb.get(key))} |")  # fmt: skip
     for key in ("large-write", "large-read"):
         if key in w or key in rb:
             mib = [f"{(x.get(key) or {}).get('peak_rss', 0) / 2**20:,.0f}" for x in (rb, w)]
-            lines.append(f"| {key}: peak RSS of node 1 (MiB) | {mib[0]} | {mib[1]} | |")
+            lines.append(f"| {key}: peak RSS of node 1 (MiB) | {mib[0]} | {mib[1]} | | |")
     if "large-write" in w or "large-write" in rb:
         for field, label in (("rest_rss", "at rest after the write: RSS (MiB)"), ("disk", "data on disk (MiB)")):
             vals = [f"{(x.get('large-write') or {}).get(field, 0) / 2**20:,.0f}" for x in (rb, w)]
-            lines.append(f"| large stream {label} | {vals[0]} | {vals[1]} | |")
+            lines.append(f"| large stream {label} | {vals[0]} | {vals[1]} | | |")
     return "\n".join(lines)
 
 
@@ -373,8 +380,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rest", type=float, default=10.0, help="seconds between the large write and its RSS sample")
     ap.add_argument("--idle", type=float, default=60.0, help="seconds a client waits without progress")
     ap.add_argument("--json", help="write every result here")
+    ap.add_argument("--table", help="print the table of a --json file and exit")
     args = ap.parse_args(argv)
     IDLE_S = args.idle
+    if args.table:
+        with open(args.table) as f:
+            print(table(json.load(f), args.nodes))
+        return 0
     workloads = [w for w in args.workloads.split(",") if w]
     unknown = set(workloads) - set(WORKLOADS)
     if unknown:
