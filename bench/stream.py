@@ -215,8 +215,12 @@ def arrow_send(side: Side, address: str, count: int, body: int) -> dict:
     return run_json(cmd, 120 + count / 500)
 
 
+READ_CREDIT = 1000  # --credit
+
+
 def tool(side: Side, mode: str, address: str, count: int, *extra: str) -> dict:
-    cmd = [TOOL, mode, "-P", str(side.port), "-a", address, "-c", str(count), "-t", str(IDLE_S), *extra]
+    cmd = [TOOL, mode, "-P", str(side.port), "-a", address, "-c", str(count), "-t", str(IDLE_S),
+           "-C", str(READ_CREDIT), *extra]  # fmt: skip
     return run_json(cmd, 2 * IDLE_S + count / 500)
 
 
@@ -299,7 +303,7 @@ def large(side: Side, args: argparse.Namespace, record) -> None:
     rest = write_rss.now()
     load_read = load_avg()[0]
     with RssSampler(side) as read_rss:
-        r = tool(side, "read", address, min(count, args.large_read or count), "-C", "1000")
+        r = tool(side, "read", address, min(count, args.large_read or count))
     out = {"large-write": {**rate_of(w), "load": load, "messages": count, "peak_rss": write_rss.peak,
                            "rest_rss": rest, "disk": disk_bytes(side.data_dirs())},
            "large-read": {**rate_of(r), "load": load_read, "peak_rss": read_rss.peak}}  # fmt: skip
@@ -368,7 +372,7 @@ def table(results: dict, nodes: int) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    global IDLE_S
+    global IDLE_S, READ_CREDIT
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--brokers", default="warren,rabbitmq")
     ap.add_argument("--nodes", type=int, default=1, choices=(1, 3))
@@ -378,11 +382,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--large-gb", type=float, default=3.0)
     ap.add_argument("--large-read", type=int, default=0, help="messages of the large stream read back (0: all)")
     ap.add_argument("--rest", type=float, default=10.0, help="seconds between the large write and its RSS sample")
+    ap.add_argument("--credit", type=int, default=1000, help="a reader's link credit (topped up at half)")
     ap.add_argument("--idle", type=float, default=60.0, help="seconds a client waits without progress")
     ap.add_argument("--json", help="write every result here")
     ap.add_argument("--table", help="print the table of a --json file and exit")
     args = ap.parse_args(argv)
-    IDLE_S = args.idle
+    IDLE_S, READ_CREDIT = args.idle, args.credit
     if args.table:
         with open(args.table) as f:
             print(table(json.load(f), args.nodes))
