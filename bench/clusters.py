@@ -40,8 +40,10 @@ class ProcCluster(ClusterProcesses):
     (see `profiled_node`: profiling runs between SIGUSR1 and SIGUSR2)."""
 
     def __init__(self, root: Path, n: int = 3, profile_dir: str | None = None, profile_clock: str = "wall",
-                 extra_args: list[str] | None = None):  # fmt: skip
-        super().__init__(root, n, extra_args=extra_args)
+                 extra_args: list[str] | None = None, repo: str | None = None):  # fmt: skip
+        # repo: the Warren checkout the nodes run (default: this one), e.g. an older commit to compare with
+        self.repo = os.path.abspath(repo or REPO)
+        super().__init__(root, n, extra_args=extra_args, env={"PYTHONPATH": self.repo} if repo else None)
         self.profile_dir = profile_dir
         self.profile_clock = profile_clock
 
@@ -58,7 +60,7 @@ class ProcCluster(ClusterProcesses):
                "--http-port", str(node.http_port), "--metrics-port", "-1", "--grpc-port", str(node.grpc_port),
                "--cluster-secret", "warren-bench-secret", "--seeds", self.seeds, *self.extra_args]  # fmt: skip
         node.log_path.parent.mkdir(parents=True, exist_ok=True)
-        node.proc = procs.spawn(cmd, env=self.env, log_path=str(node.log_path), cwd=str(REPO))
+        node.proc = procs.spawn(cmd, env=self.env, log_path=str(node.log_path), cwd=self.repo)
 
     def close(self) -> None:
         # SIGTERM to every node first: a clean, parallel stop
@@ -101,7 +103,7 @@ def profiled_node(argv: list[str]) -> int:
 
     signal.signal(signal.SIGUSR1, start)
     signal.signal(signal.SIGUSR2, stop)
-    sys.path.insert(0, REPO)
+    sys.path.insert(0, os.environ.get("PYTHONPATH", "").split(os.pathsep)[0] or REPO)
     sys.argv = ["warren", *rest]
     from node.cli import main as cli_main
 
@@ -112,11 +114,10 @@ def profiled_node(argv: list[str]) -> int:
 
 
 class WarrenCluster:
-    key = "warren"
-    label = "Warren"
-
-    def __init__(self, n: int = 3, keep: bool = False, profile_dir: str | None = None, profile_clock: str = "wall"):
+    def __init__(self, n: int = 3, keep: bool = False, profile_dir: str | None = None, profile_clock: str = "wall",
+                 repo: str | None = None, key: str = "warren", label: str = "Warren"):  # fmt: skip
         self.n, self.keep, self.profile_dir, self.profile_clock = n, keep, profile_dir, profile_clock
+        self.repo, self.key, self.label = repo, key, label  # repo: another checkout to run (see ProcCluster)
         self.base: str | None = None
         self.c: ProcCluster | None = None
 
@@ -124,7 +125,8 @@ class WarrenCluster:
         self.base = tempfile.mkdtemp(prefix="warren-bench-qq-")
         if self.profile_dir:
             os.makedirs(self.profile_dir, exist_ok=True)
-        self.c = ProcCluster(Path(self.base), self.n, profile_dir=self.profile_dir, profile_clock=self.profile_clock)
+        self.c = ProcCluster(Path(self.base), self.n, profile_dir=self.profile_dir, profile_clock=self.profile_clock,
+                             repo=self.repo)  # fmt: skip
         t0 = time.monotonic()
         self.c.start(timeout)
         for node in self.c.nodes:  # HTTP up and every node following the same leader

@@ -171,7 +171,7 @@ def cpu_seconds(broker) -> float:
     return total
 
 
-def run_workload(broker, key: str, replicas: int, args, tag: str) -> dict:
+def run_workload(broker, key: str, replicas: int, args, tag: str, layout: str, body: int) -> dict:
     name = f"bench-{key}-{tag}"
     broker.declare(name, replicas, via=0)
     broker.wait_queue(name)
@@ -179,18 +179,18 @@ def run_workload(broker, key: str, replicas: int, args, tag: str) -> dict:
     q = broker.wait_queue(name)
     leader = broker.index_of(q["leader"])
     members = [broker.index_of(m) for m in q["members"]]
-    pub, con = place(args.layout, leader, members, broker.n)
+    pub, con = place(layout, leader, members, broker.n)
     idle = wait_idle(args.min_idle, args.wait_idle) if args.wait_idle > 0 else cpu_idle()
     load = load_avg()
-    print(f"[bench] {broker.key}: {key} {tag}: leader n{leader}, members {sorted(members)}, "
+    print(f"[bench] {broker.key}: {key} {layout} {body} B {tag}: leader n{leader}, members {sorted(members)}, "
           f"publisher n{pub}, consumer n{con}; load {load[0]}, CPU idle {idle:.0%}", file=sys.stderr)
     t0 = time.monotonic()
     cpu0 = cpu_seconds(broker)
     if getattr(broker, "profile_dir", None):
-        broker.profile_start(f"{key}-{tag}")
+        broker.profile_start(f"{key}-{layout}-{body}-{tag}")
     with LeaderWatch(broker, name) as watch:
         res = run_pair_split(host="127.0.0.1", pub_port=broker.amqp_port(pub), con_port=broker.amqp_port(con),
-                             address=broker.address(name), count=args.count, body=args.body, credit=args.credit,
+                             address=broker.address(name), count=args.count, body=body, credit=args.credit,
                              window=args.window, durable=True, idle_timeout=args.idle_timeout, arrow=args.arrow,
                              ready=lambda: broker.consumers(name, con) >= 1)  # fmt: skip
     wall = time.monotonic() - t0
@@ -201,12 +201,21 @@ def run_workload(broker, key: str, replicas: int, args, tag: str) -> dict:
     leaders = [q["leader"], *[x for x in watch.seen if x != q["leader"]]]
     if after.get("leader") and after["leader"] != leaders[-1]:
         leaders.append(after["leader"])
-    res.update(queue=name, leader=leader, members=sorted(members), publisher=pub, consumer=con,
+    res.update(queue=name, layout=layout, body=body, leader=leader, members=sorted(members), publisher=pub, consumer=con,
                load_before=load, load_after=load_avg(), cpu_idle_before=round(idle, 3), wall_s=round(wall, 1),
                leaders_seen=[f"n{broker.index_of(x)}" for x in leaders], leader_changed=len(leaders) > 1,
                left_in_queue=after.get("messages"), cpu_us_per_msg=round(cpu_us, 1))  # fmt: skip
     broker.delete(name)
     return res
+
+
+def rows(keys: list[str], args) -> list[tuple[str, str, int]]:
+    """(workload, layout, body) of every row, in the order they run."""
+    return [(k, layout, body) for body in args.bodies for layout in args.layouts for k in keys]
+
+
+def row_key(row: tuple[str, str, int]) -> str:
+    return "/".join(str(x) for x in row)
 
 
 def run_broker(broker, keys: list[str], args) -> dict:
@@ -216,7 +225,7 @@ def run_broker(broker, keys: list[str], args) -> dict:
     except Exception as e:  # noqa: BLE001
         print(f"[bench] {broker.label} did not start: {e}", file=sys.stderr)
         broker.stop()
-        return {k: {"error": f"{broker.label} did not start: {str(e)[:300]}"} for k in keys}
+        return {row_key(r): {"error": f"{broker.label} did not start: {str(e)[:300]}"} for r in rows(keys, args)}
     try:
         if args.warmup > 0:
             print(f"[bench] {broker.key}: warm-up ({args.warmup} msgs on a 3-replica queue)", file=sys.stderr)
@@ -224,19 +233,20 @@ def run_broker(broker, keys: list[str], args) -> dict:
                 broker.declare("bench-warmup", 3)
                 broker.wait_queue("bench-warmup")
                 run_pair_split(host="127.0.0.1", pub_port=broker.amqp_port(0), con_port=broker.amqp_port(1),
-                               address=broker.address("bench-warmup"), count=args.warmup, body=args.body,
+                               address=broker.address("bench-warmup"), count=args.warmup, body=args.bodies[0],
                                credit=args.credit, window=args.window, durable=True,
                                idle_timeout=args.idle_timeout, arrow=args.arrow)  # fmt: skip
                 broker.delete("bench-warmup")
                 time.sleep(2)
             except Exception as e:  # noqa: BLE001
                 print(f"[bench] warm-up failed: {e}", file=sys.stderr)
-        for key in keys:
+        for row in rows(keys, args):
+            key, layout, body = row
             _, replicas = WORKLOADS[key]
             runs = []
             for i in range(args.repeat):
                 try:
-                    r = run_workload(broker, key, replicas, args, tag=f"r{i + 1}")
+                    r = run_workload(broker, key, replicas, args, f"r{i + 1}", layout, body)
                 except Exception as e:  # noqa: BLE001
                     r = {"ok": False, "error": f"{type(e).__name__}: {e}"}
                 short = {k: r.get(k) for k in ("e2e_rate", "sender_rate", "receiver_rate", "lat_ms", "ok",
@@ -252,9 +262,9 @@ def run_broker(broker, keys: list[str], args) -> dict:
                 best["e2e_rates"] = [r.get("e2e_rate") for r in runs]
                 if len(good) > 1:
                     best["e2e_median"] = statistics.median(r["e2e_rate"] for r in good)
-                out[key] = best
+                out[row_key(row)] = best
             else:
-                out[key] = {"error": runs[-1].get("error", "failed"), "runs": runs}
+                out[row_key(row)] = {"error": runs[-1].get("error", "failed"), "runs": runs}
     finally:
         broker.stop()
     return out
@@ -267,14 +277,19 @@ def cell(r: dict | None) -> str:
     if not r.get("ok"):
         return "failed"
     lat = r.get("lat_ms") or {}
-    cpu = f", {r['cpu_us_per_msg']:.0f} µs CPU/msg" if r.get("cpu_us_per_msg") is not None else ""
-    return f"{r['e2e_rate']:,} msg/s, {lat.get('p50', 0):.1f} / {lat.get('p99', 0):.1f} ms{cpu}"
+    runs = ", ".join(f"{x:,}" for x in r.get("e2e_rates") or [] if x)
+    cpu = [x.get("cpu_us_per_msg") for x in r.get("runs") or [r] if x.get("ok")]
+    cpu_s = "-".join(f"{x:.0f}" for x in sorted({round(x) for x in cpu if x is not None}))
+    return (f"{r['e2e_rate']:,} msg/s" + (f" ({runs})" if runs else "")
+            + f", {lat.get('p50', 0) / 1000:.2f} / {lat.get('p99', 0) / 1000:.2f} s"
+            + (f", {cpu_s} µs CPU/msg" if cpu_s else ""))  # fmt: skip
 
 
 def ratio(w: dict | None, rb: dict | None) -> str:
     if not w or not rb or not w.get("ok") or not rb.get("ok") or not rb.get("e2e_rate"):
         return "—"
-    return f"{w['e2e_rate'] / rb['e2e_rate']:.2f}×"
+    p99 = (w.get("lat_ms") or {}).get("p99"), (rb.get("lat_ms") or {}).get("p99")
+    return f"{w['e2e_rate'] / rb['e2e_rate']:.2f}×" + (f", p99 {p99[0] / p99[1]:.2f}×" if all(p99) else "")
 
 
 def load_cell(r: dict | None) -> str:
@@ -283,14 +298,34 @@ def load_cell(r: dict | None) -> str:
     return f"{r['load_before'][0]:.1f} / {r['cpu_idle_before']:.0%}"
 
 
-def table(results: dict, keys: list[str], labels: dict, body: int = 12) -> str:
-    rl, wl = labels.get("rabbitmq", "RabbitMQ 3.10"), labels.get("warren", "Warren")
-    lines = [f"| workload | {rl} rate, p50/p99 | {wl} rate, p50/p99 | ratio Warren/RabbitMQ "
-             "| load avg / CPU idle before (RabbitMQ; Warren) |", "|---|---|---|---|---|"]
-    for k in keys:
-        rb, wr = results.get("rabbitmq", {}).get(k), results.get("warren", {}).get(k)
-        lines.append(f"| {WORKLOADS[k][0]}, {body} B | {cell(rb)} | {cell(wr)} | {ratio(wr, rb)} "
-                     f"| {load_cell(rb)}; {load_cell(wr)} |")
+CONSUMER = {"pub-leader": "consumer on a follower", "pub-follower": "consumer on the leader",
+            "split": "publisher and consumer on followers", "same": "both on the leader"}  # fmt: skip
+
+
+def row_label(row: tuple[str, str, int]) -> str:
+    key, layout, body = row
+    where = CONSUMER[layout]
+    if WORKLOADS[key][1] == 1 and layout in ("pub-leader", "split"):
+        where = where.replace("a follower", "a node without replica").replace("followers", "nodes without replica")
+    return f"{WORKLOADS[key][0]}, {body} B, {where}"
+
+
+def table(results: dict, row_list: list[tuple[str, str, int]], labels: dict) -> str:
+    """One line per row: each broker's rate (runs), p50/p99, CPU per message, and each Warren / RabbitMQ."""
+    brokers = list(results)
+    head = ["workload", *(f"{labels.get(b, b)}: rate (runs), p50 / p99, CPU" for b in brokers)]
+    warrens = [b for b in brokers if b != "rabbitmq"]
+    if "rabbitmq" in results:
+        head += [f"{labels.get(b, b)} / RabbitMQ" for b in warrens]
+    head.append("load avg / CPU idle before (" + "; ".join(labels.get(b, b) for b in brokers) + ")")
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for row in row_list:
+        k = row_key(row)
+        cells = [row_label(row), *(cell(results[b].get(k)) for b in brokers)]
+        if "rabbitmq" in results:
+            cells += [ratio(results[b].get(k), results["rabbitmq"].get(k)) for b in warrens]
+        cells.append("; ".join(load_cell(results[b].get(k)) for b in brokers))
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -313,11 +348,16 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["_profiled_node"]:
         return profiled_node(argv[1:])
     ap = argparse.ArgumentParser(description="Quorum queues: 3-node Warren vs 3-node RabbitMQ 3.10 (arrow pairs).")
-    ap.add_argument("--brokers", default="rabbitmq,warren", help="comma list of: warren, rabbitmq (run in this order)")
+    ap.add_argument("--brokers", default="rabbitmq,warren",
+                    help="comma list of: warren, rabbitmq, warren-base (run in this order)")
+    ap.add_argument("--base-repo", metavar="DIR",
+                    help="warren-base runs the Warren of this checkout (e.g. `git worktree add DIR <commit>`): "
+                         "before and after side by side in one run")
     ap.add_argument("--workloads", default="qq3,qq1", help="comma list of: " + ", ".join(WORKLOADS))
-    ap.add_argument("--layout", default="pub-leader", choices=LAYOUTS)
+    ap.add_argument("--layout", "--layouts", dest="layouts", default="pub-leader",
+                    help="comma list of: " + ", ".join(LAYOUTS) + " (every workload runs in each)")
+    ap.add_argument("--body", "--bodies", dest="bodies", default="12", help="comma list of body sizes in bytes")
     ap.add_argument("--count", type=int, default=50_000)
-    ap.add_argument("--body", type=int, default=12)
     ap.add_argument("--credit", type=int, default=1000)
     ap.add_argument("--window", type=int, default=1000)
     ap.add_argument("--repeat", type=int, default=1)
@@ -344,6 +384,11 @@ def main(argv: list[str] | None = None) -> int:
     if not os.access(args.arrow, os.X_OK):
         print(f"arrow not found at {args.arrow}: run bench/setup.sh", file=sys.stderr)
         return 2
+    args.layouts = [x.strip() for x in args.layouts.split(",") if x.strip()]
+    args.bodies = [int(x) for x in args.bodies.split(",") if x.strip()]
+    for layout in args.layouts:
+        if layout not in LAYOUTS:
+            ap.error(f"unknown layout {layout!r}")
     keys = [k.strip() for k in args.workloads.split(",") if k.strip()]
     for k in keys:
         if k not in WORKLOADS:
@@ -355,6 +400,11 @@ def main(argv: list[str] | None = None) -> int:
         for b in brokers:
             if b == "warren":
                 broker: Any = WarrenCluster(keep=args.keep, profile_dir=args.profile, profile_clock=args.profile_clock)
+            elif b == "warren-base":
+                if not args.base_repo:
+                    ap.error("warren-base needs --base-repo")
+                broker = WarrenCluster(keep=args.keep, repo=args.base_repo, key="warren-base",
+                                       label=f"Warren base ({os.path.basename(args.base_repo.rstrip('/'))})")
             elif b == "rabbitmq":
                 broker = RabbitCluster(amqp_base=args.rabbit_amqp_base, mgmt_base=args.rabbit_mgmt_base,
                                        dist_base=args.rabbit_dist_base, keep=args.keep)  # fmt: skip
@@ -366,12 +416,14 @@ def main(argv: list[str] | None = None) -> int:
         procs.cleanup_all()
         return 130
 
-    print(table(results, keys, labels, args.body))
+    print(table(results, rows(keys, args), labels))
     print()
-    print(f"- arrow pair, 1 sender + 1 receiver, {args.count:,} durable messages of {args.body} B per run, credit "
-          f"{args.credit}, window {args.window}; median of {args.repeat} run(s); layout {args.layout}.")
+    print(f"- arrow pair, 1 sender + 1 receiver, {args.count:,} durable messages per run, credit "
+          f"{args.credit}, window {args.window}; median of {args.repeat} run(s) (every run in brackets); "
+          "CPU = user + system of every broker process, per message (the range over the runs).")
     for b, per in results.items():
-        for k in keys:
+        for row in rows(keys, args):
+            k = row_key(row)
             r = per.get(k) or {}
             if r.get("ok"):
                 print(f"- {b} {k}: leader n{r['leader']}, members {r['members']}, publisher on n{r['publisher']}, "

@@ -397,6 +397,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="200 quorum queues on 3 Warren nodes: CPU/RSS at rest and under load.")
     ap.add_argument("--broker", choices=("warren", "rabbitmq"), default="warren",
                     help="rabbitmq: the same on a 3-node RabbitMQ 3.10 cluster (bench/quorum.py's), as a control")
+    ap.add_argument("--warren-repo", metavar="DIR",
+                    help="run the Warren of this checkout instead (e.g. the commit before a change, for a before/after)")
     ap.add_argument("--rabbit-amqp-base", type=int, default=5781)
     ap.add_argument("--rabbit-mgmt-base", type=int, default=15781)
     ap.add_argument("--rabbit-dist-base", type=int, default=25781)
@@ -418,11 +420,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile-top", type=int, default=25)
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--json")
+    ap.add_argument("--report", metavar="JSON", help="print the report of an earlier run's --json file, run nothing")
     args = ap.parse_args(argv)
+    if args.report:
+        with open(args.report) as f:
+            res = json.load(f)
+        print(report(res, argparse.Namespace(**res["args"])))
+        return 0
 
     procs.install_handlers()
     if args.broker == "warren":
-        w: Any = WarrenCluster(keep=args.keep, profile_dir=args.profile, profile_clock=args.profile_clock)
+        w: Any = WarrenCluster(keep=args.keep, profile_dir=args.profile, profile_clock=args.profile_clock,
+                               repo=args.warren_repo)  # fmt: skip
     else:
         w = RabbitCluster(amqp_base=args.rabbit_amqp_base, mgmt_base=args.rabbit_mgmt_base,
                           dist_base=args.rabbit_dist_base, keep=args.keep)  # fmt: skip
@@ -512,6 +521,18 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def cpu_per_message(res: dict) -> dict | None:
+    """µs of CPU per message sent in the load window, per node: all of it, and over the rest window's."""
+    lg, phases = res.get("loadgen") or {}, res.get("phases") or {}
+    if not lg.get("sent") or "load" not in phases:
+        return None
+    rate, load = lg["sent"] / lg["duration"], [r["cpu_pct"] for r in phases["load"]["nodes"]]
+    rest = [r["cpu_pct"] for r in phases["rest"]["nodes"]] if "rest" in phases else [0.0] * len(load)
+    per_node = [pct / 100 * 1e6 / rate for pct in load]
+    return {"rate": rate, "per_node": per_node, "all": sum(per_node),
+            "over_rest": [(a - b) / 100 * 1e6 / rate for a, b in zip(load, rest, strict=True)]}  # fmt: skip
+
+
 def report(res: dict, args) -> str:
     lines = [f"{res.get('broker', '')}:", "", "| phase | node | CPU % | main thread waiting for a CPU % "
              "| RSS MiB (mean / max) | HTTP answer p50 / max ms (> 0.5 s) | load avg before, machine busy |",
@@ -560,6 +581,13 @@ def report(res: dict, args) -> str:
                      f"rejected, {lg['received']} received in {lg['duration']:.0f} s (target {lg['rate']:.0f} msg/s); "
                      f"latency p50 {lg['lat_ms']['p50']} ms, p99 {lg['lat_ms']['p99']} ms, max "
                      f"{lg['lat_ms']['max']:.0f} ms.")  # fmt: skip
+        cpu = cpu_per_message(res)
+        if cpu:
+            lines.append(f"- CPU per message under the load ({cpu['rate']:.0f} msg/s sent), per node: "
+                         + ", ".join(f"n{i} {x:.0f}" for i, x in enumerate(cpu["per_node"]))
+                         + f" µs ({cpu['all']:.0f} µs for the cluster); over the 200 queues at rest: "
+                         + ", ".join(f"n{i} {x:.0f}" for i, x in enumerate(cpu["over_rest"]))
+                         + f" µs ({sum(cpu['over_rest']):.0f} µs).")  # fmt: skip
     elif lg:
         lines.append(f"- load generator failed: {lg}")
     lines.append("- CPU % = server process user+system time / window (100 % = one core); the machine has "

@@ -58,6 +58,7 @@ __all__ = [
     "SetPermissions",
     "SetPolicy",
     "SetTopicPermissions",
+    "StreamElect",
     "Unbind",
     "check_fields",
     "pack",
@@ -248,6 +249,23 @@ class SetQueueReplicas(MetadataCommand):
     replicas: tuple[str, ...]
 
 
+@command("metadata.stream_elect", version=1)
+@dataclass(frozen=True, slots=True)
+class StreamElect(MetadataCommand):
+    """A replicated stream's next epoch: applied only while the stream is at
+    `epoch` (a stale proposer is refused), it makes `leader` the leader of
+    `replicas` (the current ones when empty) at epoch + 1. Proposed on a
+    failover by the live replica with the longest log of the newest epoch
+    (node/vhosts/stream_failover.py) and on a membership change."""
+
+    idempotency_key: str
+    vhost: str
+    name: str
+    epoch: int
+    leader: str
+    replicas: tuple[str, ...] = ()
+
+
 @command("metadata.bind", version=1)
 @dataclass(frozen=True, slots=True)
 class Bind(MetadataCommand):
@@ -433,6 +451,7 @@ COMMANDS: tuple[type[MetadataCommand], ...] = (
     SetPolicy, ClearPolicy, EnableFeatureFlag, AddMember, RemoveMember, Fence, Bootstrap, SetQueueReplicas,
     SetLimit, ClearLimit,
     SetOperatorPolicy, ClearOperatorPolicy, SetTopicPermissions, ClearTopicPermissions,
+    StreamElect,
 )  # fmt: skip
 
 

@@ -37,6 +37,7 @@ __all__ = [
     "QUORUM_QUEUE_V1",
     "QUEUE_PROXY_RECORDS",
     "STREAM_QUEUE",
+    "STREAM_REPLICATION",
     "TOPIC_PERMISSIONS",
     "VHOST_MAX_QUEUES",
     "WARREN_METADATA_RAFT_V1",
@@ -60,6 +61,7 @@ QUORUM_QUEUE_PUBLISH_BATCH = "quorum_queue_publish_batch"
 EXCHANGE_POLICIES = "exchange_policies"
 QUEUE_PROXY_RECORDS = "queue_proxy_records"
 STREAM_QUEUE = "stream_queue"
+STREAM_REPLICATION = "stream_replication"
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +165,10 @@ FLAGS = FeatureFlagRegistry([
     FeatureFlag(STREAM_QUEUE,
                 "Streams: append-only logs of segment files, read by offset (x-queue-type stream)",
                 STABLE, "0.2.0", depends_on=(WARREN_METADATA_RAFT_V1,)),
+    FeatureFlag(STREAM_REPLICATION,
+                "Streams are replicated: a leader and replicas on x-initial-cluster-size nodes, fenced by epochs"
+                " in the metadata (metadata.stream_elect); replicas pull chunks over stream.repl messages",
+                STABLE, "0.3.0", depends_on=(STREAM_QUEUE,)),
 ])  # fmt: skip
 
 

@@ -381,6 +381,7 @@ _HANDLERS: dict[type, Callable[[MetadataState, Any], Outcome]] = {
     c.Fence: _fence,
     c.Bootstrap: _bootstrap,
     c.SetQueueReplicas: topology.set_queue_replicas,
+    c.StreamElect: topology.stream_elect,
     c.SetLimit: _set_limit,
     c.ClearLimit: _clear_limit,
 }

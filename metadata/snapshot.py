@@ -4,9 +4,11 @@
      vhosts, users, permissions, members, feature_flags,
      recent_previous, recent (, limits (, topic_permissions))]
 
-    vhosts       [[vhost record, [exchange], [queue], [binding], [policy] (, [operator policy])], ...]
-                 (the operator policies only when there are any, so a snapshot without
-                 them reads the same as before they existed)
+    vhosts       [[vhost record, [exchange], [queue], [binding], [policy] (, [operator policy]
+                 (, [stream]))], ...]
+                 (the operator policies only when there are any or streams follow, the
+                 replicated streams only when there are any, so a snapshot without them
+                 reads the same as before they existed)
     a record     [format, field, field, ...]   (its dataclass fields in order, format first)
     recent       [[key, digest, result], ...]  result: ["ok"] | ["created"] | ["error", condition, description]
     limits       [limit record, ...], and topic_permissions [topic permission
@@ -47,6 +49,7 @@ from metadata.state import (
     PolicyRecord,
     QueueRecord,
     Recent,
+    StreamRecord,
     TopicPermissionRecord,
     UserRecord,
     VHostRecord,
@@ -81,7 +84,7 @@ def _layout(cls: type) -> tuple[int, tuple[str, ...], tuple[int, ...]]:
 
 _LAYOUTS = {cls: _layout(cls) for cls in (VHostRecord, UserRecord, PermissionRecord, ExchangeRecord, QueueRecord,
                                           BindingRecord, PolicyRecord, MemberRecord, LimitRecord,
-                                          TopicPermissionRecord)}  # fmt: skip
+                                          TopicPermissionRecord, StreamRecord)}  # fmt: skip
 
 
 def _record(rec: Any) -> list[Any]:
@@ -138,7 +141,8 @@ def encode_state(state: MetadataState) -> bytes:
             [_record(q) for q in vh.queues.values()],
             [_record(b) for b in vh.all_bindings()],
             [_record(p) for p in vh.policies.values()],
-            *([[_record(p) for p in vh.operator_policies.values()]] if vh.operator_policies else []),
+            *([[_record(p) for p in vh.operator_policies.values()]] if vh.operator_policies or vh.streams else []),
+            *([[_record(x) for x in vh.streams.values()]] if vh.streams else []),
         ]
         for vh in state.vhosts.values()
     ]
@@ -202,9 +206,10 @@ def _decode(value: list[Any]) -> MetadataState:
 
 def _decode_vhost(value: list[Any]) -> VHostState:
     record, exchanges, queues, bindings, policies, *rest = value
-    if len(rest) > 1:
+    if len(rest) > 2:
         raise SnapshotFormatError(f"a vhost entry of {len(value)} elements")
     operator_policies = rest[0] if rest else []
+    streams = rest[1] if len(rest) > 1 else []
     vh = _unrecord(VHostRecord, record)
     slots: dict[str, dict[tuple[str, str, str], list[BindingRecord]]] = {}
     incoming: dict[tuple[str, str], dict[tuple[str, str], None]] = {}
@@ -219,4 +224,5 @@ def _decode_vhost(value: list[Any]) -> VHostState:
         incoming=PMap((t, PMap(sources)) for t, sources in incoming.items()),
         policies=PMap((p.name, p) for p in (_unrecord(PolicyRecord, v) for v in policies)),
         operator_policies=PMap((p.name, p) for p in (_unrecord(PolicyRecord, v) for v in operator_policies)),
+        streams=PMap((x.name, x) for x in (_unrecord(StreamRecord, v) for v in streams)),
     )

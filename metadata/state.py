@@ -44,6 +44,7 @@ __all__ = [
     "TopicPermissionRecord",
     "QueueRecord",
     "Recent",
+    "StreamRecord",
     "UserRecord",
     "VHostRecord",
     "VHostState",
@@ -114,6 +115,23 @@ class QueueRecord(_Arguments):
     arguments: bytes
     leader: str
     replicas: tuple[str, ...] = ()
+    format: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class StreamRecord:
+    """A replicated stream's membership and fencing (feature flag
+    stream_replication): the leader, the replicas (the leader among them) and
+    the epoch, raised by every change of leader or replicas. A node acts on
+    a stream only in the epoch it learned here, so two leaders never accept
+    the same epoch's writes. The queue's own record mirrors leader and
+    replicas (what proxies and the HTTP API read)."""
+
+    vhost: str
+    name: str
+    leader: str
+    replicas: tuple[str, ...]
+    epoch: int
     format: int = 1
 
 
@@ -199,6 +217,7 @@ class VHostState:
     incoming: PMap[tuple[str, str], PMap[tuple[str, str], None]] = _empty()
     policies: PMap[str, PolicyRecord] = _empty()
     operator_policies: PMap[str, PolicyRecord] = _empty()  # a namespace of their own, as in RabbitMQ
+    streams: PMap[str, StreamRecord] = _empty()  # replicated streams, by queue name
 
     @property
     def name(self) -> str:
@@ -255,6 +274,10 @@ class MetadataState:
     def queue(self, vhost: str, name: str) -> QueueRecord | None:
         vh = self.vhosts.get(vhost)
         return None if vh is None else vh.queues.get(name)
+
+    def stream(self, vhost: str, name: str) -> StreamRecord | None:
+        vh = self.vhosts.get(vhost)
+        return None if vh is None else vh.streams.get(name)
 
     def exchange(self, vhost: str, name: str) -> ExchangeRecord | None:
         vh = self.vhosts.get(vhost)

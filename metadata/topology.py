@@ -26,9 +26,9 @@ from typing import Any
 from metadata import commands as c
 from metadata import effects as fx
 from metadata.effects import CREATED, OK, Effect, Result
-from metadata.feature_flags import QUORUM_QUEUE_V1, STREAM_QUEUE
+from metadata.feature_flags import QUORUM_QUEUE_V1, STREAM_QUEUE, STREAM_REPLICATION
 from metadata.pmap import EMPTY
-from metadata.state import BindingRecord, ExchangeRecord, MetadataState, QueueRecord, VHostState
+from metadata.state import BindingRecord, ExchangeRecord, MetadataState, QueueRecord, StreamRecord, VHostState
 from queues.base import QueueArgumentError
 from queues.classic import ClassicQueueConfig
 from queues.stream.config import StreamConfig
@@ -177,11 +177,19 @@ def declare_queue(state: MetadataState, cmd: c.DeclareQueue) -> Outcome:
     _check_type(state, cmd.type, arguments)
     _check_placement(state, cmd)
     _check_queue_limit(state, cmd.vhost, cmd.name, len(vh.queues))
+    replicas = cmd.replicas
+    streams = vh.streams
+    if cmd.type == "stream" and state.flag_enabled(STREAM_REPLICATION):
+        replicas = replicas or (cmd.leader,)
+        if cmd.leader not in replicas:
+            raise Refused(fx.INVALID_FIELD, f"stream '{cmd.name}': its leader is not among its replicas")
+        streams = streams.set(cmd.name, StreamRecord(cmd.vhost, cmd.name, cmd.leader, replicas, 1))
     record = QueueRecord(cmd.vhost, cmd.name, cmd.type, cmd.durable, cmd.auto_delete, cmd.exclusive_owner,
-                         cmd.arguments, cmd.leader, cmd.replicas)  # fmt: skip
+                         cmd.arguments, cmd.leader, replicas)  # fmt: skip
     effect = fx.QueueDeclared(cmd.vhost, cmd.name, cmd.type, cmd.durable, cmd.auto_delete, cmd.exclusive_owner,
-                              frozen_map(arguments), cmd.leader, cmd.replicas)  # fmt: skip
-    return state.with_vhost(vh.replace(queues=vh.queues.set(cmd.name, record))), CREATED, (effect,)
+                              frozen_map(arguments), cmd.leader, replicas)  # fmt: skip
+    vh = vh.replace(queues=vh.queues.set(cmd.name, record), streams=streams)
+    return state.with_vhost(vh), CREATED, (effect,)
 
 
 def _check_queue_limit(state: MetadataState, vhost: str, name: str, queues: int) -> None:
@@ -228,7 +236,7 @@ def delete_queue(state: MetadataState, cmd: c.DeleteQueue) -> Outcome:
     if queue is None:
         raise Refused(fx.NOT_FOUND, f"no queue '{cmd.name}' in vhost '{cmd.vhost}'")
     effects: list[Effect] = [queue_deleted(queue)]
-    vh = vh.replace(queues=vh.queues.discard(cmd.name))
+    vh = vh.replace(queues=vh.queues.discard(cmd.name), streams=vh.streams.discard(cmd.name))
     vh = _remove_bindings(vh, vh.bindings_to(QUEUE, cmd.name), effects)
     return state.with_vhost(vh), OK, tuple(effects)
 
@@ -251,6 +259,32 @@ def set_queue_replicas(state: MetadataState, cmd: c.SetQueueReplicas) -> Outcome
     record = dataclasses.replace(queue, replicas=tuple(cmd.replicas), leader=leader)
     effect = fx.QueueReplicasChanged(cmd.vhost, cmd.name, queue.type, leader, tuple(cmd.replicas), queue.replicas)
     return state.with_vhost(vh.replace(queues=vh.queues.set(cmd.name, record))), OK, (effect,)
+
+
+def stream_elect(state: MetadataState, cmd: c.StreamElect) -> Outcome:
+    """Fencing: only a proposer that saw the current epoch moves the stream
+    on, so of two replicas electing themselves at once one is refused."""
+    vh = vhost_of(state, cmd.vhost)
+    stream = vh.streams.get(cmd.name)
+    if stream is None:
+        raise Refused(fx.NOT_FOUND, f"no replicated stream '{cmd.name}' in vhost '{cmd.vhost}'")
+    if cmd.epoch != stream.epoch:
+        raise Refused(fx.PRECONDITION_FAILED,
+                      f"stream '{cmd.name}' is at epoch {stream.epoch}, not {cmd.epoch}")  # fmt: skip
+    replicas = tuple(cmd.replicas) or stream.replicas
+    if len(set(replicas)) != len(replicas):
+        raise Refused(fx.INVALID_FIELD, f"stream '{cmd.name}' lists a replica twice")
+    if cmd.leader not in replicas:
+        raise Refused(fx.INVALID_FIELD, f"stream '{cmd.name}': leader '{cmd.leader}' is not among its replicas")
+    for node in replicas:
+        if node not in state.members:
+            raise Refused(fx.INVALID_FIELD, f"stream '{cmd.name}' placed on '{node}', which is not a cluster member")
+    queue = vh.queues[cmd.name]
+    record = StreamRecord(cmd.vhost, cmd.name, cmd.leader, replicas, stream.epoch + 1)
+    vh = vh.replace(streams=vh.streams.set(cmd.name, record),
+                    queues=vh.queues.set(cmd.name, dataclasses.replace(queue, leader=cmd.leader, replicas=replicas)))
+    effect = fx.QueueReplicasChanged(cmd.vhost, cmd.name, "stream", cmd.leader, replicas, stream.replicas)
+    return state.with_vhost(vh), OK, (effect,)
 
 
 def queue_deleted(queue: QueueRecord) -> fx.QueueDeleted:

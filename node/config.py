@@ -88,6 +88,9 @@ class Config:
     # reads from its paged tail (more with many runs); a restart after a crash then reads its index
     # for about two of these, not its whole depth (queues/classic/checkpoint.py).
     classic_queue_checkpoint_every: int = 100_000
+    # A stream consumer's amqp:sql-filter may be at most this many characters (RabbitMQ 4.2: 4096); its
+    # nesting and tree height have fixed bounds too (queues/stream/sql/parser.py)
+    stream_sql_filter_max_length: int = 4096
     definitions_file: str = ""  # JSON topology loaded at start (like RabbitMQ's load_definitions)
     # AMQP address format v1 (/queue/:q, /exchange/:x/:key, /topic/:key, /amq/queue/:q), as RabbitMQ 4.0-4.2
     # permit its deprecated feature amqp_address_v1 by default; false refuses v1 addresses (invalid-field).

@@ -129,7 +129,9 @@ class GroupTransport(Transport):
         except MessageError as e:
             log.error("group %r: not sending a message to %s: %s", self.group, peer, e)
             return False
-        return self._nt.outbound.enqueue(link, RAFT, self.group, payload)
+        # a leader's AppendEntries need not wait for this node's own write (raft/outbound.py)
+        gated = message.get("type") != "append_entries"
+        return self._nt.outbound.enqueue(link, RAFT, self.group, payload, gated=gated)
 
     def destroy(self) -> None:
         for name in ("MessageReceived", "NodeConnected", "NodeDisconnected"):

@@ -58,6 +58,10 @@ class PeerLink:
         # This loop turn's messages, (kind, group, payload); sealed by the
         # transport's flush, which also resets `dirty`.
         self.pending: list[tuple[int, str, bytes]] = []
+        # This turn's messages that need no durable write behind them (a leader's
+        # AppendEntries), while nothing for this peer waits at the gate (outbound.py)
+        self.ungated: list[tuple[int, str, bytes]] = []
+        self.held_turns = 0  # sealed turns with messages for this peer waiting at the gate
         # bytes enqueued for this peer and not yet in `outbox` (pending, or sealed behind the
         # durability gate): with outbox_bytes, how far behind the peer is (NodeTransport.backlog)
         self.queued_bytes = 0
@@ -127,9 +131,11 @@ class PeerLink:
 
     def _set_down(self) -> None:
         """Forget everything not yet handed to gRPC: it belongs to a dead session."""
-        dropped = len(self.pending) + sum(len(f.messages) for f, _ in self.outbox)
-        self.queued_bytes -= sum(len(item[2]) for item in self.pending)  # sealed ones: when released
+        dropped = len(self.pending) + len(self.ungated) + sum(len(f.messages) for f, _ in self.outbox)
+        # sealed ones: when released
+        self.queued_bytes -= sum(len(item[2]) for item in self.pending) + sum(len(i[2]) for i in self.ungated)
         self.pending = []
+        self.ungated = []
         self.outbox.clear()
         self.outbox_bytes = 0
         if dropped:
@@ -211,6 +217,14 @@ class PeerLink:
                 continue
             frame, size = self.outbox.popleft()
             self.outbox_bytes -= size
+            # frames queued while the last write was out go in this one, up to the frame bound
+            limit = self.owner.options.max_frame_bytes
+            outbox = self.outbox
+            while outbox and size + outbox[0][1] <= limit and outbox[0][0].epoch == frame.epoch:
+                more, n = outbox.popleft()
+                self.outbox_bytes -= n
+                frame.messages.extend(more.messages)
+                size += n
             await call.write(frame)
             self.last_sent = self.owner._clock()
             stats.frames_sent += 1

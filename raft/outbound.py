@@ -2,8 +2,21 @@
 queue during one loop turn is sealed per peer at the end of the turn, held until
 every `before_flush` awaitable of that turn is done (the durability gate: nothing
 leaves before the Raft log write that covers it has landed), then cut into frames
-of at most `max_frame_bytes` and handed to the peer's link in order. A failed gate
-stops all sending for good (`NodeTransport.failed`)."""
+of at most `max_frame_bytes` and handed to the peer's link in order. The turns one
+fsync releases together go out together, in one frame per peer (a busy node seals
+several turns per fsync, and each gRPC write costs about as much as a small
+message's whole Raft path). A failed gate stops all sending for good
+(`NodeTransport.failed`).
+
+What needs no durable write behind it skips the gate (`enqueue(gated=False)`): a
+leader's AppendEntries. The gate is there for answers (an ack, a vote) that must
+not leave before what they answer for is on disk; a leader may send its entries
+while its own write is out (Raft's usual overlap, thesis §10.2.1) because it
+counts itself toward a commit only for entries on disk (raft/patches.py, patch 4),
+and its term was durable before its vote requests left. So a follower hears of
+new entries, and of a commit, one fsync of the leader's sooner. Order per peer is
+kept: such a message skips the gate only while nothing for that peer is waiting at
+it, this turn or an earlier one; otherwise it queues behind like the rest."""
 
 from __future__ import annotations
 
@@ -38,13 +51,16 @@ class Outbound:
         if self._gate_task is not None:
             self._gate_task.cancel()
 
-    def enqueue(self, link: PeerLink, kind: int, group: str, payload: bytes) -> bool:
+    def enqueue(self, link: PeerLink, kind: int, group: str, payload: bytes, gated: bool = True) -> bool:
         if not link.up or self._nt.failed is not None or self._nt.is_partitioned(link.peer):
             return False
         if len(payload) > self._nt.options.max_message_bytes:
             log.error("message of %d bytes for %s/%s is over max_message_bytes", len(payload), link.peer, group)
             return False
-        link.pending.append((kind, group, payload))
+        if gated or link.pending or link.held_turns:
+            link.pending.append((kind, group, payload))
+        else:
+            link.ungated.append((kind, group, payload))
         link.queued_bytes += len(payload)
         if not link.dirty:
             link.dirty = True
@@ -59,13 +75,22 @@ class Outbound:
         """Seal this loop turn's messages, pass the durability gate, hand them to the links."""
         self._flush_scheduled = False
         sealed = []
+        ungated = []
         for link in self._dirty:
             link.dirty = False
-            if link.pending and link.epoch is not None:
-                sealed.append((link, link.epoch, link.pending))
-                link.pending = []
+            if link.epoch is not None:
+                if link.ungated:
+                    ungated.append((link, link.epoch, link.ungated))
+                    link.ungated = []
+                if link.pending:
+                    sealed.append((link, link.epoch, link.pending))
+                    link.pending = []
         self._dirty.clear()
-        if not sealed or self._nt.failed is not None:
+        if self._nt.failed is not None:
+            return
+        if ungated:  # enqueued before anything gated for their peers: they go first
+            self._release_sealed(ungated)
+        if not sealed:
             return
         self._nt.stats.flushes += 1
         waits: list[Awaitable[object]] = []
@@ -81,6 +106,8 @@ class Outbound:
             self._release_sealed(sealed)
             return
         self._held.append((waits, sealed))
+        for link, _, _ in sealed:
+            link.held_turns += 1
         if self._gate_task is None:
             self._gate_task = self._nt.spawn(self._drain_held(), "warren-transport-gate")
 
@@ -90,7 +117,14 @@ class Outbound:
                 waits, sealed = self._held[0]
                 for w in waits:
                     await w
-                self._held.popleft()
+                self._unhold(self._held.popleft()[1])
+                # the later turns the same write made durable leave with this one
+                while self._held and all(isinstance(w, asyncio.Future) and w.done() for w in self._held[0][0]):
+                    for w in self._held[0][0]:
+                        w.result()  # a failed gate fails here, before anything of its turn leaves
+                    more = self._held.popleft()[1]
+                    self._unhold(more)
+                    sealed = sealed + more
                 self._release_sealed(sealed)
         except asyncio.CancelledError:
             raise
@@ -102,13 +136,20 @@ class Outbound:
     def _fail(self, e: BaseException) -> None:
         log.error("durability gate failed; the transport sends nothing more", exc_info=e)
         self._nt.failed = e
+        for _, sealed in self._held:
+            self._unhold(sealed)
         self._held.clear()
         if self._nt.on_error is not None:
             self._nt.on_error(e)
 
+    @staticmethod
+    def _unhold(sealed: list[tuple[PeerLink, int, list]]) -> None:
+        for link, _, _ in sealed:
+            link.held_turns -= 1
+
     def _release_sealed(self, sealed: list[tuple[PeerLink, int, list]]) -> None:
         limit = self._nt.options.max_frame_bytes
-        for link, epoch, items in sealed:
+        for link, epoch, items in _per_link(sealed):
             link.queued_bytes -= sum(len(item[2]) for item in items)
             if not link.up or link.epoch != epoch or self._nt.is_partitioned(link.peer):
                 self._nt.stats.dropped_on_reconnect += len(items)
@@ -129,3 +170,16 @@ class Outbound:
             if link.outbox_bytes > self._nt.options.max_outbox_bytes:
                 link.kill(f"{link.outbox_bytes} bytes unsent")
 
+
+def _per_link(sealed: list[tuple[PeerLink, int, list]]) -> list[tuple[PeerLink, int, list]]:
+    """Several turns' (link, epoch, items) as one per link and epoch, each link's items in order."""
+    if len(sealed) <= 1:
+        return sealed
+    merged: dict[tuple[int, int], tuple[PeerLink, int, list]] = {}
+    for link, epoch, items in sealed:
+        have = merged.get((id(link), epoch))
+        if have is None:
+            merged[(id(link), epoch)] = (link, epoch, list(items))
+        else:
+            have[2].extend(items)
+    return list(merged.values())

@@ -47,7 +47,9 @@ its pysyncobj Node id (in every group) and the gRPC target its peers dial.
 Batching: `send` appends to the peer's list for this loop turn and schedules
 one flush with `loop.call_soon`; the flush seals every peer's list into one
 Frame (split at `max_frame_bytes`), so N messages in one turn cost one gRPC
-message per peer (grpc.aio manages some 7k stream messages/s).
+message per peer (grpc.aio manages some 7k stream messages/s). The turns one
+fsync releases (see below) leave as one Frame per peer, and a link's writer
+puts the frames queued while its last write was out into one.
 
 Durability gate (`before_flush`). Raft must not answer (vote, ack entries)
 before the state it answers about is on disk. pysyncobj sends its answers

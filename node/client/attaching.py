@@ -137,7 +137,8 @@ class LinkAttaching:
         if queue.exclusive_owner is not None and queue.exclusive_owner is not self:
             raise ResourceLocked(f"cannot obtain exclusive access to locked queue '{queue.name}' in vhost "
                                  f"'{self.vhost.name}'")  # fmt: skip
-        read_spec = stream_read_spec(queue, attach.source)  # None unless the queue is a stream
+        # None unless the queue is a stream
+        read_spec = stream_read_spec(queue, attach.source, self.node.config.stream_sql_filter_max_length)
         if termini.is_dynamic(attach.source):
             source = termini.dynamic_source(attach.source, address.QUEUES_PREFIX + address.quote_segment(queue_name))
         else:

@@ -155,6 +155,8 @@ def queue_json(queue: Queue, node_name: str) -> dict:
         out["leader_elected"] = info.get("leader_elected", True)  # False: the first member, until one is
         out["members"] = out["online"] = list(info["members"])
         out["consumer_details"] = info.get("consumer_details", [])
+    if "epoch" in info:  # a replicated stream's epoch (node/vhosts/stream_replication.py)
+        out["epoch"] = info["epoch"]
     stats = queue.stats
     if stats is not None:
         out["message_stats"] = {

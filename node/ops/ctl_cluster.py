@@ -63,13 +63,13 @@ def enable_feature_flag(client: Client, args: argparse.Namespace) -> Done:
     return Done(f'Enabling feature flag "{args.name}" ...')
 
 
-@command("add_member", "[-p VHOST] QUEUE NODE: add a replica (a member's cluster address) to a quorum queue")
+@command("add_member", "[-p VHOST] QUEUE NODE: add a replica (a member's cluster address) to a quorum queue or a replicated stream")
 def add_member(client: Client, args: argparse.Namespace) -> Done:
     client.post(f"/api/quorum-queues/{_q(args.vhost)}/{_q(args.name)}/members", {"node": args.node})
     return Done(f'Adding a replica for queue "{args.name}" on node {args.node} ...')
 
 
-@command("delete_member", "[-p VHOST] QUEUE NODE: remove a replica from a quorum queue")
+@command("delete_member", "[-p VHOST] QUEUE NODE: remove a replica from a quorum queue or a replicated stream")
 def delete_member(client: Client, args: argparse.Namespace) -> Done:
     client.delete(f"/api/quorum-queues/{_q(args.vhost)}/{_q(args.name)}/members/{_q(args.node)}")
     return Done(f'Removing the replica of queue "{args.name}" on node {args.node} ...')
@@ -82,12 +82,12 @@ def _each_queue(client: Client, op: str, node: str) -> Listing:
                    "vhost name ok members error")  # fmt: skip
 
 
-@command("grow", "NODE: add NODE as a replica of every quorum queue that lacks it")
+@command("grow", "NODE: add NODE as a replica of every quorum queue and replicated stream that lacks it")
 def grow(client: Client, args: argparse.Namespace) -> Listing:
     return _each_queue(client, "grow", args.node)
 
 
-@command("shrink", "NODE: remove NODE's replica from every quorum queue")
+@command("shrink", "NODE: remove NODE's replica from every quorum queue and replicated stream")
 def shrink(client: Client, args: argparse.Namespace) -> Listing:
     return _each_queue(client, "shrink", args.node)
 

@@ -96,6 +96,8 @@ class LocalQueues:
                     self._stop(vhost, q.name)  # moved (a reset cluster reused the name)
                 if q.name not in vhost.queues:
                     self._start(vhost, q)
+            for name in vh.streams:  # each replicated stream's role in the restored epoch
+                self.broker.streams.changed(vhost, name)
 
     # -- vhosts ----------------------------------------------------------------------
 
@@ -132,6 +134,9 @@ class LocalQueues:
         vhost = self.broker.vhosts.get(e.vhost)
         if vhost is None:
             return
+        if e.type == "stream":  # a new epoch (node/vhosts/stream_replication.py)
+            self.broker.streams.changed(vhost, e.name)
+            return
         me = self.broker.node_id
         current = vhost.queues.get(e.name)
         if me in e.replicas and me not in e.previous:
@@ -166,6 +171,8 @@ class LocalQueues:
                 vhost.queues[q.name] = broker.quorum.start(vhost, q, arguments)
             else:
                 vhost.queues[q.name] = broker.remote_queue(vhost, q, arguments)
+        elif q.type == "stream" and broker.streams.replicated(q.vhost, q.name):
+            vhost.queues[q.name] = broker.streams.start_replicated(vhost, q, arguments)
         elif q.type == "stream" and q.leader == broker.node_id:
             vhost.queues[q.name] = broker.streams.start(vhost, q.name, arguments)
         elif q.leader == broker.node_id:
@@ -181,6 +188,7 @@ class LocalQueues:
             vhost.queues[q.name] = broker.remote_queue(vhost, q, arguments)
 
     def _stop(self, vhost: VHost, name: str) -> None:
+        self.broker.streams.dropped(vhost.name, name)  # a stream replica's copy
         queue = vhost.queues.pop(name, None)
         if queue is None:
             return

@@ -59,6 +59,7 @@ KINDS: dict[str, tuple[int, str]] = {
     "deliver": (11, "qqbq??sSa"),
     "flow": (12, "qqqq?"),
     "gone": (13, "qss"),
+    "sattach": (14, "qssq?a"),  # a replicated stream's reader with its filter set (sent only with stream_replication)
 }
 
 _U32 = struct.Struct(">I")

@@ -130,6 +130,8 @@ class QuorumQueues:
         record = self.broker.metadata.state.queue(vhost, name)
         if record is None:
             raise NotFound(f"no queue '{name}' in vhost '{vhost}'")
+        if record.type == "stream":  # replicated streams change members through the metadata alone
+            return await self.broker.streams.change_member(vhost, name, node, add)
         if record.type != "quorum":
             raise MembershipError(f"queue '{name}' in vhost '{vhost}' is not a quorum queue", 400)
         if add and node not in self.broker.metadata.state.members:
@@ -173,7 +175,7 @@ class QuorumQueues:
         out = []
         for vh in list(self.broker.metadata.state.vhosts.values()):
             for q in list(vh.queues.values()):
-                if q.type != "quorum" or (node in q.replicas) == add:
+                if q.type not in ("quorum", "stream") or (node in q.replicas) == add:
                     continue
                 try:
                     members = await self.change_member(vh.name, q.name, node, add)

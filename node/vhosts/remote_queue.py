@@ -14,6 +14,8 @@ before that (a rolling upgrade), each message is one AMQP-encoded list
 
     A -> B  ["pub", vhost, queue, corr, payload, durable, expires_at, exchange, routing_keys, annotations]
             ["attach", cid, vhost, queue, priority, presettled]
+            ["sattach", cid, vhost, queue, priority, presettled, filters]   a replicated stream's reader
+                                             (its source's filter set; only once stream_replication is on)
             ["credit", cid, delivery_count, credit, drain, echo]
             ["settle", cid, seqs, kind, delivery_failed, undeliverable_here, annotations]
             ["detach", cid]
@@ -54,7 +56,8 @@ from typing import TYPE_CHECKING, Any
 from amqp import codec
 from amqp.errors import Condition
 from metadata.feature_flags import QUEUE_PROXY_RECORDS
-from queues.base import ConfirmCallback, Consumer, Outcome, Queue, QueueMessage, Settlement
+from queues.base import ConfirmCallback, Consumer, Outcome, Queue, QueueArgumentError, QueueMessage, Settlement
+from queues.stream.spec import ReadSpec
 
 from . import proxy_records
 from .metadata_store import MetadataUnavailable
@@ -283,11 +286,15 @@ class QueueService:
             del self._confirms[corr]
             confirm(Outcome.RELEASED)  # the leader is unreachable: the client may try again
 
-    def attach(self, queue: RemoteQueue, consumer: Consumer, priority: int) -> int:
+    def attach(self, queue: RemoteQueue, consumer: Consumer, priority: int, stream_filters: Any = None) -> int:
+        """`stream_filters`: a replicated stream's reader's filter set (node/vhosts/stream_follower.py),
+        sent only then, so only to nodes that know the element."""
         cid = next(self._cids)
         target = queue.target()
         self._consumers[cid] = (queue, consumer, target)
         attach = ["attach", cid, queue.vhost, queue.name, priority, consumer.presettled]
+        if stream_filters is not None:
+            attach = ["sattach", *attach[1:], stream_filters]
         if not self.send(target, attach):
             self._waiting[cid] = [attach]
             self.broker.loop.create_task(self._attach_when_connected(target, cid))
@@ -385,12 +392,22 @@ class QueueService:
                                annotations=annotations)  # dead-lettered: x-opt-deaths and friends
         queue.publish(message, (lambda outcome: self.send(peer, ["conf", corr, outcome.value])) if corr else None)
 
-    def _attach(self, peer: str, cid: int, vhost: str, name: str, priority: int, presettled: bool) -> None:
+    def _attach(self, peer: str, cid: int, vhost: str, name: str, priority: int, presettled: bool,
+                stream_filters: Any = None) -> None:  # fmt: skip
         queue = self._local_queue(vhost, name)
         if queue is None:
             self.send(peer, ["gone", cid, Condition.NOT_FOUND, f"no queue '{name}' in vhost '{vhost}' on this node"])
             return
         consumer = self.served[(peer, cid)] = RemoteConsumer(self, peer, cid, presettled, queue)
+        if stream_filters is not None and hasattr(queue, "attach_reader"):
+            try:
+                spec = ReadSpec.from_filter_set(stream_filters)
+            except QueueArgumentError as e:
+                self.served.pop((peer, cid))
+                self.send(peer, ["gone", cid, Condition.INVALID_FIELD, str(e)])
+                return
+            queue.attach_reader(consumer, spec)
+            return
         queue.attach_consumer(consumer, priority)
 
     def _credit(self, peer: str, cid: int, delivery_count: int, credit: int, drain: bool, echo: bool) -> None:
@@ -474,7 +491,7 @@ class QueueService:
             _end(consumer, condition, description)
 
     _HANDLERS: dict[str, Any] = {
-        "pub": _pub, "attach": _attach, "credit": _credit, "settle": _settle, "detach": _detach,
+        "pub": _pub, "attach": _attach, "sattach": _attach, "credit": _credit, "settle": _settle, "detach": _detach,
         "conf": _conf, "deliver": _deliver, "flow": _flow, "gone": _gone, "count": _count, "counts": _counts,
         "purge": _purge, "purged": _purged,
     }  # fmt: skip

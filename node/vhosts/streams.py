@@ -1,38 +1,108 @@
 """Starts and stops this node's streams (queues/stream/): where their files
-live, and closing them when the node stops."""
+live, where a new one is placed, and closing them when the node stops.
+
+With feature flag stream_replication a stream has a leader and replicas
+(node/vhosts/stream_replication.py, node/vhosts/stream_failover.py);
+without it a stream lives on the node that declared it, as before.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import os
+import random
 import weakref
 from typing import TYPE_CHECKING, Any
 
+from metadata import commands as mc
+from metadata.feature_flags import STREAM_REPLICATION
+from node.cluster.cluster import MembershipError
+from node.vhosts.metadata_store import new_key
+from node.vhosts.stream_failover import StreamFailover
+from node.vhosts.stream_replication import StreamRoles
+from queues.stream.config import StreamConfig
 from queues.stream.queue import StreamQueue
 
 if TYPE_CHECKING:
+    from metadata.state import QueueRecord
     from node.broker import Broker
     from node.vhosts.vhost import VHost
 
 __all__ = ["StreamQueues"]
+
+DEFAULT_CLUSTER_SIZE = 3  # x-initial-cluster-size, capped by the cluster size
 
 
 class StreamQueues:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self._open: weakref.WeakSet[StreamQueue] = weakref.WeakSet()
+        self.roles = StreamRoles(broker, self.directory)
+        self.failover = StreamFailover(broker, self.roles)
 
     def directory(self, vhost: str, name: str) -> str:
         """One directory per stream, named by a digest: any vhost or queue name is a valid file name then."""
         digest = hashlib.sha256(f"{vhost}\0{name}".encode()).hexdigest()[:32]
         return os.path.join(self.broker.config.data_dir, "streams", digest)
 
+    def place(self, vhost: str, name: str, arguments: dict[str, Any], config: StreamConfig) -> tuple[str, ...]:
+        """The leader (its locator's choice, node/cluster/placement.py) and as many other members as
+        x-initial-cluster-size; () while streams are not replicated (the declaring node keeps it)."""
+        state = self.broker.metadata.state
+        if not state.flag_enabled(STREAM_REPLICATION):
+            return ()
+        size = config.initial_cluster_size or DEFAULT_CLUSTER_SIZE
+        leader = self.broker.placement.leader_for(vhost, name, arguments)
+        others = sorted(m for m in state.members if m != leader)
+        random.shuffle(others)
+        return (leader, *others[: size - 1])
+
     def start(self, vhost: VHost, name: str, arguments: dict[str, Any]) -> StreamQueue:
+        """A stream of one node (no stream_replication when it was declared)."""
         queue = StreamQueue(vhost.name, name, arguments, self.directory(vhost.name, name), vhost, self.broker.loop)
         self._open.add(queue)
         return queue
 
+    def replicated(self, vhost: str, name: str) -> bool:
+        return self.roles.record(vhost, name) is not None
+
+    def start_replicated(self, vhost: VHost, q: QueueRecord, arguments: dict[str, Any]) -> Any:
+        self.failover.start()
+        queue = self.roles.start(vhost, q, arguments)
+        if isinstance(queue, StreamQueue):
+            self._open.add(queue)
+        return queue
+
+    def changed(self, vhost: VHost, name: str) -> None:
+        self.roles.changed(vhost, name)
+        queue = vhost.queues.get(name)
+        if isinstance(queue, StreamQueue):
+            self._open.add(queue)
+
+    async def change_member(self, vhost: str, name: str, node: str, add: bool) -> list[str]:
+        """Adds `node` as a replica of a replicated stream (it copies the log
+        from the leader), or removes its replica; returns the replicas. A new
+        epoch in the metadata, so the change is fenced like a failover."""
+        state = self.broker.metadata.state
+        record = state.stream(vhost, name)
+        if record is None:
+            raise MembershipError(f"stream '{name}' in vhost '{vhost}' is not replicated", 400)
+        if add and node not in state.members:
+            raise MembershipError(f"{node} is not a cluster member", 400)
+        if (node in record.replicas) == add:
+            return list(record.replicas)  # done already
+        if not add and node == record.leader:
+            raise MembershipError(f"{node} leads stream '{name}': remove it once another replica leads", 409)
+        replicas = (*record.replicas, node) if add else tuple(r for r in record.replicas if r != node)
+        await self.broker.metadata.run(mc.StreamElect(new_key(), vhost, name, record.epoch, record.leader, replicas))
+        return list(replicas)
+
+    def dropped(self, vhost: str, name: str) -> None:
+        self.roles.dropped(vhost, name)
+
     def close(self) -> None:
+        self.failover.stop()
+        self.roles.close()
         for queue in list(self._open):
             queue.close()
         self._open = weakref.WeakSet()

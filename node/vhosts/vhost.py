@@ -95,7 +95,8 @@ class VHost:
                 QuorumConfig.from_arguments(arguments)
                 replicas = self._place_replicas(name, durable, exclusive_owner, auto_delete, arguments)
             elif qtype == "stream":
-                check_stream_declaration(durable, exclusive_owner, auto_delete, arguments)
+                config = check_stream_declaration(durable, exclusive_owner, auto_delete, arguments)
+                replicas = self.broker.streams.place(self.name, name, arguments, config)
             else:
                 ClassicQueueConfig.from_arguments(arguments)
         except QueueArgumentError as e:

@@ -18,10 +18,11 @@ ahead of them), and batches at or below it are not written again.
 
 On a replica with consumers attached through its node, deliveries come from
 a read-ahead window: the messages of new batches stay in memory after their
-write (up to READ_AHEAD_BYTES), and a delivery the window misses reads the
-next READ_AHEAD_COUNT stored messages with one RocksDB iterator, not a get
-each. A delivery takes its message out of the window; a redelivery reads
-the store again.
+write (up to READ_AHEAD_BYTES), already read (the fields the batch's
+record holds: the stored bytes are not unpacked a second time for the
+delivery), and a delivery the window misses reads the next READ_AHEAD_COUNT
+stored messages with one RocksDB iterator, not a get each. A delivery takes
+its message out of the window; a redelivery reads the store again.
 
 A replica that installed a snapshot instead of the log that carried some
 bodies lacks them: a delivery that needs one waits while it is fetched from
@@ -56,7 +57,8 @@ class BodyStore:
                  has_consumers: Callable[[], bool] = lambda: False) -> None:  # fmt: skip
         self._qh = qh
         self._has_consumers = has_consumers  # consumers attached through this node: keep a window
-        self._window: dict[int, bytes] = {}  # msg id -> stored message, oldest first
+        # msg id -> (stored size, the stored message or its fields as read_stored gives them), oldest first
+        self._window: dict[int, tuple[int, bytes | tuple]] = {}
         self._window_bytes = 0
         self._group = group
         self._queue_name = queue_name
@@ -91,18 +93,21 @@ class BodyStore:
         self._written_to = index
         self._qh.after_durable(lambda: [self._fresh.pop(m, None) for m in fresh])
         if self._has_consumers():
-            self._keep(zip(fresh, stored, strict=True))
+            messages = record.messages  # what the machine read: (payload, durable, ttl, exchange, keys, corr, ann)
+            self._keep((mid, len(value), (bytes(m[0]), bool(m[1]), m[3], list(m[4]), dict(m[6]) if m[6] else None))
+                       for mid, value, m in zip(fresh, stored, messages, strict=True))  # fmt: skip
 
-    def _keep(self, pairs) -> None:
-        """Add (msg id, stored message) pairs to the read-ahead window, dropping its oldest past the bound."""
+    def _keep(self, entries) -> None:
+        """Add (msg id, stored size, stored message or its fields) to the read-ahead window,
+        dropping its oldest past the bound."""
         window = self._window
         held = self._window_bytes
-        for mid, value in pairs:
+        for mid, size, value in entries:
             if mid not in window:
-                window[mid] = value
-                held += len(value)
+                window[mid] = (size, value)
+                held += size
         while held > READ_AHEAD_BYTES and window:
-            held -= len(window.pop(next(iter(window))))
+            held -= window.pop(next(iter(window)))[0]
         self._window_bytes = held
 
     def forget(self, msg_ids) -> None:
@@ -110,16 +115,16 @@ class BodyStore:
         window = self._window
         if window:
             for mid in msg_ids:
-                value = window.pop(mid, None)
-                if value is not None:
-                    self._window_bytes -= len(value)
+                held = window.pop(mid, None)
+                if held is not None:
+                    self._window_bytes -= held[0]
 
     def _read_ahead(self, mid: int) -> bytes | None:
         """The stored message `mid`, read with the ones after it into the window."""
         found = self._qh.get_blobs_from(self._group, _KEY.pack(mid), READ_AHEAD_COUNT)
         if not found or found[0][0] != _KEY.pack(mid):
             return None
-        self._keep((_KEY.unpack(k)[0], v) for k, v in found[1:])
+        self._keep((_KEY.unpack(k)[0], len(v), v) for k, v in found[1:])
         return found[0][1]
 
     @property
@@ -135,16 +140,18 @@ class BodyStore:
     def message(self, mid: int, delivery_count: int = 0, redelivered: bool = False,
                 annotations: dict | None = None) -> QueueMessage | None:  # fmt: skip
         """The message to hand to a link, or None when this replica lacks its body."""
-        value = self._window.pop(mid, None)
-        if value is not None:
-            self._window_bytes -= len(value)
+        held = self._window.pop(mid, None)
+        if held is not None:
+            self._window_bytes -= held[0]
+            value = held[1]
         else:
             value = self._fresh.get(mid)
             if value is None:
                 value = self._read_ahead(mid) if self._has_consumers() else self.body(mid)
                 if value is None:
                     return None
-        payload, durable, exchange, routing_keys, stored = read_stored(value)
+        fields = value if type(value) is tuple else read_stored(value)
+        payload, durable, exchange, routing_keys, stored = fields
         if stored and annotations:
             annotations = {**stored, **annotations}  # what a Modify merged wins
         return QueueMessage(mid, payload, durable, None, delivery_count, redelivered, exchange,
@@ -154,7 +161,7 @@ class BodyStore:
         """The log below `raft_index` is compacted and no live message came from it."""
         below = msg_id(raft_index, 0)
         for mid in [m for m in self._window if m < below]:
-            self._window_bytes -= len(self._window.pop(mid))
+            self._window_bytes -= self._window.pop(mid)[0]
         self._qh.delete_blobs(self._group, _KEY.pack(msg_id(raft_index, 0)))
 
     # -- bodies this replica lacks ----------------------------------------------------

@@ -6,7 +6,7 @@ never does). A string value "&p:xyz" matches strings starting with xyz,
 "&s:xyz" strings ending with it, and "&&..." the literal "&..."; anything
 else compares for equality, numbers across integer types. Matching is a
 constant number of string operations per entry: no patterns, no
-backtracking. The SQL filter (amqp:sql-filter) is not built yet.
+backtracking. The SQL filter (amqp:sql-filter) is queues/stream/sql/.
 """
 
 from __future__ import annotations
@@ -72,8 +72,7 @@ class MessageFilter:
             return cls({PROPERTY_FIELDS[k]: m for k, m in entries.items()}, current.application_properties)
         return cls(current.properties, _entries(value, APPLICATION_PROPERTIES_FILTER))
 
-    def matches(self, payload: bytes) -> bool:
-        message = Message.from_bytes(payload)
+    def matches(self, message: Message) -> bool:
         if self.properties:
             props = message.properties
             if props is None:

@@ -14,7 +14,7 @@ import shutil
 import uuid
 from dataclasses import dataclass
 
-from queues.stream.chunk import ChunkHeader, Record, decode_records, encode_chunk
+from queues.stream.chunk import HEADER, ChunkHeader, Record, decode_records, encode_chunk
 from queues.stream.config import StreamConfig
 from queues.stream.segment import INDEX_ENTRY, Segment
 
@@ -160,6 +160,65 @@ class StreamLog:
         position, slot = segment.allocate(len(chunk))
         self.allocated_offset += len(records)
         return WritePlan(segment, position, slot, first, len(records), timestamp, chunk)
+
+    def plan_raw(self, chunk: bytes) -> WritePlan:
+        """A replica's chunk, exactly as the leader wrote it, at the next offset
+        (raises ValueError for a chunk that is not intact or out of place)."""
+        header = ChunkHeader.parse(chunk)
+        bloom_end = HEADER.size + (header.bloom_len if header else 0)
+        if header is None or header.size != len(chunk) or \
+                not header.check(chunk[: HEADER.size], chunk[HEADER.size : bloom_end], chunk[bloom_end:]):  # fmt: skip
+            raise ValueError("a chunk whose CRC or size does not match")
+        if header.first_offset != self.allocated_offset:
+            raise ValueError(f"a chunk at offset {header.first_offset}, expected {self.allocated_offset}")
+        segment = self.segments[-1] if self.segments else None
+        if segment is None or (segment.end and segment.end + len(chunk) > self.config.segment_bytes):
+            segment = Segment(self.directory, header.first_offset)
+            self.segments.append(segment)
+        position, slot = segment.allocate(len(chunk))
+        self.allocated_offset += header.count
+        return WritePlan(segment, position, slot, header.first_offset, header.count, header.timestamp, chunk)
+
+    def chunk_bytes(self, ref: ChunkRef) -> bytes:
+        """A committed chunk's bytes as written (what a replica fetches)."""
+        segment, i = ref.segment, ref.index
+        return os.pread(segment.fd, segment.sizes[i], segment.positions[i])
+
+    def last_chunk(self) -> tuple[int, int]:
+        """(first offset, CRC) of the newest chunk; (-1, 0) when empty: how a
+        replica names its tail to the leader."""
+        for segment in reversed(self.segments):
+            if segment.chunks:
+                header, _ = segment.read_header(segment.chunks - 1)
+                return header.first_offset, header.crc
+        return -1, 0
+
+    def truncate(self, offset: int) -> None:
+        """Drops every chunk that ends past `offset` (whole chunks), fsynced:
+        a replica cutting the tail a new leader does not have. No write may
+        be in flight."""
+        while self.segments and self.next_offset > offset:
+            segment = self.segments[-1]
+            if not segment.chunks:
+                if len(self.segments) == 1:
+                    break
+                self.segments.pop().remove()
+                continue
+            segment.truncate_last()
+            if not segment.chunks and len(self.segments) > 1:
+                self.segments.pop().remove()
+        if self.segments and not self.segments[-1].chunks and self.next_offset > offset:
+            self.segments.pop().remove()  # the head itself goes: start again where the leader's log starts
+            self.segments.append(Segment(self.directory, offset))
+        self.abandon()
+
+    def reset(self, offset: int) -> None:
+        """Drops everything and starts empty at `offset` (the leader's head moved past this log's end)."""
+        for segment in self.segments:
+            segment.remove()
+        self._loaded.clear()
+        self.segments = [Segment(self.directory, offset)]
+        self.allocated_offset = offset
 
     @staticmethod
     def write(plans: list[WritePlan]) -> None:

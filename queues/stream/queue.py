@@ -9,15 +9,18 @@ applies retention. One flush is in flight at a time; what arrives meanwhile
 makes the next one, so under load a flush carries many messages for one
 fsync (the group commit of storage/group_commit.py, per stream).
 
-Replication is not built yet: the stream lives on the node that declared it
-(its leader in the metadata), and other nodes reach it through the usual
-queue proxy.
+Replicated (feature flag stream_replication), this is the leader's side:
+`role` (queues/stream/leader.py) learns the replicas' durable ends and moves
+`committed_end`, the offset readers and confirms go up to, once a majority
+has a chunk on disk. Without a role (one node) a chunk is committed as soon
+as it is on this node's disk.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -87,6 +90,9 @@ class StreamQueue(Queue):
         self.loop = loop
         self.log = StreamLog(directory, self.config)
         self.readers = StreamReaders(self, self.log, loop.call_soon)
+        self.committed_end = self.log.next_offset  # readers and confirms go up to here
+        self._unconfirmed: deque[tuple[int, list]] = deque()  # (end offset, confirms) on disk here, not committed
+        self.role: Any = None  # the leader's replication (queues/stream/leader.py); None: one node
         self._records: list[bytes] = []
         self._filter_values: list[str | None] = []
         self._confirms: list[ConfirmCallback | None] = []
@@ -157,14 +163,36 @@ class StreamQueue(Queue):
                     confirm(outcome)
             return
         self.log.commit(plans)
-        self.stats.confirmed += sum(1 for c in confirms if c is not None)
-        for confirm in confirms:
-            if confirm is not None:
-                confirm(Outcome.ACCEPTED)
+        self._unconfirmed.append((self.log.next_offset, confirms))
+        if self.role is None:
+            self.advance(self.log.next_offset)
+        else:
+            self.role.appended(self.log.next_offset)
         self.log.apply_retention(self.host.now_ms())
-        self.readers.wake()
         if self._records:
             self._flush()
+
+    def advance(self, committed_end: int) -> None:
+        """A majority (or this node alone) has everything before `committed_end`
+        on disk: confirm its publishers, let readers read it."""
+        if committed_end <= self.committed_end:
+            return
+        self.committed_end = committed_end
+        while self._unconfirmed and self._unconfirmed[0][0] <= committed_end:
+            _, confirms = self._unconfirmed.popleft()
+            self.stats.confirmed += sum(1 for c in confirms if c is not None)
+            for confirm in confirms:
+                if confirm is not None:
+                    confirm(Outcome.ACCEPTED)
+        self.readers.wake()
+
+    def _release_unconfirmed(self) -> None:
+        """Written here but never committed (deleted, or no longer the leader): the publisher decides."""
+        unconfirmed, self._unconfirmed = self._unconfirmed, deque()
+        for _, confirms in unconfirmed:
+            for confirm in confirms:
+                if confirm is not None:
+                    confirm(Outcome.RELEASED)
 
     # -- retention ---------------------------------------------------------------------
 
@@ -221,16 +249,25 @@ class StreamQueue(Queue):
             if confirm is not None:
                 confirm(Outcome.RELEASED)
         self._records, self._filter_values, self._confirms = [], [], []
+        self._release_unconfirmed()
         self.readers.queue_deleted()
         self.log.retire()
         self._when_idle(self.log.destroy)
         return count
 
-    def close(self) -> None:
-        """The node stops: files closed once the write in flight returns."""
+    def close(self, then: Callable[[], None] | None = None) -> None:
+        """The node stops, or this node no longer leads: files closed once the
+        write in flight returns, then `then` (the replica opening them)."""
         if self._retention_timer is not None:
             self._retention_timer.cancel()
-        self._when_idle(self.log.close)
+        self._release_unconfirmed()
+
+        def closed() -> None:
+            self.log.close()
+            if then is not None:
+                then()
+
+        self._when_idle(closed)
 
     def _when_idle(self, fn: Callable[[], None]) -> None:
         if self._in_flight:
@@ -253,6 +290,8 @@ class StreamQueue(Queue):
     def info(self) -> dict:
         info = super().info()
         info["first_offset"] = self.log.first_offset
-        info["committed_offset"] = self.log.next_offset - 1
+        info["committed_offset"] = self.committed_end - 1
         info["segments"] = len(self.log.segments)
+        if self.role is not None:  # replicated: shown as a quorum queue's leader and members
+            info.update(leader=self.role.me, members=list(self.role.replicas), epoch=self.role.epoch)
         return info

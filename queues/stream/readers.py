@@ -7,7 +7,11 @@ the log waits; the queue wakes it when a chunk commits.
 
 Reading never stalls the event loop on a long log: a pump reads at most
 READ_BUDGET bytes of chunks per turn and schedules itself again for the
-rest, so other connections get their turn between chunks.
+rest, so other connections get their turn between chunks. A message that
+per-message filters (properties, application properties, SQL) examine
+counts as ReadSpec.message_cost bytes of that budget (more for costly SQL
+expressions), so a selective filter does not test a whole MiB of small
+messages in one turn.
 """
 
 from __future__ import annotations
@@ -57,17 +61,24 @@ class StreamReaders:
     def __len__(self) -> int:
         return len(self.readers)
 
+    @property
+    def end(self) -> int:
+        """One past the last offset readers may see: the committed end (a replica's or leader's)."""
+        return min(self.queue.committed_end, self.log.next_offset)
+
     def start_offset(self, spec: ReadSpec) -> int:
         log = self.log
+        end = self.end
         if spec.start == "first":
             return log.first_offset
         if spec.start == "last":
-            return log.last_chunk_offset()
+            ref = log.chunk_for(end - 1) if end > log.first_offset else None
+            return ref.first_offset if ref is not None else end
         if spec.start == "offset":  # before the head: from the head; past the end: wait there
             return max(spec.value, log.first_offset)
         if spec.start == "timestamp":
-            return log.offset_for_timestamp(spec.value)
-        return log.next_offset
+            return min(log.offset_for_timestamp(spec.value), end)
+        return end
 
     def attach(self, consumer: Consumer, spec: ReadSpec) -> None:
         key = id(consumer)
@@ -116,8 +127,15 @@ class StreamReaders:
         """Delivers what the reader's credit allows, up to READ_BUDGET of chunks this turn."""
         budget = READ_BUDGET
         log = self.log
+        end = self.end
+        filter_cost, filter_cost_per_byte = r.spec.message_cost, r.spec.message_cost_per_byte
         while r.credit > 0:
             if r.pending:
+                if filter_cost:  # evaluating filters is work too: without this a turn could test every message
+                    if budget <= 0:  # of a MiB of chunks, unbounded in count, and all may fail to match
+                        self._schedule(r)  # (checked before charging: each turn examines at least one)
+                        return
+                    budget -= filter_cost + filter_cost_per_byte * len(r.pending[0].payload)
                 self._deliver(r, r.pending.popleft())
                 continue
             if budget <= 0:
@@ -125,9 +143,9 @@ class StreamReaders:
                 return
             if r.offset < log.first_offset:  # retention removed what it had not read yet
                 r.offset = log.first_offset
-            ref = log.chunk_for(r.offset)
-            if ref is None:
-                break  # at the end: wait for a commit
+            ref = log.chunk_for(r.offset) if r.offset < end else None
+            if ref is None or ref.first_offset >= end:
+                break  # at the (committed) end: wait for a commit
             header, bloom = ref.header()
             budget -= header.size
             if not r.spec.chunk_may_match(header, bloom):
@@ -149,8 +167,9 @@ class StreamReaders:
 
     def _settle_flow(self, r: Reader) -> None:
         """Completes a drain at the end of the log, and sends the credit reply owed."""
-        available = self.log.next_offset - r.offset + len(r.pending)
-        if r.drain and r.credit > 0 and not r.pending and r.offset >= self.log.next_offset:
+        end = self.end
+        available = end - r.offset + len(r.pending)
+        if r.drain and r.credit > 0 and not r.pending and r.offset >= end:
             r.delivery_count = serial.add(r.delivery_count, r.credit)
             r.credit = 0
             r.reply = True

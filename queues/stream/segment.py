@@ -170,6 +170,14 @@ class Segment:
         self.last_timestamp = timestamps[-1] if self.chunks else 0
         self.size = self.positions[-1] + self.sizes[-1] if self.chunks else 0
 
+    def truncate_last(self) -> None:
+        """Drops the newest committed chunk from the files (fsynced)."""
+        self._drop_last()
+        os.ftruncate(self.fd, self.size)
+        os.ftruncate(self.index_fd, self.chunks * INDEX_ENTRY.size)
+        os.fsync(self.fd)
+        self.end, self.allocated = self.size, self.chunks
+
     def _rewrite_index(self) -> None:
         entries = b"".join(INDEX_ENTRY.pack(*row) for row in zip(*self._cols(), strict=True))
         os.pwrite(self.index_fd, entries, 0)

@@ -6,8 +6,12 @@ Filter values are matched twice: per chunk through its Bloom filter (a
 chunk that cannot hold a wanted value is skipped unread), then per message
 exactly, so a consumer never receives a message whose value it did not ask
 for (a Bloom filter has false positives). AMQP filter expressions on
-properties and application-properties (queues/stream/expressions.py) are
-checked per message after that.
+properties and application-properties (queues/stream/expressions.py) and
+the SQL filter (queues/stream/sql/) are checked per message after that, on
+one lazily decoded view of the message.
+
+A filter is recognised by its descriptor (symbol or code), as RabbitMQ
+does; the filter set's key names it only for values sent undescribed.
 """
 
 from __future__ import annotations
@@ -15,10 +19,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from amqp.message import Message
 from amqp.types import Timestamp
 from queues.base import QueueArgumentError
 from queues.stream.chunk import BloomFilter, ChunkHeader
 from queues.stream.expressions import APPLICATION_PROPERTIES_FILTER, PROPERTIES_FILTER, MessageFilter
+from queues.stream.sql import DEFAULT_MAX_LENGTH, SQL_FILTER, SQL_FILTER_CODES, SqlFilter, SqlFilterError
 
 __all__ = ["FILTER", "MATCH_UNFILTERED", "OFFSET_SPEC", "ReadSpec"]
 
@@ -27,6 +33,9 @@ FILTER = "rabbitmq:stream-filter"
 MATCH_UNFILTERED = "rabbitmq:stream-match-unfiltered"
 NAMED_SPECS = ("first", "last", "next")
 MAX_FILTER_VALUES = 256
+FILTERED_MESSAGE_COST = 1024
+DESCRIPTOR_CODES = {0x173: PROPERTIES_FILTER, 0x174: APPLICATION_PROPERTIES_FILTER,
+                    **dict.fromkeys(SQL_FILTER_CODES, SQL_FILTER)}  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,14 +46,15 @@ class ReadSpec:
     match_unfiltered: bool = False
     applied: tuple[str, ...] = ()  # the filter-set keys this spec took (echoed in the reply ATTACH)
     expressions: MessageFilter | None = None  # properties / application-properties filters
+    sql: SqlFilter | None = None  # amqp:sql-filter
 
     @classmethod
-    def from_filter_set(cls, filters: dict | None) -> ReadSpec:
+    def from_filter_set(cls, filters: dict | None, sql_max_length: int = DEFAULT_MAX_LENGTH) -> ReadSpec:
         """Raises QueueArgumentError on a value the broker cannot apply."""
         start, value, values, unfiltered, applied = "next", 0, None, False, []
-        expressions = None
+        expressions = sql = None
         for key, raw in (filters or {}).items():
-            name = str(key)
+            name = _filter_name(key, raw)
             v = raw.value if hasattr(raw, "descriptor") else raw
             if name == OFFSET_SPEC:
                 start, value = _offset_spec(v)
@@ -56,14 +66,32 @@ class ReadSpec:
                 unfiltered = v
             elif name in (PROPERTIES_FILTER, APPLICATION_PROPERTIES_FILTER):
                 expressions = MessageFilter.parse(name, v, expressions)
+            elif name == SQL_FILTER:
+                if sql is not None:
+                    raise QueueArgumentError(f"one {SQL_FILTER} per link: join the conditions with AND")
+                sql = _sql_filter(v, sql_max_length)
             else:
                 continue  # not ours: not applied, so not echoed
             applied.append(key)
         if values is None and unfiltered:
             unfiltered = False  # nothing to filter: every message comes anyway
-        return cls(start, value, values, unfiltered, tuple(applied), expressions)
+        return cls(start, value, values, unfiltered, tuple(applied), expressions, sql)
 
     # -- filtering ---------------------------------------------------------------------
+
+    @property
+    def message_cost(self) -> int:
+        """What examining one message with the per-message filters counts for in a reader's
+        per-turn budget (queues/stream/readers.py), in bytes: about as long as reading 1 KiB,
+        plus the SQL expression's own work."""
+        if self.expressions is None and self.sql is None:
+            return 0
+        return FILTERED_MESSAGE_COST + (self.sql.cost.per_message if self.sql is not None else 0)
+
+    @property
+    def message_cost_per_byte(self) -> int:
+        """And per byte of the message: LIKE patterns read values as long as the message at most."""
+        return self.sql.cost.per_byte if self.sql is not None else 0
 
     @property
     def filtering(self) -> bool:
@@ -83,7 +111,30 @@ class ReadSpec:
                 return False
             if filter_value is not None and filter_value not in self.filter_values:
                 return False
-        return self.expressions is None or self.expressions.matches(payload)
+        if self.expressions is None and self.sql is None:
+            return True
+        message = Message.from_bytes(payload)  # sections decode when a filter first reads them, once
+        if self.expressions is not None and not self.expressions.matches(message):
+            return False
+        return self.sql is None or self.sql.matches(message)
+
+
+def _filter_name(key: Any, raw: Any) -> str:
+    descriptor = getattr(raw, "descriptor", None)
+    if isinstance(descriptor, str):
+        return str(descriptor)
+    if isinstance(descriptor, int):  # an unknown code names no filter Warren applies
+        return DESCRIPTOR_CODES.get(descriptor, f"descriptor code {descriptor:#x}")
+    return str(key)
+
+
+def _sql_filter(v: Any, max_length: int) -> SqlFilter:
+    if not isinstance(v, str):
+        raise QueueArgumentError(f"invalid {SQL_FILTER}: the expression must be a string, not {type(v).__name__}")
+    try:
+        return SqlFilter(v, max_length)
+    except SqlFilterError as e:
+        raise QueueArgumentError(f"invalid {SQL_FILTER}: {e}") from None
 
 
 def _offset_spec(v: Any) -> tuple[str, int]:

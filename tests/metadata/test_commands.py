@@ -45,6 +45,7 @@ SAMPLES = [
     c.Fence(),
     c.Bootstrap("k18", "/", "the default", "guest", "pbkdf2-sha256$1$00$00", ("administrator",)),
     c.SetQueueReplicas("k19", "/", "q", ("n1", "n2")),
+    c.StreamElect("k19s", "/", "s", 3, "n2", ("n1", "n2", "n3")),
     c.SetLimit("k20", "vhost", "/", "max-connections", -1),
     c.ClearLimit("k21", "user", "guest", "max-connections"),
     c.SetOperatorPolicy("k22", "/", "cap", "^q", "queues", {"max-length": UInt(5)}, 1),

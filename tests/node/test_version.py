@@ -13,8 +13,12 @@ from node import __version__
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def test_the_version_is_a_release_number():
-    assert re.fullmatch(r"\d+\.\d+\.\d+", __version__)
+# a release (tagged v<version>) or, between releases, the next one's development version
+RELEASE, DEVELOPMENT = r"\d+\.\d+\.\d+", r"\d+\.\d+\.\d+\.dev\d+"
+
+
+def test_the_version_is_a_release_or_development_number():
+    assert re.fullmatch(RELEASE, __version__) or re.fullmatch(DEVELOPMENT, __version__)
 
 
 def test_pyproject_reads_the_version_from_the_package():
@@ -35,4 +39,5 @@ def test_warren_version_prints_it():
 def test_the_changelog_has_a_section_for_this_version():
     with open(os.path.join(ROOT, "CHANGELOG.md")) as f:
         headings = re.findall(r"^## (\S+)", f.read(), re.M)
-    assert __version__ in headings
+    # a development version's changes are listed under "Unreleased", above the last release
+    assert (headings[0] == "Unreleased") if re.fullmatch(DEVELOPMENT, __version__) else (__version__ in headings)

@@ -335,6 +335,64 @@ def test_before_flush_holds_messages_until_the_journal_is_durable():
     uvloop.run(main())
 
 
+def test_the_turns_one_sync_releases_leave_in_one_frame_per_peer():
+    """A node that seals several loop turns while one fsync is out sends them, once it
+    lands, as one gRPC message per peer, each peer's messages in the order sent."""
+
+    async def main():
+        async with nodes(3, options=QUIET) as (a, b, c):
+            got_b, got_c = collect(b), collect(c)
+            synced = asyncio.get_running_loop().create_future()
+            a.before_flush.append(lambda: None if synced.done() else synced)
+            turns = 0
+            for i in range(5):  # five loop turns, each sealed behind the same write
+                a.send_node_message(b.node_id, "x", b"b%d" % i)
+                a.send_node_message(c.node_id, "x", b"c%d" % i)
+                flushes = a.stats.flushes
+                await until(lambda flushes=flushes: a.stats.flushes > flushes)
+                turns += 1
+            assert turns == 5 and got_b == got_c == []
+            sent_before = a.stats.frames_sent
+            synced.set_result(None)
+            await until(lambda: len(got_b) == len(got_c) == 5)
+            assert a.stats.frames_sent - sent_before == 2  # one per peer, not one per turn and peer
+            assert [p for _, _, p, _ in got_b] == [b"b%d" % i for i in range(5)]
+            assert [p for _, _, p, _ in got_c] == [b"c%d" % i for i in range(5)]
+
+    uvloop.run(main())
+
+
+def test_a_leaders_append_entries_skip_the_gate_answers_and_anything_behind_them_wait():
+    """A leader's AppendEntries leave while this node's own write is still out (it counts
+    itself toward a commit only once durable); a vote, or an ack, waits for the write; and
+    once anything for a peer waits at the gate, later AppendEntries to it queue behind."""
+
+    def entries(i: int) -> dict:
+        return {"type": "append_entries", "term": 1, "commit_index": i, "prevLogIdx": i, "prevLogTerm": 1,
+                "entries": [(b"cmd%d" % i, i + 1, 1)]}  # fmt: skip
+
+    async def main():
+        async with nodes(2, options=QUIET) as (a, b):
+            synced = asyncio.get_running_loop().create_future()
+            a.before_flush.append(lambda: None if synced.done() else synced)  # a write is always out
+            ga = GroupTransport(a, "g", a.node_id, [b.node_id])
+            rb = group(b, "g", [a])
+            peer = ga._members[b.node_id]
+            assert ga.send(peer, entries(1))
+            await until(lambda: len(rb.messages) == 1)  # not held by the write
+            assert ga.send(peer, vote(2))
+            await asyncio.sleep(0)
+            assert ga.send(peer, entries(2))  # a later turn, behind the held vote
+            await asyncio.sleep(0.05)
+            assert [m["type"] for _, m in rb.messages] == ["append_entries"]
+            synced.set_result(None)
+            await until(lambda: len(rb.messages) == 3)
+            assert [(m["type"], m.get("commit_index")) for _, m in rb.messages] == [
+                ("append_entries", 1), ("request_vote", None), ("append_entries", 2)]
+
+    uvloop.run(main())
+
+
 def test_a_failed_sync_stops_all_sending():
     async def main():
         errors = []

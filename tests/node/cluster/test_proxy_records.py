@@ -32,6 +32,7 @@ EVERY_KIND = [
     ["deliver", 3, 99, PAYLOAD, 2, True, True, "ex", ["rk"], None],
     ["flow", 3, 10, 990, 0, True],
     ["gone", 3, "amqp:resource-deleted", "queue 'q1' in vhost '/' was deleted"],
+    ["sattach", 4, "/", "s1", 0, False, {"rabbitmq:stream-offset-spec": "first", "rabbitmq:stream-filter": ["a"]}],
 ]
 
 

@@ -7,6 +7,7 @@ from amqp import codec
 from queues import quorum as qq
 from queues.base import Outcome, QueueMessage
 from queues.quorum import Publish, PublishBatch
+from queues.quorum.message_format import read_stored
 from queues.quorum.queue import QuorumQueue
 from raft.status import ProposalOutcome
 
@@ -213,6 +214,32 @@ def test_a_batch_is_stored_as_the_entry_carries_it_and_delivers_the_bytes_publis
             m.payload, m.durable, m.exchange, m.routing_keys, m.annotations)
 
 
+def test_the_window_delivers_the_fields_the_record_holds_without_reading_the_stored_bytes(monkeypatch):
+    """With a consumer on this node, a new batch's messages wait in the window as the fields
+    the record already holds (the leader's own object, or what a follower decoded from the
+    entry), so that a delivery does not unpack the stored bytes again; what it hands out is
+    what the store would give."""
+    from queues.quorum import bodies
+
+    sent = [QueueMessage(0, b"\x00Sw\xa1\x02hi", True, None, exchange="amq.direct", routing_keys=["q", "r"]),
+            QueueMessage(0, bytes(range(256)), False, annotations={"x-opt-reason": "x"})]  # fmt: skip
+    for own in (True, False):
+        queue, host = make()
+        queue.links.consumers["c"] = object()  # a consumer attached through this node
+        record = _publish_turn(queue, host, sent)
+        queue.apply(record if own else records_round_trip(record), 1)
+        unpacked: list[bytes] = []
+        monkeypatch.setattr(bodies, "read_stored", lambda v, seen=unpacked: seen.append(v) or read_stored(v))
+        for pos, m in enumerate(sent):
+            out = queue.bodies.message(qq.msg_id(1, pos))
+            assert (out.payload, out.durable, out.exchange, out.routing_keys, out.annotations) == (
+                m.payload, m.durable, m.exchange, m.routing_keys, m.annotations)
+        assert unpacked == [] and not queue.bodies._window and queue.bodies._window_bytes == 0
+        again = queue.bodies.message(qq.msg_id(1, 1), annotations={"x-opt-more": 1})  # a redelivery: the store
+        assert len(unpacked) == 1 and again.annotations == {"x-opt-reason": "x", "x-opt-more": 1}
+        monkeypatch.undo()
+
+
 def test_without_the_feature_flags_batches_stay_version_1_and_old_bodies_still_deliver():
     queue, host = make()
     host.packs = host.reads_priorities = False
@@ -250,7 +277,7 @@ def test_deliveries_to_this_replicas_consumers_come_from_a_read_ahead_window(mon
     queue.apply(batch(2, 9), 9)
     queue.apply(qq.Settle("elsewhere", (qq.msg_id(9, 0),)), 10)
     assert qq.msg_id(9, 0) not in store._window and qq.msg_id(9, 1) in store._window
-    size = len(store._window[qq.msg_id(9, 1)])  # each of these batches' messages is as long
+    size = store._window[qq.msg_id(9, 1)][0]  # each of these batches' messages is as long
     store.release_below(10)
     # the window is bounded: the oldest go first
     monkeypatch.setattr(bodies, "READ_AHEAD_BYTES", 2 * size)

@@ -1,0 +1,93 @@
+"""Failover of replicated streams: a replica whose leader's node has been
+unreachable for MISSES checks in a row elects a new one.
+
+It stops (fences) the other live replicas of the epoch (queues/stream/replica.py
+`stop`) and collects their logs' (log epoch, end); a replica that still
+reaches the leader refuses (so one broken link does not stall a working
+leader). With a majority of the replicas answering, the one with the newest log epoch and then the longest
+log (node id breaking a tie) must lead, since every committed chunk is on
+a majority and so on at least one of them, and the fenced replicas add
+nothing meanwhile. If that is this node, it proposes metadata.stream_elect
+at the current epoch: the metadata applies one such proposal per epoch, so
+two candidates never both win. The others then follow the new leader and
+truncate what it does not have.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from typing import TYPE_CHECKING
+
+from metadata import commands as mc
+
+if TYPE_CHECKING:
+    from node.broker import Broker
+    from node.vhosts.stream_replication import StreamRoles
+
+__all__ = ["StreamFailover"]
+
+log = logging.getLogger("warren.stream")
+
+CHECK_S = 1.0
+MISSES = 3  # checks in a row without a stream to the leader's node
+STOP_WAIT_S = 2.0
+
+
+class StreamFailover:
+    def __init__(self, broker: Broker, roles: StreamRoles) -> None:
+        self.broker = broker
+        self.roles = roles
+        self._misses: dict[tuple[str, str], int] = {}
+        self._electing: set[tuple[str, str]] = set()
+        self._timer: asyncio.TimerHandle | None = None
+
+    def start(self) -> None:
+        if self._timer is None:
+            self._timer = self.broker.loop.call_later(CHECK_S, self._check)
+
+    def stop(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _check(self) -> None:
+        self._timer = self.broker.loop.call_later(CHECK_S, self._check)
+        connected = self.broker.cluster.transport.is_connected
+        for key, replica in list(self.roles.replicas.items()):
+            if connected(replica.leader):
+                self._misses.pop(key, None)
+                continue
+            self._misses[key] = misses = self._misses.get(key, 0) + 1
+            if misses >= MISSES and key not in self._electing:
+                self._electing.add(key)
+                self.broker.background(self._elect(*key), f"electing a leader for stream {key[1]!r}")
+
+    async def _elect(self, vhost: str, name: str) -> None:
+        try:
+            await self._run(vhost, name)
+        finally:
+            self._electing.discard((vhost, name))
+
+    async def _run(self, vhost: str, name: str) -> None:
+        record = self.roles.record(vhost, name)
+        replica = self.roles.replicas.get((vhost, name))
+        me = self.broker.node_id
+        if record is None or replica is None or replica.epoch != record.epoch or record.leader == me:
+            return
+        others = [r for r in record.replicas if r not in (me, record.leader)]
+        answers = await asyncio.gather(*(self.roles.ask_stop(r, vhost, name, record.epoch, STOP_WAIT_S)
+                                         for r in others))  # fmt: skip
+        logs = {r: a for r, a in zip(others, answers, strict=True) if a is not None and a[1] >= 0}
+        if len(logs) + 1 < len(record.replicas) // 2 + 1:
+            log.warning("stream %s/%s: leader %s unreachable, and only %d of %d replicas answer: no election",
+                        vhost, name, record.leader, len(logs), len(record.replicas))  # fmt: skip
+            return
+        logs[me] = replica.stop(record.epoch)
+        best = max(logs, key=lambda n: (*logs[n], n))
+        if best != me:
+            return  # it elects itself when it sees the leader gone (it is fenced meanwhile)
+        log.info("stream %s/%s: leader %s unreachable; %s leads epoch %d (logs %s)", vhost, name, record.leader, me,
+                 record.epoch + 1, logs)  # fmt: skip
+        await self.broker.metadata.run(mc.StreamElect(f"stream-elect/{uuid.uuid4()}", vhost, name, record.epoch, me))

@@ -1,0 +1,83 @@
+"""A replicated stream as other nodes than its leader use it.
+
+StreamFollower, on a replica's node: publishes (and counts, purge, delete)
+go to the leader as through any queue proxy, but consumers read this
+node's own copy (queues/stream/replica.py), up to the committed end the
+replica learned from the leader, so a consumer on a replica costs the
+leader nothing.
+
+StreamProxy, on a node without a copy: everything goes to the leader, and
+a consumer's filter set (offset spec, filters) travels with its attach, so
+the leader's reader starts and filters as a local one would.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any
+
+from queues.base import Consumer, Settlement
+from queues.classic.config import ClassicQueueCounters
+from queues.stream.readers import StreamReaders
+from queues.stream.spec import ReadSpec
+
+from .remote_queue import RemoteQueue
+
+if TYPE_CHECKING:
+    from node.broker import Broker
+    from queues.stream.replica import StreamReplica
+
+__all__ = ["ProxiedReadSpec", "StreamFollower", "StreamProxy"]
+
+
+@dataclass(frozen=True, slots=True)
+class ProxiedReadSpec(ReadSpec):
+    filters: dict = field(default_factory=dict)  # the source's filter set, for the leader
+
+
+class StreamProxy(RemoteQueue):
+    def read_spec(self, filters: Any, sql_max_length: int) -> ProxiedReadSpec:
+        """Checks the filter set here (raises QueueArgumentError) and keeps it to send."""
+        spec = ReadSpec.from_filter_set(filters, sql_max_length)
+        described = {str(k): v for k, v in (filters or {}).items()}  # descriptors kept: they name the filters
+        return ProxiedReadSpec(*(getattr(spec, f.name) for f in fields(ReadSpec)), filters=described)
+
+    def attach_reader(self, consumer: Consumer, spec: ReadSpec) -> None:
+        filters = spec.filters if isinstance(spec, ProxiedReadSpec) else {}
+        self.consumers[consumer] = self._service.attach(self, consumer, 0, filters)
+
+
+class StreamFollower(RemoteQueue):
+    def __init__(self, broker: Broker, vhost: str, record: Any, arguments: dict, replica: StreamReplica) -> None:
+        super().__init__(broker, vhost, record, arguments)
+        self.replica = replica
+        self.stats = ClassicQueueCounters()  # what the local readers delivered
+        self.readers = StreamReaders(self, replica.log, broker.loop.call_soon)
+        replica.on_commit = self.readers.wake
+
+    @property
+    def committed_end(self) -> int:
+        return self.replica.committed_end
+
+    def attach_reader(self, consumer: Consumer, spec: ReadSpec) -> None:
+        self.readers.attach(consumer, spec)
+
+    def attach_consumer(self, consumer: Consumer, priority: int = 0) -> None:
+        self.readers.attach(consumer, ReadSpec())
+
+    def detach_consumer(self, consumer: Consumer) -> None:
+        self.readers.detach(consumer)
+
+    def credit(self, consumer: Consumer, delivery_count: int, link_credit: int, drain: bool, echo: bool) -> None:
+        self.readers.credit(consumer, delivery_count, link_credit, drain, echo)
+
+    def settle(self, consumer: Consumer, seqs: list[int], settlement: Settlement) -> None:
+        """Nothing to do: a stream keeps its messages whatever a consumer says."""
+
+    def delete(self) -> int:
+        self.readers.queue_deleted()
+        return super().delete()
+
+    @property
+    def consumer_count(self) -> int:
+        return len(self.readers) if self.reported is None else self.reported[2]

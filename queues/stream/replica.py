@@ -1,0 +1,169 @@
+"""A replica's side of stream replication: pulls chunks from the leader, writes
+them as they are, and reports how far its log is durable.
+
+One fetch is out at a time (queues/stream/leader.py answers it): the answer
+is written and fsynced on a worker thread, and only then does the next
+fetch go, carrying the new end; that is the replica's acknowledgement. A
+chunk whose CRC does not match, or that does not start where the log ends,
+is not written (the fetch goes again). A `truncate` cuts the log's tail
+the leader does not have. The first answer of a new epoch records the epoch
+in the log's directory (queues/stream/log_epoch.py) before the log takes
+anything from it.
+
+A candidate electing a new leader `stop`s the replica: it then takes
+nothing more of that epoch (for FENCE_S, in case no election follows) and
+reports its log, so the log it reported is the log it keeps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+
+from queues.stream import wire
+from queues.stream.chunk import ChunkHeader
+from queues.stream.config import StreamConfig
+from queues.stream.log import StreamLog, WritePlan
+from queues.stream.log_epoch import read_log_epoch, write_log_epoch
+
+__all__ = ["StreamReplica"]
+
+log = logging.getLogger("warren.stream")
+
+RETRY_S = 3.0  # a fetch unanswered this long goes again (lost with a stream, or the leader restarted)
+FENCE_S = 10.0  # how long a stop holds when no new epoch follows
+
+
+class StreamReplica:
+    def __init__(self, vhost: str, name: str, directory: str, config: StreamConfig, leader: str, epoch: int,
+                 send: Callable[[str, object], None], loop: asyncio.AbstractEventLoop) -> None:  # fmt: skip
+        self.vhost = vhost
+        self.name = name
+        self.directory = directory
+        self.log = StreamLog(directory, config)
+        self.log_epoch = read_log_epoch(directory)
+        self.leader = leader
+        self.epoch = epoch
+        self.send = send
+        self.loop = loop
+        self.committed_end = self.log.first_offset  # what it learned from the leader
+        self.fenced_epoch = 0
+        self._fenced_until = 0.0
+        self._writing = False
+        self._closed = False
+        self._on_idle: Callable[[], None] | None = None
+        self._sent_at = 0.0
+        self.on_commit: Callable[[], None] = lambda: None  # readers of this copy (node/vhosts/stream_follower.py)
+        self._timer = loop.call_later(RETRY_S, self._retry)
+
+    # -- fetching ----------------------------------------------------------------------
+
+    def fetch(self) -> None:
+        if self._closed or self._writing or self._fenced():
+            return
+        first, crc = self.log.last_chunk()
+        self._sent_at = time.monotonic()
+        self.send(self.leader, wire.Fetch(self.vhost, self.name, self.epoch, self.log.next_offset, first, crc,
+                                          self.log_epoch, self.committed_end))  # fmt: skip
+
+    def _retry(self) -> None:
+        self._timer = self.loop.call_later(RETRY_S, self._retry)
+        if not self._writing and time.monotonic() - self._sent_at >= RETRY_S:
+            self.fetch()
+
+    def _fenced(self) -> bool:
+        return self.fenced_epoch >= self.epoch and time.monotonic() < self._fenced_until
+
+    def on_chunks(self, msg: wire.Chunks) -> None:
+        if msg.epoch != self.epoch or self._writing or self._closed or self._fenced():
+            return
+        try:
+            if msg.chunks:
+                self._place(msg.chunks[0])
+            plans = [self.log.plan_raw(chunk) for chunk in msg.chunks]
+        except ValueError as e:
+            log.warning("stream %s/%s: chunks from %s refused: %s", self.vhost, self.name, self.leader, e)
+            self.log.abandon()
+            return  # the retry timer fetches again
+        new_epoch = self.epoch if self.log_epoch != self.epoch else None
+        self._writing = True
+        future = self.loop.run_in_executor(None, self._write, plans, new_epoch)
+        future.add_done_callback(lambda f: self._written(f, plans, msg.committed, new_epoch))
+
+    def _place(self, chunk: bytes) -> None:
+        """The leader's log starts past this one's end (retention there): start empty at its head."""
+        header = ChunkHeader.parse(chunk)
+        if header is not None and header.first_offset > self.log.allocated_offset:
+            self.log.reset(header.first_offset)
+
+    def _write(self, plans: list[WritePlan], new_epoch: int | None) -> None:
+        if new_epoch is not None:
+            write_log_epoch(self.directory, new_epoch)
+        if plans:
+            StreamLog.write(plans)
+
+    def _written(self, future: asyncio.Future, plans: list[WritePlan], committed: int, new_epoch: int | None) -> None:
+        self._writing = False
+        if self._on_idle is not None:
+            on_idle, self._on_idle = self._on_idle, None
+            on_idle()
+            return
+        error = future.exception()
+        if error is not None:
+            log.error("stream %s/%s: replica write failed: %s", self.vhost, self.name, error)
+            self.log.abandon()
+            return  # the retry timer fetches again
+        if new_epoch is not None:
+            self.log_epoch = new_epoch
+        StreamLog.commit(plans)
+        self.log.apply_retention(int(time.time() * 1000))  # the leader's rule on the same segments
+        before = self.committed_end
+        self.committed_end = max(self.committed_end, min(committed, self.log.next_offset))
+        self.fetch()
+        if self.committed_end > before:
+            self.on_commit()
+
+    def on_truncate(self, msg: wire.Truncate) -> None:
+        if msg.epoch != self.epoch or self._writing or self._closed or self._fenced():
+            return
+        log.info("stream %s/%s: truncating from %d to %d for epoch %d", self.vhost, self.name,
+                 self.log.next_offset, msg.offset, msg.epoch)  # fmt: skip
+        self.log.truncate(msg.offset)
+        self.committed_end = min(self.committed_end, self.log.next_offset)
+        self.fetch()
+
+    # -- failover ----------------------------------------------------------------------
+
+    def stop(self, epoch: int) -> tuple[int, int]:
+        """Fenced for `epoch`: (log epoch, end) of the log it keeps."""
+        self.fenced_epoch = max(self.fenced_epoch, epoch)
+        self._fenced_until = time.monotonic() + FENCE_S
+        end = self.log.allocated_offset if self._writing else self.log.next_offset  # a write in flight lands
+        return self.log_epoch, end
+
+    def follow(self, leader: str, epoch: int) -> None:
+        """A new epoch from the metadata."""
+        self.leader, self.epoch = leader, epoch
+        self.fetch()
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    def close(self, then: Callable[[], None] | None = None) -> None:
+        """Files closed once the write in flight returns, then `then`."""
+        self._closed = True
+        self._timer.cancel()
+
+        def closed() -> None:
+            self.log.close()
+            if then is not None:
+                then()
+
+        if self._writing:
+            self._on_idle = closed
+        else:
+            closed()
+
+    def destroy(self) -> None:
+        self.close(lambda: self.log.destroy())

@@ -1,0 +1,239 @@
+"""Replicated streams on three `warren server` processes: chunks on every
+replica byte for byte, no confirmed message lost when the leader is
+killed with kill -9 while publishing, and a replica cut off catching up.
+
+The replicas' logs are read straight from each node's data directory
+(the segment files, parsed with queues/stream/chunk.py), so the test sees
+what each node has on disk, not what a proxy reports."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from cluster_procs import HttpError
+from proton import Described, Message, symbol, ulong
+from proton.reactor import Filter
+from proton.utils import BlockingConnection
+
+from amqp.message import Message as WarrenMessage
+from queues.stream.chunk import HEADER, ChunkHeader, decode_records
+
+pytestmark = pytest.mark.slow
+OFFSET_SPEC = symbol("rabbitmq:stream-offset-spec")
+
+
+def url(node) -> str:
+    return f"amqp://guest:guest@127.0.0.1:{node.amqp_port}"
+
+
+def declare(cluster, i: int, name: str, **arguments) -> None:
+    cluster[i].http("PUT", f"/api/queues/%2F/{name}", {"durable": True,
+                                                       "arguments": {"x-queue-type": "stream", **arguments}})  # fmt: skip
+
+
+def info(node, name: str) -> dict | None:
+    try:
+        return node.http("GET", f"/api/queues/%2F/{name}")
+    except (HttpError, OSError):
+        return None
+
+
+def leader_of(cluster, name: str) -> int | None:
+    """The index of the node whose stream says it leads (its own info has `members`)."""
+    for node in cluster.nodes:
+        if node.running:
+            q = info(node, name)
+            if q is not None and q.get("members") and q.get("leader") == node.id:
+                return node.index
+    return None
+
+
+def chunks_on(node, name: str) -> list[tuple[int, int, int, bytes]]:
+    """(first offset, count, CRC, data) of every intact chunk in the node's segment files, in order."""
+    digest = hashlib.sha256(f"/\0{name}".encode()).hexdigest()[:32]
+    directory = Path(node.data_dir) / "streams" / digest
+    out = []
+    for path in sorted(directory.glob("*.segment")):
+        raw = path.read_bytes()
+        pos = 0
+        while pos + HEADER.size <= len(raw):
+            header = ChunkHeader.parse(raw[pos:])
+            if header is None or pos + header.size > len(raw):
+                break
+            data = raw[pos + HEADER.size + header.bloom_len : pos + header.size]
+            out.append((header.first_offset, header.count, header.crc, data))
+            pos += header.size
+    return out
+
+
+def ids_on(node, name: str) -> list[int]:
+    ids = []
+    for first, count, crc, data in chunks_on(node, name):
+        header = ChunkHeader(0, 0, first, count, 0, len(data), crc)
+        ids.extend(int(WarrenMessage.from_bytes(r.payload).message_id) for r in decode_records(header, data))
+    return ids
+
+
+def same_everywhere(cluster, name: str) -> bool:
+    logs = [[c[:3] for c in chunks_on(node, name)] for node in cluster.nodes]
+    return bool(logs[0]) and all(log == logs[0] for log in logs)
+
+
+def test_a_stream_is_replicated_to_three_nodes_byte_for_byte(cluster):
+    declare(cluster, 0, "s-basic")
+    cluster.wait_for(lambda: leader_of(cluster, "s-basic"), 10, "the stream's leader")
+    q = info(cluster[leader_of(cluster, "s-basic")], "s-basic")
+    assert sorted(q["members"]) == sorted(n.id for n in cluster.nodes) and q["epoch"] == 1
+    conn = BlockingConnection(url(cluster[1]), timeout=10)
+    sender = conn.create_sender("/queues/s-basic")
+    for i in range(300):
+        sender.send(Message(id=i, body=f"m{i}", durable=True))  # returns once accepted: a majority has it
+    conn.close()
+    cluster.wait_for(lambda: same_everywhere(cluster, "s-basic"), 20, "identical logs on the three nodes")
+    logs = [chunks_on(node, "s-basic") for node in cluster.nodes]
+    assert logs[0] == logs[1] == logs[2]  # the chunk bytes themselves
+    assert ids_on(cluster[2], "s-basic") == list(range(300))
+
+
+def test_x_initial_cluster_size_places_fewer_replicas(cluster):
+    declare(cluster, 0, "s-two", **{"x-initial-cluster-size": 2})
+    cluster.wait_for(lambda: leader_of(cluster, "s-two"), 10, "the stream's leader")
+    assert len(info(cluster[leader_of(cluster, "s-two")], "s-two")["members"]) == 2
+
+
+def test_kill9_of_the_stream_leader_loses_no_confirmed_message(cluster):
+    declare(cluster, 0, "s-kill")
+    leader = cluster.wait_for(lambda: leader_of(cluster, "s-kill"), 10, "the stream's leader")
+    pub = next(i for i in range(3) if i != leader)
+    confirmed: list[int] = []
+    stop = threading.Event()
+
+    def publish() -> None:
+        n = 0
+        while not stop.is_set():
+            try:
+                conn = BlockingConnection(url(cluster[pub]), timeout=5)
+                sender = conn.create_sender("/queues/s-kill")
+                while not stop.is_set():
+                    sender.send(Message(id=n, body=f"m{n}", durable=True))
+                    confirmed.append(n)
+                    n += 1
+                conn.close()
+            except Exception:
+                n += 1  # its outcome is unknown: never counted as confirmed
+                time.sleep(0.2)
+
+    thread = threading.Thread(target=publish, daemon=True)
+    thread.start()
+    cluster.wait_for(lambda: len(confirmed) >= 300, 30, "300 confirmed before the kill")
+    cluster.kill9(leader)
+    killed_at = len(confirmed)
+    new_leader = cluster.wait_for(lambda: leader_of(cluster, "s-kill"), 30, "a new leader")
+    assert new_leader != leader
+    cluster.wait_for(lambda: len(confirmed) >= killed_at + 300, 60, "publishing resumed after the kill")
+    cluster.restart(leader)
+    stop.set()
+    thread.join(30)
+    assert info(cluster[new_leader], "s-kill")["epoch"] >= 2
+    cluster.wait_for(lambda: same_everywhere(cluster, "s-kill"), 30, "identical logs after the heal")
+    stored = ids_on(cluster[leader], "s-kill")  # the old leader, its tail cut to the new one's
+    lost = set(confirmed) - set(stored)
+    print(f"\nconfirmed {len(confirmed)}, stored {len(stored)}, killed at {killed_at}, lost {len(lost)}")
+    assert not lost
+    offsets = [c[:2] for c in chunks_on(cluster[leader], "s-kill")]
+    assert all(a[0] + a[1] == b[0] for a, b in zip(offsets, offsets[1:], strict=False))  # dense offsets
+
+
+def test_a_partitioned_replica_catches_up(cluster):
+    declare(cluster, 0, "s-cut")
+    leader = cluster.wait_for(lambda: leader_of(cluster, "s-cut"), 10, "the stream's leader")
+    cut = next(i for i in range(3) if i != leader)
+    conn = BlockingConnection(url(cluster[leader]), timeout=10)
+    sender = conn.create_sender("/queues/s-cut")
+    sender.send(Message(id=0, body="before", durable=True))
+    cluster.partition(cut)
+    for i in range(1, 200):
+        sender.send(Message(id=i, body=f"m{i}", durable=True))  # the other replica and the leader: a majority
+    assert len(ids_on(cluster[cut], "s-cut")) < 200
+    cluster.heal()
+    cluster.wait_for(lambda: same_everywhere(cluster, "s-cut"), 30, "the cut replica caught up")
+    assert ids_on(cluster[cut], "s-cut") == list(range(200))
+    conn.close()
+
+
+def receive_ids(receiver, n: int) -> list[int]:
+    got = []
+    for _ in range(n):
+        got.append(receiver.receive(timeout=15).id)
+        receiver.accept()
+    return got
+
+
+def test_consumers_on_a_follower_read_its_copy_and_a_node_without_one_is_served_over_the_transport(cluster):
+    declare(cluster, 0, "s-read", **{"x-initial-cluster-size": 2})
+    leader = cluster.wait_for(lambda: leader_of(cluster, "s-read"), 10, "the stream's leader")
+    members = info(cluster[leader], "s-read")["members"]
+    follower = next(n.index for n in cluster.nodes if n.id in members and n.index != leader)
+    outsider = next(n.index for n in cluster.nodes if n.id not in members)
+    far = BlockingConnection(url(cluster[outsider]), timeout=10)
+    far_receiver = far.create_receiver("/queues/s-read", credit=50)  # offset spec next: what comes after
+    conn = BlockingConnection(url(cluster[outsider]), timeout=10)  # published through a node without a copy
+    sender = conn.create_sender("/queues/s-read")
+    for i in range(100):
+        sender.send(Message(id=i, body=f"m{i}", durable=True))
+    conn.close()
+    assert receive_ids(far_receiver, 100) == list(range(100))
+    far.close()
+    # the offset spec of a consumer on a node without a copy travels to the leader with its attach
+    far = BlockingConnection(url(cluster[outsider]), timeout=10)
+    at_50 = Filter({OFFSET_SPEC: Described(OFFSET_SPEC, ulong(50))})
+    assert receive_ids(far.create_receiver("/queues/s-read", credit=20, options=at_50), 50) == list(range(50, 100))
+    # and an SQL filter under a key of the client's own, known by its descriptor
+    sql = Filter({OFFSET_SPEC: Described(OFFSET_SPEC, "first"),
+                  symbol("odd"): Described(symbol("amqp:sql-filter"), "properties.message_id > 94")})  # fmt: skip
+    sql_receiver = far.create_receiver("/queues/s-read", credit=20, options=sql, name="sql")
+    assert receive_ids(sql_receiver, 5) == list(range(95, 100))
+    far.close()
+    # the follower's consumer reads from `first` on its own copy
+    near = BlockingConnection(url(cluster[follower]), timeout=10)
+    options = Filter({OFFSET_SPEC: Described(OFFSET_SPEC, "first")})
+    receiver = near.create_receiver("/queues/s-read", credit=30, options=options)
+    assert receive_ids(receiver, 100) == list(range(100))
+    assert info(cluster[follower], "s-read")["message_stats"]["deliver"] == 100  # the follower served them
+    near.close()
+    assert ids_on(cluster[follower], "s-read") == list(range(100)) and ids_on(cluster[outsider], "s-read") == []
+
+
+def stream_dir(node, name: str) -> Path:
+    return Path(node.data_dir) / "streams" / hashlib.sha256(f"/\0{name}".encode()).hexdigest()[:32]
+
+
+def test_replicas_are_added_and_removed_and_a_new_one_copies_the_log(cluster):
+    declare(cluster, 0, "s-members", **{"x-initial-cluster-size": 1})
+    leader = cluster.wait_for(lambda: leader_of(cluster, "s-members"), 10, "the stream's leader")
+    conn = BlockingConnection(url(cluster[leader]), timeout=10)
+    sender = conn.create_sender("/queues/s-members")
+    for i in range(50):
+        sender.send(Message(id=i, body=f"m{i}", durable=True))
+    others = [n for n in cluster.nodes if n.index != leader]
+    cluster[leader].http("POST", "/api/quorum-queues/%2F/s-members/members", {"node": others[0].id})
+    cluster.wait_for(lambda: ids_on(others[0], "s-members") == list(range(50)), 20, "the new replica's copy")
+    # grow: every member that lacks a replica gets one; the stream goes on in its new epoch
+    rows = cluster[leader].http("POST", "/api/quorum-queues/grow", {"node": others[1].id})
+    assert [r["ok"] for r in rows if r["name"] == "s-members"] == [True]
+    q = info(cluster[leader], "s-members")
+    assert len(q["members"]) == 3 and q["epoch"] == 3
+    for i in range(50, 60):
+        sender.send(Message(id=i, body=f"m{i}", durable=True))
+    cluster.wait_for(lambda: same_everywhere(cluster, "s-members"), 20, "three identical copies")
+    with pytest.raises(HttpError):  # the leader cannot be removed while it leads
+        cluster[leader].http("DELETE", f"/api/quorum-queues/%2F/s-members/members/{cluster[leader].id}")
+    cluster[leader].http("DELETE", f"/api/quorum-queues/%2F/s-members/members/{others[0].id}")
+    cluster.wait_for(lambda: not stream_dir(others[0], "s-members").exists(), 10, "the removed replica's files gone")
+    sender.send(Message(id=60, body="m60", durable=True))  # two replicas: still a majority
+    conn.close()
+    assert len(info(cluster[leader], "s-members")["members"]) == 2

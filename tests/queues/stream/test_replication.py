@@ -1,0 +1,216 @@
+"""Stream replication on one event loop, with real files: a leader
+(StreamQueue + StreamLeader) and replicas (StreamReplica), the messages
+between them passed through their wire encoding by a router that can cut
+a replica off. Publishers are confirmed only once a majority has a chunk
+on disk; replicas hold the leader's bytes exactly; a replica with a tail
+the leader does not have cuts it."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+from queues.base import Outcome, QueueMessage
+from queues.stream import wire
+from queues.stream.config import StreamConfig
+from queues.stream.leader import StreamLeader
+from queues.stream.queue import StreamQueue
+from queues.stream.replica import StreamReplica
+from queues.stream.spec import ReadSpec
+from tests.queues.stream.test_stream_queue import Consumer, Host, body
+
+NODES = ("a", "b", "c")
+
+
+class Router:
+    """Delivers each message on the next loop turn, through encode/decode; `cut` nodes drop theirs."""
+
+    def __init__(self) -> None:
+        self.leader: StreamQueue | None = None
+        self.replicas: dict[str, StreamReplica] = {}
+        self.cut: set[str] = set()
+        self.sent: list[tuple[str, str, object]] = []
+
+    def sender(self, me: str):
+        def send(peer: str, message: object) -> None:
+            if me in self.cut or peer in self.cut:
+                return
+            data = wire.encode(message)
+            self.sent.append((me, peer, message))
+            asyncio.get_running_loop().call_soon(self.deliver, me, peer, data)
+
+        return send
+
+    def deliver(self, sender: str, peer: str, data: bytes) -> None:
+        if sender in self.cut or peer in self.cut:
+            return
+        msg = wire.decode(data)
+        if isinstance(msg, wire.Fetch) and self.leader is not None:
+            self.leader.role.on_fetch(sender, msg)
+        elif isinstance(msg, wire.Chunks):
+            self.replicas[peer].on_chunks(msg)
+        elif isinstance(msg, wire.Truncate):
+            self.replicas[peer].on_truncate(msg)
+
+
+def make(tmp_path, router: Router, leader="a", epoch=1, replicas=NODES) -> StreamQueue:
+    loop = asyncio.get_running_loop()
+    queue = StreamQueue("/", "s", {}, str(tmp_path / leader), Host(), loop)
+    queue.role = StreamLeader(queue, leader, epoch, replicas, router.sender(leader))
+    queue.committed_end = queue.log.first_offset if len(replicas) > 1 else queue.log.next_offset
+    router.leader = queue
+    for node in replicas:
+        if node != leader:
+            rep = StreamReplica("/", "s", str(tmp_path / node), StreamConfig(), leader, epoch, router.sender(node),
+                                loop)  # fmt: skip
+            router.replicas[node] = rep
+            rep.fetch()
+    return queue
+
+
+async def publish(queue: StreamQueue, n: int, start: int = 0) -> tuple[list[Outcome], asyncio.Event]:
+    outcomes: list[Outcome] = []
+    done = asyncio.Event()
+
+    def confirm(outcome: Outcome) -> None:
+        outcomes.append(outcome)
+        if len(outcomes) == n:
+            done.set()
+
+    for i in range(start, start + n):
+        queue.publish(QueueMessage(i, body(i), True, None, 0, False, "", ["s"]), confirm)
+    return outcomes, done
+
+
+async def until(predicate, what: str, timeout: float = 10.0) -> None:
+    async with asyncio.timeout(timeout):
+        while not predicate():
+            await asyncio.sleep(0.01)
+
+
+def chunk_bytes(log) -> list[bytes]:
+    out, offset = [], log.first_offset
+    while (ref := log.chunk_for(offset)) is not None:
+        out.append(log.chunk_bytes(ref))
+        offset = ref.next_offset
+    return out
+
+
+def test_a_majority_confirms_and_replicas_hold_the_leaders_bytes(tmp_path):
+    async def main():
+        router = Router()
+        router.cut.add("c")  # one replica of three away: a majority (a, b) remains
+        queue = make(tmp_path, router)
+        outcomes, done = await publish(queue, 500)
+        await done.wait()
+        assert set(outcomes) == {Outcome.ACCEPTED} and queue.committed_end == 500
+        b = router.replicas["b"]
+        await until(lambda: b.committed_end == 500, "b learns the committed end")
+        assert chunk_bytes(b.log) == chunk_bytes(queue.log)
+        # c comes back and catches up with many chunks, in bounded batches
+        router.cut.clear()
+        await until(lambda: router.replicas["c"].log.next_offset == 500, "c catches up")
+        assert chunk_bytes(router.replicas["c"].log) == chunk_bytes(queue.log)
+        assert router.replicas["c"].log_epoch == 1
+        sizes = [sum(map(len, m.chunks)) for _, _, m in router.sent if isinstance(m, wire.Chunks)]
+        assert max(sizes) <= wire.BATCH_BYTES + (1 << 20)
+
+    asyncio.run(main())
+
+
+def test_without_a_majority_nothing_is_confirmed_or_readable(tmp_path):
+    async def main():
+        router = Router()
+        router.cut.update({"b", "c"})
+        queue = make(tmp_path, router)
+        consumer = Consumer()
+        queue.attach_reader(consumer, ReadSpec("first"))
+        queue.credit(consumer, 0, 100, False, False)
+        outcomes, done = await publish(queue, 10)
+        await until(lambda: queue.log.next_offset == 10, "the leader's own write")
+        await asyncio.sleep(0.05)
+        assert outcomes == [] and consumer.got == [] and queue.committed_end == 0
+        router.cut.clear()
+        for rep in router.replicas.values():
+            rep.fetch()  # what the retry timer does
+        await done.wait()
+        assert set(outcomes) == {Outcome.ACCEPTED}
+        await until(lambda: len(consumer.got) == 10, "the reader reads the committed messages")
+        assert [m.seq for m in consumer.got] == list(range(10))
+
+    asyncio.run(main())
+
+
+def test_a_replica_truncates_a_tail_the_new_leader_does_not_have(tmp_path):
+    async def main():
+        router = Router()
+        old = make(tmp_path, router)
+        _, done = await publish(old, 100)
+        await done.wait()
+        await until(lambda: all(r.log.next_offset == 100 for r in router.replicas.values()), "replicated")
+        # the leader writes a tail only it has, then dies
+        router.cut.update({"b", "c"})
+        await publish(old, 50, 100)
+        await until(lambda: old.log.next_offset == 150, "the old leader's unreplicated tail")
+        old.close()
+        for rep in router.replicas.values():
+            rep.close()
+        router.cut.clear()
+        # b leads epoch 2 and takes new publishes; a (the old leader) follows it
+        router.replicas = {}
+        queue = StreamQueue("/", "s", {}, str(tmp_path / "b"), Host(), asyncio.get_running_loop())
+        queue.role = StreamLeader(queue, "b", 2, NODES, router.sender("b"))
+        queue.committed_end = 100
+        router.leader = queue
+        for node in ("a", "c"):
+            rep = router.replicas[node] = StreamReplica("/", "s", str(tmp_path / node), StreamConfig(), "b", 2,
+                                                        router.sender(node), asyncio.get_running_loop())  # fmt: skip
+            rep.fetch()
+        outcomes, done = await publish(queue, 30, 1000)
+        await done.wait()
+        assert set(outcomes) == {Outcome.ACCEPTED}
+        await until(lambda: all(r.log.next_offset == 130 for r in router.replicas.values()), "every replica at 130")
+        assert any(isinstance(m, wire.Truncate) and m.offset == 100 for _, _, m in router.sent)
+        for rep in router.replicas.values():
+            assert chunk_bytes(rep.log) == chunk_bytes(queue.log)
+        assert sorted(os.listdir(tmp_path / "a")) == sorted(os.listdir(tmp_path / "b"))
+
+    asyncio.run(main())
+
+
+def test_a_stopped_replica_takes_nothing_more_of_its_epoch(tmp_path):
+    async def main():
+        router = Router()
+        queue = make(tmp_path, router)
+        _, done = await publish(queue, 20)
+        await done.wait()
+        b, c = router.replicas["b"], router.replicas["c"]
+        await until(lambda: b.log.next_offset == 20 and c.log.next_offset == 20, "replicated")
+        assert b.stop(1) == (1, 20) and c.stop(1) == (1, 20)
+        outcomes, _ = await publish(queue, 5, 20)
+        await until(lambda: queue.log.next_offset == 25, "the leader's own write")
+        await asyncio.sleep(0.1)
+        assert outcomes == [] and b.log.next_offset == 20 and queue.committed_end == 20
+
+    asyncio.run(main())
+
+
+def test_replicas_apply_retention_as_the_leader_does(tmp_path):
+    async def main():
+        router = Router()
+        loop = asyncio.get_running_loop()
+        arguments = {"x-max-length-bytes": 20_000, "x-stream-max-segment-size-bytes": 4_000}
+        queue = StreamQueue("/", "s", arguments, str(tmp_path / "a"), Host(), loop)
+        queue.role = StreamLeader(queue, "a", 1, ("a", "b"), router.sender("a"))
+        router.leader = queue
+        b = router.replicas["b"] = StreamReplica("/", "s", str(tmp_path / "b"), StreamConfig.from_arguments(arguments),
+                                                 "a", 1, router.sender("b"), loop)  # fmt: skip
+        b.fetch()
+        for start in range(0, 2000, 100):  # many small chunks, many segments
+            _, done = await publish(queue, 100, start)
+            await done.wait()
+        await until(lambda: b.log.next_offset == 2000, "b has everything")
+        assert queue.log.first_offset > 0 and b.log.first_offset > 0
+        assert b.log.bytes <= 20_000 + 4_000 and len(b.log.segments) == len(queue.log.segments)
+
+    asyncio.run(main())
