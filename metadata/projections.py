@@ -3,10 +3,12 @@ machine and never reading Raft (RabbitMQ keeps ETS projections of Khepri for
 the same reason).
 
 - per vhost, a `RoutingTable` (routing/table.py) fed from exchanges,
-  bindings and queues: the node routes a publish with it to queue names,
-  then looks each name up in its vhost's queue objects (node/vhosts/vhost.py),
-  where a queue another node hosts is a proxy that knows its leader and
-  replicas (node/vhosts/remote_queue.py);
+  bindings and queues: the node routes a publish with it to queue names
+  (`targets`: a tuple remembered per exchange and key until the table
+  changes, routing/route_memo.py), then looks each name up once in its
+  vhost's queue objects (node/vhosts/vhost.py), where a queue another node
+  hosts is a proxy that knows its leader and replicas
+  (node/vhosts/remote_queue.py): one lookup per target queue;
 - users and permissions, readable with routing/users.py's Authenticator API
   (`users`, `permission(user, vhost)`), and pushed into an Authenticator
   when one is attached (so its password-check cache is invalidated too);

@@ -41,6 +41,7 @@ from routing.model import (
     Exchange,
     ExchangeType,
 )
+from routing.route_memo import KEY_DETERMINED, RouteMemo
 
 QUEUE = DestinationKind.QUEUE
 EXCHANGE = DestinationKind.EXCHANGE
@@ -117,6 +118,7 @@ class RoutingTable:
             choice = _local_first(choice, is_local, vhost)
         self._choice = choice
         self._queues: set[str] = set()
+        self._memo = RouteMemo()  # cleared by every change below
         self._exchanges: dict[str, _ExchangeState] = {}
         # Bindings indexed both ways; dicts used as insertion-ordered sets.
         self._by_source: dict[str, dict[Binding, None]] = {}
@@ -135,6 +137,7 @@ class RoutingTable:
         if name in self._queues:
             return False
         self._queues.add(name)
+        self._memo.clear()
         return True
 
     def remove_queue(self, name: str) -> bool:
@@ -142,6 +145,7 @@ class RoutingTable:
         if name not in self._queues:
             return False
         self._queues.discard(name)
+        self._memo.clear()
         self._remove_bindings(list(self._by_destination.get(Destination(QUEUE, name), ())))
         return True
 
@@ -184,6 +188,7 @@ class RoutingTable:
         if len(name.encode()) > MAX_NAME_BYTES:
             raise InvalidArgument(f"exchange name longer than {MAX_NAME_BYTES} bytes")
         self._exchanges[name] = _ExchangeState(wanted, new_index(exchange_type, self._choice))
+        self._memo.clear()
         return wanted
 
     def delete_exchange(self, name: str, *, if_unused: bool = False) -> bool:
@@ -196,6 +201,7 @@ class RoutingTable:
         if if_unused and name in self._by_source:
             raise PreconditionFailed(f"exchange '{name}' in vhost '{self.vhost}' in use")
         del self._exchanges[name]
+        self._memo.clear()
         outgoing = self._by_source.get(name, {})
         incoming = self._by_destination.get(Destination(EXCHANGE, name), {})
         # dict.fromkeys: a self-binding is in both lists.
@@ -215,6 +221,7 @@ class RoutingTable:
             return
         own = state.exchange.alternate_exchange
         state.alternate = own if own is not None else alternate
+        self._memo.clear()
 
     def alternate_exchange(self, name: str) -> str | None:
         """The alternate exchange routing follows for `name`: its argument, or a policy's."""
@@ -253,6 +260,7 @@ class RoutingTable:
         bindings[binding] = None
         self._by_destination.setdefault(binding.target, {})[binding] = None
         index.add(binding)
+        self._memo.clear()
         if binding.destination_kind is EXCHANGE:
             state.exchange_bindings += 1
         return True
@@ -321,6 +329,19 @@ class RoutingTable:
             return {name for _, name in dests}
         return self._walk(exchange, state, dests, routing_key, headers)
 
+    def targets(self, exchange: str, routing_key: str, headers: Headers = None) -> tuple[str, ...]:
+        """As `route`, as a tuple remembered per (exchange, key) while nothing
+        changes (routing/route_memo.py): the publish path's lookup."""
+        if exchange == DEFAULT_EXCHANGE:
+            return (routing_key,) if routing_key in self._queues else ()
+        names = self._memo.routes.get((exchange, routing_key))
+        if names is None:
+            names = tuple(self.route(exchange, routing_key, headers))
+            state = self._exchanges[exchange]  # route() raised NotFound otherwise
+            if state.exchange.type in KEY_DETERMINED and state.exchange_bindings == 0 and state.alternate is None:
+                self._memo.put(exchange, routing_key, names)
+        return names
+
     def _walk(
         self,
         exchange: str,
@@ -374,6 +395,7 @@ class RoutingTable:
         """Unlink stored bindings, then auto-delete the sources left without
         any binding (which unlinks more bindings, and so on)."""
         pending = [b.source for b in bindings]
+        self._memo.clear()
         for binding in bindings:
             self._unlink(binding)
         while pending:

@@ -22,6 +22,7 @@ from amqp.events import Delivery
 from amqp.message import Message
 from amqp.types import Symbol
 from node.client import topic_access
+from node.client.delivery_bytes import delivery_payload
 from queues.base import ACCEPT, REJECT, RELEASE, Outcome, Queue, QueueMessage, Settlement
 from queues.volatile import is_volatile
 from routing import address
@@ -33,15 +34,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("warren.links")
 _seq_tag = struct.Struct(">Q")
-_SECTION = b"\x00\x53"  # a section descriptor, as smallulong
-_HEADER = _SECTION + b"\x70"
-_DELIVERY_ANNOTATIONS = _SECTION + b"\x71"
-_MESSAGE_ANNOTATIONS = _SECTION + b"\x72"
-_X_EXCHANGE = Symbol("x-exchange")
-_X_ROUTING_KEY = Symbol("x-routing-key")
-_PREFIX_CACHE_MAX = 1024
-# (header as published, exchange, routing key) -> header and annotations as delivered
-_prefix_cache: dict[tuple[bytes, str, str], bytes] = {}
 ACCEPTED = d.Accepted()
 RELEASED = d.Released()
 
@@ -188,7 +180,8 @@ class _Confirm:
         self.worst = Outcome.ACCEPTED  # unknown by any queue beats rejected beats released beats accepted
 
     def confirm(self, outcome: Outcome) -> None:
-        if _RANK[outcome] > _RANK[self.worst]:
+        # identity first: hashing an Enum member runs Python code, and nearly every outcome is accepted
+        if outcome is not Outcome.ACCEPTED and _RANK[outcome] > _RANK[self.worst]:
             self.worst = outcome
         self.left -= 1
         if self.left == 0:
@@ -321,68 +314,6 @@ class QueueConsumer:
             link.detach(closed=True, condition=condition, description=description)
             self.handler._link_gone(link)
             self.handler.schedule_flush()
-
-
-def delivery_payload(message: QueueMessage) -> bytes:
-    """The bytes a consumer receives, as RabbitMQ sends them: the header says
-    first-acquirer (false on a redelivery) and the delivery-count, and the
-    message annotations carry x-exchange and x-routing-key (clients such as
-    rabbitmq-amqp-python-client rely on annotations being there) merged with
-    any that modified outcomes added. Delivery annotations are dropped.
-
-    A first delivery of a message whose header and destination repeat (the
-    common case) costs a dictionary lookup: the new header and annotations
-    are encoded once per distinct (header, exchange, routing key)."""
-    payload = message.payload
-    routing_key = message.routing_keys[0] if message.routing_keys else ""
-    if not (message.acquired or message.delivery_count or message.annotations):
-        end = _plain_header_end(payload)
-        if end is not None:
-            key = (payload[:end], message.exchange, routing_key)
-            prefix = _prefix_cache.get(key)
-            if prefix is None:
-                prefix = Message.from_bytes(key[0]).to_delivery_bytes(
-                    {"first_acquirer": True}, _routing_annotations(message.exchange, routing_key)
-                )
-                if not is_volatile(routing_key):  # a reply address repeats rarely: it would only churn the cache
-                    if len(_prefix_cache) >= _PREFIX_CACHE_MAX:
-                        _prefix_cache.clear()
-                    _prefix_cache[key] = prefix
-            return prefix + payload[end:]
-    changes = {"first_acquirer": not message.acquired}
-    if message.delivery_count:
-        changes["delivery_count"] = message.delivery_count
-    annotations = _routing_annotations(message.exchange, routing_key)
-    if message.annotations:
-        annotations.update(message.annotations)
-    return Message.from_bytes(payload).to_delivery_bytes(changes, annotations)
-
-
-def _routing_annotations(exchange: str, routing_key: str) -> dict:
-    return {_X_EXCHANGE: exchange, _X_ROUTING_KEY: routing_key}
-
-
-def _plain_header_end(payload: bytes) -> int | None:
-    """Where the header section ends (0 without one), when nothing but the
-    bare message follows it; None when annotations need merging."""
-    if payload[:3] == _HEADER:
-        code = payload[3] if len(payload) > 3 else -1
-        if code == 0x45:  # list0
-            end = 4
-        elif code == 0xC0:  # list8
-            end = 5 + payload[4]
-        elif code == 0xD0:  # list32
-            end = 8 + int.from_bytes(payload[4:8], "big")
-        else:
-            return None
-    else:
-        end = 0
-    following = payload[end : end + 3]
-    if following[:2] != _SECTION and following:
-        return None
-    if following in (_DELIVERY_ANNOTATIONS, _MESSAGE_ANNOTATIONS):
-        return None
-    return end
 
 
 def settlement_of(state: Any, settled: bool) -> Settlement | None:

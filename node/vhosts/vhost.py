@@ -204,8 +204,8 @@ class VHost:
     def route(self, exchange: str, routing_key: str, headers: Headers) -> list[Queue]:
         """`headers`: the application-properties, or a function that decodes
         them when a headers exchange needs them."""
-        names = self.routing.route(exchange, routing_key, headers)
-        return [self.queues[n] for n in names if n in self.queues]
+        get = self.queues.get  # one lookup per target queue (the table remembers the names per key)
+        return [q for q in map(get, self.routing.targets(exchange, routing_key, headers)) if q is not None]
 
     # ------------------------------------------------------------ QueueHost
 

@@ -54,6 +54,30 @@ def filter_value_of(payload: bytes) -> str | None:
     return value if isinstance(value, str) else None
 
 
+class _LastRecord:
+    """The record last encoded, by payload identity: a fanout hands every stream it
+    reaches the same payload object with the same exchange and key, so the second and
+    third stream reuse the first one's record and filter value."""
+
+    __slots__ = ("payload", "exchange", "key", "value", "record")
+
+    def __init__(self) -> None:
+        self.payload: bytes | None = None
+        self.exchange = self.key = ""
+        self.value: str | None = None
+        self.record = b""
+
+    def get(self, payload: bytes, exchange: str, key: str) -> tuple[str | None, bytes]:
+        if payload is not self.payload or exchange != self.exchange or key != self.key:
+            self.value = filter_value_of(payload)
+            self.record = encode_record(exchange, key, self.value, payload)
+            self.payload, self.exchange, self.key = payload, exchange, key
+        return self.value, self.record
+
+
+_last_record = _LastRecord()
+
+
 class StreamQueue(Queue):
     type_name = "stream"
 
@@ -87,10 +111,8 @@ class StreamQueue(Queue):
                 confirm(Outcome.RELEASED)
             return
         self.stats.published += 1
-        payload = message.payload
-        value = filter_value_of(payload)
         key = message.routing_keys[0] if message.routing_keys else ""
-        record = encode_record(message.exchange, key, value, payload)
+        value, record = _last_record.get(message.payload, message.exchange, key)
         self._records.append(record)
         self._filter_values.append(value)
         self._confirms.append(confirm)

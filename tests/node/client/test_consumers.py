@@ -14,7 +14,7 @@ from raw_client import RawClient
 
 from amqp import definitions as d
 from amqp.message import Message as WireMessage
-from node.client.links import delivery_payload
+from node.client.delivery_bytes import delivery_payload
 from queues.base import QueueMessage
 
 
