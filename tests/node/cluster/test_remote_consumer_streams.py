@@ -59,6 +59,6 @@ def test_a_consumer_attached_while_the_queue_node_cannot_answer_gets_every_messa
         got.append(message.id)
         receiver.accept()
     assert got == list(range(30))
-    cluster.wait_for(lambda: queue_info(owner)["messages"] == 0, 10, "every message settled on the queue's node")
-    consumer.close()
+    consumer.close()  # sends the last accepts before it detaches, which would return what is unsettled
     publisher.close()
+    cluster.wait_for(lambda: queue_info(owner)["messages"] == 0, 10, "every message settled on the queue's node")
