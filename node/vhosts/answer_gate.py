@@ -40,10 +40,14 @@ class AnswerGate:
     def admit(self, peer: str, messages: list) -> bool:
         """True: handle `messages` now; else they were held (behind earlier ones)."""
         held = self._held.get(peer)
+        stream = self.transport.epoch_from(peer)
+        if held is not None and held[0] != stream:  # they came on a stream that a newer one replaced
+            del self._held[peer]
+            held = None
         if held is None:
             if self.transport.epoch_to(peer) is not None:
                 return True
-            held = self._held[peer] = (self.transport.epoch_from(peer), [])
+            held = self._held[peer] = (stream, [])
             self.connect(peer)
             self.loop.create_task(self._release(peer, held))
         held[1].extend(messages)
