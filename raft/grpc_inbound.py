@@ -96,7 +96,7 @@ class InboundStreams:
             await context.abort(grpc.StatusCode.UNAUTHENTICATED, str(e))
         if peer == nt.node_id:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "stream from a node with this node's id")
-        if nt.is_partitioned(peer):
+        if nt.refuses_streams_from(peer):
             nt.stats.partition_refusals += 1
             await context.abort(grpc.StatusCode.UNAVAILABLE, "partitioned")
         last = self.last_epoch.get(peer, 0)

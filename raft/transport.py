@@ -178,6 +178,7 @@ class NodeTransport:
         self._links: dict[str, PeerLink] = {}
         self.inbound = InboundStreams(self)  # the peers' streams to us (grpc_inbound.py)
         self._partitioned: set[str] = set()
+        self._outbound_only: set[str] = set()  # partitioned one way: their streams to us still accepted
         self.outbound = Outbound(self)  # this loop turn's messages, sealed and gated (outbound.py)
         self._watchdog_task: asyncio.Task | None = None
         self._tasks: set[asyncio.Task] = set()
@@ -345,19 +346,26 @@ class NodeTransport:
 
     # -- fault switch --------------------------------------------------------------
 
-    def partition(self, peers: Iterable[str]) -> None:
-        """Drop all traffic to and from `peers` until `heal`."""
+    def partition(self, peers: Iterable[str], inbound: bool = True) -> None:
+        """Drop all traffic to and from `peers` until `heal`; with `inbound`
+        False only ours to them (their streams to us go on: a one-way fault)."""
         for peer in peers:
             self._partitioned.add(peer)
+            if inbound:
+                self._outbound_only.discard(peer)
+            else:
+                self._outbound_only.add(peer)
             link = self._links.get(peer)
             if link is not None:
                 link.kill("partitioned")
-            self.inbound.cut(peer, "partitioned")
+            if inbound:
+                self.inbound.cut(peer, "partitioned")
 
     def heal(self, peers: Iterable[str] | None = None) -> None:
         """Undo `partition` for `peers` (default: all)."""
         healed = set(self._partitioned) if peers is None else set(peers) & self._partitioned
         self._partitioned -= healed
+        self._outbound_only -= healed
         for peer in healed:
             link = self._links.get(peer)
             if link is not None:
@@ -365,6 +373,9 @@ class NodeTransport:
 
     def is_partitioned(self, peer: str) -> bool:
         return peer in self._partitioned
+
+    def refuses_streams_from(self, peer: str) -> bool:
+        return peer in self._partitioned and peer not in self._outbound_only
 
     @property
     def partitioned(self) -> frozenset[str]:

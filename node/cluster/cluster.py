@@ -353,10 +353,11 @@ class Cluster:
 
     # -- fault switch (tests) ------------------------------------------------------------------
 
-    def partition(self, peers: list[str] | None = None) -> list[str]:
-        """Cut this node off from `peers` (default: every other member) until `heal`."""
+    def partition(self, peers: list[str] | None = None, inbound: bool = True) -> list[str]:
+        """Cut this node off from `peers` (default: every other member) until `heal`;
+        with `inbound` False only its streams to them (a one-way fault)."""
         cut = [p for p in (peers if peers is not None else self.members()) if p != self.node_id]
-        self.transport.partition(cut)
+        self.transport.partition(cut, inbound)
         return cut
 
     def heal(self, peers: list[str] | None = None) -> None:

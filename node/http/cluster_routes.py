@@ -13,7 +13,8 @@
 
 Test-only, answered 404 unless the node runs with --enable-test-faults:
 
-    POST /api/cluster/test/partition    {"peers": [...]} (default: every other member)
+    POST /api/cluster/test/partition    {"peers": [...]} (default: every other member),
+                                        "outbound_only": true cuts only this node's streams to them
     POST /api/cluster/test/heal         {"peers": [...]} (default: all)
     PUT  /api/cluster/test/kv/{key}     {"value", "idempotency_key", "timeout"}: commit a Put
     GET  /api/cluster/test/kv/{key}     ?consistent=true fences first; 404 for a missing key
@@ -140,7 +141,8 @@ async def forget_cluster_node(request: web.Request) -> web.Response:
 @access(ADMIN)
 async def partition(request: web.Request) -> web.Response:
     cluster = _test_cluster(request)
-    cut = cluster.partition(_peers(await read_body(request)))
+    body = await read_body(request)
+    cut = cluster.partition(_peers(body), inbound=not body.get("outbound_only", False))
     return json_response(request, {"partitioned": cut})
 
 

@@ -60,6 +60,7 @@ from queues.base import ConfirmCallback, Consumer, Outcome, Queue, QueueArgument
 from queues.stream.spec import ReadSpec
 
 from . import proxy_records
+from .answer_gate import AnswerGate
 from .metadata_store import MetadataUnavailable
 
 if TYPE_CHECKING:
@@ -181,10 +182,12 @@ async def refresh_counts(queues: Any, timeout: float = COUNT_WAIT) -> None:
 class RemoteConsumer:
     """A consumer link of another node, as the queue here sees it."""
 
-    __slots__ = ("service", "peer", "cid", "presettled", "queue")
+    __slots__ = ("service", "peer", "cid", "presettled", "queue", "streams")
 
     def __init__(self, service: QueueService, peer: str, cid: int, presettled: bool, queue: Queue):
         self.service, self.peer, self.cid, self.presettled, self.queue = service, peer, cid, presettled, queue
+        # (the peer's stream to us, ours to it) when it attached: it lives while both do
+        self.streams = service.streams_with(peer)
 
     def deliver(self, queue: Queue, m: QueueMessage) -> None:
         self.service.send(self.peer, ["deliver", self.cid, m.seq, m.payload, m.delivery_count, m.acquired, m.durable,
@@ -221,6 +224,7 @@ class QueueService:
         self._counting: dict[int, asyncio.Future] = {}  # req -> the answer to a "count"
         # this node as the queue's side
         self.served: dict[tuple[str, int], RemoteConsumer] = {}  # (peer, cid) ->
+        self._gate = AnswerGate(self.transport, broker.loop, self._handle, self._pin)
 
     def close(self) -> None:
         if self._peer_down in self.transport.on_peer_down:
@@ -229,9 +233,7 @@ class QueueService:
     def send(self, peer: str, message: list) -> bool:
         """Queue `message` for `peer`, sent at the end of this loop turn with the
         turn's others; False if there is no stream to the peer now."""
-        if peer not in self._pinned:  # keep a stream to the peer even if no group shares it
-            self._pinned.add(peer)
-            self.transport.add_peer(peer)
+        self._pin(peer)
         transport = self.transport
         epoch = transport.epoch_to(peer)
         if epoch is None or transport.failed is not None or transport.is_partitioned(peer):
@@ -246,6 +248,15 @@ class QueueService:
             self._flush_scheduled = True
             self.broker.loop.call_soon(self._flush)
         return True
+
+    def _pin(self, peer: str) -> None:
+        if peer not in self._pinned:  # keep a stream to the peer even if no group shares it
+            self._pinned.add(peer)
+            self.transport.add_peer(peer)
+
+    def streams_with(self, peer: str) -> tuple[int | None, int | None]:
+        """The epochs of the peer's stream to us and ours to it (None: none now)."""
+        return self.transport.epoch_from(peer), self.transport.epoch_to(peer)
 
     def _flush(self) -> None:
         """Hand this turn's messages to the transport: one record per peer (and
@@ -362,17 +373,20 @@ class QueueService:
         except Exception as e:
             log.warning("dropped a malformed %s message from %s: %s", CHANNEL, peer, e)
             return
-        handlers = self._HANDLERS
-        for message in messages:
-            try:
-                handler = handlers[message[0]]
-            except Exception:
-                log.warning("dropped a malformed %s message from %s", CHANNEL, peer)
-                continue
-            try:
-                handler(self, peer, *message[1:])
-            except Exception:
-                log.exception("handling %r from %s failed", message[0], peer)
+        if self._gate.admit(peer, messages):  # else they wait for a stream to answer on (answer_gate.py)
+            for message in messages:
+                self._handle(peer, message)
+
+    def _handle(self, peer: str, message: list) -> None:
+        try:
+            handler = self._HANDLERS[message[0]]
+        except Exception:
+            log.warning("dropped a malformed %s message from %s", CHANNEL, peer)
+            return
+        try:
+            handler(self, peer, *message[1:])
+        except Exception:
+            log.exception("handling %r from %s failed", message[0], peer)
 
     # the queue's side
 
@@ -398,6 +412,9 @@ class QueueService:
         if queue is None:
             self.send(peer, ["gone", cid, Condition.NOT_FOUND, f"no queue '{name}' in vhost '{vhost}' on this node"])
             return
+        earlier = self.served.pop((peer, cid), None)
+        if earlier is not None:  # an earlier incarnation of the peer (cids restart at 1), its end not yet seen
+            earlier.queue.detach_consumer(earlier)
         consumer = self.served[(peer, cid)] = RemoteConsumer(self, peer, cid, presettled, queue)
         if stream_filters is not None and hasattr(queue, "attach_reader"):
             try:
@@ -503,7 +520,11 @@ class QueueService:
             self._confirms.pop(corr)[1](Outcome.UNKNOWN)
         for cid in [c for c, (_, _, target) in self._consumers.items() if target == peer]:
             self._unreachable(cid)
-        for key in [k for k in self.served if k[0] == peer]:
+        self._gate.peer_down(peer)
+        # the consumers that came on the stream that ended, or were sent to on it (not those of a
+        # newer incarnation of the peer, attached before the older one's end was seen)
+        streams = self.streams_with(peer)
+        for key in [k for k, c in self.served.items() if k[0] == peer and c.streams != streams]:
             consumer = self.served.pop(key)
             consumer.queue.detach_consumer(consumer)  # its unsettled messages return to the queue
 

@@ -268,6 +268,22 @@ def test_partition_drops_traffic_both_ways_until_heal():
     uvloop.run(main())
 
 
+def test_an_outbound_only_partition_keeps_the_peers_stream_to_us():
+    async def main():
+        async with nodes(2) as (a, b):
+            got_a = collect(a)
+            a.partition([b.node_id], inbound=False)
+            assert not a.is_connected(b.node_id) and not a.send_node_message(b.node_id, "x", b"lost")
+            assert a.epoch_from(b.node_id) is not None  # b's stream to a was not cut
+            assert b.send_node_message(a.node_id, "x", b"still arrives")
+            await until(lambda: got_a, what="b's message through its stream")
+            a.heal()
+            await until(lambda: a.is_connected(b.node_id), what="healed")
+            assert [p for _, _, p, _ in got_a] == [b"still arrives"]
+
+    uvloop.run(main())
+
+
 # -- batching --------------------------------------------------------------------------------
 
 
