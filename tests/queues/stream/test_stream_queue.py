@@ -5,7 +5,6 @@ nothing, and reading a long log in bounded turns."""
 from __future__ import annotations
 
 import asyncio
-import time
 
 import pytest
 
@@ -15,34 +14,7 @@ from queues.stream import readers
 from queues.stream.queue import StreamQueue
 from queues.stream.spec import ReadSpec
 
-
-class Host:
-    def now_ms(self) -> int:
-        return int(time.time() * 1000)
-
-    def call_later(self, delay_s, fn):
-        return asyncio.get_running_loop().call_later(delay_s, fn)
-
-
-class Consumer:
-    presettled = False
-
-    def __init__(self) -> None:
-        self.got: list[QueueMessage] = []
-        self.replies: list[tuple] = []
-        self.deleted = False
-        self.event = asyncio.Event()
-
-    def deliver(self, queue, message) -> None:
-        self.got.append(message)
-        self.event.set()
-
-    def credit_reply(self, delivery_count, credit, available, drain) -> None:
-        self.replies.append((delivery_count, credit, available, drain))
-        self.event.set()
-
-    def queue_deleted(self) -> None:
-        self.deleted = True
+from .stream_fakes import Consumer, Host, publish_payloads, until
 
 
 def body(i: int) -> bytes:
@@ -50,24 +22,7 @@ def body(i: int) -> bytes:
 
 
 async def publish(stream: StreamQueue, n: int, start: int = 0) -> list[Outcome]:
-    outcomes: list[Outcome] = []
-    done = asyncio.Event()
-
-    def confirm(outcome: Outcome) -> None:
-        outcomes.append(outcome)
-        if len(outcomes) == n:
-            done.set()
-
-    for i in range(start, start + n):
-        stream.publish(QueueMessage(0, body(i), True, exchange="", routing_keys=["k"]), confirm)
-    await done.wait()
-    return outcomes
-
-
-async def until(consumer: Consumer, predicate) -> None:
-    while not predicate():
-        consumer.event.clear()
-        await asyncio.wait_for(consumer.event.wait(), 10)
+    return await publish_payloads(stream, (body(i) for i in range(start, start + n)))
 
 
 def run(coro):

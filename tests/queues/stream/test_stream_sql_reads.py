@@ -5,63 +5,18 @@ against the reader's per-turn budget so a selective filter yields the loop."""
 from __future__ import annotations
 
 import asyncio
-import time
 
 from amqp.message import Message
 from amqp.types import Symbol
-from queues.base import QueueMessage
 from queues.stream import readers
 from queues.stream.queue import StreamQueue
 from queues.stream.spec import FILTERED_MESSAGE_COST, ReadSpec
 
-
-class Host:
-    def now_ms(self) -> int:
-        return int(time.time() * 1000)
-
-    def call_later(self, delay_s, fn):
-        return asyncio.get_running_loop().call_later(delay_s, fn)
-
-
-class Consumer:
-    presettled = False
-
-    def __init__(self) -> None:
-        self.got: list[QueueMessage] = []
-        self.replies: list[tuple] = []
-        self.event = asyncio.Event()
-
-    def deliver(self, queue, message) -> None:
-        self.got.append(message)
-        self.event.set()
-
-    def credit_reply(self, delivery_count, credit, available, drain) -> None:
-        self.replies.append((delivery_count, credit, available, drain))
-        self.event.set()
-
-    def queue_deleted(self) -> None:
-        pass
-
-
-async def until(consumer: Consumer, predicate) -> None:
-    while not predicate():
-        consumer.event.clear()
-        await asyncio.wait_for(consumer.event.wait(), 10)
+from .stream_fakes import Consumer, Host, publish_payloads, until
 
 
 async def publish_numbered(stream: StreamQueue, n: int) -> None:
-    done = asyncio.Event()
-    confirmed = []
-
-    def confirm(outcome) -> None:
-        confirmed.append(outcome)
-        if len(confirmed) == n:
-            done.set()
-
-    for i in range(n):
-        payload = Message.build(f"m{i}", application_properties={"n": i}).payload
-        stream.publish(QueueMessage(0, payload, True, exchange="", routing_keys=["k"]), confirm)
-    await done.wait()
+    await publish_payloads(stream, (Message.build(f"m{i}", application_properties={"n": i}).payload for i in range(n)))
 
 
 def spec(sql: str) -> ReadSpec:
