@@ -23,7 +23,6 @@ from node.client.tokens import verifier_from_config
 from node.cluster import enabled_flags
 from node.cluster.alarm_gossip import AlarmGossip
 from node.cluster.cluster import Cluster, ClusterError
-from node.cluster.enabled_flags import EnabledFlagsFile
 from node.cluster.kv import KeyValueMachine
 from node.cluster.machine import ClusterMachine, announce_member, local_flags
 from node.cluster.maintenance import Maintenance
@@ -121,7 +120,7 @@ class Broker:
         cfg = self.config
         os.makedirs(cfg.data_dir, exist_ok=True)
         enabled_flags.check_known(cfg.data_dir, self.feature_flags, __version__)  # before any file is opened
-        EnabledFlagsFile(cfg.data_dir, self.metadata_machine, __version__)
+        enabled_flags.EnabledFlagsFile(cfg.data_dir, self.metadata_machine, __version__)
         self.store = MessageStore(os.path.join(cfg.data_dir, "messages"), size_of=payload_size)
         # a full disk is waited out (publishes rejected meanwhile), not fatal: storage/group_commit.py
         self.committer = GroupCommitter(self.store, self.loop, retry_full=cfg.alarm_check_interval)

@@ -44,18 +44,14 @@ def check_known(data_dir: str, registry: FeatureFlagRegistry, version: str) -> N
     except (OSError, ValueError) as e:
         raise DowngradeRefused(f"cannot read {path_in(data_dir)}: {e}") from None
     enabled = recorded.get("enabled", []) if isinstance(recorded, dict) else []
-    unknown = sorted(n for n in enabled if not _supported(registry, n))
+    supported = set(registry.supported())
+    unknown = sorted(n for n in enabled if n not in supported)
     if unknown:
         writer = recorded.get("version", "a newer version")
         raise DowngradeRefused(
             f"the data directory {data_dir} was written by Warren {writer} with feature flags enabled that "
             f"Warren {version} does not support: {', '.join(unknown)}. Run Warren {writer} or newer on this "
             f"data; a downgrade past an enabled flag is not possible (restore a backup taken before it was enabled)")
-
-
-def _supported(registry: FeatureFlagRegistry, name: str) -> bool:
-    flag = registry.get(name)
-    return flag is not None and flag.supported
 
 
 def record(data_dir: str, enabled: Iterable[str], version: str) -> None:
