@@ -11,6 +11,7 @@ import time
 
 import pytest
 from cluster_procs import HttpError
+from confirmed_sends import publish_until_stopped
 from proton import Delivery, Message, Timeout
 from proton.utils import BlockingConnection
 
@@ -94,19 +95,7 @@ def confirmed_survive(cluster, queue: str, fault, recover, what: str) -> None:
     published = threading.Event()  # the publisher has stopped: `confirmed` is final
 
     def publish() -> None:
-        n = 0
-        while not stop.is_set():
-            try:
-                conn = BlockingConnection(url(pub_node), timeout=5)
-                sender = conn.create_sender(f"/queues/{queue}")
-                while not stop.is_set():
-                    sender.send(Message(id=n, body=f"m{n}", durable=True))
-                    confirmed.append(n)
-                    n += 1
-                conn.close()
-            except Exception:
-                n += 1  # its outcome is unknown: never counted as confirmed
-                time.sleep(0.2)
+        publish_until_stopped(url(pub_node), f"/queues/{queue}", stop, confirmed)
 
     def consume() -> None:
         # done only once the publisher is: a send in flight at the stop may still be confirmed

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import threading
-import time
 from pathlib import Path
 
 import pytest
 from cluster_procs import HttpError
+from confirmed_sends import publish_until_stopped
 from proton import Described, Message, symbol, ulong
 from proton.reactor import Filter
 from proton.utils import BlockingConnection
@@ -113,19 +113,7 @@ def test_kill9_of_the_stream_leader_loses_no_confirmed_message(cluster):
     stop = threading.Event()
 
     def publish() -> None:
-        n = 0
-        while not stop.is_set():
-            try:
-                conn = BlockingConnection(url(cluster[pub]), timeout=5)
-                sender = conn.create_sender("/queues/s-kill")
-                while not stop.is_set():
-                    sender.send(Message(id=n, body=f"m{n}", durable=True))
-                    confirmed.append(n)
-                    n += 1
-                conn.close()
-            except Exception:
-                n += 1  # its outcome is unknown: never counted as confirmed
-                time.sleep(0.2)
+        publish_until_stopped(url(cluster[pub]), "/queues/s-kill", stop, confirmed)
 
     thread = threading.Thread(target=publish, daemon=True)
     thread.start()
