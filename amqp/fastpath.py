@@ -56,62 +56,52 @@ def decode_transfer(body: bytes) -> tuple[Transfer, int] | None:
     clients commonly do (list8, fields as uint0/smalluint/uint, vbin8, booleans,
     nulls). Returns (transfer, payload offset), or None to use the generic
     decoder."""
-    if body[:3] != _TRANSFER_PREFIX or len(body) < 6 or body[3] != 0xC0:
+    if body[:3] != _TRANSFER_PREFIX or len(body) < 7 or body[3] != 0xC0:
         return None
-    size, count = body[4], body[5]
-    end = 5 + size
-    if count > 11 or end > len(body):
+    end = 5 + body[4]
+    count = body[5]
+    # the generic path's field checks: each value has its field's type, the
+    # handle is present; anything else goes the generic way (and fails there)
+    if not 0 < count <= 11 or end > len(body) or body[6] == 0x40:
         return None
+    p = 6
+    values: list = []
+    append = values.append
     try:
-        values, p = _read_fields(body, count, end)
+        for allowed in _ALLOWED[:count]:
+            if p >= end:
+                return None
+            c = body[p]
+            if c not in allowed:
+                return None  # a delivery state, a wide or unusual encoding, a wrong type: generic path
+            if c == 0x40:
+                append(None)
+                p += 1
+            elif c == 0x52:
+                append(_SMALL_UINTS[body[p + 1]])
+                p += 2
+            elif c == 0x70:
+                append(UInt(_u32.unpack_from(body, p + 1)[0]))
+                p += 5
+            elif c == 0xA0:
+                n = body[p + 1]
+                append(body[p + 2 : p + 2 + n])
+                p += 2 + n
+            else:  # 0x41, 0x42, 0x43: true, false, uint0
+                append(_CONSTANTS[c])
+                p += 1
     except (IndexError, struct.error):
         return None
     if p != end:
         return None
-    # the generic path's field checks: each value has its field's type, the
-    # handle is present; anything else goes the generic way (and fails there)
-    if not values or values[0] is None:
-        return None
-    for v, expected in zip(values, _FIELD_TYPES, strict=False):  # values may be shorter
-        if v is not None and type(v) is not expected:
-            return None
     return Transfer(*values), end
 
 
-# field types as the fast readers produce them; None: never on the fast path
-_FIELD_TYPES = (UInt, UInt, bytes, UInt, bool, bool, None, None, bool, bool, bool)
-
-
-def _read_fields(body: bytes, count: int, end: int) -> tuple[list, int]:
-    p = 6
-    values: list = []
-    append = values.append
-    for _ in range(count):
-        if p >= end:
-            return values, -1
-        c = body[p]
-        if c == 0x40:
-            append(None)
-            p += 1
-        elif c == 0x43:
-            append(UInt(0))
-            p += 1
-        elif c == 0x52:
-            append(UInt(body[p + 1]))
-            p += 2
-        elif c == 0x70:
-            append(UInt(_u32.unpack_from(body, p + 1)[0]))
-            p += 5
-        elif c == 0x41:
-            append(True)
-            p += 1
-        elif c == 0x42:
-            append(False)
-            p += 1
-        elif c == 0xA0:
-            n = body[p + 1]
-            append(body[p + 2 : p + 2 + n])
-            p += 2 + n
-        else:
-            return values, -1  # a delivery state, a wide or unusual encoding: generic path
-    return values, p
+# the constructors each field takes on the fast path, in field order; a field in another
+# encoding (or of another type) sends the frame down the generic path
+_UINT_FIELD = b"\x40\x43\x52\x70"
+_BOOL_FIELD = b"\x40\x41\x42"
+_ALLOWED = (_UINT_FIELD, _UINT_FIELD, b"\x40\xa0", _UINT_FIELD, _BOOL_FIELD, _BOOL_FIELD, b"\x40", b"\x40",
+            _BOOL_FIELD, _BOOL_FIELD, _BOOL_FIELD)  # fmt: skip
+_SMALL_UINTS = tuple(UInt(i) for i in range(256))  # immutable, so shared
+_CONSTANTS = {0x41: True, 0x42: False, 0x43: _SMALL_UINTS[0]}

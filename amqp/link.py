@@ -256,6 +256,15 @@ class Link:
         if self.is_sender:
             raise LinkError(Condition.NOT_ALLOWED, "transfer received on a sending link")
         d = self.incoming
+        if (d is None and self.link_credit > 0 and not t.more and t.rcv_settle_mode is None and not t.aborted
+                and t.delivery_id is not None and t.delivery_tag is not None
+                and (not self.max_message_size or len(payload) <= self.max_message_size)):  # fmt: skip
+            # the usual case, a whole message in one frame under credit: what the
+            # general path below does for it, without assembling chunks
+            self.link_credit -= 1
+            self.delivery_count = serial.add(self.delivery_count, 1)
+            return Delivery(t.delivery_id, t.delivery_tag, self, bool(t.settled), payload, t.message_format or 0,
+                            t.state)  # fmt: skip
         if d is None:
             if t.delivery_id is None or t.delivery_tag is None:
                 # [2.7.5] both MUST be set on the first transfer of a delivery

@@ -19,6 +19,7 @@ from typing import Any
 
 from . import serial
 
+_MISSING: Any = object()
 BLOCK = 512  # keys per block; a block is split at twice this
 
 
@@ -52,9 +53,9 @@ class UnsettledMap(dict):
         self._remove(self._keys.pop(delivery_id))
 
     def pop(self, delivery_id: int, *default: Any) -> Any:
-        if delivery_id in self:
-            value = self[delivery_id]
-            del self[delivery_id]
+        value = dict.pop(self, delivery_id, _MISSING)  # one look-up: a settle per message comes here
+        if value is not _MISSING:
+            self._remove(self._keys.pop(delivery_id))
             return value
         if default:
             return default[0]

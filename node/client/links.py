@@ -50,17 +50,20 @@ class Publisher:
         self.unconfirmed = 0
         cfg = handler.node.config
         self.grant = cfg.publisher_credit
+        self.refill_at = self.grant // 2
         self.max_unconfirmed = cfg.max_unconfirmed
 
     def top_up(self) -> None:
         """Grants credit again once half is used, unless confirms lag or a
         resource alarm holds publishers."""
         link = self.link
+        # the credit test first: it fails for all but one call in `refill_at`, and runs per message twice
+        if link.link_credit > self.refill_at or self.unconfirmed >= self.max_unconfirmed:
+            return
         if link.detach_sent or link.detach_received or self.handler.node.alarms.active:
             return
-        if link.link_credit <= self.grant // 2 and self.unconfirmed < self.max_unconfirmed:
-            link.flow(link_credit=self.grant)
-            self.handler.schedule_flush()
+        link.flow(link_credit=self.grant)
+        self.handler.schedule_flush()
 
     def hold(self) -> None:
         """Takes the credit back (a resource alarm): the client stops at once,

@@ -104,12 +104,20 @@ class BloomFilter:
         return all(self.bits[bit >> 3] & (1 << (bit & 7)) for bit in self._positions(value, len(self.bits) * 8))
 
 
-def encode_record(exchange: str, routing_key: str, filter_value: str | None, payload: bytes) -> bytes:
+def record_prefix(exchange: str, routing_key: str, filter_value: str | None) -> bytes:
+    """What a record holds before its payload: exchange, routing key, filter value."""
     ex, rk = exchange.encode()[:255], routing_key.encode()[:0xFFFE]
     fv = b"" if filter_value is None else filter_value.encode()[:0xFFFE]
-    body = b"".join((_U8.pack(len(ex)), ex, _U16.pack(len(rk)), rk,
-                     _U16.pack(NO_FILTER if filter_value is None else len(fv)), fv, payload))  # fmt: skip
-    return _RECORD.pack(len(body)) + body
+    return b"".join((_U8.pack(len(ex)), ex, _U16.pack(len(rk)), rk,
+                     _U16.pack(NO_FILTER if filter_value is None else len(fv)), fv))  # fmt: skip
+
+
+def encode_record(exchange: str, routing_key: str, filter_value: str | None, payload: bytes,
+                  prefix: bytes | None = None) -> bytes:  # fmt: skip
+    """One record; `prefix` is `record_prefix` of the same three, when the caller kept it."""
+    if prefix is None:
+        prefix = record_prefix(exchange, routing_key, filter_value)
+    return b"".join((_RECORD.pack(len(prefix) + len(payload)), prefix, payload))
 
 
 def encode_chunk(first_offset: int, timestamp: int, records: list[bytes], filter_values: list[str | None],

@@ -27,7 +27,7 @@ from typing import Any
 from amqp.message import Message
 from queues.base import ConfirmCallback, Consumer, Outcome, Queue, QueueMessage, Settlement
 from queues.classic.config import ClassicQueueCounters
-from queues.stream.chunk import encode_record
+from queues.stream.chunk import encode_record, record_prefix
 from queues.stream.config import StreamConfig
 from queues.stream.log import StreamLog, WritePlan
 from queues.stream.readers import StreamReaders
@@ -57,20 +57,26 @@ def filter_value_of(payload: bytes) -> str | None:
 class _LastRecord:
     """The record last encoded, by payload identity: a fanout hands every stream it
     reaches the same payload object with the same exchange and key, so the second and
-    third stream reuse the first one's record and filter value."""
+    third stream reuse the first one's record and filter value. The prefix (exchange,
+    key, filter value) is kept by value too: a publisher's messages share it."""
 
-    __slots__ = ("payload", "exchange", "key", "value", "record")
+    __slots__ = ("payload", "exchange", "key", "value", "record", "prefix_of", "prefix")
 
     def __init__(self) -> None:
         self.payload: bytes | None = None
         self.exchange = self.key = ""
         self.value: str | None = None
         self.record = b""
+        self.prefix_of: tuple = ()
+        self.prefix = b""
 
     def get(self, payload: bytes, exchange: str, key: str) -> tuple[str | None, bytes]:
         if payload is not self.payload or exchange != self.exchange or key != self.key:
-            self.value = filter_value_of(payload)
-            self.record = encode_record(exchange, key, self.value, payload)
+            value = self.value = filter_value_of(payload)
+            prefix_of = (exchange, key, value)
+            if prefix_of != self.prefix_of:
+                self.prefix_of, self.prefix = prefix_of, record_prefix(exchange, key, value)
+            self.record = encode_record(exchange, key, value, payload, self.prefix)
             self.payload, self.exchange, self.key = payload, exchange, key
         return self.value, self.record
 
