@@ -24,7 +24,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from amqp.message import Message
+from amqp.message import MESSAGE_ANNOTATIONS, Message
 from queues.base import ConfirmCallback, Consumer, Outcome, Queue, QueueMessage, Settlement
 from queues.classic.config import ClassicQueueCounters
 from queues.stream.chunk import encode_record, record_prefix
@@ -45,13 +45,30 @@ _FILTER_VALUE_BYTES = FILTER_VALUE.encode()
 RETENTION_CHECK_S = 60.0  # how often age retention runs without publishes
 
 
+_FILTER_VALUE_MEMO_MAX = 1024  # sections kept, each of at most _FILTER_VALUE_MEMO_BYTES
+_FILTER_VALUE_MEMO_BYTES = 256
+_filter_value_memo: dict[bytes, str | None] = {}  # message-annotation section bytes -> its filter value
+_UNKNOWN: Any = object()
+
+
 def filter_value_of(payload: bytes) -> str | None:
-    """The message annotation x-stream-filter-value, decoding the message only when its bytes name it."""
+    """The message annotation x-stream-filter-value, decoding the message only when its
+    bytes name it. Publishers repeat a few annotation sections (a value per region, per
+    tenant...), so the value is kept by the section's bytes and the map decoded once."""
     if _FILTER_VALUE_BYTES not in payload:
         return None
-    annotations = Message.from_bytes(payload).message_annotations or {}
-    value = annotations.get(FILTER_VALUE)
-    return value if isinstance(value, str) else None
+    message = Message.from_bytes(payload)
+    section = bytes(message.section_bytes(MESSAGE_ANNOTATIONS))
+    value = _filter_value_memo.get(section, _UNKNOWN)
+    if value is _UNKNOWN:
+        value = (message.message_annotations or {}).get(FILTER_VALUE)
+        value = value if isinstance(value, str) else None
+        if len(section) > _FILTER_VALUE_MEMO_BYTES:
+            return value
+        if len(_filter_value_memo) >= _FILTER_VALUE_MEMO_MAX:
+            _filter_value_memo.clear()  # a publisher of unique annotations: start over, stay bounded
+        _filter_value_memo[section] = value
+    return value
 
 
 class _LastRecord:
