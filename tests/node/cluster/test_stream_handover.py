@@ -1,6 +1,7 @@
 """Draining a stream's leader on three `warren server` processes: the
 leadership moves to an in-sync replica while a publisher on another node
-publishes throughout, and nothing confirmed is lost."""
+publishes throughout, nothing confirmed is lost, and consumers reading the
+old leader's copy and the new one's go on from their next offset."""
 
 from __future__ import annotations
 
@@ -9,9 +10,13 @@ import threading
 
 import pytest
 from confirmed_sends import publish_until_stopped
+from proton import Described, Message, Timeout, symbol
+from proton.reactor import Filter
+from proton.utils import BlockingConnection
 from stream_logs import chunks_on, declare, ids_on, info, leader_of, same_everywhere, url
 
 pytestmark = pytest.mark.slow
+OFFSET_SPEC = symbol("rabbitmq:stream-offset-spec")
 
 
 def test_drain_hands_a_stream_leadership_to_an_in_sync_replica_and_loses_nothing_confirmed(cluster):
@@ -43,3 +48,44 @@ def test_drain_hands_a_stream_leadership_to_an_in_sync_replica_and_loses_nothing
     assert stored == sorted(set(stored))  # in the order sent, each once
     offsets = [c[:2] for c in chunks_on(cluster[new], "s-drain")]
     assert all(a[0] + a[1] == b[0] for a, b in zip(offsets, offsets[1:], strict=False))  # dense offsets
+
+
+def receive_ids(receiver, n: int) -> list[int]:
+    got = []
+    for _ in range(n):
+        got.append(receiver.receive(timeout=15).id)
+        receiver.accept()
+    return got
+
+
+def test_consumers_of_the_drained_leader_and_of_the_new_one_read_every_offset_once(cluster):
+    declare(cluster, 0, "s-follow", **{"x-initial-cluster-size": 2})
+    old = cluster.wait_for(lambda: leader_of(cluster, "s-follow"), 10, "the stream's leader")
+    members = info(cluster[old], "s-follow")["members"]
+    replica = next(n.index for n in cluster.nodes if n.id in members and n.index != old)
+    outsider = next(n.index for n in cluster.nodes if n.id not in members)
+    first = Filter({OFFSET_SPEC: Described(OFFSET_SPEC, "first")})
+    # on the replica's node: reads its copy, which becomes the leader's
+    near = BlockingConnection(url(cluster[replica]), timeout=10)
+    near_receiver = near.create_receiver("/queues/s-follow", credit=20, options=first)
+    # on a node without a copy: served by the leader's node, whose copy becomes a replica's
+    far = BlockingConnection(url(cluster[outsider]), timeout=10)
+    far_receiver = far.create_receiver("/queues/s-follow", credit=20, options=first)
+    conn = BlockingConnection(url(cluster[outsider]), timeout=10)
+    sender = conn.create_sender("/queues/s-follow")
+    for i in range(200):
+        sender.send(Message(id=i, body=f"m{i}", durable=True))
+    assert receive_ids(near_receiver, 100) == list(range(100))
+    assert receive_ids(far_receiver, 100) == list(range(100))
+    result = cluster.ctl(old, "--json", "drain")
+    assert result.returncode == 0, result.stderr
+    assert [s["new_leader"] for s in json.loads(result.stdout)["streams_moved"]] == [cluster[replica].id]
+    for i in range(200, 400):
+        sender.send(Message(id=i, body=f"m{i}", durable=True))
+    assert receive_ids(near_receiver, 300) == list(range(100, 400))
+    assert receive_ids(far_receiver, 300) == list(range(100, 400))
+    with pytest.raises(Timeout):  # and nothing twice
+        near_receiver.receive(timeout=0.5)
+    assert leader_of(cluster, "s-follow") == replica
+    for c in (near, far, conn):
+        c.close()
