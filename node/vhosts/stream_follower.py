@@ -20,6 +20,7 @@ from amqp import serial
 from amqp.errors import Condition
 from queues.base import Consumer, Settlement
 from queues.classic.config import ClassicQueueCounters
+from queues.stream.config import StreamConfig
 from queues.stream.readers import Reader, StreamReaders
 from queues.stream.spec import ReadSpec
 
@@ -122,6 +123,13 @@ class StreamFollower(RemoteQueue):
 
     def settle(self, consumer: Consumer, seqs: list[int], settlement: Settlement) -> None:
         """Nothing to do: a stream keeps its messages whatever a consumer says."""
+
+    def apply_policy(self, arguments: dict) -> None:
+        """The policy's limits (x-max-length-bytes, x-max-age, x-stream-max-segment-size-bytes)
+        apply to this node's copy as to the leader's; raises QueueArgumentError."""
+        config = StreamConfig.from_arguments(arguments)
+        super().apply_policy(arguments)
+        self.replica.apply_config(config)
 
     def delete(self) -> int:
         self.readers.queue_deleted()

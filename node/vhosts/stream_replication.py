@@ -208,6 +208,7 @@ class StreamRoles:
             else:
                 swap(StreamProxy(self.broker, vhost.name, q, arguments))
                 shutil.rmtree(self.directory_of(vhost.name, name), ignore_errors=True)
+            self.broker.policies.apply(vhost.queues[name])  # the copy opened on the stream's own arguments
             self.moving.settle(key, vhost.queues[name])
 
         committed = replica.committed_end if replica is not None else None

@@ -13,13 +13,14 @@ from confirmed_sends import publish_until_stopped
 from proton import Described, Message, Timeout, symbol
 from proton.reactor import Filter
 from proton.utils import BlockingConnection
-from stream_logs import chunks_on, declare, ids_on, info, leader_of, same_everywhere, url
+from stream_logs import chunks_on, declare, ids_on, info, leader_of, same_everywhere, stream_dir, url
 
 pytestmark = pytest.mark.slow
 OFFSET_SPEC = symbol("rabbitmq:stream-offset-spec")
 
 
 def test_drain_hands_a_stream_leadership_to_an_in_sync_replica_and_loses_nothing_confirmed(cluster):
+    policy(cluster, {"stream-max-segment-size-bytes": 4_000})  # every copy cuts its segments there
     declare(cluster, 0, "s-drain")
     old = cluster.wait_for(lambda: leader_of(cluster, "s-drain"), 10, "the stream's leader")
     pub = next(i for i in range(3) if i != old)
@@ -48,6 +49,28 @@ def test_drain_hands_a_stream_leadership_to_an_in_sync_replica_and_loses_nothing
     assert stored == sorted(set(stored))  # in the order sent, each once
     offsets = [c[:2] for c in chunks_on(cluster[new], "s-drain")]
     assert all(a[0] + a[1] == b[0] for a, b in zip(offsets, offsets[1:], strict=False))  # dense offsets
+    # the policy holds on the copies reopened in their new roles, and a new one reaches every copy
+    before = segments(cluster[new])
+    assert len(before) > 3 and segments(cluster[0]) == segments(cluster[1]) == segments(cluster[2])
+    policy(cluster, {"stream-max-segment-size-bytes": 4_000, "max-length-bytes": 12_000})
+    conn = BlockingConnection(url(cluster[pub]), timeout=10)
+    conn.create_sender("/queues/s-drain").send(Message(id=10**6, body="after", durable=True))  # retention runs
+    conn.close()
+
+    def retained_alike() -> bool:
+        now = [segments(node) for node in cluster.nodes]
+        return before[0] not in now[0] and now[0] == now[1] == now[2]
+
+    cluster.wait_for(retained_alike, 20, "every copy removed the same segments")
+
+
+def policy(cluster, definition: dict) -> None:
+    cluster[0].http("PUT", "/api/policies/%2F/s-drain", {"pattern": "^s-drain$", "apply-to": "streams",
+                                                         "definition": definition})  # fmt: skip
+
+
+def segments(node) -> list[str]:
+    return sorted(p.name for p in stream_dir(node, "s-drain").glob("*.segment"))
 
 
 def receive_ids(receiver, n: int) -> list[int]:

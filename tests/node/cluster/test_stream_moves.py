@@ -153,3 +153,39 @@ def test_a_reader_of_a_copy_the_node_no_longer_has_goes_on_at_the_leader_with_it
         assert service.sent[-1] == ["detach", 7] and not proxy.bases
 
     asyncio.run(main())
+
+
+def segment_files(directory) -> list[str]:
+    return sorted(p.name for p in directory.iterdir() if p.suffix == ".segment")
+
+
+def test_a_policy_reaches_the_replicas_copies_which_cut_and_retain_segments_as_the_leader(tmp_path):
+    async def main():
+        loop = asyncio.get_running_loop()
+        router = Router()
+        leader = make(tmp_path, router)
+        followers = [StreamFollower(SimpleNamespace(loop=loop), "/", RECORD, {}, router.replicas[n]) for n in "bc"]
+        small = {"x-stream-max-segment-size-bytes": 1000}
+        for copy in (leader, *followers):  # what node/vhosts/policies.py does on each node
+            copy.apply_policy(small)
+        assert [f.replica.log.config.segment_bytes for f in followers] == [1000, 1000]
+        for batch in range(10):
+            _, done = await publish(leader, 20, batch * 20)
+            await done.wait()
+        await until(lambda: all(r.log.next_offset == 200 for r in router.replicas.values()), "replicated")
+        before = segment_files(tmp_path / "a")
+        assert len(before) > 3
+        assert segment_files(tmp_path / "b") == segment_files(tmp_path / "c") == before
+        retained = {**small, "x-max-length-bytes": 2000}
+        for copy in (leader, *followers):
+            copy.apply_policy(retained)
+        assert [f.effective_arguments for f in followers] == [retained, retained]
+        _, done = await publish(leader, 20, 200)  # the leader applies retention after a write
+        await done.wait()
+        await until(lambda: all(r.log.next_offset == 220 for r in router.replicas.values()), "replicated")
+        after = segment_files(tmp_path / "a")
+        assert len(after) < len(before)
+        assert segment_files(tmp_path / "b") == segment_files(tmp_path / "c") == after
+        assert {r.log.first_offset for r in router.replicas.values()} == {leader.log.first_offset} != {0}
+
+    asyncio.run(main())
