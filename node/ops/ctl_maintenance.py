@@ -19,6 +19,9 @@ def _drain_report(r: dict) -> Report:
     if r.get("streams_still_leading"):
         kept = ", ".join(f"{s['name']} (vhost {s['vhost']})" for s in r["streams_still_leading"])
         lines.append(f"NOT DONE: still leading streams {kept} (run drain again)")
+    if r.get("streams_no_successor"):
+        alone = ", ".join(f"{s['name']} (vhost {s['vhost']})" for s in r["streams_no_successor"])
+        lines.append(f"streams with no other replica to take over: {alone}")
     if r["still_leading"]:
         lines.append(f"NOT DONE: still leading {', '.join(r['still_leading'])} (run drain again)")
     if r["no_successor"]:
