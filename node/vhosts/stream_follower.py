@@ -8,7 +8,10 @@ leader nothing.
 
 StreamProxy, on a node without a copy: everything goes to the leader, and
 a consumer's filter set (offset spec, filters) travels with its attach, so
-the leader's reader starts and filters as a local one would.
+the leader's reader starts and filters as a local one would. A reader of a
+copy this node no longer has goes on through it from its next offset
+(`adopt`, node/vhosts/stream_moves.py). A replica's copy follows the
+policies' limits as the leader's does (StreamFollower.apply_policy).
 """
 
 from __future__ import annotations
@@ -39,15 +42,15 @@ class ProxiedReadSpec(ReadSpec):
 
 
 class StreamProxy(RemoteQueue):
+    def __init__(self, broker: Broker, vhost: str, record: Any, arguments: dict) -> None:
+        super().__init__(broker, vhost, record, arguments)
+        self.bases: dict[Any, int] = {}  # a reader moved here mid-stream -> its link's delivery-count then
+
     def read_spec(self, filters: Any, sql_max_length: int) -> ProxiedReadSpec:
         """Checks the filter set here (raises QueueArgumentError) and keeps it to send."""
         spec = ReadSpec.from_filter_set(filters, sql_max_length)
         described = {str(k): v for k, v in (filters or {}).items()}  # descriptors kept: they name the filters
         return ProxiedReadSpec(*(getattr(spec, f.name) for f in fields(ReadSpec)), filters=described)
-
-    def __init__(self, broker: Broker, vhost: str, record: Any, arguments: dict) -> None:
-        super().__init__(broker, vhost, record, arguments)
-        self.bases: dict[Any, int] = {}  # a reader moved here mid-stream -> its link's delivery-count then
 
     def attach_reader(self, consumer: Consumer, spec: ReadSpec) -> None:
         filters = spec.filters if isinstance(spec, ProxiedReadSpec) else {}
