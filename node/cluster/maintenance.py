@@ -10,9 +10,12 @@ Draining a node, in this order:
   4. it stops calling elections of its own in the groups it hosts (it still votes and
      still replicates: its replicas stay in the majorities), and
   5. hands the leadership of each group it leads (the metadata group and every quorum
-     queue's) to another member (node/cluster/leadership.py), waiting until none is led
-     here or the timeout passes.
-The answer reports what happened: connections closed, groups moved, groups still led here.
+     queue's) to another member (node/cluster/leadership.py), and at the same time each
+     replicated stream it leads to an in-sync replica (node/vhosts/stream_handover.py),
+     waiting until none is led here or the timeout passes.
+The answer reports what happened: connections closed, groups and streams moved, groups and
+streams still led here. A drained node's replicas do not elect it stream leader
+(node/vhosts/stream_failover.py) unless it alone has the longest log.
 Reviving undoes 1, 2 and 4; leaderships come back only through `rebalance` or elections.
 
 The state lives in this process only: a restarted node serves again (the upgrade's new
@@ -88,15 +91,17 @@ class Maintenance:
             conn.force_close(Condition.CONNECTION_FORCED, CLOSE_REASON)
             closed += 1
         hold_elections(cluster, self._held)
-        moved = await hand_over(cluster, None, timeout, avoid=self.drained_peers)
+        moved, streams = await asyncio.gather(hand_over(cluster, None, timeout, avoid=self.drained_peers),
+                                              broker.streams.handover.hand_over(timeout, set(self.drained_peers)))
         hold_elections(cluster, self._held)  # and the groups opened meanwhile
         self.state = DRAINED
         report = {"node": cluster.node_id, "state": self.state, "connections_closed": closed,
-                  **moved.as_dict(), "seconds": round(time.monotonic() - started, 3),
-                  "done": not moved.kept}  # fmt: skip
+                  **moved.as_dict(), **streams.as_dict(), "seconds": round(time.monotonic() - started, 3),
+                  "done": not moved.kept and not streams.kept}  # fmt: skip
         self.last_drain = report
-        log.warning("drained: %d connections closed, %d leaderships handed over, %d still led here", closed,
-                    len(moved.moved), len(moved.kept))  # fmt: skip
+        log.warning("drained: %d connections closed, %d leaderships handed over, %d still led here"
+                    " (streams: %d moved, %d still led here)", closed, len(moved.moved), len(moved.kept),
+                    len(streams.moved), len(streams.kept))  # fmt: skip
         return report
 
     async def revive(self) -> dict:

@@ -14,6 +14,14 @@ def _drain_report(r: dict) -> Report:
              f" {len(r['moved'])} leaderships handed over"]  # fmt: skip
     if r["moved"]:
         lines.append(table([{"group": g, "new_leader": n} for g, n in r["moved"].items()], ["group", "new_leader"]))
+    if r.get("streams_moved"):
+        lines.append(table(r["streams_moved"], ["vhost", "name", "new_leader"]))
+    if r.get("streams_still_leading"):
+        kept = ", ".join(f"{s['name']} (vhost {s['vhost']})" for s in r["streams_still_leading"])
+        lines.append(f"NOT DONE: still leading streams {kept} (run drain again)")
+    if r.get("streams_no_successor"):
+        alone = ", ".join(f"{s['name']} (vhost {s['vhost']})" for s in r["streams_no_successor"])
+        lines.append(f"streams with no other replica to take over: {alone}")
     if r["still_leading"]:
         lines.append(f"NOT DONE: still leading {', '.join(r['still_leading'])} (run drain again)")
     if r["no_successor"]:

@@ -10,7 +10,8 @@ a majority and so on at least one of them, and the fenced replicas add
 nothing meanwhile. If that is this node, it proposes metadata.stream_elect
 at the current epoch: the metadata applies one such proposal per epoch, so
 two candidates never both win. The others then follow the new leader and
-truncate what it does not have.
+truncate what it does not have. Of replicas with the same log, one in
+maintenance (drained) is passed over.
 """
 
 from __future__ import annotations
@@ -85,9 +86,18 @@ class StreamFailover:
                         vhost, name, record.leader, len(logs), len(record.replicas))  # fmt: skip
             return
         logs[me] = replica.stop(record.epoch)
-        best = max(logs, key=lambda n: (*logs[n], n))
+        best = _choose(logs, self.broker.placement.nodes_in_maintenance())
         if best != me:
             return  # it elects itself when it sees the leader gone (it is fenced meanwhile)
         log.info("stream %s/%s: leader %s unreachable; %s leads epoch %d (logs %s)", vhost, name, record.leader, me,
                  record.epoch + 1, logs)  # fmt: skip
         await self.broker.metadata.run(mc.StreamElect(f"stream-elect/{uuid.uuid4()}", vhost, name, record.epoch, me))
+
+
+def _choose(logs: dict[str, tuple[int, int]], in_maintenance: set[str]) -> str:
+    """The node with the newest, longest log (the greatest id of those alike); of those
+    alike, one serving rather than one in maintenance. A node in maintenance leads only
+    when it alone has that log: a shorter one might lack a committed chunk."""
+    newest = max(logs.values())
+    alike = [n for n in logs if logs[n] == newest]
+    return max([n for n in alike if n not in in_maintenance] or alike)

@@ -30,6 +30,7 @@ from queues.stream.queue import StreamQueue
 from queues.stream.replica import StreamReplica
 
 from .stream_follower import StreamFollower, StreamProxy
+from .stream_moves import MovingReaders
 
 if TYPE_CHECKING:
     from node.broker import Broker
@@ -50,6 +51,8 @@ class StreamRoles:
         self._attached = False
         self._requests = itertools.count(1)
         self._answers: dict[int, asyncio.Future] = {}
+        self.moving = MovingReaders()  # consumers of a copy changing role (node/vhosts/stream_moves.py)
+        self._closing: set[tuple[str, str]] = set()  # copies closing to open in a new role
 
     # -- the transport -----------------------------------------------------------------
 
@@ -163,6 +166,8 @@ class StreamRoles:
         me = self.broker.node_id
         arguments = dict(q.arguments_map)
         key = (vhost.name, name)
+        if key in self._closing:
+            return  # once closed, the copy opens in the role of the epoch then
         current = vhost.queues.get(name)
         replica = self.replicas.get(key)
         if isinstance(current, StreamQueue) and record.leader == me:  # leads on, with other replicas maybe
@@ -170,27 +175,32 @@ class StreamRoles:
             current.role.ends.clear()  # counted again from fetches of the new epoch
             current.role.parked.clear()
             raise_log_epoch(current.log.directory, record.epoch)
+            self.moving.settle(key, current)
             return
         if isinstance(current, StreamProxy) and me not in record.replicas:  # still no copy here
             current.leader = record.leader
+            self.moving.settle(key, current)
             return
-        if isinstance(current, StreamFollower) and me in record.replicas and record.leader != me:
+        if isinstance(current, StreamFollower) and replica is not None and me in record.replicas \
+                and record.leader != me:  # fmt: skip
             current.leader = record.leader
             current.replica.follow(record.leader, record.epoch)
+            self.moving.settle(key, current)
             return
 
         def swap(new: Any) -> None:
-            """The vhost's queue becomes `new`; links on the old one are ended (they attach again)."""
+            """The vhost's queue becomes `new`. A proxy's consumers stay with the node serving them;
+            a copy's readers were parked and go on with this node's new role (stream_moves.py)."""
             old = vhost.queues.get(name)
             vhost.queues[name] = new
-            if old is not None and old is not new:
+            if old is not None and old is not new and not isinstance(old, StreamQueue | StreamFollower):
                 self.broker.queue_stopped(old)
-                if isinstance(old, StreamQueue | StreamFollower):
-                    old.readers.queue_deleted()
 
         def then() -> None:  # this node's copy is closed: open it in its new role
+            self._closing.discard(key)
             if self.record(vhost.name, name) != record:
-                return  # another epoch came meanwhile: its own change placed it
+                self.changed(vhost, name)  # another epoch came meanwhile: that one's role
+                return
             if record.leader == me:
                 swap(self._lead(vhost, record, arguments, committed))
             elif me in record.replicas:
@@ -198,13 +208,18 @@ class StreamRoles:
             else:
                 swap(StreamProxy(self.broker, vhost.name, q, arguments))
                 shutil.rmtree(self.directory_of(vhost.name, name), ignore_errors=True)
+            self.broker.policies.apply(vhost.queues[name])  # the copy opened on the stream's own arguments
+            self.moving.settle(key, vhost.queues[name])
 
         committed = replica.committed_end if replica is not None else None
+        self.moving.park(key, current)
         if isinstance(current, StreamQueue):
             swap(StreamProxy(self.broker, vhost.name, q, arguments))  # until its files are closed
+            self._closing.add(key)
             current.close(then)
         elif replica is not None:
             del self.replicas[key]
+            self._closing.add(key)
             replica.close(then)
         else:
             then()
@@ -214,6 +229,7 @@ class StreamRoles:
         replica = self.replicas.pop((vhost, name), None)
         if replica is not None:
             replica.destroy()
+        self.moving.drop((vhost, name))
 
     def close(self) -> None:
         for replica in self.replicas.values():

@@ -19,6 +19,7 @@ from metadata.feature_flags import STREAM_REPLICATION
 from node.cluster.cluster import MembershipError
 from node.vhosts.metadata_store import new_key
 from node.vhosts.stream_failover import StreamFailover
+from node.vhosts.stream_handover import StreamHandOver
 from node.vhosts.stream_replication import StreamRoles
 from queues.stream.config import StreamConfig
 from queues.stream.queue import StreamQueue
@@ -39,6 +40,7 @@ class StreamQueues:
         self._open: weakref.WeakSet[StreamQueue] = weakref.WeakSet()
         self.roles = StreamRoles(broker, self.directory)
         self.failover = StreamFailover(broker, self.roles)
+        self.handover = StreamHandOver(broker, self.roles)  # maintenance mode's drain
 
     def directory(self, vhost: str, name: str) -> str:
         """One directory per stream, named by a digest: any vhost or queue name is a valid file name then."""

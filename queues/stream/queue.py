@@ -122,6 +122,7 @@ class StreamQueue(Queue):
         self._waiting_bytes = 0
         self._flush_scheduled = False
         self._in_flight = False
+        self._held = False  # handing the leadership over: publishes wait, nothing new is written
         self._closing: Callable[[], None] | None = None  # what to do once the write in flight returns
         self._retention_timer: Any = None
         self._arm_retention()
@@ -146,7 +147,7 @@ class StreamQueue(Queue):
 
     def _flush(self) -> None:
         self._flush_scheduled = False
-        if self._in_flight or not self._records or self._closing is not None:
+        if self._in_flight or not self._records or self._closing is not None or self._held:
             return
         now = self.host.now_ms()
         plans: list[WritePlan] = []
@@ -217,6 +218,23 @@ class StreamQueue(Queue):
                 if confirm is not None:
                     confirm(Outcome.RELEASED)
 
+    # -- handing the leadership over (node/vhosts/stream_handover.py) -------------------
+
+    def hold(self) -> None:
+        """Writes nothing more (publishes wait), so a replica can catch up with a log that stands still."""
+        self._held = True
+
+    def release(self) -> None:
+        """The hand-over did not happen: write what waited."""
+        self._held = False
+        if self._records and not (self._flush_scheduled or self._in_flight):
+            self._flush_scheduled = True
+            self.loop.call_soon(self._flush)
+
+    @property
+    def writing(self) -> bool:
+        return self._in_flight
+
     # -- retention ---------------------------------------------------------------------
 
     def _arm_retention(self) -> None:
@@ -284,6 +302,11 @@ class StreamQueue(Queue):
         if self._retention_timer is not None:
             self._retention_timer.cancel()
         self._release_unconfirmed()
+        waiting, self._confirms = self._confirms, []  # never written (held for a hand-over): sent again elsewhere
+        self._records, self._filter_values, self._waiting_bytes = [], [], 0
+        for confirm in waiting:
+            if confirm is not None:
+                confirm(Outcome.RELEASED)
 
         def closed() -> None:
             self.log.close()

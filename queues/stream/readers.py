@@ -57,6 +57,7 @@ class StreamReaders:
         self.log = log
         self.call_soon = call_soon
         self.readers: dict[int, Reader] = {}
+        self.frozen = False  # the copy changes role: readers keep their credit but read nothing
 
     def __len__(self) -> int:
         return len(self.readers)
@@ -111,6 +112,32 @@ class StreamReaders:
         for r in readers.values():
             r.consumer.queue_deleted()
 
+    # -- moving readers to another copy (node/vhosts/stream_moves.py) ------------------
+
+    def freeze(self) -> None:
+        """Nothing more is read (the log is closing); credit and detaches are still taken."""
+        self.frozen = True
+
+    def thaw(self) -> None:
+        self.frozen = False
+        for r in list(self.readers.values()):
+            self.pump(r)
+
+    def hand_off(self) -> list[Reader]:
+        """Every reader, at the next offset it would look at, to be adopted by another copy."""
+        readers, self.readers = list(self.readers.values()), {}
+        for r in readers:
+            if r.pending:  # the rest of a chunk it was reading: read again from the new copy
+                r.offset = r.pending[0].offset
+                r.pending.clear()
+            r.scheduled = False
+        return readers
+
+    def adopt(self, r: Reader) -> None:
+        """A reader of another copy of the same log goes on here, with its credit and delivery-count."""
+        self.readers[id(r.consumer)] = r
+        self.pump(r)  # also sends a credit reply it owes
+
     # -- reading -----------------------------------------------------------------------
 
     def _schedule(self, r: Reader) -> None:
@@ -125,6 +152,8 @@ class StreamReaders:
 
     def pump(self, r: Reader) -> None:
         """Delivers what the reader's credit allows, up to READ_BUDGET of chunks this turn."""
+        if self.frozen:
+            return
         budget = READ_BUDGET
         log = self.log
         end = self.end

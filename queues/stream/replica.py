@@ -72,6 +72,8 @@ class StreamReplica:
         self._timer = self.loop.call_later(RETRY_S, self._retry)
         if not self._writing and time.monotonic() - self._sent_at >= RETRY_S:
             self.fetch()
+        if not self._writing and self.log.config.max_age_s is not None:  # age retention with no chunk coming
+            self.log.apply_retention(int(time.time() * 1000))
 
     def _fenced(self) -> bool:
         return self.fenced_epoch >= self.epoch and time.monotonic() < self._fenced_until
@@ -133,6 +135,14 @@ class StreamReplica:
         self.log.truncate(msg.offset)
         self.committed_end = min(self.committed_end, self.log.next_offset)
         self.fetch()
+
+    # -- policies ----------------------------------------------------------------------
+
+    def apply_config(self, config: StreamConfig) -> None:
+        """A policy changed the stream's limits: this copy cuts segments and retains by them too."""
+        self.log.config = config
+        if not self._writing and not self._closed:
+            self.log.apply_retention(int(time.time() * 1000))
 
     # -- failover ----------------------------------------------------------------------
 

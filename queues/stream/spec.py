@@ -16,7 +16,7 @@ does; the filter set's key names it only for values sent undescribed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from amqp.message import Message
@@ -47,6 +47,7 @@ class ReadSpec:
     applied: tuple[str, ...] = ()  # the filter-set keys this spec took (echoed in the reply ATTACH)
     expressions: MessageFilter | None = None  # properties / application-properties filters
     sql: SqlFilter | None = None  # amqp:sql-filter
+    source: dict | None = field(default=None, compare=False)  # the filter set as sent (a moved reader's, again)
 
     @classmethod
     def from_filter_set(cls, filters: dict | None, sql_max_length: int = DEFAULT_MAX_LENGTH) -> ReadSpec:
@@ -75,7 +76,12 @@ class ReadSpec:
             applied.append(key)
         if values is None and unfiltered:
             unfiltered = False  # nothing to filter: every message comes anyway
-        return cls(start, value, values, unfiltered, tuple(applied), expressions, sql)
+        return cls(start, value, values, unfiltered, tuple(applied), expressions, sql, dict(filters or {}))
+
+    def filter_set_from(self, offset: int) -> dict:
+        """The filter set again, starting at `offset`: for a reader that goes on through another node."""
+        kept = {str(k): v for k, v in (self.source or {}).items() if _filter_name(k, v) != OFFSET_SPEC}
+        return {**kept, OFFSET_SPEC: offset}
 
     # -- filtering ---------------------------------------------------------------------
 

@@ -3,14 +3,12 @@ replica byte for byte, no confirmed message lost when the leader is
 killed with kill -9 while publishing, and a replica cut off catching up.
 
 The replicas' logs are read straight from each node's data directory
-(the segment files, parsed with queues/stream/chunk.py), so the test sees
-what each node has on disk, not what a proxy reports."""
+(tests/support/stream_logs.py), so the test sees what each node has on
+disk, not what a proxy reports."""
 
 from __future__ import annotations
 
-import hashlib
 import threading
-from pathlib import Path
 
 import pytest
 from cluster_procs import HttpError
@@ -18,69 +16,10 @@ from confirmed_sends import publish_until_stopped
 from proton import Described, Message, symbol, ulong
 from proton.reactor import Filter
 from proton.utils import BlockingConnection
-
-from amqp.message import Message as WarrenMessage
-from queues.stream.chunk import HEADER, ChunkHeader, decode_records
+from stream_logs import chunks_on, declare, ids_on, info, leader_of, same_everywhere, stream_dir, url
 
 pytestmark = pytest.mark.slow
 OFFSET_SPEC = symbol("rabbitmq:stream-offset-spec")
-
-
-def url(node) -> str:
-    return f"amqp://guest:guest@127.0.0.1:{node.amqp_port}"
-
-
-def declare(cluster, i: int, name: str, **arguments) -> None:
-    cluster[i].http("PUT", f"/api/queues/%2F/{name}", {"durable": True,
-                                                       "arguments": {"x-queue-type": "stream", **arguments}})  # fmt: skip
-
-
-def info(node, name: str) -> dict | None:
-    try:
-        return node.http("GET", f"/api/queues/%2F/{name}")
-    except (HttpError, OSError):
-        return None
-
-
-def leader_of(cluster, name: str) -> int | None:
-    """The index of the node whose stream says it leads (its own info has `members`)."""
-    for node in cluster.nodes:
-        if node.running:
-            q = info(node, name)
-            if q is not None and q.get("members") and q.get("leader") == node.id:
-                return node.index
-    return None
-
-
-def chunks_on(node, name: str) -> list[tuple[int, int, int, bytes]]:
-    """(first offset, count, CRC, data) of every intact chunk in the node's segment files, in order."""
-    digest = hashlib.sha256(f"/\0{name}".encode()).hexdigest()[:32]
-    directory = Path(node.data_dir) / "streams" / digest
-    out = []
-    for path in sorted(directory.glob("*.segment")):
-        raw = path.read_bytes()
-        pos = 0
-        while pos + HEADER.size <= len(raw):
-            header = ChunkHeader.parse(raw[pos:])
-            if header is None or pos + header.size > len(raw):
-                break
-            data = raw[pos + HEADER.size + header.bloom_len : pos + header.size]
-            out.append((header.first_offset, header.count, header.crc, data))
-            pos += header.size
-    return out
-
-
-def ids_on(node, name: str) -> list[int]:
-    ids = []
-    for first, count, crc, data in chunks_on(node, name):
-        header = ChunkHeader(0, 0, first, count, 0, len(data), crc)
-        ids.extend(int(WarrenMessage.from_bytes(r.payload).message_id) for r in decode_records(header, data))
-    return ids
-
-
-def same_everywhere(cluster, name: str) -> bool:
-    logs = [[c[:3] for c in chunks_on(node, name)] for node in cluster.nodes]
-    return bool(logs[0]) and all(log == logs[0] for log in logs)
 
 
 def test_a_stream_is_replicated_to_three_nodes_byte_for_byte(cluster):
@@ -194,10 +133,6 @@ def test_consumers_on_a_follower_read_its_copy_and_a_node_without_one_is_served_
     assert info(cluster[follower], "s-read")["message_stats"]["deliver"] == 100  # the follower served them
     near.close()
     assert ids_on(cluster[follower], "s-read") == list(range(100)) and ids_on(cluster[outsider], "s-read") == []
-
-
-def stream_dir(node, name: str) -> Path:
-    return Path(node.data_dir) / "streams" / hashlib.sha256(f"/\0{name}".encode()).hexdigest()[:32]
 
 
 def test_replicas_are_added_and_removed_and_a_new_one_copies_the_log(cluster):

@@ -1,0 +1,72 @@
+"""Handing a stream's leadership over, on one event loop with real files
+(the Router of test_replication.py): a held leader writes nothing more, the
+replica chosen has all of its log once it is all committed, the publishes
+that waited are released when the leader closes (their publishers send
+them again to the new one), and a failover passes a drained node over."""
+
+from __future__ import annotations
+
+import asyncio
+
+from node.vhosts.stream_failover import _choose
+from node.vhosts.stream_handover import StreamHandOver
+from queues.base import Outcome
+from tests.queues.stream.test_replication import Router, make, publish, until
+
+
+class _Transport:
+    def __init__(self, down: set[str]) -> None:
+        self.down = down
+
+    def is_connected(self, peer: str) -> bool:
+        return peer not in self.down
+
+
+class _Broker:
+    """What StreamHandOver._in_sync reads of the broker: which peers are connected."""
+
+    def __init__(self, down: set[str]) -> None:
+        self.cluster = type("Cluster", (), {"transport": _Transport(down)})()
+
+
+def test_a_held_leader_writes_nothing_more_and_a_caught_up_replica_is_chosen(tmp_path):
+    async def main():
+        router = Router()
+        queue = make(tmp_path, router)
+        _, done = await publish(queue, 100)
+        await done.wait()
+        queue.hold()
+        waiting, _ = await publish(queue, 7, 100)
+        handover = StreamHandOver(_Broker(down={"b"}), None)
+        await until(lambda: handover._in_sync(queue, set()) is not None, "a replica has the whole log")
+        assert handover._in_sync(queue, set()) == "c"  # b is not connected
+        assert queue.log.next_offset == 100 and queue.committed_end == 100 and waiting == []
+        assert handover._in_sync(queue, {"c"}) == "c"  # in maintenance too, but the only one
+        closed = asyncio.Event()
+        queue.close(closed.set)
+        await closed.wait()
+        assert waiting == [Outcome.RELEASED] * 7  # never written: the publishers send them again
+
+    asyncio.run(main())
+
+
+def test_a_released_hold_writes_what_waited(tmp_path):
+    async def main():
+        router = Router()
+        queue = make(tmp_path, router)
+        queue.hold()
+        outcomes, done = await publish(queue, 10)
+        await asyncio.sleep(0.05)
+        assert queue.log.next_offset == 0 and outcomes == []
+        queue.release()
+        await done.wait()
+        assert outcomes == [Outcome.ACCEPTED] * 10 and queue.log.next_offset == 10
+
+    asyncio.run(main())
+
+
+def test_a_failover_passes_over_a_drained_replica_unless_it_alone_has_the_longest_log():
+    logs = {"a": (3, 100), "b": (3, 100), "c": (2, 120)}
+    assert _choose(logs, set()) == "b"  # the newest log epoch first, then the id
+    assert _choose(logs, {"b"}) == "a"
+    assert _choose({"a": (3, 90), "b": (3, 100)}, {"b"}) == "b"  # a might lack a committed chunk
