@@ -13,7 +13,7 @@ from confirmed_sends import publish_until_stopped
 from proton import Described, Message, Timeout, symbol
 from proton.reactor import Filter
 from proton.utils import BlockingConnection
-from stream_logs import chunks_on, declare, ids_on, info, leader_of, same_everywhere, stream_dir, url
+from stream_logs import chunks_on, declare, ids_on, info, leader_of, receive_ids, same_everywhere, stream_dir, url
 
 pytestmark = pytest.mark.slow
 OFFSET_SPEC = symbol("rabbitmq:stream-offset-spec")
@@ -71,14 +71,6 @@ def policy(cluster, definition: dict) -> None:
 
 def segments(node) -> list[str]:
     return sorted(p.name for p in stream_dir(node, "s-drain").glob("*.segment"))
-
-
-def receive_ids(receiver, n: int) -> list[int]:
-    got = []
-    for _ in range(n):
-        got.append(receiver.receive(timeout=15).id)
-        receiver.accept()
-    return got
 
 
 def test_consumers_of_the_drained_leader_and_of_the_new_one_read_every_offset_once(cluster):

@@ -16,7 +16,7 @@ from confirmed_sends import publish_until_stopped
 from proton import Described, Message, symbol, ulong
 from proton.reactor import Filter
 from proton.utils import BlockingConnection
-from stream_logs import chunks_on, declare, ids_on, info, leader_of, same_everywhere, stream_dir, url
+from stream_logs import chunks_on, declare, ids_on, info, leader_of, receive_ids, same_everywhere, stream_dir, url
 
 pytestmark = pytest.mark.slow
 OFFSET_SPEC = symbol("rabbitmq:stream-offset-spec")
@@ -90,14 +90,6 @@ def test_a_partitioned_replica_catches_up(cluster):
     cluster.wait_for(lambda: same_everywhere(cluster, "s-cut"), 30, "the cut replica caught up")
     assert ids_on(cluster[cut], "s-cut") == list(range(200))
     conn.close()
-
-
-def receive_ids(receiver, n: int) -> list[int]:
-    got = []
-    for _ in range(n):
-        got.append(receiver.receive(timeout=15).id)
-        receiver.accept()
-    return got
 
 
 def test_consumers_on_a_follower_read_its_copy_and_a_node_without_one_is_served_over_the_transport(cluster):
