@@ -14,7 +14,8 @@ here (publishing.py), and dead-lettering and TTL ticks are the leader's job.
 Its parts: bodies.py keeps the message bodies beside the journal,
 proposals.py gets commands into the log despite leader changes,
 publishing.py batches a loop turn's publishes, links.py serves the consumer
-links attached through this node.
+links attached through this node, publish_hold.py holds the publishers while
+a replica with consumers lags (node/vhosts/quorum_flow.py carries its reports).
 
 Snapshots: when pysyncobj compacts the log (every `COMPACTION_ENTRIES`
 entries or `COMPACTION_BYTES` of commands, whichever comes first) the
