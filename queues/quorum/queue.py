@@ -155,6 +155,7 @@ class QuorumQueue(Queue):
     def delete(self) -> int:
         self.deleted = True
         self.proposals.stop()
+        self.publish_hold.set(False)  # its held publishers may publish elsewhere
         if self._tick_timer is not None:
             self._tick_timer.cancel()
         self.links.close()
