@@ -84,6 +84,13 @@ class QuorumFlow:
         every member runs 0.3.0 once its flag stream_replication is enabled."""
         return STREAM_REPLICATION in self.queues.broker.projections.feature_flags
 
+    def forget(self, group: str) -> None:
+        """The queue's replica here is gone (deleted, or this node left its group)."""
+        self._lags.pop(group, None)
+        self._told.pop(group, None)
+        self._dirty.discard(group)
+        self._reporting.discard(group)
+
     # -- a queue's replica tells us ------------------------------------------------------
 
     def applied(self, queue: QuorumQueue) -> None:

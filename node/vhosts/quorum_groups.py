@@ -130,6 +130,7 @@ class QuorumQueues:
         """The queue was deleted: its group and everything it stored go."""
         if self.queues.get(queue.group) is queue:
             del self.queues[queue.group]
+            self.flow.forget(queue.group)
             self._cluster.close_group(queue.group, drop=True)
 
     # -- membership ------------------------------------------------------------------------
