@@ -84,6 +84,11 @@ class QuorumFlow:
         every member runs 0.3.0 once its flag stream_replication is enabled."""
         return STREAM_REPLICATION in self.queues.broker.projections.feature_flags
 
+    def counted(self, group: str) -> tuple[str, ...]:
+        """The replicas of `group` (led here) whose reports can hold its publishers."""
+        lag = self._lags.get(group)
+        return () if lag is None else lag.nodes
+
     def forget(self, group: str) -> None:
         """The queue's replica here is gone (deleted, or this node left its group)."""
         self._lags.pop(group, None)

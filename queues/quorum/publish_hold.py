@@ -88,6 +88,11 @@ class ConsumerLag:
             return
         self._replicas[node] = (applied, now)  # reports travel in order per peer: the last is the newest
 
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        """The replicas counted now (with consumers, heard from)."""
+        return tuple(self._replicas)
+
     def forget(self, node: str) -> None:
         self._replicas.pop(node, None)
 

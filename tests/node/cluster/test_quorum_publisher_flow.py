@@ -146,7 +146,8 @@ def test_a_lagging_consumer_replica_holds_the_publishers_and_catching_up_release
     on_leader = Publisher(leader, "/queues/qq-flow")
     on_follower = Publisher(other, "/queues/qq-flow")
     on_leader.send_while_credit()
-    until(lambda: leader.call(lambda: bool(flow._lags.get(group))), "the consumer's replica reported to the leader")
+    until(lambda: leader.call(flow.counted, group) == (lagging.broker.cluster.node_id,),
+          "the consumer's replica reported to the leader")
     go = stall(lagging)
     try:
         on_leader.run_dry()
@@ -201,7 +202,8 @@ def test_a_publisher_on_a_node_without_a_replica_is_held_by_its_confirms(cluster
     remote = Publisher(outside, "/queues/qq-proxy")
     remote.publish(1)
     group = group_name("/", "qq-proxy")
-    until(lambda: leader.call(lambda: bool(leader.broker.quorum.flow._lags.get(group))), "the replica reported")
+    until(lambda: leader.call(leader.broker.quorum.flow.counted, group) == (lagging.broker.cluster.node_id,),
+          "the replica reported")
     go = stall(lagging)
     try:
         for _ in range(50):  # confirms of what committed before the hold still come back, with credit

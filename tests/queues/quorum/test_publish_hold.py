@@ -28,6 +28,7 @@ def test_the_furthest_replica_counts_and_one_without_consumers_does_not():
     lag.report("n2", 100, consumers=True, now=0.0)
     lag.report("n3", 80, consumers=True, now=0.0)
     assert lag.lag(100, 0.0) == 20 and lag.holds(100, 0.0, held=False)
+    assert lag.nodes == ("n2", "n3")
     lag.report("n3", 80, consumers=False, now=0.1)  # its last consumer left
     assert lag.lag(100, 0.1) == 0 and not lag.holds(100, 0.1, held=True)
     lag.forget("n2")  # its stream ended
