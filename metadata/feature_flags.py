@@ -32,6 +32,7 @@ __all__ = [
     "FLAGS",
     "OPERATOR_POLICIES",
     "QUORUM_QUEUE_POLICIES",
+    "QUORUM_PUBLISHER_FLOW",
     "QUORUM_QUEUE_PRIORITIES",
     "QUORUM_QUEUE_PUBLISH_BATCH",
     "QUORUM_QUEUE_V1",
@@ -62,6 +63,7 @@ EXCHANGE_POLICIES = "exchange_policies"
 QUEUE_PROXY_RECORDS = "queue_proxy_records"
 STREAM_QUEUE = "stream_queue"
 STREAM_REPLICATION = "stream_replication"
+QUORUM_PUBLISHER_FLOW = "quorum_publisher_flow"
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +171,10 @@ FLAGS = FeatureFlagRegistry([
                 "Streams are replicated: a leader and replicas on x-initial-cluster-size nodes, fenced by epochs"
                 " in the metadata (metadata.stream_elect); replicas pull chunks over stream.repl messages",
                 STABLE, "0.3.0", depends_on=(STREAM_QUEUE,)),
+    FeatureFlag(QUORUM_PUBLISHER_FLOW,
+                "A quorum queue holds its publishers while a replica with consumers lags the leader"
+                " (quorum_consumer_lag_max); followers report what they applied on quorum.flow messages",
+                STABLE, "0.3.0", depends_on=(QUORUM_QUEUE_V1,)),
 ])  # fmt: skip
 
 

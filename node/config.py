@@ -115,6 +115,9 @@ class Config:
     cluster_tick_interval: float = 0.02  # seconds between the periodic ticks of the Raft groups
     cluster_command_timeout: float = 5.0  # default seconds a metadata change may wait for a majority
     quorum_snapshot_entries: int = 2000  # Raft log entries between a quorum queue's snapshots
+    # A quorum queue's publishers get no new credit while a replica hosting consumers is more than
+    # this many messages behind the leader, until it is under half (node/vhosts/quorum_flow.py); 0: off
+    quorum_consumer_lag_max: int = 2000
     cluster_ready_timeout: float = 300.0  # seconds a starting node waits for a majority before giving up
     # Where a new quorum queue's leader goes unless its x-queue-leader-locator or a policy's
     # queue-leader-locator says: client-local (the declaring node) or balanced (node/cluster/placement.py)

@@ -52,6 +52,7 @@ class Publisher:
         self.grant = cfg.publisher_credit
         self.refill_at = self.grant // 2
         self.max_unconfirmed = cfg.max_unconfirmed
+        self.routed_to: list[Queue] = []  # the queues of the last message routed: may hold the credit
 
     def top_up(self) -> None:
         """Grants credit again once half is used, unless confirms lag or a
@@ -62,8 +63,21 @@ class Publisher:
             return
         if link.detach_sent or link.detach_received or self.handler.node.alarms.active:
             return
+        if self.routed_to and self._held_by_a_queue():
+            return
         link.flow(link_credit=self.grant)
         self.handler.schedule_flush()
+
+    def _held_by_a_queue(self) -> bool:
+        """A quorum queue holds its publishers while a replica with consumers
+        lags (queues/quorum/publish_hold.py): no new credit until it lets go,
+        when it calls top_up again."""
+        for q in self.routed_to:
+            hold = getattr(q, "publish_hold", None)
+            if hold is not None and hold.held:
+                hold.wait(self.top_up)
+                return True
+        return False
 
     def hold(self) -> None:
         """Takes the credit back (a resource alarm): the client stops at once,
@@ -97,6 +111,7 @@ class Publisher:
             self._settle(delivery, RELEASED)
             return
         node.metrics.routed += 1
+        self.routed_to = queues
         durable = msg.durable
         ttl = msg.ttl
         expires_at = node.now_ms() + ttl if ttl is not None else None

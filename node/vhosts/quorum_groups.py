@@ -32,6 +32,8 @@ from node.vhosts.metadata_store import new_key
 from queues.quorum.queue import COMPACTION_BYTES, COMPACTION_ENTRIES, QuorumQueue
 from routing.errors import NotFound
 
+from .quorum_flow import QuorumFlow
+
 if TYPE_CHECKING:
     from node.broker import Broker
 
@@ -62,6 +64,10 @@ class QuorumQueues:
         self.queues: dict[str, QuorumQueue] = {}  # group -> queue
         self.incarnation = ""
         self._sweeper: Any = None
+        # publishers held while a replica with consumers lags (node/vhosts/quorum_flow.py); a
+        # replica silent for twice the shortest election timeout no longer counts
+        bound = getattr(getattr(broker, "config", None), "quorum_consumer_lag_max", 0)
+        self.flow = QuorumFlow(self, bound, 2 * QUORUM_TIMEOUTS["raftMinTimeout"])
 
     @property
     def node_id(self) -> str:
@@ -78,11 +84,13 @@ class QuorumQueues:
         cluster.transport.on_peer_down.append(self._peer_down)
         cluster.calls[MEMBER_CALL] = self._serve_member_call
         cluster.calls[BODIES_CALL] = self._serve_bodies
+        self.flow.attach()
         self._sweeper = self.broker.loop.call_later(SWEEP_INTERVAL, self._sweep)
 
     def close(self) -> None:
         if self._sweeper is not None:
             self._sweeper.cancel()
+        self.flow.close()
 
     def _sweep(self) -> None:
         """Consumers the queues still count but whose node is gone: a peer-down
@@ -109,6 +117,7 @@ class QuorumQueues:
         queue = QuorumQueue(vhost.name, record.name, arguments, tuple(record.replicas), host=vhost, quorum_host=self,
                             group=group)  # fmt: skip
         self.queues[group] = queue
+        queue.on_applied = self.flow.applied
         entries = getattr(getattr(self.broker, "config", None), "quorum_snapshot_entries", COMPACTION_ENTRIES)
         cluster.open_group(group, list(record.replicas), queue, appendEntriesUseBatch=False,
                            logCompactionMinEntries=entries, compaction_bytes=COMPACTION_BYTES,
@@ -121,6 +130,7 @@ class QuorumQueues:
         """The queue was deleted: its group and everything it stored go."""
         if self.queues.get(queue.group) is queue:
             del self.queues[queue.group]
+            self.flow.forget(queue.group)
             self._cluster.close_group(queue.group, drop=True)
 
     # -- membership ------------------------------------------------------------------------

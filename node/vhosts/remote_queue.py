@@ -404,7 +404,11 @@ class QueueService:
             return
         message = QueueMessage(0, bytes(payload), durable, expires_at, 0, False, exchange, list(routing_keys),
                                annotations=annotations)  # dead-lettered: x-opt-deaths and friends
-        queue.publish(message, (lambda outcome: self.send(peer, ["conf", corr, outcome.value])) if corr else None)
+        confirm = (lambda outcome: self.send(peer, ["conf", corr, outcome.value])) if corr else None
+        hold = getattr(queue, "publish_hold", None)  # a quorum queue holding its publishers (quorum_flow.py)
+        if confirm is not None and hold is not None:
+            confirm = hold.deferring(confirm)  # the peer grants its publisher credit as confirms come back
+        queue.publish(message, confirm)
 
     def _attach(self, peer: str, cid: int, vhost: str, name: str, priority: int, presettled: bool,
                 stream_filters: Any = None) -> None:  # fmt: skip

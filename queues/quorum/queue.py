@@ -14,7 +14,8 @@ here (publishing.py), and dead-lettering and TTL ticks are the leader's job.
 Its parts: bodies.py keeps the message bodies beside the journal,
 proposals.py gets commands into the log despite leader changes,
 publishing.py batches a loop turn's publishes, links.py serves the consumer
-links attached through this node.
+links attached through this node, publish_hold.py holds the publishers while
+a replica with consumers lags (node/vhosts/quorum_flow.py carries its reports).
 
 Snapshots: when pysyncobj compacts the log (every `COMPACTION_ENTRIES`
 entries or `COMPACTION_BYTES` of commands, whichever comes first) the
@@ -41,6 +42,7 @@ from .bodies import BodyStore
 from .host import QuorumHost
 from .links import LocalLinks
 from .proposals import Proposer
+from .publish_hold import PublishHold
 from .publishing import PublishBatcher
 
 __all__ = ["COMPACTION_BYTES", "COMPACTION_ENTRIES", "QuorumHost", "QuorumQueue"]
@@ -65,6 +67,10 @@ class QuorumQueue(Queue):
         self.bodies = BodyStore(quorum_host, group, name, self._body_arrived, lambda: bool(self.links.consumers))
         self.links = LocalLinks(self, self.bodies, self.proposals, quorum_host)
         self._publishes = PublishBatcher(quorum_host, host, self.proposals)
+        # held while a replica with consumers lags the leader (publish_hold.py); `on_applied(queue)`
+        # runs after each publish batch applied here and when the last local consumer leaves
+        self.publish_hold = PublishHold()
+        self.on_applied: Any = None
         self._tick_timer: Any = None
         self._tick_at: int | None = None
         self._downing: set[str] = set()  # node incarnations: DownConsumersOnNode proposed, not yet applied
@@ -110,6 +116,8 @@ class QuorumQueue(Queue):
         cid = self.links.remove(consumer)
         if cid is not None:
             self.proposals.for_consumer(cid, qq.Detach(cid))
+            if not self.links.consumers and self.on_applied is not None:
+                self.on_applied(self)  # the leader stops counting this replica
 
     def credit(self, consumer: Consumer, delivery_count: int, link_credit: int, drain: bool, echo: bool) -> None:
         cid = self.links.id_of(consumer)
@@ -147,6 +155,7 @@ class QuorumQueue(Queue):
     def delete(self) -> int:
         self.deleted = True
         self.proposals.stop()
+        self.publish_hold.set(False)  # its held publishers may publish elsewhere
         if self._tick_timer is not None:
             self._tick_timer.cancel()
         self.links.close()
@@ -189,6 +198,8 @@ class QuorumQueue(Queue):
         self.state, effects = qq.apply(record, self.state, index)
         if effects and isinstance(effects[0], qq.StoreBodies):  # a new publish batch
             self.bodies.store_batch(record, index)
+            if self.on_applied is not None:
+                self.on_applied(self)
         elif isinstance(record, (qq.Settle, qq.Discard)):
             self.bodies.forget(record.msg_ids)  # settled through another node's consumer: not read here
         if not self.deleted:
