@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from amqp import definitions as d
 from amqp import events as ev
-from amqp import serial
+from amqp import serial, unsettled
 from amqp.unsettled import UnsettledMap
 
 TOP = 1 << 32
@@ -106,6 +106,7 @@ operations = st.lists(
     st.one_of(
         st.tuples(st.just("add"), st.integers(1, 40)),
         st.tuples(st.just("del"), st.integers(0, 10_000)),
+        st.tuples(st.just("oldest"), st.integers(1, 20)),  # settled in the order sent: the usual case
         st.tuples(st.just("range"), st.integers(-50, 400), st.integers(0, 300)),
     ),
     max_size=60,
@@ -114,8 +115,16 @@ operations = st.lists(
 
 @settings(max_examples=300, deadline=None)
 @given(start=st.sampled_from([0, TOP - 100, TOP - 1, serial.HALF - 3]), ops=operations,
-       stride=st.integers(1, 3))  # fmt: skip
-def test_unsettled_map_matches_a_model(start, ops, stride):
+       stride=st.integers(1, 3), block=st.sampled_from([2, 3, unsettled.BLOCK]))  # fmt: skip
+def test_unsettled_map_matches_a_model(start, ops, stride, block):
+    saved, unsettled.BLOCK = unsettled.BLOCK, block  # small blocks: splits and emptied blocks happen
+    try:
+        check_against_a_model(start, ops, stride)
+    finally:
+        unsettled.BLOCK = saved
+
+
+def check_against_a_model(start, ops, stride):
     m, model = UnsettledMap(), {}
     order: list[int] = []  # ids in the order given, the serial order
     next_id = start
@@ -128,6 +137,9 @@ def test_unsettled_map_matches_a_model(start, ops, stride):
         elif op[0] == "del" and model:
             victim = list(model)[op[1] % len(model)]
             assert m.pop(victim) == model.pop(victim)
+        elif op[0] == "oldest":
+            for victim in [i for i in order if i in model][: op[1]]:
+                assert m.pop(victim) == model.pop(victim)
         elif op[0] == "range":
             first = serial.add(start, op[1])
             last = serial.add(first, op[2])
