@@ -112,8 +112,8 @@ class Publisher:
             return
         node.metrics.routed += 1
         self.routed_to = queues
-        durable = msg.durable
-        ttl = msg.ttl
+        header = msg.header  # durable and ttl read from one look-up of the decoded header
+        durable, ttl = (header.durable, header.ttl) if header is not None else (False, None)
         expires_at = node.now_ms() + ttl if ttl is not None else None
         payload = delivery.payload
         if delivery.settled:
