@@ -5,11 +5,12 @@ Replicas pull (queues/stream/replica.py). A fetch names the replica's end
 and its last chunk; the leader first checks that tail against its own log
 (same first offset, same CRC) and tells a replica whose tail it does not
 have to truncate. A checked fetch from a replica that has recorded this
-epoch counts as that replica's durable end; the committed end is the end a
+epoch reports that replica's durable end; the committed end is the end a
 majority of the replicas (the leader's own disk included) has reached.
 Chunks go out only once they are on the leader's disk, at most BATCH_BYTES
-per message and one message per replica in flight: the replica's next
-fetch is its acknowledgement. A fetch with nothing to send waits here
+per message, one message per request: a replica asks for the next batch
+while it writes the last, and reports each write that lands (a fetch with
+`want` false, not answered). A request with nothing to send waits here
 ("parked") until a chunk is written or the committed end moves.
 
 Nothing here does I/O but reading committed chunks; `send(peer, message)`
@@ -45,15 +46,18 @@ class StreamLeader:
     def on_fetch(self, peer: str, fetch: wire.Fetch) -> None:
         if fetch.epoch != self.epoch or peer not in self.replicas:
             return  # a replica of another epoch: it learns the current one from the metadata
-        self.parked.pop(peer, None)  # its earlier fetch is answered by this one
+        if fetch.want:
+            self.parked.pop(peer, None)  # its earlier request is answered by this one
         log_ = self.queue.log
         cut = self._diverges(fetch)
         if cut is not None:
             self.send(peer, wire.Truncate(fetch.vhost, fetch.name, self.epoch, cut))
             return
         if fetch.log_epoch == self.epoch:
-            self.ends[peer] = fetch.end
+            self.ends[peer] = fetch.durable_end
             self._recompute()
+        if not fetch.want:
+            return
         if fetch.end < log_.next_offset or fetch.log_epoch != self.epoch or fetch.committed < self.queue.committed_end:
             self._answer(peer, fetch)
         else:
