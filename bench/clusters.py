@@ -292,6 +292,7 @@ class RabbitCluster:
             except BaseException as e:  # noqa: BLE001
                 errors.append(e)
 
+        procs.install_handlers()  # signal handlers are set from the main thread only, not from boot()
         threads = [threading.Thread(target=boot, args=(node,)) for node in self.nodes]
         for t in threads:
             t.start()

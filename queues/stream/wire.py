@@ -7,14 +7,12 @@ so a node meeting a kind or version it does not know drops the message
 (and says so) rather than guessing. Chunks travel as binary values holding
 the leader's bytes unchanged; the replica checks each one's CRC.
 
-    fetch     replica -> leader: "my log ends at `end` (written, or being written),
-              its last chunk starts at `last_first` with CRC `last_crc`, it is on
-              disk up to `durable`, I have verified it against epoch `log_epoch`
-              and know the committed end `committed`": the report of what is
-              durable and, when `want`, the request for what follows `end` (one
-              request out per replica; `want` false: a report only).
+    fetch     replica -> leader: "my log ends at `end`, its last chunk starts at
+              `last_first` with CRC `last_crc`, I have verified it against epoch
+              `log_epoch` and know the committed end `committed`": the request for
+              what follows and the report of what is durable, in one.
     chunks    leader -> replica: chunks from the replica's end (at most
-              BATCH_BYTES, the answer to one request) and the committed end.
+              BATCH_BYTES, one batch in flight per replica) and the committed end.
     truncate  leader -> replica: drop every chunk ending past `offset`, then fetch again.
     stop      candidate -> replica: stop following `epoch` (fenced) and report the log.
     status    replica -> candidate: the answer to `stop` (log epoch and end; end -1:
@@ -29,7 +27,7 @@ from amqp import codec
 
 __all__ = ["BATCH_BYTES", "Chunks", "Fetch", "Status", "Stop", "Truncate", "WireError", "decode", "encode"]
 
-VERSION = 2  # 2: fetch carries `durable` and `want` (a replica asks for more while it writes)
+VERSION = 1
 BATCH_BYTES = 4 << 20  # chunk bytes in one `chunks` message: bounds what is in flight per replica
 
 
@@ -47,12 +45,6 @@ class Fetch:
     last_crc: int
     log_epoch: int
     committed: int  # the committed end the replica knows: an answer is due when the leader's is further
-    durable: int = -1  # on the replica's disk up to here; -1: all of `end`
-    want: bool = True  # False: a report of `durable` only, not answered
-
-    @property
-    def durable_end(self) -> int:
-        return self.end if self.durable < 0 else self.durable
 
 
 @dataclass(frozen=True, slots=True)
