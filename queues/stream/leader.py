@@ -5,7 +5,7 @@ Replicas pull (queues/stream/replica.py). A fetch names the replica's end
 and its last chunk; the leader first checks that tail against its own log
 (same first offset, same CRC) and tells a replica whose tail it does not
 have to truncate. A checked fetch from a replica that has recorded this
-epoch reports that replica's durable end; the committed end is the end a
+epoch counts as that replica's durable end; the committed end is the end a
 majority of the replicas (the leader's own disk included) has reached.
 Chunks go out as soon as a flush has cut them (`flushing`), from memory,
 so the replicas write them while the leader's own write is out; once on
@@ -14,10 +14,9 @@ the leader's disk: its end counts only as far as the leader's own, so a
 chunk is confirmed once a majority has it on disk and the leader among
 them (readers read the leader's log), and a write that fails here makes
 replicas that took its chunks cut them (their end is past this log's and
-no longer among the chunks in flight). At most BATCH_BYTES per message,
-one message per request: a replica asks for the next batch while it writes
-the last, and reports each write that lands (a fetch with `want` false,
-not answered). A request with nothing to send waits here ("parked") until
+no longer among the chunks in flight). At most BATCH_BYTES per message
+and one message per replica in flight: the replica's next fetch is its
+acknowledgement. A fetch with nothing to send waits here ("parked") until
 a flush cuts chunks, which carry the committed end; a new committed end
 alone is sent to the waiting replicas only when no write is out here (at
 the end of the loop turn), so a busy stream sends one message per flush
@@ -60,17 +59,14 @@ class StreamLeader:
     def on_fetch(self, peer: str, fetch: wire.Fetch) -> None:
         if fetch.epoch != self.epoch or peer not in self.replicas:
             return  # a replica of another epoch: it learns the current one from the metadata
-        if fetch.want:
-            self.parked.pop(peer, None)  # its earlier request is answered by this one
+        self.parked.pop(peer, None)  # its earlier fetch is answered by this one
         cut = self._diverges(fetch)
         if cut is not None:
             self.send(peer, wire.Truncate(fetch.vhost, fetch.name, self.epoch, cut))
             return
         if fetch.log_epoch == self.epoch:
-            self.ends[peer] = fetch.durable_end
+            self.ends[peer] = fetch.end
             self._recompute()
-        if not fetch.want:
-            return
         if fetch.end < self._sendable_end() or fetch.log_epoch != self.epoch:
             self._answer(peer, fetch)
         else:
