@@ -54,6 +54,14 @@ class StreamLeader:
         self.flushed: list[WritePlan] = []  # chunks on their way to this node's disk, in offset order
         self._telling = False
 
+    def announce(self) -> None:
+        """Tells each replica that this node leads, by an answer without chunks, which a
+        replica takes as its cue to fetch: its first fetch may have come before this node
+        led (and was dropped), and would otherwise go again only after its retry timer."""
+        for peer in self.replicas:
+            if peer != self.me:
+                self.send(peer, wire.Chunks(self.queue.vhost, self.queue.name, self.epoch, self.queue.committed_end, []))
+
     # -- the replicas' requests ---------------------------------------------------------
 
     def on_fetch(self, peer: str, fetch: wire.Fetch) -> None:

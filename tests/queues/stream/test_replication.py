@@ -282,3 +282,28 @@ def test_a_failed_leader_write_confirms_nothing_and_replicas_cut_its_chunks(tmp_
             assert [r.payload for r in ref.records(ref.header()[0])] == expected
 
     asyncio.run(main())
+
+
+def test_a_replica_that_fetched_before_the_leader_led_is_told_to_fetch_again(tmp_path):
+    """A replica's first fetch reached the leader's node before its stream started there
+    (dropped): the new leader's announcement makes it fetch, without its retry timer."""
+
+    async def main():
+        router = Router()
+        loop = asyncio.get_running_loop()
+        b = router.replicas["b"] = StreamReplica("/", "s", str(tmp_path / "b"), StreamConfig(), "a", 1,
+                                                 router.sender("b"), loop)  # fmt: skip
+        b._timer.cancel()  # only the announcement may make it fetch again
+        b.fetch()  # router.leader is None: dropped
+        await asyncio.sleep(0.05)
+        queue = StreamQueue("/", "s", {}, str(tmp_path / "a"), Host(), loop)
+        queue.role = StreamLeader(queue, "a", 1, ("a", "b"), router.sender("a"))
+        router.leader = queue
+        queue.role.announce()
+        outcomes, done = await publish(queue, 50)
+        await done.wait()
+        assert set(outcomes) == {Outcome.ACCEPTED}
+        await until(lambda: b.log.next_offset == 50, "b has everything")
+        assert chunk_bytes(b.log) == chunk_bytes(queue.log)
+
+    asyncio.run(main())
