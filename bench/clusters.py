@@ -273,11 +273,12 @@ class RabbitCluster:
     label = "RabbitMQ 3.10"
 
     def __init__(self, n: int = 3, amqp_base: int = 5781, mgmt_base: int = 15781, dist_base: int = 25781,
-                 keep: bool = False):  # fmt: skip
+                 keep: bool = False, name: str = "warren_qq"):  # fmt: skip
+        # name, ports: another bench's cluster may run beside this one (node names must differ)
         self.n = n
         self.cookie = os.urandom(16).hex().upper()
         self.nodes = [ClusterRabbitNode(self.cookie, amqp_port=amqp_base + i, mgmt_port=mgmt_base + i,
-                                        dist_port=dist_base + i, nodename=f"warren_qq{i + 1}@localhost", keep=keep)
+                                        dist_port=dist_base + i, nodename=f"{name}{i + 1}@localhost", keep=keep)
                       for i in range(n)]  # fmt: skip
         self._version = ""
 
@@ -291,6 +292,7 @@ class RabbitCluster:
             except BaseException as e:  # noqa: BLE001
                 errors.append(e)
 
+        procs.install_handlers()  # signal handlers are set from the main thread only, not from boot()
         threads = [threading.Thread(target=boot, args=(node,)) for node in self.nodes]
         for t in threads:
             t.start()

@@ -399,7 +399,8 @@ def main(argv: list[str] | None = None) -> int:
     build_tool()
     results: dict[str, dict] = {}
     for key in args.brokers.split(","):
-        cluster = WarrenCluster(n=args.nodes) if key == "warren" else RabbitCluster(n=args.nodes)
+        cluster = WarrenCluster(n=args.nodes) if key == "warren" else \
+            RabbitCluster(n=args.nodes, amqp_base=5801, mgmt_base=15801, dist_base=25801, name="warren_stream")  # fmt: skip
         side = (WarrenSide if key == "warren" else RabbitSide)(cluster, args.nodes)
         try:
             cluster.start()

@@ -147,6 +147,7 @@ class StreamRoles:
         for peer in record.replicas:
             if peer != self.broker.node_id:
                 self.broker.cluster.transport.add_peer(peer)
+        role.announce()
         return queue
 
     def _follow(self, vhost: str, record: StreamRecord, arguments: dict) -> StreamReplica:

@@ -7,10 +7,20 @@ and its last chunk; the leader first checks that tail against its own log
 have to truncate. A checked fetch from a replica that has recorded this
 epoch counts as that replica's durable end; the committed end is the end a
 majority of the replicas (the leader's own disk included) has reached.
-Chunks go out only once they are on the leader's disk, at most BATCH_BYTES
-per message and one message per replica in flight: the replica's next
-fetch is its acknowledgement. A fetch with nothing to send waits here
-("parked") until a chunk is written or the committed end moves.
+Chunks go out as soon as a flush has cut them (`flushing`), from memory,
+so the replicas write them while the leader's own write is out; once on
+the leader's disk they are read back from it. A replica may so be ahead of
+the leader's disk: its end counts only as far as the leader's own, so a
+chunk is confirmed once a majority has it on disk and the leader among
+them (readers read the leader's log), and a write that fails here makes
+replicas that took its chunks cut them (their end is past this log's and
+no longer among the chunks in flight). At most BATCH_BYTES per message
+and one message per replica in flight: the replica's next fetch is its
+acknowledgement. A fetch with nothing to send waits here ("parked") until
+a flush cuts chunks, which carry the committed end; a new committed end
+alone is sent to the waiting replicas only when no write is out here (at
+the end of the loop turn), so a busy stream sends one message per flush
+and replica, not one more per move of the committed end.
 
 Nothing here does I/O but reading committed chunks; `send(peer, message)`
 is the node's transport (node/vhosts/stream_replication.py).
@@ -23,6 +33,8 @@ from collections.abc import Callable
 from typing import Any
 
 from queues.stream import wire
+from queues.stream.chunk import ChunkHeader
+from queues.stream.log import WritePlan
 
 __all__ = ["StreamLeader"]
 
@@ -39,6 +51,16 @@ class StreamLeader:
         self.send = send
         self.ends: dict[str, int] = {}  # replica -> durable end it reported in this epoch
         self.parked: dict[str, wire.Fetch] = {}
+        self.flushed: list[WritePlan] = []  # chunks on their way to this node's disk, in offset order
+        self._telling = False
+
+    def announce(self) -> None:
+        """Tells each replica that this node leads, by an answer without chunks, which a
+        replica takes as its cue to fetch: its first fetch may have come before this node
+        led (and was dropped), and would otherwise go again only after its retry timer."""
+        for peer in self.replicas:
+            if peer != self.me:
+                self.send(peer, wire.Chunks(self.queue.vhost, self.queue.name, self.epoch, self.queue.committed_end, []))
 
     # -- the replicas' requests ---------------------------------------------------------
 
@@ -46,7 +68,6 @@ class StreamLeader:
         if fetch.epoch != self.epoch or peer not in self.replicas:
             return  # a replica of another epoch: it learns the current one from the metadata
         self.parked.pop(peer, None)  # its earlier fetch is answered by this one
-        log_ = self.queue.log
         cut = self._diverges(fetch)
         if cut is not None:
             self.send(peer, wire.Truncate(fetch.vhost, fetch.name, self.epoch, cut))
@@ -54,15 +75,20 @@ class StreamLeader:
         if fetch.log_epoch == self.epoch:
             self.ends[peer] = fetch.end
             self._recompute()
-        if fetch.end < log_.next_offset or fetch.log_epoch != self.epoch or fetch.committed < self.queue.committed_end:
+        if fetch.end < self._sendable_end() or fetch.log_epoch != self.epoch:
             self._answer(peer, fetch)
         else:
             self.parked[peer] = fetch
+            if fetch.committed < self.queue.committed_end:
+                self._tell_committed_soon()
 
     def _diverges(self, fetch: wire.Fetch) -> int | None:
         """Where a replica must cut its log to be a prefix of this one; None if it is one."""
         log_ = self.queue.log
         if fetch.end > log_.next_offset:
+            plan = self._flushed_at(fetch.last_first)
+            if plan is not None and plan.first_offset + plan.count == fetch.end and _crc(plan.chunk) == fetch.last_crc:
+                return None  # it has the chunks in flight here
             return log_.next_offset
         if fetch.last_first < 0 or fetch.end <= log_.first_offset:
             return None  # empty, or behind this log's head (it restarts from the head)
@@ -84,24 +110,78 @@ class StreamLeader:
             chunks.append(data)
             size += len(data)
             offset = ref.next_offset
+        for plan in self.flushed:  # then what this node is writing: the replica writes it meanwhile
+            if size >= wire.BATCH_BYTES:
+                break
+            if plan.first_offset == offset:
+                chunks.append(plan.chunk)
+                size += len(plan.chunk)
+                offset += plan.count
         self.send(peer, wire.Chunks(fetch.vhost, fetch.name, self.epoch, self.queue.committed_end, chunks))
 
     # -- the leader's own writes ------------------------------------------------------
 
-    def appended(self, durable_end: int) -> None:
-        """Chunks are on this node's disk: count them, and send them to the waiting replicas."""
-        self._recompute()
+    def flushing(self, plans: list[WritePlan]) -> None:
+        """A flush cut these chunks and writes them: the waiting replicas get them now."""
+        self.flushed.extend(plans)
         self._wake_parked()
 
+    def appended(self, durable_end: int) -> None:
+        """Chunks are on this node's disk: count them, and send them to the waiting replicas."""
+        self.flushed = [p for p in self.flushed if p.first_offset >= durable_end]
+        self._recompute()
+        self._tell_committed_soon()
+
+    def abandoned(self) -> None:
+        """The write in flight failed: its chunks will not be; replicas that took them cut them."""
+        self.flushed = []
+        end = self.queue.log.next_offset
+        self.ends = {peer: min(e, end) for peer, e in self.ends.items()}
+        for peer, fetch in list(self.parked.items()):
+            if fetch.end > end:
+                del self.parked[peer]
+                self.send(peer, wire.Truncate(fetch.vhost, fetch.name, self.epoch, end))
+
+    def _flushed_at(self, first_offset: int) -> WritePlan | None:
+        for plan in self.flushed:
+            if plan.first_offset == first_offset:
+                return plan
+        return None
+
+    def _sendable_end(self) -> int:
+        return self.flushed[-1].first_offset + self.flushed[-1].count if self.flushed else self.queue.log.next_offset
+
     def _recompute(self) -> None:
-        ends = sorted((self.queue.log.next_offset, *(self.ends.get(r, 0) for r in self.replicas if r != self.me)),
-                      reverse=True)  # fmt: skip
-        committed = ends[len(self.replicas) // 2]
+        own = self.queue.log.next_offset
+        ends = sorted((own, *(self.ends.get(r, 0) for r in self.replicas if r != self.me)), reverse=True)
+        committed = min(ends[len(self.replicas) // 2], own)  # a replica ahead of this disk counts to its end
         if committed > self.queue.committed_end:
             self.queue.advance(committed)
-            self._wake_parked()  # they learn the new committed end
+            self._tell_committed_soon()  # the replicas' readers read up to it
 
     def _wake_parked(self) -> None:
         parked, self.parked = self.parked, {}
         for peer, fetch in parked.items():
             self._answer(peer, fetch)
+
+    def _tell_committed_soon(self) -> None:
+        """The waiting replicas learn a new committed end, at the end of this loop turn: a
+        flush cut meanwhile carries it with its chunks, else an answer without chunks does."""
+        if not self._telling:
+            self._telling = True
+            self.queue.loop.call_soon(self._tell_committed)
+
+    def _tell_committed(self) -> None:
+        self._telling = False
+        if self.flushed:
+            return  # a write is out: its `appended` tells, unless the next flush's chunks do
+        committed = self.queue.committed_end
+        for peer, fetch in list(self.parked.items()):
+            if fetch.committed < committed:
+                del self.parked[peer]
+                self._answer(peer, fetch)
+
+
+def _crc(chunk: bytes) -> int:
+    header = ChunkHeader.parse(chunk)
+    return header.crc if header is not None else -1

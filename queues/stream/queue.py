@@ -163,6 +163,8 @@ class StreamQueue(Queue):
         confirms = self._confirms
         self._records, self._filter_values, self._confirms, self._waiting_bytes = [], [], [], 0
         self._in_flight = True
+        if self.role is not None:
+            self.role.flushing(plans)  # replicas write them while this node does
         future = self.loop.run_in_executor(None, StreamLog.write, plans)
         future.add_done_callback(lambda f: self._written(f, plans, confirms))
 
@@ -181,6 +183,8 @@ class StreamQueue(Queue):
         if error is not None:
             log.error("stream %s/%s: write failed: %s", self.vhost, self.name, error)
             self.log.abandon()  # the next flush writes where the committed chunks end
+            if self.role is not None:
+                self.role.abandoned()
             outcome = Outcome.NO_SPACE if isinstance(error, OSError) and error.errno == 28 else Outcome.REJECTED
             for confirm in confirms:
                 if confirm is not None:

@@ -12,6 +12,7 @@ import os
 
 from queues.base import Outcome, QueueMessage
 from queues.stream import wire
+from queues.stream.chunk import ChunkHeader
 from queues.stream.config import StreamConfig
 from queues.stream.leader import StreamLeader
 from queues.stream.queue import StreamQueue
@@ -212,5 +213,97 @@ def test_replicas_apply_retention_as_the_leader_does(tmp_path):
         await until(lambda: b.log.next_offset == 2000, "b has everything")
         assert queue.log.first_offset > 0 and b.log.first_offset > 0
         assert b.log.bytes <= 20_000 + 4_000 and len(b.log.segments) == len(queue.log.segments)
+
+    asyncio.run(main())
+
+
+def test_replicas_take_a_flush_while_the_leader_writes_it(tmp_path):
+    """The chunks of a flush go out when it is cut, not after the leader's fsync: some
+    leave while the leader's log still ends before them."""
+
+    async def main():
+        router = Router()
+        queue = make(tmp_path, router)
+        ahead: list[bool] = []
+        send = queue.role.send
+
+        def recording(peer: str, message: object) -> None:
+            if isinstance(message, wire.Chunks) and message.chunks:
+                last = ChunkHeader.parse(message.chunks[-1])
+                ahead.append(last.first_offset + last.count > queue.log.next_offset)
+            send(peer, message)
+
+        queue.role.send = recording
+        for start in range(0, 300, 100):
+            outcomes, done = await publish(queue, 100, start)
+            await done.wait()
+            assert set(outcomes) == {Outcome.ACCEPTED}
+        assert any(ahead)
+        await until(lambda: all(r.log.next_offset == 300 for r in router.replicas.values()), "replicated")
+        for rep in router.replicas.values():
+            assert chunk_bytes(rep.log) == chunk_bytes(queue.log)
+
+    asyncio.run(main())
+
+
+def test_a_failed_leader_write_confirms_nothing_and_replicas_cut_its_chunks(tmp_path):
+    """Replicas wrote a flush the leader failed to write: it is not confirmed (the leader's
+    disk is one of the majority), and the replicas cut it before taking what follows."""
+
+    async def main():
+        router = Router()
+        queue = make(tmp_path, router)
+        _, done = await publish(queue, 10)
+        await done.wait()
+        await until(lambda: set(queue.role.parked) == {"b", "c"} and  # and know the committed end: they stay
+                    all(f.committed == 10 for f in queue.role.parked.values()), "both replicas wait for more")  # fmt: skip
+        segment = queue.log.segments[-1]
+        writable, segment.fd = segment.fd, os.open(segment.path, os.O_RDONLY)  # the next write fails (EBADF)
+        failed, done = await publish(queue, 10, 10)
+        await done.wait()
+        assert set(failed) == {Outcome.REJECTED} and queue.committed_end == 10 and queue.log.next_offset == 10
+        sent_failed = [m for _, _, m in router.sent if isinstance(m, wire.Chunks) and m.chunks and
+                       ChunkHeader.parse(m.chunks[0]).first_offset == 10]  # fmt: skip
+        assert sent_failed, "the failed flush went to the replicas while the leader wrote it"
+        await until(lambda: {p for _, p, m in router.sent if isinstance(m, wire.Truncate) and m.offset == 10} ==
+                    {"b", "c"}, "both replicas are told to cut it")  # fmt: skip
+        os.close(segment.fd)
+        segment.fd = writable
+        outcomes, done = await publish(queue, 10, 100)
+        await done.wait()
+        assert set(outcomes) == {Outcome.ACCEPTED} and queue.committed_end == 20
+        await until(lambda: all(r.log.next_offset == 20 for r in router.replicas.values()), "replicated")
+        for rep in router.replicas.values():
+            assert chunk_bytes(rep.log) == chunk_bytes(queue.log)
+        # the replicas hold the messages the leader wrote, not the ones it failed to write
+        expected = [r.payload for r in queue.log.chunk_for(10).records(queue.log.chunk_for(10).header()[0])]
+        for rep in router.replicas.values():
+            ref = rep.log.chunk_for(10)
+            assert [r.payload for r in ref.records(ref.header()[0])] == expected
+
+    asyncio.run(main())
+
+
+def test_a_replica_that_fetched_before_the_leader_led_is_told_to_fetch_again(tmp_path):
+    """A replica's first fetch reached the leader's node before its stream started there
+    (dropped): the new leader's announcement makes it fetch, without its retry timer."""
+
+    async def main():
+        router = Router()
+        loop = asyncio.get_running_loop()
+        b = router.replicas["b"] = StreamReplica("/", "s", str(tmp_path / "b"), StreamConfig(), "a", 1,
+                                                 router.sender("b"), loop)  # fmt: skip
+        b._timer.cancel()  # only the announcement may make it fetch again
+        b.fetch()  # router.leader is None: dropped
+        await asyncio.sleep(0.05)
+        queue = StreamQueue("/", "s", {}, str(tmp_path / "a"), Host(), loop)
+        queue.role = StreamLeader(queue, "a", 1, ("a", "b"), router.sender("a"))
+        router.leader = queue
+        queue.role.announce()
+        outcomes, done = await publish(queue, 50)
+        await done.wait()
+        assert set(outcomes) == {Outcome.ACCEPTED}
+        await until(lambda: b.log.next_offset == 50, "b has everything")
+        assert chunk_bytes(b.log) == chunk_bytes(queue.log)
 
     asyncio.run(main())
