@@ -23,6 +23,16 @@ def declare(cluster, i: int, name: str, **arguments) -> None:
                                                        "arguments": {"x-queue-type": "stream", **arguments}})  # fmt: skip
 
 
+def two_replica_stream(cluster, name: str) -> tuple[int, int, int]:
+    """Declares `name` on node 0 with 2 replicas: (leader, the other replica, the node without a copy)."""
+    declare(cluster, 0, name, **{"x-initial-cluster-size": 2})
+    leader = cluster.wait_for(lambda: leader_of(cluster, name), 10, "the stream's leader")
+    members = info(cluster[leader], name)["members"]
+    replica = next(n.index for n in cluster.nodes if n.id in members and n.index != leader)
+    outsider = next(n.index for n in cluster.nodes if n.id not in members)
+    return leader, replica, outsider
+
+
 def receive_ids(receiver, n: int) -> list[int]:
     """The ids of the next `n` messages a proton BlockingReceiver gets, each accepted."""
     got = []

@@ -13,7 +13,18 @@ from confirmed_sends import publish_until_stopped
 from proton import Described, Message, Timeout, symbol
 from proton.reactor import Filter
 from proton.utils import BlockingConnection
-from stream_logs import chunks_on, declare, ids_on, info, leader_of, receive_ids, same_everywhere, stream_dir, url
+from stream_logs import (
+    chunks_on,
+    declare,
+    ids_on,
+    info,
+    leader_of,
+    receive_ids,
+    same_everywhere,
+    stream_dir,
+    two_replica_stream,
+    url,
+)
 
 pytestmark = pytest.mark.slow
 OFFSET_SPEC = symbol("rabbitmq:stream-offset-spec")
@@ -74,11 +85,7 @@ def segments(node) -> list[str]:
 
 
 def test_consumers_of_the_drained_leader_and_of_the_new_one_read_every_offset_once(cluster):
-    declare(cluster, 0, "s-follow", **{"x-initial-cluster-size": 2})
-    old = cluster.wait_for(lambda: leader_of(cluster, "s-follow"), 10, "the stream's leader")
-    members = info(cluster[old], "s-follow")["members"]
-    replica = next(n.index for n in cluster.nodes if n.id in members and n.index != old)
-    outsider = next(n.index for n in cluster.nodes if n.id not in members)
+    old, replica, outsider = two_replica_stream(cluster, "s-follow")
     first = Filter({OFFSET_SPEC: Described(OFFSET_SPEC, "first")})
     # on the replica's node: reads its copy, which becomes the leader's
     near = BlockingConnection(url(cluster[replica]), timeout=10)

@@ -16,7 +16,18 @@ from confirmed_sends import publish_until_stopped
 from proton import Described, Message, symbol, ulong
 from proton.reactor import Filter
 from proton.utils import BlockingConnection
-from stream_logs import chunks_on, declare, ids_on, info, leader_of, receive_ids, same_everywhere, stream_dir, url
+from stream_logs import (
+    chunks_on,
+    declare,
+    ids_on,
+    info,
+    leader_of,
+    receive_ids,
+    same_everywhere,
+    stream_dir,
+    two_replica_stream,
+    url,
+)
 
 pytestmark = pytest.mark.slow
 OFFSET_SPEC = symbol("rabbitmq:stream-offset-spec")
@@ -93,11 +104,7 @@ def test_a_partitioned_replica_catches_up(cluster):
 
 
 def test_consumers_on_a_follower_read_its_copy_and_a_node_without_one_is_served_over_the_transport(cluster):
-    declare(cluster, 0, "s-read", **{"x-initial-cluster-size": 2})
-    leader = cluster.wait_for(lambda: leader_of(cluster, "s-read"), 10, "the stream's leader")
-    members = info(cluster[leader], "s-read")["members"]
-    follower = next(n.index for n in cluster.nodes if n.id in members and n.index != leader)
-    outsider = next(n.index for n in cluster.nodes if n.id not in members)
+    leader, follower, outsider = two_replica_stream(cluster, "s-read")
     far = BlockingConnection(url(cluster[outsider]), timeout=10)
     far_receiver = far.create_receiver("/queues/s-read", credit=50)  # offset spec next: what comes after
     conn = BlockingConnection(url(cluster[outsider]), timeout=10)  # published through a node without a copy
