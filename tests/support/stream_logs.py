@@ -33,15 +33,6 @@ def two_replica_stream(cluster, name: str) -> tuple[int, int, int]:
     return leader, replica, outsider
 
 
-def receive_ids(receiver, n: int) -> list[int]:
-    """The ids of the next `n` messages a proton BlockingReceiver gets, each accepted."""
-    got = []
-    for _ in range(n):
-        got.append(receiver.receive(timeout=15).id)
-        receiver.accept()
-    return got
-
-
 def info(node, name: str) -> dict | None:
     try:
         return node.http("GET", f"/api/queues/%2F/{name}")

@@ -18,6 +18,7 @@ import pytest
 from cluster_procs import HttpError
 from proton import Message
 from proton.utils import BlockingConnection
+from received import receive_ids
 
 pytestmark = pytest.mark.slow
 
@@ -60,12 +61,7 @@ def test_a_consumer_attached_while_the_queue_node_cannot_answer_gets_every_messa
     assert queue_info(owner)["messages_unacknowledged"] == 0
     owner.http("POST", "/api/cluster/test/heal", {})
 
-    got = []
-    for _ in range(30):
-        message = receiver.receive(timeout=10)
-        got.append(message.id)
-        receiver.accept()
-    assert got == list(range(30))
+    assert receive_ids(receiver, 30, timeout=10) == list(range(30))
     consumer.close()  # sends the last accepts before it detaches, which would return what is unsettled
     publisher.close()
     cluster.wait_for(lambda: queue_info(owner)["messages"] == 0, 10, "every message settled on the queue's node")
@@ -97,12 +93,7 @@ def test_a_consumer_reattached_through_a_restarted_node_gets_every_message(clust
         sender.send(Message(id=i, body=f"m{i}", durable=True))
     owner.http("POST", "/api/cluster/test/heal", {})
 
-    got = []
-    for _ in range(30):
-        message = receiver.receive(timeout=10)
-        got.append(message.id)
-        receiver.accept()
-    assert got == list(range(30))
+    assert receive_ids(receiver, 30, timeout=10) == list(range(30))
     consumer.close()
     publisher.close()
     cluster.wait_for(lambda: queue_info(owner)["messages"] == 0, 10, "every message settled on the queue's node")

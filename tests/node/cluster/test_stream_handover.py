@@ -13,13 +13,13 @@ from confirmed_sends import publish_until_stopped
 from proton import Described, Message, Timeout, symbol
 from proton.reactor import Filter
 from proton.utils import BlockingConnection
+from received import receive_ids
 from stream_logs import (
     chunks_on,
     declare,
     ids_on,
     info,
     leader_of,
-    receive_ids,
     same_everywhere,
     stream_dir,
     two_replica_stream,
