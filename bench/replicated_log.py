@@ -24,6 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "raft"))  # raft_harness
 
 from raft_harness import Cluster  # noqa: E402
+from stream_host import Host  # noqa: E402
 
 from amqp.message import Message  # noqa: E402
 from queues.base import QueueMessage  # noqa: E402
@@ -40,14 +41,6 @@ from raft.records import command  # noqa: E402
 class AppendChunk:
     value: int  # what the harness's machine keeps
     body: bytes
-
-
-class Host:
-    def now_ms(self) -> int:
-        return int(time.time() * 1000)
-
-    def call_later(self, delay_s, fn):
-        return asyncio.get_running_loop().call_later(delay_s, fn)
 
 
 async def stream_rate(n: int, body: bytes) -> float:

@@ -14,18 +14,12 @@ import os
 import tempfile
 import time
 
+from stream_host import Host
+
 from amqp.message import Message
 from queues.base import QueueMessage
 from queues.stream.queue import StreamQueue
 from queues.stream.spec import ReadSpec
-
-
-class Host:
-    def now_ms(self) -> int:
-        return int(time.time() * 1000)
-
-    def call_later(self, delay_s, fn):
-        return asyncio.get_running_loop().call_later(delay_s, fn)
 
 
 class Reader:

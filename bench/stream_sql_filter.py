@@ -16,6 +16,8 @@ import os
 import tempfile
 import time
 
+from stream_host import Host
+
 from amqp.message import Message
 from amqp.types import Symbol
 from queues.base import QueueMessage
@@ -35,14 +37,6 @@ CASES = [
     ("SQL h.priority > 4 OR bucket = 7", {SQL: "h.priority > 4 OR bucket = 7"}),
 ]
 REGIONS = ("emea", "amer", "apj", "latam")
-
-
-class Host:
-    def now_ms(self) -> int:
-        return int(time.time() * 1000)
-
-    def call_later(self, delay_s, fn):
-        return asyncio.get_running_loop().call_later(delay_s, fn)
 
 
 class Reader:
