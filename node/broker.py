@@ -145,6 +145,7 @@ class Broker:
             self.queue_service = QueueService(self)
             self.volatile.attach_cluster()
             self.quorum.attach()
+            self.streams.attach()
             self.maintenance.attach()
             self.placement.attach()
             snapshot_export.register(self)

@@ -8,7 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from amqp import definitions as d
-from node.vhosts.stream_follower import StreamFollower, StreamProxy
+from node.vhosts.stream_follower import StreamFollower
+from node.vhosts.stream_proxy import StreamProxy
 from queues.base import QueueArgumentError
 from queues.stream.queue import StreamQueue
 from queues.stream.spec import ReadSpec

@@ -119,6 +119,11 @@ class RemoteQueue(Queue):
         if cid is not None:
             self._service.detach(cid)
 
+    def consumer_lost(self, consumer: Any, condition: str, description: str) -> None:
+        """The node serving `consumer` ended it, or cannot be reached: its link is detached."""
+        self.consumers.pop(consumer, None)
+        end_consumer(consumer, condition, description)
+
     def credit(self, consumer: Consumer, delivery_count: int, link_credit: int, drain: bool, echo: bool) -> None:
         cid = self.consumers.get(consumer)
         if cid is not None:
@@ -362,8 +367,7 @@ class QueueService:
         entry = self._consumers.pop(cid, None)
         if entry is not None:
             queue, consumer, target = entry
-            queue.consumers.pop(consumer, None)
-            _end(consumer, Condition.DETACH_FORCED, _unreachable_text(queue, target))
+            queue.consumer_lost(consumer, Condition.DETACH_FORCED, _unreachable_text(queue, target))
 
     # -- incoming ------------------------------------------------------------------------
 
@@ -508,8 +512,7 @@ class QueueService:
         entry = self._consumers.pop(cid, None)
         if entry is not None:
             queue, consumer, _ = entry
-            queue.consumers.pop(consumer, None)
-            _end(consumer, condition, description)
+            queue.consumer_lost(consumer, condition, description)
 
     _HANDLERS: dict[str, Any] = {
         "pub": _pub, "attach": _attach, "sattach": _attach, "credit": _credit, "settle": _settle, "detach": _detach,
@@ -572,7 +575,8 @@ def _unreachable_text(queue: RemoteQueue, node: str) -> str:
     return f"queue '{queue.name}' in vhost '{queue.vhost}' is on node {node}, which this node cannot reach"
 
 
-def _end(consumer: Any, condition: str, description: str) -> None:
+def end_consumer(consumer: Any, condition: str, description: str) -> None:
+    """Detaches a consumer's link with `condition` (resource-deleted: the queue was deleted)."""
     if condition == Condition.RESOURCE_DELETED:
         consumer.queue_deleted()
         return

@@ -19,7 +19,8 @@ from typing import Any
 
 from queues.stream.queue import StreamQueue
 
-from .stream_follower import StreamFollower, StreamProxy
+from .stream_follower import StreamFollower
+from .stream_proxy import StreamProxy
 
 __all__ = ["MovingReaders"]
 

@@ -29,8 +29,9 @@ from queues.stream.log_epoch import raise_log_epoch
 from queues.stream.queue import StreamQueue
 from queues.stream.replica import StreamReplica
 
-from .stream_follower import StreamFollower, StreamProxy
+from .stream_follower import StreamFollower
 from .stream_moves import MovingReaders
+from .stream_proxy import StreamProxy
 
 if TYPE_CHECKING:
     from node.broker import Broker
@@ -48,7 +49,6 @@ class StreamRoles:
         self.broker = broker
         self.directory_of = directory_of  # (vhost, name) -> the stream's directory on this node
         self.replicas: dict[tuple[str, str], StreamReplica] = {}
-        self._attached = False
         self._requests = itertools.count(1)
         self._answers: dict[int, asyncio.Future] = {}
         self.moving = MovingReaders()  # consumers of a copy changing role (node/vhosts/stream_moves.py)
@@ -56,10 +56,10 @@ class StreamRoles:
 
     # -- the transport -----------------------------------------------------------------
 
-    def _attach(self) -> None:
-        if not self._attached:
-            self._attached = True
-            self.broker.cluster.rpc.channels[CHANNEL] = self._on_message
+    def attach(self) -> None:
+        """Takes the channel at node start: a replica's fetch may arrive before this node's first stream
+        starts (it is then dropped quietly; the leader announces itself when it starts)."""
+        self.broker.cluster.rpc.channels[CHANNEL] = self._on_message
 
     def send(self, peer: str, message: object) -> None:
         transport = self.broker.cluster.transport
@@ -125,7 +125,6 @@ class StreamRoles:
 
     def start(self, vhost: VHost, q: QueueRecord, arguments: dict) -> Any:
         """The vhost's queue for a replicated stream: the leader's StreamQueue, else a proxy."""
-        self._attach()
         record = self.record(vhost.name, q.name)
         assert record is not None
         me = self.broker.node_id
@@ -179,7 +178,7 @@ class StreamRoles:
             self.moving.settle(key, current)
             return
         if isinstance(current, StreamProxy) and me not in record.replicas:  # still no copy here
-            current.leader = record.leader
+            current.leader_moved(record.leader)
             self.moving.settle(key, current)
             return
         if isinstance(current, StreamFollower) and replica is not None and me in record.replicas \

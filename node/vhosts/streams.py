@@ -42,6 +42,9 @@ class StreamQueues:
         self.failover = StreamFailover(broker, self.roles)
         self.handover = StreamHandOver(broker, self.roles)  # maintenance mode's drain
 
+    def attach(self) -> None:
+        self.roles.attach()
+
     def directory(self, vhost: str, name: str) -> str:
         """One directory per stream, named by a digest: any vhost or queue name is a valid file name then."""
         digest = hashlib.sha256(f"{vhost}\0{name}".encode()).hexdigest()[:32]

@@ -76,8 +76,9 @@ def ids_on(node, name: str) -> list[int]:
     return ids
 
 
-def same_everywhere(cluster, name: str) -> bool:
-    logs = [[c[:3] for c in chunks_on(node, name)] for node in cluster.nodes]
+def same_everywhere(nodes, name: str) -> bool:
+    """The stream's chunks are alike on every one of `nodes` (a cluster: all of its nodes)."""
+    logs = [[c[:3] for c in chunks_on(node, name)] for node in getattr(nodes, "nodes", nodes)]
     return bool(logs[0]) and all(log == logs[0] for log in logs)
 
 

@@ -14,6 +14,8 @@ from proton import Described, Message, Timeout, symbol, timestamp, ulong
 from proton.reactor import Container, Filter
 from proton.utils import BlockingConnection, LinkDetached
 
+from queues.stream import wire
+
 OFFSET_SPEC = symbol("rabbitmq:stream-offset-spec")
 STREAM_FILTER = symbol("rabbitmq:stream-filter")
 MATCH_UNFILTERED = symbol("rabbitmq:stream-match-unfiltered")
@@ -243,3 +245,12 @@ def test_kill_9_loses_no_confirmed_message_and_keeps_offsets_dense(tmp_path, bro
     missing = pub.confirmed - set(ids)
     assert not missing, f"{len(missing)} confirmed messages lost, e.g. {sorted(missing)[:5]}"
     assert offsets == list(range(len(ids))) and len(ids) == len(set(ids)) and set(ids) <= set(range(pub.sent))
+
+
+def test_a_replicas_fetch_before_any_stream_started_here_is_dropped_quietly(broker, caplog):
+    """The node takes the stream replication channel at start: a replica's first fetch may reach
+    the leader's node before the stream has started there (the leader announces itself then)."""
+    fetch = wire.encode(wire.Fetch("/", "not-yet", 1, 0, -1, 0, 0, 0))
+    with caplog.at_level("WARNING"):
+        broker.call(lambda: broker.broker.cluster.rpc._on_message("peer:1", "stream.repl", fetch))
+    assert not [r for r in caplog.records if r.levelname == "WARNING"]

@@ -11,8 +11,9 @@ import asyncio
 from types import SimpleNamespace
 
 from amqp.types import Described, Symbol
-from node.vhosts.stream_follower import StreamFollower, StreamProxy
+from node.vhosts.stream_follower import StreamFollower
 from node.vhosts.stream_moves import MovingReaders
+from node.vhosts.stream_proxy import StreamProxy
 from queues.stream.config import StreamConfig
 from queues.stream.leader import StreamLeader
 from queues.stream.queue import StreamQueue
@@ -150,7 +151,7 @@ def test_a_reader_of_a_copy_the_node_no_longer_has_goes_on_at_the_leader_with_it
         proxy.credit(consumer, 25, 10, False, False)  # the link's next FLOW, shifted back
         assert service.sent[-1] == ["credit", 7, 0, 10, False, False]
         proxy.detach_consumer(consumer)
-        assert service.sent[-1] == ["detach", 7] and not proxy.bases
+        assert service.sent[-1] == ["detach", 7] and not proxy.served
 
     asyncio.run(main())
 

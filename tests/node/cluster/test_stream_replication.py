@@ -13,7 +13,7 @@ import threading
 import pytest
 from cluster_procs import HttpError
 from confirmed_sends import publish_until_stopped
-from proton import Described, Message, symbol, ulong
+from proton import Described, Message, Timeout, symbol, ulong
 from proton.reactor import Filter
 from proton.utils import BlockingConnection
 from received import receive_ids
@@ -55,19 +55,46 @@ def test_x_initial_cluster_size_places_fewer_replicas(cluster):
     assert len(info(cluster[leader_of(cluster, "s-two")], "s-two")["members"]) == 2
 
 
-def test_kill9_of_the_stream_leader_loses_no_confirmed_message(cluster):
+def read_until_stopped(node, name: str, stop: threading.Event, got: list, errors: list) -> None:
+    """A consumer from `first` through `node`, accepting each message until `stop` and a quiet second."""
+    conn = BlockingConnection(url(node), timeout=10)
+    options = Filter({OFFSET_SPEC: Described(OFFSET_SPEC, "first")})
+    receiver = conn.create_receiver(f"/queues/{name}", credit=100, options=options)
+    try:
+        while True:
+            try:
+                got.append(receiver.receive(timeout=1).id)
+                receiver.accept()
+            except Timeout:
+                if stop.is_set():
+                    break
+    except Exception as e:  # a detached link: the test fails on it
+        errors.append(e)
+    conn.close()
+
+
+def test_kill9_of_the_stream_leader_loses_no_confirmed_message_and_a_proxied_consumer_reads_on(cluster_factory):
+    """Four nodes, three copies: the fourth node's consumer is served by the leader over the transport
+    and, when the leader is killed, goes on at the new one from its next offset, each message once."""
+    cluster = cluster_factory(4)
+    cluster.start()
     declare(cluster, 0, "s-kill")
     leader = cluster.wait_for(lambda: leader_of(cluster, "s-kill"), 10, "the stream's leader")
-    pub = next(i for i in range(3) if i != leader)
+    members = info(cluster[leader], "s-kill")["members"]
+    copies = [n for n in cluster.nodes if n.id in members]
+    outsider = next(n for n in cluster.nodes if n.id not in members)
+    pub = next(n.index for n in copies if n.index != leader)
     confirmed: list[int] = []
-    stop = threading.Event()
-
-    def publish() -> None:
-        publish_until_stopped(url(cluster[pub]), "/queues/s-kill", stop, confirmed)
-
-    thread = threading.Thread(target=publish, daemon=True)
-    thread.start()
-    cluster.wait_for(lambda: len(confirmed) >= 300, 30, "300 confirmed before the kill")
+    got: list[int] = []
+    errors: list[Exception] = []
+    stop, stop_reading = threading.Event(), threading.Event()
+    threads = [threading.Thread(target=publish_until_stopped, args=(url(cluster[pub]), "/queues/s-kill", stop,
+                                                                    confirmed), daemon=True),
+               threading.Thread(target=read_until_stopped, args=(outsider, "s-kill", stop_reading, got, errors),
+                                daemon=True)]  # fmt: skip
+    for thread in threads:
+        thread.start()
+    cluster.wait_for(lambda: len(confirmed) >= 300 and len(got) >= 100, 30, "300 confirmed and 100 read first")
     cluster.kill9(leader)
     killed_at = len(confirmed)
     new_leader = cluster.wait_for(lambda: leader_of(cluster, "s-kill"), 30, "a new leader")
@@ -75,15 +102,19 @@ def test_kill9_of_the_stream_leader_loses_no_confirmed_message(cluster):
     cluster.wait_for(lambda: len(confirmed) >= killed_at + 300, 60, "publishing resumed after the kill")
     cluster.restart(leader)
     stop.set()
-    thread.join(30)
+    threads[0].join(30)
     assert info(cluster[new_leader], "s-kill")["epoch"] >= 2
-    cluster.wait_for(lambda: same_everywhere(cluster, "s-kill"), 30, "identical logs after the heal")
+    cluster.wait_for(lambda: same_everywhere(copies, "s-kill"), 30, "identical logs after the heal")
     stored = ids_on(cluster[leader], "s-kill")  # the old leader, its tail cut to the new one's
     lost = set(confirmed) - set(stored)
     print(f"\nconfirmed {len(confirmed)}, stored {len(stored)}, killed at {killed_at}, lost {len(lost)}")
     assert not lost
     offsets = [c[:2] for c in chunks_on(cluster[leader], "s-kill")]
     assert all(a[0] + a[1] == b[0] for a, b in zip(offsets, offsets[1:], strict=False))  # dense offsets
+    cluster.wait_for(lambda: len(got) >= len(stored) or errors, 30, "the proxied consumer read the whole log")
+    stop_reading.set()
+    threads[1].join(30)
+    assert not errors and got == stored  # through the kill: every message once, in the log's order
 
 
 def test_a_partitioned_replica_catches_up(cluster):
