@@ -16,7 +16,8 @@ For each replicated stream this node leads, all streams at once:
      again, through the proxy, to the new leader).
 A stream whose replicas do not catch up in time, or whose election is
 refused, goes on as it was: it is reported as still led here. A stream with
-one replica has nobody to take it (`streams_no_successor`).
+one replica, or declared before flag stream_replication (one copy, on the
+node that declared it), has nobody to take it (`streams_no_successor`).
 """
 
 from __future__ import annotations
@@ -61,19 +62,17 @@ class StreamHandOver:
         self.broker = broker
         self.roles = roles
 
-    def leading(self) -> list[StreamQueue]:
-        """The replicated streams this node leads."""
-        out = []
-        for vhost in list(self.broker.vhosts.values()):
-            for queue in list(vhost.queues.values()):
-                if isinstance(queue, StreamQueue) and queue.role is not None:
-                    out.append(queue)
-        return out
+    def streams_here(self) -> list[StreamQueue]:
+        """The streams whose writing copy is on this node: those it leads, and those declared
+        before flag stream_replication (no role: the node's only copy)."""
+        return [queue for vhost in list(self.broker.vhosts.values()) for queue in list(vhost.queues.values())
+                if isinstance(queue, StreamQueue)]  # fmt: skip
 
     async def hand_over(self, timeout: float, avoid: set[str]) -> StreamsHandedOver:
         out = StreamsHandedOver()
-        queues = [q for q in self.leading() if len(q.role.replicas) > 1]
-        out.alone = sorted((q.vhost, q.name) for q in self.leading() if len(q.role.replicas) == 1)
+        here = self.streams_here()
+        queues = [q for q in here if q.role is not None and len(q.role.replicas) > 1]
+        out.alone = sorted((q.vhost, q.name) for q in here if q not in queues)
         results = await asyncio.gather(*(self._move(q, timeout, avoid) for q in queues))
         for queue, leader in zip(queues, results, strict=True):
             key = (queue.vhost, queue.name)

@@ -7,10 +7,13 @@ them again to the new one), and a failover passes a drained node over."""
 from __future__ import annotations
 
 import asyncio
+from types import SimpleNamespace
 
 from node.vhosts.stream_failover import _choose
 from node.vhosts.stream_handover import StreamHandOver
 from queues.base import Outcome
+from queues.stream.queue import StreamQueue
+from tests.queues.stream.stream_fakes import Host
 from tests.queues.stream.test_replication import Router, make, publish, until
 
 
@@ -70,3 +73,22 @@ def test_a_failover_passes_over_a_drained_replica_unless_it_alone_has_the_longes
     assert _choose(logs, set()) == "b"  # the newest log epoch first, then the id
     assert _choose(logs, {"b"}) == "a"
     assert _choose({"a": (3, 90), "b": (3, 100)}, {"b"}) == "b"  # a might lack a committed chunk
+
+
+def test_streams_with_one_copy_are_reported_as_having_no_successor(tmp_path):
+    """One replica, or declared before flag stream_replication (no role): nothing to hand over to."""
+
+    async def main():
+        one = make(tmp_path, Router(), replicas=("a",))
+        unreplicated = StreamQueue("/", "old", {}, str(tmp_path / "old"), Host(), asyncio.get_running_loop())
+        broker = _Broker(down=set())
+        broker.vhosts = {"/": SimpleNamespace(queues={"s": one, "old": unreplicated})}
+        report = (await StreamHandOver(broker, None).hand_over(1.0, set())).as_dict()
+        assert report == {"streams_moved": [], "streams_still_leading": [],
+                          "streams_no_successor": [{"vhost": "/", "name": "old"}, {"vhost": "/", "name": "s"}]}
+        for queue in (one, unreplicated):
+            closed = asyncio.Event()
+            queue.close(closed.set)
+            await closed.wait()
+
+    asyncio.run(main())
