@@ -23,6 +23,11 @@ record holds: the stored bytes are not unpacked a second time for the
 delivery), and a delivery the window misses reads the next READ_AHEAD_COUNT
 stored messages with one RocksDB iterator, not a get each. A delivery takes
 its message out of the window; a redelivery reads the store again.
+While the consumers lag by more than the window, new messages are not kept
+(the ones kept are delivered first; evicting them for newer ones would make
+every delivery a miss); a read-ahead makes room by dropping what the window
+holds longest (left behind: settled elsewhere, dropped, or read for a
+redelivery).
 
 A replica that installed a snapshot instead of the log that carried some
 bodies lacks them: a delivery that needs one waits while it is fetched from
@@ -33,6 +38,7 @@ from __future__ import annotations
 
 import logging
 import struct
+from collections import OrderedDict
 from collections.abc import Callable
 
 from queues.base import QueueMessage
@@ -57,8 +63,10 @@ class BodyStore:
                  has_consumers: Callable[[], bool] = lambda: False) -> None:  # fmt: skip
         self._qh = qh
         self._has_consumers = has_consumers  # consumers attached through this node: keep a window
-        # msg id -> (stored size, the stored message or its fields as read_stored gives them), oldest first
-        self._window: dict[int, tuple[int, bytes | tuple]] = {}
+        # msg id -> (stored size, the stored message or its fields as read_stored gives them), in the
+        # order kept (an OrderedDict: dropping the first is O(1), where a dict's first key is found by
+        # scanning past every slot popped before it)
+        self._window: OrderedDict[int, tuple[int, bytes | tuple]] = OrderedDict()
         self._window_bytes = 0
         self._group = group
         self._queue_name = queue_name
@@ -97,17 +105,26 @@ class BodyStore:
             self._keep((mid, len(value), (bytes(m[0]), bool(m[1]), m[3], list(m[4]), dict(m[6]) if m[6] else None))
                        for mid, value, m in zip(fresh, stored, messages, strict=True))  # fmt: skip
 
-    def _keep(self, entries) -> None:
-        """Add (msg id, stored size, stored message or its fields) to the read-ahead window,
-        dropping its oldest past the bound."""
+    def _keep(self, entries, make_room: bool = False) -> None:
+        """Add (msg id, stored size, stored message or its fields) to the read-ahead window, in
+        order, while they fit in READ_AHEAD_BYTES; `make_room` (a read-ahead: these are the
+        messages wanted next) drops what the window held before them to fit them."""
         window = self._window
         held = self._window_bytes
+        older = len(window) if make_room else 0  # entries this call may drop (the first ones)
         for mid, size, value in entries:
-            if mid not in window:
-                window[mid] = (size, value)
-                held += size
-        while held > READ_AHEAD_BYTES and window:
-            held -= window.pop(next(iter(window)))[0]
+            if mid in window:
+                if make_room:  # wanted next: behind this call's others, no longer among those to drop
+                    window.move_to_end(mid)
+                    older -= 1
+                continue
+            while held + size > READ_AHEAD_BYTES and older:
+                held -= window.popitem(last=False)[1][0]
+                older -= 1
+            if held + size > READ_AHEAD_BYTES and window:
+                break  # the rest are read from the store when wanted
+            window[mid] = (size, value)
+            held += size
         self._window_bytes = held
 
     def forget(self, msg_ids) -> None:
@@ -124,7 +141,7 @@ class BodyStore:
         found = self._qh.get_blobs_from(self._group, _KEY.pack(mid), READ_AHEAD_COUNT)
         if not found or found[0][0] != _KEY.pack(mid):
             return None
-        self._keep((_KEY.unpack(k)[0], len(v), v) for k, v in found[1:])
+        self._keep(((_KEY.unpack(k)[0], len(v), v) for k, v in found[1:]), make_room=True)
         return found[0][1]
 
     @property
