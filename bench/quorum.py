@@ -202,7 +202,7 @@ def run_workload(broker, key: str, replicas: int, args, tag: str, layout: str, b
                              window=args.window, durable=True, idle_timeout=args.idle_timeout, arrow=args.arrow,
                              ready=lambda: broker.consumers(name, con) >= 1)  # fmt: skip
     wall = time.monotonic() - t0
-    per_node = [(b - a) / max(1, args.count) * 1e6 for a, b in zip(cpu0, node_cpu_seconds(broker))]
+    per_node = [(b - a) / max(1, args.count) * 1e6 for a, b in zip(cpu0, node_cpu_seconds(broker), strict=True)]
     cpu_us = sum(per_node)  # whole cluster, per message
     if getattr(broker, "profile_dir", None):
         broker.profile_stop()
