@@ -89,15 +89,12 @@ class BodyStore:
         stored = getattr(record, "stored", ())
         if len(stored) != len(record.messages):
             stored = [pack_message(bytes(m[0]), bool(m[1]), m[2], m[3], m[4], m[5], m[6]) for m in record.messages]
-        fresh = []
-        put = self._qh.put_blob
-        group = self._group
-        for pos, value in enumerate(stored):
-            mid = msg_id(index, pos)
-            put(group, _KEY.pack(mid), value)
-            self._fresh[mid] = value
-            fresh.append(mid)
-        put(group, _WRITTEN_MARK, _KEY.pack(index))
+        first = msg_id(index, 0)  # a batch's messages have consecutive ids
+        fresh = range(first, first + len(stored))
+        self._fresh.update(zip(fresh, stored, strict=True))
+        pack = _KEY.pack
+        self._qh.put_blobs(self._group, [*((pack(mid), value) for mid, value in zip(fresh, stored, strict=True)),
+                                         (_WRITTEN_MARK, pack(index))])  # fmt: skip
         self._written_to = index
         self._qh.after_durable(lambda: [self._fresh.pop(m, None) for m in fresh])
         if self._has_consumers():

@@ -41,6 +41,9 @@ class Host:
     def put_blob(self, group, key, value):
         self.blobs[key] = value
 
+    def put_blobs(self, group, items):
+        self.blobs.update(items)
+
     def get_blob(self, group, key):
         return self.blobs.get(key)
 
@@ -179,8 +182,8 @@ def test_a_restart_does_not_write_again_the_bodies_of_batches_it_replays():
     writes = []
     restarted = QuorumQueue("/", "q", {"x-queue-type": "quorum"}, ("n1",), host=host, quorum_host=host, group="g")
     restarted.restore(snapshot)
-    real_put = host.put_blob
-    host.put_blob = lambda group, key, value: (writes.append(key), real_put(group, key, value))
+    real_put = host.put_blobs
+    host.put_blobs = lambda group, items: (writes.extend(k for k, _ in items), real_put(group, items))
     restarted.apply(batch(3, 3), 3)
     assert writes == [] and restarted.message_count == 6
     assert restarted.body(qq.msg_id(3, 2)) is not None
