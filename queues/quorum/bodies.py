@@ -25,9 +25,10 @@ stored messages with one RocksDB iterator, not a get each. A delivery takes
 its message out of the window; a redelivery reads the store again.
 While the consumers lag by more than the window, new messages are not kept
 (the ones kept are delivered first; evicting them for newer ones would make
-every delivery a miss); a read-ahead makes room by dropping what the window
-holds longest (left behind: settled elsewhere, dropped, or read for a
-redelivery).
+every delivery a miss), nor while they catch up with read-aheads, until one
+reaches the newest stored message; a read-ahead makes room by dropping what
+the window holds longest (left behind: settled elsewhere, dropped, or read
+for a redelivery).
 
 A replica that installed a snapshot instead of the log that carried some
 bodies lacks them: a delivery that needs one waits while it is fetched from
@@ -68,6 +69,9 @@ class BodyStore:
         # scanning past every slot popped before it)
         self._window: OrderedDict[int, tuple[int, bytes | tuple]] = OrderedDict()
         self._window_bytes = 0
+        # a new message did not fit: the consumers are further behind than the window holds, and
+        # new messages are left to the read-aheads until one finds the newest stored message
+        self._behind = False
         self._group = group
         self._queue_name = queue_name
         self._on_arrival = on_arrival  # (msg id, the delivery that waited for it)
@@ -97,7 +101,7 @@ class BodyStore:
                                          (_WRITTEN_MARK, pack(index))])  # fmt: skip
         self._written_to = index
         self._qh.after_durable(lambda: [self._fresh.pop(m, None) for m in fresh])
-        if self._has_consumers():
+        if self._has_consumers() and not self._behind:
             messages = record.messages  # what the machine read: (payload, durable, ttl, exchange, keys, corr, ann)
             self._keep((mid, len(value), (bytes(m[0]), bool(m[1]), m[3], list(m[4]), dict(m[6]) if m[6] else None))
                        for mid, value, m in zip(fresh, stored, messages, strict=True))  # fmt: skip
@@ -119,6 +123,7 @@ class BodyStore:
                 held -= window.popitem(last=False)[1][0]
                 older -= 1
             if held + size > READ_AHEAD_BYTES and window:
+                self._behind = self._behind or not make_room
                 break  # the rest are read from the store when wanted
             window[mid] = (size, value)
             held += size
@@ -138,6 +143,8 @@ class BodyStore:
         found = self._qh.get_blobs_from(self._group, _KEY.pack(mid), READ_AHEAD_COUNT)
         if not found or found[0][0] != _KEY.pack(mid):
             return None
+        if len(found) < READ_AHEAD_COUNT:
+            self._behind = False  # caught up with the store: new messages are kept again
         self._keep(((_KEY.unpack(k)[0], len(v), v) for k, v in found[1:]), make_room=True)
         return found[0][1]
 

@@ -316,10 +316,17 @@ def test_a_consumer_behind_the_window_misses_it_once_per_read_ahead_not_per_mess
     for index in range(2, 12):  # ten batches of 4 arrive while the consumer takes one message per batch
         queue.apply(batch(4, index), index)
         delivered.append(store.message(msg_ids(2, 12)[len(delivered)]))
+    # batch 5's second message did not fit: from then on new messages were left to the read-aheads,
+    # although deliveries made room (kept, they would only be dropped unread by the read-aheads)
+    assert list(store._window) == [qq.msg_id(4, 2), qq.msg_id(4, 3), qq.msg_id(5, 0)]
     while len(delivered) < 40:
         delivered.append(store.message(msg_ids(2, 12)[len(delivered)]))
     assert [m.payload for m in delivered] == [f"m{i}".encode() for _ in range(10) for i in range(4)]
     assert host.range_reads <= 4  # 30 messages not kept at first, read 10 at a time
+    # the last read-ahead found the newest stored message: new ones are kept again
+    assert not store._window
+    queue.apply(batch(2, 12), 12)
+    assert list(store._window) == [qq.msg_id(12, 0), qq.msg_id(12, 1)]
 
 
 def msg_ids(first: int, end: int) -> list[int]:
