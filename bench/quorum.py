@@ -158,17 +158,25 @@ def run_pair_split(*, host: str, pub_port: int, con_port: int, address: str, cou
 def cpu_seconds(broker) -> float:
     """User + system CPU of every broker process so far (all nodes): CPU per message
     is what a busy machine disturbs least."""
+    return sum(node_cpu_seconds(broker))
+
+
+def node_cpu_seconds(broker) -> list[float]:
+    """User + system CPU of each node's processes so far: the busiest node shows which
+    loop limits the rate (a Warren node runs one core)."""
     import psutil
 
-    total = 0.0
+    out = []
     for tree in broker.process_trees():
+        total = 0.0
         for pid in tree:
             try:
                 t = psutil.Process(pid).cpu_times()
                 total += t.user + t.system + t.children_user + t.children_system
             except psutil.Error:
                 pass
-    return total
+        out.append(total)
+    return out
 
 
 def run_workload(broker, key: str, replicas: int, args, tag: str, layout: str, body: int) -> dict:
@@ -185,7 +193,7 @@ def run_workload(broker, key: str, replicas: int, args, tag: str, layout: str, b
     print(f"[bench] {broker.key}: {key} {layout} {body} B {tag}: leader n{leader}, members {sorted(members)}, "
           f"publisher n{pub}, consumer n{con}; load {load[0]}, CPU idle {idle:.0%}", file=sys.stderr)
     t0 = time.monotonic()
-    cpu0 = cpu_seconds(broker)
+    cpu0 = node_cpu_seconds(broker)
     if getattr(broker, "profile_dir", None):
         broker.profile_start(f"{key}-{layout}-{body}-{tag}")
     with LeaderWatch(broker, name) as watch:
@@ -194,7 +202,8 @@ def run_workload(broker, key: str, replicas: int, args, tag: str, layout: str, b
                              window=args.window, durable=True, idle_timeout=args.idle_timeout, arrow=args.arrow,
                              ready=lambda: broker.consumers(name, con) >= 1)  # fmt: skip
     wall = time.monotonic() - t0
-    cpu_us = (cpu_seconds(broker) - cpu0) / max(1, args.count) * 1e6  # whole cluster, per message
+    per_node = [(b - a) / max(1, args.count) * 1e6 for a, b in zip(cpu0, node_cpu_seconds(broker), strict=True)]
+    cpu_us = sum(per_node)  # whole cluster, per message
     if getattr(broker, "profile_dir", None):
         broker.profile_stop()
     after = broker.info(name) or {}
@@ -204,7 +213,9 @@ def run_workload(broker, key: str, replicas: int, args, tag: str, layout: str, b
     res.update(queue=name, layout=layout, body=body, leader=leader, members=sorted(members), publisher=pub, consumer=con,
                load_before=load, load_after=load_avg(), cpu_idle_before=round(idle, 3), wall_s=round(wall, 1),
                leaders_seen=[f"n{broker.index_of(x)}" for x in leaders], leader_changed=len(leaders) > 1,
-               left_in_queue=after.get("messages"), cpu_us_per_msg=round(cpu_us, 1))  # fmt: skip
+               left_in_queue=after.get("messages"), cpu_us_per_msg=round(cpu_us, 1),
+               node_cpu_us_per_msg=[round(x, 1) for x in per_node],
+               node_cpu_share=[round(x * res.get("e2e_rate", 0) / 1e6, 2) for x in per_node])  # fmt: skip
     broker.delete(name)
     return res
 
@@ -251,7 +262,8 @@ def run_broker(broker, keys: list[str], args) -> dict:
                     r = {"ok": False, "error": f"{type(e).__name__}: {e}"}
                 short = {k: r.get(k) for k in ("e2e_rate", "sender_rate", "receiver_rate", "lat_ms", "ok",
                                                "leaders_seen", "load_before", "wall_s",
-                                               "cpu_us_per_msg")}  # fmt: skip
+                                               "cpu_us_per_msg", "node_cpu_us_per_msg",
+                                               "node_cpu_share")}  # fmt: skip
                 print(f"[bench]   -> {json.dumps(short)}" + (f" error: {r['error'][:500]}" if "error" in r else ""),
                       file=sys.stderr)
                 runs.append(r)

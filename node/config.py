@@ -96,6 +96,9 @@ class Config:
     # 0 leaves glibc's default; MALLOC_ARENA_MAX / MALLOC_MMAP_THRESHOLD_ in the environment win.
     malloc_arena_max: int = 2
     malloc_mmap_threshold: int = 1024 * 1024
+    # the garbage collector, once the node is up (node/ops/gc_settings.py): start-up's objects frozen and
+    # the first generation collected every this many allocations; 0 keeps Python's defaults
+    gc_gen0_threshold: int = 10_000
     definitions_file: str = ""  # JSON topology loaded at start (like RabbitMQ's load_definitions)
     # AMQP address format v1 (/queue/:q, /exchange/:x/:key, /topic/:key, /amq/queue/:q), as RabbitMQ 4.0-4.2
     # permit its deprecated feature amqp_address_v1 by default; false refuses v1 addresses (invalid-field).

@@ -14,6 +14,7 @@ from node.client.tls import TlsError
 from node.cluster.enabled_flags import DowngradeRefused
 from node.config import Config
 from node.ops.allocator import apply_malloc_settings
+from node.ops.gc_settings import apply_gc_settings
 
 
 class _KeyValueFormatter(logging.Formatter):
@@ -40,6 +41,9 @@ def setup_logging(level: str) -> None:
 async def serve(cfg: Config) -> None:
     broker = Broker(cfg)
     await broker.start()
+    tuned = apply_gc_settings(cfg.gc_gen0_threshold)
+    if tuned:
+        logging.getLogger("warren.memory").info("garbage collector: %s", tuned)
     # Tests and scripts parse this line: the amqp URL first, then the ports.
     def port(value: int | None) -> int | str:
         return value if value is not None else "off"

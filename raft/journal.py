@@ -202,6 +202,12 @@ class DurableLog:
         the journal writes of the same loop turn (one fsync for both)."""
         return self._put(_blob_prefix(group) + key, value)
 
+    def put_blobs(self, group: str, items: list[tuple[bytes, bytes]]) -> Ticket:
+        """`put_blob` of each (key, value) in order: the group's prefix made once, one ticket."""
+        self._check_ok()
+        prefix = _blob_prefix(group)
+        return self._batches.put_many([(prefix + key, value) for key, value in items])
+
     def get_blob(self, group: str, key: bytes) -> bytes | None:
         """A flushed blob (writes still pending are not visible)."""
         return self._get(_blob_prefix(group) + key)

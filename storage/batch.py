@@ -197,6 +197,14 @@ class BatchWriter:
         self._ops.append((key, value))
         return self._buffered()
 
+    def put_many(self, items: list[tuple[bytes, bytes]]) -> Ticket:
+        """`put` of each (key, value) in order, under one ticket (a quorum queue's batch of bodies)."""
+        put = self._pending.put
+        for key, value in items:
+            put(key, value)
+        self._ops.extend(items)
+        return self._buffered()
+
     def delete(self, key: bytes) -> Ticket:
         self._pending.delete(key)
         self._ops.append((key, None))

@@ -67,6 +67,9 @@ _HEADER = {"q": "q", "?": "?", "n": "?q", "s": "I", "b": "I", "S": "I", "L": "I"
 
 
 def _pack_strs(values: list) -> bytes:
+    if len(values) == 1:  # a message's routing keys: nearly always one
+        data = values[0].encode()
+        return _U32.pack(len(data)) + data
     out = []
     for v in values:
         data = v.encode()
@@ -76,6 +79,10 @@ def _pack_strs(values: list) -> bytes:
 
 
 def _unpack_strs(data: bytes, pos: int, count: int) -> tuple[list, int]:
+    if count == 1:
+        (n,) = _U32.unpack_from(data, pos)
+        end = pos + 4 + n
+        return [data[pos + 4 : end].decode()], end
     out = []
     for _ in range(count):
         (n,) = _U32.unpack_from(data, pos)

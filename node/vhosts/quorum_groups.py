@@ -218,6 +218,9 @@ class QuorumQueues:
     def put_blob(self, group: str, key: bytes, value: bytes) -> None:
         self._cluster.log.put_blob(group, key, value)
 
+    def put_blobs(self, group: str, items: list[tuple[bytes, bytes]]) -> None:
+        self._cluster.log.put_blobs(group, items)
+
     def get_blob(self, group: str, key: bytes) -> bytes | None:
         return self._cluster.log.get_blob(group, key)
 

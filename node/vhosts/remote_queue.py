@@ -195,8 +195,9 @@ class RemoteConsumer:
         self.streams = service.streams_with(peer)
 
     def deliver(self, queue: Queue, m: QueueMessage) -> None:
+        keys = m.routing_keys
         self.service.send(self.peer, ["deliver", self.cid, m.seq, m.payload, m.delivery_count, m.acquired, m.durable,
-                                      m.exchange, list(m.routing_keys), m.annotations])  # fmt: skip
+                                      m.exchange, keys if type(keys) is list else list(keys), m.annotations])  # fmt: skip
 
     def credit_reply(self, delivery_count: int, credit: int, available: int, drain: bool) -> None:
         self.service.send(self.peer, ["flow", self.cid, delivery_count, credit, available, drain])
@@ -406,7 +407,9 @@ class QueueService:
             if corr:
                 self.send(peer, ["conf", corr, Outcome.RELEASED.value])
             return
-        message = QueueMessage(0, bytes(payload), durable, expires_at, 0, False, exchange, list(routing_keys),
+        # a batch's fields come as bytes and a list already (proxy_records.py), an AMQP list's may not
+        message = QueueMessage(0, payload if type(payload) is bytes else bytes(payload), durable, expires_at, 0,
+                               False, exchange, routing_keys if type(routing_keys) is list else list(routing_keys),
                                annotations=annotations)  # dead-lettered: x-opt-deaths and friends
         confirm = (lambda outcome: self.send(peer, ["conf", corr, outcome.value])) if corr else None
         hold = getattr(queue, "publish_hold", None)  # a quorum queue holding its publishers (quorum_flow.py)
@@ -500,8 +503,10 @@ class QueueService:
         entry = self._consumers.get(cid)
         if entry is not None:  # else detached: the leader returns the message to the queue
             queue, consumer, _ = entry
-            consumer.deliver(queue, QueueMessage(seq, bytes(payload), durable, None, delivery_count, acquired,
-                                                 exchange, list(routing_keys), annotations))  # fmt: skip
+            consumer.deliver(queue, QueueMessage(seq, payload if type(payload) is bytes else bytes(payload), durable,
+                                                 None, delivery_count, acquired, exchange,
+                                                 routing_keys if type(routing_keys) is list else list(routing_keys),
+                                                 annotations))  # fmt: skip
 
     def _flow(self, peer: str, cid: int, delivery_count: int, credit: int, available: int, drain: bool) -> None:
         entry = self._consumers.get(cid)

@@ -23,6 +23,12 @@ record holds: the stored bytes are not unpacked a second time for the
 delivery), and a delivery the window misses reads the next READ_AHEAD_COUNT
 stored messages with one RocksDB iterator, not a get each. A delivery takes
 its message out of the window; a redelivery reads the store again.
+While the consumers lag by more than the window, new messages are not kept
+(the ones kept are delivered first; evicting them for newer ones would make
+every delivery a miss), nor while they catch up with read-aheads, until one
+reaches the newest stored message; a read-ahead makes room by dropping what
+the window holds longest (left behind: settled elsewhere, dropped, or read
+for a redelivery).
 
 A replica that installed a snapshot instead of the log that carried some
 bodies lacks them: a delivery that needs one waits while it is fetched from
@@ -33,6 +39,7 @@ from __future__ import annotations
 
 import logging
 import struct
+from collections import OrderedDict
 from collections.abc import Callable
 
 from queues.base import QueueMessage
@@ -57,9 +64,14 @@ class BodyStore:
                  has_consumers: Callable[[], bool] = lambda: False) -> None:  # fmt: skip
         self._qh = qh
         self._has_consumers = has_consumers  # consumers attached through this node: keep a window
-        # msg id -> (stored size, the stored message or its fields as read_stored gives them), oldest first
-        self._window: dict[int, tuple[int, bytes | tuple]] = {}
+        # msg id -> (stored size, the stored message or its fields as read_stored gives them), in the
+        # order kept (an OrderedDict: dropping the first is O(1), where a dict's first key is found by
+        # scanning past every slot popped before it)
+        self._window: OrderedDict[int, tuple[int, bytes | tuple]] = OrderedDict()
         self._window_bytes = 0
+        # a new message did not fit: the consumers are further behind than the window holds, and
+        # new messages are left to the read-aheads until one finds the newest stored message
+        self._behind = False
         self._group = group
         self._queue_name = queue_name
         self._on_arrival = on_arrival  # (msg id, the delivery that waited for it)
@@ -81,33 +93,40 @@ class BodyStore:
         stored = getattr(record, "stored", ())
         if len(stored) != len(record.messages):
             stored = [pack_message(bytes(m[0]), bool(m[1]), m[2], m[3], m[4], m[5], m[6]) for m in record.messages]
-        fresh = []
-        put = self._qh.put_blob
-        group = self._group
-        for pos, value in enumerate(stored):
-            mid = msg_id(index, pos)
-            put(group, _KEY.pack(mid), value)
-            self._fresh[mid] = value
-            fresh.append(mid)
-        put(group, _WRITTEN_MARK, _KEY.pack(index))
+        first = msg_id(index, 0)  # a batch's messages have consecutive ids
+        fresh = range(first, first + len(stored))
+        self._fresh.update(zip(fresh, stored, strict=True))
+        pack = _KEY.pack
+        self._qh.put_blobs(self._group, [*((pack(mid), value) for mid, value in zip(fresh, stored, strict=True)),
+                                         (_WRITTEN_MARK, pack(index))])  # fmt: skip
         self._written_to = index
         self._qh.after_durable(lambda: [self._fresh.pop(m, None) for m in fresh])
-        if self._has_consumers():
+        if self._has_consumers() and not self._behind:
             messages = record.messages  # what the machine read: (payload, durable, ttl, exchange, keys, corr, ann)
             self._keep((mid, len(value), (bytes(m[0]), bool(m[1]), m[3], list(m[4]), dict(m[6]) if m[6] else None))
                        for mid, value, m in zip(fresh, stored, messages, strict=True))  # fmt: skip
 
-    def _keep(self, entries) -> None:
-        """Add (msg id, stored size, stored message or its fields) to the read-ahead window,
-        dropping its oldest past the bound."""
+    def _keep(self, entries, make_room: bool = False) -> None:
+        """Add (msg id, stored size, stored message or its fields) to the read-ahead window, in
+        order, while they fit in READ_AHEAD_BYTES; `make_room` (a read-ahead: these are the
+        messages wanted next) drops what the window held before them to fit them."""
         window = self._window
         held = self._window_bytes
+        older = len(window) if make_room else 0  # entries this call may drop (the first ones)
         for mid, size, value in entries:
-            if mid not in window:
-                window[mid] = (size, value)
-                held += size
-        while held > READ_AHEAD_BYTES and window:
-            held -= window.pop(next(iter(window)))[0]
+            if mid in window:
+                if make_room:  # wanted next: behind this call's others, no longer among those to drop
+                    window.move_to_end(mid)
+                    older -= 1
+                continue
+            while held + size > READ_AHEAD_BYTES and older:
+                held -= window.popitem(last=False)[1][0]
+                older -= 1
+            if held + size > READ_AHEAD_BYTES and window:
+                self._behind = self._behind or not make_room
+                break  # the rest are read from the store when wanted
+            window[mid] = (size, value)
+            held += size
         self._window_bytes = held
 
     def forget(self, msg_ids) -> None:
@@ -124,7 +143,9 @@ class BodyStore:
         found = self._qh.get_blobs_from(self._group, _KEY.pack(mid), READ_AHEAD_COUNT)
         if not found or found[0][0] != _KEY.pack(mid):
             return None
-        self._keep((_KEY.unpack(k)[0], len(v), v) for k, v in found[1:])
+        if len(found) < READ_AHEAD_COUNT:
+            self._behind = False  # caught up with the store: new messages are kept again
+        self._keep(((_KEY.unpack(k)[0], len(v), v) for k, v in found[1:]), make_room=True)
         return found[0][1]
 
     @property

@@ -22,6 +22,9 @@ class QuorumHost(Protocol):
 
     def put_blob(self, group: str, key: bytes, value: bytes) -> None: ...
 
+    def put_blobs(self, group: str, items: list[tuple[bytes, bytes]]) -> None:
+        """`put_blob` of each (key, value), in order (a batch's bodies and its mark)."""
+
     def get_blob(self, group: str, key: bytes) -> bytes | None: ...
 
     def get_blobs_from(self, group: str, key: bytes, count: int) -> list[tuple[bytes, bytes]]:

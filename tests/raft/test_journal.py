@@ -225,3 +225,17 @@ def test_flush_fsyncs_the_wal(tmp_path, monkeypatch):
         n = len(calls)
         log.flush()  # nothing pending: no sync
         assert len(calls) == n
+
+
+def test_blobs_put_at_once_are_kept_per_group_flushed_with_the_journal_and_survive_reopen(tmp_path):
+    """put_blobs (a quorum queue's batch of bodies) is put_blob of each, in one pending batch."""
+    with DurableLog(tmp_path / "raft") as log:
+        log.put_blobs("g1", [(b"\x00" * 7 + bytes([i]), b"body%d" % i) for i in range(3)])
+        log.put_blob("g2", b"\x00" * 7 + b"\x01", b"other")
+        assert log.get_blob("g1", b"\x00" * 7 + b"\x01") is None  # pending: not readable before the flush
+        log.flush()
+        assert log.blobs_from("g1", b"\x00" * 8, 10, 8) == [(b"\x00" * 7 + bytes([i]), b"body%d" % i)
+                                                           for i in range(3)]  # fmt: skip
+    with DurableLog(tmp_path / "raft") as log:
+        assert log.get_blob("g1", b"\x00" * 7 + b"\x02") == b"body2"
+        assert log.blobs_from("g2", b"\x00" * 8, 10, 8) == [(b"\x00" * 7 + b"\x01", b"other")]

@@ -76,3 +76,11 @@ def test_a_batch_with_an_unknown_item_code_is_refused():
 def test_an_item_with_the_wrong_number_of_fields_is_not_encoded():
     with pytest.raises(records.RecordError):
         proxy_records.encode_batch([["detach", 3, 4]])
+
+
+def test_one_routing_key_has_the_layout_of_any_count():
+    """The single-key shortcut writes and reads what nodes without it do."""
+    for keys in (["rk"], ["a", "bc"], [], ["\u00e9"]):
+        layout = b"".join(len(k.encode()).to_bytes(4, "big") + k.encode() for k in keys)
+        assert proxy_records._pack_strs(keys) == layout
+        assert proxy_records._unpack_strs(b"xx" + layout + b"yy", 2, len(keys)) == (keys, 2 + len(layout))

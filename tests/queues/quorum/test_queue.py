@@ -41,6 +41,9 @@ class Host:
     def put_blob(self, group, key, value):
         self.blobs[key] = value
 
+    def put_blobs(self, group, items):
+        self.blobs.update(items)
+
     def get_blob(self, group, key):
         return self.blobs.get(key)
 
@@ -179,8 +182,8 @@ def test_a_restart_does_not_write_again_the_bodies_of_batches_it_replays():
     writes = []
     restarted = QuorumQueue("/", "q", {"x-queue-type": "quorum"}, ("n1",), host=host, quorum_host=host, group="g")
     restarted.restore(snapshot)
-    real_put = host.put_blob
-    host.put_blob = lambda group, key, value: (writes.append(key), real_put(group, key, value))
+    real_put = host.put_blobs
+    host.put_blobs = lambda group, items: (writes.extend(k for k, _ in items), real_put(group, items))
     restarted.apply(batch(3, 3), 3)
     assert writes == [] and restarted.message_count == 6
     assert restarted.body(qq.msg_id(3, 2)) is not None
@@ -279,12 +282,55 @@ def test_deliveries_to_this_replicas_consumers_come_from_a_read_ahead_window(mon
     assert qq.msg_id(9, 0) not in store._window and qq.msg_id(9, 1) in store._window
     size = store._window[qq.msg_id(9, 1)][0]  # each of these batches' messages is as long
     store.release_below(10)
-    # the window is bounded: the oldest go first
+    # the window is bounded: what does not fit is left to the store, and the messages kept (the
+    # first to be delivered) stay; a miss reads ahead, making room by dropping what was kept longest
     monkeypatch.setattr(bodies, "READ_AHEAD_BYTES", 2 * size)
     queue.apply(batch(3, 3), 11)
-    assert list(store._window) == [qq.msg_id(11, 1), qq.msg_id(11, 2)]
-    store.release_below(12)
+    assert list(store._window) == [qq.msg_id(11, 0), qq.msg_id(11, 1)]
+    queue.apply(batch(3, 4), 12)  # the window is full: none kept
+    assert list(store._window) == [qq.msg_id(11, 0), qq.msg_id(11, 1)]
+    reads = host.range_reads
+    assert store.message(qq.msg_id(12, 0)).payload == b"m0"  # the consumer is past 11 (settled elsewhere, say)
+    assert host.range_reads == reads + 1 and list(store._window) == [qq.msg_id(12, 1), qq.msg_id(12, 2)]
+    assert [store.message(qq.msg_id(12, i)).payload for i in (1, 2)] == [b"m1", b"m2"]
+    assert host.range_reads == reads + 1 and store._window_bytes == 0
+    queue.apply(batch(3, 5), 13)
+    store.release_below(14)
     assert not store._window and store._window_bytes == 0
+
+
+def test_a_consumer_behind_the_window_misses_it_once_per_read_ahead_not_per_message(monkeypatch):
+    """A backlog larger than the window: new batches must not push out the messages the
+    consumer needs next, or every delivery would miss and read the store."""
+    from queues.quorum import bodies
+
+    queue, host = make()
+    store = queue.bodies
+    queue.links.consumers["c"] = object()
+    queue.apply(batch(1, 1), 1)
+    size = store._window[qq.msg_id(1, 0)][0]
+    store.message(qq.msg_id(1, 0))
+    monkeypatch.setattr(bodies, "READ_AHEAD_BYTES", 10 * size)
+    monkeypatch.setattr(bodies, "READ_AHEAD_COUNT", 10)
+    delivered = []
+    for index in range(2, 12):  # ten batches of 4 arrive while the consumer takes one message per batch
+        queue.apply(batch(4, index), index)
+        delivered.append(store.message(msg_ids(2, 12)[len(delivered)]))
+    # batch 5's second message did not fit: from then on new messages were left to the read-aheads,
+    # although deliveries made room (kept, they would only be dropped unread by the read-aheads)
+    assert list(store._window) == [qq.msg_id(4, 2), qq.msg_id(4, 3), qq.msg_id(5, 0)]
+    while len(delivered) < 40:
+        delivered.append(store.message(msg_ids(2, 12)[len(delivered)]))
+    assert [m.payload for m in delivered] == [f"m{i}".encode() for _ in range(10) for i in range(4)]
+    assert host.range_reads <= 4  # 30 messages not kept at first, read 10 at a time
+    # the last read-ahead found the newest stored message: new ones are kept again
+    assert not store._window
+    queue.apply(batch(2, 12), 12)
+    assert list(store._window) == [qq.msg_id(12, 0), qq.msg_id(12, 1)]
+
+
+def msg_ids(first: int, end: int) -> list[int]:
+    return [qq.msg_id(index, pos) for index in range(first, end) for pos in range(4)]
 
 
 def records_round_trip(record):
