@@ -122,7 +122,17 @@ class QuorumQueue(Queue):
     def credit(self, consumer: Consumer, delivery_count: int, link_credit: int, drain: bool, echo: bool) -> None:
         cid = self.links.id_of(consumer)
         if cid is not None:
-            self.proposals.for_consumer(cid, qq.Credit(cid, delivery_count, link_credit, drain, echo))
+            lease = self._lease(consumer, link_credit, drain)
+            self.links.grant(cid, delivery_count, link_credit, lease)
+            self.proposals.for_consumer(cid, qq.Credit(cid, delivery_count, link_credit + lease, drain, echo))
+
+    def _lease(self, consumer: Consumer, link_credit: int, drain: bool) -> int:
+        """How many messages beyond the client's credit this replica asks to hold for it
+        (credit_lease.py): on a follower, whose grants wait for a commit round trip
+        behind the publishes; never for a drain or a pre-settled consumer."""
+        if drain or consumer.presettled or link_credit <= 0 or self._qh.is_leader(self.group):
+            return 0
+        return min(link_credit, self._qh.consumer_lease())
 
     def settle(self, consumer: Consumer, seqs: list[int], settlement: Settlement) -> None:
         cid = self.links.id_of(consumer)
@@ -234,7 +244,10 @@ class QuorumQueue(Queue):
             elif isinstance(effect, qq.CreditReply):
                 consumer = links.consumers.get(effect.consumer_id)
                 if consumer is not None:
-                    consumer.credit_reply(effect.delivery_count, effect.credit, effect.available, effect.drain)
+                    gate = links.gates.get(effect.consumer_id)
+                    dc, credit, available = (effect.delivery_count, effect.credit, effect.available) if gate is None \
+                        else gate.reply(effect.delivery_count, effect.credit, effect.available, effect.drain)
+                    consumer.credit_reply(dc, credit, available, effect.drain)
             elif isinstance(effect, qq.DeadLetter) and leader:
                 self._dead_letter(effect)
             elif isinstance(effect, qq.Dropped) and leader:  # counted once, by the leader

@@ -33,7 +33,7 @@ class Host:
         return True
 
     def is_leader(self, group):
-        return True
+        return self.leader
 
     def leader_of(self, group):
         return "n1"
@@ -59,6 +59,12 @@ class Host:
 
     def priorities(self):
         return self.reads_priorities
+
+    leader = True
+    lease = 0  # quorum_consumer_lease
+
+    def consumer_lease(self):
+        return self.lease
 
     def after_durable(self, fn):
         fn()
