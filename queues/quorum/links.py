@@ -79,6 +79,17 @@ class LocalLinks:
             if released:
                 self._transmit(cid, released)
 
+    def credit_reply(self, cid: str, delivery_count: int, credit: int, available: int, drain: bool) -> None:
+        """The machine's credit reply to link `cid`, in the client's terms (what is held here
+        counts in the machine's delivery-count and credit, not in the link's)."""
+        consumer = self.consumers.get(cid)
+        if consumer is None:
+            return
+        gate = self.gates.get(cid)
+        if gate is not None:
+            delivery_count, credit, available = gate.reply(delivery_count, credit, available, drain)
+        consumer.credit_reply(delivery_count, credit, available, drain)
+
     def _transmit(self, cid: str, deliveries: list[tuple]) -> None:
         """Hand the deliveries to the link. A body this replica lacks (it installed a
         snapshot instead of the log that carried it) is fetched from another member first."""

@@ -242,12 +242,8 @@ class QuorumQueue(Queue):
                     links.send(effect.consumer_id, [(d.msg_id, d.delivery_count, not d.first_acquirer, d.annotations)
                                                     for d in effect.messages])  # fmt: skip
             elif isinstance(effect, qq.CreditReply):
-                consumer = links.consumers.get(effect.consumer_id)
-                if consumer is not None:
-                    gate = links.gates.get(effect.consumer_id)
-                    dc, credit, available = (effect.delivery_count, effect.credit, effect.available) if gate is None \
-                        else gate.reply(effect.delivery_count, effect.credit, effect.available, effect.drain)
-                    consumer.credit_reply(dc, credit, available, effect.drain)
+                links.credit_reply(effect.consumer_id, effect.delivery_count, effect.credit, effect.available,
+                                   effect.drain)  # fmt: skip
             elif isinstance(effect, qq.DeadLetter) and leader:
                 self._dead_letter(effect)
             elif isinstance(effect, qq.Dropped) and leader:  # counted once, by the leader
