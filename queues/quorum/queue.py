@@ -188,7 +188,8 @@ class QuorumQueue(Queue):
         out.update(leader=self.leader, leader_elected=self._qh.leader_of(self.group) is not None,
                    members=list(self.members), messages_unacknowledged=self.unacked_count,
                    consumer_details=[{"id": cid, "node": cs.node, "credit": cs.credit, "checked_out": len(cs.checked),
-                                      "linked_here": cid in self.links.consumers}
+                                      "linked_here": cid in self.links.consumers,
+                                      "held_here": len(self.links.gates[cid].held) if cid in self.links.gates else 0}
                                      for cid, cs in self.state.consumers.items()])  # fmt: skip
         return out
 
