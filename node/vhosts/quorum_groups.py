@@ -242,6 +242,9 @@ class QuorumQueues:
     def priorities(self) -> bool:
         return self.broker.metadata.state.flag_enabled(QUORUM_QUEUE_PRIORITIES)
 
+    def consumer_lease(self) -> int:
+        return getattr(getattr(self.broker, "config", None), "quorum_consumer_lease", 0)
+
     def fetch_bodies(self, group: str, mids: list[int], callback: Any) -> None:
         self.broker.background(self._fetch(group, mids, callback), f"fetching message bodies of {group}")
 

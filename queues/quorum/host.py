@@ -42,5 +42,9 @@ class QuorumHost(Protocol):
         """Every member reads message priorities (feature flag quorum_queue_priorities):
         publishes may be proposed as commands.PublishPrioritised."""
 
+    def consumer_lease(self) -> int:
+        """At most how many messages a follower holds for a consumer beyond its credit
+        (credit_lease.py, setting quorum_consumer_lease); 0: none."""
+
     def fetch_bodies(self, group: str, mids: list[int], callback: Any) -> None:
         """Ask the other members for these stored messages; `callback(found, mids)`."""

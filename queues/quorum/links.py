@@ -4,7 +4,9 @@ Every replica applies every command, and each sends the deliveries the
 machine decides for the links attached on its own node, from its own copy of
 the bodies (no hop through the leader). A consumer id carries the node's
 incarnation, so the consumers of an earlier life of this node, and of a node
-seen down, are recognisable and detached.
+seen down, are recognisable and detached. Each link's deliveries pass its
+CreditGate (credit_lease.py), which holds those beyond the client's credit
+when the replica leased it more.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from queues.base import Consumer
 
 from .bodies import BodyStore
 from .commands import Detach
+from .credit_lease import CreditGate
 from .host import QuorumHost
 from .proposals import Proposer
 
@@ -32,17 +35,20 @@ class LocalLinks:
         self.consumers: dict[str, Consumer] = {}  # consumer id -> local link
         self._ids: dict[Any, str] = {}  # local link -> consumer id
         self._sent: dict[str, set[int]] = {}  # consumer id -> ids handed to its link, not yet settled
+        self.gates: dict[str, CreditGate] = {}  # consumer id -> what its client's credit lets through
 
     def add(self, consumer: Consumer) -> str:
         cid = f"{self._qh.incarnation}/{next(self._next_id)}"
         self.consumers[cid] = consumer
         self._ids[consumer] = cid
+        self.gates[cid] = CreditGate()
         return cid
 
     def remove(self, consumer: Consumer) -> str | None:
         cid = self._ids.pop(consumer, None)
         if cid is not None:
             self.consumers.pop(cid, None)
+            self.gates.pop(cid, None)  # what it held goes back with the Detach
         return cid
 
     def id_of(self, consumer: Consumer) -> str | None:
@@ -54,11 +60,39 @@ class LocalLinks:
             consumer.queue_deleted()
         self.consumers.clear()
         self._ids.clear()
+        self.gates.clear()
 
     def send(self, cid: str, deliveries: list[tuple]) -> None:
-        """Hand (msg_id, delivery_count, redelivered, annotations) to the local link `cid`.
-        A body this replica lacks (it installed a snapshot instead of the log that carried
-        it) is fetched from another member first."""
+        """The machine delivers (msg_id, delivery_count, redelivered, annotations) to the
+        local link `cid`: what its client's credit allows goes now, the rest is held."""
+        gate = self.gates.get(cid)
+        if gate is not None:
+            deliveries = gate.admit(deliveries)
+        if deliveries:
+            self._transmit(cid, deliveries)
+
+    def grant(self, cid: str, delivery_count: int | None, credit: int, lease: int) -> None:
+        """The client of link `cid` granted credit: what was held for it goes now."""
+        gate = self.gates.get(cid)
+        if gate is not None:
+            released = gate.grant(delivery_count, credit, lease)
+            if released:
+                self._transmit(cid, released)
+
+    def credit_reply(self, cid: str, delivery_count: int, credit: int, available: int, drain: bool) -> None:
+        """The machine's credit reply to link `cid`, in the client's terms (what is held here
+        counts in the machine's delivery-count and credit, not in the link's)."""
+        consumer = self.consumers.get(cid)
+        if consumer is None:
+            return
+        gate = self.gates.get(cid)
+        if gate is not None:
+            delivery_count, credit, available = gate.reply(delivery_count, credit, available, drain)
+        consumer.credit_reply(delivery_count, credit, available, drain)
+
+    def _transmit(self, cid: str, deliveries: list[tuple]) -> None:
+        """Hand the deliveries to the link. A body this replica lacks (it installed a
+        snapshot instead of the log that carried it) is fetched from another member first."""
         consumer = self.consumers.get(cid)
         if consumer is None:
             return
@@ -74,14 +108,15 @@ class LocalLinks:
     def body_arrived(self, mid: int, delivery: tuple) -> None:
         cid, delivery_count, redelivered, merged = delivery
         cs = self._queue.state.consumers.get(cid)
-        if cs is not None and mid in cs.checked:  # still its to deliver
-            self.send(cid, [(mid, delivery_count, redelivered, merged)])
+        if cs is not None and mid in cs.checked:  # still its to deliver (its credit was counted)
+            self._transmit(cid, [(mid, delivery_count, redelivered, merged)])
 
     def forget_settled(self, record: Any) -> None:
         sent = self._sent.get(getattr(record, "consumer_id", None))
         if sent is not None:
             if isinstance(record, Detach):
                 self._sent.pop(record.consumer_id, None)
+                self.gates.pop(record.consumer_id, None)
             else:
                 sent.difference_update(getattr(record, "msg_ids", ()))
 
@@ -97,6 +132,9 @@ class LocalLinks:
                 continue
             sent = self._sent.setdefault(cid, set())
             sent.intersection_update(cs.checked)
+            gate = self.gates.get(cid)
+            if gate is not None:
+                gate.clear()  # what it held is among the checked-out messages not sent: admitted again
             self.send(cid, [(mid, m[3], True, m[5]) for mid, m in cs.checked.items() if mid not in sent])
         self.end_unknown()
 
@@ -106,6 +144,7 @@ class LocalLinks:
         for cid in [c for c in self.consumers if c not in state.consumers]:
             consumer = self.consumers.pop(cid)
             self._ids.pop(consumer, None)
+            self.gates.pop(cid, None)
             # the last word of its pipeline: an Attach or Credit still being retried must not revive it
             self._proposer.for_consumer(cid, Detach(cid))
             end = getattr(consumer, "queue_unavailable", None)

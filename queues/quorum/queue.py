@@ -122,7 +122,17 @@ class QuorumQueue(Queue):
     def credit(self, consumer: Consumer, delivery_count: int, link_credit: int, drain: bool, echo: bool) -> None:
         cid = self.links.id_of(consumer)
         if cid is not None:
-            self.proposals.for_consumer(cid, qq.Credit(cid, delivery_count, link_credit, drain, echo))
+            lease = self._lease(consumer, link_credit, drain)
+            self.links.grant(cid, delivery_count, link_credit, lease)
+            self.proposals.for_consumer(cid, qq.Credit(cid, delivery_count, link_credit + lease, drain, echo))
+
+    def _lease(self, consumer: Consumer, link_credit: int, drain: bool) -> int:
+        """How many messages beyond the client's credit this replica asks to hold for it
+        (credit_lease.py): on a follower, whose grants wait for a commit round trip
+        behind the publishes; never for a drain or a pre-settled consumer."""
+        if drain or consumer.presettled or link_credit <= 0 or self._qh.is_leader(self.group):
+            return 0
+        return min(link_credit, self._qh.consumer_lease())
 
     def settle(self, consumer: Consumer, seqs: list[int], settlement: Settlement) -> None:
         cid = self.links.id_of(consumer)
@@ -178,7 +188,8 @@ class QuorumQueue(Queue):
         out.update(leader=self.leader, leader_elected=self._qh.leader_of(self.group) is not None,
                    members=list(self.members), messages_unacknowledged=self.unacked_count,
                    consumer_details=[{"id": cid, "node": cs.node, "credit": cs.credit, "checked_out": len(cs.checked),
-                                      "linked_here": cid in self.links.consumers}
+                                      "linked_here": cid in self.links.consumers,
+                                      "held_here": len(self.links.gates[cid].held) if cid in self.links.gates else 0}
                                      for cid, cs in self.state.consumers.items()])  # fmt: skip
         return out
 
@@ -232,9 +243,8 @@ class QuorumQueue(Queue):
                     links.send(effect.consumer_id, [(d.msg_id, d.delivery_count, not d.first_acquirer, d.annotations)
                                                     for d in effect.messages])  # fmt: skip
             elif isinstance(effect, qq.CreditReply):
-                consumer = links.consumers.get(effect.consumer_id)
-                if consumer is not None:
-                    consumer.credit_reply(effect.delivery_count, effect.credit, effect.available, effect.drain)
+                links.credit_reply(effect.consumer_id, effect.delivery_count, effect.credit, effect.available,
+                                   effect.drain)  # fmt: skip
             elif isinstance(effect, qq.DeadLetter) and leader:
                 self._dead_letter(effect)
             elif isinstance(effect, qq.Dropped) and leader:  # counted once, by the leader

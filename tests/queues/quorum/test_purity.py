@@ -7,7 +7,8 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[3] / "queues" / "quorum"
 MACHINE = ("commands", "message_format", "effects", "ready", "live", "state", "machine", "dispatch", "dedup",
            "queries", "snapshot", "priority")
-REPLICA = {"queue", "bodies", "proposals", "publishing", "links", "host", "publish_hold", "flow_records"}
+REPLICA = {"queue", "bodies", "proposals", "publishing", "links", "credit_lease", "host", "publish_hold",
+           "flow_records"}
 FORBIDDEN = {"asyncio", "socket", "grpc", "threading", "selectors", "time", "random", "os", "logging", "node",
              "storage", "pysyncobj"}  # fmt: skip
 

@@ -1,0 +1,52 @@
+"""A follower leases its consumer up to the client's credit again and holds what the
+client's credit does not allow yet (queues/quorum/credit_lease.py), on three real
+nodes in this process (real gRPC and pysyncobj). The leader's loop is held on an
+Event: a FLOW the follower could only pass through the log would wait for it."""
+
+from __future__ import annotations
+
+import pytest
+from quorum_nodes import Publisher, quorum_queue, stall, start_nodes, until
+from raw_client import RawClient
+
+from amqp import events as ev
+
+pytestmark = pytest.mark.timeout(120)
+
+N = 20
+
+
+def held(node, name: str) -> int:
+    return node.call(lambda: sum(len(g.held) for g in node.queue(name).links.gates.values()))
+
+
+def test_a_follower_serves_new_credit_from_what_it_holds_and_a_strict_client_gets_no_more(broker_factory, tmp_path):
+    nodes = start_nodes(broker_factory, tmp_path, 3)  # quorum_consumer_lease at its default, 1000
+    leader, follower, _other, _ = quorum_queue(nodes, "qq-lease")
+    Publisher(leader, "/queues/qq-lease").publish(3 * N)
+    client = RawClient(follower.port)
+    client.connect()
+    link = client.receiver(client.begin(), "/queues/qq-lease", credit=N)
+    assert len(client.receive(N)) == N
+    until(lambda: held(follower, "qq-lease") == N, "the lease held beside the client's credit")
+    link.flow(link_credit=0, echo=True)  # its answer comes after any transfer sent before it
+    client.wait_for(lambda e: type(e) is ev.LinkFlow and e.link is link)
+    assert client.deliveries == []  # nothing beyond the credit it granted
+    go = stall(leader)
+    try:
+        link.flow(link_credit=N)
+        assert len(client.receive(N)) == N  # from the follower's hold: no commit could happen meanwhile
+    finally:
+        go.set()
+    until(lambda: held(follower, "qq-lease") == N, "the lease topped up once the Credit committed")
+    # a drain takes what is held, then ends at the client's own limit, not the machine's
+    link.flow(link_credit=2 * N, drain=True)
+    assert len(client.receive(N)) == N
+    client.wait_for(lambda e: type(e) is ev.LinkFlow and e.link is link and link.link_credit == 0)
+    assert link.delivery_count == 4 * N and client.deliveries == []  # its 2N + the 2N it drained
+    # nothing was settled: detaching returns all of it, held or sent
+    link.detach(closed=True)
+    client.flush()
+    queue = leader.call(lambda: leader.queue("qq-lease"))
+    until(lambda: leader.call(lambda: (queue.message_count, queue.unacked_count)) == (3 * N, 0), "all returned")
+    client.close()

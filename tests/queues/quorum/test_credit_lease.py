@@ -1,0 +1,105 @@
+"""A follower's credit lease (queues/quorum/credit_lease.py) on one replica
+without Raft: the test applies the records the replica proposes, in order, as
+its group would commit them, and sees what the link was sent and when."""
+
+from __future__ import annotations
+
+from replica_host import batch, make
+
+from queues import quorum as qq
+from queues.base import Settlement
+
+
+class Link:
+    """A consumer link attached through this replica's node, as a strict client sees it."""
+
+    def __init__(self, presettled: bool = False):
+        self.presettled = presettled
+        self.got: list[bytes] = []
+        self.ids: list[int] = []
+        self.replies: list[tuple] = []
+
+    def deliver(self, queue, message):
+        self.got.append(message.payload)
+        self.ids.append(message.seq)
+
+    def credit_reply(self, delivery_count, credit, available, drain):
+        self.replies.append((delivery_count, credit, available, drain))
+
+
+def follower(lease: int = 1000, messages: int = 10, presettled: bool = False):
+    queue, host = make()
+    host.leader, host.lease = False, lease
+    queue.apply(batch(messages, 1), 1)
+    link = Link(presettled)
+    queue.attach_consumer(link)
+    return queue, host, link
+
+
+def commit(queue, host) -> list:
+    """Apply what the replica proposed since the last call (its consumer pipeline's order)."""
+    records = [r for r, _ in host.proposed]
+    host.proposed.clear()
+    for record in records:
+        queue.apply(record, queue.state.last_index + 1)
+    return records
+
+
+def test_a_follower_asks_for_its_credit_again_and_sends_the_client_only_its_credit():
+    queue, host, link = follower()
+    queue.credit(link, 0, 3, False, False)
+    records = commit(queue, host)
+    assert [r.credit for r in records if isinstance(r, qq.Credit)] == [6]
+    assert link.got == [b"m0", b"m1", b"m2"]  # the other 3 are held for it
+    assert queue.unacked_count == 6 and queue.message_count == 4
+    # the next grant is served at once, before its Credit is committed
+    queue.credit(link, 3, 2, False, False)
+    assert link.got == [b"m0", b"m1", b"m2", b"m3", b"m4"]
+    commit(queue, host)  # limit 5 + a lease of 2: m5 still held, m6 taken from the queue
+    assert link.got[-1] == b"m4" and queue.unacked_count == 7
+
+
+def test_lowering_the_credit_holds_what_the_machine_decided_under_the_old_one():
+    queue, host, link = follower()
+    queue.credit(link, 0, 4, False, False)
+    queue.credit(link, 0, 1, False, False)  # the client changed its mind before the first committed
+    commit(queue, host)
+    assert link.got == [b"m0"]  # never more than it granted last
+    queue.credit(link, 1, 3, False, True)
+    assert link.got == [b"m0", b"m1", b"m2", b"m3"]
+    commit(queue, host)
+    assert link.replies[-1] == (4, 0, queue.message_count + 4, False)  # its own delivery-count; the 4 held are available
+
+
+def test_a_drain_takes_what_is_held_then_ends_at_the_clients_limit():
+    queue, host, link = follower(messages=5)
+    queue.credit(link, 0, 3, False, False)
+    commit(queue, host)
+    assert len(link.got) == 3  # m3, m4 held: the queue has no ready message left
+    queue.credit(link, 3, 10, True, False)
+    assert len(link.got) == 5
+    records = commit(queue, host)
+    assert [r.credit for r in records if isinstance(r, qq.Credit)] == [10]  # a drain leases nothing
+    assert link.replies == [(13, 0, 0, True)]  # 3 + 10: not the machine's count of what it handed out
+    assert queue.state.consumers[next(iter(queue.state.consumers))].delivery_count == 13
+
+
+def test_detaching_returns_the_held_messages_with_the_sent_ones():
+    queue, host, link = follower()
+    queue.credit(link, 0, 4, False, False)
+    commit(queue, host)
+    assert len(link.got) == 4 and queue.unacked_count == 8
+    queue.settle(link, link.ids[:2], Settlement("accepted"))
+    queue.detach_consumer(link)
+    commit(queue, host)
+    assert queue.unacked_count == 0 and queue.message_count == 8  # 2 sent unsettled + 4 held, back
+
+
+def test_the_leader_a_pre_settled_consumer_and_the_setting_at_zero_lease_nothing():
+    for setup in ("leader", "presettled", "off"):
+        queue, host, link = follower(lease=0 if setup == "off" else 1000, presettled=setup == "presettled")
+        host.leader = setup == "leader"
+        queue.credit(link, 0, 3, False, False)
+        records = commit(queue, host)
+        assert [r.credit for r in records if isinstance(r, qq.Credit)] == [3], setup
+        assert len(link.got) == 3 and queue.message_count == 7, setup
