@@ -47,6 +47,11 @@ __all__ = ["StreamLeader"]
 
 log = logging.getLogger("warren.stream")
 
+# How long a new committed end waits for a flush to carry it before a notice does: a busy
+# stream cuts its next flush sooner (its publishers' confirms bring their next messages),
+# and a replica's readers of an idle stream learn the end this much later.
+NOTICE_DELAY_S = 0.005
+
 
 class StreamLeader:
     def __init__(self, queue: Any, me: str, epoch: int, replicas: tuple[str, ...],
@@ -173,11 +178,15 @@ class StreamLeader:
             self._answer(peer, fetch)
 
     def _tell_committed_soon(self) -> None:
-        """The waiting replicas learn a new committed end, at the end of this loop turn: a
-        flush cut meanwhile carries it with its chunks, else an answer without chunks does."""
+        """The waiting replicas learn a new committed end, at the end of this loop turn (an
+        answer without chunks ends their fetch) or, by notices, NOTICE_DELAY_S later (their
+        fetch stays here meanwhile); a flush cut meanwhile carries it with its chunks."""
         if not self._telling:
             self._telling = True
-            self.queue.loop.call_soon(self._tell_committed)
+            if self.notices():
+                self.queue.loop.call_later(NOTICE_DELAY_S, self._tell_committed)
+            else:
+                self.queue.loop.call_soon(self._tell_committed)
 
     def _tell_committed(self) -> None:
         self._telling = False

@@ -11,6 +11,7 @@ import asyncio
 import os
 
 from queues.base import Outcome, QueueMessage
+from queues.stream import leader as leader_module
 from queues.stream import wire
 from queues.stream.chunk import ChunkHeader
 from queues.stream.config import StreamConfig
@@ -311,11 +312,13 @@ def test_a_replica_that_fetched_before_the_leader_led_is_told_to_fetch_again(tmp
     asyncio.run(main())
 
 
-def test_a_committed_notice_moves_a_waiting_replicas_end_and_keeps_its_fetch(tmp_path):
+def test_a_committed_notice_moves_a_waiting_replicas_end_and_keeps_its_fetch(tmp_path, monkeypatch):
     """With stream_commit_notices the leader tells a parked replica its new committed end in a
     `committed` notice and keeps the fetch: the replica sends no new fetch for it, its readers
     learn the end, and the kept fetch takes the next flush. Without the flag the same news is
     an answer without chunks, and each costs the replica another fetch."""
+
+    monkeypatch.setattr(leader_module, "NOTICE_DELAY_S", 0.0)
 
     async def main():
         counts = {}
@@ -362,5 +365,24 @@ def test_a_notice_of_another_epoch_or_past_the_log_moves_nothing(tmp_path):
         b.on_committed(wire.Committed("/", "s", 2, 60))  # another epoch
         b.on_committed(wire.Committed("/", "s", 1, 80))  # past its log: only as far as it has
         assert b.committed_end == 50
+
+    asyncio.run(main())
+
+
+def test_a_flush_cut_before_a_notice_is_due_carries_the_committed_end_instead(tmp_path, monkeypatch):
+    """A busy stream sends no notices: its next flush, cut before NOTICE_DELAY_S, tells the
+    replicas the committed end with its chunks."""
+    monkeypatch.setattr(leader_module, "NOTICE_DELAY_S", 30.0)
+
+    async def main():
+        router = Router()
+        queue = make(tmp_path, router, notices=True)
+        b = router.replicas["b"]
+        for start in range(0, 300, 100):
+            _, done = await publish(queue, 100, start)
+            await done.wait()
+        await until(lambda: b.committed_end == 200, "b learns 200 from the third flush's chunks")
+        assert not [m for _, _, m in router.sent if isinstance(m, wire.Committed)]
+        assert queue.committed_end == 300 and b.log.next_offset == 300
 
     asyncio.run(main())
