@@ -47,7 +47,6 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from clusters import RabbitCluster, WarrenCluster, load_avg, quote  # noqa: E402
-from quorum import cpu_seconds  # noqa: E402
 from rabbitmq import RabbitNode  # noqa: E402
 
 ARROW = os.path.join(HERE, "arrow")
@@ -232,12 +231,32 @@ def rate_of(r: dict) -> dict:
     return out
 
 
+def node_cpu_seconds(side: Side) -> list[float]:
+    """User + system CPU of each node's process tree so far."""
+    import psutil
+
+    out = []
+    for tree in side.trees():
+        total = 0.0
+        for pid in tree:
+            try:
+                t = psutil.Process(pid).cpu_times()
+                total += t.user + t.system + t.children_user + t.children_system
+            except psutil.Error:
+                pass
+        out.append(total)
+    return out
+
+
 def measured(side: Side, run, messages: int) -> dict:
     """run() -> a client's result, with the brokers' CPU per message (every node's
-    process tree, user + system): what a busy machine disturbs least."""
-    before = cpu_seconds(side.cluster)
+    process tree, user + system): what a busy machine disturbs least; `cpu_us_nodes`
+    per node (node 1, where the streams lead, first)."""
+    before = node_cpu_seconds(side)
     r = rate_of(run())
-    r["cpu_us"] = round((cpu_seconds(side.cluster) - before) / max(messages, 1) * 1e6, 1)
+    per = [(b - a) / max(messages, 1) * 1e6 for a, b in zip(before, node_cpu_seconds(side), strict=True)]
+    r["cpu_us"] = round(sum(per), 1)
+    r["cpu_us_nodes"] = [round(x, 1) for x in per]
     return r
 
 
@@ -335,6 +354,8 @@ def cell(r: dict | None, key: str) -> str:
         return f"error: {r['error'][:80]}"
     value = f"{r['seconds']} s" if key in SECONDS_ROWS else f"{r['rate']:,}"
     cpu = f", {r['cpu_us']} us CPU/msg" if "cpu_us" in r else ""
+    if len(r.get("cpu_us_nodes") or ()) > 1:
+        cpu += " = " + " + ".join(str(x) for x in r["cpu_us_nodes"])
     return f"{value} (load {r['load']:.1f}{cpu})"
 
 
@@ -384,6 +405,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rest", type=float, default=10.0, help="seconds between the large write and its RSS sample")
     ap.add_argument("--credit", type=int, default=1000, help="a reader's link credit (topped up at half)")
     ap.add_argument("--idle", type=float, default=60.0, help="seconds a client waits without progress")
+    ap.add_argument("--warren-setting", action="append", default=[], metavar="NAME=VALUE",
+                    help="a Warren setting for every node (as WARREN_NAME), e.g. max_unconfirmed=2048; repeatable")
     ap.add_argument("--json", help="write every result here")
     ap.add_argument("--table", help="print the table of a --json file and exit")
     args = ap.parse_args(argv)
@@ -399,7 +422,8 @@ def main(argv: list[str] | None = None) -> int:
     build_tool()
     results: dict[str, dict] = {}
     for key in args.brokers.split(","):
-        cluster = WarrenCluster(n=args.nodes) if key == "warren" else \
+        env = {f"WARREN_{n.upper()}": v for n, _, v in (x.partition("=") for x in args.warren_setting)}
+        cluster = WarrenCluster(n=args.nodes, env=env or None) if key == "warren" else \
             RabbitCluster(n=args.nodes, amqp_base=5801, mgmt_base=15801, dist_base=25801, name="warren_stream")  # fmt: skip
         side = (WarrenSide if key == "warren" else RabbitSide)(cluster, args.nodes)
         try:

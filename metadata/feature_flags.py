@@ -37,6 +37,7 @@ __all__ = [
     "QUORUM_QUEUE_PUBLISH_BATCH",
     "QUORUM_QUEUE_V1",
     "QUEUE_PROXY_RECORDS",
+    "STREAM_COMMIT_NOTICES",
     "STREAM_QUEUE",
     "STREAM_REPLICATION",
     "TOPIC_PERMISSIONS",
@@ -64,6 +65,7 @@ QUEUE_PROXY_RECORDS = "queue_proxy_records"
 STREAM_QUEUE = "stream_queue"
 STREAM_REPLICATION = "stream_replication"
 QUORUM_PUBLISHER_FLOW = "quorum_publisher_flow"
+STREAM_COMMIT_NOTICES = "stream_commit_notices"
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,6 +177,10 @@ FLAGS = FeatureFlagRegistry([
                 "A quorum queue holds its publishers while a replica with consumers lags the leader"
                 " (quorum_consumer_lag_max); followers report what they applied on quorum.flow messages",
                 STABLE, "0.3.0", depends_on=(QUORUM_QUEUE_V1,)),
+    FeatureFlag(STREAM_COMMIT_NOTICES,
+                "A stream leader tells a replica waiting for chunks that the committed end moved in a"
+                " stream.repl `committed` notice and keeps its fetch (no answer and new fetch per move)",
+                STABLE, "0.3.0", depends_on=(STREAM_REPLICATION,)),
 ])  # fmt: skip
 
 

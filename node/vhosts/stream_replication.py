@@ -21,6 +21,7 @@ import logging
 import shutil
 from typing import TYPE_CHECKING, Any
 
+from metadata.feature_flags import STREAM_COMMIT_NOTICES
 from metadata.state import QueueRecord, StreamRecord
 from queues.stream import wire
 from queues.stream.config import StreamConfig
@@ -77,10 +78,15 @@ class StreamRoles:
             queue = self._leading(*key)
             if queue is not None:
                 queue.role.on_fetch(peer, msg)
-        elif isinstance(msg, wire.Chunks | wire.Truncate):
+        elif isinstance(msg, wire.Chunks | wire.Committed | wire.Truncate):
             replica = self.replicas.get(key)
             if replica is not None and replica.leader == peer:
-                (replica.on_chunks if isinstance(msg, wire.Chunks) else replica.on_truncate)(msg)  # type: ignore[arg-type]
+                if isinstance(msg, wire.Chunks):
+                    replica.on_chunks(msg)
+                elif isinstance(msg, wire.Committed):
+                    replica.on_committed(msg)
+                else:
+                    replica.on_truncate(msg)
         elif isinstance(msg, wire.Stop):
             replica = self.replicas.get(key)
             if replica is not None and self.broker.cluster.transport.is_connected(replica.leader):
@@ -92,6 +98,10 @@ class StreamRoles:
             future = self._answers.pop(msg.request, None)
             if future is not None and not future.done():
                 future.set_result((msg.log_epoch, msg.end))
+
+    def _notices(self) -> bool:
+        """Whether every node takes `committed` notices (queues/stream/leader.py)."""
+        return STREAM_COMMIT_NOTICES in self.broker.projections.feature_flags
 
     def _leading(self, vhost: str, name: str) -> StreamQueue | None:
         vh = self.broker.vhosts.get(vhost)
@@ -138,7 +148,7 @@ class StreamRoles:
         directory = self.directory_of(vhost.name, record.name)
         queue = StreamQueue(vhost.name, record.name, arguments, directory, vhost, self.broker.loop)
         raise_log_epoch(directory, record.epoch)  # before it takes a publish of this epoch
-        role = StreamLeader(queue, self.broker.node_id, record.epoch, record.replicas, self.send)
+        role = StreamLeader(queue, self.broker.node_id, record.epoch, record.replicas, self.send, self._notices)
         queue.role = role
         # what a majority is known to have: all of it when alone, else what it learned as a replica
         queue.committed_end = queue.log.next_offset if len(record.replicas) == 1 else \

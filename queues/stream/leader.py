@@ -20,7 +20,13 @@ acknowledgement. A fetch with nothing to send waits here ("parked") until
 a flush cuts chunks, which carry the committed end; a new committed end
 alone is sent to the waiting replicas only when no write is out here (at
 the end of the loop turn), so a busy stream sends one message per flush
-and replica, not one more per move of the committed end.
+and replica, not one more per move of the committed end. Once every node
+knows it (flag stream_commit_notices, `notices`), that news is a
+`committed` notice and the replica's fetch stays parked here: before, it
+was an answer without chunks, which ended the fetch, so the replica sent
+another (a round trip per move of the committed end, a quarter to a third
+of a busy leader's replication messages, and a flush cut meanwhile waited
+for that fetch).
 
 Nothing here does I/O but reading committed chunks; `send(peer, message)`
 is the node's transport (node/vhosts/stream_replication.py).
@@ -28,6 +34,7 @@ is the node's transport (node/vhosts/stream_replication.py).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -40,15 +47,21 @@ __all__ = ["StreamLeader"]
 
 log = logging.getLogger("warren.stream")
 
+# How long a new committed end waits for a flush to carry it before a notice does: a busy
+# stream cuts its next flush sooner (its publishers' confirms bring their next messages),
+# and a replica's readers of an idle stream learn the end this much later.
+NOTICE_DELAY_S = 0.005
+
 
 class StreamLeader:
     def __init__(self, queue: Any, me: str, epoch: int, replicas: tuple[str, ...],
-                 send: Callable[[str, object], None]) -> None:  # fmt: skip
+                 send: Callable[[str, object], None], notices: Callable[[], bool] = lambda: False) -> None:  # fmt: skip
         self.queue = queue
         self.me = me
         self.epoch = epoch
         self.replicas = replicas
         self.send = send
+        self.notices = notices  # whether every replica takes `committed` notices (flag stream_commit_notices)
         self.ends: dict[str, int] = {}  # replica -> durable end it reported in this epoch
         self.parked: dict[str, wire.Fetch] = {}
         self.flushed: list[WritePlan] = []  # chunks on their way to this node's disk, in offset order
@@ -165,21 +178,30 @@ class StreamLeader:
             self._answer(peer, fetch)
 
     def _tell_committed_soon(self) -> None:
-        """The waiting replicas learn a new committed end, at the end of this loop turn: a
-        flush cut meanwhile carries it with its chunks, else an answer without chunks does."""
+        """The waiting replicas learn a new committed end, at the end of this loop turn (an
+        answer without chunks ends their fetch) or, by notices, NOTICE_DELAY_S later (their
+        fetch stays here meanwhile); a flush cut meanwhile carries it with its chunks."""
         if not self._telling:
             self._telling = True
-            self.queue.loop.call_soon(self._tell_committed)
+            if self.notices():
+                self.queue.loop.call_later(NOTICE_DELAY_S, self._tell_committed)
+            else:
+                self.queue.loop.call_soon(self._tell_committed)
 
     def _tell_committed(self) -> None:
         self._telling = False
         if self.flushed:
             return  # a write is out: its `appended` tells, unless the next flush's chunks do
         committed = self.queue.committed_end
+        notices = self.notices()
         for peer, fetch in list(self.parked.items()):
             if fetch.committed < committed:
-                del self.parked[peer]
-                self._answer(peer, fetch)
+                if notices:  # the fetch stays here, as if it had named this committed end
+                    self.parked[peer] = dataclasses.replace(fetch, committed=committed)
+                    self.send(peer, wire.Committed(fetch.vhost, fetch.name, self.epoch, committed))
+                else:
+                    del self.parked[peer]
+                    self._answer(peer, fetch)
 
 
 def _crc(chunk: bytes) -> int:

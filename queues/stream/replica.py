@@ -5,7 +5,8 @@ One fetch is out at a time (queues/stream/leader.py answers it): the answer
 is written and fsynced on a worker thread, and only then does the next
 fetch go, carrying the new end; that is the replica's acknowledgement. A
 chunk whose CRC does not match, or that does not start where the log ends,
-is not written (the fetch goes again). A `truncate` cuts the log's tail
+is not written (the fetch goes again). A `committed` notice only moves the
+committed end: the leader keeps the fetch. A `truncate` cuts the log's tail
 the leader does not have. The first answer of a new epoch records the epoch
 in the log's directory (queues/stream/log_epoch.py) before the log takes
 anything from it.
@@ -124,6 +125,17 @@ class StreamReplica:
         before = self.committed_end
         self.committed_end = max(self.committed_end, min(committed, self.log.next_offset))
         self.fetch()
+        if self.committed_end > before:
+            self.on_commit()
+
+    def on_committed(self, msg: wire.Committed) -> None:
+        """The committed end moved while this replica's fetch waits at the leader, which keeps
+        it: readers may go further, and no new fetch goes (the leader answers the one it has)."""
+        if msg.epoch != self.epoch or self.log_epoch != self.epoch or self._closed or self._fenced():
+            return
+        self._sent_at = time.monotonic()  # the leader holds the fetch: nothing to retry yet
+        before = self.committed_end
+        self.committed_end = max(before, min(msg.committed, self.log.next_offset))
         if self.committed_end > before:
             self.on_commit()
 

@@ -13,6 +13,9 @@ the leader's bytes unchanged; the replica checks each one's CRC.
               what follows and the report of what is durable, in one.
     chunks    leader -> replica: chunks from the replica's end (at most
               BATCH_BYTES, one batch in flight per replica) and the committed end.
+    committed leader -> replica: the committed end moved while the replica's fetch waits
+              at the leader, which keeps it (flag stream_commit_notices): no new fetch.
+              Without the flag, a `chunks` without chunks tells it and ends the fetch.
     truncate  leader -> replica: drop every chunk ending past `offset`, then fetch again.
     stop      candidate -> replica: stop following `epoch` (fenced) and report the log.
     status    replica -> candidate: the answer to `stop` (log epoch and end; end -1:
@@ -25,7 +28,7 @@ from dataclasses import dataclass, fields
 
 from amqp import codec
 
-__all__ = ["BATCH_BYTES", "Chunks", "Fetch", "Status", "Stop", "Truncate", "WireError", "decode", "encode"]
+__all__ = ["BATCH_BYTES", "Chunks", "Committed", "Fetch", "Status", "Stop", "Truncate", "WireError", "decode", "encode"]
 
 VERSION = 1
 BATCH_BYTES = 4 << 20  # chunk bytes in one `chunks` message: bounds what is in flight per replica
@@ -57,6 +60,14 @@ class Chunks:
 
 
 @dataclass(frozen=True, slots=True)
+class Committed:
+    vhost: str
+    name: str
+    epoch: int
+    committed: int
+
+
+@dataclass(frozen=True, slots=True)
 class Truncate:
     vhost: str
     name: str
@@ -82,7 +93,8 @@ class Status:
     end: int
 
 
-_KINDS: dict[str, type] = {"fetch": Fetch, "chunks": Chunks, "truncate": Truncate, "stop": Stop, "status": Status}
+_KINDS: dict[str, type] = {"fetch": Fetch, "chunks": Chunks, "committed": Committed, "truncate": Truncate, "stop": Stop,
+                           "status": Status}  # fmt: skip
 _NAMES = {cls: name for name, cls in _KINDS.items()}
 
 

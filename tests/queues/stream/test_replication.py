@@ -11,6 +11,7 @@ import asyncio
 import os
 
 from queues.base import Outcome, QueueMessage
+from queues.stream import leader as leader_module
 from queues.stream import wire
 from queues.stream.chunk import ChunkHeader
 from queues.stream.config import StreamConfig
@@ -50,14 +51,16 @@ class Router:
             self.leader.role.on_fetch(sender, msg)
         elif isinstance(msg, wire.Chunks):
             self.replicas[peer].on_chunks(msg)
+        elif isinstance(msg, wire.Committed):
+            self.replicas[peer].on_committed(msg)
         elif isinstance(msg, wire.Truncate):
             self.replicas[peer].on_truncate(msg)
 
 
-def make(tmp_path, router: Router, leader="a", epoch=1, replicas=NODES) -> StreamQueue:
+def make(tmp_path, router: Router, leader="a", epoch=1, replicas=NODES, notices=False) -> StreamQueue:
     loop = asyncio.get_running_loop()
     queue = StreamQueue("/", "s", {}, str(tmp_path / leader), Host(), loop)
-    queue.role = StreamLeader(queue, leader, epoch, replicas, router.sender(leader))
+    queue.role = StreamLeader(queue, leader, epoch, replicas, router.sender(leader), lambda: notices)
     queue.committed_end = queue.log.first_offset if len(replicas) > 1 else queue.log.next_offset
     router.leader = queue
     for node in replicas:
@@ -305,5 +308,82 @@ def test_a_replica_that_fetched_before_the_leader_led_is_told_to_fetch_again(tmp
         assert set(outcomes) == {Outcome.ACCEPTED}
         await until(lambda: b.log.next_offset == 50, "b has everything")
         assert chunk_bytes(b.log) == chunk_bytes(queue.log)
+
+    asyncio.run(main())
+
+
+def test_a_committed_notice_moves_a_waiting_replicas_end_and_keeps_its_fetch(tmp_path, monkeypatch):
+    """With stream_commit_notices the leader tells a parked replica its new committed end in a
+    `committed` notice and keeps the fetch: the replica sends no new fetch for it, its readers
+    learn the end, and the kept fetch takes the next flush. Without the flag the same news is
+    an answer without chunks, and each costs the replica another fetch."""
+
+    monkeypatch.setattr(leader_module, "NOTICE_DELAY_S", 0.0)
+
+    async def main():
+        for notices in (False, True):
+            router = Router()
+            queue = make(tmp_path / str(notices), router, notices=notices)
+            b = router.replicas["b"]
+            commits: list[int] = []
+            b.on_commit = lambda b=b, commits=commits: commits.append(b.committed_end)
+            for start in range(0, 300, 100):  # a flush at a time, each committed before the next
+                outcomes, done = await publish(queue, 100, start)
+                await done.wait()
+                assert set(outcomes) == {Outcome.ACCEPTED}
+                await until(lambda b=b, start=start: b.committed_end == start + 100, "b learns the committed end")
+            await until(lambda queue=queue: set(queue.role.parked) == {"b", "c"} and
+                        all(f.committed == 300 for f in queue.role.parked.values()), "both wait, knowing 300")  # fmt: skip
+            assert commits[-1] == 300
+            to_b = [m for _, p, m in router.sent if p == "b"]
+            fetches = [m for s, _, m in router.sent if s == "b" and isinstance(m, wire.Fetch)]
+            empty = [m for m in to_b if isinstance(m, wire.Chunks) and not m.chunks]
+            notes = [m for m in to_b if isinstance(m, wire.Committed)]
+            with_chunks = [m for m in to_b if isinstance(m, wire.Chunks) and m.chunks]
+            # the first answer, without chunks, gives the empty replica the epoch; 300, with no
+            # flush after it, reaches b only as news (the others may ride on a flush's chunks)
+            if notices:
+                assert [m.committed for m in empty] == [0] and notes[-1].committed == 300
+                assert {m.committed for m in notes} <= {100, 200, 300}
+            else:
+                assert not notes and empty[0].committed == 0 and empty[-1].committed == 300
+            # a fetch to start, then one per answer that ended a fetch: none after a notice
+            assert len(fetches) == 1 + len(with_chunks) + len(empty)
+            assert chunk_bytes(b.log) == chunk_bytes(queue.log)
+
+    asyncio.run(main())
+
+
+def test_a_notice_of_another_epoch_or_past_the_log_moves_nothing(tmp_path):
+    async def main():
+        router = Router()
+        queue = make(tmp_path, router, notices=True)
+        _, done = await publish(queue, 50)
+        await done.wait()
+        b = router.replicas["b"]
+        await until(lambda: b.committed_end == 50, "b learns the committed end")
+        b.on_committed(wire.Committed("/", "s", 2, 60))  # another epoch
+        b.on_committed(wire.Committed("/", "s", 1, 80))  # past its log: only as far as it has
+        assert b.committed_end == 50
+
+    asyncio.run(main())
+
+
+def test_a_flush_cut_before_a_notice_is_due_carries_the_committed_end_instead(tmp_path, monkeypatch):
+    """A busy stream sends no notices: its next flush, cut before NOTICE_DELAY_S, tells the
+    replicas the committed end with its chunks."""
+    monkeypatch.setattr(leader_module, "NOTICE_DELAY_S", 30.0)
+
+    async def main():
+        router = Router()
+        queue = make(tmp_path, router, notices=True)
+        b = router.replicas["b"]
+        for start in range(0, 300, 100):
+            _, done = await publish(queue, 100, start)
+            await done.wait()
+        # from the third flush's chunks: 200, or 300 if its answer left once that was committed
+        await until(lambda: b.committed_end >= 200, "b learns the committed end from the third flush's chunks")
+        assert not [m for _, _, m in router.sent if isinstance(m, wire.Committed)]
+        assert queue.committed_end == 300 and b.log.next_offset == 300
 
     asyncio.run(main())

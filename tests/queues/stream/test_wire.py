@@ -12,6 +12,7 @@ SAMPLES = [
     wire.Fetch("/", "s", 3, 100, 90, 0xDEADBEEF, 2, 80),
     wire.Chunks("/", "s", 3, 100, [b"WSC1" + bytes(range(256)), b""]),
     wire.Chunks("/", "s", 3, 100, []),
+    wire.Committed("/", "s", 3, 120),
     wire.Truncate("/", "s", 3, 90),
     wire.Stop("/", "s", 3, 7),
     wire.Status("/", "s", 3, 7, 2, -1),
