@@ -67,7 +67,7 @@ class Config:
     ingest_per_turn: int = 64 * 1024
     session_window: int = 400  # transfer frames a session may have in flight to us
     publisher_credit: int = 256  # link credit granted to publishers
-    max_unconfirmed: int = 512  # per publisher link: no more credit beyond this
+    max_unconfirmed: int = 1024  # per publisher link: no more credit beyond this (a client window of 1000 binds)
     # fraction of the memory available (a cgroup limit, else RAM), or bytes when > 1: node/ops/memory.py
     memory_high_watermark: float = 0.6
     disk_free_limit: int = 50 * 1024 * 1024
