@@ -29,6 +29,24 @@ def quote(name: str) -> str:
     return urllib.parse.quote(name, safe="")
 
 
+def trees_cpu_seconds(trees) -> list[float]:
+    """User + system CPU so far of each process tree (a node's processes): per node, the
+    busiest node shows which loop limits the rate (a Warren node runs one core)."""
+    import psutil
+
+    out = []
+    for tree in trees:
+        total = 0.0
+        for pid in tree:
+            try:
+                t = psutil.Process(pid).cpu_times()
+                total += t.user + t.system + t.children_user + t.children_system
+            except psutil.Error:
+                pass
+        out.append(total)
+    return out
+
+
 def load_avg() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 

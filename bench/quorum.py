@@ -64,7 +64,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(REPO, "tests", "support"))
 import pair  # noqa: E402
 import procs  # noqa: E402
-from clusters import RabbitCluster, WarrenCluster, load_avg, prime, profiled_node  # noqa: E402
+from clusters import RabbitCluster, WarrenCluster, load_avg, prime, profiled_node, trees_cpu_seconds  # noqa: E402
 from run import cpu_idle, wait_idle  # noqa: E402
 
 WORKLOADS = {  # key -> (label, replicas)
@@ -162,21 +162,7 @@ def cpu_seconds(broker) -> float:
 
 
 def node_cpu_seconds(broker) -> list[float]:
-    """User + system CPU of each node's processes so far: the busiest node shows which
-    loop limits the rate (a Warren node runs one core)."""
-    import psutil
-
-    out = []
-    for tree in broker.process_trees():
-        total = 0.0
-        for pid in tree:
-            try:
-                t = psutil.Process(pid).cpu_times()
-                total += t.user + t.system + t.children_user + t.children_system
-            except psutil.Error:
-                pass
-        out.append(total)
-    return out
+    return trees_cpu_seconds(broker.process_trees())
 
 
 def run_workload(broker, key: str, replicas: int, args, tag: str, layout: str, body: int) -> dict:

@@ -46,7 +46,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from clusters import RabbitCluster, WarrenCluster, load_avg, quote  # noqa: E402
+from clusters import RabbitCluster, WarrenCluster, load_avg, quote, trees_cpu_seconds  # noqa: E402
 from rabbitmq import RabbitNode  # noqa: E402
 
 ARROW = os.path.join(HERE, "arrow")
@@ -232,20 +232,7 @@ def rate_of(r: dict) -> dict:
 
 
 def node_cpu_seconds(side: Side) -> list[float]:
-    """User + system CPU of each node's process tree so far."""
-    import psutil
-
-    out = []
-    for tree in side.trees():
-        total = 0.0
-        for pid in tree:
-            try:
-                t = psutil.Process(pid).cpu_times()
-                total += t.user + t.system + t.children_user + t.children_system
-            except psutil.Error:
-                pass
-        out.append(total)
-    return out
+    return trees_cpu_seconds(side.trees())
 
 
 def measured(side: Side, run, messages: int) -> dict:
