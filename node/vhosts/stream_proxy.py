@@ -55,13 +55,12 @@ class StreamProxy(RemoteQueue):
         return ProxiedReadSpec(*(getattr(spec, f.name) for f in fields(ReadSpec)), filters=described)
 
     def attach_reader(self, consumer: Consumer, spec: ReadSpec) -> None:
-        filters = spec.filters if isinstance(spec, ProxiedReadSpec) else {}
-        self._serve(Served(consumer, spec, filters), resend_credit=False)
+        self._serve(Served(consumer, spec), resend_credit=False)
 
     def adopt(self, r: Reader) -> None:
         """A reader of this node's copy, which this node no longer has: it goes on at the
         leader from its next offset, with its filters and credit."""
-        served = Served(r.consumer, r.spec, r.spec.filter_set_from(r.offset))
+        served = Served(r.consumer, r.spec)
         served.next_offset = r.offset
         served.delivery_count, served.link_credit, served.drain = r.delivery_count, r.credit, r.drain
         self._serve(served)
@@ -132,18 +131,21 @@ class Served:
     """A consumer read through the proxy, as the serving node's reader sees it: deliveries
     and credit replies pass through here, shifted by `base`, noting where the link is."""
 
-    __slots__ = ("consumer", "spec", "filters", "presettled", "base", "next_offset", "delivery_count",
+    __slots__ = ("consumer", "spec", "presettled", "base", "next_offset", "delivery_count",
                  "link_credit", "drain", "lost_at")  # fmt: skip
 
-    def __init__(self, consumer: Any, spec: ReadSpec, filters: dict) -> None:
-        self.consumer, self.spec, self.filters, self.presettled = consumer, spec, filters, consumer.presettled
+    def __init__(self, consumer: Any, spec: ReadSpec) -> None:
+        self.consumer, self.spec, self.presettled = consumer, spec, consumer.presettled
         self.base = 0  # the link's delivery-count when the serving reader started
         self.next_offset: int | None = None  # after the last message passed on; None: none yet
         self.delivery_count, self.link_credit, self.drain = 0, 0, False  # the link's, as last known
         self.lost_at: float | None = None  # since when no node serves it (None: served)
 
     def filter_set(self) -> dict:
-        return self.filters if self.next_offset is None else self.spec.filter_set_from(self.next_offset)
+        """The filter set to attach with: as the client sent it, then from the next offset."""
+        if self.next_offset is None:
+            return self.spec.filters if isinstance(self.spec, ProxiedReadSpec) else {}
+        return self.spec.filter_set_from(self.next_offset)
 
     def deliver(self, queue: Any, message: QueueMessage) -> None:
         self.lost_at = None

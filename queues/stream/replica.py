@@ -122,11 +122,16 @@ class StreamReplica:
             self.log_epoch = new_epoch
         StreamLog.commit(plans)
         self.log.apply_retention(int(time.time() * 1000))  # the leader's rule on the same segments
-        before = self.committed_end
-        self.committed_end = max(self.committed_end, min(committed, self.log.next_offset))
+        moved = self._learn_committed(committed)
         self.fetch()
-        if self.committed_end > before:
+        if moved:
             self.on_commit()
+
+    def _learn_committed(self, committed: int) -> bool:
+        """The leader's committed end, as far as this copy holds it; whether it moved."""
+        before = self.committed_end
+        self.committed_end = max(before, min(committed, self.log.next_offset))
+        return self.committed_end > before
 
     def on_committed(self, msg: wire.Committed) -> None:
         """The committed end moved while this replica's fetch waits at the leader, which keeps
@@ -134,9 +139,7 @@ class StreamReplica:
         if msg.epoch != self.epoch or self.log_epoch != self.epoch or self._closed or self._fenced():
             return
         self._sent_at = time.monotonic()  # the leader holds the fetch: nothing to retry yet
-        before = self.committed_end
-        self.committed_end = max(before, min(msg.committed, self.log.next_offset))
-        if self.committed_end > before:
+        if self._learn_committed(msg.committed):
             self.on_commit()
 
     def on_truncate(self, msg: wire.Truncate) -> None:
