@@ -105,9 +105,17 @@ class Publisher:
 
 
 def stall(node) -> threading.Event:
-    """Hold the node's loop until the Event is set: its replicas neither apply nor report."""
-    go = threading.Event()
-    node.loop.call_soon_threadsafe(go.wait, 30)
+    """Hold the node's loop until the Event is set: its replicas neither apply nor report.
+    Returns once the loop is held, not once the hold is queued: a loop still busy with
+    earlier work would otherwise apply and report what the caller sends next."""
+    go, held = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        held.set()
+        go.wait(30)
+
+    node.loop.call_soon_threadsafe(hold)
+    assert held.wait(10), "the node's loop never ran the stall"
     return go
 
 
