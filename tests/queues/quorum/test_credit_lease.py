@@ -103,3 +103,52 @@ def test_the_leader_a_pre_settled_consumer_and_the_setting_at_zero_lease_nothing
         records = commit(queue, host)
         assert [r.credit for r in records if isinstance(r, qq.Credit)] == [3], setup
         assert len(link.got) == 3 and queue.message_count == 7, setup
+
+
+def test_competing_consumers_each_get_only_their_credit_and_a_detach_hands_the_held_ones_on():
+    queue, host, first = follower()  # first: priority 0, attached first
+    second = Link()
+    queue.attach_consumer(second, priority=5)
+    commit(queue, host)
+    queue.credit(first, 0, 2, False, False)
+    queue.credit(second, 0, 3, False, False)
+    commit(queue, host)
+    # the first's Credit came first: it has 2 sent and 2 held, the second 3 sent and 3 held
+    assert (first.got, second.got) == ([b"m0", b"m1"], [b"m4", b"m5", b"m6"])
+    assert queue.unacked_count == 10 and queue.message_count == 0
+    queue.credit(second, 3, 5, False, False)  # more credit: what it holds, not the first's
+    assert second.got == [b"m4", b"m5", b"m6", b"m7", b"m8", b"m9"]
+    queue.detach_consumer(first)  # its 2 unsettled and 2 held go back, to the consumer with credit
+    commit(queue, host)
+    assert len(second.got) == 3 + 5  # never beyond what it granted: the other 2 are held for it
+    queue.credit(second, 8, 10, False, False)
+    assert sorted(second.got) == sorted(f"m{i}".encode() for i in range(10))  # each once, none lost
+
+
+def test_a_snapshot_installed_while_holding_sends_nothing_twice_nor_beyond_the_credit():
+    """The follower misses entries the leader compacted (a Credit that leased more)
+    and installs the leader's snapshot: its gate is refilled from the state, in order."""
+    leader, _ = make()
+    queue, host, link = follower()
+    leader.apply(batch(10, 1), 1)
+
+    def commit_both() -> None:
+        for record in commit(queue, host):
+            leader.apply(record, leader.state.last_index + 1)
+
+    commit_both()  # the Attach
+    queue.credit(link, 0, 3, False, False)
+    commit_both()
+    assert link.got == [b"m0", b"m1", b"m2"]  # m3-m5 held
+    queue.credit(link, 3, 2, False, False)  # served from what is held: m3, m4
+    for record in [r for r, _ in host.proposed]:  # its Credit (limit 5 + lease 2) reaches the leader only
+        leader.apply(record, leader.state.last_index + 1)
+    host.proposed.clear()
+    queue.restore(leader.snapshot())
+    while host.soon:
+        host.soon.pop(0)()  # the resync, at the end of the loop turn
+    assert link.got == [b"m0", b"m1", b"m2", b"m3", b"m4"]  # nothing again, nothing past its limit of 5
+    queue.credit(link, 5, 5, False, False)
+    assert link.got[5:] == [b"m5", b"m6"]  # what the snapshot checked out to it, in order
+    commit(queue, host)
+    assert link.got[5:] == [b"m5", b"m6", b"m7", b"m8", b"m9"]
