@@ -1,7 +1,8 @@
 """A quorum queue's consumer on a node without a replica, served through the queue proxy
 (node/vhosts/remote_queue.py), on two real nodes in this process (real gRPC and
 pysyncobj): its node leases it credit and holds what the client's credit does not allow
-yet (node/vhosts/proxy_lease.py)."""
+yet (node/vhosts/proxy_lease.py), and the deliveries leave the leader without waiting
+for its next Raft log write (they answer for nothing in it)."""
 
 from __future__ import annotations
 
@@ -63,4 +64,26 @@ def test_the_consumers_node_serves_new_credit_from_its_lease_and_a_strict_client
     queue = leader.call(lambda: leader.queue("qq-proxied"))
     until(lambda: leader.call(lambda: (queue.message_count, queue.unacked_count)) == (3 * N, 0), "all returned")
     until(lambda: held(proxy) == 0 and not proxy.call(lambda: proxy.broker.queue_service.leases.gates), "gate gone")
+    client.close()
+
+
+def test_deliveries_to_a_consumers_node_do_not_wait_for_the_leaders_log_writes(broker_factory, tmp_path):
+    leader, proxy = one_replica_queue(start_nodes(broker_factory, tmp_path, 2, quorum_consumer_lease=0),
+                                      "qq-ungated")  # fmt: skip
+    client = RawClient(proxy.port)
+    client.connect()
+    link = client.receiver(client.begin(), "/queues/qq-ungated", credit=N)
+    until(lambda: leader.call(lambda: leader.queue("qq-ungated").consumer_count) == 1, "the consumer attached")
+    # From now on whatever the leader's transport sends behind its durability gate waits
+    # (as for a Raft log write that does not land): the publishes commit all the same (a
+    # one-member group counts its own write), and their deliveries must still leave.
+    gate = leader.call(lambda: [leader.loop.create_future()])[0]  # (call() would await it)
+    transport = leader.broker.cluster.transport
+    leader.call(lambda: transport.before_flush.append(lambda: gate))
+    try:
+        Publisher(leader, "/queues/qq-ungated").publish(N)
+        assert len(client.receive(N)) == N
+        assert link.delivery_count == N
+    finally:
+        leader.call(lambda: gate.set_result(None))
     client.close()
