@@ -122,7 +122,8 @@ class Config:
     # this many messages behind the leader, until it is under half (node/vhosts/quorum_flow.py); 0: off
     quorum_consumer_lag_max: int = 2000
     # A follower asks the log for up to this many messages beyond a consumer's credit and holds them,
-    # sent the moment the client grants more (queues/quorum/credit_lease.py); 0: off
+    # sent the moment the client grants more (queues/quorum/credit_lease.py); so does the node of a
+    # consumer without a replica (node/vhosts/proxy_lease.py); 0: off
     quorum_consumer_lease: int = 1000
     cluster_ready_timeout: float = 300.0  # seconds a starting node waits for a majority before giving up
     # Where a new quorum queue's leader goes unless its x-queue-leader-locator or a policy's

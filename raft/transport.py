@@ -388,10 +388,12 @@ class NodeTransport:
         link = self._links.get(peer)
         return 0 if link is None else link.queued_bytes + link.outbox_bytes
 
-    def send_node_message(self, peer: str, channel: str, payload: bytes) -> bool:
-        """Queue a non-Raft message for `peer` (see `on_node_message`); False if not connected."""
+    def send_node_message(self, peer: str, channel: str, payload: bytes, gated: bool = True) -> bool:
+        """Queue a non-Raft message for `peer` (see `on_node_message`); False if not connected.
+        `gated=False`: it answers for nothing in the journal, so it need not wait for the
+        durability gate (it still never overtakes a message for `peer` waiting there)."""
         link = self._links.get(peer)
-        return link is not None and self.outbound.enqueue(link, NODE, channel, payload)
+        return link is not None and self.outbound.enqueue(link, NODE, channel, payload, gated)
 
     # -- receiving --------------------------------------------------------------------
 

@@ -10,7 +10,8 @@ peer during one loop turn goes as one typed, versioned binary record
 (proxy_records.py: the messages' bytes as received, no AMQP encoding
 around them) once the cluster enabled feature flag `queue_proxy_records`;
 before that (a rolling upgrade), each message is one AMQP-encoded list
-(explicit, never pickled). Either way the messages are:
+(explicit, never pickled); proxy_outbox.py batches them. Either way the
+messages are:
 
     A -> B  ["pub", vhost, queue, corr, payload, durable, expires_at, exchange, routing_keys, annotations]
             ["attach", cid, vhost, queue, priority, presettled]
@@ -29,7 +30,9 @@ before that (a rolling upgrade), each message is one AMQP-encoded list
             ["gone", cid, condition, description]
 
 Credit flows end to end: the queue on B owns each consumer's delivery-count
-and credit (credit API v2), A forwards the client's FLOWs and B's replies.
+and credit (credit API v2), A forwards the client's FLOWs and B's replies;
+for a quorum queue's consumer A asks for a lease on top and holds what the
+client's own credit does not allow yet (proxy_lease.py).
 A publish is confirmed to the client only when B's queue confirmed it, so a
 remote publisher gets the guarantee a local one gets. When a stream between
 A and B ends, what B had not confirmed may or may not be stored there: A
@@ -53,7 +56,6 @@ import itertools
 import logging
 from typing import TYPE_CHECKING, Any
 
-from amqp import codec
 from amqp.errors import Condition
 from metadata.feature_flags import QUEUE_PROXY_RECORDS
 from queues.base import ConfirmCallback, Consumer, Outcome, Queue, QueueArgumentError, QueueMessage, Settlement
@@ -62,6 +64,8 @@ from queues.stream.spec import ReadSpec
 from . import proxy_records
 from .answer_gate import AnswerGate
 from .metadata_store import MetadataUnavailable
+from .proxy_lease import ProxyLeases
+from .proxy_outbox import ProxySender
 
 if TYPE_CHECKING:
     from node.broker import Broker
@@ -72,7 +76,6 @@ CHANNEL = "queue.data"
 ATTACH_WAIT = 5.0  # seconds a consumer's attach waits for a stream to the queue's node
 COUNT_WAIT = 2.0  # seconds management waits for the queue's node to report its counts
 PURGE_WAIT = 10.0  # seconds a purge waits for the queue's node (a quorum queue commits it first)
-BATCH_BYTES = 256 << 10  # a loop turn's messages to one peer are cut into node messages of about this size
 _OUTCOMES = {o.value: o for o in Outcome}
 
 
@@ -127,7 +130,7 @@ class RemoteQueue(Queue):
     def credit(self, consumer: Consumer, delivery_count: int, link_credit: int, drain: bool, echo: bool) -> None:
         cid = self.consumers.get(consumer)
         if cid is not None:
-            self._service.send_for(cid, ["credit", cid, delivery_count, link_credit, drain, echo])
+            self._service.credit(cid, delivery_count, link_credit, drain, echo)
 
     def settle(self, consumer: Consumer, seqs: list[int], settlement: Settlement) -> None:
         cid = self.consumers.get(consumer)
@@ -217,9 +220,10 @@ class QueueService:
         self.transport = cluster.transport
         cluster.rpc.channels[CHANNEL] = self._on_message
         self.transport.on_peer_down.append(self._peer_down)
-        self._pinned: set[str] = set()
-        self._outbox: dict[str, _Outbox] = {}  # peer -> this loop turn's messages to it
-        self._flush_scheduled = False
+        # what this node sends its peers on CHANNEL, batched per loop turn (proxy_outbox.py)
+        self.sender = ProxySender(broker.loop, self.transport, CHANNEL,
+                                  lambda: QUEUE_PROXY_RECORDS in broker.projections.feature_flags)  # fmt: skip
+        self.send = self.sender.send
         # this node as the client's side
         self._corr = itertools.count(1)
         self._confirms: dict[int, tuple[str, ConfirmCallback]] = {}  # corr -> (node sent to, confirm)
@@ -228,66 +232,19 @@ class QueueService:
         # consumers whose attach waits for a stream to the leader (it restarts, say): what they sent meanwhile
         self._waiting: dict[int, list[list]] = {}
         self._counting: dict[int, asyncio.Future] = {}  # req -> the answer to a "count"
+        # a quorum queue's consumers: what the client's credit does not let through yet (proxy_lease.py)
+        self.leases = ProxyLeases(lambda: getattr(getattr(broker, "config", None), "quorum_consumer_lease", 0))
         # this node as the queue's side
         self.served: dict[tuple[str, int], RemoteConsumer] = {}  # (peer, cid) ->
-        self._gate = AnswerGate(self.transport, broker.loop, self._handle, self._pin)
+        self._gate = AnswerGate(self.transport, broker.loop, self._handle, self.sender.pin)
 
     def close(self) -> None:
         if self._peer_down in self.transport.on_peer_down:
             self.transport.on_peer_down.remove(self._peer_down)
 
-    def send(self, peer: str, message: list) -> bool:
-        """Queue `message` for `peer`, sent at the end of this loop turn with the
-        turn's others; False if there is no stream to the peer now."""
-        self._pin(peer)
-        transport = self.transport
-        epoch = transport.epoch_to(peer)
-        if epoch is None or transport.failed is not None or transport.is_partitioned(peer):
-            return False
-        if _body_size(message) > transport.options.max_message_bytes - 1024:
-            return False  # the transport refuses a node message that large (as it did a lone list)
-        outbox = self._outbox.get(peer)
-        if outbox is None or outbox.epoch != epoch:  # a new stream: what the old one had not taken is lost with it
-            outbox = self._outbox[peer] = _Outbox(epoch)
-        outbox.add(message)
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
-            self.broker.loop.call_soon(self._flush)
-        return True
-
-    def _pin(self, peer: str) -> None:
-        if peer not in self._pinned:  # keep a stream to the peer even if no group shares it
-            self._pinned.add(peer)
-            self.transport.add_peer(peer)
-
     def streams_with(self, peer: str) -> tuple[int | None, int | None]:
         """The epochs of the peer's stream to us and ours to it (None: none now)."""
         return self.transport.epoch_from(peer), self.transport.epoch_to(peer)
-
-    def _flush(self) -> None:
-        """Hand this turn's messages to the transport: one record per peer (and
-        per BATCH_BYTES), or one AMQP list each until every node reads records."""
-        self._flush_scheduled = False
-        outboxes, self._outbox = self._outbox, {}
-        batched = QUEUE_PROXY_RECORDS in self.broker.projections.feature_flags
-        transport = self.transport
-        for peer, outbox in outboxes.items():
-            if transport.epoch_to(peer) != outbox.epoch:
-                continue  # the stream ended meanwhile: _peer_down reported what it carried
-            for items in outbox.batches():
-                if batched:
-                    try:
-                        transport.send_node_message(peer, CHANNEL, proxy_records.encode_batch(items))
-                        continue
-                    except Exception:  # one item cannot be encoded: send the others one by one
-                        log.exception("encoding a %s batch for %s failed", CHANNEL, peer)
-                for item in items:
-                    try:
-                        data = proxy_records.encode_batch([item]) if batched else codec.dumps(item)
-                    except Exception:
-                        log.exception("dropped a %r for %s that cannot be encoded", item[0], peer)
-                        continue
-                    transport.send_node_message(peer, CHANNEL, data)
 
     # -- the client's side -------------------------------------------------------------
 
@@ -309,6 +266,8 @@ class QueueService:
         cid = next(self._cids)
         target = queue.target()
         self._consumers[cid] = (queue, consumer, target)
+        if queue.type_name == "quorum":
+            self.leases.add(cid, consumer.presettled)
         attach = ["attach", cid, queue.vhost, queue.name, priority, consumer.presettled]
         if stream_filters is not None:
             attach = ["sattach", *attach[1:], stream_filters]
@@ -316,6 +275,16 @@ class QueueService:
             self._waiting[cid] = [attach]
             self.broker.loop.create_task(self._attach_when_connected(target, cid))
         return cid
+
+    def credit(self, cid: int, delivery_count: int, link_credit: int, drain: bool, echo: bool) -> None:
+        """A consumer's FLOW: on to the node serving it, with a lease on top for a quorum
+        queue's; what the lease held that the client's credit now allows goes at once."""
+        asked, released = self.leases.grant(cid, delivery_count, link_credit, drain)
+        if released:
+            queue, consumer, _ = self._consumers[cid]
+            for message in released:
+                consumer.deliver(queue, message)
+        self.send_for(cid, ["credit", cid, delivery_count, asked, drain, echo])
 
     def send_for(self, cid: int, message: list) -> None:
         """A consumer's message, to the node serving it: after its attach, which may wait for the stream."""
@@ -358,14 +327,17 @@ class QueueService:
 
     def detach(self, cid: int) -> None:
         entry = self._consumers.pop(cid, None)
+        self.leases.drop(cid)
         if entry is not None and self._waiting.pop(cid, None) is None:
             self.send(entry[2], ["detach", cid])
 
     def forget_consumer(self, cid: int) -> None:
         self._consumers.pop(cid, None)
+        self.leases.drop(cid)
 
     def _unreachable(self, cid: int) -> None:
         entry = self._consumers.pop(cid, None)
+        self.leases.drop(cid)
         if entry is not None:
             queue, consumer, target = entry
             queue.consumer_lost(consumer, Condition.DETACH_FORCED, _unreachable_text(queue, target))
@@ -503,18 +475,20 @@ class QueueService:
         entry = self._consumers.get(cid)
         if entry is not None:  # else detached: the leader returns the message to the queue
             queue, consumer, _ = entry
-            consumer.deliver(queue, QueueMessage(seq, payload if type(payload) is bytes else bytes(payload), durable,
-                                                 None, delivery_count, acquired, exchange,
-                                                 routing_keys if type(routing_keys) is list else list(routing_keys),
-                                                 annotations))  # fmt: skip
+            message = QueueMessage(seq, payload if type(payload) is bytes else bytes(payload), durable, None,
+                                   delivery_count, acquired, exchange,
+                                   routing_keys if type(routing_keys) is list else list(routing_keys), annotations)  # fmt: skip
+            for m in self.leases.admit(cid, message):  # held if beyond the client's credit (a lease)
+                consumer.deliver(queue, m)
 
     def _flow(self, peer: str, cid: int, delivery_count: int, credit: int, available: int, drain: bool) -> None:
         entry = self._consumers.get(cid)
         if entry is not None:
-            entry[1].credit_reply(delivery_count, credit, available, drain)
+            entry[1].credit_reply(*self.leases.reply(cid, delivery_count, credit, available, drain), drain)
 
     def _gone(self, peer: str, cid: int, condition: str, description: str) -> None:
         entry = self._consumers.pop(cid, None)
+        self.leases.drop(cid)
         if entry is not None:
             queue, consumer, _ = entry
             queue.consumer_lost(consumer, condition, description)
@@ -544,36 +518,6 @@ class QueueService:
         """A local queue was deleted: the remote consumers heard it through queue_deleted."""
         for key in [k for k, c in self.served.items() if c.queue is queue]:
             self.served.pop(key)
-
-
-class _Outbox:
-    """One loop turn's messages to one peer, cut at BATCH_BYTES."""
-
-    __slots__ = ("epoch", "done", "items", "size")
-
-    def __init__(self, epoch: int) -> None:
-        self.epoch = epoch  # of the stream they were queued for
-        self.done: list[list] = []
-        self.items: list = []
-        self.size = 0
-
-    def add(self, message: list) -> None:
-        self.items.append(message)
-        self.size += _body_size(message)
-        if self.size >= BATCH_BYTES:
-            self.done.append(self.items)
-            self.items, self.size = [], 0
-
-    def batches(self) -> list[list]:
-        return [*self.done, self.items] if self.items else self.done
-
-
-def _body_size(message: list) -> int:
-    """The bytes of the message a "pub" or "deliver" carries (the rest are small)."""
-    kind = message[0]
-    if kind == "pub":
-        return len(message[4])
-    return len(message[3]) if kind == "deliver" else 0
 
 
 def _unreachable_text(queue: RemoteQueue, node: str) -> str:

@@ -38,6 +38,9 @@ class Service:
     def send_for(self, cid, message) -> None:
         self.sent.append(message)
 
+    def credit(self, cid, delivery_count, link_credit, drain, echo) -> None:  # no lease for a stream's reader
+        self.send_for(cid, ["credit", cid, delivery_count, link_credit, drain, echo])
+
     def detach(self, cid) -> None:
         self.sent.append(["detach", cid])
 

@@ -1,0 +1,103 @@
+"""A quorum queue's consumer on a node without a replica, served through the queue proxy
+(node/vhosts/remote_queue.py), on two real nodes in this process (real gRPC and
+pysyncobj): its node leases it credit and holds what the client's credit does not allow
+yet (node/vhosts/proxy_lease.py), and the deliveries leave the leader without waiting
+for its next Raft log write (they answer for nothing in it)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from quorum_nodes import Publisher, stall, start_nodes, until
+from raw_client import RawClient
+
+from amqp import events as ev
+from node.vhosts.quorum_groups import group_name
+
+pytestmark = pytest.mark.timeout(120)
+
+N = 20
+
+
+def one_replica_queue(nodes: list, name: str) -> tuple:
+    """A 1-replica quorum queue on the metadata leader's node: (that node, the other)."""
+    leader = metadata_leader(nodes)
+    leader.declare_queue(name, **{"x-queue-type": "quorum", "x-quorum-initial-group-size": 1})
+    assert leader.call(lambda: leader.queue(name).members) == (leader.broker.cluster.node_id,)
+    group = group_name("/", name)
+    until(lambda: leader.call(lambda: leader.broker.quorum.leader_of(group)) is not None, "the replica leads")
+    other = next(n for n in nodes if n is not leader)
+    until(lambda: other.call(lambda: name in other.vhost.queues), "the proxy on the other node")
+    return leader, other
+
+
+def metadata_leader(nodes: list):
+    """The node leading the metadata group: it sends its peers nothing that waits at its durability
+    gate (a leader's AppendEntries skip it), so a held gate holds only what it sends by choice."""
+    deadline = time.monotonic() + 30
+    while True:
+        for n in nodes:
+            if n.call(n.broker.cluster.is_leader):
+                return n
+        assert time.monotonic() < deadline, "no metadata leader"
+        time.sleep(0.01)
+
+
+def held(node) -> int:
+    return node.call(lambda: sum(len(g.held) for g in node.broker.queue_service.leases.gates.values()))
+
+
+def test_the_consumers_node_serves_new_credit_from_its_lease_and_a_strict_client_gets_no_more(broker_factory,
+                                                                                               tmp_path):  # fmt: skip
+    leader, proxy = one_replica_queue(start_nodes(broker_factory, tmp_path, 2), "qq-proxied")
+    Publisher(leader, "/queues/qq-proxied").publish(3 * N)
+    client = RawClient(proxy.port)
+    client.connect()
+    link = client.receiver(client.begin(), "/queues/qq-proxied", credit=N)
+    assert len(client.receive(N)) == N
+    until(lambda: held(proxy) == N, "the lease held on the consumer's node")
+    link.flow(link_credit=0, echo=True)  # its answer comes after any transfer sent before it
+    client.wait_for(lambda e: type(e) is ev.LinkFlow and e.link is link)
+    assert client.deliveries == []  # nothing beyond the credit it granted
+    go = stall(leader)
+    try:
+        link.flow(link_credit=N)
+        assert len(client.receive(N)) == N  # from the hold: the stalled leader could serve nothing
+    finally:
+        go.set()
+    until(lambda: held(proxy) == N, "the lease topped up once the leader applied the Credit")
+    # a drain takes what is held, then ends at the client's own limit, not the machine's
+    link.flow(link_credit=2 * N, drain=True)
+    assert len(client.receive(N)) == N
+    client.wait_for(lambda e: type(e) is ev.LinkFlow and e.link is link and link.link_credit == 0)
+    assert link.delivery_count == 4 * N and client.deliveries == []  # its 2N + the 2N it drained
+    # nothing was settled: detaching returns all of it, held or sent
+    link.detach(closed=True)
+    client.flush()
+    queue = leader.call(lambda: leader.queue("qq-proxied"))
+    until(lambda: leader.call(lambda: (queue.message_count, queue.unacked_count)) == (3 * N, 0), "all returned")
+    until(lambda: held(proxy) == 0 and not proxy.call(lambda: proxy.broker.queue_service.leases.gates), "gate gone")
+    client.close()
+
+
+def test_deliveries_to_a_consumers_node_do_not_wait_for_the_leaders_log_writes(broker_factory, tmp_path):
+    leader, proxy = one_replica_queue(start_nodes(broker_factory, tmp_path, 2, quorum_consumer_lease=0),
+                                      "qq-ungated")  # fmt: skip
+    client = RawClient(proxy.port)
+    client.connect()
+    link = client.receiver(client.begin(), "/queues/qq-ungated", credit=N)
+    until(lambda: leader.call(lambda: leader.queue("qq-ungated").consumer_count) == 1, "the consumer attached")
+    # From now on whatever the leader's transport sends behind its durability gate waits
+    # (as for a Raft log write that does not land): the publishes commit all the same (a
+    # one-member group counts its own write), and their deliveries must still leave.
+    gate = leader.call(lambda: [leader.loop.create_future()])[0]  # (call() would await it)
+    transport = leader.broker.cluster.transport
+    leader.call(lambda: transport.before_flush.append(lambda: gate))
+    try:
+        Publisher(leader, "/queues/qq-ungated").publish(N)
+        assert len(client.receive(N)) == N
+        assert link.delivery_count == N
+    finally:
+        leader.call(lambda: gate.set_result(None))
+    client.close()
