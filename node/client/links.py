@@ -184,6 +184,7 @@ class Publisher:
 
 
 _RANK = {Outcome.ACCEPTED: 0, Outcome.RELEASED: 1, Outcome.REJECTED: 2, Outcome.NO_SPACE: 2, Outcome.UNKNOWN: 3}
+_ACCEPTED_OUTCOME = Outcome.ACCEPTED  # a module global: an Enum member read off its class costs ~60 ns, per message
 
 
 class _Confirm:
@@ -199,25 +200,29 @@ class _Confirm:
 
     def confirm(self, outcome: Outcome) -> None:
         # identity first: hashing an Enum member runs Python code, and nearly every outcome is accepted
-        if outcome is not Outcome.ACCEPTED and _RANK[outcome] > _RANK[self.worst]:
+        if outcome is not _ACCEPTED_OUTCOME and _RANK[outcome] > _RANK[self.worst]:
             self.worst = outcome
         self.left -= 1
-        if self.left == 0:
-            if self.worst is Outcome.UNKNOWN:
-                self.publisher.outcome_unknown("a queue's node was lost with this message in flight: it may or"
-                                               " may not have been stored")  # fmt: skip
-            elif self.worst is Outcome.REJECTED:
-                state = _rejected(Condition.PRECONDITION_FAILED, "queue full (x-overflow reject-publish)")
-            elif self.worst is Outcome.NO_SPACE:
-                state = _rejected(
-                    Condition.RESOURCE_LIMIT_EXCEEDED,
-                    "disk full: the message store could not write (no space left on device)",
-                )
-            elif self.worst is Outcome.RELEASED:
-                state = RELEASED  # a queue was deleted under the message
-            else:
-                state = ACCEPTED
-            self.publisher.confirmed(self.delivery, state)
+        if self.left:
+            return
+        worst = self.worst
+        if worst is _ACCEPTED_OUTCOME:
+            self.publisher.confirmed(self.delivery, ACCEPTED)
+        elif worst is Outcome.UNKNOWN:
+            self.publisher.outcome_unknown("a queue's node was lost with this message in flight: it may or"
+                                           " may not have been stored")  # fmt: skip
+        else:
+            self.publisher.confirmed(self.delivery, _refusal(worst))
+
+
+def _refusal(worst: Outcome) -> Any:
+    """The delivery state for a message a queue did not take."""
+    if worst is Outcome.REJECTED:
+        return _rejected(Condition.PRECONDITION_FAILED, "queue full (x-overflow reject-publish)")
+    if worst is Outcome.NO_SPACE:
+        return _rejected(Condition.RESOURCE_LIMIT_EXCEEDED,
+                         "disk full: the message store could not write (no space left on device)")  # fmt: skip
+    return RELEASED  # a queue was deleted under the message
 
 
 class QueueConsumer:

@@ -218,10 +218,13 @@ class StreamQueue(Queue):
         self.committed_end = committed_end
         while self._unconfirmed and self._unconfirmed[0][0] <= committed_end:
             _, confirms = self._unconfirmed.popleft()
-            self.stats.confirmed += sum(1 for c in confirms if c is not None)
+            confirmed = 0
+            accepted = Outcome.ACCEPTED  # read once: an Enum member off its class costs ~60 ns
             for confirm in confirms:
                 if confirm is not None:
-                    confirm(Outcome.ACCEPTED)
+                    confirm(accepted)
+                    confirmed += 1
+            self.stats.confirmed += confirmed
         self.readers.wake()
 
     def _release_unconfirmed(self) -> None:
