@@ -32,9 +32,14 @@ from .framing import (
     encode_frame,
 )
 from .session import Session
+from .transfer_run import take_transfers
 
 
 class Connection(ConnectionInput):
+    # Publishers' usual TRANSFER frames are taken in one loop (amqp/transfer_run.py);
+    # off, every frame takes the generic path (tests compare the two)
+    transfer_run = True
+
     def __init__(
         self,
         role: str = SERVER,
@@ -100,9 +105,13 @@ class Connection(ConnectionInput):
         if data:
             self.last_received = self.clock()
             self._parser.feed(data)
+        parser = self._parser
         try:
             while self.phase != DONE and not self._sasl_paused:
-                item = self._parser.next()
+                if self.transfer_run and self.phase == AMQP and self.open_received and not (
+                        self.close_received or self.close_sent or parser.expect_header):  # fmt: skip
+                    take_transfers(self, events)  # the frames of a publisher's usual messages
+                item = parser.next()
                 if item is None:
                     break
                 if type(item) is Frame:

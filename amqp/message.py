@@ -187,7 +187,7 @@ class Message:
     # test is cheaper than catching AttributeError from an unset slot).
     __slots__ = ("payload", "_b", "_bc", "_h", "_da", "_ma", "_p", "_ap", "_ft", "_body")
 
-    def __init__(self, payload: bytes, bounds: list[int], body_code: int):
+    def __init__(self, payload: bytes, bounds: tuple[int, ...], body_code: int):
         self.payload = payload
         self._b = bounds
         self._bc = body_code

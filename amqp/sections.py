@@ -153,15 +153,34 @@ def _order_error(code: int, last: int, last_code: int) -> DecodeError:
     return DecodeError(f"{name} section after {_NAME_BY_CODE[last_code]} [3.2]")
 
 
-def _scan(data: bytes) -> tuple[list[int], int]:
+# The layout of the last message scanned, when its first bytes fix it:
+# (size, those bytes, bounds, body code). A publisher's messages repeat one layout
+# (the same header, properties and a body of one size): see _scan.
+_last_layout: tuple = (-1, b"", (), 0)
+
+
+def _scan(data: bytes) -> tuple[tuple[int, ...], int]:
     """Finds the sections of a message.
 
     Returns (bounds, body_code): the sections of rank r occupy
     data[bounds[r]:bounds[r + 1]] (empty when absent), and body_code is the
-    descriptor of the body sections, or 0 without a body.
+    descriptor of the body sections, or 0 without a body. The bounds are a
+    tuple: one may serve many messages.
+
+    The scan reads each section's descriptor, constructor and size, never
+    its value (but for amqp-value, skipped by walking it). When it walks
+    nothing, what it reads lies before the last section's value: a message
+    of the same size that starts with the same bytes up to there has the
+    same bounds, and is answered from `_last_layout` without a scan.
     """
+    global _last_layout
     n = len(data)
+    last_layout = _last_layout
+    if last_layout[0] == n and data.startswith(last_layout[1]):
+        return last_layout[2], last_layout[3]
     bounds = [0, 0, 0, 0, 0, 0, 0, n]
+    fixed = True  # all read so far lies before `value_start`
+    value_start = 0
     pos = 0
     last = -1  # rank of the previous section
     last_code = 0
@@ -178,6 +197,7 @@ def _scan(data: bytes) -> tuple[list[int], int]:
             code, p = _descriptor(data, pos + 1, n)
             if p >= n:
                 raise DecodeError("message section truncated")
+            fixed = False
         section = _SECTION[code]
         if section is None:
             raise DecodeError(f"descriptor 0x{code:x} is not a message section [3.2]")
@@ -200,23 +220,32 @@ def _scan(data: bytes) -> tuple[list[int], int]:
         if w == -1:
             if p + 2 > n:
                 raise DecodeError("message section truncated")
-            pos = p + 2 + data[p + 1]
+            value_start = p + 2
+            pos = value_start + data[p + 1]
         elif w == -4:
             if p + 5 > n:
                 raise DecodeError("message section truncated")
-            pos = p + 5 + _u32(data, p + 1)[0]
+            value_start = p + 5
+            pos = value_start + _u32(data, p + 1)[0]
+        elif w >= 0:  # fixed width (a list0 properties section, a bare amqp-value)
+            value_start = p + 1
+            pos = value_start + w
         else:
             pos = _skip(data, p, n, 0)
+            fixed = False
         if pos > n:
             raise DecodeError("message section truncated")
     while last < 6:  # FOOTER
         last += 1
         bounds[last] = n
-    return bounds, body_code
+    layout = tuple(bounds)
+    if fixed and n:
+        _last_layout = (n, data[:value_start], layout, body_code)
+    return layout, body_code
 
 
-def splice(payload: bytes, bounds: list[int], header: bytes | None, annotations: bytes | None,
-           keep_da: bool) -> tuple[bytes, list[int]]:  # fmt: skip
+def splice(payload: bytes, bounds: tuple[int, ...], header: bytes | None, annotations: bytes | None,
+           keep_da: bool) -> tuple[bytes, tuple[int, ...]]:  # fmt: skip
     """New payload and bounds: header (new, or the old one when None), the
     delivery annotations if kept, message annotations (new or old), then the
     rest of `payload` unchanged."""
@@ -230,4 +259,4 @@ def splice(payload: bytes, bounds: list[int], header: bytes | None, annotations:
     b2 = b1 + len(da)
     b3 = b2 + len(ma)
     shift = b3 - b[3]
-    return out, [0, b1, b2, b3, b[4] + shift, b[5] + shift, b[6] + shift, b[7] + shift]
+    return out, (0, b1, b2, b3, b[4] + shift, b[5] + shift, b[6] + shift, b[7] + shift)

@@ -65,7 +65,9 @@ class Session(SessionInput):
         # its link's transfers (it carries a delivery-count that counts them).
         self._waiting: deque[tuple[Link, bytes | None, tuple | None]] = deque()
         self.waiting_bytes = 0  # the size of the transfer frames in `_waiting`
-        self._dispositions: list[tuple[int, bool, bool, Any]] = []  # (id, role, settled, state)
+        # runs of consecutive delivery ids with one role, settled flag and state:
+        # [first id, last id, role, settled, state]
+        self._dispositions: list[list] = []
         self._flow_due = False
         self.context: Any = None  # the application's object for this session
 
@@ -116,11 +118,20 @@ class Session(SessionInput):
         """Sets our state for a delivery (and settles it); the DISPOSITION goes
         out with the next flush, merged with its neighbours."""
         delivery.state = state
+        role = delivery.link.role
+        delivery_id = delivery.id
         if settled:
             delivery.settled = True
-            table = self.outgoing_unsettled if delivery.link.is_sender else self.incoming_unsettled
-            table.pop(delivery.id, None)
-        self._dispositions.append((delivery.id, delivery.link.role, settled, state))
+            (self.outgoing_unsettled if role == SENDER else self.incoming_unsettled).pop(delivery_id, None)
+        runs = self._dispositions
+        if runs:
+            # a publisher's confirms come in delivery-id order with one outcome: one run grows
+            run = runs[-1]
+            if (delivery_id == (run[1] + 1) & serial.MASK and run[4] is state and run[3] == settled
+                    and run[2] == role):  # fmt: skip
+                run[1] = delivery_id
+                return
+        runs.append([delivery_id, delivery_id, role, settled, state])
 
     def block(self) -> None:
         """Shuts the incoming window (memory or disk alarm)."""
@@ -266,28 +277,27 @@ class Session(SessionInput):
             self._send_flow()
 
     def _send_dispositions(self) -> None:
-        items = self._dispositions
+        runs = self._dispositions
         self._dispositions = []
-        if len(items) > 1:
-            base = items[0][0]
-            items.sort(key=lambda x: serial.diff(x[0], base))
-        start = prev = None
-        for item in items:
-            if start is not None and item[0] == serial.add(prev[0], 1) and item[1:] == prev[1:]:
-                prev = item
+        if len(runs) > 1:
+            base = runs[0][0]
+            runs.sort(key=lambda run: serial.diff(run[0], base))  # stable: one id's states keep their order
+        current = runs[0]
+        for run in runs[1:]:
+            if run[0] == (current[1] + 1) & serial.MASK and run[2:] == current[2:]:
+                current = [current[0], run[1], *current[2:]]
                 continue
-            if start is not None:
-                self._disposition_range(start, prev)
-            start = prev = item
-        self._disposition_range(start, prev)
+            self._disposition_range(current)
+            current = run
+        self._disposition_range(current)
 
-    def _disposition_range(self, first: tuple, last: tuple) -> None:
-        _, role, settled, state = first
+    def _disposition_range(self, run: list) -> None:
+        first, last, role, settled, state = run
         self._send(
             Disposition(
                 role=role,
-                first=first[0],
-                last=last[0] if last[0] != first[0] else None,
+                first=first,
+                last=last if last != first else None,
                 settled=settled,
                 state=state,
             )

@@ -9,6 +9,14 @@ Delivery ids wrap at 2^32 (RFC 1982, amqp/serial.py). Each id gets a linear
 key, its serial distance from the last id inserted plus that id's key, so
 keys keep their order across the wrap; the keys live in a list of short
 sorted blocks (insertion at the end, deletion anywhere, both cheap).
+
+Usually the ids held are one run, `first` .. `first + count - 1`: a session
+numbers its deliveries in order, and a publisher's are settled in order.
+While they are, the map keeps just the run (no keys, no blocks: a publisher's
+every message is added and removed here), and a range is the run's overlap.
+The first id added out of order, or removed from inside the run, spreads the
+run into keys and blocks (once: O(run)); the map keeps them until it is
+empty again.
 """
 
 from __future__ import annotations
@@ -28,6 +36,9 @@ class UnsettledMap(dict):
 
     def __init__(self) -> None:
         super().__init__()
+        self._spread = False  # False: the ids are the run below; True: keys and blocks
+        self._first = 0  # the run: its first id and its length
+        self._count = 0
         self._blocks: list[list[int]] = []  # sorted keys, cut into blocks
         self._maxes: list[int] = []  # the last key of each block
         self._anchor = (0, 0)  # (delivery id, key) of the last insertion
@@ -42,7 +53,19 @@ class UnsettledMap(dict):
 
     def __setitem__(self, delivery_id: int, delivery: Any) -> None:
         # a publisher's every message comes here and goes through pop(): both stay
-        # free of method calls in the usual case (the next id, room in the last block)
+        # free of method calls in the usual case (the next id)
+        if not self._spread:
+            count = self._count
+            if delivery_id == (self._first + count) & serial.MASK or not count:
+                if not count:
+                    self._first = delivery_id
+                self._count = count + 1
+                dict.__setitem__(self, delivery_id, delivery)
+                return
+            if delivery_id in self:
+                dict.__setitem__(self, delivery_id, delivery)
+                return
+            self._spread_out()
         if delivery_id not in self:
             anchor_id, anchor_key = self._anchor
             step = (delivery_id - anchor_id) & serial.MASK
@@ -59,21 +82,52 @@ class UnsettledMap(dict):
 
     def __delitem__(self, delivery_id: int) -> None:
         dict.__delitem__(self, delivery_id)
-        self._remove(self._keys.pop(delivery_id))
+        self._removed(delivery_id)
 
     def pop(self, delivery_id: int, *default: Any) -> Any:
         value = dict.pop(self, delivery_id, _MISSING)  # one look-up: a settle per message comes here
         if value is not _MISSING:
-            self._remove(self._keys.pop(delivery_id))
+            if not self._spread and delivery_id == self._first:  # the usual case: the oldest
+                self._first = (delivery_id + 1) & serial.MASK
+                self._count -= 1
+                return value
+            self._removed(delivery_id)
             return value
         if default:
             return default[0]
         raise KeyError(delivery_id)
 
+    def _removed(self, delivery_id: int) -> None:
+        """`delivery_id` has just left the dict."""
+        if not self._spread:
+            count = self._count - 1
+            if delivery_id == self._first:
+                self._first = (delivery_id + 1) & serial.MASK
+            elif delivery_id != (self._first + count) & serial.MASK:  # from inside the run
+                self._spread_out()  # keys for the whole run, this id's among them
+                self._removed(delivery_id)
+                return
+            self._count = count
+            return
+        self._remove(self._keys.pop(delivery_id))
+        if not self._keys:  # empty: a run again
+            self._spread, self._count, self._blocks, self._maxes = False, 0, [], []
+
+    def _spread_out(self) -> None:
+        """The run becomes keys 0 .. count - 1 in blocks."""
+        first, count = self._first, self._count
+        keys = list(range(count))
+        self._keys = {(first + k) & serial.MASK: k for k in keys}
+        self._blocks = [keys[i : i + BLOCK] for i in range(0, count, BLOCK)]
+        self._maxes = [block[-1] for block in self._blocks]
+        self._anchor = ((first + count - 1) & serial.MASK, count - 1) if count else (0, 0)
+        self._spread = True
+
     def clear(self) -> None:
         super().clear()
         self._keys.clear()
         self._blocks, self._maxes = [], []
+        self._spread, self._count = False, 0
 
     def _unsupported(self, *args: Any, **kwargs: Any) -> None:
         raise TypeError("UnsettledMap changes only by item")
@@ -84,6 +138,9 @@ class UnsettledMap(dict):
         """(id, delivery) for the ids in [first, last] (serial order, at most
         2^31 apart), in ascending serial order. Do not change the map while
         iterating."""
+        if not self._spread:
+            yield from self._run_in_range(first, last)
+            return
         if not self._maxes:
             return
         low = self._linear(first)
@@ -100,6 +157,21 @@ class UnsettledMap(dict):
             if block[-1] > high:
                 return
             b += 1
+
+    def _run_in_range(self, first: int, last: int) -> Iterator[tuple[int, Any]]:
+        """in_range over the run: offsets from the run's first id."""
+        count, start = self._count, self._first
+        low = (first - start) & serial.MASK
+        span = (last - first) & serial.MASK
+        if low < count:
+            high = min(count - 1, low + span)
+        elif low + span >= serial.MOD:  # the range starts before the run and reaches into it
+            low, high = 0, min(count - 1, low + span - serial.MOD)
+        else:
+            return
+        for offset in range(low, high + 1):
+            delivery_id = (start + offset) & serial.MASK
+            yield delivery_id, dict.__getitem__(self, delivery_id)
 
     # -- the blocks ---------------------------------------------------------------
 

@@ -73,6 +73,7 @@ class ConnectionHandler(ConnectionOpening, LinkAttaching, TokenCredentials, asyn
         self.ingest: IngestBudget | None = None  # bytes taken in per loop turn, bounded (made with the transport)
         self.management_pairs: dict | None = None  # node/client/management/node_link.py, made on first use
         self._preparing: set[asyncio.Task] = set()  # ATTACHes waiting for a v1 address's declaration
+        self.fed_publishers: list[Publisher] = []  # took messages from the input being dispatched
 
     # ------------------------------------------------------------ asyncio side
 
@@ -118,6 +119,11 @@ class ConnectionHandler(ConnectionOpening, LinkAttaching, TokenCredentials, asyn
                 if not self.engine.input_pending:
                     break
                 events = self.engine.receive_data(b"")
+            if self.fed_publishers:  # all dispatched: their credit, from what they really hold
+                fed, self.fed_publishers = self.fed_publishers, []
+                for publisher in fed:
+                    publisher.fed = False
+                    publisher.top_up()
         except Exception:  # a bug of ours must cost one connection, never the node
             log.exception("internal error on connection %s", self.name)
             self.engine.close(Condition.INTERNAL_ERROR, "internal error")

@@ -112,17 +112,21 @@ def record_prefix(exchange: str, routing_key: str, filter_value: str | None) -> 
                      _U16.pack(NO_FILTER if filter_value is None else len(fv)), fv))  # fmt: skip
 
 
-def encode_record(exchange: str, routing_key: str, filter_value: str | None, payload: bytes,
-                  prefix: bytes | None = None) -> bytes:  # fmt: skip
-    """One record; `prefix` is `record_prefix` of the same three, when the caller kept it."""
-    if prefix is None:
-        prefix = record_prefix(exchange, routing_key, filter_value)
-    return b"".join((_RECORD.pack(len(prefix) + len(payload)), prefix, payload))
+def record_head(size: int, prefix: bytes) -> bytes:
+    """What comes before a record's payload: its length (`size`, prefix and payload) and prefix."""
+    return _RECORD.pack(size) + prefix
+
+
+def encode_record(exchange: str, routing_key: str, filter_value: str | None, payload: bytes) -> bytes:
+    """One record."""
+    prefix = record_prefix(exchange, routing_key, filter_value)
+    return b"".join((record_head(len(prefix) + len(payload), prefix), payload))
 
 
 def encode_chunk(first_offset: int, timestamp: int, records: list[bytes], filter_values: list[str | None],
                  bloom_bytes: int) -> bytes:  # fmt: skip
-    """One chunk of already encoded records; `filter_values` are theirs, in order."""
+    """One chunk of already encoded records; `filter_values` are theirs, in order, one per record.
+    `records` may also hold each record in parts (its head, then its payload): they are joined."""
     flags = 0
     bloom = b""
     if any(v is not None for v in filter_values):
@@ -134,7 +138,7 @@ def encode_chunk(first_offset: int, timestamp: int, records: list[bytes], filter
     if any(v is None for v in filter_values):
         flags |= FLAG_UNFILTERED
     data = b"".join(records)
-    head = HEADER.pack(MAGIC, flags, len(bloom), 0, first_offset, len(records), timestamp, len(data), 0)
+    head = HEADER.pack(MAGIC, flags, len(bloom), 0, first_offset, len(filter_values), timestamp, len(data), 0)
     crc = zlib.crc32(data, zlib.crc32(bloom, zlib.crc32(head[: HEADER.size - 4])))
     return head[: HEADER.size - 4] + crc.to_bytes(4, "big") + bloom + data
 

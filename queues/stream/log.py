@@ -150,7 +150,8 @@ class StreamLog:
     # -- appending ---------------------------------------------------------------------
 
     def plan(self, records: list[bytes], filter_values: list[str | None], timestamp: int) -> WritePlan:
-        """Allocates the next chunk (rolling to a new segment when the current one is full)."""
+        """Allocates the next chunk (rolling to a new segment when the current one is full);
+        `records` as encode_chunk takes them, one filter value per record."""
         first = self.allocated_offset
         chunk = encode_chunk(first, timestamp, records, filter_values, self.config.filter_bytes)
         segment = self.segments[-1] if self.segments else None
@@ -158,8 +159,8 @@ class StreamLog:
             segment = Segment(self.directory, first)
             self.segments.append(segment)
         position, slot = segment.allocate(len(chunk))
-        self.allocated_offset += len(records)
-        return WritePlan(segment, position, slot, first, len(records), timestamp, chunk)
+        self.allocated_offset += len(filter_values)
+        return WritePlan(segment, position, slot, first, len(filter_values), timestamp, chunk)
 
     def plan_raw(self, chunk: bytes) -> WritePlan:
         """A replica's chunk, exactly as the leader wrote it, at the next offset

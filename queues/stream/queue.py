@@ -27,7 +27,7 @@ from typing import Any
 from amqp.message import MESSAGE_ANNOTATIONS, Message
 from queues.base import ConfirmCallback, Consumer, Outcome, Queue, QueueMessage, Settlement
 from queues.classic.config import ClassicQueueCounters
-from queues.stream.chunk import encode_record, record_prefix
+from queues.stream.chunk import record_head, record_prefix
 from queues.stream.config import StreamConfig
 from queues.stream.log import StreamLog, WritePlan
 from queues.stream.readers import StreamReaders
@@ -72,30 +72,36 @@ def filter_value_of(payload: bytes) -> str | None:
 
 
 class _LastRecord:
-    """The record last encoded, by payload identity: a fanout hands every stream it
+    """The record head last made, by payload identity: a fanout hands every stream it
     reaches the same payload object with the same exchange and key, so the second and
-    third stream reuse the first one's record and filter value. The prefix (exchange,
-    key, filter value) is kept by value too: a publisher's messages share it."""
+    third stream reuse the first one's head and filter value. A record is its head
+    (length and prefix: exchange, key, filter value) then the payload, kept apart until
+    the chunk joins them: the payload is not copied per record. The head is kept by
+    value too: a publisher's messages share the prefix, and often the size."""
 
-    __slots__ = ("payload", "exchange", "key", "value", "record", "prefix_of", "prefix")
+    __slots__ = ("payload", "exchange", "key", "value", "prefix_of", "prefix", "size", "head")
 
     def __init__(self) -> None:
         self.payload: bytes | None = None
         self.exchange = self.key = ""
         self.value: str | None = None
-        self.record = b""
         self.prefix_of: tuple = ()
         self.prefix = b""
+        self.size = -1
+        self.head = b""
 
     def get(self, payload: bytes, exchange: str, key: str) -> tuple[str | None, bytes]:
+        """(filter value, record head) of a record of `payload`."""
         if payload is not self.payload or exchange != self.exchange or key != self.key:
             value = self.value = filter_value_of(payload)
             prefix_of = (exchange, key, value)
             if prefix_of != self.prefix_of:
-                self.prefix_of, self.prefix = prefix_of, record_prefix(exchange, key, value)
-            self.record = encode_record(exchange, key, value, payload, self.prefix)
+                self.prefix_of, self.prefix, self.size = prefix_of, record_prefix(exchange, key, value), -1
+            size = len(self.prefix) + len(payload)
+            if size != self.size:
+                self.size, self.head = size, record_head(size, self.prefix)
             self.payload, self.exchange, self.key = payload, exchange, key
-        return self.value, self.record
+        return self.value, self.head
 
 
 _last_record = _LastRecord()
@@ -116,7 +122,7 @@ class StreamQueue(Queue):
         self.committed_end = self.log.next_offset  # readers and confirms go up to here
         self._unconfirmed: deque[tuple[int, list]] = deque()  # (end offset, confirms) on disk here, not committed
         self.role: Any = None  # the leader's replication (queues/stream/leader.py); None: one node
-        self._records: list[bytes] = []
+        self._parts: list[bytes] = []  # the records waiting: each one's head, then its payload
         self._filter_values: list[str | None] = []
         self._confirms: list[ConfirmCallback | None] = []
         self._waiting_bytes = 0
@@ -136,32 +142,36 @@ class StreamQueue(Queue):
             return
         self.stats.published += 1
         key = message.routing_keys[0] if message.routing_keys else ""
-        value, record = _last_record.get(message.payload, message.exchange, key)
-        self._records.append(record)
+        payload = message.payload
+        value, head = _last_record.get(payload, message.exchange, key)
+        self._parts += (head, payload)
         self._filter_values.append(value)
         self._confirms.append(confirm)
-        self._waiting_bytes += len(record)
+        self._waiting_bytes += len(head) + len(payload)
         if not (self._flush_scheduled or self._in_flight):
             self._flush_scheduled = True
             self.loop.call_soon(self._flush)
 
     def _flush(self) -> None:
         self._flush_scheduled = False
-        if self._in_flight or not self._records or self._closing is not None or self._held:
+        if self._in_flight or not self._parts or self._closing is not None or self._held:
             return
         now = self.host.now_ms()
         plans: list[WritePlan] = []
-        records, values = self._records, self._filter_values
-        start = 0
-        while start < len(records):
-            end, size = start, 0
-            while end < len(records) and end - start < CHUNK_RECORDS and (size == 0 or size < CHUNK_BYTES):
-                size += len(records[end])
-                end += 1
-            plans.append(self.log.plan(records[start:end], values[start:end], now))
-            start = end
+        parts, values = self._parts, self._filter_values
+        if len(values) <= CHUNK_RECORDS and self._waiting_bytes <= CHUNK_BYTES:
+            plans.append(self.log.plan(parts, values, now))  # the usual flush: one chunk
+        else:
+            start = 0
+            while start < len(values):
+                end, size = start, 0
+                while end < len(values) and end - start < CHUNK_RECORDS and (size == 0 or size < CHUNK_BYTES):
+                    size += len(parts[2 * end]) + len(parts[2 * end + 1])
+                    end += 1
+                plans.append(self.log.plan(parts[2 * start : 2 * end], values[start:end], now))
+                start = end
         confirms = self._confirms
-        self._records, self._filter_values, self._confirms, self._waiting_bytes = [], [], [], 0
+        self._parts, self._filter_values, self._confirms, self._waiting_bytes = [], [], [], 0
         self._in_flight = True
         if self.role is not None:
             self.role.flushing(plans)  # replicas write them while this node does
@@ -197,7 +207,7 @@ class StreamQueue(Queue):
         else:
             self.role.appended(self.log.next_offset)
         self.log.apply_retention(self.host.now_ms())
-        if self._records:
+        if self._parts:
             self._flush()
 
     def advance(self, committed_end: int) -> None:
@@ -208,10 +218,13 @@ class StreamQueue(Queue):
         self.committed_end = committed_end
         while self._unconfirmed and self._unconfirmed[0][0] <= committed_end:
             _, confirms = self._unconfirmed.popleft()
-            self.stats.confirmed += sum(1 for c in confirms if c is not None)
+            confirmed = 0
+            accepted = Outcome.ACCEPTED  # read once: an Enum member off its class costs ~60 ns
             for confirm in confirms:
                 if confirm is not None:
-                    confirm(Outcome.ACCEPTED)
+                    confirm(accepted)
+                    confirmed += 1
+            self.stats.confirmed += confirmed
         self.readers.wake()
 
     def _release_unconfirmed(self) -> None:
@@ -231,7 +244,7 @@ class StreamQueue(Queue):
     def release(self) -> None:
         """The hand-over did not happen: write what waited."""
         self._held = False
-        if self._records and not (self._flush_scheduled or self._in_flight):
+        if self._parts and not (self._flush_scheduled or self._in_flight):
             self._flush_scheduled = True
             self.loop.call_soon(self._flush)
 
@@ -293,7 +306,7 @@ class StreamQueue(Queue):
         for confirm in self._confirms:
             if confirm is not None:
                 confirm(Outcome.RELEASED)
-        self._records, self._filter_values, self._confirms = [], [], []
+        self._parts, self._filter_values, self._confirms = [], [], []
         self._release_unconfirmed()
         self.readers.queue_deleted()
         self.log.retire()
@@ -307,7 +320,7 @@ class StreamQueue(Queue):
             self._retention_timer.cancel()
         self._release_unconfirmed()
         waiting, self._confirms = self._confirms, []  # never written (held for a hand-over): sent again elsewhere
-        self._records, self._filter_values, self._waiting_bytes = [], [], 0
+        self._parts, self._filter_values, self._waiting_bytes = [], [], 0
         for confirm in waiting:
             if confirm is not None:
                 confirm(Outcome.RELEASED)

@@ -108,6 +108,7 @@ operations = st.lists(
         st.tuples(st.just("del"), st.integers(0, 10_000)),
         st.tuples(st.just("oldest"), st.integers(1, 20)),  # settled in the order sent: the usual case
         st.tuples(st.just("range"), st.integers(-50, 400), st.integers(0, 300)),
+        st.tuples(st.just("jump"), st.integers(1, 5)),  # ids skipped: the run (amqp/unsettled.py) spreads
     ),
     max_size=60,
 )
@@ -134,6 +135,8 @@ def check_against_a_model(start, ops, stride):
                 m[next_id] = model[next_id] = f"d{next_id}"
                 order.append(next_id)
                 next_id = serial.add(next_id, stride)
+        elif op[0] == "jump":
+            next_id = serial.add(next_id, op[1])
         elif op[0] == "del" and model:
             victim = list(model)[op[1] % len(model)]
             assert m.pop(victim) == model.pop(victim)
@@ -159,3 +162,23 @@ def test_unsettled_map_refuses_bulk_changes():
         m.pop(6)
     m.clear()
     assert m == {} and list(m.in_range(0, 10)) == []
+
+
+def test_a_run_answers_ranges_at_its_edges_and_spreads_only_when_it_must():
+    """The map holds ids given in order as one run (amqp/unsettled.py); a range ending exactly
+    at its first id, or starting at its last, names that one delivery."""
+    first = TOP - 2
+    m = UnsettledMap()
+    for i in range(5):
+        m[serial.add(first, i)] = i
+    assert not m._spread
+    assert list(m.in_range(serial.add(first, -10), first)) == [(first, 0)]
+    assert list(m.in_range(2, serial.add(2, 40))) == [(2, 4)]
+    assert list(m.in_range(3, 9)) == [] and list(m.in_range(serial.add(first, -10), serial.add(first, -1))) == []
+    assert m.pop(first) == 0 and m.pop(2) == 4 and not m._spread  # the oldest, the newest: still a run
+    assert m.pop(0) == 2 and m._spread  # from inside: keys and blocks
+    assert list(m.in_range(first, 5)) == [(TOP - 1, 1), (1, 3)]
+    m.pop(TOP - 1), m.pop(1)
+    assert not m and not m._spread  # empty: a run again
+    m[7] = "x"
+    assert list(m.in_range(0, 10)) == [(7, "x")] and not m._spread

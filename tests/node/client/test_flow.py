@@ -4,10 +4,15 @@ publishers while consumers go on."""
 
 from __future__ import annotations
 
+import struct
+
 from proton import Message
 from proton.handlers import MessagingHandler
 from proton.reactor import Container
 from proton.utils import BlockingConnection
+from raw_client import RawClient
+
+from amqp import events as ev
 
 
 def fill(broker, queue: str, n: int, prefix: str = "m") -> None:
@@ -185,6 +190,42 @@ def test_a_slow_queue_does_not_slow_the_other_link_of_its_session(broker_factory
     assert h.slow_accepted_when_fast_done == 0
     # and the slow link was held to its unconfirmed budget plus one grant
     assert h.max_slow_in_flight <= 200 + 100
+
+
+def test_credit_is_granted_from_what_the_whole_input_holds(broker_factory):
+    """Credit is topped up once the input a read brought is all dispatched: a grant in the
+    middle of it counted the transfers after it against the credit but not as unconfirmed,
+    so a client writing 100, 50 and 100 messages was granted a third time and could have
+    350 unconfirmed, past max_unconfirmed (200) plus one grant (100)."""
+    b = broker_factory(publisher_credit=100, max_unconfirmed=200)
+    slow = b.declare_queue("slow", durable=True)
+    b.call(lambda: setattr(slow, "_persistence", SlowConfirms(slow._persistence, b.loop, 600.0)))  # never, here
+    client = RawClient(b.port)
+    try:
+        client.connect()
+        link = client.sender(client.begin(), "/queues/slow")
+        sent = 0
+
+        def write(n: int) -> int:
+            """n transfers in one socket write, then the broker's answer to an echoed FLOW (it
+            read them all): the credit it holds for us, its grants included."""
+            nonlocal sent
+            assert link.link_credit >= n
+            for _ in range(n):
+                sent += 1
+                link.send(struct.pack(">I", sent), Message(body="x", durable=True).encode())
+            client.flush()
+            for _ in range(2):  # the second echo's answer follows everything the first read caused
+                link.flow(echo=True)
+                client.wait_for(lambda e: type(e) is ev.LinkFlow and e.link is link and e.echo is False)
+            return link.link_credit
+
+        assert write(100) == 100  # granted after 100: 100 unconfirmed
+        assert write(50) == 100  # half used: granted again (150 unconfirmed)
+        assert write(100) == 0  # 250 unconfirmed: no more until confirms come
+        assert sent + link.link_credit <= 200 + 100
+    finally:
+        client.close()
 
 
 def test_alarm_blocks_publishers_and_lets_consumers_consume(broker):

@@ -1,5 +1,6 @@
-"""A fanout hands every stream the same payload: the stream queue encodes its record
-once and reuses it, but only for the same payload object, exchange and key."""
+"""A fanout hands every stream the same payload: the stream queue makes its record head
+once and reuses it, but only for the same payload object, exchange and key. A record is
+that head and the payload, joined only when the chunk is."""
 
 from amqp.message import Message
 from queues.stream import queue as stream_queue
@@ -9,23 +10,28 @@ from queues.stream.chunk import encode_record
 def test_the_same_payload_exchange_and_key_reuse_the_record():
     cache = stream_queue._LastRecord()
     payload = Message.build(b"x", message_annotations={"x-stream-filter-value": "blue"}).payload
-    value, record = cache.get(payload, "fan", "k")
-    assert (value, record) == ("blue", encode_record("fan", "k", "blue", payload))
-    assert cache.get(payload, "fan", "k")[1] is record  # reused
-    assert cache.get(payload, "fan", "other")[1] == encode_record("fan", "other", "blue", payload)
-    assert cache.get(payload, "amq.fanout", "other")[1] == encode_record("amq.fanout", "other", "blue", payload)
+    value, head = cache.get(payload, "fan", "k")
+    assert (value, head + payload) == ("blue", encode_record("fan", "k", "blue", payload))
+    assert cache.get(payload, "fan", "k")[1] is head  # reused
+    assert cache.get(payload, "fan", "other")[1] + payload == encode_record("fan", "other", "blue", payload)
+    assert cache.get(payload, "amq.fanout", "other")[1] + payload == encode_record("amq.fanout", "other", "blue",
+                                                                                   payload)  # fmt: skip
     plain = Message.build(b"y").payload
-    assert cache.get(plain, "amq.fanout", "other") == (None, encode_record("amq.fanout", "other", None, plain))
+    value, head = cache.get(plain, "amq.fanout", "other")
+    assert (value, head + plain) == (None, encode_record("amq.fanout", "other", None, plain))
 
 
-def test_a_publishers_messages_share_the_record_prefix_but_not_the_payload():
+def test_a_publishers_messages_share_the_record_head_but_not_the_payload():
     cache = stream_queue._LastRecord()
     first, second = Message.build(b"one").payload, Message.build(b"two").payload
-    assert cache.get(first, "", "s")[1] == encode_record("", "s", None, first)
+    longer = Message.build(b"three").payload
+    head = cache.get(first, "", "s")[1]
+    assert head + first == encode_record("", "s", None, first)
     prefix = cache.prefix
-    assert cache.get(second, "", "s")[1] == encode_record("", "s", None, second)
-    assert cache.prefix is prefix  # the same exchange, key and value: encoded once
-    assert cache.get(second, "", "t")[1] == encode_record("", "t", None, second)
+    assert cache.get(second, "", "s")[1] is head  # the same exchange, key, value and size: made once
+    assert cache.get(longer, "", "s")[1] + longer == encode_record("", "s", None, longer)
+    assert cache.prefix is prefix
+    assert cache.get(second, "", "t")[1] + second == encode_record("", "t", None, second)
 
 
 def test_filter_values_are_kept_by_annotation_bytes_and_stay_bounded(monkeypatch):

@@ -129,3 +129,31 @@ def test_age_retention_runs_on_its_timer_and_follows_a_policy(tmp_path):
         stream.close()
 
     run(main())
+
+
+@pytest.mark.parametrize("records, size", [(3, 1 << 20), (4096, 100)])
+def test_a_flush_over_the_chunk_limits_is_cut_into_chunks_holding_every_record_in_order(tmp_path, monkeypatch,
+                                                                                       records, size):  # fmt: skip
+    """A flush holds its records as head and payload apart: cut by record count or by bytes,
+    each chunk still gets whole records, in order, with their filter values."""
+    from queues.stream import queue as stream_queue
+
+    monkeypatch.setattr(stream_queue, "CHUNK_RECORDS", records)
+    monkeypatch.setattr(stream_queue, "CHUNK_BYTES", size)
+
+    async def main():
+        stream = StreamQueue("/", "s", {}, str(tmp_path / "s"), Host(), asyncio.get_running_loop())
+        payloads = [Message.build(f"m{i}", message_annotations={"x-stream-filter-value": f"v{i % 2}"}).payload
+                    for i in range(10)]  # fmt: skip
+        assert await publish_payloads(stream, payloads) == [Outcome.ACCEPTED] * 10
+        segment = stream.log.segments[0]
+        assert len(segment.offsets) >= 4  # 10 records in one flush, at most 3 (or ~100 bytes) a chunk
+        got = []
+        for i in range(len(segment.offsets)):
+            ref = stream.log.chunk_for(segment.offsets[i])
+            header, _ = ref.header()
+            got += [(r.offset, r.routing_key, r.filter_value, r.payload) for r in ref.records(header)]
+        assert got == [(i, "k", f"v{i % 2}", payloads[i]) for i in range(10)]
+        stream.close()
+
+    run(main())
