@@ -62,7 +62,8 @@ def take_transfers(conn: Connection, events: list) -> None:
             if not 4 <= count <= 5 or fields_end > end:  # no delivery-tag, or more/aborted/state...: generic
                 break
             p = pos + 14
-            # handle
+            # handle (the three uint fields are decoded inline, each alike: a call per
+            # field would cost more than the rest of this frame's work)
             c = buf[p]
             if c == 0x43:
                 handle = 0

@@ -104,6 +104,20 @@ class Publisher:
             return False
 
 
+def drain_then_detach(client: RawClient, link, leader, name: str, n: int) -> None:
+    """The tail of a lease test: the client, with `n` delivered and `n` held for it out of
+    `3 * n` published, drains 2n (it gets what is held, then the drain ends at its own limit,
+    not the machine's) and detaches with nothing settled: everything goes back to the queue."""
+    link.flow(link_credit=2 * n, drain=True)
+    assert len(client.receive(n)) == n
+    client.wait_for(lambda e: type(e) is ev.LinkFlow and e.link is link and link.link_credit == 0)
+    assert link.delivery_count == 4 * n and client.deliveries == []  # its 2n + the 2n it drained
+    link.detach(closed=True)
+    client.flush()
+    queue = leader.call(lambda: leader.queue(name))
+    until(lambda: leader.call(lambda: (queue.message_count, queue.unacked_count)) == (3 * n, 0), "all returned")
+
+
 def stall(node) -> threading.Event:
     """Hold the node's loop until the Event is set: its replicas neither apply nor report.
     Returns once the loop is held, not once the hold is queued: a loop still busy with

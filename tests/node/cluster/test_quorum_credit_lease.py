@@ -6,7 +6,7 @@ Event: a FLOW the follower could only pass through the log would wait for it."""
 from __future__ import annotations
 
 import pytest
-from quorum_nodes import Publisher, quorum_queue, stall, start_nodes, until
+from quorum_nodes import Publisher, drain_then_detach, quorum_queue, stall, start_nodes, until
 from raw_client import RawClient
 
 from amqp import events as ev
@@ -39,14 +39,5 @@ def test_a_follower_serves_new_credit_from_what_it_holds_and_a_strict_client_get
     finally:
         go.set()
     until(lambda: held(follower, "qq-lease") == N, "the lease topped up once the Credit committed")
-    # a drain takes what is held, then ends at the client's own limit, not the machine's
-    link.flow(link_credit=2 * N, drain=True)
-    assert len(client.receive(N)) == N
-    client.wait_for(lambda e: type(e) is ev.LinkFlow and e.link is link and link.link_credit == 0)
-    assert link.delivery_count == 4 * N and client.deliveries == []  # its 2N + the 2N it drained
-    # nothing was settled: detaching returns all of it, held or sent
-    link.detach(closed=True)
-    client.flush()
-    queue = leader.call(lambda: leader.queue("qq-lease"))
-    until(lambda: leader.call(lambda: (queue.message_count, queue.unacked_count)) == (3 * N, 0), "all returned")
+    drain_then_detach(client, link, leader, "qq-lease", N)
     client.close()

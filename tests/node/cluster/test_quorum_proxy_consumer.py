@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from quorum_nodes import Publisher, stall, start_nodes, until
+from quorum_nodes import Publisher, drain_then_detach, stall, start_nodes, until
 from raw_client import RawClient
 
 from amqp import events as ev
@@ -67,16 +67,7 @@ def test_the_consumers_node_serves_new_credit_from_its_lease_and_a_strict_client
     finally:
         go.set()
     until(lambda: held(proxy) == N, "the lease topped up once the leader applied the Credit")
-    # a drain takes what is held, then ends at the client's own limit, not the machine's
-    link.flow(link_credit=2 * N, drain=True)
-    assert len(client.receive(N)) == N
-    client.wait_for(lambda e: type(e) is ev.LinkFlow and e.link is link and link.link_credit == 0)
-    assert link.delivery_count == 4 * N and client.deliveries == []  # its 2N + the 2N it drained
-    # nothing was settled: detaching returns all of it, held or sent
-    link.detach(closed=True)
-    client.flush()
-    queue = leader.call(lambda: leader.queue("qq-proxied"))
-    until(lambda: leader.call(lambda: (queue.message_count, queue.unacked_count)) == (3 * N, 0), "all returned")
+    drain_then_detach(client, link, leader, "qq-proxied", N)
     until(lambda: held(proxy) == 0 and not proxy.call(lambda: proxy.broker.queue_service.leases.gates), "gate gone")
     client.close()
 
