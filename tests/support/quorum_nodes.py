@@ -104,6 +104,21 @@ class Publisher:
             return False
 
 
+def served_from_the_hold(client: RawClient, link, stalled, n: int) -> None:
+    """A strict client with `n` more held for it: asking for no more gets it nothing more,
+    and its next `n` of credit is served while `stalled` (the node that would otherwise
+    have to commit the grant) is held."""
+    link.flow(link_credit=0, echo=True)  # its answer comes after any transfer sent before it
+    client.wait_for(lambda e: type(e) is ev.LinkFlow and e.link is link)
+    assert client.deliveries == []  # nothing beyond the credit it granted
+    go = stall(stalled)
+    try:
+        link.flow(link_credit=n)
+        assert len(client.receive(n)) == n  # from the hold: no commit could happen meanwhile
+    finally:
+        go.set()
+
+
 def drain_then_detach(client: RawClient, link, leader, name: str, n: int) -> None:
     """The tail of a lease test: the client, with `n` delivered and `n` held for it out of
     `3 * n` published, drains 2n (it gets what is held, then the drain ends at its own limit,

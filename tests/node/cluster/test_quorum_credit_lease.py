@@ -6,10 +6,8 @@ Event: a FLOW the follower could only pass through the log would wait for it."""
 from __future__ import annotations
 
 import pytest
-from quorum_nodes import Publisher, drain_then_detach, quorum_queue, stall, start_nodes, until
+from quorum_nodes import Publisher, drain_then_detach, quorum_queue, served_from_the_hold, start_nodes, until
 from raw_client import RawClient
-
-from amqp import events as ev
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -29,15 +27,7 @@ def test_a_follower_serves_new_credit_from_what_it_holds_and_a_strict_client_get
     link = client.receiver(client.begin(), "/queues/qq-lease", credit=N)
     assert len(client.receive(N)) == N
     until(lambda: held(follower, "qq-lease") == N, "the lease held beside the client's credit")
-    link.flow(link_credit=0, echo=True)  # its answer comes after any transfer sent before it
-    client.wait_for(lambda e: type(e) is ev.LinkFlow and e.link is link)
-    assert client.deliveries == []  # nothing beyond the credit it granted
-    go = stall(leader)
-    try:
-        link.flow(link_credit=N)
-        assert len(client.receive(N)) == N  # from the follower's hold: no commit could happen meanwhile
-    finally:
-        go.set()
+    served_from_the_hold(client, link, leader, N)
     until(lambda: held(follower, "qq-lease") == N, "the lease topped up once the Credit committed")
     drain_then_detach(client, link, leader, "qq-lease", N)
     client.close()

@@ -9,10 +9,9 @@ from __future__ import annotations
 import time
 
 import pytest
-from quorum_nodes import Publisher, drain_then_detach, stall, start_nodes, until
+from quorum_nodes import Publisher, drain_then_detach, served_from_the_hold, start_nodes, until
 from raw_client import RawClient
 
-from amqp import events as ev
 from node.vhosts.quorum_groups import group_name
 
 pytestmark = pytest.mark.timeout(120)
@@ -57,15 +56,7 @@ def test_the_consumers_node_serves_new_credit_from_its_lease_and_a_strict_client
     link = client.receiver(client.begin(), "/queues/qq-proxied", credit=N)
     assert len(client.receive(N)) == N
     until(lambda: held(proxy) == N, "the lease held on the consumer's node")
-    link.flow(link_credit=0, echo=True)  # its answer comes after any transfer sent before it
-    client.wait_for(lambda e: type(e) is ev.LinkFlow and e.link is link)
-    assert client.deliveries == []  # nothing beyond the credit it granted
-    go = stall(leader)
-    try:
-        link.flow(link_credit=N)
-        assert len(client.receive(N)) == N  # from the hold: the stalled leader could serve nothing
-    finally:
-        go.set()
+    served_from_the_hold(client, link, leader, N)
     until(lambda: held(proxy) == N, "the lease topped up once the leader applied the Credit")
     drain_then_detach(client, link, leader, "qq-proxied", N)
     until(lambda: held(proxy) == 0 and not proxy.call(lambda: proxy.broker.queue_service.leases.gates), "gate gone")
