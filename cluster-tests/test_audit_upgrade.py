@@ -1,7 +1,8 @@
 """The Spark audit of a real rolling upgrade, on a real standalone Spark cluster.
 
-Three `warren server` processes of the previous release (a git worktree of its tag,
-WARREN_AUDIT_UPGRADE_FROM, default v0.2.0; the test skips when the tag is missing) write
+Three `warren server` processes of the previous release (a git worktree of the release
+releases.py finds, as test_upgrade.py does: a v* tag, else the record RELEASES; or
+WARREN_AUDIT_UPGRADE_FROM=<tag or commit>; a release that cannot be found fails the test) write
 snapshots every PERIOD seconds. They are replaced one at a time by this checkout on the
 same data directories, with messages published to a quorum and a classic queue before
 and after every step. Once every node runs this checkout, the flags it adds are enabled,
@@ -29,13 +30,14 @@ import pytest
 from cluster_procs import REPO, ClusterProcesses
 from proton import Message
 from proton.utils import BlockingConnection
+from releases import RECORD_FILE, ReleaseRecordError, previous_release
 from spark_standalone import java_problem, spark_standalone
+from upgrade_run import TABLES
 
 from audit.schema import read_records
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
-UPGRADE_FROM = os.environ.get("WARREN_AUDIT_UPGRADE_FROM", "v0.2.0")
 PERIOD = 0.5  # seconds between snapshot records: the windows of the audit
 HELD_BACK = "topic_permissions"  # "new in this checkout": the old nodes say they lack it
 QUEUES = {"audit-qq": "quorum", "audit-cq": "classic"}
@@ -56,16 +58,23 @@ TINY_INPUT_CONF = {
 
 @pytest.fixture
 def old_release(tmp_path: Path):
-    """A detached git worktree of the previous release, removed afterwards."""
-    rev = subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{UPGRADE_FROM}^{{commit}}"], cwd=REPO,
-                         capture_output=True, text=True)  # fmt: skip
-    if rev.returncode != 0:
-        pytest.skip(f"no {UPGRADE_FROM} to upgrade from in this clone (WARREN_AUDIT_UPGRADE_FROM=<commit> picks one)")
-    where = tmp_path / "old-release"
-    subprocess.run(["git", "worktree", "add", "--detach", str(where), rev.stdout.strip()], cwd=REPO, check=True,
-                   capture_output=True)  # fmt: skip
+    """The previous release and a detached git worktree of it, removed afterwards."""
+    override = os.environ.get("WARREN_AUDIT_UPGRADE_FROM")
     try:
-        yield where
+        release = previous_release(REPO, env={"WARREN_UPGRADE_FROM": override} if override else {})
+    except ReleaseRecordError as e:
+        pytest.fail(f"step 1, finding the previous release: {e}")
+    if release is None:
+        pytest.fail(f"step 1, finding the previous release: no v* tag and no {RECORD_FILE} line names a release "
+                    f"older than this checkout{f', and {override!r} is no commit' if override else ''}")  # fmt: skip
+    print(f"upgrading from {release.version} ({release.sha[:12]}, found by {release.found_by})")
+    where = tmp_path / "old-release"
+    added = subprocess.run(["git", "worktree", "add", "--detach", str(where), release.sha], cwd=REPO,
+                           capture_output=True, text=True)  # fmt: skip
+    if added.returncode != 0:
+        pytest.fail(f"step 2, checking out release {release.version} ({release.sha[:12]}): {added.stderr}")
+    try:
+        yield release, where
     finally:
         subprocess.run(["git", "worktree", "remove", "--force", str(where)], cwd=REPO, capture_output=True)
 
@@ -119,19 +128,20 @@ def flag_names(cluster: ClusterProcesses, i: int) -> set[str]:
     return {f["name"] for f in cluster[i].http("GET", "/api/feature_flags")}
 
 
-def test_the_audit_shows_the_mixed_version_window_of_a_rolling_upgrade(old_release: Path, java, tmp_path: Path):
+def test_the_audit_shows_the_mixed_version_window_of_a_rolling_upgrade(old_release, java, tmp_path: Path):
     from node import __version__ as new_version
 
+    release, old_code = old_release
     cluster = ClusterProcesses(tmp_path / "cluster", 3, env={"WARREN_SNAPSHOT_INTERVAL": str(PERIOD)})
     for i in range(3):
-        cluster.code_dir[i] = old_release
+        cluster.code_dir[i] = old_code
         cluster.node_env[i] = {"WARREN_TEST_UNSUPPORTED_FLAGS": HELD_BACK}
     fleet = tmp_path / "fleet"
     started = time.monotonic()
     try:
         cluster.start(60)
         old_version = cluster[0].http("GET", "/api/overview")["product_version"]
-        assert old_version != new_version, f"{UPGRADE_FROM} is this very version"
+        assert old_version != new_version, f"{release.sha} is this very version"
         old_flags = flag_names(cluster, 0)
         for queue, qtype in QUEUES.items():
             cluster[0].http("PUT", f"/api/queues/%2F/{queue}", {"durable": True, "arguments": {"x-queue-type": qtype}})
@@ -177,6 +187,9 @@ def test_the_audit_shows_the_mixed_version_window_of_a_rolling_upgrade(old_relea
         audited = time.monotonic()
     print(ran.stdout)
     print(f"upgrade {upgraded - started:.1f} s, spark up {spark_up - upgraded:.1f} s, audit {audited - spark_up:.1f} s")
+    TABLES.append(f"audited rolling upgrade {old_version} ({release.sha[:12]}, found by {release.found_by}) -> "
+                  f"{new_version} in local processes: upgrade {upgraded - started:.0f}s, Spark audit "
+                  f"{audited - spark_up:.0f}s")  # fmt: skip
     # it ran on the standalone cluster, with executors on both workers
     apps = [a["name"] for a in state["completedapps"] + state["activeapps"]]
     assert apps == ["warren-audit"], state

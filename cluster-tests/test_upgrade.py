@@ -5,9 +5,11 @@ own volumes, with and without draining each first; the new version's flags stay 
 the last old node is gone and migrate when enabled; the old binary refuses the upgraded data.
 
 The previous release is found by releases.py (the newest v* tag before the working tree's
-version; WARREN_UPGRADE_FROM=<tag or commit> picks another); the tests skip when the clone
-has no such tag. Its image is built from `git archive` of that commit with this checkout's
-deploy/Dockerfile (chaos_cluster.stage_context "ref:").
+version, else the release record RELEASES, which every clone has; WARREN_UPGRADE_FROM=<tag
+or commit> picks another). Its image is built from `git archive` of that commit with this
+checkout's deploy/Dockerfile (chaos_cluster.stage_context "ref:"). The tests never skip for
+want of a release: finding it, building its image and running the upgrade each fail with
+the step named; only a machine where scripts/ensure-docker.sh cannot run an engine skips.
 
 Two runs, one compose cluster each (1-2 min apiece: 54-122 s at load averages of 15-26):
 both upgrade and enable the new flags; `drain` drains before each replacement, rebalances at
@@ -24,7 +26,7 @@ from pathlib import Path
 
 import pytest
 from chaos_cluster import BASE_IMAGE, REPO, build_image
-from releases import Release, previous_release, working_tree_version
+from releases import RECORD_FILE, Release, ReleaseRecordError, previous_release, working_tree_version
 from upgrade_run import ORDER, REFUSAL_NODE, DrainUnsupported, UpgradeRun
 
 pytestmark = [pytest.mark.slow, pytest.mark.docker, pytest.mark.timeout(900)]
@@ -32,17 +34,25 @@ pytestmark = [pytest.mark.slow, pytest.mark.docker, pytest.mark.timeout(900)]
 
 @pytest.fixture(scope="module")
 def release() -> Release:
-    found = previous_release(REPO)
+    try:
+        found = previous_release(REPO)
+    except ReleaseRecordError as e:
+        pytest.fail(f"step 1, finding the previous release: {e}")
     if found is None:
-        pytest.skip("no previous release to upgrade from: no v* tag with another version is reachable from HEAD "
-                    "in this clone (WARREN_UPGRADE_FROM=<commit> runs the test from any commit)")  # fmt: skip
+        pytest.fail("step 1, finding the previous release: no v* tag with another version is reachable from HEAD "
+                    f"and {RECORD_FILE} records no release older than {working_tree_version(REPO)} "
+                    "(WARREN_UPGRADE_FROM=<commit> runs the test from any commit)")  # fmt: skip
+    print(f"upgrading from {found.version} ({found.sha[:12]}, found by {found.found_by})")
     return found
 
 
 @pytest.fixture(scope="module")
 def old_image(release: Release, docker_image: str) -> str:
     tag = f"warren:upgrade-from-{release.sha[:12]}"
-    build_image(tag, BASE_IMAGE, source=f"ref:{release.sha}")
+    try:
+        build_image(tag, BASE_IMAGE, source=f"ref:{release.sha}")
+    except Exception as e:
+        pytest.fail(f"step 2, building the image of release {release.version} ({release.sha[:12]}): {e}")
     return tag
 
 
@@ -71,7 +81,8 @@ class Runs:
         if isinstance(found, DrainUnsupported):
             pytest.skip(str(found))
         if isinstance(found, BaseException):
-            raise AssertionError(f"the {'drain' if drain else 'no-drain'} upgrade run failed: {found}") from found
+            raise AssertionError(f"step 3, the {'drain' if drain else 'no-drain'} upgrade run from "
+                                 f"{self.release.version} failed: {found}") from found  # fmt: skip
         return found
 
 

@@ -436,7 +436,8 @@ class UpgradeRun:
 
     def table(self) -> str:
         types = [t for _, t, _ in QUEUES]
-        lines = [f"rolling upgrade {self.release.ref} ({self.release.version}) -> the working tree, "
+        lines = [f"rolling upgrade {self.release.ref} ({self.release.version}, found by {self.release.found_by}) "
+                 f"-> the working tree, "
                  f"{self.variant}, {self.duration:.0f}s",
                  "| step | converged and serving | " + " | ".join(f"{t}: longest wait" for t in types) + " |",
                  "|---|---|" + "---|" * len(types)]  # fmt: skip
