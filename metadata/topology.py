@@ -31,6 +31,7 @@ from metadata.pmap import EMPTY
 from metadata.state import BindingRecord, ExchangeRecord, MetadataState, QueueRecord, StreamRecord, VHostState
 from queues.base import QueueArgumentError
 from queues.classic import ClassicQueueConfig
+from queues.equivalence import first_difference, inequivalent
 from queues.stream.config import StreamConfig
 from routing.errors import RoutingError
 from routing.exchange_types import new_index
@@ -161,15 +162,14 @@ def declare_queue(state: MetadataState, cmd: c.DeclareQueue) -> Outcome:
         raise Refused(fx.INVALID_FIELD, f"x-queue-type {declared_type!r} contradicts queue type '{cmd.type}'")
     current = vh.queues.get(cmd.name)
     if current is not None:
-        if (
-            current.type != cmd.type
-            or current.durable != cmd.durable
-            or current.auto_delete != cmd.auto_delete
-            or (current.exclusive_owner is None) != (cmd.exclusive_owner is None)
-            or current.arguments_map != arguments
-        ):
-            raise Refused(fx.PRECONDITION_FAILED,
-                          f"inequivalent arguments for queue '{cmd.name}' in vhost '{cmd.vhost}'")  # fmt: skip
+        difference = first_difference((
+            ("x-queue-type", current.type, cmd.type),
+            ("durable", current.durable, cmd.durable),
+            ("auto_delete", current.auto_delete, cmd.auto_delete),
+            ("exclusive", current.exclusive_owner is not None, cmd.exclusive_owner is not None),
+        ), current.arguments_map, arguments)  # fmt: skip
+        if difference is not None:
+            raise Refused(fx.PRECONDITION_FAILED, inequivalent("queue", cmd.name, cmd.vhost, difference))
         if current.exclusive_owner is not None and current.exclusive_owner != cmd.exclusive_owner:
             raise Refused(fx.RESOURCE_LOCKED, f"cannot obtain exclusive access to locked queue '{cmd.name}' "
                                               f"in vhost '{cmd.vhost}'")  # fmt: skip

@@ -26,6 +26,7 @@ from metadata import limits
 from node.vhosts.metadata_store import new_key as mc_key
 from queues.base import Outcome, Queue, QueueArgumentError, QueueMessage
 from queues.classic import ClassicQueueConfig
+from queues.equivalence import first_difference, inequivalent
 from queues.quorum import QuorumConfig
 from queues.stream.config import check_stream_declaration
 from routing.errors import InvalidArgument, NotFound, PreconditionFailed, RoutingError
@@ -132,13 +133,13 @@ class VHost:
 
     def _check_redeclare(self, existing: Queue, durable: bool, exclusive_owner: Any, auto_delete: bool,
                          arguments: dict) -> None:  # fmt: skip
-        if (
-            existing.durable != durable
-            or existing.auto_delete != auto_delete
-            or (existing.exclusive_owner is not None) != (exclusive_owner is not None)
-            or existing.arguments != arguments
-        ):
-            raise PreconditionFailed(f"inequivalent arguments for queue '{existing.name}' in vhost '{self.name}'")
+        difference = first_difference((
+            ("durable", existing.durable, durable),
+            ("auto_delete", existing.auto_delete, auto_delete),
+            ("exclusive", existing.exclusive_owner is not None, exclusive_owner is not None),
+        ), existing.arguments, arguments)  # fmt: skip
+        if difference is not None:
+            raise PreconditionFailed(inequivalent("queue", existing.name, self.name, difference))
         if existing.exclusive_owner is not None and existing.exclusive_owner is not exclusive_owner:
             raise ResourceLocked(f"cannot obtain exclusive access to locked queue '{existing.name}'")
 

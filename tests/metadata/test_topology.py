@@ -130,6 +130,21 @@ def test_inequivalent_queue_redeclare(state, changed):
     refused(state, q("q", **({"arguments": {"x-max-length": 3}} | changed)), PRECONDITION_FAILED)
 
 
+@pytest.mark.parametrize("changed, named", [
+    (dict(arguments={"x-max-length": 4}), "'x-max-length' for queue 'q' in vhost '/': received 4 but current is 3"),
+    (dict(arguments={}), "'x-max-length' for queue 'q' in vhost '/': received 'none' but current is 3"),
+    (dict(arguments={"x-max-length": 3, "x-expires": 9}), "'x-expires' for queue 'q' in vhost '/': received 9 "
+                                                          "but current is 'none'"),
+    (dict(arguments={"x-max-length": 3}, durable=False), "'durable' for queue 'q' in vhost '/': received 'false' "
+                                                         "but current is 'true'"),
+    (dict(arguments={"x-max-length": True}), "'x-max-length' for queue 'q' in vhost '/': received 'true'"),
+])  # fmt: skip
+def test_an_inequivalent_redeclare_names_the_argument_and_both_values(state, changed, named):
+    state = run(state, q("q", arguments={"x-max-length": 3}))
+    error = refused(state, q("q", **changed), PRECONDITION_FAILED)
+    assert error.description.startswith("inequivalent arg " + named), error.description
+
+
 def test_exclusive_queue_of_another_connection_is_locked(state):
     state = run(state, q("q", exclusive_owner="n1/c1"))
     assert step(state, q("q", exclusive_owner="n1/c1"))[1] == OK

@@ -52,6 +52,7 @@ from amqp.types import Array, UInt, ULong
 from node.vhosts.metadata_store import MetadataUnavailable
 from node.vhosts.remote_queue import refresh_counts
 from node.vhosts.vhost import ResourceLocked
+from queues.equivalence import shown
 from queues.volatile import is_volatile
 from routing import permissions, topic_permissions
 from routing.address import quote_segment, unquote_segment
@@ -340,18 +341,14 @@ def assert_equivalent(queue: Any, vhost: str, durable: bool, exclusive: bool, au
     for field, have, want in (("durable", queue.durable, durable), ("auto_delete", queue.auto_delete, auto_delete)):
         if have != want:
             raise PreconditionFailed(f"inequivalent arg '{field}' for queue '{queue.name}' in vhost '{vhost}': "
-                                     f"received '{_fmt(want)}' but current is '{_fmt(have)}'")  # fmt: skip
+                                     f"received '{shown(want)}' but current is '{shown(have)}'")  # fmt: skip
     for key in EQUIVALENCE_ARGUMENTS:
         have, want = queue.arguments.get(key), arguments.get(key)
         if key == "x-queue-type":
             have, want = have or DEFAULT_QUEUE_TYPE, want or DEFAULT_QUEUE_TYPE
         if have != want or isinstance(have, bool) != isinstance(want, bool):
             raise PreconditionFailed(f"inequivalent arg '{key}' for queue '{queue.name}' in vhost '{vhost}': "
-                                     f"received {_fmt(want)!r} but current is {_fmt(have)!r}")  # fmt: skip
-
-
-def _fmt(value: Any) -> Any:
-    return str(value).lower() if isinstance(value, bool) else ("none" if value is None else value)
+                                     f"received {shown(want)!r} but current is {shown(have)!r}")  # fmt: skip
 
 
 async def delete_queue(caller: Caller, name: str, body: Any) -> tuple[str, Any]:

@@ -252,6 +252,9 @@ def test_queue_declare_get_purge_delete(api, node):
     assert api.put("/api/queues/%2F/orders", body).status == 204
     r = api.put("/api/queues/%2F/orders", dict(body, durable=False))
     assert r.status == 400 and r.body["error"] == "bad_request" and "inequivalent" in r.body["reason"]
+    r = api.put("/api/queues/%2F/orders", dict(body, arguments={"x-max-length": 11}))
+    assert r.status == 400 and "inequivalent arg 'x-max-length' for queue 'orders' in vhost '/': received 11 but " \
+                               "current is 10" in r.body["reason"], r.body  # fmt: skip
     r = api.put("/api/queues/nowhere/orders", body)
     assert r.status == 404 and r.body["error"] == "Object Not Found"
     assert api.put("/api/queues/%2F/bad", {"arguments": {"x-overflow": "sideways"}}).status == 400
