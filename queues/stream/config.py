@@ -51,6 +51,11 @@ class StreamConfig:
 
     @classmethod
     def from_arguments(cls, arguments: dict) -> StreamConfig:
+        if arguments.get("x-single-active-consumer") not in (None, False):
+            # RabbitMQ serves a stream's single active consumer only over its stream protocol, which
+            # Warren does not speak: over AMQP 1.0 every consumer would get every message.
+            raise QueueArgumentError("x-single-active-consumer is not supported on a stream: RabbitMQ offers it only "
+                                     "over its stream protocol, and every AMQP 1.0 consumer of a stream reads it all")
         age = arguments.get("x-max-age")
         filter_bytes = _positive(arguments, "x-stream-filter-size-bytes", DEFAULT_FILTER_BYTES, 255)
         if filter_bytes < 16:

@@ -259,6 +259,10 @@ def test_queue_declare_get_purge_delete(api, node):
     assert r.status == 404 and r.body["error"] == "Object Not Found"
     assert api.put("/api/queues/%2F/bad", {"arguments": {"x-overflow": "sideways"}}).status == 400
     assert api.put("/api/queues/%2F/excl", {"exclusive": True}).status == 400
+    r = api.put("/api/queues/%2F/s", {"durable": True, "arguments": {"x-queue-type": "stream",
+                                                                   "x-single-active-consumer": True}})  # fmt: skip
+    assert r.status == 400 and "x-single-active-consumer is not supported on a stream" in r.body["reason"], r.body
+    assert api.get("/api/queues/%2F/s").status == 404
     assert api.put("/api/queues/%2F/t", {"durable": False}).status == 201
 
     publish(node, "/queues/orders", 3)
