@@ -206,3 +206,7 @@ class QueueHost(Protocol):
 
     def queue_deleted(self, queue: Queue) -> None:
         """The queue removed itself (x-expires, auto-delete)."""
+
+    def queue_expired(self, queue: Queue) -> None:
+        """A replicated queue's x-expires ran out (its leader decides): delete it everywhere
+        through the metadata, as a user's delete does."""

@@ -216,6 +216,10 @@ class VHost:
             del self.queues[queue.name]  # gone here at once; everywhere once the metadata says so
             self.forget(queue.name)
 
+    def queue_expired(self, queue: Queue) -> None:
+        if self.queues.get(queue.name) is queue:
+            self.forget(queue.name)  # every replica stops when the metadata deletes it
+
     def dead_letter(self, queue: Queue, message: QueueMessage, reason: str,
                     confirmed: Callable[[bool], None] | None = None) -> None:  # fmt: skip
         """Republishes a dead message to the queue's dead-letter exchange,

@@ -36,9 +36,10 @@ from typing import Any
 
 from queues import quorum as qq
 from queues.base import ConfirmCallback, Consumer, Queue, QueueMessage, Settlement
-from queues.quorum.state import M_ANN
+from queues.quorum.state import M_ANN, expires_of
 
 from .bodies import BodyStore
+from .expiry import IdleExpiry
 from .host import QuorumHost
 from .links import LocalLinks
 from .proposals import Proposer
@@ -76,6 +77,9 @@ class QuorumQueue(Queue):
         self._downing: set[str] = set()  # node incarnations: DownConsumersOnNode proposed, not yet applied
         self._dlx_sending: set[int] = set()  # held dead letters published, their targets' confirms awaited
         self._dlx_confirmed: list[int] = []  # confirmed, DeadLetterSettled not proposed yet (one per loop turn)
+        self.expiry = IdleExpiry(host, lambda: quorum_host.is_leader(group) and not self.links.consumers,
+                                 lambda: host.queue_expired(self))  # fmt: skip
+        self.expiry.configure(expires_of(arguments))
 
     # -- the queue interface ------------------------------------------------------------
 
@@ -108,7 +112,10 @@ class QuorumQueue(Queue):
         every replica changes at the same point (every replica may propose
         it; applying it twice changes nothing)."""
         config = qq.QuorumConfig.from_arguments(arguments)  # raises QueueArgumentError
+        expires = expires_of(arguments)
         self.effective_arguments = dict(arguments)
+        if expires != self.expiry.expires:
+            self.expiry.configure(expires)
         if config != self.state.config:
             self.proposals.submit(qq.SetConfig(tuple(config.as_list())))
 
@@ -164,6 +171,7 @@ class QuorumQueue(Queue):
 
     def delete(self) -> int:
         self.deleted = True
+        self.expiry.stop()
         self.proposals.stop()
         self.publish_hold.set(False)  # its held publishers may publish elsewhere
         if self._tick_timer is not None:
@@ -207,6 +215,8 @@ class QuorumQueue(Queue):
                 return qq.publish_outcome(self.state, record.publisher, record.seq) or []
             return []
         self.state, effects = qq.apply(record, self.state, index)
+        if self.expiry.expires is not None:
+            self.expiry.applied(len(self.state.consumers))
         if effects and isinstance(effects[0], qq.StoreBodies):  # a new publish batch
             self.bodies.store_batch(record, index)
             if self.on_applied is not None:
@@ -230,6 +240,7 @@ class QuorumQueue(Queue):
             # Raft ignores one at or below its commit index, pysyncobj does not.
             return
         self.state = restored
+        self.expiry.applied(len(restored.consumers))
         if self.links.consumers:
             self._qh.call_soon(self.links.resync)
 

@@ -103,6 +103,11 @@ def _int_arg(arguments: dict, name: str, minimum: int = 0) -> int | None:
     return int(value)
 
 
+def expires_of(arguments: dict) -> int | None:
+    """x-expires (ms) from a queue's effective arguments; raises QueueArgumentError."""
+    return _int_arg(arguments, "x-expires", minimum=1)
+
+
 @dataclass(frozen=True, slots=True)
 class QuorumConfig:
     """The queue arguments the machine acts on, validated; immutable."""
@@ -148,6 +153,7 @@ class QuorumConfig:
         sac = arguments.get("x-single-active-consumer", False)
         if not isinstance(sac, bool):
             raise QueueArgumentError(f"x-single-active-consumer must be a boolean, got {sac!r}")
+        expires_of(arguments)  # checked here; the replica acts on it, not the machine (expiry.py)
         return cls(
             delivery_limit=None if limit == -1 else int(limit),
             dead_letter=dlx is not None,

@@ -8,7 +8,7 @@ PACKAGE = Path(__file__).resolve().parents[3] / "queues" / "quorum"
 MACHINE = ("commands", "message_format", "effects", "ready", "live", "state", "machine", "dispatch", "dedup",
            "queries", "snapshot", "priority")
 REPLICA = {"queue", "bodies", "proposals", "publishing", "links", "credit_lease", "host", "publish_hold",
-           "flow_records"}
+           "flow_records", "expiry"}
 FORBIDDEN = {"asyncio", "socket", "grpc", "threading", "selectors", "time", "random", "os", "logging", "node",
              "storage", "pysyncobj"}  # fmt: skip
 
