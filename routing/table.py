@@ -329,6 +329,21 @@ class RoutingTable:
             return {name for _, name in dests}
         return self._walk(exchange, state, dests, routing_key, headers)
 
+    def route_keys(self, exchange: str, routing_keys: list[str], headers: Headers = None) -> set[str]:
+        """As `route`, for a message with several routing keys (the x-cc annotation): the
+        queues any key reaches. As in RabbitMQ, the alternate exchange takes the message
+        only when no key reaches a queue of the exchange itself."""
+        if exchange == DEFAULT_EXCHANGE:
+            return {key for key in routing_keys if key in self._queues}
+        state = self._exchanges.get(exchange)
+        if state is None:
+            raise NotFound(f"no exchange '{exchange}' in vhost '{self.vhost}'")
+        if state.exchange_bindings == 0:
+            direct = {name for key in routing_keys for _, name in state.index.match(key, headers)}
+            if direct or state.alternate is None:
+                return direct
+        return set().union(*(self.route(exchange, key, headers) for key in routing_keys))
+
     def targets(self, exchange: str, routing_key: str, headers: Headers = None) -> tuple[str, ...]:
         """As `route`, as a tuple remembered per (exchange, key) while nothing
         changes (routing/route_memo.py): the publish path's lookup."""

@@ -19,14 +19,14 @@ from typing import TYPE_CHECKING, Any
 from amqp import definitions as d
 from amqp.errors import AMQPError, Condition
 from amqp.events import Delivery
-from amqp.message import Message
+from amqp.message import MESSAGE_ANNOTATIONS, Message
 from amqp.types import Symbol
 from node.client import topic_access
 from node.client.delivery_bytes import delivery_payload
 from queues.base import ACCEPT, REJECT, RELEASE, Outcome, Queue, QueueMessage, Settlement
 from queues.volatile import is_volatile
 from routing import address
-from routing.errors import AddressError, RoutingError
+from routing.errors import AddressError, InvalidArgument, RoutingError
 
 if TYPE_CHECKING:
     from amqp.link import Link
@@ -115,6 +115,8 @@ class Publisher:
                 queues, exchange = [self.handler.vhost.queue(key)], ""
             else:
                 queues, exchange, key = self._route(msg)
+            if msg.has(MESSAGE_ANNOTATIONS) and b"x-cc" in bytes(msg.section_bytes(MESSAGE_ANNOTATIONS)):
+                queues = self._carbon_copies(msg, queues, exchange, key)
         except RoutingError as e:
             # [per-message `to`] a bad or missing destination rejects the message, the link lives on
             self._settle(delivery, _rejected(e.condition, e.description or ""))
@@ -168,6 +170,18 @@ class Publisher:
         topic_access.check(self.handler, target.exchange, key, "write")
         # application-properties are decoded only if a headers exchange asks (routing/exchange_types.py)
         return vhost.route(target.exchange, key, lambda: msg.application_properties), target.exchange, key
+
+    def _carbon_copies(self, msg: Message, queues: list[Queue], exchange: str, key: str) -> list[Queue]:
+        """Sender-selected distribution (RabbitMQ 4.1+): the x-cc annotation's strings are more
+        routing keys on the same exchange; a queue any key reaches gets the message once."""
+        cc = (msg.message_annotations or {}).get("x-cc")
+        if cc is None or (exchange == address.DEFAULT_EXCHANGE and is_volatile(key)):
+            return queues
+        if not isinstance(cc, list) or not all(isinstance(k, str) for k in cc):
+            raise InvalidArgument(f"message annotation x-cc must be a list of strings, got {cc!r:.100}")
+        for extra in cc:  # each key is checked as the address's own is
+            topic_access.check(self.handler, exchange, extra, "write")
+        return self.handler.vhost.route_keys(exchange, [key, *cc], lambda: msg.application_properties)
 
     def _reply_to(self, name: str) -> list:
         """A Direct Reply-To address (node/vhosts/volatile_queues.py): none at

@@ -208,6 +208,11 @@ class VHost:
         get = self.queues.get  # one lookup per target queue (the table remembers the names per key)
         return [q for q in map(get, self.routing.targets(exchange, routing_key, headers)) if q is not None]
 
+    def route_keys(self, exchange: str, routing_keys: list[str], headers: Headers) -> list[Queue]:
+        """As `route`, for a message with several routing keys (x-cc)."""
+        get = self.queues.get
+        return [q for q in map(get, sorted(self.routing.route_keys(exchange, routing_keys, headers))) if q is not None]
+
     # ------------------------------------------------------------ QueueHost
 
     def queue_deleted(self, queue: Queue) -> None:
