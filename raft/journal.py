@@ -63,10 +63,10 @@ persist before confirm" hold:
 The database, the pending batch, the tickets and the fsync are a
 `storage.batch.BatchWriter` (shared with the message store): a flush writes
 the batch unsynced and then fdatasyncs RocksDB's WAL, releasing the GIL
-during the fsync (storage/rocks.py says why). The log is a
-`storage.batch_store.BatchStore`, as the message store is, so it speaks the
-store protocol of `storage.group_commit.GroupCommitter` (`GroupCommitStore`:
-`on_pending`, `has_pending`, `pending_seq`, `durable_seq`, `seal`, `write`), so a node moves
+during the fsync (storage/rocks.py says why). Like the message store, the
+log is a `storage.batch_store.BatchStore`: it speaks `GroupCommitStore`, the
+protocol of `storage.group_commit.GroupCommitter` (`on_pending`,
+`has_pending`, `pending_seq`, `durable_seq`, `seal`, `write`), so a node moves
 the fsync off the loop thread (node/cluster/cluster.py does):
 `GroupCommitter(log, loop, on_written=...)` with a callback that calls
 `log.release_durable()`. A `flush()` on the loop while the committer's batch

@@ -1,10 +1,10 @@
 """Group commit for a store: fsync off the event loop, once per turn.
 
-It drives any `storage.batch_store.GroupCommitStore`: the node's message store
-and its Raft log (raft/journal.py) are both one. The broker buffers writes
-into the `MessageStore` from the event loop, then asks
-to hear when they are durable, e.g. to send the AMQP `accepted` outcome only
-after the fsync that covers the message [3.4.2]:
+It drives any `storage.batch_store.GroupCommitStore`: the node's message
+store is one, and so is its Raft log (raft/journal.py). The broker buffers
+writes into the `MessageStore` from the event loop, then asks to hear when
+they are durable, e.g. to send the AMQP `accepted` outcome only after the
+fsync that covers the message [3.4.2]:
 
     ticket = store.put(queue, seq, record)
     committer.on_durable(ticket, lambda: settle(delivery))   # or

@@ -2,8 +2,9 @@
 levels a handler declares, errors and how they answer, JSON responses, reading
 a request, and who the authenticated user is and may see.
 
-node/http/api.py serves the route modules' tables (its `ROUTES`), and the
-route modules import this, never api.py, so no import goes in a circle.
+node/http/api.py serves the route modules' tables (its `ROUTES`); the route
+modules import this and not api.py (but for type hints), so no import goes
+in a circle (tests/test_layout.py checks it).
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ returns (Listing, Done, Report) and the table it prints, and the
 CommandTable each module keeps its commands in.
 
 node/ops/ctl.py lists the command modules' tables (its `COMMANDS`); the
-command modules import this, never ctl.py, so no import goes in a circle.
+command modules import this and not ctl.py, so no import goes in a circle
+(tests/test_layout.py checks it).
 """
 
 from __future__ import annotations
