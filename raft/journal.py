@@ -63,7 +63,8 @@ persist before confirm" hold:
 The database, the pending batch, the tickets and the fsync are a
 `storage.batch.BatchWriter` (shared with the message store): a flush writes
 the batch unsynced and then fdatasyncs RocksDB's WAL, releasing the GIL
-during the fsync (storage/rocks.py says why). The log also speaks the store
+during the fsync (storage/rocks.py says why). Like the message store, the
+log is a `storage.batch_store.BatchStore`: it speaks `GroupCommitStore`, the
 protocol of `storage.group_commit.GroupCommitter` (`on_pending`,
 `has_pending`, `pending_seq`, `durable_seq`, `seal`, `write`), so a node moves
 the fsync off the loop thread (node/cluster/cluster.py does):
@@ -91,6 +92,7 @@ from collections.abc import Callable, Iterator
 from rocksdict import Options
 
 from storage.batch import BatchWriter, SealedBatch, Ticket
+from storage.batch_store import BatchStore
 
 __all__ = ["DurableLog", "JournalError", "RaftJournal"]
 
@@ -129,14 +131,14 @@ def _bound_memory(opts: Options) -> None:
     opts.set_max_write_buffer_number(2)
 
 
-class DurableLog:
+class DurableLog(BatchStore):
     """The Raft logs of one node in one RocksDB, with one group commit per turn.
 
     `sync=False` skips the fsync (tests and benchmarks only).
     """
 
     def __init__(self, path: str | os.PathLike[str], *, sync: bool = True) -> None:
-        self._batches = BatchWriter(
+        batches = BatchWriter(
             path,
             label="raft log",
             format_key=_FORMAT_KEY,
@@ -146,6 +148,7 @@ class DurableLog:
             on_failure=self._write_failed,
             tune=_bound_memory,
         )
+        super().__init__(batches)
         # Callbacks waiting for a flush, in submission order; tickets ascend.
         self._held: deque[tuple[Ticket, Callable[[], None], asyncio.Future[None] | None]] = deque()
         self._failed: JournalError | None = None
@@ -156,22 +159,9 @@ class DurableLog:
         self._journals: dict[str, RaftJournal] = {}
 
     @property
-    def on_pending(self) -> Callable[[], None] | None:
-        """Called (no arguments) when a write lands in an empty pending batch."""
-        return self._batches.on_pending
-
-    @on_pending.setter
-    def on_pending(self, callback: Callable[[], None] | None) -> None:
-        self._batches.on_pending = callback
-
-    @property
     def flushes(self) -> int:
         """Batches written so far."""
         return self._batches.writes
-
-    def memory_bytes(self) -> int:
-        """RocksDB's table readers and block cache (the memory alarm counts them)."""
-        return self._batches.memory_bytes()
 
     # -- groups --------------------------------------------------------------
 
@@ -345,33 +335,15 @@ class DurableLog:
             self._check_ok()
             if not landed:
                 raise JournalError(
-                    f"writes {batches.durable_seq() + 1}..{batches.sealed_seq()} are sealed but not written after"
-                    f" {_IN_FLIGHT_WAIT} s; cannot flush past them"
+                    f"{self._unwritten()} are sealed but not written after {_IN_FLIGHT_WAIT} s; cannot flush past them"
                 )
-        batch = batches.seal()
-        if batch is not None:
-            self.write(batch)
+        durable = self._write_pending()
         self.release_durable()
-        return batches.durable_seq()
-
-    def pending_seq(self) -> Ticket:
-        """Ticket of the most recent buffered write."""
-        return self._batches.pending_seq()
-
-    def durable_seq(self) -> Ticket:
-        """Every write with a ticket <= this is on disk."""
-        return self._batches.durable_seq()
-
-    def has_pending(self) -> bool:
-        return self._batches.has_pending()
-
-    def seal(self) -> SealedBatch | None:
-        """Take the pending writes as a batch; None if nothing is pending."""
-        return self._batches.seal()
+        return durable
 
     def write(self, batch: SealedBatch) -> None:
         """Apply a sealed batch and fsync the WAL; may run off the loop thread."""
-        self._batches.write(batch)  # a failure fail-stops the log first (_write_failed)
+        super().write(batch)  # a failure fail-stops the log first (_write_failed)
         with self._written:
             self._written.notify_all()
 
@@ -384,25 +356,9 @@ class DurableLog:
 
     # -- lifecycle ---------------------------------------------------------------
 
-    def close(self) -> None:
-        """Flush what is pending and close the database; idempotent."""
-        if self._batches.closed:
-            return
-        try:
-            if self._failed is None:
-                self.flush()
-        finally:
-            self._batches.close()
-
-    @property
-    def closed(self) -> bool:
-        return self._batches.closed
-
-    def __enter__(self) -> DurableLog:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def _write_before_close(self) -> None:
+        if self._failed is None:  # after a failure nothing more is written
+            self.flush()
 
     # -- used by RaftJournal -------------------------------------------------------
 
@@ -445,6 +401,7 @@ class DurableLog:
     @property
     def failed(self) -> JournalError | None:
         return self._failed
+
 
 def _set_exception(fut: asyncio.Future[None], err: BaseException) -> None:
     if not fut.done():

@@ -1,8 +1,10 @@
-"""Group commit for the message store: fsync off the event loop, once per turn.
+"""Group commit for a store: fsync off the event loop, once per turn.
 
-The broker buffers writes into a `MessageStore` from the event loop, then asks
-to hear when they are durable, e.g. to send the AMQP `accepted` outcome only
-after the fsync that covers the message [3.4.2]:
+It drives any `storage.batch_store.GroupCommitStore`: the node's message
+store is one, and so is its Raft log (raft/journal.py). The broker buffers
+writes into the `MessageStore` from the event loop, then asks to hear when
+they are durable, e.g. to send the AMQP `accepted` outcome only after the
+fsync that covers the message [3.4.2]:
 
     ticket = store.put(queue, seq, record)
     committer.on_durable(ticket, lambda: settle(delivery))   # or
@@ -50,7 +52,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from storage.batch import SealedBatch, Ticket
-from storage.message_store import MessageStore, StoreError, StoreFullError
+from storage.batch_store import GroupCommitStore
+from storage.message_store import StoreError, StoreFullError
 
 __all__ = ["GroupCommitter"]
 
@@ -63,7 +66,7 @@ class GroupCommitter:
 
     def __init__(
         self,
-        store: MessageStore,
+        store: GroupCommitStore,
         loop: asyncio.AbstractEventLoop | None = None,
         *,
         on_error: Callable[[BaseException], None] | None = None,

@@ -15,8 +15,9 @@ it first (bench/store.py). `group_commit.GroupCommitter` drives the split
 form of `commit()` (`seal()` on the event loop, `write()` in a worker thread)
 so the fsync never blocks the loop; this module has no asyncio in it. The
 batches, tickets and the fsync (an unsynced write, then an fdatasync of the
-WAL that releases the GIL) are `storage.batch.BatchWriter`'s, shared with the
-Raft log.
+WAL that releases the GIL) are `storage.batch.BatchWriter`'s, and the calls
+the committer makes (`storage.batch_store.GroupCommitStore`) are
+`storage.batch_store.BatchStore`'s, both shared with the Raft log.
 
 Nothing in here reads a clock: timestamps come in the records.
 
@@ -85,7 +86,8 @@ from typing import NamedTuple
 
 from rocksdict import Options
 
-from storage.batch import BatchWriter, SealedBatch, Ticket
+from storage.batch import BatchWriter, Ticket
+from storage.batch_store import BatchStore
 
 __all__ = [
     "FORMAT_VERSION",
@@ -217,7 +219,7 @@ def _split_key(key: bytes) -> tuple[str, int]:
     return key[3 : 3 + n].decode("utf-8"), seq
 
 
-class MessageStore:
+class MessageStore(BatchStore):
     """Classic-queue messages of one node in one RocksDB, with group commit.
 
     `path` is the database directory (`<data_dir>/messages`); it is created
@@ -229,7 +231,7 @@ class MessageStore:
 
     def __init__(self, path: str | os.PathLike[str], *, sync: bool = True,
                  size_of: Callable[[Record], int] | None = None) -> None:  # fmt: skip
-        self._batches = BatchWriter(
+        batches = BatchWriter(
             path,
             label="message store",
             format_key=_FORMAT_KEY,
@@ -242,6 +244,7 @@ class MessageStore:
             older_versions=_OLDER_STORE_FORMATS,
             tune=_bound_memory,
         )
+        super().__init__(batches)
         self._prefixes: dict[str, bytes] = {}
         self.body_reads = 0  # records read (get, read, iter_queue, recover): restart should read none
         if self._batches.found_version == 1:
@@ -250,16 +253,6 @@ class MessageStore:
             except BaseException:
                 self._batches.close()
                 raise
-
-    @property
-    def on_pending(self) -> Callable[[], None] | None:
-        """Called (with no arguments) when a write lands in an empty pending
-        batch: the GroupCommitter uses it to schedule a commit."""
-        return self._batches.on_pending
-
-    @on_pending.setter
-    def on_pending(self, callback: Callable[[], None] | None) -> None:
-        self._batches.on_pending = callback
 
     @property
     def commits(self) -> int:
@@ -327,20 +320,6 @@ class MessageStore:
             self._batches.delete_range(_POSITIONS, b"q")  # every key that starts with b"p"
         return out
 
-    # -- tickets -----------------------------------------------------------
-
-    def pending_seq(self) -> Ticket:
-        """Ticket of the most recent buffered write (durable or not)."""
-        return self._batches.pending_seq()
-
-    def durable_seq(self) -> Ticket:
-        """Every write with a ticket <= this is on disk (fsync completed)."""
-        return self._batches.durable_seq()
-
-    def has_pending(self) -> bool:
-        """True if writes are buffered that no batch has taken yet."""
-        return self._batches.has_pending()
-
     # -- commit ------------------------------------------------------------
 
     def commit(self) -> Ticket:
@@ -350,50 +329,9 @@ class MessageStore:
         but not yet written (in flight, or lost to a failed write) makes this
         raise StoreError, since batches reach the disk in seal order.
         """
-        batches = self._batches
-        if batches.has_unwritten():
-            raise StoreError(
-                f"writes {batches.durable_seq() + 1}..{batches.sealed_seq()} are sealed but not written;"
-                " cannot commit past them"
-            )
-        batch = batches.seal()
-        if batch is not None:
-            batches.write(batch)
-        return batches.durable_seq()
-
-    def seal(self) -> SealedBatch | None:
-        """Take the pending writes as a batch and start a fresh pending batch.
-
-        Returns None when nothing is pending. Writes buffered after this call
-        go into the next batch.
-        """
-        return self._batches.seal()
-
-    def write(self, batch: SealedBatch) -> None:
-        """Write a sealed batch and fsync it; may run off the loop thread.
-
-        Batches must be written one at a time, in the order seal() made them.
-        """
-        self._batches.write(batch)
-
-    @property
-    def needs_reopen(self) -> bool:
-        """A write failed for want of space: reopen() before writing again."""
-        return self._batches.needs_reopen
-
-    def reopen(self) -> None:
-        """Clear RocksDB's sticky no-space error (storage/batch.py says how);
-        on the loop thread, with no write in flight. Raises StoreFullError
-        if the database cannot be opened yet."""
-        self._batches.reopen()
-
-    def memory_bytes(self) -> int:
-        """RocksDB's table readers and block cache (the memory alarm counts them)."""
-        return self._batches.memory_bytes()
-
-    @property
-    def path(self) -> str:
-        return self._batches.path
+        if self._batches.has_unwritten():
+            raise StoreError(f"{self._unwritten()} are sealed but not written; cannot commit past them")
+        return self._write_pending()
 
     # -- reads -------------------------------------------------------------
 
@@ -476,30 +414,8 @@ class MessageStore:
         self.body_reads += sum(len(m) for m in out.values())
         return out
 
-    # -- lifecycle ---------------------------------------------------------
-
-    def close(self) -> None:
-        """Commit what is pending and close the database; idempotent.
-
-        Must not run while another thread is inside write() (close the
-        GroupCommitter first).
-        """
-        if self._batches.closed:
-            return
-        try:
-            self.commit()
-        finally:
-            self._batches.close()
-
-    @property
-    def closed(self) -> bool:
-        return self._batches.closed
-
-    def __enter__(self) -> MessageStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def _write_before_close(self) -> None:
+        self.commit()
 
     # -- internals ---------------------------------------------------------
 

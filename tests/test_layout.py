@@ -5,10 +5,16 @@
   raft/'s API (STYLE.md, "pysyncobj: our Raft dependency, and why we fence it");
 - the libraries never import node/, the process that assembles them;
 
-and its size rule: no module over 600 lines, no class of the product over 340.
+and its size rule: no module over 600 lines, no class of the product over 340;
+
+and two rules of node/: no module of node/http or node/ops is in an import
+cycle (the route and command modules are listed by api.py and ctl.py, which
+they never import back), and no task is started and dropped (it belongs to an
+owner, node/tasks.py).
 
 Imports are read with `ast`, so an import inside a function counts as much
-as one at the top, and relative imports are resolved to the module they name.
+as one at the top, and relative imports are resolved to the module they name;
+for cycles, imports under `if TYPE_CHECKING:` do not count (they never run).
 """
 
 from __future__ import annotations
@@ -43,12 +49,13 @@ def python_files() -> Iterator[Path]:
                 yield entry
 
 
-def imported_modules(path: Path) -> set[str]:
-    """Every module `path` imports, as absolute dotted names (relative ones resolved)."""
+def imported_modules(path: Path, *, runtime_only: bool = False) -> set[str]:
+    """Every module `path` imports, as absolute dotted names (relative ones resolved);
+    with `runtime_only`, not those imported under `if TYPE_CHECKING:`."""
     rel = path.relative_to(ROOT)
     package = list(rel.parent.parts)
     names: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in _nodes(ast.parse(path.read_text(), str(path)), runtime_only):
         if isinstance(node, ast.Import):
             names |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom):
@@ -61,13 +68,33 @@ def imported_modules(path: Path) -> set[str]:
             names |= {f"{module}.{alias.name}" for alias in node.names}
         elif (
             isinstance(node, ast.Call)
-            and getattr(node.func, "attr", getattr(node.func, "id", None)) in ("import_module", "__import__")
+            and _called(node) in ("import_module", "__import__")
             and node.args
             and isinstance(node.args[0], ast.Constant)
             and isinstance(node.args[0].value, str)
         ):
             names.add(node.args[0].value)
     return names
+
+
+def _nodes(tree: ast.AST, runtime_only: bool) -> Iterator[ast.AST]:
+    """ast.walk, leaving out the bodies of `if TYPE_CHECKING:` when `runtime_only`."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        yield node
+        if runtime_only and isinstance(node, ast.If) and _names_type_checking(node.test):
+            stack.extend(node.orelse)
+        else:
+            stack.extend(ast.iter_child_nodes(node))
+
+
+def _names_type_checking(test: ast.expr) -> bool:
+    return getattr(test, "id", getattr(test, "attr", None)) == "TYPE_CHECKING"
+
+
+def _called(node: ast.Call) -> str | None:
+    return getattr(node.func, "attr", getattr(node.func, "id", None))
 
 
 def imports(names: set[str], top: str) -> bool:
@@ -136,3 +163,70 @@ def test_no_module_and_no_class_is_too_big():
             if isinstance(node, ast.ClassDef) and node.end_lineno - node.lineno + 1 > MAX_CLASS_LINES:
                 too_big.append(f"{rel}: class {node.name}, {node.end_lineno - node.lineno + 1} lines")
     assert too_big == [], "split by responsibility"
+
+
+# -- node/: no import cycle in http/ and ops/, no task without an owner ------------------------
+
+ACYCLIC = ("node/http/", "node/ops/")
+TASK_STARTERS = ("create_task", "ensure_future")
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph(top: str) -> dict[str, set[str]]:
+    """Each module under `top`/ -> the modules under it that it imports when it runs."""
+    paths = {module_name(p): p for p in python_files() if p.relative_to(ROOT).parts[0] == top}
+    return {name: (imported_modules(path, runtime_only=True) & paths.keys()) - {name} for name, path in paths.items()}
+
+
+def cycle_through(graph: dict[str, set[str]], start: str) -> list[str] | None:
+    """A chain of imports from `start` back to it, or None."""
+    came_from: dict[str, str] = {}
+    frontier = [start]
+    while frontier:
+        module = frontier.pop()
+        for imported in sorted(graph[module]):
+            if imported == start:
+                chain = [module]
+                while chain[-1] != start:
+                    chain.append(came_from[chain[-1]])
+                return [*reversed(chain), start]
+            if imported not in came_from:
+                came_from[imported] = module
+                frontier.append(imported)
+    return None
+
+
+def test_a_cycle_is_found_through_a_lazy_import_and_not_through_type_checking(tmp_path, monkeypatch):
+    monkeypatch.setattr(f"{__name__}.ROOT", tmp_path)
+    (tmp_path / "node").mkdir()
+    (tmp_path / "node" / "api.py").write_text("from node import routes\n")
+    (tmp_path / "node" / "routes.py").write_text("def later():\n    from node.api import helper\n")
+    (tmp_path / "node" / "kit.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import node.api")
+    (tmp_path / "node" / "uses_kit.py").write_text("from node import kit\n")
+    graph = import_graph("node")
+    assert cycle_through(graph, "node.api") == ["node.api", "node.routes", "node.api"]
+    assert graph["node.kit"] == set() and cycle_through(graph, "node.kit") is None
+
+
+def test_node_http_and_node_ops_are_in_no_import_cycle():
+    graph = import_graph(NODE)
+    acyclic = sorted(name for name in graph if name.replace(".", "/").startswith(ACYCLIC))
+    assert len(acyclic) > 10
+    cycles = [" -> ".join(chain) for name in acyclic if (chain := cycle_through(graph, name))]
+    assert cycles == [], "shared code goes to a module both import (node/http/route_kit.py, node/ops/ctl_kit.py)"
+
+
+def test_node_drops_no_task():
+    dropped = []
+    for path in python_files():
+        rel = path.relative_to(ROOT)
+        if rel.parts[0] != NODE:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and _called(node.value) in TASK_STARTERS:
+                dropped.append(f"{rel.as_posix()}:{node.lineno}")
+    assert dropped == [], "a task needs an owner that logs its failure and cancels it (node/tasks.py)"

@@ -39,7 +39,7 @@ from metadata.feature_flags import FLAGS, STABLE
 from node.cluster.cluster import Cluster, ClusterError, ClusterUnavailable, MembershipError, NoQuorum
 from node.cluster.kv import KeyValueMachine, Put
 from node.cluster.machine import ClusterMachine
-from node.http.api import (
+from node.http.route_kit import (
     ADMIN,
     MONITOR,
     ApiError,

@@ -19,7 +19,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from metadata import commands as mc
-from node.http.api import ADMIN, access, api_of, bad_request, json_response, no_content, not_found, read_body
+from node.http.route_kit import ADMIN, access, api_of, bad_request, json_response, no_content, not_found, read_body
 from node.vhosts.metadata_store import new_key
 
 _MAX_VALUE = 2**31 - 1

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from node.http.api import ADMIN, MONITOR, ApiError, access, api_of, bad_request, json_response, read_body
+from node.http.route_kit import ADMIN, MONITOR, ApiError, access, api_of, bad_request, json_response, read_body
 
 DRAIN_TIMEOUT = 30.0  # seconds a drain waits for the leaderships to move, unless told
 

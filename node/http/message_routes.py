@@ -28,7 +28,7 @@ from amqp.message import Message
 from amqp.types import Symbol, Timestamp
 from node.client.links import QueueConsumer
 from node.http import formats as fmt
-from node.http.api import (
+from node.http.route_kit import (
     MGMT,
     USER,
     VHOST,

@@ -13,23 +13,21 @@ from __future__ import annotations
 
 import os
 import shutil
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psutil
 from aiohttp import web
 
 from amqp.errors import Condition
 from metadata import commands as mc
-from node.http import cluster_routes as http_cluster
 from node.http import formats as fmt
-from node.http.api import (
+from node.http.route_kit import (
     ADMIN,
     MGMT,
     MONITOR,
     USER,
     VHOST,
     VHOST_VISIBLE,
-    ManagementAPI,
     access,
     api_of,
     bad_request,
@@ -46,6 +44,9 @@ from node.vhosts.definitions import HASHING_ALGORITHM, DefinitionsError
 from node.vhosts.metadata_store import new_key
 from routing import permissions, rabbit_passwords
 from routing.oauth import TokenUser
+
+if TYPE_CHECKING:
+    from node.http.api import ManagementAPI
 
 DEFAULT_CLOSE_REASON = "Closed via management plugin"
 
@@ -415,5 +416,4 @@ ROUTES = [
     ("GET", "/api/permissions/{vhost}/{user}", get_permission),
     ("PUT", "/api/permissions/{vhost}/{user}", put_permission),
     ("DELETE", "/api/permissions/{vhost}/{user}", delete_permission),
-    *http_cluster.ROUTES,  # /api/cluster
 ]

@@ -21,7 +21,7 @@ from aiohttp import web
 from metadata import commands as mc
 from metadata.feature_flags import EXCHANGE_POLICIES
 from node.http import formats as fmt
-from node.http.api import (
+from node.http.route_kit import (
     ADMIN,
     MGMT,
     USER,

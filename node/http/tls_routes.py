@@ -7,7 +7,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from node.client.tls import TlsError
-from node.http.api import ADMIN, access, api_of, bad_request, json_response, not_found
+from node.http.route_kit import ADMIN, access, api_of, bad_request, json_response, not_found
 
 
 @access(ADMIN)

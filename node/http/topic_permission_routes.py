@@ -18,7 +18,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from metadata import commands as mc
-from node.http.api import (
+from node.http.route_kit import (
     ADMIN,
     access,
     api_of,

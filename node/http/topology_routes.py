@@ -14,17 +14,16 @@ file before the answer.
 from __future__ import annotations
 
 import inspect
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from aiohttp import web
 
 from node.http import formats as fmt
-from node.http.api import (
+from node.http.route_kit import (
     MGMT,
     USER,
     VHOST,
-    ManagementAPI,
     access,
     api_of,
     bad_request,
@@ -45,6 +44,9 @@ from node.vhosts.remote_queue import refresh_counts
 from routing import topic_permissions
 from routing.errors import PreconditionFailed
 from routing.model import ALTERNATE_EXCHANGE
+
+if TYPE_CHECKING:
+    from node.http.api import ManagementAPI
 
 # ---------------------------------------------------------------- queues
 

@@ -8,15 +8,17 @@ import base64
 import os
 import sys
 
-from node.ops.ctl import (
+from node.ops.ctl_kit import (
     Client,
+    CommandTable,
     Done,
     Listing,
     Report,
     _q,
-    command,
     table,
 )
+
+COMMANDS = CommandTable()
 
 
 def _cluster_report(s: dict) -> Report:
@@ -33,43 +35,43 @@ def _cluster_report(s: dict) -> Report:
     return Report(s, "\n".join(lines))
 
 
-@command("cluster_status", "this node's view of the cluster: leader, term, members and their reachability")
+@COMMANDS.command("cluster_status", "this node's view of the cluster: leader, term, members and their reachability")
 def cluster_status(client: Client, args: argparse.Namespace) -> Report:
     return _cluster_report(client.get("/api/cluster"))
 
 
-@command("join_cluster", "SEED: reset this node and join the cluster of SEED (its cluster address host:port)")
+@COMMANDS.command("join_cluster", "SEED: reset this node and join the cluster of SEED (its cluster address host:port)")
 def join_cluster(client: Client, args: argparse.Namespace) -> Done:
     client.post("/api/cluster/join", {"seed": args.seed})
     return Done(f"Clustering node with {args.seed} ...")
 
 
-@command("forget_cluster_node", "NODE: remove a stopped member (its cluster address host:port) from the cluster")
+@COMMANDS.command("forget_cluster_node", "NODE: remove a stopped member (its cluster address host:port) from the cluster")
 def forget_cluster_node(client: Client, args: argparse.Namespace) -> Done:
     client.post("/api/cluster/forget", {"node": args.node})
     return Done(f"Removing node {args.node} from the cluster ...")
 
 
-@command("list_feature_flags", "feature flags: name, state (enabled, disabled, unavailable), stability")
+@COMMANDS.command("list_feature_flags", "feature flags: name, state (enabled, disabled, unavailable), stability")
 def list_feature_flags(client: Client, args: argparse.Namespace) -> Listing:
     rows = [{**f, "unsupported_by": ",".join(f.get("unsupported_by", []))} for f in client.get("/api/feature_flags")]
     return Listing(rows, args.columns or ["name", "state", "stability", "unsupported_by"],
                    "Listing feature flags ...", "name desc stability introduced_in depends_on state unsupported_by")
 
 
-@command("enable_feature_flag", "NAME|all: enable a feature flag (all: every stable flag every member supports)")
+@COMMANDS.command("enable_feature_flag", "NAME|all: enable a feature flag (all: every stable flag every member supports)")
 def enable_feature_flag(client: Client, args: argparse.Namespace) -> Done:
     client.put(f"/api/feature_flags/{_q(args.name)}/enable", {})
     return Done(f'Enabling feature flag "{args.name}" ...')
 
 
-@command("add_member", "[-p VHOST] QUEUE NODE: add a replica (a member's cluster address) to a quorum queue or a replicated stream")
+@COMMANDS.command("add_member", "[-p VHOST] QUEUE NODE: add a replica (a member's cluster address) to a quorum queue or a replicated stream")
 def add_member(client: Client, args: argparse.Namespace) -> Done:
     client.post(f"/api/quorum-queues/{_q(args.vhost)}/{_q(args.name)}/members", {"node": args.node})
     return Done(f'Adding a replica for queue "{args.name}" on node {args.node} ...')
 
 
-@command("delete_member", "[-p VHOST] QUEUE NODE: remove a replica from a quorum queue or a replicated stream")
+@COMMANDS.command("delete_member", "[-p VHOST] QUEUE NODE: remove a replica from a quorum queue or a replicated stream")
 def delete_member(client: Client, args: argparse.Namespace) -> Done:
     client.delete(f"/api/quorum-queues/{_q(args.vhost)}/{_q(args.name)}/members/{_q(args.node)}")
     return Done(f'Removing the replica of queue "{args.name}" on node {args.node} ...')
@@ -82,17 +84,17 @@ def _each_queue(client: Client, op: str, node: str) -> Listing:
                    "vhost name ok members error")  # fmt: skip
 
 
-@command("grow", "NODE: add NODE as a replica of every quorum queue and replicated stream that lacks it")
+@COMMANDS.command("grow", "NODE: add NODE as a replica of every quorum queue and replicated stream that lacks it")
 def grow(client: Client, args: argparse.Namespace) -> Listing:
     return _each_queue(client, "grow", args.node)
 
 
-@command("shrink", "NODE: remove NODE's replica from every quorum queue and replicated stream")
+@COMMANDS.command("shrink", "NODE: remove NODE's replica from every quorum queue and replicated stream")
 def shrink(client: Client, args: argparse.Namespace) -> Listing:
     return _each_queue(client, "shrink", args.node)
 
 
-@command("export_snapshots", "DIR: copy every member's cluster-state snapshot files into DIR/<member>/ (for warren audit)")
+@COMMANDS.command("export_snapshots", "DIR: copy every member's cluster-state snapshot files into DIR/<member>/ (for warren audit)")
 def export_snapshots(client: Client, args: argparse.Namespace) -> Done:
     copied = 0
     for entry in client.get("/api/snapshots"):

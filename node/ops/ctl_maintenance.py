@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import argparse
 
-from node.ops.ctl import Client, Listing, Report, command, table
+from node.ops.ctl_kit import Client, CommandTable, Listing, Report, table
+
+COMMANDS = CommandTable()
 
 
 def _drain_report(r: dict) -> Report:
@@ -29,7 +31,7 @@ def _drain_report(r: dict) -> Report:
     return Report(r, "\n".join(lines))
 
 
-@command("drain", "put the node in maintenance: refuse and close client connections, hand its leaderships over")
+@COMMANDS.command("drain", "put the node in maintenance: refuse and close client connections, hand its leaderships over")
 def drain(client: Client, args: argparse.Namespace) -> Report:
     # the node waits up to --timeout seconds for the leaderships to move; the request, longer
     wait = client.timeout
@@ -37,20 +39,20 @@ def drain(client: Client, args: argparse.Namespace) -> Report:
     return _drain_report(client.post("/api/maintenance/drain", {"timeout": wait}))
 
 
-@command("revive", "take the node out of maintenance: accept client connections and lead again")
+@COMMANDS.command("revive", "take the node out of maintenance: accept client connections and lead again")
 def revive(client: Client, args: argparse.Namespace) -> Report:
     r = client.post("/api/maintenance/revive", {})
     return Report(r, f"Node {r['node']} is serving clients again")
 
 
-@command("maintenance_status", "whether the node is serving, draining or drained, and the drained members it knows")
+@COMMANDS.command("maintenance_status", "whether the node is serving, draining or drained, and the drained members it knows")
 def maintenance_status(client: Client, args: argparse.Namespace) -> Report:
     s = client.get("/api/maintenance")
     text = f"Node {s['node']}: {s['state']}; drained members known: {', '.join(s['drained_peers']) or '(none)'}"
     return Report(s, text)
 
 
-@command("rebalance", "move quorum-queue leaders so that the members lead evenly")
+@COMMANDS.command("rebalance", "move quorum-queue leaders so that the members lead evenly")
 def rebalance(client: Client, args: argparse.Namespace) -> Listing:
     client.timeout = max(client.timeout, 120.0)
     rows = client.post("/api/rebalance/queues", {})

@@ -8,7 +8,7 @@ import argparse
 import json
 from typing import Any
 
-from node.ops.ctl import (
+from node.ops.ctl_kit import (
     BINDING_COLUMNS,
     CONNECTION_COLUMNS,
     EX_DATAERR,
@@ -19,16 +19,18 @@ from node.ops.ctl import (
     USER_COLUMNS,
     VHOST_COLUMNS,
     Client,
+    CommandTable,
     CtlError,
     Done,
     Listing,
     _binding_row,
     _q,
-    command,
 )
 
+COMMANDS = CommandTable()
 
-@command("status", "node name, versions, uptime, listeners, alarms and object counts")
+
+@COMMANDS.command("status", "node name, versions, uptime, listeners, alarms and object counts")
 def status(client: Client, args: argparse.Namespace) -> Any:
     overview = client.get("/api/overview")
     node = client.get("/api/nodes")[0]
@@ -50,27 +52,27 @@ def status(client: Client, args: argparse.Namespace) -> Any:
     }
 
 
-@command("list_connections", "open connections [columns: name user vhost protocol peer_host peer_port state ...]")
+@COMMANDS.command("list_connections", "open connections [columns: name user vhost protocol peer_host peer_port state ...]")
 def list_connections(client: Client, args: argparse.Namespace) -> Listing:
     columns = args.columns or ["name", "user", "vhost", "protocol"]
     return Listing(client.get("/api/connections"), columns, "Listing connections ...", CONNECTION_COLUMNS)
 
 
-@command("list_queues", "queues of a vhost [columns: name messages consumers messages_ready ...]")
+@COMMANDS.command("list_queues", "queues of a vhost [columns: name messages consumers messages_ready ...]")
 def list_queues(client: Client, args: argparse.Namespace) -> Listing:
     columns = args.columns or ["name", "messages", "consumers"]
     rows = client.get(f"/api/queues/{_q(args.vhost)}")
     return Listing(rows, columns, f"Listing queues for vhost {args.vhost} ...", QUEUE_COLUMNS)
 
 
-@command("list_exchanges", "exchanges of a vhost [columns: name type durable auto_delete internal arguments]")
+@COMMANDS.command("list_exchanges", "exchanges of a vhost [columns: name type durable auto_delete internal arguments]")
 def list_exchanges(client: Client, args: argparse.Namespace) -> Listing:
     columns = args.columns or ["name", "type"]
     rows = client.get(f"/api/exchanges/{_q(args.vhost)}")
     return Listing(rows, columns, f"Listing exchanges for vhost {args.vhost} ...", EXCHANGE_COLUMNS)
 
 
-@command("list_bindings", "bindings of a vhost [columns: source_name destination_name routing_key ...]")
+@COMMANDS.command("list_bindings", "bindings of a vhost [columns: source_name destination_name routing_key ...]")
 def list_bindings(client: Client, args: argparse.Namespace) -> Listing:
     columns = args.columns or ["source_name", "source_kind", "destination_name", "destination_kind", "routing_key",
                                "arguments"]  # fmt: skip
@@ -78,30 +80,30 @@ def list_bindings(client: Client, args: argparse.Namespace) -> Listing:
     return Listing(rows, columns, f"Listing bindings for vhost {args.vhost} ...", BINDING_COLUMNS)
 
 
-@command("list_vhosts", "virtual hosts [columns: name description tags messages]")
+@COMMANDS.command("list_vhosts", "virtual hosts [columns: name description tags messages]")
 def list_vhosts(client: Client, args: argparse.Namespace) -> Listing:
     return Listing(client.get("/api/vhosts"), args.columns or ["name"], "Listing vhosts ...", VHOST_COLUMNS)
 
 
-@command("list_users", "users and their tags")
+@COMMANDS.command("list_users", "users and their tags")
 def list_users(client: Client, args: argparse.Namespace) -> Listing:
     return Listing(client.get("/api/users"), args.columns or ["name", "tags"], "Listing users ...", USER_COLUMNS)
 
 
-@command("list_permissions", "permissions in a vhost")
+@COMMANDS.command("list_permissions", "permissions in a vhost")
 def list_permissions(client: Client, args: argparse.Namespace) -> Listing:
     rows = client.get(f"/api/vhosts/{_q(args.vhost)}/permissions")
     return Listing(rows, args.columns or ["user", "configure", "write", "read"],
                    f"Listing permissions for vhost {args.vhost} ...", PERMISSION_COLUMNS)  # fmt: skip
 
 
-@command("add_vhost", "NAME: create a virtual host")
+@COMMANDS.command("add_vhost", "NAME: create a virtual host")
 def add_vhost(client: Client, args: argparse.Namespace) -> Done:
     client.put(f"/api/vhosts/{_q(args.name)}", {})
     return Done(f'Adding vhost "{args.name}" ...')
 
 
-@command("delete_vhost", "NAME: delete a virtual host, everything in it, and close its connections")
+@COMMANDS.command("delete_vhost", "NAME: delete a virtual host, everything in it, and close its connections")
 def delete_vhost(client: Client, args: argparse.Namespace) -> Done:
     client.delete(f"/api/vhosts/{_q(args.name)}")
     return Done(f'Deleting vhost "{args.name}" ...')
@@ -116,7 +118,7 @@ def _existing_user(client: Client, name: str) -> dict | None:
         raise
 
 
-@command("add_user", "NAME PASSWORD: create a user (no tags, no permissions)")
+@COMMANDS.command("add_user", "NAME PASSWORD: create a user (no tags, no permissions)")
 def add_user(client: Client, args: argparse.Namespace) -> Done:
     if _existing_user(client, args.name) is not None:
         raise CtlError(f"user '{args.name}' already exists", EX_DATAERR)
@@ -124,13 +126,13 @@ def add_user(client: Client, args: argparse.Namespace) -> Done:
     return Done(f'Adding user "{args.name}" ...')
 
 
-@command("delete_user", "NAME: delete a user and its permissions")
+@COMMANDS.command("delete_user", "NAME: delete a user and its permissions")
 def delete_user(client: Client, args: argparse.Namespace) -> Done:
     client.delete(f"/api/users/{_q(args.name)}")
     return Done(f'Deleting user "{args.name}" ...')
 
 
-@command("change_password", "NAME PASSWORD: set a user's password")
+@COMMANDS.command("change_password", "NAME PASSWORD: set a user's password")
 def change_password(client: Client, args: argparse.Namespace) -> Done:
     if _existing_user(client, args.name) is None:
         raise CtlError(f"no such user '{args.name}'", EX_DATAERR)
@@ -138,7 +140,7 @@ def change_password(client: Client, args: argparse.Namespace) -> Done:
     return Done(f'Changing password for user "{args.name}" ...')
 
 
-@command("set_user_tags", "NAME [TAG ...]: replace a user's tags (administrator, monitoring, management, ...)")
+@COMMANDS.command("set_user_tags", "NAME [TAG ...]: replace a user's tags (administrator, monitoring, management, ...)")
 def set_user_tags(client: Client, args: argparse.Namespace) -> Done:
     if _existing_user(client, args.name) is None:
         raise CtlError(f"no such user '{args.name}'", EX_DATAERR)
@@ -146,14 +148,14 @@ def set_user_tags(client: Client, args: argparse.Namespace) -> Done:
     return Done(f'Setting tags for user "{args.name}" to [{", ".join(args.tags)}] ...')
 
 
-@command("set_permissions", "[-p VHOST] USER CONF WRITE READ: set a user's permissions in a vhost")
+@COMMANDS.command("set_permissions", "[-p VHOST] USER CONF WRITE READ: set a user's permissions in a vhost")
 def set_permissions(client: Client, args: argparse.Namespace) -> Done:
     body = {"configure": args.conf, "write": args.write, "read": args.read}
     client.put(f"/api/permissions/{_q(args.vhost)}/{_q(args.username)}", body)
     return Done(f'Setting permissions for user "{args.username}" in vhost "{args.vhost}" ...')
 
 
-@command("clear_permissions", "[-p VHOST] USER: remove a user's permissions in a vhost")
+@COMMANDS.command("clear_permissions", "[-p VHOST] USER: remove a user's permissions in a vhost")
 def clear_permissions(client: Client, args: argparse.Namespace) -> Done:
     client.delete(f"/api/permissions/{_q(args.vhost)}/{_q(args.username)}")
     return Done(f'Clearing permissions for user "{args.username}" in vhost "{args.vhost}" ...')
@@ -170,14 +172,14 @@ def _limits_definition(text: str) -> dict[str, int]:
     return definition
 
 
-@command("set_vhost_limits", '[-p VHOST] DEFINITION: set limits, e.g. \'{"max-connections": 64}\' (negative: none)')
+@COMMANDS.command("set_vhost_limits", '[-p VHOST] DEFINITION: set limits, e.g. \'{"max-connections": 64}\' (negative: none)')
 def set_vhost_limits(client: Client, args: argparse.Namespace) -> Done:
     for name, value in _limits_definition(args.definition).items():
         client.put(f"/api/vhost-limits/{_q(args.vhost)}/{_q(name)}", {"value": value})
     return Done(f'Applying limits to vhost "{args.vhost}" ...')
 
 
-@command("clear_vhost_limits", "[-p VHOST]: remove every limit of a vhost")
+@COMMANDS.command("clear_vhost_limits", "[-p VHOST]: remove every limit of a vhost")
 def clear_vhost_limits(client: Client, args: argparse.Namespace) -> Done:
     for entry in client.get(f"/api/vhost-limits/{_q(args.vhost)}"):
         for name in entry["value"]:
@@ -185,20 +187,20 @@ def clear_vhost_limits(client: Client, args: argparse.Namespace) -> Done:
     return Done(f'Clearing limits for vhost "{args.vhost}" ...')
 
 
-@command("list_vhost_limits", "limits of every vhost")
+@COMMANDS.command("list_vhost_limits", "limits of every vhost")
 def list_vhost_limits(client: Client, args: argparse.Namespace) -> Listing:
     rows = [{"vhost": e["vhost"], "limits": json.dumps(e["value"])} for e in client.get("/api/vhost-limits")]
     return Listing(rows, ["vhost", "limits"], "Listing limits for all vhosts ...", "vhost limits")
 
 
-@command("set_user_limits", 'USER DEFINITION: set limits, e.g. \'{"max-connections": 10}\' (negative: none)')
+@COMMANDS.command("set_user_limits", 'USER DEFINITION: set limits, e.g. \'{"max-connections": 10}\' (negative: none)')
 def set_user_limits(client: Client, args: argparse.Namespace) -> Done:
     for name, value in _limits_definition(args.definition).items():
         client.put(f"/api/user-limits/{_q(args.username)}/{_q(name)}", {"value": value})
     return Done(f'Setting user limits to "{args.definition}" for user "{args.username}" ...')
 
 
-@command("clear_user_limits", "USER LIMIT|all: remove one limit of a user, or all of them")
+@COMMANDS.command("clear_user_limits", "USER LIMIT|all: remove one limit of a user, or all of them")
 def clear_user_limits(client: Client, args: argparse.Namespace) -> Done:
     names = [args.limit]
     if args.limit == "all":
@@ -208,31 +210,31 @@ def clear_user_limits(client: Client, args: argparse.Namespace) -> Done:
     return Done(f'Clearing "{args.limit}" limit for user "{args.username}" ...')
 
 
-@command("list_user_limits", "limits of every user")
+@COMMANDS.command("list_user_limits", "limits of every user")
 def list_user_limits(client: Client, args: argparse.Namespace) -> Listing:
     rows = [{"user": e["user"], "limits": json.dumps(e["value"])} for e in client.get("/api/user-limits")]
     return Listing(rows, ["user", "limits"], "Listing limits for all users ...", "user limits")
 
 
-@command("close_connection", "NAME REASON: close a connection with amqp:connection:forced")
+@COMMANDS.command("close_connection", "NAME REASON: close a connection with amqp:connection:forced")
 def close_connection(client: Client, args: argparse.Namespace) -> Done:
     client.delete(f"/api/connections/{_q(args.name)}", headers={"X-Reason": args.reason})
     return Done(f'Closing connection "{args.name}", reason: {args.reason} ...')
 
 
-@command("reload_tls", "read the node's TLS certificate, key and CA again (new connections use them)")
+@COMMANDS.command("reload_tls", "read the node's TLS certificate, key and CA again (new connections use them)")
 def reload_tls(client: Client, args: argparse.Namespace) -> Done:
     client.post("/api/tls/reload", None)
     return Done("Reloading the TLS certificate and key ...")
 
 
-@command("purge_queue", "[-p VHOST] NAME: drop a queue's ready messages")
+@COMMANDS.command("purge_queue", "[-p VHOST] NAME: drop a queue's ready messages")
 def purge_queue(client: Client, args: argparse.Namespace) -> Done:
     client.delete(f"/api/queues/{_q(args.vhost)}/{_q(args.name)}/contents")
     return Done(f'Purging queue "{args.name}" in vhost "{args.vhost}" ...')
 
 
-@command("delete_queue", "[-p VHOST] NAME: delete a queue and its messages")
+@COMMANDS.command("delete_queue", "[-p VHOST] NAME: delete a queue and its messages")
 def delete_queue(client: Client, args: argparse.Namespace) -> Done:
     client.delete(f"/api/queues/{_q(args.vhost)}/{_q(args.name)}")
     return Done(f'Deleting queue "{args.name}" in vhost "{args.vhost}" ...')
@@ -255,25 +257,25 @@ def _policy_listing(client: Client, args: argparse.Namespace, kind: str, title: 
                    f"Listing {title} for vhost \"{args.vhost}\" ...", POLICY_COLUMNS)  # fmt: skip
 
 
-@command("set_policy", "[-p VHOST] [--priority N] [--apply-to WHAT] NAME PATTERN DEFINITION: set a policy")
+@COMMANDS.command("set_policy", "[-p VHOST] [--priority N] [--apply-to WHAT] NAME PATTERN DEFINITION: set a policy")
 def set_policy(client: Client, args: argparse.Namespace) -> Done:
     client.put(f"/api/policies/{_q(args.vhost)}/{_q(args.name)}", _policy_body(args))
     return Done(f'Setting policy "{args.name}" for pattern "{args.pattern}" to "{args.definition}" '
                 f'with priority "{args.priority}" for vhost "{args.vhost}" ...')  # fmt: skip
 
 
-@command("clear_policy", "[-p VHOST] NAME: remove a policy")
+@COMMANDS.command("clear_policy", "[-p VHOST] NAME: remove a policy")
 def clear_policy(client: Client, args: argparse.Namespace) -> Done:
     client.delete(f"/api/policies/{_q(args.vhost)}/{_q(args.name)}")
     return Done(f'Clearing policy "{args.name}" on vhost "{args.vhost}" ...')
 
 
-@command("list_policies", "[-p VHOST]: the policies of a vhost")
+@COMMANDS.command("list_policies", "[-p VHOST]: the policies of a vhost")
 def list_policies(client: Client, args: argparse.Namespace) -> Listing:
     return _policy_listing(client, args, "policies", "policies")
 
 
-@command("set_operator_policy", "[-p VHOST] [--priority N] [--apply-to WHAT] NAME PATTERN DEFINITION: "
+@COMMANDS.command("set_operator_policy", "[-p VHOST] [--priority N] [--apply-to WHAT] NAME PATTERN DEFINITION: "
                                 "set an operator policy (limits that cap what queues declare)")  # fmt: skip
 def set_operator_policy(client: Client, args: argparse.Namespace) -> Done:
     client.put(f"/api/operator-policies/{_q(args.vhost)}/{_q(args.name)}", _policy_body(args))
@@ -281,13 +283,13 @@ def set_operator_policy(client: Client, args: argparse.Namespace) -> Done:
                 f'"{args.definition}" with priority "{args.priority}" for vhost "{args.vhost}" ...')  # fmt: skip
 
 
-@command("clear_operator_policy", "[-p VHOST] NAME: remove an operator policy")
+@COMMANDS.command("clear_operator_policy", "[-p VHOST] NAME: remove an operator policy")
 def clear_operator_policy(client: Client, args: argparse.Namespace) -> Done:
     client.delete(f"/api/operator-policies/{_q(args.vhost)}/{_q(args.name)}")
     return Done(f'Clearing operator policy "{args.name}" on vhost "{args.vhost}" ...')
 
 
-@command("list_operator_policies", "[-p VHOST]: the operator policies of a vhost")
+@COMMANDS.command("list_operator_policies", "[-p VHOST]: the operator policies of a vhost")
 def list_operator_policies(client: Client, args: argparse.Namespace) -> Listing:
     return _policy_listing(client, args, "operator-policies", "operator policy overrides")
 
@@ -295,7 +297,7 @@ def list_operator_policies(client: Client, args: argparse.Namespace) -> Listing:
 TOPIC_PERMISSION_COLUMNS = "user vhost exchange write read"
 
 
-@command("set_topic_permissions", "[-p VHOST] USER EXCHANGE WRITE READ: patterns for a topic exchange's routing keys")
+@COMMANDS.command("set_topic_permissions", "[-p VHOST] USER EXCHANGE WRITE READ: patterns for a topic exchange's routing keys")
 def set_topic_permissions(client: Client, args: argparse.Namespace) -> Done:
     body = {"exchange": args.exchange, "write": args.write, "read": args.read}
     client.put(f"/api/topic-permissions/{_q(args.vhost)}/{_q(args.username)}", body)
@@ -303,14 +305,14 @@ def set_topic_permissions(client: Client, args: argparse.Namespace) -> Done:
                 f'"{args.vhost}" ...')  # fmt: skip
 
 
-@command("clear_topic_permissions", "[-p VHOST] USER [EXCHANGE]: remove a user's topic permissions")
+@COMMANDS.command("clear_topic_permissions", "[-p VHOST] USER [EXCHANGE]: remove a user's topic permissions")
 def clear_topic_permissions(client: Client, args: argparse.Namespace) -> Done:
     query = f"?exchange={_q(args.exchange)}" if args.exchange else ""
     client.delete(f"/api/topic-permissions/{_q(args.vhost)}/{_q(args.username)}{query}")
     return Done(f'Clearing topic permissions for user "{args.username}" in vhost "{args.vhost}" ...')
 
 
-@command("list_topic_permissions", "[-p VHOST]: topic permissions in a vhost")
+@COMMANDS.command("list_topic_permissions", "[-p VHOST]: topic permissions in a vhost")
 def list_topic_permissions(client: Client, args: argparse.Namespace) -> Listing:
     rows = client.get(f"/api/vhosts/{_q(args.vhost)}/topic-permissions")
     return Listing(rows, args.columns or ["user", "exchange", "write", "read"],

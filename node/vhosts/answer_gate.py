@@ -20,6 +20,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from node.tasks import BackgroundTasks
+
 log = logging.getLogger("warren.remote")
 
 HOLD_WAIT = 5.0  # seconds a peer's messages wait for our stream to it
@@ -36,6 +38,7 @@ class AnswerGate:
         self.handle = handle  # (peer, message): what to do with one once it may be answered
         self.connect = connect  # (peer): keep a stream to it
         self._held: dict[str, tuple[int | None, list]] = {}  # peer -> (its stream's epoch, messages in order)
+        self._releasing = BackgroundTasks(loop, log)  # one task a peer with held messages
 
     def admit(self, peer: str, messages: list) -> bool:
         """True: handle `messages` now; else they were held (behind earlier ones)."""
@@ -49,9 +52,13 @@ class AnswerGate:
                 return True
             held = self._held[peer] = (stream, [])
             self.connect(peer)
-            self.loop.create_task(self._release(peer, held))
+            self._releasing.spawn(self._release(peer, held), f"releasing the messages held from {peer}")
         held[1].extend(messages)
         return False
+
+    def close(self) -> None:
+        """The node stops: held messages are never handled."""
+        self._releasing.cancel()
 
     def peer_down(self, peer: str) -> None:
         """A stream with `peer` ended: if it was the one the held messages came

@@ -58,6 +58,7 @@ from typing import TYPE_CHECKING, Any
 
 from amqp.errors import Condition
 from metadata.feature_flags import QUEUE_PROXY_RECORDS
+from node.tasks import BackgroundTasks
 from queues.base import ConfirmCallback, Consumer, Outcome, Queue, QueueArgumentError, QueueMessage, Settlement
 from queues.stream.spec import ReadSpec
 
@@ -237,10 +238,13 @@ class QueueService:
         # this node as the queue's side
         self.served: dict[tuple[str, int], RemoteConsumer] = {}  # (peer, cid) ->
         self._gate = AnswerGate(self.transport, broker.loop, self._handle, self.sender.pin)
+        self._tasks = BackgroundTasks(broker.loop, log)  # attaches waiting for a stream, purges being answered
 
     def close(self) -> None:
         if self._peer_down in self.transport.on_peer_down:
             self.transport.on_peer_down.remove(self._peer_down)
+        self._gate.close()
+        self._tasks.cancel()
 
     def streams_with(self, peer: str) -> tuple[int | None, int | None]:
         """The epochs of the peer's stream to us and ours to it (None: none now)."""
@@ -273,7 +277,8 @@ class QueueService:
             attach = ["sattach", *attach[1:], stream_filters]
         if not self.send(target, attach):
             self._waiting[cid] = [attach]
-            self.broker.loop.create_task(self._attach_when_connected(target, cid))
+            self._tasks.spawn(self._attach_when_connected(target, cid),
+                              f"attaching consumer {cid} once {target} is reachable")  # fmt: skip
         return cid
 
     def credit(self, cid: int, delivery_count: int, link_credit: int, drain: bool, echo: bool) -> None:
@@ -451,7 +456,7 @@ class QueueService:
                 n = None
             self.send(peer, ["purged", req, n])
 
-        self.broker.loop.create_task(answer())
+        self._tasks.spawn(answer(), f"answering {peer}'s purge of '{name}' in vhost '{vhost}'")
 
     # the client's side
 

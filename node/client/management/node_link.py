@@ -19,6 +19,8 @@ no new request credit is granted, so at most a few replies are ever held.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
@@ -27,9 +29,12 @@ from amqp import definitions as d
 from amqp.errors import AMQPError, Condition, DecodeError
 from amqp.message import Message
 from node.client.management import request
+from node.tasks import BackgroundTasks
 
 if TYPE_CHECKING:
     from node.client.connection import ConnectionHandler
+
+log = logging.getLogger("warren.management")
 
 ADDRESS = "/management"
 REQUEST_CREDIT = 8  # RabbitMQ's MAX_MANAGEMENT_LINK_CREDIT
@@ -48,11 +53,12 @@ def is_management(link: Any, attach: Any) -> bool:
 
 class LinkPair:
     """The two halves of one management link pair; either may be missing
-    while the client attaches or detaches them."""
+    while the client attaches or detaches them. The pair owns the task that
+    serves its requests: it stops once both halves are gone."""
 
-    __slots__ = ("key", "requests", "replies", "waiting", "incoming", "serving")
+    __slots__ = ("key", "requests", "replies", "waiting", "incoming", "serving", "server")
 
-    def __init__(self, key: tuple[int, str]):
+    def __init__(self, key: tuple[int, str], loop: asyncio.AbstractEventLoop):
         self.key = key
         self.requests: RequestLink | None = None
         self.replies: ReplyLink | None = None
@@ -61,6 +67,7 @@ class LinkPair:
         # change waits for the metadata store to commit it).
         self.incoming: deque[bytes] = deque()
         self.serving = False
+        self.server = BackgroundTasks(loop, log)  # the task serving `incoming` while `serving`
 
 
 class ManagementLink:
@@ -84,8 +91,10 @@ class ManagementLink:
             pair.replies = None
             pair.waiting.clear()  # nobody left to read them
         pairs = self.handler.management_pairs
-        if pair.requests is None and pair.replies is None and pairs is not None:
-            pairs.pop(pair.key, None)
+        if pair.requests is None and pair.replies is None:
+            pair.server.cancel()  # nobody left to ask or to read the answers
+            if pairs is not None:
+                pairs.pop(pair.key, None)
 
 
 class RequestLink(ManagementLink):
@@ -106,7 +115,7 @@ class RequestLink(ManagementLink):
         pair.incoming.append(delivery.payload)
         if not pair.serving:
             pair.serving = True
-            self.handler.node.loop.create_task(self._serve_all())
+            pair.server.spawn(self._serve_all(), f"serving management requests on link pair '{self.link.name}'")
         self.top_up()
 
     async def _serve_all(self) -> None:
@@ -222,7 +231,7 @@ def attach(handler: ConnectionHandler, link: Any, attach: Any) -> None:
     if handler.management_pairs is None:
         handler.management_pairs = {}
     key = (id(link.session), link.name)
-    pair = handler.management_pairs.get(key) or LinkPair(key)
+    pair = handler.management_pairs.get(key) or LinkPair(key, handler.node.loop)
     half = pair.replies if link.is_sender else pair.requests
     if half is not None:
         link.refuse(Condition.PRECONDITION_FAILED,

@@ -11,8 +11,8 @@ from mgmt_client import Api
 from proton import Message
 from proton.utils import BlockingConnection, ConnectionClosed
 
-from node.ops import ctl
-from node.ops.ctl import table
+from node.ops import ctl_kit
+from node.ops.ctl_kit import table
 
 
 def ok(result) -> str:
@@ -154,11 +154,11 @@ def test_policies_and_operator_policies(node_process):
     rows = as_json(node_process.ctl("--json", "list_queues", "name", "policy", "operator_policy"))
     assert {"name": "ctl-pol", "policy": "lim", "operator_policy": "cap"} in rows
     bad = node_process.ctl("set_policy", "bad", ".*", '{"max-length": "many"}')
-    assert bad.returncode == ctl.EX_DATAERR and "max-length" in bad.stderr
+    assert bad.returncode == ctl_kit.EX_DATAERR and "max-length" in bad.stderr
     ok(node_process.ctl("clear_policy", "lim"))
     ok(node_process.ctl("clear_operator_policy", "cap"))
     assert as_json(node_process.ctl("--json", "list_policies")) == []
-    assert node_process.ctl("clear_policy", "lim").returncode == ctl.EX_DATAERR
+    assert node_process.ctl("clear_policy", "lim").returncode == ctl_kit.EX_DATAERR
 
 
 def test_topic_permissions(node_process):
@@ -181,10 +181,10 @@ def test_known_columns_cover_the_api_fields(api, node):
     api.post("/api/bindings/%2F/e/amq.direct/q/q", {"routing_key": "k"})
     conn = BlockingConnection(node.url, timeout=10)
     try:
-        for path, known in (("/api/connections", ctl.CONNECTION_COLUMNS), ("/api/queues/%2F", ctl.QUEUE_COLUMNS),
-                            ("/api/exchanges/%2F", ctl.EXCHANGE_COLUMNS), ("/api/bindings/%2F", ctl.BINDING_COLUMNS),
-                            ("/api/vhosts", ctl.VHOST_COLUMNS), ("/api/users", ctl.USER_COLUMNS),
-                            ("/api/vhosts/%2F/permissions", ctl.PERMISSION_COLUMNS)):  # fmt: skip
+        for path, known in (("/api/connections", ctl_kit.CONNECTION_COLUMNS), ("/api/queues/%2F", ctl_kit.QUEUE_COLUMNS),
+                            ("/api/exchanges/%2F", ctl_kit.EXCHANGE_COLUMNS), ("/api/bindings/%2F", ctl_kit.BINDING_COLUMNS),
+                            ("/api/vhosts", ctl_kit.VHOST_COLUMNS), ("/api/users", ctl_kit.USER_COLUMNS),
+                            ("/api/vhosts/%2F/permissions", ctl_kit.PERMISSION_COLUMNS)):  # fmt: skip
             rows = api.get(path).body
             assert rows, path
             fields = {k for row in rows for k in row} - {"user_who_performed_action"}
