@@ -181,7 +181,7 @@ class RoutingTable:
             raise NotAllowed("operation not permitted on the default exchange")
         state = self._exchanges.get(name)
         if state is not None:
-            self._assert_equivalent(state.exchange, wanted)
+            _assert_equivalent(state.exchange, wanted)
             return state.exchange
         if _reserved(name):
             raise NotAllowed(f"exchange name '{name}' contains reserved prefix '{RESERVED_PREFIX}*'")
@@ -441,17 +441,17 @@ class RoutingTable:
             if binding.destination_kind is EXCHANGE:
                 state.exchange_bindings -= 1
 
-    @staticmethod
-    def _assert_equivalent(current: Exchange, wanted: Exchange) -> None:
-        for field, have, want in (
-            ("type", current.type, wanted.type),
-            ("durable", current.durable, wanted.durable),
-            ("auto_delete", current.auto_delete, wanted.auto_delete),
-            ("internal", current.internal, wanted.internal),
-            (ALTERNATE_EXCHANGE, current.alternate_exchange, wanted.alternate_exchange),
-        ):
-            if have != want:
-                raise PreconditionFailed(
-                    f"inequivalent arg '{field}' for exchange '{current.name}': "
-                    f"received {want!r} but current is {have!r}"
-                )
+
+def _assert_equivalent(current: Exchange, wanted: Exchange) -> None:
+    for field, have, want in (
+        ("type", current.type, wanted.type),
+        ("durable", current.durable, wanted.durable),
+        ("auto_delete", current.auto_delete, wanted.auto_delete),
+        ("internal", current.internal, wanted.internal),
+        (ALTERNATE_EXCHANGE, current.alternate_exchange, wanted.alternate_exchange),
+    ):
+        if have != want:
+            raise PreconditionFailed(
+                f"inequivalent arg '{field}' for exchange '{current.name}': "
+                f"received {want!r} but current is {have!r}"
+            )

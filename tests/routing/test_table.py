@@ -587,22 +587,3 @@ def test_policy_alternate_exchanges_chain_and_stop_at_a_cycle(table):
     table.bind("c", "queue", "q2", "k")
     assert table.route("a", "k") == {"q2"}
 
-
-# -- several routing keys (x-cc) ------------------------------------------------
-
-
-def test_route_keys_reaches_each_queue_once_and_the_alternate_only_when_no_key_routes(table):
-    assert table.route_keys("", ["q1", "q2", "q1", "nope"]) == {"q1", "q2"}
-    table.declare_exchange("ae", "fanout")
-    table.bind("ae", "queue", "q3", "")
-    table.declare_exchange("x", "direct", arguments={"alternate-exchange": "ae"})
-    table.bind("x", "queue", "q1", "a")
-    table.bind("x", "queue", "q2", "b")
-    assert table.route_keys("x", ["a", "b", "a"]) == {"q1", "q2"}
-    assert table.route_keys("x", ["a", "unbound"]) == {"q1"}  # one key routed: no alternate
-    assert table.route_keys("x", ["none", "unbound"]) == {"q3"}
-    table.declare_exchange("t", "topic")
-    table.bind("t", "exchange", "x", "#")  # through an exchange-to-exchange binding too
-    assert table.route_keys("t", ["a", "b"]) == {"q1", "q2"}
-    with pytest.raises(NotFound):
-        table.route_keys("missing", ["a"])
