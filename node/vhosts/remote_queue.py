@@ -182,10 +182,20 @@ class RemoteQueue(Queue):
 
 
 async def refresh_counts(queues: Any, timeout: float = COUNT_WAIT) -> None:
-    """Refreshes the counts of the remote ones among `queues`, all at once."""
-    remote = [q for q in queues if q.remote]
-    if remote:
-        await asyncio.gather(*(q.refresh_counts(timeout) for q in remote))
+    """Refreshes the counts of the remote ones among `queues`, and waits for the consumer
+    commands a quorum replica here has sent, all at once (no read shows the messages a
+    detached consumer returned as gone; past `timeout` it reads what it has)."""
+    waits = [q.refresh_counts(timeout) for q in queues if q.remote]
+    waits += [_consumers_applied(q, timeout) for q in queues if hasattr(q, "consumers_applied")]
+    if waits:
+        await asyncio.gather(*waits)
+
+
+async def _consumers_applied(queue: Any, timeout: float) -> None:
+    try:
+        await asyncio.wait_for(queue.consumers_applied(), timeout)
+    except TimeoutError:
+        pass  # the log is stuck (no leader): read what this replica has
 
 
 class RemoteConsumer:

@@ -157,6 +157,14 @@ class QuorumQueue(Queue):
                                settlement.annotations)  # fmt: skip
         self.proposals.for_consumer(cid, record)
 
+    def consumers_applied(self) -> asyncio.Future[None]:
+        """Resolves once every consumer command this replica sent so far is applied: counts
+        read then show what a closed consumer returned (its Detach may still be in the log's
+        pipeline when a management read arrives right after the DETACH answer)."""
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.proposals.after_consumers(lambda: done.done() or done.set_result(None))
+        return done
+
     def purge(self) -> asyncio.Future[int]:
         """Drops the ready messages once the consumer commands sent before
         are applied; resolves to the count the machine purged."""

@@ -586,4 +586,3 @@ def test_policy_alternate_exchanges_chain_and_stop_at_a_cycle(table):
     assert table.route("a", "k") == set()  # a -> b -> c -> (a seen): stop
     table.bind("c", "queue", "q2", "k")
     assert table.route("a", "k") == {"q2"}
-
