@@ -95,16 +95,17 @@ class Broker:
         self.projections = Projections(authenticator=self.auth, is_local=self.local_queues.is_local)
         self.metadata_machine.subscribe(self.projections.on_applied, self.projections.on_restored)
         self.metadata_machine.subscribe(self.local_queues.on_applied, self.local_queues.on_restored)
-        self.policies = PolicyApplier(self)  # after local_queues: the queues exist by then
+        self.policies = PolicyApplier(self.metadata_machine, self.projections, self.vhosts)  # after local_queues
         self.metadata_machine.subscribe(self.policies.on_applied, self.policies.on_restored)
         self.metadata: MetadataStore | None = None
         self.owners = Owners()
-        self.quorum = QuorumQueues(self)
-        self.maintenance = Maintenance(self)  # warren ctl drain / revive
-        self.placement = Placement(self)  # quorum-queue leader locators and rebalance
-        self.streams = StreamQueues(self)
+        self.quorum = QuorumQueues(self, config.quorum_consumer_lag_max, config.quorum_snapshot_entries,
+                                   config.quorum_consumer_lease)  # fmt: skip
+        self.streams = StreamQueues(self, config.data_dir)
+        self.maintenance = Maintenance(self, self.streams.handover.hand_over)  # warren ctl drain / revive
+        self.placement = Placement(self, config.queue_leader_locator)  # quorum-queue leader locators, rebalance
         self.queue_service: QueueService | None = None
-        self.volatile = VolatileQueues(self)  # Direct Reply-To's queues: in memory, never in the metadata
+        self.volatile = VolatileQueues(self.metrics)  # Direct Reply-To's queues: in memory, never in the metadata
         self.alarm_gossip: AlarmGossip | None = None
         self._recovered: set[str] = set()  # queues with messages in the store at start, until their queue starts
         self._positions: dict[str, bytes] = {}  # their checkpoints (queues/classic/checkpoint.py)
@@ -142,14 +143,15 @@ class Broker:
             await self.cluster.start()
             self.owners.node_id = self.cluster.node_id
             self.metadata = MetadataStore(self.metadata_machine, self.cluster.propose)
-            self.queue_service = QueueService(self)
-            self.volatile.attach_cluster()
+            self.queue_service = QueueService(self.cluster, self.loop, self.vhosts, self.projections,
+                                              cfg.quorum_consumer_lease)  # fmt: skip
+            self.volatile.attach_cluster(self.cluster, self.loop)
             self.quorum.attach()
             self.streams.attach()
             self.maintenance.attach()
             self.placement.attach()
-            snapshot_export.register(self)
-            self.alarm_gossip = AlarmGossip(self, cfg.alarm_check_interval)
+            snapshot_export.register(self.cluster, cfg.data_dir)
+            self.alarm_gossip = AlarmGossip(self.cluster, self.loop, self.alarms, cfg.alarm_check_interval)
             await self._metadata_ready()
             self._announcer = self.loop.create_task(
                 announce_member(self.cluster, self.cluster_machine, self.feature_flags))
@@ -245,6 +247,19 @@ class Broker:
             prometheus.application(self), cfg.listen_host, [(cfg.metrics_port, None), (metrics_tls_port, tls)])
         if runner is not None:
             self._runners.append(runner)
+
+    def suspend_listeners(self) -> None:
+        """Maintenance mode (node/cluster/maintenance.py): refuse new AMQP connections; open ones stay."""
+        for server in (self._server, self._tls_server):
+            if server is not None:
+                server.close()
+        self._server = self._tls_server = None
+
+    async def resume_listeners(self) -> None:
+        """Listen again on the ports bound before suspend_listeners."""
+        if self._server is None and self._tls_server is None:
+            await self._start_amqp((-1 if self.amqp_port is None else self.amqp_port,
+                                    -1 if self.amqps_port is None else self.amqps_port))  # fmt: skip
 
     def reload_tls(self) -> bool:
         """SIGHUP and POST /api/tls/reload: the certificate, key and CA read
@@ -382,21 +397,3 @@ class Broker:
         for conn in list(self.connections):
             conn.block() if active else conn.unblock()
 
-
-# Maintenance mode (node/cluster/maintenance.py); here, beside the listeners they stop and start.
-
-
-def suspend_listeners(broker: Broker) -> None:
-    """New AMQP connections are refused at the socket, as a stopped node's; open ones stay.
-    The bound ports are kept for resume_listeners."""
-    for server in (broker._server, broker._tls_server):
-        if server is not None:
-            server.close()
-    broker._server = broker._tls_server = None
-
-
-async def resume_listeners(broker: Broker) -> None:
-    """Listen again on the ports bound before suspend_listeners."""
-    if broker._server is None and broker._tls_server is None:
-        await broker._start_amqp((-1 if broker.amqp_port is None else broker.amqp_port,
-                                  -1 if broker.amqps_port is None else broker.amqps_port))  # fmt: skip
