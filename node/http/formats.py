@@ -33,7 +33,6 @@ EXCHANGE_TYPES = (
     ("topic", "AMQP topic exchange, as per the AMQP specification"),
     ("x-local-random", "Local random exchange"),
 )
-DEFAULT_VHOST_DESCRIPTION = "Default virtual host"
 
 
 # ---------------------------------------------------------------- encoding
