@@ -46,6 +46,7 @@ from node.vhosts.metadata_store import MetadataStore, new_key
 from node.vhosts.password_upgrade import rehash_password
 from node.vhosts.policies import PolicyApplier
 from node.vhosts.quorum_groups import QuorumQueues
+from node.vhosts.quorum_reconcile import QuorumReconciler
 from node.vhosts.remote_queue import QueueService, RemoteQueue
 from node.vhosts.streams import StreamQueues
 from node.vhosts.vhost import VHost
@@ -110,6 +111,7 @@ class Broker:
         self.queue_service: QueueService | None = None
         self.volatile = VolatileQueues(self.metrics)  # Direct Reply-To's queues: in memory, never in the metadata
         self.alarm_gossip: AlarmGossip | None = None
+        self.reconciler: QuorumReconciler | None = None  # quorum queues grown to their target group size
         self._recovered: set[str] = set()  # queues with messages in the store at start, until their queue starts
         self._positions: dict[str, bytes] = {}  # their checkpoints (queues/classic/checkpoint.py)
         self._background: set[asyncio.Task] = set()
@@ -153,6 +155,12 @@ class Broker:
             self.streams.attach()
             self.maintenance.attach()
             self.placement.attach()
+            self.reconciler = QuorumReconciler(
+                loop=self.loop, interval=cfg.quorum_reconcile_interval, state=lambda: self.metadata.state,
+                leads=self.quorum.is_leader, arguments_of=self._effective_arguments,
+                reachable=self.cluster.is_reachable,
+                add_member=lambda vhost, name, member: self.quorum.change_member(vhost, name, member, True))
+            self.reconciler.start()
             snapshot_export.register(self.cluster, cfg.data_dir)
             self.alarm_gossip = AlarmGossip(self.cluster, self.loop, self.alarms, cfg.alarm_check_interval)
             await metadata_ready(self.cluster, self.metadata, self.feature_flags, cfg)
@@ -177,6 +185,11 @@ class Broker:
                  "data_dir=%s", cfg.node_name, cfg.listen_host, self.amqp_port, self.amqps_port, self.http_port,
                  self.https_port, self.metrics_port, self.metrics_tls_port, self.cluster.node_id,
                  os.path.abspath(cfg.data_dir))  # fmt: skip
+
+    def _effective_arguments(self, vhost: str, name: str) -> dict | None:
+        """A queue's arguments with its policy's, as this node's copy of it acts on them."""
+        queue = self.vhosts[vhost].queues.get(name) if vhost in self.vhosts else None
+        return None if queue is None else queue.effective_arguments
 
     def _drop_orphans(self) -> None:
         """Once the metadata is caught up: the stored messages of queues that no longer exist go."""
@@ -267,6 +280,8 @@ class Broker:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._announcer
             self._announcer = None
+        if self.reconciler is not None:
+            self.reconciler.stop()
         self.quorum.close()
         self.placement.close()
         self.streams.close()
