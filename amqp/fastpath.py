@@ -14,10 +14,9 @@ from __future__ import annotations
 import struct
 
 from .definitions import Transfer
+from .structs import FRAME_HEADER, U32
 from .types import UInt
 
-_u32 = struct.Struct(">I")
-_frame_header = struct.Struct(">IBBH")
 _TRANSFER_PREFIX = b"\x00\x53\x14"
 
 
@@ -26,7 +25,7 @@ def _uint(v: int) -> bytes:
         return b"\x43"
     if v < 256:
         return bytes((0x52, v))
-    return b"\x70" + _u32.pack(v)
+    return b"\x70" + U32.pack(v)
 
 
 def encode_transfer_frame(
@@ -48,7 +47,7 @@ def encode_transfer_frame(
     )
     # fields stay well below 255 bytes: 5 + 5 + 34 + 5 + 1
     body = _TRANSFER_PREFIX + bytes((0xC0, len(fields) + 1, 5)) + fields
-    return _frame_header.pack(8 + len(body) + len(payload), 2, 0, channel) + body + payload
+    return FRAME_HEADER.pack(8 + len(body) + len(payload), 2, 0, channel) + body + payload
 
 
 def decode_transfer(body: bytes) -> tuple[Transfer, int] | None:
@@ -81,7 +80,7 @@ def decode_transfer(body: bytes) -> tuple[Transfer, int] | None:
                 append(_SMALL_UINTS[body[p + 1]])
                 p += 2
             elif c == 0x70:
-                append(UInt(_u32.unpack_from(body, p + 1)[0]))
+                append(UInt(U32.unpack_from(body, p + 1)[0]))
                 p += 5
             elif c == 0xA0:
                 n = body[p + 1]

@@ -8,7 +8,6 @@ transfer, the payload. A frame of size 8 with no body is a heartbeat.
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +15,7 @@ from . import codec
 from .definitions import Error
 from .errors import DecodeError, FramingError
 from .fastpath import decode_transfer
+from .structs import FRAME_HEADER
 
 AMQP_HEADER = b"AMQP\x00\x01\x00\x00"
 SASL_HEADER = b"AMQP\x03\x01\x00\x00"
@@ -24,9 +24,6 @@ TLS_HEADER = b"AMQP\x02\x01\x00\x00"
 FRAME_AMQP = 0x00
 FRAME_SASL = 0x01
 MIN_MAX_FRAME_SIZE = 512  # [2.7.1]
-
-_frame_header = struct.Struct(">IBBH")
-_size = struct.Struct(">I")
 
 
 @dataclass(slots=True)
@@ -51,7 +48,7 @@ def encode_frame(
     performative.encode_into(buf)
     if payload:
         buf += payload
-    _frame_header.pack_into(buf, 0, len(buf), 2, type_, channel)
+    FRAME_HEADER.pack_into(buf, 0, len(buf), 2, type_, channel)
     return bytes(buf)
 
 
@@ -101,7 +98,7 @@ class FrameParser:
             return ProtocolHeader(raw)
         if avail < 8:
             return None
-        size, doff, type_, channel = _frame_header.unpack_from(buf, pos)
+        size, doff, type_, channel = FRAME_HEADER.unpack_from(buf, pos)
         if size < 8 or doff < 2 or doff * 4 > size:
             raise FramingError(f"malformed frame header (size {size}, doff {doff})")
         if size > self.max_frame_size:

@@ -58,6 +58,7 @@ from .sections import (
     _scan,
     splice,
 )
+from .structs import U32
 
 __all__ = [
     "AMQP_SEQUENCE",
@@ -74,7 +75,7 @@ __all__ = [
     "Sizes",
 ]
 
-_u32 = struct.Struct(">I").unpack_from
+_u32 = U32.unpack_from
 
 _HEADER_FIELDS = frozenset(f.name for f in Header.FIELDS)
 _NO_HEADER = Header()  # the defaults a missing header stands for [3.2.1]

@@ -16,12 +16,12 @@ new header and message annotations in front of the same bare message.
 
 from __future__ import annotations
 
-import struct
 from typing import NamedTuple
 
 from . import codec
 from .definitions import SECTIONS
 from .errors import DecodeError
+from .structs import U32, U64
 
 # Section ranks, in wire order [3.2]. The three body kinds share one rank.
 HEADER, DELIVERY_ANNOTATIONS, MESSAGE_ANNOTATIONS, PROPERTIES, APPLICATION_PROPERTIES, BODY, FOOTER = range(7)
@@ -70,8 +70,8 @@ for _codes, _w in (
         _WIDTH[_c] = _w
 del _codes, _w, _c, _code, _rank
 
-_u32 = struct.Struct(">I").unpack_from
-_u64 = struct.Struct(">Q").unpack_from
+_u32 = U32.unpack_from
+_u64 = U64.unpack_from
 
 
 class Sizes(NamedTuple):
@@ -85,7 +85,6 @@ class Sizes(NamedTuple):
     body: int
     footer: int
     bare: int  # properties through the end of the body
-
 
 
 # ---------------------------------------------------------------- scanning

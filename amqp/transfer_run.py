@@ -20,17 +20,15 @@ tests/amqp/test_transfer_run.py feeds the same bytes both ways and compares.
 
 from __future__ import annotations
 
-import struct
 from typing import TYPE_CHECKING
 
 from .definitions import SENDER
 from .events import Delivery, MessageReceived
+from .structs import FRAME_HEADER, U32
 
 if TYPE_CHECKING:
     from .connection import Connection
 
-_frame_header = struct.Struct(">IBBH")
-_u32 = struct.Struct(">I")
 _TRANSFER_LIST8 = 0x005314C0  # descriptor 0x14 (smallulong), then a list8
 _MASK = 0xFFFFFFFF
 
@@ -49,8 +47,8 @@ def take_transfers(conn: Connection, events: list) -> None:
     append = events.append
     session = None
     channel_of = -1
-    unpack_header = _frame_header.unpack_from
-    u32 = _u32.unpack_from
+    unpack_header = FRAME_HEADER.unpack_from
+    u32 = U32.unpack_from
     try:
         while n - pos >= 20:  # the smallest TRANSFER frame this takes
             size, doff, type_, channel = unpack_header(buf, pos)

@@ -7,8 +7,6 @@ the bytes are cut."""
 
 from __future__ import annotations
 
-import struct
-
 from engine_helpers import ScriptedPeer, describe, frame, raw_frame
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -16,6 +14,7 @@ from hypothesis import strategies as st
 from amqp import definitions as d
 from amqp import events as ev
 from amqp.connection import Connection
+from amqp.structs import U32
 from amqp.transfer_run import take_transfers
 
 PROTON_MESSAGE = bytes.fromhex("005370c0020141 005373 45 005375a00c") + b"x" * 12
@@ -27,7 +26,7 @@ def _uint(kind: str, v: int) -> bytes:
     if kind == "smalluint":
         return bytes((0x52, v & 0xFF))
     if kind == "uint":
-        return b"\x70" + struct.pack(">I", v)
+        return b"\x70" + U32.pack(v)
     return b"\x40"  # null
 
 
@@ -60,7 +59,7 @@ def transfer_frames(draw) -> bytes:
     n = draw(st.integers(0, 300))
     handle = pick(b"\x43", b"\x52\x00", b"\x70\x00\x00\x00\x00", b"\x52\x01", b"\x52\x02", b"\x52\x03",
                   b"\x40", b"\xa1\x00")  # fmt: skip
-    delivery_id = pick(bytes((0x52, n % 256)), b"\x70" + struct.pack(">I", n * 40503 % 2**32), b"\x43", b"\x40",
+    delivery_id = pick(bytes((0x52, n % 256)), b"\x70" + U32.pack(n * 40503 % 2**32), b"\x43", b"\x40",
                        b"\x53\x01", b"\x52")  # fmt: skip
     tag = draw(st.sampled_from([bytes(8)] * 4 + [None, b"", b"t" * 32, b"u" * 40]))
     fmt = pick(b"\x43", b"\x40", b"\x52\x07", b"\x70\x00\x00\x01\x00", b"\xa1\x01a", None)
@@ -83,7 +82,7 @@ def transfer_frames(draw) -> bytes:
     else:
         body = transfer_body(handle, delivery_id, tag, fmt, settled)
     if kind == "oversize":
-        payload = b"\x00\x53\x75\xb0" + struct.pack(">I", 600) + b"o" * 600
+        payload = b"\x00\x53\x75\xb0" + U32.pack(600) + b"o" * 600
     if kind == "doff":
         return raw_frame(body + payload, channel, doff=3)
     return raw_frame(body + payload, channel)
