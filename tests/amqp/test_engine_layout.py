@@ -31,6 +31,38 @@ def _struct_layouts(path: Path) -> list[str]:
     return found
 
 
+def _private_reads(path: Path) -> list[str]:
+    """`x._name` where x is not `self` or `cls` (dunders are Python's, not a class's)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if not (isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__")):
+            continue
+        if isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"):
+            continue
+        found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_no_private_member_is_read_across_objects():
+    files = sorted(CORE.glob("*.py"))
+    assert len(files) > 15
+    offenders = [hit for f in files for hit in _private_reads(f)]
+    assert offenders == [], "declare it in the owner's interface (a public attribute or method) instead"
+
+
+def test_the_private_check_sees_what_it_must(tmp_path, monkeypatch):
+    monkeypatch.setattr(f"{__name__}.ROOT", tmp_path)
+    sample = tmp_path / "sample.py"
+    sample.write_text(
+        "class A:\n"
+        "    def f(self, session, cls):\n"
+        "        self._mine(); cls._too; self.__dict__; session.__class__\n"
+        "        session._send(); self.session._waiting; self.parser()._buf\n"
+    )
+    hits = sorted(hit.split(": ")[1] for hit in _private_reads(sample))
+    assert hits == ["self.parser()._buf", "self.session._waiting", "session._send"]
+
+
 def test_the_wire_layouts_are_spelled_once():
     files = [*CORE.glob("*.py"), *(ROOT / "tests" / "amqp").glob("*.py")]
     assert len(files) > 20

@@ -102,10 +102,10 @@ def _server(run: bool, credit: int, window: int, max_message_size: int) -> tuple
 
 def _state(peer: ScriptedPeer) -> tuple:
     conn = peer.server
-    out = [(s.next_incoming_id, s.incoming_window, s.remote_outgoing_window, s._flow_due, sorted(s.incoming_unsettled),
+    out = [(s.next_incoming_id, s.incoming_window, s.remote_outgoing_window, s.flow_due, sorted(s.incoming_unsettled),
             [(lk.handle, lk.link_credit, lk.delivery_count, lk.detach_sent) for lk in s.links.values()])
            for s in conn.sessions.values()]  # fmt: skip
-    return conn.phase, conn._parser._pos, len(conn._parser._buf), out
+    return conn.phase, conn.parser.pos, len(conn.parser.buf), out
 
 
 @settings(max_examples=300, deadline=None)
@@ -150,10 +150,10 @@ def test_a_proton_publishers_transfers_take_the_run():
         )  # fmt: skip
         for i in range(50)
     )
-    peer.server._parser.feed(data)
+    peer.server.parser.feed(data)
     events: list = []
     take_transfers(peer.server, events)
-    assert peer.server._parser.buffered == 0
+    assert peer.server.parser.buffered == 0
     assert [e.delivery.id for e in events] == list(range(50))
     assert all(type(e) is ev.MessageReceived and e.delivery.payload == PROTON_MESSAGE for e in events)
     assert link.link_credit == 50 and link.delivery_count == 50
