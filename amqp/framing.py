@@ -139,7 +139,7 @@ def bounded_error(condition: str, description: str | None = None) -> Any:
     return Error(condition=condition, description=description)
 
 
-def transfer_frames(channel: int, first: Any, payload: bytes, limit: int) -> list[bytes] | None:
+def transfer_frames(channel: int, first: Transfer, payload: bytes, limit: int) -> list[bytes] | None:
     """The frames of one delivery under the peer's max-frame-size `limit`:
     one frame, or [2.6.14] the TRANSFER `first` with more=true and as much
     payload as fits, then continuation frames that repeat only the handle.
