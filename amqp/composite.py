@@ -13,10 +13,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from . import codec
+from . import codec, structs
 from .errors import DecodeError
-from .structs import SIZE_COUNT32, U64
 from .types import Array, Symbol, Timestamp, UByte, UInt, ULong, UShort
+
+# the table's layouts, assigned and not imported (amqp/structs.py says why)
+_u64 = structs.U64
+_u32u32 = structs.SIZE_COUNT32
 
 
 class Field(NamedTuple):
@@ -121,7 +124,7 @@ class Composite:
             buf += body
         else:
             buf.append(0xD0)
-            buf += SIZE_COUNT32.pack(len(body) + 4, count)
+            buf += _u32u32.pack(len(body) + 4, count)
             buf += body
 
     def encode(self) -> bytes:
@@ -173,7 +176,7 @@ def composite(class_name: str, name: str, code: int, fields: list[Field]) -> typ
             "CODE": code,
             "FIELDS": tuple(fields),
             "_ENCODERS": tuple(_field_encoder(f) for f in fields),
-            "_PREFIX": b"\x00\x53" + bytes((code,)) if code < 256 else b"\x00\x80" + U64.pack(code),
+            "_PREFIX": b"\x00\x53" + bytes((code,)) if code < 256 else b"\x00\x80" + _u64.pack(code),
         },
     )
     checks = tuple(_symbols_check if f.multiple and f.type == "symbol" else _FIELD_CHECKS[f.type] for f in fields)

@@ -19,8 +19,8 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from . import structs
 from .errors import DecodeError
-from .structs import F32, F64, I8, I16, I32, I64, SIZE_COUNT32, U8, U16, U32, U64
 from .types import (
     Array,
     Byte,
@@ -39,6 +39,19 @@ from .types import (
     ULong,
     UShort,
 )
+
+# the table's layouts, assigned and not imported (amqp/structs.py says why)
+_u8 = structs.U8
+_u16 = structs.U16
+_u32 = structs.U32
+_u64 = structs.U64
+_i8 = structs.I8
+_i16 = structs.I16
+_i32 = structs.I32
+_i64 = structs.I64
+_f32 = structs.F32
+_f64 = structs.F64
+_u32u32 = structs.SIZE_COUNT32
 
 MAX_NESTING = 64  # bounds recursion on hostile input
 MAX_SAME_HASH = 32  # keys of one map that may share a Python hash
@@ -86,7 +99,7 @@ def _read_bool(data, pos, depth):
 
 def _read_char(data, pos, depth):
     _need(data, pos, 4)
-    cp = U32.unpack_from(data, pos)[0]
+    cp = _u32.unpack_from(data, pos)[0]
     if cp > 0x10FFFF or 0xD800 <= cp <= 0xDFFF:
         raise DecodeError(f"invalid char code point {cp:#x}")
     return Char(chr(cp)), pos + 4
@@ -124,7 +137,7 @@ def _variable(width: int, convert):
         def read(data, pos, depth):
             if pos + 4 > len(data):
                 raise DecodeError("value truncated")
-            end = pos + 4 + U32.unpack_from(data, pos)[0]
+            end = pos + 4 + _u32.unpack_from(data, pos)[0]
             if end > len(data):
                 raise DecodeError("value truncated")
             return convert(data[pos + 4 : end]), end
@@ -162,7 +175,7 @@ def _compound_header(data, pos: int, width: int) -> tuple[int, int, int]:
     else:
         if pos + 8 > len(data):
             raise DecodeError("compound header truncated")
-        size, count = SIZE_COUNT32.unpack_from(data, pos)
+        size, count = _u32u32.unpack_from(data, pos)
         if size < 4:
             raise DecodeError("compound size smaller than its count field")
         start, end = pos + 8, pos + 4 + size
@@ -240,7 +253,7 @@ def _read_array(width: int):
         else:
             if pos + 8 > len(data):
                 raise DecodeError("array header truncated")
-            size, count = SIZE_COUNT32.unpack_from(data, pos)
+            size, count = _u32u32.unpack_from(data, pos)
             p, end = pos + 8, pos + 4 + size
         if end > len(data) or p > end:
             raise DecodeError("array truncated")
@@ -313,27 +326,27 @@ _READERS[0x40] = _const(None)
 _READERS[0x41] = _const(True)
 _READERS[0x42] = _const(False)
 _READERS[0x56] = _read_bool
-_READERS[0x50] = _fixed(U8, UByte)
-_READERS[0x60] = _fixed(U16, UShort)
-_READERS[0x70] = _fixed(U32, UInt)
-_READERS[0x52] = _fixed(U8, UInt)
+_READERS[0x50] = _fixed(_u8, UByte)
+_READERS[0x60] = _fixed(_u16, UShort)
+_READERS[0x70] = _fixed(_u32, UInt)
+_READERS[0x52] = _fixed(_u8, UInt)
 _READERS[0x43] = _const(UInt(0))
-_READERS[0x80] = _fixed(U64, ULong)
-_READERS[0x53] = _fixed(U8, ULong)
+_READERS[0x80] = _fixed(_u64, ULong)
+_READERS[0x53] = _fixed(_u8, ULong)
 _READERS[0x44] = _const(ULong(0))
-_READERS[0x51] = _fixed(I8, Byte)
-_READERS[0x61] = _fixed(I16, Short)
-_READERS[0x71] = _fixed(I32, Int)
-_READERS[0x54] = _fixed(I8, Int)
-_READERS[0x81] = _fixed(I64, None)
-_READERS[0x55] = _fixed(I8, None)
-_READERS[0x72] = _fixed(F32, Float)
-_READERS[0x82] = _fixed(F64, None)
+_READERS[0x51] = _fixed(_i8, Byte)
+_READERS[0x61] = _fixed(_i16, Short)
+_READERS[0x71] = _fixed(_i32, Int)
+_READERS[0x54] = _fixed(_i8, Int)
+_READERS[0x81] = _fixed(_i64, None)
+_READERS[0x55] = _fixed(_i8, None)
+_READERS[0x72] = _fixed(_f32, Float)
+_READERS[0x82] = _fixed(_f64, None)
 _READERS[0x74] = _read_raw(4, Decimal32)
 _READERS[0x84] = _read_raw(8, Decimal64)
 _READERS[0x94] = _read_raw(16, Decimal128)
 _READERS[0x73] = _read_char
-_READERS[0x83] = _fixed(I64, Timestamp)
+_READERS[0x83] = _fixed(_i64, Timestamp)
 _READERS[0x98] = _read_uuid
 _READERS[0xA0] = _variable(1, _to_bytes)
 _READERS[0xB0] = _variable(4, _to_bytes)

@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from .structs import F32, F64, I8, I16, I32, I64, SIZE_COUNT32, U8, U16, U32, U64
+from . import structs
 from .types import (
     Array,
     Byte,
@@ -33,6 +33,19 @@ from .types import (
     UShort,
 )
 
+# the table's layouts, assigned and not imported (amqp/structs.py says why)
+_u8 = structs.U8
+_u16 = structs.U16
+_u32 = structs.U32
+_u64 = structs.U64
+_i8 = structs.I8
+_i16 = structs.I16
+_i32 = structs.I32
+_i64 = structs.I64
+_f32 = structs.F32
+_f64 = structs.F64
+_u32u32 = structs.SIZE_COUNT32
+
 
 def encode_null(buf: bytearray, v: Any) -> None:
     buf.append(0x40)
@@ -45,22 +58,22 @@ def encode_bool(buf: bytearray, v: Any) -> None:
 def encode_ubyte(buf: bytearray, v: int) -> None:
     if not 0 <= v <= 0xFF:
         raise ValueError(f"ubyte out of range: {v}")
-    buf += b"\x50" + U8.pack(v)
+    buf += b"\x50" + _u8.pack(v)
 
 
 def encode_ushort(buf: bytearray, v: int) -> None:
     if not 0 <= v <= 0xFFFF:
         raise ValueError(f"ushort out of range: {v}")
-    buf += b"\x60" + U16.pack(v)
+    buf += b"\x60" + _u16.pack(v)
 
 
 def encode_uint(buf: bytearray, v: int) -> None:
     if v == 0:
         buf.append(0x43)
     elif 0 < v < 256:
-        buf += b"\x52" + U8.pack(v)
+        buf += b"\x52" + _u8.pack(v)
     elif 0 < v <= 0xFFFFFFFF:
-        buf += b"\x70" + U32.pack(v)
+        buf += b"\x70" + _u32.pack(v)
     else:
         raise ValueError(f"uint out of range: {v}")
 
@@ -69,45 +82,45 @@ def encode_ulong(buf: bytearray, v: int) -> None:
     if v == 0:
         buf.append(0x44)
     elif 0 < v < 256:
-        buf += b"\x53" + U8.pack(v)
+        buf += b"\x53" + _u8.pack(v)
     elif 0 < v <= 0xFFFFFFFFFFFFFFFF:
-        buf += b"\x80" + U64.pack(v)
+        buf += b"\x80" + _u64.pack(v)
     else:
         raise ValueError(f"ulong out of range: {v}")
 
 
 def encode_byte(buf: bytearray, v: int) -> None:
-    buf += b"\x51" + I8.pack(v)
+    buf += b"\x51" + _i8.pack(v)
 
 
 def encode_short(buf: bytearray, v: int) -> None:
-    buf += b"\x61" + I16.pack(v)
+    buf += b"\x61" + _i16.pack(v)
 
 
 def encode_int(buf: bytearray, v: int) -> None:
     if -128 <= v <= 127:
-        buf += b"\x54" + I8.pack(v)
+        buf += b"\x54" + _i8.pack(v)
     else:
-        buf += b"\x71" + I32.pack(v)
+        buf += b"\x71" + _i32.pack(v)
 
 
 def encode_long(buf: bytearray, v: int) -> None:
     if -128 <= v <= 127:
-        buf += b"\x55" + I8.pack(v)
+        buf += b"\x55" + _i8.pack(v)
     elif -(1 << 63) <= v < (1 << 63):
-        buf += b"\x81" + I64.pack(v)
+        buf += b"\x81" + _i64.pack(v)
     elif v < (1 << 64):  # a plain int too big for long fits ulong
-        buf += b"\x80" + U64.pack(v)
+        buf += b"\x80" + _u64.pack(v)
     else:
         raise ValueError(f"integer out of range: {v}")
 
 
 def encode_float(buf: bytearray, v: float) -> None:
-    buf += b"\x72" + F32.pack(v)
+    buf += b"\x72" + _f32.pack(v)
 
 
 def encode_double(buf: bytearray, v: float) -> None:
-    buf += b"\x82" + F64.pack(v)
+    buf += b"\x82" + _f64.pack(v)
 
 
 def encode_decimal(buf: bytearray, v: bytes) -> None:
@@ -116,11 +129,11 @@ def encode_decimal(buf: bytearray, v: bytes) -> None:
 
 
 def encode_char(buf: bytearray, v: str) -> None:
-    buf += b"\x73" + U32.pack(ord(v))
+    buf += b"\x73" + _u32.pack(ord(v))
 
 
 def encode_timestamp(buf: bytearray, v: int) -> None:
-    buf += b"\x83" + I64.pack(v)
+    buf += b"\x83" + _i64.pack(v)
 
 
 def encode_uuid(buf: bytearray, v: uuid.UUID) -> None:
@@ -134,7 +147,7 @@ def _encode_variable(buf: bytearray, raw: bytes, small: int, large: int) -> None
         buf.append(n)
     else:
         buf.append(large)
-        buf += U32.pack(n)
+        buf += _u32.pack(n)
     buf += raw
 
 
@@ -156,7 +169,7 @@ def _encode_compound(buf: bytearray, body: bytes | bytearray, count: int, small:
         buf += bytes((small, len(body) + 1, count))
     else:
         buf.append(large)
-        buf += SIZE_COUNT32.pack(len(body) + 4, count)
+        buf += _u32u32.pack(len(body) + 4, count)
     buf += body
 
 
@@ -243,7 +256,7 @@ def _encode_array_element(body: bytearray, code: int, x: Any) -> None:
         return
     if code in (0xB0, 0xB1, 0xB3):
         raw = _variable_raw(x)
-        body += U32.pack(len(raw))
+        body += _u32.pack(len(raw))
         body += raw
         return
     if code == 0x56:
@@ -256,7 +269,7 @@ def _encode_array_element(body: bytearray, code: int, x: Any) -> None:
         body += x.bytes if isinstance(x, uuid.UUID) else bytes(x)
         return
     if code == 0x73:
-        body += U32.pack(ord(x))
+        body += _u32.pack(ord(x))
         return
     if code in (0xD0, 0xD1, 0xF0):
         # compound elements always use the 32-bit form inside an array
@@ -267,7 +280,7 @@ def _encode_array_element(body: bytearray, code: int, x: Any) -> None:
             for item in x:
                 encode(inner, item)
             tmp.append(0xD0)
-            tmp += SIZE_COUNT32.pack(len(inner) + 4, len(x))
+            tmp += _u32u32.pack(len(inner) + 4, len(x))
             tmp += inner
         else:
             inner = bytearray()
@@ -275,7 +288,7 @@ def _encode_array_element(body: bytearray, code: int, x: Any) -> None:
                 encode(inner, k)
                 encode(inner, item)
             tmp.append(0xD1)
-            tmp += SIZE_COUNT32.pack(len(inner) + 4, 2 * len(x))
+            tmp += _u32u32.pack(len(inner) + 4, 2 * len(x))
             tmp += inner
         body += tmp[1:]
         return
@@ -307,16 +320,16 @@ def encode_array(buf: bytearray, v: Array, force_wide: bool = False) -> None:
         buf += bytes((0xE0, len(body) + 1, len(v)))
     else:
         buf.append(0xF0)
-        buf += SIZE_COUNT32.pack(len(body) + 4, len(v))
+        buf += _u32u32.pack(len(body) + 4, len(v))
     buf += body
 
 
 _WIDE_COMPOUND = {0xC0: 0xD0, 0xC1: 0xD1, 0xE0: 0xF0}
 
 _ELEMENT_PACKERS = {
-    0x50: U8, 0x60: U16, 0x52: U8, 0x70: U32, 0x53: U8, 0x80: U64,
-    0x51: I8, 0x61: I16, 0x54: I8, 0x71: I32, 0x55: I8, 0x81: I64,
-    0x72: F32, 0x82: F64, 0x83: I64,
+    0x50: _u8, 0x60: _u16, 0x52: _u8, 0x70: _u32, 0x53: _u8, 0x80: _u64,
+    0x51: _i8, 0x61: _i16, 0x54: _i8, 0x71: _i32, 0x55: _i8, 0x81: _i64,
+    0x72: _f32, 0x82: _f64, 0x83: _i64,
 }  # fmt: skip
 
 _FIXED_ARRAY_CODES = (

@@ -13,9 +13,13 @@ from __future__ import annotations
 
 import struct
 
+from . import structs
 from .definitions import Transfer
-from .structs import FRAME_HEADER, U32
 from .types import UInt
+
+# the table's layouts, assigned and not imported (amqp/structs.py says why)
+_u32 = structs.U32
+_frame_header = structs.FRAME_HEADER
 
 _TRANSFER_PREFIX = b"\x00\x53\x14"
 
@@ -25,7 +29,7 @@ def _uint(v: int) -> bytes:
         return b"\x43"
     if v < 256:
         return bytes((0x52, v))
-    return b"\x70" + U32.pack(v)
+    return b"\x70" + _u32.pack(v)
 
 
 def encode_transfer_frame(
@@ -47,7 +51,7 @@ def encode_transfer_frame(
     )
     # fields stay well below 255 bytes: 5 + 5 + 34 + 5 + 1
     body = _TRANSFER_PREFIX + bytes((0xC0, len(fields) + 1, 5)) + fields
-    return FRAME_HEADER.pack(8 + len(body) + len(payload), 2, 0, channel) + body + payload
+    return _frame_header.pack(8 + len(body) + len(payload), 2, 0, channel) + body + payload
 
 
 def decode_transfer(body: bytes) -> tuple[Transfer, int] | None:
@@ -80,7 +84,7 @@ def decode_transfer(body: bytes) -> tuple[Transfer, int] | None:
                 append(_SMALL_UINTS[body[p + 1]])
                 p += 2
             elif c == 0x70:
-                append(UInt(U32.unpack_from(body, p + 1)[0]))
+                append(UInt(_u32.unpack_from(body, p + 1)[0]))
                 p += 5
             elif c == 0xA0:
                 n = body[p + 1]

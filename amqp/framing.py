@@ -11,11 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from . import codec
+from . import codec, structs
 from .definitions import Error, Transfer
 from .errors import DecodeError, FramingError
 from .fastpath import decode_transfer
-from .structs import FRAME_HEADER
+
+# the table's layouts, assigned and not imported (amqp/structs.py says why)
+_frame_header = structs.FRAME_HEADER
 
 AMQP_HEADER = b"AMQP\x00\x01\x00\x00"
 SASL_HEADER = b"AMQP\x03\x01\x00\x00"
@@ -48,7 +50,7 @@ def encode_frame(
     performative.encode_into(buf)
     if payload:
         buf += payload
-    FRAME_HEADER.pack_into(buf, 0, len(buf), 2, type_, channel)
+    _frame_header.pack_into(buf, 0, len(buf), 2, type_, channel)
     return bytes(buf)
 
 
@@ -101,7 +103,7 @@ class FrameParser:
             return ProtocolHeader(raw)
         if avail < 8:
             return None
-        size, doff, type_, channel = FRAME_HEADER.unpack_from(buf, pos)
+        size, doff, type_, channel = _frame_header.unpack_from(buf, pos)
         if size < 8 or doff < 2 or doff * 4 > size:
             raise FramingError(f"malformed frame header (size {size}, doff {doff})")
         if size > self.max_frame_size:

@@ -27,7 +27,7 @@ import struct
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from . import codec
+from . import codec, structs
 from .definitions import (
     AmqpSequence,
     AmqpValue,
@@ -58,7 +58,6 @@ from .sections import (
     _scan,
     splice,
 )
-from .structs import U32
 
 __all__ = [
     "AMQP_SEQUENCE",
@@ -75,7 +74,7 @@ __all__ = [
     "Sizes",
 ]
 
-_u32 = U32.unpack_from
+_u32 = structs.U32.unpack_from
 
 _HEADER_FIELDS = frozenset(f.name for f in Header.FIELDS)
 _NO_HEADER = Header()  # the defaults a missing header stands for [3.2.1]

@@ -18,10 +18,9 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from . import codec
+from . import codec, structs
 from .definitions import SECTIONS
 from .errors import DecodeError
-from .structs import U32, U64
 
 # Section ranks, in wire order [3.2]. The three body kinds share one rank.
 HEADER, DELIVERY_ANNOTATIONS, MESSAGE_ANNOTATIONS, PROPERTIES, APPLICATION_PROPERTIES, BODY, FOOTER = range(7)
@@ -70,8 +69,8 @@ for _codes, _w in (
         _WIDTH[_c] = _w
 del _codes, _w, _c, _code, _rank
 
-_u32 = U32.unpack_from
-_u64 = U64.unpack_from
+_u32 = structs.U32.unpack_from
+_u64 = structs.U64.unpack_from
 
 
 class Sizes(NamedTuple):

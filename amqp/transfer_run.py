@@ -22,9 +22,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from . import structs
 from .definitions import SENDER
 from .events import Delivery, MessageReceived
-from .structs import FRAME_HEADER, U32
+
+# the table's layouts, assigned and not imported (amqp/structs.py says why)
+_u32 = structs.U32
+_frame_header = structs.FRAME_HEADER
 
 if TYPE_CHECKING:
     from .connection import Connection
@@ -47,8 +51,8 @@ def take_transfers(conn: Connection, events: list) -> None:
     append = events.append
     session = None
     channel_of = -1
-    unpack_header = FRAME_HEADER.unpack_from
-    u32 = U32.unpack_from
+    unpack_header = _frame_header.unpack_from
+    u32 = _u32.unpack_from
     try:
         while n - pos >= 20:  # the smallest TRANSFER frame this takes
             size, doff, type_, channel = unpack_header(buf, pos)
