@@ -216,39 +216,6 @@ class Session:
             self._queue_transfer(link, frame)
         return d
 
-    def _queue_transfer(self, link: Link, frame: bytes) -> None:
-        if not self.connection.can_send:
-            return  # nothing may follow our CLOSE [2.4.4]
-        if self._waiting or self.remote_incoming_window <= 0:
-            self._waiting.append((link, frame, None))
-            self.waiting_bytes += len(frame)
-            return
-        self._spend_outgoing()
-        self.connection.out.append(frame)
-
-    def _spend_outgoing(self) -> None:
-        self.next_outgoing_id = serial.add(self.next_outgoing_id, 1)
-        self.remote_incoming_window -= 1
-
-    def _release_waiting(self) -> None:
-        out = self.connection.out
-        if not self.connection.can_send:
-            self._waiting.clear()
-            self.waiting_bytes = 0
-            return
-        while self._waiting:
-            link, frame, held = self._waiting[0]
-            if frame is None:  # a held FLOW: the transfers before it are out
-                self._waiting.popleft()
-                link.send_flow(False, held)
-                continue
-            if self.remote_incoming_window <= 0:
-                break
-            self._waiting.popleft()
-            self.waiting_bytes -= len(frame)
-            self._spend_outgoing()
-            out.append(frame)
-
     def hold_flow(self, link: Link, state: tuple) -> bool:
         """A sender's FLOW waits behind the link's transfers the peer's window
         holds (its delivery-count counts them): True if it was held."""
@@ -264,12 +231,6 @@ class Session:
             self._send_dispositions()
         if self.flow_due:
             self.send_flow()
-
-    def _send_dispositions(self) -> None:
-        runs, self.dispositions = self.dispositions, []
-        for first, last, role, settled, state in merged_runs(runs):
-            self.send(Disposition(role=role, first=first, last=last if last != first else None, settled=settled,
-                                  state=state))  # fmt: skip
 
     def link_detach_sent(self, link: Link) -> list[Delivery]:
         """Our DETACH went out: its unsettled outgoing deliveries are over."""
@@ -309,6 +270,47 @@ class Session:
         if kind is End:
             return self._on_end(p)
         raise AMQPError(Condition.NOT_ALLOWED, f"{kind.__name__} is not allowed on a session channel")
+
+    # ----------------------------------------------------------- internals: output
+
+    def _queue_transfer(self, link: Link, frame: bytes) -> None:
+        if not self.connection.can_send:
+            return  # nothing may follow our CLOSE [2.4.4]
+        if self._waiting or self.remote_incoming_window <= 0:
+            self._waiting.append((link, frame, None))
+            self.waiting_bytes += len(frame)
+            return
+        self._spend_outgoing()
+        self.connection.out.append(frame)
+
+    def _spend_outgoing(self) -> None:
+        self.next_outgoing_id = serial.add(self.next_outgoing_id, 1)
+        self.remote_incoming_window -= 1
+
+    def _release_waiting(self) -> None:
+        out = self.connection.out
+        if not self.connection.can_send:
+            self._waiting.clear()
+            self.waiting_bytes = 0
+            return
+        while self._waiting:
+            link, frame, held = self._waiting[0]
+            if frame is None:  # a held FLOW: the transfers before it are out
+                self._waiting.popleft()
+                link.send_flow(False, held)
+                continue
+            if self.remote_incoming_window <= 0:
+                break
+            self._waiting.popleft()
+            self.waiting_bytes -= len(frame)
+            self._spend_outgoing()
+            out.append(frame)
+
+    def _send_dispositions(self) -> None:
+        runs, self.dispositions = self.dispositions, []
+        for first, last, role, settled, state in merged_runs(runs):
+            self.send(Disposition(role=role, first=first, last=last if last != first else None, settled=settled,
+                                  state=state))  # fmt: skip
 
     # ----------------------------------------------------------- internals: input
 

@@ -30,6 +30,8 @@ def remote_link(remote_links: dict[int, Link], handle: int) -> Link:
 
 
 class SessionLinks:
+    """The link table of one session (see the module docstring)."""
+
     def __init__(self, session: Session):
         self.session = session
         self.by_handle: dict[int, Link] = {}  # by our handle
