@@ -68,7 +68,7 @@ def check_password_hash(stored: Any) -> None:
         return
     if not isinstance(stored, str):
         raise Invalid("password_hash must be a string")
-    if rabbit_passwords.is_rabbit_hash(stored):  # imported from RabbitMQ: checked as it is, rehashed at login
+    if rabbit_passwords.is_rabbit_hash(stored):  # imported from RabbitMQ: checked as it is, kept as it is
         algorithm, exported = rabbit_passwords.export(stored)
         try:
             rabbit_passwords.stored_form(algorithm, exported)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import os
 import time
@@ -40,7 +39,6 @@ from node.ops.state_snapshot import SnapshotWriter, collect
 from node.vhosts.definitions import DefinitionsFile
 from node.vhosts.local_queues import LocalQueues, Owners
 from node.vhosts.metadata_store import MetadataRefused, MetadataStore, new_key
-from node.vhosts.password_upgrade import rehash_password
 from node.vhosts.policies import PolicyApplier
 from node.vhosts.quorum_groups import QuorumQueues
 from node.vhosts.remote_queue import QueueService, RemoteQueue
@@ -68,7 +66,6 @@ class Broker:
         self.logins = LoginService(self.auth, config.login_workers, config.login_max_pending,
                                    FailureDelays(config.login_failure_delay, config.login_failure_delay_max,
                                                  config.login_failure_addresses))  # fmt: skip
-        self.auth.on_legacy_login = functools.partial(rehash_password, self)
         self.auth.tokens = verifier_from_config(config)  # OAuth 2 (node/client/tokens.py); None unless enabled
         self._server: asyncio.base_events.Server | None = None
         self._tls_server: asyncio.base_events.Server | None = None

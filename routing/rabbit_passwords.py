@@ -4,9 +4,10 @@ RabbitMQ's internal users store base64(salt + H(salt + password)) with a
 4-byte random salt and H = SHA-256 (rabbit_password_hashing_sha256, the
 default) or SHA-512 (rabbit_password_hashing_sha512); see "Credentials and
 Passwords", "Computing Password Hash" in its documentation. Warren keeps such
-a hash as "rabbit-sha256$<base64>" (or rabbit-sha512) until the user's first
-successful login, when the node replaces it with its own PBKDF2 hash
-(routing/users.py's Authenticator calls `on_legacy_login`).
+a hash as "rabbit-sha256$<base64>" (or rabbit-sha512) until the user's
+password changes, and exports it as RabbitMQ wrote it: a user imported from
+RabbitMQ still logs in there after Warren exports it (docs/security.md says
+why the hash is not upgraded at login).
 """
 
 from __future__ import annotations

@@ -12,7 +12,6 @@ import hmac
 import ipaddress
 import os
 from collections import OrderedDict
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from routing import rabbit_passwords
@@ -108,9 +107,6 @@ class Authenticator:
         self.cache_size = cache_size
         self._cache_secret = os.urandom(32)
         self._dummy_hash = ""  # made on first use: an unknown user is checked against it
-        # Called with (user, password) after a login verified against a hash in
-        # RabbitMQ's format, so the node can store its own hash instead.
-        self.on_legacy_login: Callable[[str, str], None] | None = None
         # OAuth 2: with a verifier, a PLAIN password that is a JWT is checked as
         # a token (RabbitMQ's auth_backends = oauth2, internal); None: off.
         self.tokens: TokenVerifier | None = None
@@ -209,8 +205,6 @@ class Authenticator:
                 self._verified.popitem(last=False)
         if attempt.grant is None and name in self.loopback_users and not is_loopback(peer_host):
             return None
-        if attempt.known and self.on_legacy_login is not None and rabbit_passwords.is_rabbit_hash(attempt.stored):
-            self.on_legacy_login(name, attempt.password)  # verified against RabbitMQ's hash: store ours
         return name
 
     def dummy_hash(self) -> str:
