@@ -112,6 +112,7 @@ class VHostAdded:
     name: str
     description: str = ""
     tags: tuple[str, ...] = ()
+    default_queue_type: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +120,7 @@ class VHostUpdated:
     name: str
     description: str = ""
     tags: tuple[str, ...] = ()
+    default_queue_type: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -133,7 +133,7 @@ def check_command(command: Any) -> None:
     """Raises Invalid when a command from a request names or holds something
     out of bounds (only the fields a request can set are looked at)."""
     kind = type(command)
-    if kind is mc.AddVHost:
+    if kind is mc.AddVHost or kind is mc.AddVHostWithQueueType:
         check_name("vhost", command.name)
     elif kind is mc.PutUser:
         check_name("user", command.name)

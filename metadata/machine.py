@@ -33,7 +33,7 @@ from metadata import commands as c
 from metadata import effects as fx
 from metadata import topology
 from metadata.effects import CREATED, OK, Effect, Error, Result
-from metadata.feature_flags import OPERATOR_POLICIES, TOPIC_PERMISSIONS, VHOST_MAX_QUEUES
+from metadata.feature_flags import OPERATOR_POLICIES, TOPIC_PERMISSIONS, VHOST_DEFAULT_QUEUE_TYPE, VHOST_MAX_QUEUES
 from metadata.snapshot import decode_state, encode_state
 from metadata.state import (
     LimitRecord,
@@ -96,15 +96,27 @@ def _check_name(name: str, what: str) -> None:
         raise Refused(fx.INVALID_FIELD, f"empty {what} name")
 
 
-def _add_vhost(state: MetadataState, cmd: c.AddVHost) -> Outcome:
+def _add_vhost(state: MetadataState, cmd: c.AddVHost | c.AddVHostWithQueueType) -> Outcome:
     _check_name(cmd.name, "vhost")
-    record = VHostRecord(cmd.name, cmd.description, cmd.tags)
     vh = state.vhosts.get(cmd.name)
+    if isinstance(cmd, c.AddVHostWithQueueType):
+        if VHOST_DEFAULT_QUEUE_TYPE not in state.feature_flags:
+            raise Refused(fx.PRECONDITION_FAILED,
+                          f"a vhost's default queue type needs the feature flag {VHOST_DEFAULT_QUEUE_TYPE}")  # fmt: skip
+        if cmd.default_queue_type not in ("", *topology.QUEUE_TYPES):
+            raise Refused(fx.INVALID_FIELD, f"default_queue_type '{cmd.default_queue_type}' is not one of "
+                                            f"{', '.join(topology.QUEUE_TYPES)}")  # fmt: skip
+        queue_type = cmd.default_queue_type
+    else:  # version 1 does not know the field: it stays as it was
+        queue_type = vh.record.default_queue_type if vh is not None else ""
+    record = VHostRecord(cmd.name, cmd.description, cmd.tags, queue_type)
     if vh is None:
-        return state.with_vhost(VHostState.new(record)), CREATED, (fx.VHostAdded(cmd.name, cmd.description, cmd.tags),)
+        return state.with_vhost(VHostState.new(record)), CREATED, (fx.VHostAdded(cmd.name, cmd.description, cmd.tags,
+                                                                                  queue_type),)  # fmt: skip
     if vh.record == record:
         return state, OK, ()
-    return state.with_vhost(vh.replace(record=record)), OK, (fx.VHostUpdated(cmd.name, cmd.description, cmd.tags),)
+    effect = fx.VHostUpdated(cmd.name, cmd.description, cmd.tags, queue_type)
+    return state.with_vhost(vh.replace(record=record)), OK, (effect,)
 
 
 def _delete_vhost(state: MetadataState, cmd: c.DeleteVHost) -> Outcome:
@@ -358,6 +370,7 @@ def _bootstrap(state: MetadataState, cmd: c.Bootstrap) -> Outcome:
 
 _HANDLERS: dict[type, Callable[[MetadataState, Any], Outcome]] = {
     c.AddVHost: _add_vhost,
+    c.AddVHostWithQueueType: _add_vhost,
     c.DeleteVHost: _delete_vhost,
     c.PutUser: _put_user,
     c.DeleteUser: _delete_user,

@@ -51,6 +51,7 @@ class VHostInfo:
     name: str
     description: str = ""
     tags: tuple[str, ...] = ()
+    default_queue_type: str = ""  # "" for none (classic)
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,7 +142,7 @@ class Projections:
             self._APPLY[type(effect)](self, effect)
 
     def _vhost_added(self, e: fx.VHostAdded | fx.VHostUpdated) -> None:
-        self.vhosts[e.name] = VHostInfo(e.name, e.description, e.tags)
+        self.vhosts[e.name] = VHostInfo(e.name, e.description, e.tags, e.default_queue_type)
         if e.name not in self.tables:
             self.tables[e.name] = RoutingTable(e.name, choice=self._choice, is_local=self._is_local)
 
@@ -281,7 +282,7 @@ class Projections:
 
     def _rebuild_vhost(self, vh: VHostState) -> None:
         name = vh.name
-        self.vhosts[name] = VHostInfo(name, vh.record.description, vh.record.tags)
+        self.vhosts[name] = VHostInfo(name, vh.record.description, vh.record.tags, vh.record.default_queue_type)
         table = self.tables[name] = RoutingTable(name, choice=self._choice, is_local=self._is_local)
         for q in vh.queues.values():
             table.add_queue(q.name)

@@ -23,8 +23,9 @@ a restore.
 
 Versioned twice: SNAPSHOT_FORMAT for this layout, and each record's `format`
 for its own fields. A record written in an older format is migrated by the
-functions registered in MIGRATIONS (none yet: every record is at format 1);
-a newer format, snapshot layout or machine version than this build knows is
+functions registered in MIGRATIONS (a vhost record's format 1 lacks its
+default queue type), and written in the oldest format that holds it
+(DOWNGRADES); a newer format, snapshot layout or machine version than this build knows is
 refused (SnapshotFormatError), never guessed at.
 """
 
@@ -56,14 +57,25 @@ from metadata.state import (
     VHostState,
 )
 
-__all__ = ["MIGRATIONS", "SNAPSHOT_FORMAT", "SnapshotFormatError", "decode_state", "encode_state"]
+__all__ = ["DOWNGRADES", "MIGRATIONS", "SNAPSHOT_FORMAT", "SnapshotFormatError", "decode_state", "encode_state"]
 
 MAGIC = "warren.metadata"
 SNAPSHOT_FORMAT = 1
 
 # (record class, format) -> function turning that format's field list (format
 # excluded) into the next format's.
-MIGRATIONS: dict[tuple[type, int], Callable[[list[Any]], list[Any]]] = {}
+MIGRATIONS: dict[tuple[type, int], Callable[[list[Any]], list[Any]]] = {
+    (VHostRecord, 1): lambda fields: [*fields, ""],  # format 2 added default_queue_type
+}
+
+# record class -> (older format, its fields from the current ones, or None when
+# the record uses what that format lacks). A record is written in the oldest
+# format that holds it, so the snapshot of a state that uses nothing new reads
+# on the builds before it: a mixed-version cluster whose new feature flag is
+# still off installs it on every member.
+DOWNGRADES: dict[type, tuple[int, Callable[[list[Any]], list[Any] | None]]] = {
+    VHostRecord: (1, lambda fields: None if fields[3] else fields[:3]),  # no default_queue_type
+}
 
 
 class SnapshotFormatError(ValueError):
@@ -89,7 +101,13 @@ _LAYOUTS = {cls: _layout(cls) for cls in (VHostRecord, UserRecord, PermissionRec
 
 def _record(rec: Any) -> list[Any]:
     _, names, _ = _LAYOUTS[type(rec)]
-    return [rec.format, *(getattr(rec, n) for n in names)]
+    fields = [getattr(rec, n) for n in names]
+    downgrade = DOWNGRADES.get(type(rec))
+    if downgrade is not None:
+        older = downgrade[1](fields)
+        if older is not None:
+            return [downgrade[0], *older]
+    return [rec.format, *fields]
 
 
 def _unrecord(cls: type, value: Any) -> Any:

@@ -71,7 +71,8 @@ class VHostRecord:
     name: str
     description: str = ""
     tags: tuple[str, ...] = ()
-    format: int = 1
+    default_queue_type: str = ""  # format 2; "" for none (classic)
+    format: int = 2
 
 
 @dataclass(frozen=True, slots=True)

@@ -286,12 +286,15 @@ def vhost_json(vhost: Any, node_name: str) -> dict:
     unacked = sum(q.unacked_count for q in vhost.queues.values())
     description = getattr(vhost, "description", "")
     tags = list(getattr(vhost, "tags", []))
+    metadata: dict[str, Any] = {"description": description, "tags": tags}
+    if vhost.default_queue_type:  # RabbitMQ's metadata holds it only when set
+        metadata["default_queue_type"] = vhost.default_queue_type
     return {
         "name": vhost.name,
         "description": description,
         "tags": tags,
-        "default_queue_type": "classic",
-        "metadata": {"description": description, "tags": tags},
+        "default_queue_type": vhost.default_queue_type or "classic",
+        "metadata": metadata,
         "tracing": False,
         "cluster_state": {node_name: "running"},
         "messages": ready + unacked,

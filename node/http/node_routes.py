@@ -42,7 +42,7 @@ from node.http.api import (
     read_body,
     refused,
 )
-from node.vhosts.definitions import HASHING_ALGORITHM, DefinitionsError
+from node.vhosts.definitions import HASHING_ALGORITHM, DefinitionsError, check_default_queue_type, vhost_command
 from node.vhosts.metadata_store import new_key
 from routing import permissions, rabbit_passwords
 from routing.oauth import TokenUser
@@ -222,8 +222,8 @@ async def get_vhost(request: web.Request) -> web.Response:
 
 @access(ADMIN)
 async def put_vhost(request: web.Request) -> web.Response:
-    """Creates the vhost, or updates its description and tags; the creating
-    user gets full permissions in a new vhost (RabbitMQ's
+    """Creates the vhost, or updates its description, tags and default queue
+    type (given: set, "" for none; absent: kept); the creating user gets full permissions in a new vhost (RabbitMQ's
     maybe_grant_full_permissions)."""
     api, name, user = api_of(request), request.match_info["vhost"], request[USER]
     body = await read_body(request)
@@ -236,6 +236,11 @@ async def put_vhost(request: web.Request) -> web.Response:
     description = body.get("description", "")
     if not isinstance(description, str):
         raise bad_request("'description' must be a string")
+    queue_type = body.get("default_queue_type")
+    try:
+        check_default_queue_type(queue_type)
+    except DefinitionsError as e:
+        raise bad_request(str(e)) from None
     broker = api.broker
     current = broker.vhosts.get(name)
     created = current is None
@@ -243,7 +248,7 @@ async def put_vhost(request: web.Request) -> web.Response:
         description = description if "description" in body else current.description
         tags = tags if "tags" in body else list(current.tags)
     run = broker.metadata.run
-    await run(mc.AddVHost(new_key(), name, description, tuple(tags)))
+    await run(vhost_command(name, description, tags, queue_type))
     if created and not isinstance(user, TokenUser) and broker.auth.permission(user.name, name) is None:
         await run(mc.SetPermissions(new_key(), user.name, name))
     return created_or_updated(created)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from metadata import commands as mc
 from metadata.feature_flags import OPERATOR_POLICIES, TOPIC_PERMISSIONS
+from metadata.topology import QUEUE_TYPES
 from node.vhosts.metadata_store import new_key
 from routing import policies, rabbit_passwords
 from routing.users import hash_password
@@ -168,6 +169,23 @@ def check(doc: Any, vhost_only: bool = False) -> None:
     if not vhost_only:
         for u in doc.get("users", []):
             _password_hash(u)
+
+
+def check_default_queue_type(queue_type: Any) -> None:
+    """A vhost's default_queue_type as a request gives it: None (not given),
+    or one of the queue types."""
+    if queue_type is not None and queue_type not in QUEUE_TYPES:
+        raise DefinitionsError(f"default_queue_type {queue_type!r} is not a valid queue type "
+                               f"({', '.join(QUEUE_TYPES)})")  # fmt: skip
+
+
+def vhost_command(name: str, description: str, tags: list[str], queue_type: str | None) -> mc.AddVHost:
+    """The command creating or updating a vhost; without a default queue type
+    the version 1 command, which keeps the vhost's (and which a cluster whose
+    vhost_default_queue_type flag is off still takes)."""
+    if queue_type is None:
+        return mc.AddVHost(new_key(), name, description, tuple(tags))
+    return mc.AddVHostWithQueueType(new_key(), name, description, tuple(tags), queue_type)
 
 
 def _password_hash(user: dict) -> str:

@@ -274,6 +274,8 @@ def _every_command(state: MetadataState):
         c.EnableFeatureFlag(k(), "topic_permissions"),
         c.SetTopicPermissions(k(), "u", "v", "x", "^a"),
         c.ClearTopicPermissions(k(), "u", "v"),
+        c.EnableFeatureFlag(k(), "vhost_default_queue_type"),
+        c.AddVHostWithQueueType(k(), "v", "", (), "quorum"),
         c.DeleteQueue(k(), "v", "q"),
         c.DeleteExchange(k(), "v", "x"),
         c.EnableFeatureFlag(k(), "credit_api_v2"),
