@@ -51,9 +51,11 @@ __all__ = [
     "EnableFeatureFlag",
     "MetadataCommand",
     "Fence",
+    "GLOBAL_PARAMETER_NAMES",
     "PutUser",
     "RemoveMember",
     "SetQueueReplicas",
+    "SetGlobalParameter",
     "SetLimit",
     "SetOperatorPolicy",
     "SetPermissions",
@@ -400,6 +402,24 @@ class ClearTopicPermissions(MetadataCommand):
     exchange: str = ""
 
 
+# The global runtime parameters Warren keeps (RabbitMQ's usual ones): the
+# cluster's name, which /api/overview and Prometheus report, and RabbitMQ's
+# permanent cluster id, kept so that definitions carry it back.
+GLOBAL_PARAMETER_NAMES = ("cluster_name", "internal_cluster_id")
+
+
+@command("metadata.set_global_parameter", version=1)
+@dataclass(frozen=True, slots=True)
+class SetGlobalParameter(MetadataCommand):
+    """A global runtime parameter (RabbitMQ's set_global_parameter): one of
+    GLOBAL_PARAMETER_NAMES, a string. Refused until the global_parameters
+    feature flag is enabled."""
+
+    idempotency_key: str
+    name: str
+    value: str
+
+
 # -- cluster -------------------------------------------------------------------
 
 
@@ -463,7 +483,7 @@ COMMANDS: tuple[type[MetadataCommand], ...] = (
     SetPolicy, ClearPolicy, EnableFeatureFlag, AddMember, RemoveMember, Fence, Bootstrap, SetQueueReplicas,
     SetLimit, ClearLimit,
     SetOperatorPolicy, ClearOperatorPolicy, SetTopicPermissions, ClearTopicPermissions,
-    StreamElect,
+    StreamElect, SetGlobalParameter,
 )  # fmt: skip
 
 

@@ -37,6 +37,7 @@ __all__ = [
     "ExchangeDeclared",
     "ExchangeDeleted",
     "FeatureFlagEnabled",
+    "GlobalParameterSet",
     "MemberAdded",
     "MemberRemoved",
     "MemberUpdated",
@@ -314,10 +315,16 @@ class MemberRemoved:
     node: str
 
 
+@dataclass(frozen=True, slots=True)
+class GlobalParameterSet:
+    name: str
+    value: str
+
+
 Effect = (
     VHostAdded | VHostUpdated | VHostDeleted | UserPut | UserDeleted | PermissionsSet | PermissionsCleared
     | ExchangeDeclared | ExchangeDeleted | QueueDeclared | QueueDeleted | BindingAdded | BindingRemoved
     | PolicySet | PolicyCleared | FeatureFlagEnabled | MemberAdded | MemberUpdated | MemberRemoved
-    | LimitSet | LimitCleared
+    | LimitSet | LimitCleared | GlobalParameterSet
     | TopicPermissionsSet | TopicPermissionsCleared
 )  # fmt: skip

@@ -46,6 +46,7 @@ __all__ = [
     "WARREN_METADATA_RAFT_V1",
     "FeatureFlag",
     "FeatureFlagRegistry",
+    "GLOBAL_PARAMETERS",
     "local_member",
 ]
 
@@ -68,6 +69,7 @@ STREAM_REPLICATION = "stream_replication"
 QUORUM_PUBLISHER_FLOW = "quorum_publisher_flow"
 STREAM_COMMIT_NOTICES = "stream_commit_notices"
 VHOST_DEFAULT_QUEUE_TYPE = "vhost_default_queue_type"
+GLOBAL_PARAMETERS = "global_parameters"
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,6 +188,9 @@ FLAGS = FeatureFlagRegistry([
     FeatureFlag(VHOST_DEFAULT_QUEUE_TYPE,
                 "A vhost's default queue type (metadata.add_vhost version 2), given to queues declared there"
                 " without x-queue-type",
+                STABLE, "0.3.0", depends_on=(WARREN_METADATA_RAFT_V1,)),
+    FeatureFlag(GLOBAL_PARAMETERS,
+                "Global runtime parameters (cluster_name, internal_cluster_id) kept in the metadata",
                 STABLE, "0.3.0", depends_on=(WARREN_METADATA_RAFT_V1,)),
 ])  # fmt: skip
 

@@ -33,9 +33,16 @@ from metadata import commands as c
 from metadata import effects as fx
 from metadata import topology
 from metadata.effects import CREATED, OK, Effect, Error, Result
-from metadata.feature_flags import OPERATOR_POLICIES, TOPIC_PERMISSIONS, VHOST_DEFAULT_QUEUE_TYPE, VHOST_MAX_QUEUES
+from metadata.feature_flags import (
+    GLOBAL_PARAMETERS,
+    OPERATOR_POLICIES,
+    TOPIC_PERMISSIONS,
+    VHOST_DEFAULT_QUEUE_TYPE,
+    VHOST_MAX_QUEUES,
+)
 from metadata.snapshot import decode_state, encode_state
 from metadata.state import (
+    GlobalParameterRecord,
     LimitRecord,
     MemberRecord,
     MetadataState,
@@ -310,6 +317,23 @@ def _without_limits(state: MetadataState, scope: str, name: str) -> MetadataStat
     return state.replace(limits=limits) if limits is not state.limits else state
 
 
+# -- global parameters ---------------------------------------------------------------
+
+
+def _set_global_parameter(state: MetadataState, cmd: c.SetGlobalParameter) -> Outcome:
+    if GLOBAL_PARAMETERS not in state.feature_flags:
+        raise Refused(fx.PRECONDITION_FAILED, f"global parameters need the feature flag {GLOBAL_PARAMETERS}")
+    if cmd.name not in c.GLOBAL_PARAMETER_NAMES:
+        raise Refused(fx.INVALID_FIELD, f"unknown global parameter '{cmd.name}' (known: "
+                                        f"{', '.join(c.GLOBAL_PARAMETER_NAMES)})")  # fmt: skip
+    record = GlobalParameterRecord(cmd.name, cmd.value)
+    current = state.global_parameters.get(cmd.name)
+    if current == record:
+        return state, OK, ()
+    new = state.replace(global_parameters=state.global_parameters.set(cmd.name, record))
+    return new, CREATED if current is None else OK, (fx.GlobalParameterSet(cmd.name, cmd.value),)
+
+
 # -- cluster -------------------------------------------------------------------------
 
 
@@ -397,6 +421,7 @@ _HANDLERS: dict[type, Callable[[MetadataState, Any], Outcome]] = {
     c.StreamElect: topology.stream_elect,
     c.SetLimit: _set_limit,
     c.ClearLimit: _clear_limit,
+    c.SetGlobalParameter: _set_global_parameter,
 }
 assert set(_HANDLERS) == set(c.COMMANDS)
 

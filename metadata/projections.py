@@ -89,6 +89,7 @@ class Projections:
         self.feature_flags: set[str] = set()
         self.members: dict[str, MemberInfo] = {}
         self.limits: dict[tuple[str, str, str], int] = {}  # (scope "vhost" | "user", name, limit) -> value
+        self.global_parameters: dict[str, str] = {}
         self.applied_index = 0
         self._waiters: list[tuple[int, int, Callable[[], None]]] = []
         self._order = itertools.count()
@@ -222,6 +223,9 @@ class Projections:
         policies = self.operator_policies if operator else self.policies
         return sorted((p for (v, _), p in policies.items() if v == vhost), key=lambda p: p.name)
 
+    def _global_parameter_set(self, e: fx.GlobalParameterSet) -> None:
+        self.global_parameters[e.name] = e.value
+
     def _limit_set(self, e: fx.LimitSet) -> None:
         self.limits[(e.scope, e.name, e.limit)] = e.value
 
@@ -262,6 +266,7 @@ class Projections:
         fx.MemberRemoved: _member_removed,
         fx.LimitSet: _limit_set,
         fx.LimitCleared: _limit_cleared,
+        fx.GlobalParameterSet: _global_parameter_set,
     }
 
     # -- wholesale rebuild -------------------------------------------------------------
@@ -277,6 +282,7 @@ class Projections:
         self.feature_flags = set(state.feature_flags)
         self.members = {m.node: MemberInfo(m.node, m.version, m.supported_flags) for m in state.members.values()}
         self.limits = {k: x.value for k, x in state.limits.items()}
+        self.global_parameters = {p.name: p.value for p in state.global_parameters.values()}
         if self.authenticator is not None:
             self._sync_authenticator(self.authenticator)
 

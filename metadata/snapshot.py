@@ -2,7 +2,7 @@
 
     ["warren.metadata", SNAPSHOT_FORMAT, machine_version, recent_limit,
      vhosts, users, permissions, members, feature_flags,
-     recent_previous, recent (, limits (, topic_permissions))]
+     recent_previous, recent (, limits (, topic_permissions (, global_parameters)))]
 
     vhosts       [[vhost record, [exchange], [queue], [binding], [policy] (, [operator policy]
                  (, [stream]))], ...]
@@ -11,8 +11,8 @@
                  reads the same as before they existed)
     a record     [format, field, field, ...]   (its dataclass fields in order, format first)
     recent       [[key, digest, result], ...]  result: ["ok"] | ["created"] | ["error", condition, description]
-    limits       [limit record, ...], and topic_permissions [topic permission
-                 record, ...]: each written only when it or a later element has
+    limits       [limit record, ...], topic_permissions [topic permission
+                 record, ...] and global_parameters [record, ...]: each written only when it or a later element has
                  something, so a state without them gives the bytes it gave before
                  they existed, and snapshots from before them restore with none
 
@@ -43,6 +43,7 @@ from metadata.state import (
     MACHINE_VERSION,
     BindingRecord,
     ExchangeRecord,
+    GlobalParameterRecord,
     LimitRecord,
     MemberRecord,
     MetadataState,
@@ -96,7 +97,7 @@ def _layout(cls: type) -> tuple[int, tuple[str, ...], tuple[int, ...]]:
 
 _LAYOUTS = {cls: _layout(cls) for cls in (VHostRecord, UserRecord, PermissionRecord, ExchangeRecord, QueueRecord,
                                           BindingRecord, PolicyRecord, MemberRecord, LimitRecord,
-                                          TopicPermissionRecord, StreamRecord)}  # fmt: skip
+                                          TopicPermissionRecord, StreamRecord, GlobalParameterRecord)}  # fmt: skip
 
 
 def _record(rec: Any) -> list[Any]:
@@ -175,7 +176,8 @@ def encode_state(state: MetadataState) -> bytes:
         [[k, r.digest, _result(r.result)] for k, r in state.recent.items()],
     ]  # fmt: skip
     optional = [[_record(x) for x in state.limits.values()],
-                [_record(t) for t in state.topic_permissions.values()]]
+                [_record(t) for t in state.topic_permissions.values()],
+                [_record(g) for g in state.global_parameters.values()]]
     while optional and not optional[-1]:
         optional.pop()
     value.extend(optional)
@@ -203,10 +205,11 @@ def decode_state(data: bytes) -> MetadataState:
 
 def _decode(value: list[Any]) -> MetadataState:
     (_, _, machine_version, recent_limit, vhosts, users, permissions, members, flags, previous, recent, *rest) = value
-    if len(rest) > 2:
+    if len(rest) > 3:
         raise SnapshotFormatError(f"a snapshot of {len(value)} elements")
     limits = rest[0] if rest else []
     topic = [_unrecord(TopicPermissionRecord, v) for v in (rest[1] if len(rest) > 1 else [])]
+    global_parameters = [_unrecord(GlobalParameterRecord, v) for v in (rest[2] if len(rest) > 2 else [])]
     return MetadataState(
         vhosts=PMap((vh.name, vh) for vh in map(_decode_vhost, vhosts)),
         users=PMap((u.name, u) for u in (_unrecord(UserRecord, v) for v in users)),
@@ -219,6 +222,7 @@ def _decode(value: list[Any]) -> MetadataState:
         recent_limit=int(recent_limit),
         machine_version=int(machine_version),
         limits=PMap(((x.scope, x.name, x.limit), x) for x in (_unrecord(LimitRecord, v) for v in limits)),
+        global_parameters=PMap((g.name, g) for g in global_parameters),
     )
 
 

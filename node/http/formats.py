@@ -383,6 +383,12 @@ def object_totals(broker: Any, vhosts: list[Any]) -> dict:
     }
 
 
+def cluster_name(broker: Any) -> str:
+    """The global parameter cluster_name (set by a definitions import), else
+    this node's name (RabbitMQ's default is its first node's)."""
+    return broker.projections.global_parameters.get("cluster_name", broker.config.node_name)
+
+
 def overview_json(broker: Any, vhosts: list[Any], rates: dict[str, float], listeners: list[dict]) -> dict:
     cfg = broker.config
     ready = sum(q.message_count for v in vhosts for q in v.queues.values())
@@ -394,7 +400,7 @@ def overview_json(broker: Any, vhosts: list[Any], rates: dict[str, float], liste
         "product_version": __version__,
         "product_name": "Warren",
         "rabbitmq_version": cfg.product_version,
-        "cluster_name": cfg.node_name,
+        "cluster_name": cluster_name(broker),
         "disable_stats": False,
         "enable_queue_totals": True,
         "message_stats": _details(message_counters(broker.metrics), rates),

@@ -27,6 +27,7 @@ TYPED = {
 SAMPLES = [
     c.AddVHost("k1", "/", "the default", ("prod", "eu")),
     c.AddVHostWithQueueType("k1b", "/", "the default", ("prod",), "quorum"),
+    c.SetGlobalParameter("k1c", "cluster_name", "rabbit@old"),
     c.DeleteVHost("k2", "/"),
     c.PutUser("k3", "guest", "pbkdf2-sha256$1$00$00", ("administrator",)),
     c.DeleteUser("k4", "guest"),
@@ -89,7 +90,7 @@ def test_arguments_keep_their_amqp_types():
         assert type(back[key]) is type(value), key
     assert type(next(k for k in back if k == "x-sym")) is Symbol
     assert type(back["x-list"][0]) is UByte and type(back["x-map"]["nested"]) is Timestamp
-    policy = records.decode(records.encode(SAMPLES[13]))
+    policy = records.decode(records.encode(SAMPLES[14]))
     assert type(policy.definition_map["message-ttl"]) is UInt
 
 

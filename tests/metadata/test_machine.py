@@ -276,6 +276,8 @@ def _every_command(state: MetadataState):
         c.ClearTopicPermissions(k(), "u", "v"),
         c.EnableFeatureFlag(k(), "vhost_default_queue_type"),
         c.AddVHostWithQueueType(k(), "v", "", (), "quorum"),
+        c.EnableFeatureFlag(k(), "global_parameters"),
+        c.SetGlobalParameter(k(), "cluster_name", "c1"),
         c.DeleteQueue(k(), "v", "q"),
         c.DeleteExchange(k(), "v", "x"),
         c.EnableFeatureFlag(k(), "credit_api_v2"),
