@@ -135,10 +135,12 @@ class DefinitionsFile:
                 await run(mc.PutUser(new_key(), u["name"], password_hash(u), tuple(_tags(u.get("tags")))))
                 await self._set_limits("user", u["name"], limits_of(u.get("limits"), "user", ""))
             for v in doc.get("vhosts", []):
+                # RabbitMQ 3.x exports a vhost's name only: an existing vhost keeps what the entry lacks
+                current = self.broker.vhosts.get(v["name"])
                 metadata = v.get("metadata") if isinstance(v.get("metadata"), dict) else {}
-                description = v.get("description", metadata.get("description", ""))
-                tags = _tags(v["tags"] if "tags" in v else metadata.get("tags"))
-                await run(vhost_command(v["name"], description, tags, default_queue_type(v)))
+                description = v.get("description", metadata.get("description", current and current.description))
+                tags = v.get("tags", metadata.get("tags", current and current.tags))
+                await run(vhost_command(v["name"], description or "", _tags(tags), default_queue_type(v)))
             for p in doc.get("permissions", []):
                 await run(mc.SetPermissions(new_key(), p["user"], p["vhost"], p["configure"], p["write"], p["read"]))
             for t in doc.get("topic_permissions", []):
