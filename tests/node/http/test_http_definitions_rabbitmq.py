@@ -6,6 +6,8 @@ is a 400 naming it, with nothing applied; importing twice changes nothing."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from mgmt_client import Api
 
@@ -124,3 +126,12 @@ def test_refused_naming_the_flag_while_it_is_off(broker_factory, monkeypatch):
     assert api.get("/api/vhosts/shop").status == 404
     del doc["vhosts"][0]["metadata"]["default_queue_type"]
     assert api.post("/api/definitions", doc).status == 204  # the rest needs no new flag
+
+
+def test_loaded_from_the_definitions_file_at_start(broker_factory, tmp_path):
+    path = tmp_path / "defs.json"
+    path.write_text(json.dumps(rabbitmq_42_export()))
+    api = Api(broker_factory(http_port=0, metrics_port=0, definitions_file=str(path)).broker.http_port)
+    assert api.get("/api/vhost-limits/shop").body[0]["value"] == {"max-connections": 3, "max-queues": 10}
+    assert api.get("/api/vhosts/shop").body["default_queue_type"] == "quorum"
+    assert api.get("/api/overview").body["cluster_name"] == "rabbit@old"

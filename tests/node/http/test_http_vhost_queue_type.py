@@ -33,6 +33,9 @@ def test_refused_naming_the_flag_while_it_is_off(broker_factory, monkeypatch):
 def test_queues_declared_without_a_type_get_the_vhosts(api, node):
     reply = api.put("/api/vhosts/v2", {"default_queue_type": "lazy"})
     assert reply.status == 400 and "'lazy'" in reply.body["reason"]
+    reply = api.put("/api/vhosts/v2", {"tracing": True})
+    assert reply.status == 400 and "tracing" in reply.body["reason"]
+    assert api.get("/api/vhosts/v2").status == 404
     assert api.put("/api/vhosts/v2", {"default_queue_type": "quorum", "description": "d"}).status == 201
     body = api.get("/api/vhosts/v2").body
     assert body["default_queue_type"] == "quorum" and body["metadata"]["default_queue_type"] == "quorum"
