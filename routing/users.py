@@ -46,7 +46,11 @@ def parse_hash(stored: str) -> tuple[int, bytes, bytes] | None:
 
 
 def check_password(password: str, stored: str) -> bool:
-    if rabbit_passwords.is_rabbit_hash(stored):  # imported from RabbitMQ, not yet rehashed
+    if rabbit_passwords.is_rabbit_hash(stored):  # imported from RabbitMQ, kept until the password changes
+        # Pay a PBKDF2 as well: a wrong password for such a user then takes as
+        # long as for an unknown user (checked against a PBKDF2 dummy), so the
+        # time of a refusal does not tell that the user exists.
+        derive(password.encode(), b"rabbit-hash-pace", ITERATIONS)
         return rabbit_passwords.check(password, stored)
     parsed = parse_hash(stored)
     if parsed is None:
