@@ -47,7 +47,7 @@ from node.vhosts.vhost import VHost
 from node.vhosts.volatile_queues import VolatileQueues
 from queues.classic import ClassicQueue, StorePersistence, classic_queue, payload_size
 from queues.quorum.queue import QuorumQueue
-from routing.users import Authenticator, hash_password
+from routing.users import HASHING_ALGORITHMS, Authenticator, hash_password
 from storage.group_commit import GroupCommitter
 from storage.message_store import MessageStore
 
@@ -63,6 +63,10 @@ class Broker:
         self.metrics = NodeMetrics()
         # users and permissions come from the metadata (the projections keep this in step)
         self.auth = Authenticator(config.anonymous_user, config.loopback_users, config.login_cache_size)
+        if config.password_hashing_module not in HASHING_ALGORITHMS:
+            raise ValueError(f"password_hashing_module must be one of {', '.join(HASHING_ALGORITHMS)}, "
+                             f"not {config.password_hashing_module!r}")  # fmt: skip
+        self.auth.password_hashing = config.password_hashing_module
         self.logins = LoginService(self.auth, config.login_workers, config.login_max_pending,
                                    FailureDelays(config.login_failure_delay, config.login_failure_delay_max,
                                                  config.login_failure_addresses))  # fmt: skip
@@ -179,7 +183,7 @@ class Broker:
         # one key for every attempt: a retry after a lost answer learns whether
         # this node's Bootstrap was the one that set the blank cluster up
         bootstrap = mc.Bootstrap(new_key(), "/", DEFAULT_VHOST_DESCRIPTION, cfg.default_user,
-                                 hash_password(cfg.default_password), ("administrator",))
+                                 hash_password(cfg.default_password, algorithm=cfg.password_hashing_module), ("administrator",))
         while True:
             try:
                 await cluster.fence()

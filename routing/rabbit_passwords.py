@@ -16,8 +16,9 @@ import base64
 import binascii
 import hashlib
 import hmac
+import os
 
-__all__ = ["ALGORITHMS", "PREFIXES", "check", "export", "is_rabbit_hash", "stored_form"]
+__all__ = ["ALGORITHMS", "PREFIXES", "check", "export", "hash_password", "is_rabbit_hash", "stored_form"]
 
 SALT_LENGTH = 4
 # RabbitMQ's hashing_algorithm name -> (Warren's prefix, hash function)
@@ -45,6 +46,14 @@ def stored_form(algorithm: str, password_hash: str) -> str:
     if raw is None or len(raw) != SALT_LENGTH + fn().digest_size:
         raise ValueError(f"password_hash is not a {algorithm} hash")
     return prefix + password_hash
+
+
+def hash_password(algorithm: str, password: str, salt: bytes | None = None) -> str:
+    """A new hash of `password` in RabbitMQ's format, as Warren stores it (for
+    the setting password_hashing_module = rabbit_password_hashing_sha256/512)."""
+    prefix, fn = ALGORITHMS[algorithm]
+    salt = os.urandom(SALT_LENGTH) if salt is None else salt
+    return prefix + base64.b64encode(salt + fn(salt + password.encode()).digest()).decode()
 
 
 def export(stored: str) -> tuple[str, str] | None:

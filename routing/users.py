@@ -28,7 +28,15 @@ def derive(password: bytes, salt: bytes, iterations: int) -> bytes:
     return hashlib.pbkdf2_hmac("sha256", password, salt, iterations)
 
 
-def hash_password(password: str, salt: bytes | None = None) -> str:
+PBKDF2_ALGORITHM = "warren_pbkdf2_sha256"  # this format's name in definitions (hashing_algorithm)
+HASHING_ALGORITHMS = (PBKDF2_ALGORITHM, *rabbit_passwords.ALGORITHMS)  # the setting password_hashing_module's values
+
+
+def hash_password(password: str, salt: bytes | None = None, algorithm: str = PBKDF2_ALGORITHM) -> str:
+    """A new stored hash of `password`: Warren's PBKDF2, or RabbitMQ's format,
+    which RabbitMQ can verify after a definitions export (docs/security.md)."""
+    if algorithm != PBKDF2_ALGORITHM:
+        return rabbit_passwords.hash_password(algorithm, password, salt)
     salt = os.urandom(16) if salt is None else salt
     digest = derive(password.encode(), salt, ITERATIONS)
     return f"{SCHEME}${ITERATIONS}${salt.hex()}${digest.hex()}"
@@ -111,6 +119,7 @@ class Authenticator:
         self.cache_size = cache_size
         self._cache_secret = os.urandom(32)
         self._dummy_hash = ""  # made on first use: an unknown user is checked against it
+        self.password_hashing = PBKDF2_ALGORITHM  # how new passwords are hashed (HASHING_ALGORITHMS)
         # OAuth 2: with a verifier, a PLAIN password that is a JWT is checked as
         # a token (RabbitMQ's auth_backends = oauth2, internal); None: off.
         self.tokens: TokenVerifier | None = None
@@ -119,7 +128,7 @@ class Authenticator:
                  password_hash: str | None = None) -> None:  # fmt: skip
         """Creates or replaces a user; `password_hash` loads a stored one."""
         if password_hash is None:
-            password_hash = hash_password(password) if password is not None else ""
+            password_hash = hash_password(password, algorithm=self.password_hashing) if password is not None else ""
         self.users[name] = User(name, password_hash, list(tags or []))
 
     def delete_user(self, name: str) -> bool:

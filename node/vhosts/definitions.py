@@ -132,7 +132,8 @@ class DefinitionsFile:
 
         if vhost is None:
             for u in doc.get("users", []):
-                await run(mc.PutUser(new_key(), u["name"], password_hash(u), tuple(_tags(u.get("tags")))))
+                stored = password_hash(u, self.broker.auth.password_hashing)
+                await run(mc.PutUser(new_key(), u["name"], stored, tuple(_tags(u.get("tags")))))
                 await self._set_limits("user", u["name"], limits_of(u.get("limits"), "user", ""))
             for v in doc.get("vhosts", []):
                 # RabbitMQ 3.x exports a vhost's name only: an existing vhost keeps what the entry lacks

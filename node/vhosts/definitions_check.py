@@ -167,8 +167,9 @@ def limits_of(value: Any, scope: str, where: str) -> dict[str, int] | None:
     return value
 
 
-def password_hash(user: dict) -> str:
-    """The hash to store for a user entry (Warren's, or RabbitMQ's kept as it is)."""
+def password_hash(user: dict, hashing: str = HASHING_ALGORITHM) -> str:
+    """The hash to store for a user entry (Warren's, or RabbitMQ's kept as it
+    is; a plain "password" is hashed as `hashing` says)."""
     stored = user.get("password_hash", "")
     # without a hashing_algorithm RabbitMQ assumes its default, salted SHA-256
     default = HASHING_ALGORITHM if str(stored).startswith("pbkdf2-sha256$") else "rabbit_password_hashing_sha256"
@@ -185,4 +186,4 @@ def password_hash(user: dict) -> str:
         except ValueError as e:
             raise DefinitionsError(f"user '{user['name']}': {e}") from None
     password = user.get("password")
-    return hash_password(password) if isinstance(password, str) and password else ""
+    return hash_password(password, algorithm=hashing) if isinstance(password, str) and password else ""

@@ -8,7 +8,7 @@ import hashlib
 import pytest
 
 from routing import rabbit_passwords
-from routing.users import Authenticator, check_password
+from routing.users import Authenticator, check_password, hash_password
 
 # The worked example of RabbitMQ's "Computing Password Hash": salt 908DC60A, password "test12".
 SHA256_EXAMPLE = "kI3GCqW5JLMJa4iX1lo7X4D6XbYqlLgxIs30+P6tENUV2POR"
@@ -60,3 +60,15 @@ def test_a_rabbit_hash_is_kept_after_a_login():
     assert auth.authenticate("PLAIN", b"\0alice\0test12", "127.0.0.1") == "alice"
     assert auth.authenticate("PLAIN", b"\0alice\0test12", "127.0.0.1") == "alice"  # cached
     assert auth.users["alice"].password_hash == stored
+
+
+def test_new_hashes_in_rabbitmqs_format():
+    # RabbitMQ's worked example again: salt 908DC60A, password "test12"
+    assert hash_password("test12", bytes.fromhex("908DC60A"), "rabbit_password_hashing_sha256") == (
+        "rabbit-sha256$" + SHA256_EXAMPLE)  # fmt: skip
+    stored = hash_password("pw", algorithm="rabbit_password_hashing_sha512")
+    assert stored.startswith("rabbit-sha512$") and check_password("pw", stored) and not check_password("x", stored)
+    auth = Authenticator(None, [])
+    auth.password_hashing = "rabbit_password_hashing_sha256"
+    auth.add_user("carol", "pw", [])
+    assert auth.users["carol"].password_hash.startswith("rabbit-sha256$")

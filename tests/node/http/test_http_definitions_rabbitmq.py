@@ -11,6 +11,8 @@ import json
 import pytest
 from mgmt_client import Api
 
+from node.broker import Broker
+from node.config import Config
 from node.vhosts.definitions_check import INFORMATIONAL
 
 pytestmark = pytest.mark.timeout(60)
@@ -135,3 +137,15 @@ def test_loaded_from_the_definitions_file_at_start(broker_factory, tmp_path):
     assert api.get("/api/vhost-limits/shop").body[0]["value"] == {"max-connections": 3, "max-queues": 10}
     assert api.get("/api/vhosts/shop").body["default_queue_type"] == "quorum"
     assert api.get("/api/overview").body["cluster_name"] == "rabbit@old"
+
+
+def test_new_passwords_hashed_as_rabbitmq_does_when_asked(broker_factory, tmp_path):
+    api = Api(broker_factory(http_port=0, metrics_port=0,
+                             password_hashing_module="rabbit_password_hashing_sha512").broker.http_port)  # fmt: skip
+    assert api.put("/api/users/carol", {"password": "pw", "tags": "management"}).status == 201
+    assert api.get("/api/users/carol").body["hashing_algorithm"] == "rabbit_password_hashing_sha512"
+    assert api.as_user("carol", "pw").get("/api/whoami").status == 200
+    exported = {u["name"]: u for u in api.get("/api/definitions").body["users"]}
+    assert exported["guest"]["hashing_algorithm"] == "rabbit_password_hashing_sha512"  # the default user too
+    with pytest.raises(ValueError, match="password_hashing_module"):
+        Broker(Config(data_dir=str(tmp_path / "bad"), password_hashing_module="rabbit_password_hashing_md5"))
