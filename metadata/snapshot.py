@@ -22,10 +22,11 @@ that order, so equal states give byte-identical snapshots, before and after
 a restore.
 
 Versioned twice: SNAPSHOT_FORMAT for this layout, and each record's `format`
-for its own fields. A record written in an older format is migrated by the
+for its own fields. A record read in an older format is migrated by the
 functions registered in MIGRATIONS (a vhost record's format 1 lacks its
-default queue type), and written in the oldest format that holds it
-(DOWNGRADES); a newer format, snapshot layout or machine version than this build knows is
+default queue type); a record is written in the oldest format that holds it
+(DOWNGRADES), so builds before a new field read a state that does not use it.
+A newer format, snapshot layout or machine version than this build knows is
 refused (SnapshotFormatError), never guessed at.
 """
 
