@@ -223,8 +223,8 @@ async def get_vhost(request: web.Request) -> web.Response:
 @access(ADMIN)
 async def put_vhost(request: web.Request) -> web.Response:
     """Creates the vhost, or updates its description, tags and default queue
-    type (given: set, "" for none; absent: kept); the creating user gets full permissions in a new vhost (RabbitMQ's
-    maybe_grant_full_permissions)."""
+    type (each kept when the request does not mention it); the creating user
+    gets full permissions in a new vhost (RabbitMQ's maybe_grant_full_permissions)."""
     api, name, user = api_of(request), request.match_info["vhost"], request[USER]
     body = await read_body(request)
     if not name:
