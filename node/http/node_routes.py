@@ -148,6 +148,22 @@ async def import_definitions(request: web.Request) -> web.Response:
     return no_content()
 
 
+@access(MGMT)
+async def get_cluster_name(request: web.Request) -> web.Response:
+    return json_response(request, {"name": fmt.cluster_name(api_of(request).broker)})
+
+
+@access(ADMIN)
+async def put_cluster_name(request: web.Request) -> web.Response:
+    """PUT /api/cluster-name {"name": ...}: the global parameter cluster_name,
+    as RabbitMQ's set_cluster_name (what /api/overview and Prometheus report)."""
+    name = (await read_body(request)).get("name")
+    if not isinstance(name, str) or not name:
+        raise bad_request("'name' must be a non-empty string")
+    await api_of(request).broker.metadata.run(mc.SetGlobalParameter(new_key(), "cluster_name", name))
+    return no_content()
+
+
 # ---------------------------------------------------------------- connections
 
 
@@ -404,6 +420,8 @@ ROUTES = [
     ("POST", "/api/definitions", import_definitions),
     ("GET", "/api/definitions/{vhost}", vhost_definitions),
     ("POST", "/api/definitions/{vhost}", import_definitions),
+    ("GET", "/api/cluster-name", get_cluster_name),
+    ("PUT", "/api/cluster-name", put_cluster_name),
     ("GET", "/api/connections", list_connections),
     ("GET", "/api/connections/{name}", get_connection),
     ("DELETE", "/api/connections/{name}", close_connection),

@@ -149,3 +149,11 @@ def test_new_passwords_hashed_as_rabbitmq_does_when_asked(broker_factory, tmp_pa
     assert exported["guest"]["hashing_algorithm"] == "rabbit_password_hashing_sha512"  # the default user too
     with pytest.raises(ValueError, match="password_hashing_module"):
         Broker(Config(data_dir=str(tmp_path / "bad"), password_hashing_module="rabbit_password_hashing_md5"))
+
+
+def test_cluster_name_is_the_global_parameter(api, node):
+    assert api.get("/api/cluster-name").body == {"name": "warren@test"}  # the node's name until one is set
+    assert api.put("/api/cluster-name", {"name": ""}).status == 400
+    assert api.put("/api/cluster-name", {"name": "blue"}).status == 204
+    assert api.get("/api/cluster-name").body == {"name": "blue"} and api.get("/api/overview").body["cluster_name"] == "blue"
+    assert api.get("/api/definitions").body["global_parameters"] == [{"name": "cluster_name", "value": "blue"}]
