@@ -40,7 +40,7 @@ from node.http.route_kit import (
     read_body,
     refused,
 )
-from node.vhosts.definitions import HASHING_ALGORITHM, DefinitionsError
+from node.vhosts.definitions import HASHING_ALGORITHM, DefinitionsError, check_default_queue_type, vhost_command
 from node.vhosts.metadata_store import new_key
 from routing import permissions, rabbit_passwords
 from routing.oauth import TokenUser
@@ -149,6 +149,22 @@ async def import_definitions(request: web.Request) -> web.Response:
     return no_content()
 
 
+@access(MGMT)
+async def get_cluster_name(request: web.Request) -> web.Response:
+    return json_response(request, {"name": fmt.cluster_name(api_of(request).node)})
+
+
+@access(ADMIN)
+async def put_cluster_name(request: web.Request) -> web.Response:
+    """PUT /api/cluster-name {"name": ...}: the global parameter cluster_name,
+    as RabbitMQ's set_cluster_name (what /api/overview and Prometheus report)."""
+    name = (await read_body(request)).get("name")
+    if not isinstance(name, str) or not name:
+        raise bad_request("'name' must be a non-empty string")
+    await api_of(request).node.metadata.run(mc.SetGlobalParameter(new_key(), "cluster_name", name))
+    return no_content()
+
+
 # ---------------------------------------------------------------- connections
 
 
@@ -223,9 +239,9 @@ async def get_vhost(request: web.Request) -> web.Response:
 
 @access(ADMIN)
 async def put_vhost(request: web.Request) -> web.Response:
-    """Creates the vhost, or updates its description and tags; the creating
-    user gets full permissions in a new vhost (RabbitMQ's
-    maybe_grant_full_permissions)."""
+    """Creates the vhost, or updates its description, tags and default queue
+    type (each kept when the request does not mention it); the creating user
+    gets full permissions in a new vhost (RabbitMQ's maybe_grant_full_permissions)."""
     api, name, user = api_of(request), request.match_info["vhost"], request[USER]
     body = await read_body(request)
     if not name:
@@ -237,6 +253,13 @@ async def put_vhost(request: web.Request) -> web.Response:
     description = body.get("description", "")
     if not isinstance(description, str):
         raise bad_request("'description' must be a string")
+    if body.get("tracing"):  # RabbitMQ's firehose tracer: not built, so not accepted
+        raise bad_request("tracing is not implemented by Warren")
+    queue_type = body.get("default_queue_type")
+    try:
+        check_default_queue_type(queue_type)
+    except DefinitionsError as e:
+        raise bad_request(str(e)) from None
     node = api.node
     current = node.vhosts.get(name)
     created = current is None
@@ -244,7 +267,7 @@ async def put_vhost(request: web.Request) -> web.Response:
         description = description if "description" in body else current.description
         tags = tags if "tags" in body else list(current.tags)
     run = node.metadata.run
-    await run(mc.AddVHost(new_key(), name, description, tuple(tags)))
+    await run(vhost_command(name, description, tags, queue_type))
     if created and not isinstance(user, TokenUser) and node.auth.permission(user.name, name) is None:
         await run(mc.SetPermissions(new_key(), user.name, name))
     return created_or_updated(created)
@@ -398,6 +421,8 @@ ROUTES = [
     ("POST", "/api/definitions", import_definitions),
     ("GET", "/api/definitions/{vhost}", vhost_definitions),
     ("POST", "/api/definitions/{vhost}", import_definitions),
+    ("GET", "/api/cluster-name", get_cluster_name),
+    ("PUT", "/api/cluster-name", put_cluster_name),
     ("GET", "/api/connections", list_connections),
     ("GET", "/api/connections/{name}", get_connection),
     ("DELETE", "/api/connections/{name}", close_connection),
