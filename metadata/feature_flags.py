@@ -32,6 +32,7 @@ __all__ = [
     "FLAGS",
     "OPERATOR_POLICIES",
     "QUORUM_QUEUE_POLICIES",
+    "QUORUM_CONSUMER_TIMEOUT",
     "QUORUM_PUBLISHER_FLOW",
     "QUORUM_QUEUE_PRIORITIES",
     "QUORUM_QUEUE_PUBLISH_BATCH",
@@ -66,6 +67,7 @@ STREAM_QUEUE = "stream_queue"
 STREAM_REPLICATION = "stream_replication"
 QUORUM_PUBLISHER_FLOW = "quorum_publisher_flow"
 STREAM_COMMIT_NOTICES = "stream_commit_notices"
+QUORUM_CONSUMER_TIMEOUT = "quorum_consumer_timeout"
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,6 +183,10 @@ FLAGS = FeatureFlagRegistry([
                 "A stream leader tells a replica waiting for chunks that the committed end moved in a"
                 " stream.repl `committed` notice and keeps its fetch (no answer and new fetch per move)",
                 STABLE, "0.3.0", depends_on=(STREAM_REPLICATION,)),
+    FeatureFlag(QUORUM_CONSUMER_TIMEOUT,
+                "Quorum queues time out consumers holding a message unsettled too long: the leader's ticks are"
+                " quorum.tick version 2, carrying the timeout (x-consumer-timeout, consumer-timeout, consumer_timeout)",
+                STABLE, "0.3.0", depends_on=(QUORUM_QUEUE_V1,)),
 ])  # fmt: skip
 
 

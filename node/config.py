@@ -125,6 +125,10 @@ class Config:
     # sent the moment the client grants more (queues/quorum/credit_lease.py); so does the node of a
     # consumer without a replica (node/vhosts/proxy_lease.py); 0: off
     quorum_consumer_lease: int = 1000
+    # ms a consumer may hold a message unsettled (RabbitMQ's consumer_timeout, 30 minutes) in queues whose
+    # x-consumer-timeout or policy consumer-timeout sets none; past it the message goes back to the queue and
+    # the consumer's link is detached (docs/architecture.md); 0: none
+    consumer_timeout: int = 1_800_000
     cluster_ready_timeout: float = 300.0  # seconds a starting node waits for a majority before giving up
     # Where a new quorum queue's leader goes unless its x-queue-leader-locator or a policy's
     # queue-leader-locator says: client-local (the declaring node) or balanced (node/cluster/placement.py)

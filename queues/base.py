@@ -83,6 +83,18 @@ class Consumer(Protocol):
     def queue_deleted(self) -> None:
         """The queue is gone (deleted by an operator): end the link."""
 
+    def timed_out(self, description: str) -> None:
+        """The consumer held a message unsettled past the consumer timeout: the
+        queue took back those messages and sends it nothing more; end the link
+        (amqp:resource-limit-exceeded, `description` saying why)."""
+
+
+def consumer_timeout_text(queue: Any, timeout: int) -> str:
+    """The DETACH description of a link that timed out (the same for every queue type)."""
+    return (f"consumer timeout: a message of queue '{queue.name}' in vhost '{queue.vhost}' was held unsettled"
+            f" for more than {timeout} ms (x-consumer-timeout, policy consumer-timeout or node setting"
+            f" consumer_timeout); it was returned to the queue")
+
 
 ConfirmCallback = Callable[[Outcome], None]
 

@@ -26,7 +26,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from metadata import commands as mc
-from metadata.feature_flags import QUORUM_QUEUE_PRIORITIES, QUORUM_QUEUE_PUBLISH_BATCH
+from metadata.feature_flags import QUORUM_CONSUMER_TIMEOUT, QUORUM_QUEUE_PRIORITIES, QUORUM_QUEUE_PUBLISH_BATCH
 from node.cluster.cluster import MembershipError
 from node.vhosts.metadata_store import new_key
 from queues.quorum.queue import COMPACTION_BYTES, COMPACTION_ENTRIES, QuorumQueue
@@ -244,6 +244,11 @@ class QuorumQueues:
 
     def consumer_lease(self) -> int:
         return getattr(getattr(self.broker, "config", None), "quorum_consumer_lease", 0)
+
+    def consumer_timeout(self) -> int | None:
+        if not self.broker.metadata.state.flag_enabled(QUORUM_CONSUMER_TIMEOUT):
+            return None
+        return max(0, self.broker.config.consumer_timeout)
 
     def fetch_bodies(self, group: str, mids: list[int], callback: Any) -> None:
         self.broker.background(self._fetch(group, mids, callback), f"fetching message bodies of {group}")

@@ -51,6 +51,7 @@ __all__ = [
     "SetConfig",
     "Settle",
     "Tick",
+    "TickTimeouts",
     "msg_id",
     "split_msg_id",
 ]
@@ -238,9 +239,25 @@ class Modify:
 @command("quorum.tick", version=1)
 @dataclass(frozen=True, slots=True)
 class Tick:
-    """Time passes: messages at the head whose TTL ran out expire."""
+    """Time passes: messages at the head whose TTL ran out expire, and the
+    messages checked out since the last Tick are stamped with `now_ms` (the
+    consumer timeout measures from it)."""
 
     now_ms: int
+
+
+@command("quorum.tick", version=2)
+@dataclass(frozen=True, slots=True)
+class TickTimeouts(Tick):
+    """Tick, and messages a consumer has held since a Tick at least
+    `consumer_timeout` ms before this one go back to the queue, the consumer
+    timed out (effects.ConsumerTimedOut); 0: no timeout. The leader stamps its
+    effective timeout (x-consumer-timeout, a policy's, else its node setting
+    consumer_timeout), so every member applies the same. Proposed once every
+    member knows it (feature flag quorum_consumer_timeout); a member that does
+    not would apply it as version 1."""
+
+    consumer_timeout: int = 0
 
 
 @command("quorum.purge", version=1)
@@ -290,6 +307,7 @@ COMMANDS: tuple[type, ...] = (
     Discard,
     Modify,
     Tick,
+    TickTimeouts,
     Purge,
     DownConsumersOnNode,
     DeadLetterSettled,
