@@ -333,7 +333,8 @@ class Broker:
         return classic_queue(vhost.name, name, durable, exclusive_owner, auto_delete, arguments, host=vhost,
                             persistence=self.persistence, memory_window=window if window >= 0 else None,
                             memory_bytes=window_bytes if window_bytes >= 0 else None,
-                            checkpoint_every=self.config.classic_queue_checkpoint_every)  # fmt: skip
+                            checkpoint_every=self.config.classic_queue_checkpoint_every,
+                            consumer_timeout=self.config.consumer_timeout)  # fmt: skip
 
     def recover_queue(self, queue: Any) -> None:
         """Hands a starting queue its checkpoint, if the store kept one, to
