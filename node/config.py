@@ -176,4 +176,6 @@ def load(config_file: str | None = None, env: dict | None = None, overrides: dic
     for key, value in (overrides or {}).items():
         if value is not None:
             setattr(cfg, key, value)
+    if isinstance(cfg.consumer_timeout, bool) or not isinstance(cfg.consumer_timeout, int) or cfg.consumer_timeout < 0:
+        raise ValueError(f"consumer_timeout must be 0 (none) or a number of milliseconds, got {cfg.consumer_timeout!r}")
     return cfg

@@ -23,6 +23,7 @@ from amqp.errors import Condition
 from amqp.types import Symbol, Timestamp
 from metadata import commands as mc
 from metadata import limits
+from metadata.feature_flags import QUORUM_CONSUMER_TIMEOUT
 from node.vhosts.metadata_store import new_key as mc_key
 from queues.base import Outcome, Queue, QueueArgumentError, QueueMessage
 from queues.classic import ClassicQueueConfig
@@ -94,6 +95,9 @@ class VHost:
         try:  # refuse early, without a round through Raft
             if qtype == "quorum":
                 QuorumConfig.from_arguments(arguments)
+                if "x-consumer-timeout" in arguments and QUORUM_CONSUMER_TIMEOUT not in self.broker.projections.feature_flags:
+                    raise QueueArgumentError(f"x-consumer-timeout on a quorum queue needs the feature flag "
+                                             f"{QUORUM_CONSUMER_TIMEOUT} (warren ctl enable_feature_flag all)")  # fmt: skip
                 replicas = self._place_replicas(name, durable, exclusive_owner, auto_delete, arguments)
             elif qtype == "stream":
                 config = check_stream_declaration(durable, exclusive_owner, auto_delete, arguments)
