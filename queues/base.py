@@ -89,19 +89,28 @@ class Consumer(Protocol):
         (amqp:resource-limit-exceeded, `description` saying why)."""
 
 
-def consumer_timeout_text(queue: Any, timeout: int) -> str:
-    """The DETACH description of a link that timed out (the same for every queue type)."""
-    return (f"consumer timeout: a message of queue '{queue.name}' in vhost '{queue.vhost}' was held unsettled"
-            f" for more than {timeout} ms (x-consumer-timeout, policy consumer-timeout or node setting"
-            f" consumer_timeout); it was returned to the queue")
-
-
 ConfirmCallback = Callable[[Outcome], None]
 
 
 class QueueArgumentError(ValueError):
     """A queue argument (x-...) has a value the queue's type refuses at declare
     (where RabbitMQ would refuse it too)."""
+
+
+def consumer_timeout_of(arguments: dict) -> int | None:
+    """x-consumer-timeout (ms) from a queue's effective arguments (the smaller of the queue's
+    own and a policy's: routing/policies.py), or None; raises QueueArgumentError."""
+    value = arguments.get("x-consumer-timeout")
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise QueueArgumentError(f"x-consumer-timeout must be a positive integer (milliseconds), got {value!r}")
+    return None if value is None else int(value)
+
+
+def consumer_timeout_text(queue: Any, timeout: int) -> str:
+    """The DETACH description of a link that timed out (the same for every queue type)."""
+    return (f"consumer timeout: a message of queue '{queue.name}' in vhost '{queue.vhost}' was held unsettled"
+            f" for more than {timeout} ms (x-consumer-timeout, policy consumer-timeout or node setting"
+            f" consumer_timeout); it was returned to the queue")
 
 
 class Queue(ABC):

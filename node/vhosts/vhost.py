@@ -25,7 +25,7 @@ from metadata import commands as mc
 from metadata import limits
 from metadata.feature_flags import QUORUM_CONSUMER_TIMEOUT
 from node.vhosts.metadata_store import new_key as mc_key
-from queues.base import Outcome, Queue, QueueArgumentError, QueueMessage
+from queues.base import Outcome, Queue, QueueArgumentError, QueueMessage, consumer_timeout_of
 from queues.classic import ClassicQueueConfig
 from queues.equivalence import first_difference, inequivalent
 from queues.quorum import QuorumConfig
@@ -104,6 +104,7 @@ class VHost:
                 replicas = self.broker.streams.place(self.name, name, arguments, config)
             else:
                 ClassicQueueConfig.from_arguments(arguments)
+                consumer_timeout_of(arguments)
         except QueueArgumentError as e:
             raise InvalidArgument(str(e)) from None
         owner_id = None if exclusive_owner is None else self.broker.owners.id_of(exclusive_owner)

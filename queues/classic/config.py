@@ -43,7 +43,6 @@ class ClassicQueueConfig:
     dead_letter: bool = False  # x-dead-letter-exchange is set ("" is the default exchange)
     max_priority: int = 0  # x-max-priority: 1..255 makes a priority queue (0: one level, as without)
     single_active_consumer: bool = False  # x-single-active-consumer
-    consumer_timeout: int | None = None  # x-consumer-timeout, ms (timeouts.py); None: the node setting's
 
     @property
     def limited(self) -> bool:
@@ -80,7 +79,6 @@ class ClassicQueueConfig:
             dead_letter=dlx is not None,
             max_priority=max_priority,
             single_active_consumer=sac,
-            consumer_timeout=_non_negative(arguments, "x-consumer-timeout", positive=True),
         )
 
 

@@ -150,13 +150,13 @@ class ClassicQueue(QueueRecovery, QueueFigures, Queue):
         config = ClassicQueueConfig.from_arguments(arguments)  # raises QueueArgumentError
         if config == self.config and arguments == self.effective_arguments:
             return
+        self._timeouts.configure(arguments)  # raises QueueArgumentError
         self.effective_arguments = dict(arguments)
         self.config = config
         self._drop_head = config.limited and config.overflow == DROP_HEAD
         self._reject_when_full = config.limited and config.overflow != DROP_HEAD
         self._has_ttl = self._has_ttl or config.message_ttl is not None
         self._retention.expiry_changed()
-        self._timeouts.configure(config.consumer_timeout)
         if not self.deleted:
             self._dispatch()
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from queues.base import consumer_timeout_text
+from queues.base import consumer_timeout_of, consumer_timeout_text
 
 from .flow import ConsumerState
 
@@ -31,10 +31,13 @@ class ConsumerTimeouts:
         self.timeout = self._node_timeout  # in force, ms; 0: none
         self._timer: Any = None
         self._stamps: dict[ConsumerState, dict[int, int]] = {}  # seq -> first seen held (ms)
-        self.configure(queue.config.consumer_timeout)
+        self.configure(queue.effective_arguments)
 
-    def configure(self, own: int | None) -> None:
-        """The queue's x-consumer-timeout (its own or a policy's) changed."""
+    def configure(self, arguments: dict) -> None:
+        """From the queue's effective arguments; raises QueueArgumentError. (Not part of
+        ClassicQueueConfig: the metadata machine checks that one, and a check it gains would
+        refuse there what a member of an older version accepts.)"""
+        own = consumer_timeout_of(arguments)
         self.timeout = self._node_timeout if own is None else own
 
     def watch(self) -> None:

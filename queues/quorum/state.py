@@ -51,7 +51,7 @@ from collections import deque
 from dataclasses import dataclass, fields
 from typing import Any
 
-from queues.base import QueueArgumentError
+from queues.base import QueueArgumentError, consumer_timeout_of
 
 from .live import LiveIndexes
 from .ready import ReadyList
@@ -113,13 +113,6 @@ def expires_of(arguments: dict) -> int | None:
     return _int_arg(arguments, "x-expires", minimum=1)
 
 
-def consumer_timeout_of(arguments: dict) -> int | None:
-    """x-consumer-timeout (ms) from a queue's effective arguments (the smaller of
-    the queue's own and a policy's: routing/policies.py); raises QueueArgumentError.
-    The leader puts it in its Tick commands (commands.TickTimeouts), not the config."""
-    return _int_arg(arguments, "x-consumer-timeout", minimum=1)
-
-
 @dataclass(frozen=True, slots=True)
 class QuorumConfig:
     """The queue arguments the machine acts on, validated; immutable."""
@@ -166,7 +159,7 @@ class QuorumConfig:
         if not isinstance(sac, bool):
             raise QueueArgumentError(f"x-single-active-consumer must be a boolean, got {sac!r}")
         expires_of(arguments)  # checked here; the replica acts on it, not the machine (expiry.py)
-        consumer_timeout_of(arguments)  # checked here; the leader's ticks carry it (timeouts.py)
+        consumer_timeout_of(arguments)  # checked here; the leader's ticks carry it, not the config (ticks.py)
         return cls(
             delivery_limit=None if limit == -1 else int(limit),
             dead_letter=dlx is not None,
