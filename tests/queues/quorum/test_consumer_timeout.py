@@ -4,11 +4,16 @@ the consumer gets nothing more until it detaches."""
 
 from __future__ import annotations
 
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from qq_helpers import Q
 
 from queues.quorum import (
     ConsumerTimedOut,
+    Deliver,
     Detach,
+    Modify,
+    Return,
     Settle,
     Tick,
     TickTimeouts,
@@ -115,3 +120,52 @@ def test_stamps_and_the_timed_out_mark_survive_a_snapshot():
     q.state = restored
     q.do(TickTimeouts(1200, 100))
     assert q.effects(ConsumerTimedOut) == [ConsumerTimedOut("c", 100, 1)]
+
+
+# ---------------------------------------------------------------- random runs
+
+CIDS = ("a", "b", "c")
+STEPS = st.lists(st.one_of(
+    st.tuples(st.just("publish"), st.integers(1, 4)),
+    st.tuples(st.just("credit"), st.sampled_from(CIDS), st.integers(0, 4)),
+    st.tuples(st.just("settle"), st.sampled_from(CIDS), st.sampled_from(["accept", "release", "modify"])),
+    st.tuples(st.just("attach"), st.sampled_from(CIDS)),
+    st.tuples(st.just("detach"), st.sampled_from(CIDS)),
+    st.tuples(st.just("tick"), st.integers(0, 400), st.sampled_from([0, 100, 250])),
+), max_size=40)  # fmt: skip
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(STEPS)
+def test_random_runs_time_out_only_late_messages_and_never_feed_a_timed_out_consumer(steps):
+    q = Q({"x-single-active-consumer": False})
+    now = 1000
+    timed_out: set[str] = set()
+    for step in steps:
+        kind = step[0]
+        if kind == "publish":
+            q.publish(step[1])
+        elif kind == "attach":
+            q.attach(step[1])  # an id already attached changes nothing
+        elif kind == "detach":
+            q.do(Detach(step[1]))
+            timed_out.discard(step[1])
+        elif kind == "credit" and step[1] in q.state.consumers:
+            q.credit(step[1], step[2])
+        elif kind == "settle" and held(q, step[1]):
+            cid, mid = step[1], held(q, step[1])[0]
+            cmd = {"accept": Settle, "release": Return}.get(step[2])
+            q.do(cmd(cid, (mid,)) if cmd else Modify(cid, (mid,), True))
+        elif kind == "tick":
+            now += step[1]
+            q.do(TickTimeouts(now, step[2]))
+            for e in q.effects(ConsumerTimedOut):
+                timed_out.add(e.consumer_id)
+            if step[2]:  # nothing stamped at least the timeout ago is still held
+                for cs in q.state.consumers.values():
+                    assert all(since > now - step[2] for since in cs.since.values())
+        for e in q.effects(Deliver):
+            assert e.consumer_id not in timed_out
+        for cs in q.state.consumers.values():
+            assert list(cs.since) == list(cs.checked)[: len(cs.since)]  # the stamped ones: the oldest held
+        assert restore(snapshot_bytes(q.state)) == q.state
