@@ -325,10 +325,12 @@ class QuorumQueue(Queue):
         if ids and not self.deleted:
             self.proposals.submit(qq.DeadLetterSettled(ids))
 
-    def _tick(self, record: Any) -> None:
-        """The leader's Tick (ticks.py): TTL, consumer timeouts."""
-        if not self.deleted and self._qh.is_leader(self.group):
-            self.proposals.submit(record)
+    def _tick(self, record: Any) -> bool:
+        """The leader's Tick (ticks.py): TTL, consumer timeouts. Whether it was proposed."""
+        if self.deleted or not self._qh.is_leader(self.group):
+            return False
+        self.proposals.submit(record)
+        return True
 
     def _consumer_timeout(self) -> int | None:
         """x-consumer-timeout (the smaller of the queue's and its policy's), else the

@@ -26,9 +26,9 @@ STAMP_MS = 1000  # a checked-out message is stamped within this: a timeout is la
 
 class LeaderTicks:
     """`timeout()`: the consumer timeout in force (ms; 0: none), or None while the
-    feature flag is off; `propose(record)`: into the queue's log."""
+    feature flag is off; `propose(record)`: into the queue's log, True if it was."""
 
-    def __init__(self, host: Any, propose: Callable[[Any], None], timeout: Callable[[], int | None]) -> None:
+    def __init__(self, host: Any, propose: Callable[[Any], bool], timeout: Callable[[], int | None]) -> None:
         self._host = host  # now_ms, call_later
         self._propose = propose
         self._timeout = timeout
@@ -38,9 +38,14 @@ class LeaderTicks:
         self._timeout_known = False  # _timeout_due is up to date for _timeout_of
         self._timeout_of = 0
         self._stamp_due: int | None = None
+        self._in_flight = False  # a Tick proposed and not applied yet: it settles what was due
 
     def arm(self, state: QuorumState, record: Any) -> None:
         """After each command applied on the leader."""
+        if self._in_flight:
+            if not isinstance(record, c.Tick):
+                return  # what is due now is for that Tick (else every apply until it lands would tick again)
+            self._in_flight = False
         due = next_expiry(state)
         timeout = self._timeout()
         if timeout:
@@ -68,6 +73,7 @@ class LeaderTicks:
         self.stop()
         self._timeout_known = False
         self._stamp_due = None
+        self._in_flight = False
 
     def stop(self) -> None:
         if self._timer is not None:
@@ -78,4 +84,4 @@ class LeaderTicks:
         self._timer, self._at = None, None
         timeout = self._timeout()
         now = self._host.now_ms()
-        self._propose(c.Tick(now) if timeout is None else c.TickTimeouts(now, timeout))
+        self._in_flight = self._propose(c.Tick(now) if timeout is None else c.TickTimeouts(now, timeout))

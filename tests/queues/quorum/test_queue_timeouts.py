@@ -82,3 +82,19 @@ def test_without_the_feature_flag_ticks_stay_version_1_and_nothing_times_out():
     queue.apply(batch(1, 2), 4)
     host.clock = 11_001  # timers run a millisecond late
     assert run_due_timers(host) == [qq.Tick(11_001)]  # the TTL tick, version 1
+
+
+def test_a_tick_in_flight_is_not_proposed_again_by_the_commands_applied_before_it():
+    queue, host = make()
+    host.timeout = 3000
+    queue.apply(batch(1, 1), 1)
+    attached(queue, host, 2)
+    host.clock += 1001
+    [tick] = run_due_timers(host)
+    for i in range(3):  # publishes committed before the Tick: what is due waits for it
+        queue.apply(batch(1, 2 + i), 4 + i)
+        host.clock += 10
+        assert run_due_timers(host) == []
+    queue.apply(tick, 7)
+    host.clock = tick.now_ms + 3001
+    assert run_due_timers(host) == [qq.TickTimeouts(host.clock, 3000)]  # armed again once it landed
