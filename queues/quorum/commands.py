@@ -239,9 +239,7 @@ class Modify:
 @command("quorum.tick", version=1)
 @dataclass(frozen=True, slots=True)
 class Tick:
-    """Time passes: messages at the head whose TTL ran out expire, and the
-    messages checked out since the last Tick are stamped with `now_ms` (the
-    consumer timeout measures from it)."""
+    """Time passes: messages at the head whose TTL ran out expire."""
 
     now_ms: int
 
@@ -249,13 +247,14 @@ class Tick:
 @command("quorum.tick", version=2)
 @dataclass(frozen=True, slots=True)
 class TickTimeouts(Tick):
-    """Tick, and messages a consumer has held since a Tick at least
-    `consumer_timeout` ms before this one go back to the queue, the consumer
-    timed out (effects.ConsumerTimedOut); 0: no timeout. The leader stamps its
+    """Tick, and the consumer timeout (timeouts.py): the messages checked out
+    since the last TickTimeouts are stamped with `now_ms`, and those a consumer
+    has held since one at least `consumer_timeout` ms before this one go back
+    to the queue, the consumer timed out (effects.ConsumerTimedOut); 0: no timeout. The leader stamps its
     effective timeout (x-consumer-timeout, a policy's, else its node setting
     consumer_timeout), so every member applies the same. Proposed once every
-    member knows it (feature flag quorum_consumer_timeout); a member that does
-    not would apply it as version 1."""
+    member knows it (feature flag quorum_consumer_timeout): a member that does
+    not cannot read it (raft.records refuses an unknown version)."""
 
     consumer_timeout: int = 0
 

@@ -38,8 +38,8 @@ Semantics (RabbitMQ 4 quorum queues, as Warren re-creates them):
   reject-publish, as in RabbitMQ) moves it into the holding area until
   DeadLetterSettled.
 - Tick expires messages at the head whose expiry is <= now (a message
-  without TTL at the head shields the ones behind it, as in RabbitMQ), and
-  stamps the checked-out messages; TickTimeouts also returns those held past
+  without TTL at the head shields the ones behind it, as in RabbitMQ);
+  TickTimeouts also stamps the checked-out messages, returns those held past
   the consumer timeout and times their consumers out (timeouts.py).
 - Credit (API v2): credit = receiver's delivery-count + link credit - ours
   (RFC 1982), clamped at 0; deliveries follow; drain then spends the credit
@@ -393,9 +393,10 @@ def _tick(st: QuorumState, cmd: c.Tick, index: int, ctx: Ctx) -> None:
     if now > st.clock:
         st.clock = now
     now = st.clock
-    stamp(st, now)
-    if isinstance(cmd, c.TickTimeouts) and cmd.consumer_timeout > 0:
-        time_out(st, now, cmd.consumer_timeout, ctx)
+    if isinstance(cmd, c.TickTimeouts):  # version 1 stamps nothing: its state stays a 0.2 machine's
+        stamp(st, now)
+        if cmd.consumer_timeout > 0:
+            time_out(st, now, cmd.consumer_timeout, ctx)
     while True:
         first = head(st)
         if first is None or first[2] is None or first[2] > now:

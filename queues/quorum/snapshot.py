@@ -44,7 +44,9 @@ it. A layout or a machine version newer than this build's is refused
 (SnapshotFormatError), never guessed at; a new layout is a new
 SNAPSHOT_FORMAT and `restore` keeps reading the old ones:
 
-    format 4  as format 5, without timed_out and the stamps (none stamped)
+    format 4  as format 5, without timed_out and the stamps; still written
+              while no consumer is stamped or timed out (the flag
+              quorum_consumer_timeout off), which earlier versions read
     format 3  as format 4, without the high-priority ready section and prio_turn
     format 2  the ready messages as a message section (12 B each) instead
               of runs
@@ -146,8 +148,12 @@ def _pack_ready(parts: list[bytes], ready: ReadyList) -> None:
 
 def snapshot_bytes(state: QuorumState) -> bytes:
     """The whole state (no bodies) as deterministic, versioned bytes."""
+    # format 4 while no consumer was stamped (feature flag quorum_consumer_timeout off): the
+    # layout members of earlier versions read, so a leader can still send them a snapshot
+    timeouts = any(cs.since or cs.timed_out for cs in state.consumers.values())
     consumers = [
-        [cs.consumer_id, cs.priority, cs.node, cs.delivery_count, cs.credit, cs.settled, cs.in_service, cs.timed_out]
+        [cs.consumer_id, cs.priority, cs.node, cs.delivery_count, cs.credit, cs.settled, cs.in_service]
+        + ([cs.timed_out] if timeouts else [])
         for cs in state.consumers.values()
     ]
     service = [[prio, [cs.consumer_id for cs in state.service[prio]]] for prio in state.prios]
@@ -170,8 +176,9 @@ def snapshot_bytes(state: QuorumState) -> bytes:
     _pack_ready(parts, state.ready_high)
     for cs in state.consumers.values():
         _pack_msgs(parts, list(cs.checked.values()))
-        parts.append(_U32.pack(len(cs.since)))  # stamped: the oldest checked-out messages (timeouts.py)
-        parts.append(_col("q", cs.since.values()))
+        if timeouts:
+            parts.append(_U32.pack(len(cs.since)))  # stamped: the oldest checked-out messages (timeouts.py)
+            parts.append(_col("q", cs.since.values()))
     dlx = list(state.dlx.values())
     _pack_msgs(parts, [m for m, _ in dlx], [r for _, r in dlx])
     live = state.live.key()
@@ -179,7 +186,8 @@ def snapshot_bytes(state: QuorumState) -> bytes:
     parts.append(_col("Q", (i for i, _ in live)))
     parts.append(_col("I", (n for _, n in live)))
     body = b"".join(parts)
-    return _HEAD.pack(MAGIC, SNAPSHOT_FORMAT, state.machine_version, zlib.crc32(body), len(meta)) + body
+    fmt = SNAPSHOT_FORMAT if timeouts else 4
+    return _HEAD.pack(MAGIC, fmt, state.machine_version, zlib.crc32(body), len(meta)) + body
 
 
 # ---------------------------------------------------------------- restore

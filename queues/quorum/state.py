@@ -86,9 +86,9 @@ M_ID, M_SIZE, M_EXPIRY, M_DC, M_ACQ, M_ANN = range(6)
 # The machine's version: what `apply` does with each command. Snapshots carry it,
 # and a member refuses a snapshot from a newer machine instead of guessing at it.
 # A change to what any command does (its state or its effects) is a new version.
-# 2: Tick stamps checked-out messages with its time; Tick version 2 returns those
-#    held past the consumer timeout (ConsumerState.since, timed_out).
-MACHINE_VERSION = 2
+# (A new command version, such as quorum.tick 2, leaves the others as they were:
+# proposed only once every member knows it, it needs no new machine version.)
+MACHINE_VERSION = 1
 REMEMBERED_BATCHES = 64  # per publisher: outcomes kept for batches that may be proposed again
 
 DEFAULT_DELIVERY_LIMIT = 20  # RabbitMQ 4.0's default x-delivery-limit for quorum queues
@@ -234,8 +234,8 @@ class ConsumerState:
         self.settled = settled  # pre-settled (at-most-once) consumer
         self.checked: dict[int, tuple] = {} if checked is None else checked  # msg_id -> message tuple
         self.in_service = in_service  # in QuorumState.service: has credit and may receive
-        # msg_id -> the first Tick time that saw it checked out (timeouts.py): the checked-out
-        # messages a Tick stamped, in checkout order; those after them await the next Tick
+        # msg_id -> the first TickTimeouts time that saw it checked out (timeouts.py): the
+        # checked-out messages one stamped, in checkout order; those after them await the next
         self.since: dict[int, int] = {} if since is None else since
         self.timed_out = timed_out  # held a message past the consumer timeout: never in service again
 
@@ -293,7 +293,7 @@ class QuorumState:
         "counters",
         "publishers",  # publisher -> PublisherState: Publish batches applied once
         "machine_version",  # MACHINE_VERSION of the machine that wrote this state
-        "unstamped",  # messages were checked out since the last Tick (a hint for the leader's ticks, not in key())
+        "unstamped",  # messages were checked out since the last TickTimeouts (a hint for the leader's ticks, not in key())
     )
 
     def __init__(self, config: QuorumConfig) -> None:

@@ -1,9 +1,9 @@
 """The consumer timeout, inside the machine (RabbitMQ 4.3's "message locks").
 
-Time comes only from Tick commands, which the leader proposes: each Tick
-stamps the messages checked out since the previous one with its `now_ms`
-(ConsumerState.since), so a message's stamp is the first Tick that saw it
-held, at or after its checkout. A TickTimeouts then returns every message
+Time comes only from TickTimeouts commands (quorum.tick version 2), which
+the leader proposes: each stamps the messages checked out since the previous
+one with its `now_ms` (ConsumerState.since), so a message's stamp is the first
+tick that saw it held, at or after its checkout; and it returns every message
 stamped at least `consumer_timeout` ms before it: back to the queue like a
 release (acquired again, not a failed delivery), and its consumer is timed
 out: out of service for good, told by a ConsumerTimedOut effect, until its
@@ -26,7 +26,7 @@ __all__ = ["next_timeout", "stamp", "time_out"]
 
 
 def stamp(st: QuorumState, now: int) -> None:
-    """Messages checked out since the last Tick are held from `now` on."""
+    """Messages checked out since the last TickTimeouts are held from `now` on."""
     if not st.unstamped:
         return
     st.unstamped = False

@@ -69,7 +69,9 @@ def test_the_timeout_measures_from_the_first_tick_that_saw_the_message_held():
     q.publish(1)
     q.attach("a")
     q.credit("a", 1)  # delivered much later than 1000, in fact
-    q.do(Tick(50_000))  # a version 1 tick stamps too
+    q.do(Tick(20_000))  # a version 1 tick stamps nothing: its state stays what 0.2's would be
+    assert q.state.consumers["a"].since == {}
+    q.do(TickTimeouts(50_000, 5000))  # the first to see it held
     q.do(TickTimeouts(54_999, 5000))
     assert q.effects(ConsumerTimedOut) == []
     q.do(TickTimeouts(55_000, 5000))
@@ -92,9 +94,23 @@ def test_version_1_ticks_and_a_zero_timeout_never_time_out():
     q = Q()
     q.publish(1)
     q.attach("a", credit=1)
-    for cmd in (Tick(1000), Tick(10**9), TickTimeouts(10**10, 0)):
+    for cmd in (Tick(1000), Tick(10**9), TickTimeouts(10**10, 0), TickTimeouts(10**11, 0)):
         q.do(cmd)
         assert q.effects(ConsumerTimedOut) == [] and len(held(q)) == 1
+
+
+def test_until_a_consumer_is_stamped_snapshots_keep_the_layout_earlier_versions_read():
+    # with the feature flag off only version 1 ticks are proposed: a member of an older
+    # version must still be able to install the leader's snapshot
+    q = Q()
+    q.publish(2)
+    q.attach("a", credit=1)
+    q.do(Tick(5000))
+    data = snapshot_bytes(q.state)
+    assert data[4:6] == (4).to_bytes(2, "little") and restore(data) == q.state
+    q.do(TickTimeouts(6000, 0))
+    data = snapshot_bytes(q.state)
+    assert data[4:6] == (5).to_bytes(2, "little") and restore(data) == q.state
 
 
 def test_pre_settled_consumers_hold_nothing_to_time_out():
