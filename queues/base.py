@@ -106,6 +106,13 @@ def consumer_timeout_of(arguments: dict) -> int | None:
     return None if value is None else int(value)
 
 
+def stamp_interval_ms(timeout: int) -> int:
+    """How often a queue looks for messages held past `timeout` ms, and so how late a
+    timeout may come: a twentieth of it, at least 1 s (the tests' short timeouts) and at
+    most a minute (30 minutes, the default, costs a quorum queue a log entry a minute)."""
+    return min(60_000, max(1000, timeout // 20))
+
+
 def consumer_timeout_text(queue: Any, timeout: int) -> str:
     """The DETACH description of a link that timed out (the same for every queue type)."""
     return (f"consumer timeout: a message of queue '{queue.name}' in vhost '{queue.vhost}' was held unsettled"

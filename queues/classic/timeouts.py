@@ -7,21 +7,20 @@ The timeout is x-consumer-timeout (the smaller of the queue's own and a
 policy's, routing/policies.py), else the node setting consumer_timeout; 0:
 none. It is the same rule as the quorum queue's (queues/quorum/timeouts.py),
 measured the same way: while consumers hold messages a check runs every
-STAMP_MS, stamping the messages it sees held for the first time, so the
-delivery path costs nothing and a timeout is late by at most STAMP_MS.
+`stamp_interval_ms(timeout)` (a twentieth of it, 1 s to 1 minute), stamping
+the messages it sees held for the first time, so the delivery path costs
+nothing and a timeout is late by at most that interval.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from queues.base import consumer_timeout_of, consumer_timeout_text
+from queues.base import consumer_timeout_of, consumer_timeout_text, stamp_interval_ms
 
 from .flow import ConsumerState
 
-__all__ = ["STAMP_MS", "ConsumerTimeouts"]
-
-STAMP_MS = 1000
+__all__ = ["ConsumerTimeouts"]
 
 
 class ConsumerTimeouts:
@@ -43,7 +42,7 @@ class ConsumerTimeouts:
     def watch(self) -> None:
         """Consumers hold messages: checks run until none does."""
         if self._timer is None:
-            self._timer = self.queue._host.call_later(STAMP_MS / 1000, self._check)
+            self._timer = self.queue._host.call_later(stamp_interval_ms(self.timeout) / 1000, self._check)
 
     def _check(self) -> None:
         self._timer = None

@@ -2,9 +2,9 @@
 through Tick commands, which the leader proposes when something is due.
 
 - TTL: when the head message expires (queries.next_expiry).
-- Consumer timeout (timeouts.py): within STAMP_MS of messages being checked
-  out, so that a Tick stamps them, and when the oldest stamped one has been
-  held for the timeout. Ticks are version 2 (TickTimeouts, carrying the
+- Consumer timeout (timeouts.py): within queues.base.stamp_interval_ms of
+  messages being checked out, so that a Tick stamps them, and when the
+  oldest stamped one has been held for the timeout. Ticks are version 2 (TickTimeouts, carrying the
   leader's effective timeout) once feature flag quorum_consumer_timeout is
   enabled; before that they are version 1 and nothing times out.
 """
@@ -14,14 +14,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from queues.base import stamp_interval_ms
+
 from . import commands as c
 from .queries import next_expiry
 from .state import QuorumState
 from .timeouts import next_timeout
 
-__all__ = ["STAMP_MS", "LeaderTicks"]
-
-STAMP_MS = 1000  # a checked-out message is stamped within this: a timeout is late by at most as much
+__all__ = ["LeaderTicks"]
 
 
 class LeaderTicks:
@@ -56,7 +56,7 @@ class LeaderTicks:
                 self._timeout_due = next_timeout(state, timeout)
                 self._timeout_known, self._timeout_of = True, timeout
             if state.unstamped and self._stamp_due is None:
-                self._stamp_due = self._host.now_ms() + STAMP_MS
+                self._stamp_due = self._host.now_ms() + stamp_interval_ms(timeout)
             for at in (self._timeout_due if state.checked_count else None, self._stamp_due):
                 if at is not None and (due is None or at < due):
                     due = at

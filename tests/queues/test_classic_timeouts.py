@@ -84,3 +84,13 @@ def test_the_consumer_ending_its_link_from_the_callback_returns_the_rest():
 def test_a_bad_x_consumer_timeout_is_refused(value):
     with pytest.raises(QueueArgumentError, match="x-consumer-timeout"):
         make(x_consumer_timeout=value)
+
+
+def test_the_check_runs_every_twentieth_of_the_timeout_at_least_every_second():
+    host = FakeHost()
+    q = make(host, x_consumer_timeout=60_000)
+    c = FakeConsumer()
+    q.attach_consumer(c)
+    fill(q, 1)
+    grant(q, c, 1)
+    assert [t.when - host.now for t in host.pending_timers()] == [3000]

@@ -98,3 +98,14 @@ def test_a_tick_in_flight_is_not_proposed_again_by_the_commands_applied_before_i
     queue.apply(tick, 7)
     host.clock = tick.now_ms + 3001
     assert run_due_timers(host) == [qq.TickTimeouts(host.clock, 3000)]  # armed again once it landed
+
+
+def test_with_the_default_30_minutes_the_leader_stamps_once_a_minute():
+    queue, host = make()
+    host.timeout = 1_800_000  # the node setting's default
+    queue.apply(batch(1, 1), 1)
+    attached(queue, host, 2)
+    host.clock += 59_000
+    assert run_due_timers(host) == []
+    host.clock += 1_001
+    assert run_due_timers(host) == [qq.TickTimeouts(host.clock, 1_800_000)]
