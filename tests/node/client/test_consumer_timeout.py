@@ -55,11 +55,13 @@ def test_the_consumer_timeout_policy_key_on_a_quorum_queue(api, node):
     times_out(node, "by-policy")
 
 
-def test_the_node_setting_times_out_a_classic_queue_consumer(broker_factory):
+def test_the_node_setting_times_out_classic_and_quorum_queue_consumers(broker_factory):
     node = broker_factory(consumer_timeout=1000)
     api = Api(node.broker.http_port)
     declare(api, "cq")  # no argument, no policy: the node's consumer_timeout
     times_out(node, "cq")
+    declare(api, "qq", **{"x-queue-type": "quorum"})
+    times_out(node, "qq")
 
 
 def test_a_short_x_consumer_timeout_on_a_classic_queue(api, node):
