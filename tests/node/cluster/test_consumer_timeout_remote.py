@@ -51,3 +51,18 @@ def test_a_remote_consumer_times_out_on_classic_and_quorum_queues(broker_factory
     until(lambda: proxy.call(lambda: {"cq", "qq"} <= set(proxy.vhost.queues)), "the proxies")
     times_out_through(proxy, owner, "cq")
     times_out_through(proxy, owner, "qq")
+
+
+def test_a_consumer_on_a_follower_times_out_where_its_link_is(broker_factory, tmp_path):
+    """Three replicas: the leader ticks, every replica applies the Tick, and the follower
+    holding the consumer's link ends it; the message goes to a consumer on the leader."""
+    nodes = start_nodes(broker_factory, tmp_path, 3)
+    nodes[0].declare_queue("qq", **{"x-queue-type": "quorum", "x-quorum-initial-group-size": 3,
+                                    "x-consumer-timeout": 1000})  # fmt: skip
+    group = group_name("/", "qq")
+    for n in nodes:
+        until(lambda n=n: n.call(lambda: n.broker.quorum.leader_of(group)) is not None, "a leader everywhere")
+    leader_id = nodes[0].call(lambda: nodes[0].broker.quorum.leader_of(group))
+    leader = next(n for n in nodes if n.broker.cluster.node_id == leader_id)
+    follower = next(n for n in nodes if n is not leader)
+    times_out_through(follower, leader, "qq")
