@@ -4,9 +4,13 @@ through Tick commands, which the leader proposes when something is due.
 - TTL: when the head message expires (queries.next_expiry).
 - Consumer timeout (timeouts.py): within queues.base.stamp_interval_ms of
   messages being checked out, so that a Tick stamps them, and when the
-  oldest stamped one has been held for the timeout. Ticks are version 2 (TickTimeouts, carrying the
-  leader's effective timeout) once feature flag quorum_consumer_timeout is
-  enabled; before that they are version 1 and nothing times out.
+  oldest stamped one has been held for the timeout. Ticks are version 2
+  (TickTimeouts, carrying the leader's effective timeout) once feature flag
+  quorum_consumer_timeout is enabled; before that they are version 1, which
+  stamps nothing, and nothing times out.
+
+One Tick at a time: while one is proposed and not applied, the commands
+applied before it arm nothing (what is due is that Tick's to settle).
 """
 
 from __future__ import annotations
@@ -44,7 +48,7 @@ class LeaderTicks:
         """After each command applied on the leader."""
         if self._in_flight:
             if not isinstance(record, c.Tick):
-                return  # what is due now is for that Tick (else every apply until it lands would tick again)
+                return  # else every command applied before it lands would propose another
             self._in_flight = False
         due = next_expiry(state)
         timeout = self._timeout()
