@@ -118,6 +118,8 @@ class QuorumQueue(Queue):
             self.expiry.configure(expires)
         if config != self.state.config:
             self.proposals.submit(qq.SetConfig(tuple(config.as_list())))
+        if self._qh.is_leader(self.group) and not self.deleted:
+            self.ticks.arm(self.state, None)  # a new consumer timeout: due at once, not at the old one's
 
     def detach_consumer(self, consumer: Consumer) -> None:
         cid = self.links.remove(consumer)

@@ -109,3 +109,16 @@ def test_with_the_default_30_minutes_the_leader_stamps_once_a_minute():
     assert run_due_timers(host) == []
     host.clock += 1_001
     assert run_due_timers(host) == [qq.TickTimeouts(host.clock, 1_800_000)]
+
+
+def test_a_policy_that_shortens_the_timeout_rearms_an_idle_queue_at_once():
+    queue, host = make()
+    host.timeout = 1_800_000
+    queue.apply(batch(1, 1), 1)
+    attached(queue, host, 2)
+    host.clock += 60_001
+    [tick] = run_due_timers(host)
+    queue.apply(tick, 4)  # stamped: due in 30 minutes
+    queue.apply_policy({"x-queue-type": "quorum", "x-consumer-timeout": 1000})
+    host.clock += 1_001
+    assert run_due_timers(host) == [qq.TickTimeouts(host.clock, 1000)]
