@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 from mgmt_client import Api
-from proton import Message
+from proton import Message, Timeout
 from proton.utils import BlockingConnection, LinkDetached
 
 pytestmark = pytest.mark.timeout(60)
@@ -101,3 +101,27 @@ def test_without_the_feature_flag_quorum_queues_refuse_it_naming_the_flag(broker
     assert r.status == 400 and "feature flag quorum_consumer_timeout" in r.body["reason"], r.body
     body["apply-to"] = "classic_queues"  # classic queues are one node's: no flag needed
     assert api.put("/api/policies/%2F/p", body).status == 201
+
+
+def test_enabling_the_flag_times_out_what_a_quorum_consumer_already_holds(broker_factory, tmp_path, monkeypatch):
+    """A cluster upgraded from a release without the flag keeps it off (the node setting does not
+    apply to quorum queues meanwhile); once enabled, even an idle queue's leader starts ticking."""
+    monkeypatch.setenv("WARREN_TEST_UNSUPPORTED_FLAGS", "quorum_consumer_timeout")
+    node = broker_factory(data_dir=tmp_path / "n", enable_test_faults=True)
+    declare(Api(node.broker.http_port), "qq", **{"x-queue-type": "quorum"})
+    node.stop()
+    monkeypatch.delenv("WARREN_TEST_UNSUPPORTED_FLAGS")
+    node = broker_factory(data_dir=tmp_path / "n", consumer_timeout=1000)  # upgraded: supports the flag
+    api = Api(node.broker.http_port)
+    conn = BlockingConnection(node.url, timeout=10)
+    try:
+        slow = conn.create_receiver("/queues/qq", name="slow", credit=1)
+        conn.create_sender("/queues/qq").send(Message(body="held"))
+        assert slow.receive(timeout=10).body == "held"
+        with pytest.raises(Timeout):
+            slow.receive(timeout=3)  # the flag is off: no timeout, its link stays
+        assert api.put("/api/feature_flags/quorum_consumer_timeout/enable", {}).status in (200, 204)
+        with pytest.raises(LinkDetached, match="resource-limit-exceeded"):
+            slow.receive(timeout=15)
+    finally:
+        conn.close()
