@@ -101,6 +101,7 @@ class QuorumQueues:
         for group, queue in list(self.queues.items()):
             queue.forget_ghosts()
             queue.resend_dead_letters()  # at-least-once: a new leader's, or one no route took yet
+            queue.arm_ticks()  # a new leader's TTL and consumer timeout ticks, the queue idle
             for incarnation in queue.consumer_nodes():
                 node = incarnation.split("#")[0]
                 if node == cluster.node_id:

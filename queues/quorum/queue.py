@@ -118,8 +118,7 @@ class QuorumQueue(Queue):
             self.expiry.configure(expires)
         if config != self.state.config:
             self.proposals.submit(qq.SetConfig(tuple(config.as_list())))
-        if self._qh.is_leader(self.group) and not self.deleted:
-            self.ticks.arm(self.state, None)  # a new consumer timeout: due at once, not at the old one's
+        self.arm_ticks()  # a new consumer timeout: due at once, not at the old one's
 
     def detach_consumer(self, consumer: Consumer) -> None:
         cid = self.links.remove(consumer)
@@ -326,6 +325,12 @@ class QuorumQueue(Queue):
         ids, self._dlx_confirmed = tuple(self._dlx_confirmed), []
         if ids and not self.deleted:
             self.proposals.submit(qq.DeadLetterSettled(ids))
+
+    def arm_ticks(self) -> None:
+        """On the leader, the Tick timer from the state as it is (also periodically: a new
+        leader of an idle queue applies nothing that would arm it)."""
+        if not self.deleted and self._qh.is_leader(self.group):
+            self.ticks.arm(self.state, None)
 
     def _tick(self, record: Any) -> bool:
         """The leader's Tick (ticks.py): TTL, consumer timeouts. Whether it was proposed."""

@@ -122,3 +122,18 @@ def test_a_policy_that_shortens_the_timeout_rearms_an_idle_queue_at_once():
     queue.apply_policy({"x-queue-type": "quorum", "x-consumer-timeout": 1000})
     host.clock += 1_001
     assert run_due_timers(host) == [qq.TickTimeouts(host.clock, 1000)]
+
+
+def test_a_new_leader_of_an_idle_queue_arms_its_ticks_from_the_sweep():
+    queue, host = make()
+    host.timeout = 5000
+    host.leader = False
+    queue.apply(batch(1, 1), 1)
+    attached(queue, host, 2)
+    queue.apply(qq.TickTimeouts(1000, 5000), 4)  # the old leader's: stamped at 1000
+    host.leader = True  # elected; the queue applies nothing more
+    host.clock = 6001
+    assert run_due_timers(host) == []
+    queue.arm_ticks()  # node/vhosts/quorum_groups.py's sweep
+    host.clock += 1
+    assert run_due_timers(host) == [qq.TickTimeouts(host.clock, 5000)]
