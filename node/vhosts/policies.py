@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from metadata import effects as fx
 from metadata.effects import Effect, Result
-from metadata.feature_flags import EXCHANGE_POLICIES, QUORUM_CONSUMER_TIMEOUT, QUORUM_QUEUE_POLICIES
+from metadata.feature_flags import EXCHANGE_POLICIES, QUORUM_QUEUE_POLICIES
 from metadata.state import MetadataState
 from queues.base import QueueArgumentError
 from routing import policies
@@ -50,9 +50,7 @@ class PolicyApplier:
                 self.apply_vhost(e.vhost)
             elif isinstance(e, fx.ExchangeDeclared):
                 self.apply_exchange(e.vhost, e.name)
-            elif isinstance(e, fx.FeatureFlagEnabled) and e.name in (QUORUM_QUEUE_POLICIES, EXCHANGE_POLICIES,
-                                                                      QUORUM_CONSUMER_TIMEOUT):
-                # (quorum_consumer_timeout: each quorum queue's leader arms its ticks for the timeout)
+            elif isinstance(e, fx.FeatureFlagEnabled) and e.name in (QUORUM_QUEUE_POLICIES, EXCHANGE_POLICIES):
                 self.on_restored(self.broker.metadata_machine.state)
             elif isinstance(e, fx.QueueDeclared | fx.QueueReplicasChanged):
                 vhost = self.broker.vhosts.get(e.vhost)
