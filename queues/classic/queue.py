@@ -390,6 +390,7 @@ class ClassicQueue(QueueRecovery, QueueFigures, Queue):
     def _requeue(self, msg: QueueMessage, changed: bool) -> None:
         """Back to its place among the ready messages (by seq)."""
         msg.acquired = True
+        self._timeouts.requeued(msg.seq)
         self._messages.requeue(msg)
         if changed and self.durable and msg.durable:
             self._persistence.update(self.store_key, msg.seq, msg)

@@ -29,7 +29,7 @@ class ConsumerTimeouts:
         self._node_timeout = max(0, node_timeout)
         self.timeout = self._node_timeout  # in force, ms; 0: none
         self._timer: Any = None
-        self._stamps: dict[ConsumerState, dict[int, int]] = {}  # seq -> first seen held (ms)
+        self._stamps: dict[int, int] = {}  # seq of a delivered message -> first seen held (ms)
         self.configure(queue.effective_arguments)
 
     def configure(self, arguments: dict) -> None:
@@ -38,6 +38,10 @@ class ConsumerTimeouts:
         refuse there what a member of an older version accepts.)"""
         own = consumer_timeout_of(arguments)
         self.timeout = self._node_timeout if own is None else own
+
+    def requeued(self, seq: int) -> None:
+        """Back in the queue (released, modified, detached): its next delivery is held anew."""
+        self._stamps.pop(seq, None)
 
     def watch(self) -> None:
         """Consumers hold messages: checks run until none does."""
@@ -52,14 +56,14 @@ class ConsumerTimeouts:
             return
         now = queue._host.now_ms()
         limit = now - self.timeout
-        stamps: dict[ConsumerState, dict[int, int]] = {}
+        seen, stamps = self._stamps, {}  # rebuilt from what is held: settled ones drop out
         late: list[tuple[ConsumerState, list[int]]] = []
         for cs in queue._flow.consumers.values():
-            if not cs.unacked:
-                continue
-            seen = self._stamps.get(cs, {})
-            held = stamps[cs] = {seq: seen.get(seq, now) for seq in cs.unacked}  # settled ones drop out
-            over = [seq for seq, since in held.items() if since <= limit]
+            over = []
+            for seq in cs.unacked:
+                since = stamps[seq] = seen.get(seq, now)
+                if since <= limit:
+                    over.append(seq)
             if over:
                 late.append((cs, over))
         self._stamps = stamps

@@ -269,7 +269,7 @@ class QuorumQueue(Queue):
             elif isinstance(effect, qq.Dropped) and leader:  # counted once, by the leader
                 self._host.count_dropped(self, effect.reason, effect.count)
             elif isinstance(effect, qq.ConsumerTimedOut):
-                links.timed_out(effect.consumer_id, self, effect.timeout)
+                links.timed_out(effect.consumer_id, effect.timeout)
         if isinstance(record, qq.DownConsumersOnNode):
             links.end_unknown()
         if leader:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from queues.base import ACCEPT, QueueArgumentError
+from queues.base import ACCEPT, RELEASE, QueueArgumentError
 
 from .classic_fakes import FakeConsumer, FakeHost, fill, grant, make
 
@@ -94,3 +94,20 @@ def test_the_check_runs_every_twentieth_of_the_timeout_at_least_every_second():
     fill(q, 1)
     grant(q, c, 1)
     assert [t.when - host.now for t in host.pending_timers()] == [3000]
+
+
+def test_a_released_message_delivered_again_is_held_anew():
+    host = FakeHost()
+    q = make(host, x_consumer_timeout=5000)
+    c = FakeConsumer()
+    q.attach_consumer(c)
+    fill(q, 1)
+    grant(q, c, 1)
+    host.advance(4500)  # stamped at +1 s
+    q.settle(c, [0], RELEASE)
+    grant(q, c, 1)  # the same message, the same seq, delivered again
+    assert c.seqs == [0, 0]
+    host.advance(2000)  # 6.5 s after the first delivery, 2 s after this one
+    assert c.timeouts == [] and q.unacked_count == 1
+    host.advance(5000)
+    assert len(c.timeouts) == 1
