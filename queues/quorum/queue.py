@@ -15,7 +15,8 @@ Its parts: bodies.py keeps the message bodies beside the journal,
 proposals.py gets commands into the log despite leader changes,
 publishing.py batches a loop turn's publishes, links.py serves the consumer
 links attached through this node, publish_hold.py holds the publishers while
-a replica with consumers lags (node/vhosts/quorum_flow.py carries its reports).
+a replica with consumers lags (node/vhosts/quorum_flow.py carries its reports),
+ticks.py proposes the leader's Ticks (TTL, consumer timeouts).
 
 Snapshots: when pysyncobj compacts the log (every `COMPACTION_ENTRIES`
 entries or `COMPACTION_BYTES` of commands, whichever comes first) the
