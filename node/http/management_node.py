@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from node.cluster.placement import Placement
     from node.config import Config
     from node.ops.alarms import Alarms
+    from node.ops.memory import MemoryAccount
     from node.ops.metrics import NodeMetrics
     from node.ops.periodic import Periodic
     from node.vhosts.definitions import DefinitionsFile
@@ -40,7 +41,9 @@ class ScrapedNode(Protocol):
     vhosts: dict[str, VHost]
     metrics: NodeMetrics
     alarms: Alarms
-    projections: Projections  # the metadata as read (rabbitmq_identity_info's cluster name)
+    memory: MemoryAccount  # what the node holds, by part (/metrics/memory-breakdown)
+    projections: Projections  # the metadata as read (rabbitmq_identity_info's cluster name and id)
+    started_at: float  # time.time() when the node started (rabbitmq_erlang_uptime_seconds)
 
 
 class ManagementNode(ScrapedNode, Protocol):
@@ -49,7 +52,6 @@ class ManagementNode(ScrapedNode, Protocol):
 
     node_id: str
     loop: asyncio.AbstractEventLoop
-    started_at: float
     # the bound ports (GET /api/overview's listeners); None: not listening
     amqp_port: int | None
     amqps_port: int | None
