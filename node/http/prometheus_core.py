@@ -112,7 +112,8 @@ def queue_metrics(node: ScrapedNode, prefix: str, vhosts: VHostFilter) -> Iterat
 def queue_info(node: ScrapedNode, prefix: str, vhosts: VHostFilter) -> Iterator[Metric]:
     """One series per queue this node hosts, as leader or replica (RabbitMQ's
     `membership`); a queue another node hosts alone is not this node's."""
-    from node.http.prometheus_raft import queue_role  # a module beside this one
+    from node.http.prometheus_global import QUEUE_TYPES  # modules beside this one
+    from node.http.prometheus_raft import queue_role
 
     info = GaugeMetricFamily(prefix + "queue_info",
                              "A metric with a constant '1' value and labels that provide some queue details",
@@ -121,7 +122,8 @@ def queue_info(node: ScrapedNode, prefix: str, vhosts: VHostFilter) -> Iterator[
         role = queue_role(node.cluster, key[0], queue)
         if role is not None:
             membership = "leader" if role is Role.LEADER else "follower"
-            info.add_metric([*key, queue.type_name, membership], 1)  # type: ignore[attr-defined]
+            kind = queue.type_name  # type: ignore[attr-defined]
+            info.add_metric([*key, QUEUE_TYPES.get(kind, kind), membership], 1)
     yield info
 
 
