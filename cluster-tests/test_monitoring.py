@@ -45,6 +45,7 @@ def test_prometheus_scrapes_every_node_as_rabbitmq_s_dashboards_expect(cluster):
     c.compose("--profile", "monitoring", "build", "prometheus", timeout=600)  # the nodes' image is built already
     c.compose("--profile", "monitoring", "up", "-d", "--no-deps", "--no-build", "prometheus")
     try:
+
         def all_up():
             targets = prometheus(c, "/api/v1/targets")["activeTargets"]
             return len(targets) == 6 and all(t["health"] == "up" for t in targets) and targets
@@ -57,9 +58,11 @@ def test_prometheus_scrapes_every_node_as_rabbitmq_s_dashboards_expect(cluster):
         until(lambda: value(c, nodes) == 3, "identity_info from every node")
         assert value(c, "count(count by (rabbitmq_cluster_permanent_id) (rabbitmq_identity_info))") == 1
         assert value(c, 'count(rabbitmq_identity_info{rabbitmq_endpoint="detailed"})') == 3
-        joined = ('count(rabbitmq_erlang_uptime_seconds * on(instance, job) group_left(rabbitmq_version, '
-                  'erlang_version) rabbitmq_build_info * on(instance, job) group_left(rabbitmq_cluster, '
-                  'rabbitmq_node) rabbitmq_identity_info{namespace="warren", rabbitmq_endpoint="per-object"})')
+        joined = (
+            "count(rabbitmq_erlang_uptime_seconds * on(instance, job) group_left(rabbitmq_version, "
+            "erlang_version) rabbitmq_build_info * on(instance, job) group_left(rabbitmq_cluster, "
+            'rabbitmq_node) rabbitmq_identity_info{namespace="warren", rabbitmq_endpoint="per-object"})'
+        )
         assert value(c, joined) == 3
     finally:
         c.compose("--profile", "monitoring", "rm", "-f", "-s", "-v", "prometheus", check=False)

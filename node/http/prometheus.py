@@ -48,8 +48,11 @@ def identity(node: ScrapedNode, endpoint: str) -> Iterator[Metric]:
     set once when the cluster is set up (node/vhosts/metadata_ready.py) and
     carried by a definitions import, as RabbitMQ's."""
     cfg = node.config
-    build = UnknownMetricFamily("rabbitmq_build_info", "RabbitMQ & Erlang/OTP version info",
-                                labels=["rabbitmq_version", "erlang_version", "product_name", "product_version"])
+    build = UnknownMetricFamily(
+        "rabbitmq_build_info",
+        "RabbitMQ & Erlang/OTP version info",
+        labels=["rabbitmq_version", "erlang_version", "product_name", "product_version"],
+    )
     # the runtime's version: Python's, where RabbitMQ's is Erlang/OTP's
     build.add_metric([cfg.product_version, platform.python_version(), "Warren", __version__], 1)
     yield build

@@ -21,10 +21,13 @@ from typing import TYPE_CHECKING
 import psutil
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
+from node.http.prometheus_global import QUEUE_TYPES
+from node.http.prometheus_raft import queue_role
 from raft.status import Role
 
 if TYPE_CHECKING:
     from node.http.management_node import ScrapedNode
+    from queues.base import Queue
 
 # vhost names a `/metrics/detailed?vhost=` asks for; None: every vhost
 VHostFilter = frozenset[str] | None
@@ -70,7 +73,7 @@ def node_limits(node: ScrapedNode, prefix: str, _vhosts: VHostFilter) -> Iterato
     yield GaugeMetricFamily(prefix + "erlang_uptime_seconds", "Node uptime", max(0.0, time.time() - node.started_at))
 
 
-def _queues(node: ScrapedNode, vhosts: VHostFilter) -> Iterator[tuple[list[str], object]]:
+def _queues(node: ScrapedNode, vhosts: VHostFilter) -> Iterator[tuple[list[str], Queue]]:
     for vhost in node.vhosts.values():
         if vhosts is None or vhost.name in vhosts:
             for name, queue in vhost.queues.items():
@@ -86,7 +89,7 @@ def queue_coarse(node: ScrapedNode, prefix: str, vhosts: VHostFilter) -> Iterato
     total = GaugeMetricFamily(prefix + "queue_messages", "Sum of ready and unacknowledged messages - total queue "
                               "depth", labels=labels)  # fmt: skip
     for key, queue in _queues(node, vhosts):
-        n_ready, n_unacked = queue.message_count, queue.unacked_count  # type: ignore[attr-defined]
+        n_ready, n_unacked = queue.message_count, queue.unacked_count
         ready.add_metric(key, n_ready)
         unacked.add_metric(key, n_unacked)
         total.add_metric(key, n_ready + n_unacked)
@@ -96,7 +99,7 @@ def queue_coarse(node: ScrapedNode, prefix: str, vhosts: VHostFilter) -> Iterato
 def queue_consumer_count(node: ScrapedNode, prefix: str, vhosts: VHostFilter) -> Iterator[Metric]:
     consumers = GaugeMetricFamily(prefix + "queue_consumers", "Consumers on a queue", labels=["vhost", "queue"])
     for key, queue in _queues(node, vhosts):
-        consumers.add_metric(key, queue.consumer_count)  # type: ignore[attr-defined]
+        consumers.add_metric(key, queue.consumer_count)
     yield consumers
 
 
@@ -105,16 +108,13 @@ def queue_metrics(node: ScrapedNode, prefix: str, vhosts: VHostFilter) -> Iterat
     ready_bytes = GaugeMetricFamily(prefix + "queue_messages_ready_bytes", "Size in bytes of ready messages",
                                     labels=["vhost", "queue"])  # fmt: skip
     for key, queue in _queues(node, vhosts):
-        ready_bytes.add_metric(key, queue.ready_bytes)  # type: ignore[attr-defined]
+        ready_bytes.add_metric(key, queue.ready_bytes)
     yield ready_bytes
 
 
 def queue_info(node: ScrapedNode, prefix: str, vhosts: VHostFilter) -> Iterator[Metric]:
     """One series per queue this node hosts, as leader or replica (RabbitMQ's
     `membership`); a queue another node hosts alone is not this node's."""
-    from node.http.prometheus_global import QUEUE_TYPES  # modules beside this one
-    from node.http.prometheus_raft import queue_role
-
     info = GaugeMetricFamily(prefix + "queue_info",
                              "A metric with a constant '1' value and labels that provide some queue details",
                              labels=["vhost", "queue", "queue_type", "membership"])  # fmt: skip
@@ -122,8 +122,7 @@ def queue_info(node: ScrapedNode, prefix: str, vhosts: VHostFilter) -> Iterator[
         role = queue_role(node.cluster, key[0], queue)
         if role is not None:
             membership = "leader" if role is Role.LEADER else "follower"
-            kind = queue.type_name  # type: ignore[attr-defined]
-            info.add_metric([*key, QUEUE_TYPES.get(kind, kind), membership], 1)
+            info.add_metric([*key, QUEUE_TYPES.get(queue.type_name, queue.type_name), membership], 1)
     yield info
 
 
@@ -137,8 +136,9 @@ def vhost_status(node: ScrapedNode, prefix: str, vhosts: VHostFilter) -> Iterato
 
 def exchange_bindings(node: ScrapedNode, prefix: str, vhosts: VHostFilter) -> Iterator[Metric]:
     labels = ["vhost", "exchange", "type"]
-    bindings = GaugeMetricFamily(prefix + "exchange_bindings",
-                                 "Number of bindings for an exchange. This value is cluster-wide.", labels=labels)
+    bindings = GaugeMetricFamily(
+        prefix + "exchange_bindings", "Number of bindings for an exchange. This value is cluster-wide.", labels=labels
+    )
     for vhost, exchange, kind, count in _exchanges(node, vhosts):
         bindings.add_metric([vhost, exchange, kind], count)
     yield bindings
