@@ -42,6 +42,7 @@ class ScrapedNode(Protocol):
     metrics: NodeMetrics
     alarms: Alarms
     memory: MemoryAccount  # what the node holds, by part (/metrics/memory-breakdown)
+    logins: LoginService  # its verdicts by protocol (rabbitmq_auth_attempts_*)
     projections: Projections  # the metadata as read (rabbitmq_identity_info's cluster name and id)
     started_at: float  # time.time() when the node started (rabbitmq_erlang_uptime_seconds)
 
@@ -61,7 +62,6 @@ class ManagementNode(ScrapedNode, Protocol):
     metrics_tls_port: int | None
     # users, logins and permissions (api.py, node_routes.py, topic_permission_routes.py)
     auth: Authenticator
-    logins: LoginService
     # the metadata: read in the projections (ScrapedNode), changed through the store
     metadata: MetadataStore
     definitions: DefinitionsFile

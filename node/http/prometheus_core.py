@@ -5,9 +5,11 @@ group is a function of the node, the name prefix ("rabbitmq_" on `/metrics`,
 
 Left out, for want of a meaning in Warren (docs/compatibility.md): Erlang's
 process, scheduler and garbage-collector gauges, the persister's I/O
-counters, the per-process reductions, per-channel and per-exchange families
-(Warren keeps no per-channel or per-exchange counters), per-connection
-packet counts, and the per-queue delivery counters.
+counters, the per-process reductions, the authentication attempts by source
+(auth_attempt_detailed_metrics: Warren counts them by protocol only), the
+per-channel and per-exchange families (Warren keeps no per-channel or
+per-exchange counters), per-connection packet counts, and the per-queue
+delivery counters.
 """
 
 from __future__ import annotations
@@ -71,6 +73,24 @@ def node_limits(node: ScrapedNode, prefix: str, _vhosts: VHostFilter) -> Iterato
                             alarms.disk_free_limit)  # fmt: skip
     # RabbitMQ's name for the node's uptime (the runtime's, there: the node's, here)
     yield GaugeMetricFamily(prefix + "erlang_uptime_seconds", "Node uptime", max(0.0, time.time() - node.started_at))
+
+
+def auth_attempts(node: ScrapedNode, prefix: str, _vhosts: VHostFilter) -> Iterator[Metric]:
+    """Logins over AMQP ("amqp10") and the management API ("http": every request
+    authenticates, as RabbitMQ's counts them), by verdict."""
+    logins = node.logins
+    protocols = sorted(set(logins.succeeded) | set(logins.failed) | {"amqp10", "http"})
+    for name, doc, count in (
+        ("auth_attempts", "Total number of authentication attempts",
+         lambda p: logins.succeeded.get(p, 0) + logins.failed.get(p, 0)),
+        ("auth_attempts_succeeded", "Total number of successful authentication attempts",
+         lambda p: logins.succeeded.get(p, 0)),
+        ("auth_attempts_failed", "Total number of failed authentication attempts", lambda p: logins.failed.get(p, 0)),
+    ):  # fmt: skip
+        family = CounterMetricFamily(prefix + name, doc, labels=["protocol"])
+        for protocol in protocols:
+            family.add_metric([protocol], count(protocol))
+        yield family
 
 
 def _queues(node: ScrapedNode, vhosts: VHostFilter) -> Iterator[tuple[list[str], Queue]]:
@@ -166,6 +186,7 @@ RAW_GROUPS: dict[str, Group] = {
     "connection_churn_metrics": connection_churn,
     "node_coarse_metrics": node_coarse,
     "node_metrics": node_limits,
+    "auth_attempt_metrics": auth_attempts,
     "queue_coarse_metrics": queue_coarse,
     "queue_consumer_count": queue_consumer_count,
     "queue_metrics": queue_metrics,

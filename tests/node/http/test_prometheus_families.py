@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import urllib.request
 
+import pytest
 from mgmt_client import sample, scrape
-from proton import Message
+from proton import Message, ProtonException
 from proton.reactor import AtMostOnce
 from proton.utils import BlockingConnection
 
@@ -146,3 +147,19 @@ def test_memory_breakdown_follows_what_queues_hold(node):
     after = page(node, "/metrics/memory-breakdown")
     assert classic(after) >= classic(before) + 20 * 50_000
     assert "rabbitmq_queue_messages_ready" not in after
+
+
+def test_authentication_attempts_by_protocol(api, node):
+    conn = BlockingConnection(node.url, timeout=10)
+    conn.close()
+    with pytest.raises(ProtonException):  # a wrong password
+        BlockingConnection(node.url.replace("guest:guest", "guest:wrong"), timeout=10)
+    assert api.as_user("guest", "wrong").get("/api/overview").status == 401
+    assert api.get("/api/overview").status == 200
+    text = scrape(node)
+    amqp, http = {"protocol": "amqp10"}, {"protocol": "http"}
+    assert sample(text, "rabbitmq_auth_attempts_succeeded_total", **amqp) == 1
+    assert sample(text, "rabbitmq_auth_attempts_failed_total", **amqp) == 1
+    assert sample(text, "rabbitmq_auth_attempts_total", **amqp) == 2
+    assert sample(text, "rabbitmq_auth_attempts_failed_total", **http) == 1
+    assert sample(text, "rabbitmq_auth_attempts_succeeded_total", **http) >= 1
