@@ -7,9 +7,10 @@ dashboards and alerts work unchanged:
   had the per-queue series, so it keeps them). rabbitmq_identity_info says
   which endpoint served it in `rabbitmq_endpoint` ("per-object"), as the
   dashboards' endpoint variable reads it.
-- `/metrics/detailed?family=...&vhost=...`: the families of the groups asked
-  for (node/http/prometheus_core.py), named rabbitmq_detailed_* (those of
-  the cluster-wide groups rabbitmq_cluster_*), for the vhosts asked for.
+- `/metrics/detailed?family=...&vhost=...&queue=...`: the families of the
+  groups asked for (node/http/prometheus_core.py), named rabbitmq_detailed_*
+  (those of the cluster-wide groups rabbitmq_cluster_*), for the vhosts and
+  the queues (a regular expression their names match) asked for.
 - `/metrics/memory-breakdown`: node/http/prometheus_memory.py.
 
 Nothing is recorded per message for this: the pages read the node's
@@ -21,6 +22,7 @@ API), so the reads never race the message path.
 from __future__ import annotations
 
 import platform
+import re
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
@@ -34,12 +36,16 @@ from node.http.prometheus_core import CLUSTER_GROUPS, QUEUE_GROUPS, RAW_GROUPS, 
 from node.http.prometheus_global import global_families
 from node.http.prometheus_memory import memory_families
 from node.http.prometheus_raft import raft_families
+from node.http.prometheus_scope import EVERYTHING, Scope
 
 if TYPE_CHECKING:
+    from multidict import MultiMapping
+
     from node.http.management_node import ScrapedNode
 
 PREFIX, DETAILED_PREFIX, CLUSTER_PREFIX = "rabbitmq_", "rabbitmq_detailed_", "rabbitmq_cluster_"
 PER_OBJECT = "per-object"  # the rabbitmq_endpoint of /metrics and /metrics/per-object
+MAX_QUEUE_PATTERN = 2000  # characters of `/metrics/detailed?queue=`, as RabbitMQ's limit
 
 
 def identity(node: ScrapedNode, endpoint: str) -> Iterator[Metric]:
@@ -68,25 +74,42 @@ def per_object(node: ScrapedNode) -> Iterator[Metric]:
     yield from identity(node, PER_OBJECT)
     yield from _totals(node)
     for group in raw_groups(list(RAW_GROUPS)):
-        yield from group(node, PREFIX, None)
-    yield from queue_info(node, PREFIX, None)
+        yield from group(node, PREFIX, EVERYTHING)
+    yield from queue_info(node, PREFIX, EVERYTHING)
     yield from global_families(node)
     yield from _alarms(node)
     yield from raft_families(node.cluster, node.vhosts)
 
 
-def detailed(node: ScrapedNode, families: list[str], vhosts: list[str]) -> Iterator[Metric]:
-    only = frozenset(v for v in vhosts if v in node.vhosts) if vhosts else None
+def detailed(node: ScrapedNode, families: list[str], scope: Scope) -> Iterator[Metric]:
     yield from identity(node, "detailed")
     for group in raw_groups(families):
-        yield from group(node, DETAILED_PREFIX, only)
+        yield from group(node, DETAILED_PREFIX, scope)
     for name, group in CLUSTER_GROUPS.items():
         if name in families:
-            yield from group(node, CLUSTER_PREFIX, only)
+            yield from group(node, CLUSTER_PREFIX, scope)
     if any(name in families for name in QUEUE_GROUPS):
-        yield from queue_info(node, DETAILED_PREFIX, only)
+        yield from queue_info(node, DETAILED_PREFIX, scope)
     if "ra_metrics" in families:
-        yield from raft_families(node.cluster, node.vhosts, DETAILED_PREFIX, only or frozenset(node.vhosts))
+        yield from raft_families(node.cluster, node.vhosts, DETAILED_PREFIX, scope)
+
+
+def detailed_scope(node: ScrapedNode, query: MultiMapping[str]) -> Scope:
+    """The vhosts (those that exist) and the queue name pattern a query names, as
+    RabbitMQ reads them; ValueError for a pattern it would refuse."""
+    vhosts = query.getall("vhost", [])
+    patterns = [p for p in query.getall("queue", []) if p]
+    if len(patterns) > 1:
+        raise ValueError("Only one 'queue' query parameter is allowed")
+    pattern = None
+    if patterns:
+        if len(patterns[0]) > MAX_QUEUE_PATTERN:
+            raise ValueError("'queue' regex too long")
+        try:
+            pattern = re.compile(patterns[0])
+        except re.error as e:
+            raise ValueError(f"Invalid 'queue' regex at position {e.pos}: {e.msg}") from None
+    return Scope(frozenset(v for v in vhosts if v in node.vhosts) if vhosts else None, pattern)
 
 
 def memory_breakdown(node: ScrapedNode) -> Iterator[Metric]:
@@ -137,9 +160,12 @@ def application(node: ScrapedNode) -> web.Application:
         return respond(request, lambda: per_object(node))
 
     async def detailed_page(request: web.Request) -> web.Response:
-        query = request.query
-        families, vhosts = query.getall("family", []), query.getall("vhost", [])
-        return respond(request, lambda: detailed(node, families, vhosts))
+        try:
+            scope = detailed_scope(node, request.query)
+        except ValueError as e:
+            return web.Response(status=400, text=str(e))
+        families = request.query.getall("family", [])
+        return respond(request, lambda: detailed(node, families, scope))
 
     async def memory(request: web.Request) -> web.Response:
         return respond(request, lambda: memory_breakdown(node))

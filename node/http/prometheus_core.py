@@ -1,7 +1,7 @@
 """The families of RabbitMQ's core metrics collector that have a meaning in
 Warren, by RabbitMQ's group name (the `family` of `/metrics/detailed`): each
 group is a function of the node, the name prefix ("rabbitmq_" on `/metrics`,
-"rabbitmq_detailed_" on `/metrics/detailed`) and a vhost filter.
+"rabbitmq_detailed_" on `/metrics/detailed`) and the Scope of objects asked for.
 
 Left out, for want of a meaning in Warren (docs/compatibility.md): Erlang's
 process, scheduler and garbage-collector gauges, the persister's I/O
@@ -25,20 +25,20 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from node.http.prometheus_global import QUEUE_TYPES
 from node.http.prometheus_raft import queue_role
+from node.http.prometheus_scope import Scope
 from raft.status import Role
 
 if TYPE_CHECKING:
     from node.http.management_node import ScrapedNode
     from queues.base import Queue
 
-# vhost names a `/metrics/detailed?vhost=` asks for; None: every vhost
-VHostFilter = frozenset[str] | None
-Group = Callable[["ScrapedNode", str, VHostFilter], Iterator[Metric]]
+
+Group = Callable[["ScrapedNode", str, Scope], Iterator[Metric]]
 
 _process = psutil.Process()
 
 
-def connection_churn(node: ScrapedNode, prefix: str, _vhosts: VHostFilter) -> Iterator[Metric]:
+def connection_churn(node: ScrapedNode, prefix: str, _scope: Scope) -> Iterator[Metric]:
     m = node.metrics
     # Every accepted connection, and every session begun, is either still open or closed.
     sessions = sum(len(c.engine.sessions) for c in node.connections)
@@ -55,7 +55,7 @@ def connection_churn(node: ScrapedNode, prefix: str, _vhosts: VHostFilter) -> It
         yield CounterMetricFamily(prefix + name, doc, max(0, value))
 
 
-def node_coarse(node: ScrapedNode, prefix: str, _vhosts: VHostFilter) -> Iterator[Metric]:
+def node_coarse(node: ScrapedNode, prefix: str, _scope: Scope) -> Iterator[Metric]:
     yield GaugeMetricFamily(prefix + "process_open_fds", "Open file descriptors", _process.num_fds())
     yield GaugeMetricFamily(prefix + "process_resident_memory_bytes", "Memory used in bytes",
                             _process.memory_info().rss)  # fmt: skip
@@ -63,7 +63,7 @@ def node_coarse(node: ScrapedNode, prefix: str, _vhosts: VHostFilter) -> Iterato
                             shutil.disk_usage(node.config.data_dir).free)  # fmt: skip
 
 
-def node_limits(node: ScrapedNode, prefix: str, _vhosts: VHostFilter) -> Iterator[Metric]:
+def node_limits(node: ScrapedNode, prefix: str, _scope: Scope) -> Iterator[Metric]:
     alarms = node.alarms
     yield GaugeMetricFamily(prefix + "process_max_fds", "Open file descriptors limit",
                             resource.getrlimit(resource.RLIMIT_NOFILE)[0])  # fmt: skip
@@ -75,7 +75,7 @@ def node_limits(node: ScrapedNode, prefix: str, _vhosts: VHostFilter) -> Iterato
     yield GaugeMetricFamily(prefix + "erlang_uptime_seconds", "Node uptime", max(0.0, time.time() - node.started_at))
 
 
-def auth_attempts(node: ScrapedNode, prefix: str, _vhosts: VHostFilter) -> Iterator[Metric]:
+def auth_attempts(node: ScrapedNode, prefix: str, _scope: Scope) -> Iterator[Metric]:
     """Logins over AMQP ("amqp10") and the management API ("http": every request
     authenticates, as RabbitMQ's counts them), by verdict."""
     logins = node.logins
@@ -93,14 +93,14 @@ def auth_attempts(node: ScrapedNode, prefix: str, _vhosts: VHostFilter) -> Itera
         yield family
 
 
-def _queues(node: ScrapedNode, vhosts: VHostFilter) -> Iterator[tuple[list[str], Queue]]:
+def _queues(node: ScrapedNode, scope: Scope) -> Iterator[tuple[list[str], Queue]]:
     for vhost in node.vhosts.values():
-        if vhosts is None or vhost.name in vhosts:
-            for name, queue in vhost.queues.items():
+        for name, queue in vhost.queues.items():
+            if scope.has_queue(vhost.name, name):
                 yield [vhost.name, name], queue
 
 
-def queue_coarse(node: ScrapedNode, prefix: str, vhosts: VHostFilter) -> Iterator[Metric]:
+def queue_coarse(node: ScrapedNode, prefix: str, scope: Scope) -> Iterator[Metric]:
     labels = ["vhost", "queue"]
     ready = GaugeMetricFamily(prefix + "queue_messages_ready", "Messages ready to be delivered to consumers",
                               labels=labels)  # fmt: skip
@@ -108,7 +108,7 @@ def queue_coarse(node: ScrapedNode, prefix: str, vhosts: VHostFilter) -> Iterato
                                 "Messages delivered to consumers but not yet acknowledged", labels=labels)  # fmt: skip
     total = GaugeMetricFamily(prefix + "queue_messages", "Sum of ready and unacknowledged messages - total queue "
                               "depth", labels=labels)  # fmt: skip
-    for key, queue in _queues(node, vhosts):
+    for key, queue in _queues(node, scope):
         n_ready, n_unacked = queue.message_count, queue.unacked_count
         ready.add_metric(key, n_ready)
         unacked.add_metric(key, n_unacked)
@@ -116,29 +116,29 @@ def queue_coarse(node: ScrapedNode, prefix: str, vhosts: VHostFilter) -> Iterato
     yield from (ready, unacked, total)
 
 
-def queue_consumer_count(node: ScrapedNode, prefix: str, vhosts: VHostFilter) -> Iterator[Metric]:
+def queue_consumer_count(node: ScrapedNode, prefix: str, scope: Scope) -> Iterator[Metric]:
     consumers = GaugeMetricFamily(prefix + "queue_consumers", "Consumers on a queue", labels=["vhost", "queue"])
-    for key, queue in _queues(node, vhosts):
+    for key, queue in _queues(node, scope):
         consumers.add_metric(key, queue.consumer_count)
     yield consumers
 
 
-def queue_metrics(node: ScrapedNode, prefix: str, vhosts: VHostFilter) -> Iterator[Metric]:
-    yield from queue_consumer_count(node, prefix, vhosts)
+def queue_metrics(node: ScrapedNode, prefix: str, scope: Scope) -> Iterator[Metric]:
+    yield from queue_consumer_count(node, prefix, scope)
     ready_bytes = GaugeMetricFamily(prefix + "queue_messages_ready_bytes", "Size in bytes of ready messages",
                                     labels=["vhost", "queue"])  # fmt: skip
-    for key, queue in _queues(node, vhosts):
+    for key, queue in _queues(node, scope):
         ready_bytes.add_metric(key, queue.ready_bytes)
     yield ready_bytes
 
 
-def queue_info(node: ScrapedNode, prefix: str, vhosts: VHostFilter) -> Iterator[Metric]:
+def queue_info(node: ScrapedNode, prefix: str, scope: Scope) -> Iterator[Metric]:
     """One series per queue this node hosts, as leader or replica (RabbitMQ's
     `membership`); a queue another node hosts alone is not this node's."""
     info = GaugeMetricFamily(prefix + "queue_info",
                              "A metric with a constant '1' value and labels that provide some queue details",
                              labels=["vhost", "queue", "queue_type", "membership"])  # fmt: skip
-    for key, queue in _queues(node, vhosts):
+    for key, queue in _queues(node, scope):
         role = queue_role(node.cluster, key[0], queue)
         if role is not None:
             membership = "leader" if role is Role.LEADER else "follower"
@@ -146,35 +146,35 @@ def queue_info(node: ScrapedNode, prefix: str, vhosts: VHostFilter) -> Iterator[
     yield info
 
 
-def vhost_status(node: ScrapedNode, prefix: str, vhosts: VHostFilter) -> Iterator[Metric]:
+def vhost_status(node: ScrapedNode, prefix: str, scope: Scope) -> Iterator[Metric]:
     status = GaugeMetricFamily(prefix + "vhost_status", "Whether a given vhost is running", labels=["vhost"])
     for name in node.vhosts:
-        if vhosts is None or name in vhosts:
+        if scope.has_vhost(name):
             status.add_metric([name], 1)
     yield status
 
 
-def exchange_bindings(node: ScrapedNode, prefix: str, vhosts: VHostFilter) -> Iterator[Metric]:
+def exchange_bindings(node: ScrapedNode, prefix: str, scope: Scope) -> Iterator[Metric]:
     labels = ["vhost", "exchange", "type"]
     bindings = GaugeMetricFamily(
         prefix + "exchange_bindings", "Number of bindings for an exchange. This value is cluster-wide.", labels=labels
     )
-    for vhost, exchange, kind, count in _exchanges(node, vhosts):
+    for vhost, exchange, kind, count in _exchanges(node, scope):
         bindings.add_metric([vhost, exchange, kind], count)
     yield bindings
 
 
-def exchange_names(node: ScrapedNode, prefix: str, vhosts: VHostFilter) -> Iterator[Metric]:
+def exchange_names(node: ScrapedNode, prefix: str, scope: Scope) -> Iterator[Metric]:
     names = GaugeMetricFamily(prefix + "exchange_name", "Enumerates exchanges without any additional info. This "
                               "value is cluster-wide.", labels=["vhost", "exchange", "type"])  # fmt: skip
-    for vhost, exchange, kind, _ in _exchanges(node, vhosts):
+    for vhost, exchange, kind, _ in _exchanges(node, scope):
         names.add_metric([vhost, exchange, kind], 1)
     yield names
 
 
-def _exchanges(node: ScrapedNode, vhosts: VHostFilter) -> Iterator[tuple[str, str, str, int]]:
+def _exchanges(node: ScrapedNode, scope: Scope) -> Iterator[tuple[str, str, str, int]]:
     for vhost in node.vhosts.values():
-        if vhosts is not None and vhost.name not in vhosts:
+        if not scope.has_vhost(vhost.name):
             continue
         table = vhost.routing
         for exchange in table.exchanges():

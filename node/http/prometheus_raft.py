@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 
+from node.http.prometheus_scope import EVERYTHING, Scope
 from node.vhosts.quorum_groups import group_name
 from raft.status import GroupStatus, Role
 
@@ -63,14 +64,15 @@ OLDER_FAMILIES = [
 
 
 def raft_families(cluster: Cluster | None, vhosts: dict[str, VHost], prefix: str = "rabbitmq_",
-                  only: frozenset[str] | None = None) -> Iterator[Metric]:  # fmt: skip
+                  scope: Scope | None = None) -> Iterator[Metric]:  # fmt: skip
     """The metadata group's and each quorum queue's Raft state; none with clustering off.
-    `/metrics/detailed` (`prefix` "rabbitmq_detailed_") has RabbitMQ 4's names only, for
-    the vhosts in `only` (None: every one; the metadata group has none)."""
-    table = RA_FAMILIES + OLDER_FAMILIES if prefix == "rabbitmq_" else RA_FAMILIES
+    `/metrics/detailed` (a `scope`, `prefix` "rabbitmq_detailed_") has RabbitMQ 4's names
+    only, for the queues in scope, and the metadata group only when it asks for every object."""
+    table = RA_FAMILIES if scope is not None else RA_FAMILIES + OLDER_FAMILIES
     gauges = [(GaugeMetricFamily(prefix + name, doc, labels=LABELS), value) for name, doc, value in table]
     for labels, st in _groups(cluster, vhosts):
-        if only is None or labels[0] in only:
+        vhost, queue, group = labels
+        if scope is None or (scope.has_queue(vhost, queue) if group != METADATA_GROUP else scope == EVERYTHING):
             for family, value in gauges:
                 family.add_metric(labels, value(st))
     for family, _ in gauges:

@@ -6,6 +6,7 @@ uptime, RabbitMQ 4's Raft names, and the /metrics/detailed and
 
 from __future__ import annotations
 
+import urllib.error
 import urllib.request
 
 import pytest
@@ -130,6 +131,17 @@ def test_detailed_families_by_group_and_vhost(api, node):
     assert sample(text, "rabbitmq_detailed_queues_created_total") == 2
     assert sample(text, "rabbitmq_cluster_vhost_status", vhost="other") == 1
     assert "rabbitmq_detailed_queue_messages_ready{" not in text
+    # a queue name pattern, matched anywhere in the name, as RabbitMQ's
+    text = page(node, "/metrics/detailed?family=queue_coarse_metrics&family=ra_metrics&queue=^her")
+    assert sample(text, "rabbitmq_detailed_queue_messages_ready", vhost="/", queue="here") == 1
+    assert sample(text, "rabbitmq_detailed_raft_commit_index", vhost="/", queue="here") >= 1
+    assert 'queue="there"' not in text and 'raft_cluster="metadata"' not in text
+    assert 'queue="there"' in page(node, "/metrics/detailed?family=queue_coarse_metrics&queue=er")
+    for bad, message in (("queue=(", "Invalid 'queue' regex at position"), ("queue=a&queue=b", "Only one"),
+                         ("queue=" + "a" * 2001, "too long")):  # fmt: skip
+        with pytest.raises(urllib.error.HTTPError) as e:
+            page(node, f"/metrics/detailed?family=queue_coarse_metrics&{bad}")
+        assert e.value.code == 400 and message in e.value.read().decode()
 
 
 def test_memory_breakdown_follows_what_queues_hold(node):
