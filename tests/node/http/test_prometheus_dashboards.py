@@ -33,9 +33,10 @@ def series(text: str) -> dict[str, list[dict[str, str]]]:
     return out
 
 
-def traffic(node) -> None:
-    """Publishes, consumes (settled and pre-settled), dead-letters nothing, and
-    leaves a quorum queue with a consumer and a publisher attached."""
+def traffic(node) -> BlockingConnection:
+    """Publishes messages of several sizes to a quorum and a classic queue,
+    consumes from both, and returns the connection, its publishers and a
+    consumer still attached."""
     from metadata import commands as mc
     from node.vhosts.metadata_store import new_key
 
