@@ -111,6 +111,16 @@ def _dead_lettered(m: NodeMetrics) -> Iterator[Metric]:
             for strategy in strategies:
                 family.add_metric([QUEUE_TYPES[kind], strategy], m.dead_lettered_by.get((kind, strategy, reason), 0))
         yield family
+    # RabbitMQ's at-least-once counter: those its target queues confirmed (Warren counts an
+    # at-least-once dead letter by reason only then too)
+    confirmed = CounterMetricFamily("rabbitmq_global_messages_dead_lettered_confirmed",
+                                    "Total number of messages dead-lettered and confirmed by target queues",
+                                    labels=["queue_type", "dead_letter_strategy"])  # fmt: skip
+    confirmed.add_metric(
+        [QUEUE_TYPES["quorum"], "at_least_once"],
+        sum(m.dead_lettered_by.get(("quorum", "at_least_once", r), 0) for r in DEAD_LETTER_REASONS),
+    )
+    yield confirmed
 
 
 def _message_sizes(m: NodeMetrics) -> Metric:

@@ -175,3 +175,34 @@ def test_authentication_attempts_by_protocol(api, node):
     assert sample(text, "rabbitmq_auth_attempts_total", **amqp) == 2
     assert sample(text, "rabbitmq_auth_attempts_failed_total", **http) == 1
     assert sample(text, "rabbitmq_auth_attempts_succeeded_total", **http) >= 1
+
+
+def test_at_least_once_dead_letters_are_counted_once_confirmed(node):
+    from metadata import commands as mc
+    from node.vhosts.metadata_store import new_key
+
+    node.metadata(mc.EnableFeatureFlag(new_key(), "quorum_queue_v1"))
+    node.declare_queue("dlq")
+    node.declare_queue(
+        "src",
+        **{
+            "x-queue-type": "quorum",
+            "x-dead-letter-exchange": "",
+            "x-dead-letter-routing-key": "dlq",
+            "x-dead-letter-strategy": "at-least-once",
+            "x-overflow": "reject-publish",
+        },
+    )
+    conn = BlockingConnection(node.url, timeout=10)
+    conn.create_sender("/queues/src").send(Message(body="bad"))
+    receiver = conn.create_receiver("/queues/src", credit=1)
+    receiver.receive(timeout=10)
+    receiver.reject()
+    dead = conn.create_receiver("/queues/dlq", credit=1)
+    assert dead.receive(timeout=20).body == "bad"  # the target queue took it: confirmed
+    dead.accept()
+    conn.close()
+    text = scrape(node)
+    labels = {"queue_type": "rabbit_quorum_queue", "dead_letter_strategy": "at_least_once"}
+    assert sample(text, "rabbitmq_global_messages_dead_lettered_confirmed_total", **labels) == 1
+    assert sample(text, "rabbitmq_global_messages_dead_lettered_rejected_total", **labels) == 1
