@@ -68,6 +68,7 @@ _ROLES = {getattr(_RAFT_STATE, r.name): r for r in Role}
 _OUTCOMES = {getattr(FAIL_REASON, o.name): o for o in ProposalOutcome}
 
 Callback = Callable[[Any, ProposalOutcome], None]
+_TIMED_GIVE_UP = 30.0  # seconds after which a timed proposal's lost outcome frees the timer
 _PROPOSED_MAX = 4096  # records held for their own apply on the leader (records.applies_as_proposed)
 
 
@@ -113,6 +114,10 @@ class RaftGroup(SafeSyncObj):
         self.machine = machine
         self._w_proposed: dict[int, tuple[bytes, Any]] = {}  # id(command) -> (command, record) proposed here
         self._w_snapshot_error: BaseException | None = None
+        # One proposal at a time is timed from its append to its commit, on the leader:
+        # when it was proposed (None: none is timed now), and the last one's latency.
+        self._w_timed_since: float | None = None
+        self._w_commit_latency = 0.0
         super().__init__(self_node, other_nodes, conf, transport=transport, nodeClass=node_class, **kwargs)
 
     # -- what the rest of Warren uses ------------------------------------------------
@@ -139,6 +144,9 @@ class RaftGroup(SafeSyncObj):
 
     def status(self) -> GroupStatus:
         st = self.getStatus()
+        since = self._w_timed_since
+        if since is not None and monotonic() - since > _TIMED_GIVE_UP:
+            self._w_timed_since = None  # its outcome never came: time another
         log = self._SyncObj__raftLog  # entries as (command, index, term); getStatus gives only its length
         leader = st["leader"]
         prefix = "match_idx_server_"
@@ -155,6 +163,7 @@ class RaftGroup(SafeSyncObj):
             # a fresh log starts with a no-op at index 1; after a compaction or a
             # snapshot's installation it starts at the snapshot's index
             snapshot_index=log[0][1] if len(log) and log[0][1] > 1 else 0,
+            commit_latency=self._w_commit_latency,
         )
 
     def propose(self, record: Any, callback: Callback | None = None) -> None:
@@ -171,7 +180,23 @@ class RaftGroup(SafeSyncObj):
             if len(proposed) >= _PROPOSED_MAX:
                 proposed.clear()  # entries that were never applied here (a lost leadership): decode them
             proposed[id(command)] = (command, record)
-        self._applyCommand(command, _translated(callback))  # no type: the command has its prefix
+        translated = _translated(callback)
+        if translated is not None and self._w_timed_since is None and self._isLeader():
+            translated = self._w_timed(translated)
+        self._applyCommand(command, translated)  # no type: the command has its prefix
+
+    def _w_timed(self, callback: Callable[[Any, int], None]) -> Callable[[Any, int], None]:
+        """`callback`, timing its proposal's commit (Ra's commit latency, sampled:
+        one proposal at a time, so the others pay one attribute read)."""
+        since = self._w_timed_since = monotonic()
+
+        def timed(result: Any, error: int) -> None:
+            self._w_timed_since = None
+            if error == FAIL_REASON.SUCCESS:
+                self._w_commit_latency = monotonic() - since
+            callback(result, error)
+
+        return timed
 
     def add_member(self, node_id: str, callback: Callback | None = None) -> None:
         """On the leader: add `node_id` to the group (one change at a time, as a log entry)."""

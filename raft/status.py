@@ -53,3 +53,5 @@ class GroupStatus:
     match_index: Mapping[str, int] = field(default_factory=dict)
     last_index: int = 0  # the index of the newest entry in this node's log (written, maybe not committed)
     snapshot_index: int = 0  # the index the newest snapshot covers: the log starts there (0: no snapshot yet)
+    # seconds from the append to the commit of the last proposal timed on the leader (0.0: none yet)
+    commit_latency: float = 0.0

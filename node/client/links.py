@@ -107,7 +107,7 @@ class Publisher:
 
     def on_message(self, delivery: Delivery) -> None:
         node = self.handler.node
-        node.metrics.published += 1
+        node.metrics.count_received(len(delivery.payload), delivery.settled)
         try:
             msg = Message.from_bytes(delivery.payload)
             if self.queue_name is not None:  # what _route answers for it, without walking the target
@@ -129,6 +129,8 @@ class Publisher:
             return
         if not queues:
             node.metrics.unroutable += 1
+            if not delivery.settled:
+                node.metrics.unroutable_returned += 1
             self._settle(delivery, RELEASED)
             return
         node.metrics.routed += 1
@@ -297,7 +299,7 @@ class QueueConsumer:
             self.handler.schedule_flush()
             return
         link.send(_seq_tag.pack(message.seq), payload, settled=self.presettled, beyond_credit=True)
-        self.handler.node.metrics.count_delivered(self.queue.type_name, bool(message.acquired))
+        self.handler.node.metrics.count_delivered(self.queue.type_name, bool(message.acquired), self.presettled)
         self.handler.schedule_flush()
         self.handler.delivered(len(payload))
 

@@ -104,6 +104,9 @@ class LoginService:
         self.hashing = 0  # of which waiting for or running PBKDF2
         self.delayed = 0  # logins that waited because of earlier failures (a counter)
         self.refused_busy = 0  # logins refused because max_pending were already waiting
+        # verdicts by protocol ("amqp10", "http"): rabbitmq_auth_attempts_*_total
+        self.succeeded: dict[str, int] = {}
+        self.failed: dict[str, int] = {}
 
     async def login(self, mechanism: str, response: bytes | None, peer: str, external: str | None = None) -> str | None:
         """The user name, or None when refused. Raises LoginsBusy when
@@ -111,11 +114,12 @@ class LoginService:
         verified client certificate names (SASL EXTERNAL, node/client/tls.py)."""
         return (await self.login_grant(mechanism, response, peer, external))[0]
 
-    async def login_grant(self, mechanism: str, response: bytes | None, peer: str,
-                          external: str | None = None) -> tuple[str | None, Grant | None]:  # fmt: skip
+    async def login_grant(self, mechanism: str, response: bytes | None, peer: str, external: str | None = None,
+                          protocol: str = "amqp10") -> tuple[str | None, Grant | None]:  # fmt: skip
         """As `login`, with the grant of an OAuth 2 token when the password
         was one (routing/oauth.py): its scopes, not a user's entries, are then
-        the connection's permissions, until it expires."""
+        the connection's permissions, until it expires. `protocol` counts the
+        verdict (RabbitMQ's auth attempt label: "amqp10", "http")."""
         if self.pending >= self.max_pending:
             self.refused_busy += 1
             raise LoginsBusy(f"{self.pending} logins in progress")
@@ -141,6 +145,8 @@ class LoginService:
             name = self.auth.conclude(attempt, peer)
         finally:
             self.pending -= 1
+        verdicts = self.failed if name is None else self.succeeded
+        verdicts[protocol] = verdicts.get(protocol, 0) + 1
         if name is None:
             if attempt.refusal:
                 log.info("token refused from %s: %s", peer, attempt.refusal)

@@ -177,7 +177,7 @@ class ManagementAPI:
         peer = request.remote or ""
         try:
             ok, grant = await self.node.logins.login_grant("PLAIN", b"\0" + name.encode() + b"\0" + password.encode(),
-                                                             peer)  # fmt: skip
+                                                             peer, protocol="http")  # fmt: skip
         except LoginsBusy:
             raise ApiError(503, "service_unavailable", "too many logins in progress, try again later") from None
         if grant is not None:

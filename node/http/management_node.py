@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from node.cluster.placement import Placement
     from node.config import Config
     from node.ops.alarms import Alarms
+    from node.ops.memory import MemoryAccount
     from node.ops.metrics import NodeMetrics
     from node.ops.periodic import Periodic
     from node.vhosts.definitions import DefinitionsFile
@@ -40,7 +41,10 @@ class ScrapedNode(Protocol):
     vhosts: dict[str, VHost]
     metrics: NodeMetrics
     alarms: Alarms
-    projections: Projections  # the metadata as read (rabbitmq_identity_info's cluster name)
+    memory: MemoryAccount  # what the node holds, by part (/metrics/memory-breakdown)
+    logins: LoginService  # its verdicts by protocol (rabbitmq_auth_attempts_*)
+    projections: Projections  # the metadata as read (rabbitmq_identity_info's cluster name and id)
+    started_at: float  # time.time() when the node started (rabbitmq_erlang_uptime_seconds)
 
 
 class ManagementNode(ScrapedNode, Protocol):
@@ -49,7 +53,6 @@ class ManagementNode(ScrapedNode, Protocol):
 
     node_id: str
     loop: asyncio.AbstractEventLoop
-    started_at: float
     # the bound ports (GET /api/overview's listeners); None: not listening
     amqp_port: int | None
     amqps_port: int | None
@@ -59,7 +62,6 @@ class ManagementNode(ScrapedNode, Protocol):
     metrics_tls_port: int | None
     # users, logins and permissions (api.py, node_routes.py, topic_permission_routes.py)
     auth: Authenticator
-    logins: LoginService
     # the metadata: read in the projections (ScrapedNode), changed through the store
     metadata: MetadataStore
     definitions: DefinitionsFile

@@ -2,19 +2,31 @@
 read at scrape time by the Prometheus collector (node/http/prometheus.py) and the
 management API's overview."""
 
+from bisect import bisect_left
 from dataclasses import dataclass, field
 
 DEAD_LETTER_REASONS = ("expired", "rejected", "maxlen", "delivery_limit")
+# rabbitmq_message_size_bytes' bucket bounds (RabbitMQ's), bytes
+MESSAGE_SIZE_BUCKETS = (100, 1_000, 10_000, 100_000, 1_000_000, 10_000_000, 50_000_000, 100_000_000)
 
 
 @dataclass
 class NodeMetrics:
     connections_opened: int = 0
+    sessions_opened: int = 0  # AMQP 1.0 sessions: RabbitMQ's channels
+    queues_declared: int = 0  # declarations through this node, redeclarations included
+    queues_created: int = 0
+    queues_deleted: int = 0  # deleted through this node: by a client, or by auto-delete, exclusivity or expiry
     links: int = 0
     published: int = 0
+    published_unsettled: int = 0  # sent unsettled: the publisher waits for a settlement (a confirm)
+    # messages received, by size: one count per MESSAGE_SIZE_BUCKETS bound and one past the last
+    message_sizes: list[int] = field(default_factory=lambda: [0] * (len(MESSAGE_SIZE_BUCKETS) + 1))
+    message_bytes: int = 0
     confirmed: int = 0
     routed: int = 0
     unroutable: int = 0
+    unroutable_returned: int = 0  # of `unroutable`, those sent unsettled and released back to their publisher
     delivered: int = 0
     acknowledged: int = 0
     redelivered: int = 0
@@ -25,6 +37,7 @@ class NodeMetrics:
 
     # by queue type ("classic", "quorum"), for the Prometheus families' queue_type label
     delivered_by_type: dict[str, int] = field(default_factory=dict)
+    delivered_presettled_by_type: dict[str, int] = field(default_factory=dict)
     redelivered_by_type: dict[str, int] = field(default_factory=dict)
     acknowledged_by_type: dict[str, int] = field(default_factory=dict)
     # (queue type, strategy, reason) -> messages: strategy "at_most_once" or
@@ -32,8 +45,17 @@ class NodeMetrics:
     # because their queue has no dead-letter exchange (RabbitMQ's labels)
     dead_lettered_by: dict[tuple[str, str, str], int] = field(default_factory=dict)
 
-    def count_delivered(self, queue_type: str, redelivered: bool) -> None:
+    def count_received(self, size: int, settled: bool) -> None:
+        self.published += 1
+        if not settled:
+            self.published_unsettled += 1
+        self.message_sizes[bisect_left(MESSAGE_SIZE_BUCKETS, size)] += 1
+        self.message_bytes += size
+
+    def count_delivered(self, queue_type: str, redelivered: bool, presettled: bool = False) -> None:
         self.delivered += 1
+        if presettled:  # a consumer that settles nothing: RabbitMQ's auto_ack
+            self.delivered_presettled_by_type[queue_type] = self.delivered_presettled_by_type.get(queue_type, 0) + 1
         self.delivered_by_type[queue_type] = self.delivered_by_type.get(queue_type, 0) + 1
         if redelivered:
             self.redelivered += 1

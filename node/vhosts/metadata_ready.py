@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import secrets
 from typing import TYPE_CHECKING
 
 from metadata import commands as mc
@@ -43,12 +44,24 @@ async def metadata_ready(cluster: Cluster, metadata: MetadataStore, flags: Featu
             await cluster.propose(local_member(cluster.node_id, __version__, flags))
             if await metadata.created(bootstrap):
                 await _enable_default_flags(metadata, flags)
+                await _seed_cluster_id(metadata)
             return
         except ClusterError as e:
             if loop.time() >= deadline:
                 raise ClusterError(f"the metadata store did not become available in "
                                    f"{cfg.cluster_ready_timeout:g}s: {e}") from None  # fmt: skip
             log.warning("waiting for a majority of the cluster to start: %s", e)
+
+
+async def _seed_cluster_id(metadata: MetadataStore) -> None:
+    """The cluster's permanent id, as RabbitMQ seeds it when a cluster is
+    formed: the global parameter internal_cluster_id, kept for the cluster's
+    life (rabbitmq_identity_info's rabbitmq_cluster_permanent_id)."""
+    value = "rabbitmq-cluster-id-" + secrets.token_urlsafe(16)
+    try:
+        await metadata.run(mc.SetGlobalParameter(new_key(), "internal_cluster_id", value))
+    except MetadataRefused as e:  # the global_parameters flag is off
+        log.warning("no internal_cluster_id on this new cluster: %s", e)
 
 
 async def _enable_default_flags(metadata: MetadataStore, flags: FeatureFlagRegistry) -> None:

@@ -156,4 +156,6 @@ def test_cluster_name_is_the_global_parameter(api, node):
     assert api.put("/api/cluster-name", {"name": ""}).status == 400
     assert api.put("/api/cluster-name", {"name": "blue"}).status == 204
     assert api.get("/api/cluster-name").body == {"name": "blue"} and api.get("/api/overview").body["cluster_name"] == "blue"
-    assert api.get("/api/definitions").body["global_parameters"] == [{"name": "cluster_name", "value": "blue"}]
+    exported = {g["name"]: g["value"] for g in api.get("/api/definitions").body["global_parameters"]}
+    # with the permanent id a new cluster seeds, as RabbitMQ's export has it
+    assert exported["cluster_name"] == "blue" and exported["internal_cluster_id"].startswith("rabbitmq-cluster-id-")

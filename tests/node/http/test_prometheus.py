@@ -76,7 +76,10 @@ def test_values_follow_publishing_and_consuming(node):
     assert sample(text, "rabbitmq_global_messages_received_total", **AMQP10) == 6
     assert sample(text, "rabbitmq_global_messages_routed_total", **AMQP10) == 5
     assert sample(text, "rabbitmq_global_messages_confirmed_total", **AMQP10) == 5
-    assert sample(text, "rabbitmq_global_messages_unroutable_dropped_total", **AMQP10) == 1
+    assert sample(text, "rabbitmq_global_messages_received_confirm_total", **AMQP10) == 6  # all sent unsettled
+    # RabbitMQ counts an unroutable message sent unsettled (released back) as returned, not dropped
+    assert sample(text, "rabbitmq_global_messages_unroutable_returned_total", **AMQP10) == 1
+    assert sample(text, "rabbitmq_global_messages_unroutable_dropped_total", **AMQP10) == 0
     assert sample(text, "rabbitmq_queue_messages_ready", vhost="/", queue="work") == 5
     assert sample(text, "rabbitmq_connections") == 1
     assert sample(text, "rabbitmq_channels") >= 1
