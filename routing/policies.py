@@ -83,11 +83,17 @@ DEFINITION_KEYS: dict[str, tuple[Any, str]] = {
     # streams (queues/stream/config.py reads them)
     "max-age": (lambda v: isinstance(v, str) and _MAX_AGE.fullmatch(v) is not None, "like 7D, 12h, 30m (Y M D h m s)"),
     "stream-max-segment-size-bytes": (_int_at_least(1), "a positive integer"),
+    # kept by RabbitMQ 4 so that old policies still validate; no effect there or here
+    "queue-mode": (_one_of(("default", "lazy")), "one of default, lazy"),
+    "queue-version": (lambda v: not isinstance(v, bool) and v in (1, 2), "1 or 2"),
+    "max-in-memory-length": (_int_at_least(0), "a non-negative integer"),
+    "max-in-memory-bytes": (_int_at_least(0), "a non-negative integer"),
 }
 # Keys for exchanges: never merged into a queue's arguments.
 EXCHANGE_KEYS = ("alternate-exchange",)
 # What an operator policy may set: limits, where the stricter value wins.
-OPERATOR_KEYS = ("message-ttl", "expires", "max-length", "max-length-bytes", "delivery-limit")
+OPERATOR_KEYS = ("message-ttl", "expires", "max-length", "max-length-bytes", "delivery-limit", "max-in-memory-length",
+                 "max-in-memory-bytes")
 
 
 def validate(definition: Any, apply_to: str = "all", operator: bool = False) -> dict[str, Any]:

@@ -221,6 +221,16 @@ async def get_vhost(request: web.Request) -> web.Response:
     return json_response(request, fmt.vhost_json(api.vhost(request.match_info["vhost"]), api.broker.config.node_name))
 
 
+def _refuse_unsupported_vhost_fields(body: dict) -> None:
+    """Fields RabbitMQ acts on that Warren does not: refused rather than kept and ignored
+    (the values that mean what Warren does anyway pass)."""
+    for field in ("default_queue_type", "defaultqueuetype"):
+        if body.get(field, "classic") != "classic":
+            raise bad_request(f"'{field}' other than classic is not supported yet")
+    if body.get("tracing", False) not in (False, "false"):
+        raise bad_request("'tracing' is not supported: Warren has no firehose tracer")
+
+
 @access(ADMIN)
 async def put_vhost(request: web.Request) -> web.Response:
     """Creates the vhost, or updates its description and tags; the creating
@@ -237,6 +247,7 @@ async def put_vhost(request: web.Request) -> web.Response:
     description = body.get("description", "")
     if not isinstance(description, str):
         raise bad_request("'description' must be a string")
+    _refuse_unsupported_vhost_fields(body)
     broker = api.broker
     current = broker.vhosts.get(name)
     created = current is None

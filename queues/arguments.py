@@ -1,0 +1,85 @@
+"""The queue arguments RabbitMQ 4.2 knows, per queue type, and the rule it
+applies to them when a queue is declared (rabbit_amqqueue's
+check_declare_arguments over each type's `capabilities()`):
+
+- an argument that another queue type knows and this one does not is refused,
+  naming it ("invalid arg 'x-max-priority' for a queue of type quorum"): a
+  client asking a quorum queue for priorities levels must not believe it has them;
+- an argument no queue type knows is kept as given and has no effect, as in
+  RabbitMQ (clients put their own x-keys there);
+- the arguments RabbitMQ 4 keeps only so that old declarations still work
+  (x-queue-mode, x-queue-version, x-max-in-memory-*) are checked as it checks
+  them and have no effect, in Warren as in RabbitMQ 4.
+
+Each queue type's config (queues/classic/config.py, queues/quorum/state.py,
+queues/stream/config.py) checks the values of the arguments it acts on; this
+module only decides which keys a type takes. It runs at declaration only: a
+policy's keys for another type are skipped by that type, never refused.
+docs/compatibility.toml lists every key with its status and tests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from queues.base import QueueArgumentError
+
+__all__ = ["NOT_YET", "QUEUE_ARGUMENTS", "check_declare"]
+
+_COMMON = ("x-queue-type", "x-queue-leader-locator", "x-max-length-bytes")
+QUEUE_ARGUMENTS: dict[str, frozenset[str]] = {
+    "classic": frozenset((*_COMMON,
+        "x-expires", "x-message-ttl", "x-dead-letter-exchange", "x-dead-letter-routing-key", "x-max-length",
+        "x-max-priority", "x-overflow", "x-queue-mode", "x-queue-version", "x-single-active-consumer",
+        "x-queue-master-locator",
+    )),  # fmt: skip
+    "quorum": frozenset((*_COMMON,
+        "x-dead-letter-exchange", "x-dead-letter-routing-key", "x-dead-letter-strategy", "x-expires",
+        "x-max-length", "x-max-in-memory-length", "x-max-in-memory-bytes", "x-overflow",
+        "x-single-active-consumer", "x-quorum-initial-group-size", "x-delivery-limit", "x-message-ttl",
+    )),  # fmt: skip
+    "stream": frozenset((*_COMMON,
+        "x-max-age", "x-stream-max-segment-size-bytes", "x-stream-filter-size-bytes", "x-initial-cluster-size",
+    )),  # fmt: skip
+}
+_KNOWN = frozenset().union(*QUEUE_ARGUMENTS.values())
+
+# Arguments RabbitMQ 4.2 acts on outside the lists above, that Warren does not
+# act on yet: refused until it does, rather than kept and ignored.
+NOT_YET = {
+    "x-quorum-target-group-size": "the quorum membership reconciliation it drives",
+    "x-consumer-timeout": "consumer timeouts",
+}
+
+# Where Warren places a classic queue: on the node that declares it.
+_CLASSIC_LOCATORS = ("client-local",)
+_QUEUE_MODES = ("default", "lazy")
+_QUEUE_VERSIONS = (1, 2)
+
+
+def check_declare(queue_type: str, arguments: Mapping[str, Any]) -> None:
+    """Raises QueueArgumentError naming the first argument `queue_type` does not take."""
+    known = QUEUE_ARGUMENTS[queue_type]
+    for key in sorted(arguments):
+        if key in NOT_YET:
+            raise QueueArgumentError(f"{key} is not supported yet: Warren does not implement {NOT_YET[key]}")
+        if key in _KNOWN and key not in known:
+            raise QueueArgumentError(f"invalid arg '{key}' for a queue of type {queue_type}")
+    if queue_type == "classic":
+        for key in ("x-queue-leader-locator", "x-queue-master-locator"):
+            value = arguments.get(key)
+            if value is not None and value not in _CLASSIC_LOCATORS:
+                raise QueueArgumentError(f"{key} {value!r} is not supported on a classic queue: Warren keeps a "
+                                         "classic queue on the node that declares it (client-local)")  # fmt: skip
+        mode = arguments.get("x-queue-mode")
+        if mode is not None and mode not in _QUEUE_MODES:
+            raise QueueArgumentError(f"invalid arg 'x-queue-mode': unsupported queue mode {mode!r}")
+        version = arguments.get("x-queue-version")
+        if version is not None and (isinstance(version, bool) or version not in _QUEUE_VERSIONS):
+            raise QueueArgumentError(f"invalid arg 'x-queue-version': unsupported queue version {version!r}")
+    if queue_type == "quorum":
+        for key in ("x-max-in-memory-length", "x-max-in-memory-bytes"):
+            value = arguments.get(key)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+                raise QueueArgumentError(f"invalid arg '{key}': a non-negative integer, got {value!r}")
