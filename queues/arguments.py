@@ -25,7 +25,7 @@ from typing import Any
 
 from queues.base import QueueArgumentError
 
-__all__ = ["NOT_YET", "QUEUE_ARGUMENTS", "check_declare"]
+__all__ = ["NOT_YET", "PRIORITY", "QUEUE_ARGUMENTS", "check_declare", "consumer_priority"]
 
 _COMMON = ("x-queue-type", "x-queue-leader-locator", "x-max-length-bytes")
 QUEUE_ARGUMENTS: dict[str, frozenset[str]] = {
@@ -83,3 +83,20 @@ def check_declare(queue_type: str, arguments: Mapping[str, Any]) -> None:
             value = arguments.get(key)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
                 raise QueueArgumentError(f"invalid arg '{key}': a non-negative integer, got {value!r}")
+
+
+PRIORITY = "rabbitmq:priority"  # the ATTACH property RabbitMQ reads as the x-priority consumer argument
+
+
+def consumer_priority(properties: Mapping[str, Any] | None, stream: bool) -> int:
+    """A consumer's priority from its ATTACH properties (0 without one). A stream
+    does not take it (RabbitMQ's stream consumer arguments do not include x-priority:
+    every consumer of a stream reads it all), and it must be an integer."""
+    value = (properties or {}).get(PRIORITY)
+    if value is None:
+        return 0
+    if stream:
+        raise QueueArgumentError(f"invalid arg '{PRIORITY}' (x-priority) for a queue of type stream")
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise QueueArgumentError(f"invalid arg '{PRIORITY}' (x-priority): expected integer, got {value!r}")
+    return value
