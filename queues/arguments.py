@@ -66,6 +66,12 @@ def check_declare(queue_type: str, arguments: Mapping[str, Any]) -> None:
             raise QueueArgumentError(f"{key} is not supported yet: Warren does not implement {NOT_YET[key]}")
         if key in _KNOWN and key not in known:
             raise QueueArgumentError(f"invalid arg '{key}' for a queue of type {queue_type}")
+    routing_key = arguments.get("x-dead-letter-routing-key")
+    if routing_key is not None:  # RabbitMQ's check_dlxrk_arg, for both types that take it
+        if not isinstance(routing_key, str):
+            raise QueueArgumentError(f"invalid arg 'x-dead-letter-routing-key': a string, got {routing_key!r}")
+        if arguments.get("x-dead-letter-exchange") is None:
+            raise QueueArgumentError("x-dead-letter-routing-key requires x-dead-letter-exchange")
     if queue_type == "classic":
         for key in ("x-queue-leader-locator", "x-queue-master-locator"):
             value = arguments.get(key)

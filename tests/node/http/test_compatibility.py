@@ -146,6 +146,12 @@ def test_an_argument_of_another_queue_type_is_refused_naming_it(api, node):
     assert [p for p in problems if p] == []
 
 
+def test_a_dead_letter_routing_key_needs_a_dead_letter_exchange(api, node):
+    for queue_type in ("classic", "quorum"):
+        reply = declare_queue(api, {}, "x-dead-letter-routing-key", "dead", queue_type)
+        assert reply.status == 400 and "requires x-dead-letter-exchange" in reply.body["reason"], reply.body
+
+
 def test_an_argument_no_queue_type_knows_is_kept_as_rabbitmq_keeps_it(api, node):
     for queue_type in QUEUE_ARGUMENTS:
         name = f"own-{queue_type}"
