@@ -24,7 +24,7 @@ _spec.loader.exec_module(table)
 ENTRIES = table.entries()
 STATUSES = ("implemented", "refused", "pending")
 WALKED = ("queue argument", "exchange argument", "binding argument", "policy key", "operator policy key", "vhost field")
-NOT_WALKED = ("consumer property", "message annotation", "exchange type")  # over AMQP: their tests say
+NOT_WALKED = ("consumer property", "message annotation", "exchange type", "definitions key")  # over AMQP: their tests say
 _names = itertools.count()
 
 
@@ -181,3 +181,14 @@ def test_vhost_fields_as_the_table_says(api, node):
     walk(of_kind("vhost field"), lambda e, k, v: api.put(f"/api/vhosts/{quote('compat-' + str(next(_names)))}",
                                                          {k: v}))  # fmt: skip
     assert api.put("/api/vhosts/plain", {"default_queue_type": "classic", "tracing": False}).status == 201
+
+
+def test_topic_permissions_and_operator_policies_are_imported(api, node):
+    for flag in ("topic_permissions", "operator_policies"):
+        assert api.put(f"/api/feature_flags/{flag}/enable", {}).status in (200, 204)
+    topic = {"user": "guest", "vhost": "/", "exchange": "amq.topic", "write": "^w", "read": "^r"}
+    operator = {"vhost": "/", "name": "o", "pattern": "^b", "apply-to": "queues", "definition": {"max-length": 9},
+                "priority": 1}  # fmt: skip
+    assert api.post("/api/definitions", {"topic_permissions": [topic], "operator_policies": [operator]}).status == 204
+    doc = api.get("/api/definitions").body
+    assert (doc["topic_permissions"], doc["operator_policies"]) == ([topic], [operator])
