@@ -23,7 +23,8 @@ _spec.loader.exec_module(table)
 
 ENTRIES = table.entries()
 STATUSES = ("implemented", "refused", "pending")
-WALKED = ("queue argument", "exchange argument", "binding argument", "policy key", "operator policy key", "vhost field")
+WALKED = ("queue argument", "exchange argument", "binding argument", "policy key", "operator policy key", "vhost field",
+          "vhost limit", "user limit")  # fmt: skip
 NOT_WALKED = ("consumer property", "message annotation", "exchange type", "definitions key")  # over AMQP: their tests say
 _names = itertools.count()
 
@@ -192,3 +193,8 @@ def test_topic_permissions_and_operator_policies_are_imported(api, node):
     assert api.post("/api/definitions", {"topic_permissions": [topic], "operator_policies": [operator]}).status == 204
     doc = api.get("/api/definitions").body
     assert (doc["topic_permissions"], doc["operator_policies"]) == ([topic], [operator])
+
+
+def test_limits_as_the_table_says(api, node):
+    walk(of_kind("vhost limit"), lambda e, k, v: api.put(f"/api/vhost-limits/%2F/{k}", {"value": v}))
+    walk(of_kind("user limit"), lambda e, k, v: api.put(f"/api/user-limits/guest/{k}", {"value": v}))
