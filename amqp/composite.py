@@ -10,16 +10,16 @@ gets `amqp:decode-error`.
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from . import codec
+from . import codec, structs
 from .errors import DecodeError
 from .types import Array, Symbol, Timestamp, UByte, UInt, ULong, UShort
 
-_u32u32 = struct.Struct(">II")
-_u64 = struct.Struct(">Q")
+# the table's layouts, assigned and not imported (amqp/structs.py says why)
+_u64 = structs.U64
+_u32u32 = structs.SIZE_COUNT32
 
 
 class Field(NamedTuple):

@@ -19,6 +19,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from . import structs
 from .errors import DecodeError
 from .types import (
     Array,
@@ -39,17 +40,18 @@ from .types import (
     UShort,
 )
 
-_u8 = struct.Struct(">B")
-_u16 = struct.Struct(">H")
-_u32 = struct.Struct(">I")
-_u64 = struct.Struct(">Q")
-_i8 = struct.Struct(">b")
-_i16 = struct.Struct(">h")
-_i32 = struct.Struct(">i")
-_i64 = struct.Struct(">q")
-_f32 = struct.Struct(">f")
-_f64 = struct.Struct(">d")
-_u32u32 = struct.Struct(">II")
+# the table's layouts, assigned and not imported (amqp/structs.py says why)
+_u8 = structs.U8
+_u16 = structs.U16
+_u32 = structs.U32
+_u64 = structs.U64
+_i8 = structs.I8
+_i16 = structs.I16
+_i32 = structs.I32
+_i64 = structs.I64
+_f32 = structs.F32
+_f64 = structs.F64
+_u32u32 = structs.SIZE_COUNT32
 
 MAX_NESTING = 64  # bounds recursion on hostile input
 MAX_SAME_HASH = 32  # keys of one map that may share a Python hash

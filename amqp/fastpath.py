@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import struct
 
+from . import structs
 from .definitions import Transfer
 from .types import UInt
 
-_u32 = struct.Struct(">I")
-_frame_header = struct.Struct(">IBBH")
+# the table's layouts, assigned and not imported (amqp/structs.py says why)
+_u32 = structs.U32
+_frame_header = structs.FRAME_HEADER
+
 _TRANSFER_PREFIX = b"\x00\x53\x14"
 
 

@@ -8,14 +8,16 @@ transfer, the payload. A frame of size 8 with no body is a heartbeat.
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 from typing import Any
 
-from . import codec
-from .definitions import Error
+from . import codec, structs
+from .definitions import Error, Transfer
 from .errors import DecodeError, FramingError
 from .fastpath import decode_transfer
+
+# the table's layouts, assigned and not imported (amqp/structs.py says why)
+_frame_header = structs.FRAME_HEADER
 
 AMQP_HEADER = b"AMQP\x00\x01\x00\x00"
 SASL_HEADER = b"AMQP\x03\x01\x00\x00"
@@ -24,9 +26,6 @@ TLS_HEADER = b"AMQP\x02\x01\x00\x00"
 FRAME_AMQP = 0x00
 FRAME_SASL = 0x01
 MIN_MAX_FRAME_SIZE = 512  # [2.7.1]
-
-_frame_header = struct.Struct(">IBBH")
-_size = struct.Struct(">I")
 
 
 @dataclass(slots=True)
@@ -63,30 +62,33 @@ class FrameParser:
 
     `expect_header` is set by the connection when the next bytes must be a
     protocol header (at the start, and after a successful SASL outcome [5.3.2]).
+    `buf` and `pos` (the bytes not yet taken start there) are public for
+    amqp/transfer_run.py, which takes a publisher's frames where they lie and
+    moves `pos` past them.
     """
 
     def __init__(self, max_frame_size: int = 0xFFFFFFFF):
-        self._buf = bytearray()
-        self._pos = 0
+        self.buf = bytearray()
+        self.pos = 0
         self.max_frame_size = max_frame_size
         self.expect_header = True
 
     def feed(self, data: bytes) -> None:
-        if self._pos and self._pos == len(self._buf):
-            self._buf.clear()
-            self._pos = 0
-        elif self._pos > 65536:
-            del self._buf[: self._pos]
-            self._pos = 0
-        self._buf += data
+        if self.pos and self.pos == len(self.buf):
+            self.buf.clear()
+            self.pos = 0
+        elif self.pos > 65536:
+            del self.buf[: self.pos]
+            self.pos = 0
+        self.buf += data
 
     @property
     def buffered(self) -> int:
-        return len(self._buf) - self._pos
+        return len(self.buf) - self.pos
 
     def next(self) -> ProtocolHeader | Frame | None:
         """The next complete item, or None when more bytes are needed."""
-        buf, pos = self._buf, self._pos
+        buf, pos = self.buf, self.pos
         avail = len(buf) - pos
         if self.expect_header:
             if avail < 8:
@@ -94,7 +96,7 @@ class FrameParser:
                     raise FramingError("expected an AMQP protocol header")
                 return None
             raw = bytes(buf[pos : pos + 8])
-            self._pos = pos + 8
+            self.pos = pos + 8
             if raw[:4] != b"AMQP":
                 raise FramingError("expected an AMQP protocol header")
             self.expect_header = False
@@ -112,7 +114,7 @@ class FrameParser:
             return None
         body_start = pos + doff * 4
         end = pos + size
-        self._pos = end
+        self.pos = end
         if body_start == end:
             return Frame(type_, channel, None)
         body = bytes(buf[body_start:end])
@@ -137,3 +139,26 @@ def bounded_error(condition: str, description: str | None = None) -> Any:
         if len(raw) > MAX_DESCRIPTION:
             description = raw[: MAX_DESCRIPTION - 3].decode("utf-8", "ignore") + "..."
     return Error(condition=condition, description=description)
+
+
+def transfer_frames(channel: int, first: Transfer, payload: bytes, limit: int) -> list[bytes] | None:
+    """The frames of one delivery under the peer's max-frame-size `limit`:
+    one frame, or [2.6.14] the TRANSFER `first` with more=true and as much
+    payload as fits, then continuation frames that repeat only the handle.
+    None when not even the performative fits."""
+    frame = encode_frame(channel, first, payload)
+    if len(frame) <= limit:
+        return [frame]
+    if limit - (len(frame) - len(payload)) <= 0:
+        return None
+    first.more = True
+    view = memoryview(payload)
+    chunk_room = limit - len(encode_frame(channel, Transfer(handle=first.handle, more=True)))
+    head_room = limit - len(encode_frame(channel, first))
+    frames = [encode_frame(channel, first, view[:head_room])]
+    pos = head_room
+    while pos < len(payload):
+        end = pos + chunk_room
+        frames.append(encode_frame(channel, Transfer(handle=first.handle, more=end < len(payload)), view[pos:end]))
+        pos = end
+    return frames

@@ -24,38 +24,12 @@ class Link:
     # among them; 31 attributes overflow a shared-key __dict__ (~1.6 KB a link); in slots
     # they take ~0.3 KB. `__dict__` stays for what an application hangs on a link.
     __slots__ = (
-        "session",
-        "name",
-        "handle",
-        "remote_handle",
-        "role",
-        "source",
-        "target",
-        "remote_source",
-        "remote_target",
-        "snd_settle_mode",
-        "rcv_settle_mode",
-        "max_message_size",
-        "remote_max_message_size",
-        "properties",
-        "remote_properties",
-        "delivery_count",
-        "_initial_delivery_count",
-        "link_credit",
-        "_credit_limit",
-        "available",
-        "drain",
-        "attach_sent",
-        "attach_received",
-        "detach_sent",
-        "detach_received",
-        "incoming",
-        "_incoming_chunks",
-        "_incoming_size",
-        "unsettled_at_detach",
-        "context",
-        "__dict__",
-    )
+        "session", "name", "handle", "remote_handle", "role", "source", "target", "remote_source", "remote_target",
+        "snd_settle_mode", "rcv_settle_mode", "max_message_size", "remote_max_message_size", "properties",
+        "remote_properties", "delivery_count", "_initial_delivery_count", "link_credit", "_credit_limit",
+        "available", "drain", "attach_sent", "attach_received", "detach_sent", "detach_received", "incoming",
+        "_incoming_chunks", "_incoming_size", "unsettled_at_detach", "context", "__dict__",
+    )  # fmt: skip
 
     def __init__(self, session: Session, name: str, handle: int, role: bool):
         self.session = session
@@ -102,7 +76,7 @@ class Link:
         link may carry transfers."""
         return (
             self.attach_sent and self.attach_received and not (self.detach_sent or self.detach_received)
-            and not self.session.end_sent and self.session.connection._can_send
+            and not self.session.end_sent and self.session.connection.can_send
         )  # fmt: skip
 
     # ----------------------------------------------------------- outgoing frames
@@ -134,7 +108,7 @@ class Link:
             self.delivery_count = self._initial_delivery_count = initial_delivery_count
         self.properties = properties
         self.attach_sent = True
-        self.session._send(
+        self.session.send(
             Attach(
                 name=self.name,
                 handle=self.handle,
@@ -175,8 +149,8 @@ class Link:
         self.detach_sent = True
         error = bounded_error(condition, description) if condition else None
         if self.attach_sent:
-            self.session._send(Detach(handle=self.handle, closed=closed, error=error))
-        return self.session._link_detach_sent(self)
+            self.session.send(Detach(handle=self.handle, closed=closed, error=error))
+        return self.session.link_detach_sent(self)
 
     def flow(self, link_credit: int | None = None, drain: bool | None = None, echo: bool = False) -> None:
         """Receiver: grants `link_credit` (replacing what was granted).
@@ -188,7 +162,7 @@ class Link:
             self._raise_credit_limit()
         if drain is not None:
             self.drain = drain
-        self._send_flow(echo)
+        self.send_flow(echo)
 
     def drained(self) -> None:
         """Sender with nothing more to send under drain: use up the credit
@@ -197,36 +171,7 @@ class Link:
             raise LocalProtocolError("only a sender drains")
         self.delivery_count = serial.add(self.delivery_count, self.link_credit)
         self.link_credit = 0
-        self._send_flow(False)
-
-    def _send_flow(self, echo: bool, held: tuple | None = None) -> None:
-        """`held`: the link state of a FLOW that waited behind this link's
-        transfers (see Session._waiting), as it was when asked for."""
-        if self.detach_sent:
-            return
-        s = self.session
-        state = held or (self.delivery_count, self.link_credit, self.available, self.drain, echo)
-        if held is None and self.is_sender and s._has_waiting(self):
-            # its delivery-count counts transfers still held by the session
-            # window: it goes out after them, with the state of this moment
-            s._waiting.append((self, None, state))
-            return
-        delivery_count, link_credit, available, drain, echo = state
-        self.session._send(
-            Flow(
-                next_incoming_id=s.next_incoming_id if s.remote_begun else None,
-                incoming_window=s._advertise_window(),
-                next_outgoing_id=s.next_outgoing_id,
-                outgoing_window=s.outgoing_window,
-                handle=self.handle,
-                # a receiver that has not seen the sender's attach leaves it unset [2.7.4]
-                delivery_count=delivery_count if (self.is_sender or self.attach_received) else None,
-                link_credit=link_credit,
-                available=available if self.is_sender else None,
-                drain=drain,
-                echo=echo,
-            )
-        )
+        self.send_flow(False)
 
     def send(
         self, tag: bytes, payload: bytes, settled: bool = False, message_format: int = 0, state: Any = None,
@@ -246,11 +191,53 @@ class Link:
             raise LocalProtocolError("link is detached")
         self.link_credit -= 1
         self.delivery_count = serial.add(self.delivery_count, 1)
-        return self.session._send_delivery(self, tag, payload, settled, message_format, state)
+        return self.session.send_delivery(self, tag, payload, settled, message_format, state)
 
-    # ----------------------------------------------------------- incoming frames
+    # ----------------------------------------------------------- the engine's own interface
+    # (the session calls these; applications use the methods above)
 
-    def _on_transfer(self, t: Any, payload: bytes) -> Delivery | None:
+    def send_flow(self, echo: bool, held: tuple | None = None) -> None:
+        """Sends this link's FLOW. `held`: the link state of a FLOW that waited
+        behind this link's transfers (Session.hold_flow), as it was when asked for."""
+        if self.detach_sent:
+            return
+        s = self.session
+        state = held or (self.delivery_count, self.link_credit, self.available, self.drain, echo)
+        if held is None and self.is_sender and s.hold_flow(self, state):
+            # its delivery-count counts transfers still held by the session
+            # window: it goes out after them, with the state of this moment
+            return
+        delivery_count, link_credit, available, drain, echo = state
+        self.session.send(
+            Flow(
+                next_incoming_id=s.next_incoming_id if s.remote_begun else None,
+                incoming_window=s.advertise_window(),
+                next_outgoing_id=s.next_outgoing_id,
+                outgoing_window=s.outgoing_window,
+                handle=self.handle,
+                # a receiver that has not seen the sender's attach leaves it unset [2.7.4]
+                delivery_count=delivery_count if (self.is_sender or self.attach_received) else None,
+                link_credit=link_credit,
+                available=available if self.is_sender else None,
+                drain=drain,
+                echo=echo,
+            )
+        )
+
+    def on_attach(self, a: Any) -> None:
+        """The peer's ATTACH for this link [2.6.3]."""
+        self.remote_handle = a.handle
+        self.attach_received = True
+        self.remote_source, self.remote_target = a.source, a.target
+        self.remote_max_message_size = a.max_message_size or 0
+        self.remote_properties = a.properties
+        if a.role == SENDER and a.initial_delivery_count is not None:
+            self.delivery_count = a.initial_delivery_count
+            # credit granted before the sender's ATTACH counts from its initial delivery-count
+            self._credit_limit = None
+            self._raise_credit_limit()
+
+    def on_transfer(self, t: Any, payload: bytes) -> Delivery | None:
         """Assembles deliveries; returns the Delivery when complete, or the
         aborted delivery (with `payload` empty) when the sender aborted."""
         if self.is_sender:
@@ -320,7 +307,7 @@ class Link:
         self._incoming_chunks = []
         return d
 
-    def _on_flow(self, f: Any) -> None:
+    def on_flow(self, f: Any) -> None:
         if self.is_sender:
             # [2.6.7] link-credit(snd) = delivery-count(rcv) + link-credit(rcv) - delivery-count(snd)
             rcv_count = f.delivery_count if f.delivery_count is not None else self._initial_delivery_count

@@ -27,7 +27,7 @@ import struct
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from . import codec
+from . import codec, structs
 from .definitions import (
     AmqpSequence,
     AmqpValue,
@@ -74,7 +74,7 @@ __all__ = [
     "Sizes",
 ]
 
-_u32 = struct.Struct(">I").unpack_from
+_u32 = structs.U32.unpack_from
 
 _HEADER_FIELDS = frozenset(f.name for f in Header.FIELDS)
 _NO_HEADER = Header()  # the defaults a missing header stands for [3.2.1]

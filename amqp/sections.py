@@ -16,10 +16,9 @@ new header and message annotations in front of the same bare message.
 
 from __future__ import annotations
 
-import struct
 from typing import NamedTuple
 
-from . import codec
+from . import codec, structs
 from .definitions import SECTIONS
 from .errors import DecodeError
 
@@ -70,8 +69,8 @@ for _codes, _w in (
         _WIDTH[_c] = _w
 del _codes, _w, _c, _code, _rank
 
-_u32 = struct.Struct(">I").unpack_from
-_u64 = struct.Struct(">Q").unpack_from
+_u32 = structs.U32.unpack_from
+_u64 = structs.U64.unpack_from
 
 
 class Sizes(NamedTuple):
@@ -85,7 +84,6 @@ class Sizes(NamedTuple):
     body: int
     footer: int
     bare: int  # properties through the end of the body
-
 
 
 # ---------------------------------------------------------------- scanning

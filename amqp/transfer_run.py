@@ -20,17 +20,19 @@ tests/amqp/test_transfer_run.py feeds the same bytes both ways and compares.
 
 from __future__ import annotations
 
-import struct
 from typing import TYPE_CHECKING
 
+from . import structs
 from .definitions import SENDER
 from .events import Delivery, MessageReceived
+
+# the table's layouts, assigned and not imported (amqp/structs.py says why)
+_u32 = structs.U32
+_frame_header = structs.FRAME_HEADER
 
 if TYPE_CHECKING:
     from .connection import Connection
 
-_frame_header = struct.Struct(">IBBH")
-_u32 = struct.Struct(">I")
 _TRANSFER_LIST8 = 0x005314C0  # descriptor 0x14 (smallulong), then a list8
 _MASK = 0xFFFFFFFF
 
@@ -40,9 +42,9 @@ def take_transfers(conn: Connection, events: list) -> None:
 
     The caller has checked that the connection is open both ways and not
     closing (frames go to sessions)."""
-    parser = conn._parser
-    buf = parser._buf
-    pos = parser._pos
+    parser = conn.parser
+    buf = parser.buf
+    pos = parser.pos
     n = len(buf)
     max_frame = parser.max_frame_size
     sessions = conn.remote_sessions
@@ -132,14 +134,14 @@ def take_transfers(conn: Connection, events: list) -> None:
                 break
             if link.link_credit <= 0 or (link.max_message_size and end - fields_end > link.max_message_size):
                 break
-            # taken: Session._on_transfer, then Link._on_transfer's usual case
+            # taken: Session._on_transfer, then Link.on_transfer's usual case
             pos = end
             session.next_incoming_id = (session.next_incoming_id + 1) & _MASK
             session.incoming_window -= 1
             if session.remote_outgoing_window > 0:
                 session.remote_outgoing_window -= 1
             if not session.blocked and session.incoming_window <= session.incoming_window_max // 2:
-                session._flow_due = True
+                session.flow_due = True
             link.link_credit -= 1
             link.delivery_count = (link.delivery_count + 1) & _MASK
             d = Delivery(delivery_id, tag, link, settled, bytes(buf[fields_end:end]), message_format)
@@ -148,4 +150,4 @@ def take_transfers(conn: Connection, events: list) -> None:
             append(MessageReceived(link, d))
     except IndexError:
         pass  # a field runs past the buffer: the generic path reports it
-    parser._pos = pos
+    parser.pos = pos

@@ -158,6 +158,19 @@ class UnsettledMap(dict):
                 return
             b += 1
 
+    def dispose(self, first: int, last: int, state: Any, settled: bool) -> list:
+        """A DISPOSITION's range: sets `state` on the deliveries in [first,
+        last] and, if `settled`, marks them settled by the peer and removes
+        them. Returns them, in serial order."""
+        changed = []
+        for delivery_id, delivery in list(self.in_range(first, last)):  # O(log n + hits), however wide the range
+            delivery.state = state
+            if settled:
+                delivery.remote_settled = True
+                del self[delivery_id]
+            changed.append(delivery)
+        return changed
+
     def _run_in_range(self, first: int, last: int) -> Iterator[tuple[int, Any]]:
         """in_range over the run: offsets from the run's first id."""
         count, start = self._count, self._first

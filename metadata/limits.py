@@ -40,6 +40,7 @@ QUEUE_INTEGER_ARGUMENTS = {
     "x-max-length-bytes": (0, MAX_LONG),
     "x-delivery-limit": (MIN_LONG, MAX_LONG),
     "x-quorum-initial-group-size": (1, 255),
+    "x-quorum-target-group-size": (1, 255),
     "x-max-priority": (0, 255),
 }
 

@@ -1,4 +1,8 @@
-"""The node: listeners, vhosts, durable storage, alarms, and their lifecycle."""
+"""The node: listeners, vhosts, durable storage, alarms, and their lifecycle.
+
+The Broker builds every component and wires each to the few things it uses
+(its constructor's ports; docs/architecture.md, "The node's wiring"): the
+Broker itself satisfies the Protocols they name. No other module names it."""
 
 from __future__ import annotations
 
@@ -12,7 +16,6 @@ from typing import Any
 
 from amqp.errors import Condition
 from metadata import commands as mc
-from metadata.feature_flags import local_member
 from metadata.machine import MetadataMachine
 from metadata.projections import Projections
 from node import __version__
@@ -22,7 +25,7 @@ from node.client.tls import TlsContexts
 from node.client.tokens import verifier_from_config
 from node.cluster import enabled_flags
 from node.cluster.alarm_gossip import AlarmGossip
-from node.cluster.cluster import Cluster, ClusterError
+from node.cluster.cluster import Cluster
 from node.cluster.kv import KeyValueMachine
 from node.cluster.machine import ClusterMachine, announce_member, local_flags
 from node.cluster.maintenance import Maintenance
@@ -30,7 +33,6 @@ from node.cluster.placement import Placement
 from node.config import Config
 from node.http import prometheus
 from node.http.api import ManagementAPI, start_sites
-from node.http.formats import DEFAULT_VHOST_DESCRIPTION
 from node.ops import snapshot_export
 from node.ops.alarms import Alarms
 from node.ops.memory import MemoryAccount
@@ -39,17 +41,19 @@ from node.ops.periodic import Periodic
 from node.ops.state_snapshot import SnapshotWriter, collect
 from node.vhosts.definitions import DefinitionsFile
 from node.vhosts.local_queues import LocalQueues, Owners
-from node.vhosts.metadata_store import MetadataRefused, MetadataStore, new_key
+from node.vhosts.metadata_ready import metadata_ready
+from node.vhosts.metadata_store import MetadataStore, new_key
 from node.vhosts.password_upgrade import rehash_password
 from node.vhosts.policies import PolicyApplier
 from node.vhosts.quorum_groups import QuorumQueues
+from node.vhosts.quorum_reconcile import QuorumReconciler
 from node.vhosts.remote_queue import QueueService, RemoteQueue
 from node.vhosts.streams import StreamQueues
 from node.vhosts.vhost import VHost
 from node.vhosts.volatile_queues import VolatileQueues
 from queues.classic import ClassicQueue, StorePersistence, classic_queue, payload_size
 from queues.quorum.queue import QuorumQueue
-from routing.users import Authenticator, hash_password
+from routing.users import Authenticator
 from storage.group_commit import GroupCommitter
 from storage.message_store import MessageStore
 
@@ -95,17 +99,19 @@ class Broker:
         self.projections = Projections(authenticator=self.auth, is_local=self.local_queues.is_local)
         self.metadata_machine.subscribe(self.projections.on_applied, self.projections.on_restored)
         self.metadata_machine.subscribe(self.local_queues.on_applied, self.local_queues.on_restored)
-        self.policies = PolicyApplier(self)  # after local_queues: the queues exist by then
+        self.policies = PolicyApplier(self.metadata_machine, self.projections, self.vhosts)  # after local_queues
         self.metadata_machine.subscribe(self.policies.on_applied, self.policies.on_restored)
         self.metadata: MetadataStore | None = None
         self.owners = Owners()
-        self.quorum = QuorumQueues(self)
-        self.maintenance = Maintenance(self)  # warren ctl drain / revive
-        self.placement = Placement(self)  # quorum-queue leader locators and rebalance
-        self.streams = StreamQueues(self)
+        self.quorum = QuorumQueues(self, config.quorum_consumer_lag_max, config.quorum_snapshot_entries,
+                                   config.quorum_consumer_lease)  # fmt: skip
+        self.streams = StreamQueues(self, config.data_dir)
+        self.maintenance = Maintenance(self, self.streams.handover.hand_over)  # warren ctl drain / revive
+        self.placement = Placement(self, config.queue_leader_locator)  # quorum-queue leader locators, rebalance
         self.queue_service: QueueService | None = None
-        self.volatile = VolatileQueues(self)  # Direct Reply-To's queues: in memory, never in the metadata
+        self.volatile = VolatileQueues(self.metrics)  # Direct Reply-To's queues: in memory, never in the metadata
         self.alarm_gossip: AlarmGossip | None = None
+        self.reconciler: QuorumReconciler | None = None  # quorum queues grown to their target group size
         self._recovered: set[str] = set()  # queues with messages in the store at start, until their queue starts
         self._positions: dict[str, bytes] = {}  # their checkpoints (queues/classic/checkpoint.py)
         self._background: set[asyncio.Task] = set()
@@ -142,15 +148,23 @@ class Broker:
             await self.cluster.start()
             self.owners.node_id = self.cluster.node_id
             self.metadata = MetadataStore(self.metadata_machine, self.cluster.propose)
-            self.queue_service = QueueService(self)
-            self.volatile.attach_cluster()
+            self.queue_service = QueueService(self.cluster, self.loop, self.vhosts, self.projections,
+                                              cfg.quorum_consumer_lease)  # fmt: skip
+            self.volatile.attach_cluster(self.cluster, self.loop)
             self.quorum.attach()
             self.streams.attach()
             self.maintenance.attach()
             self.placement.attach()
-            snapshot_export.register(self)
-            self.alarm_gossip = AlarmGossip(self, cfg.alarm_check_interval)
-            await self._metadata_ready()
+            self.reconciler = QuorumReconciler(
+                loop=self.loop, interval=cfg.quorum_reconcile_interval, state=lambda: self.metadata.state,
+                leads=self.quorum.is_leader, arguments_of=self._effective_arguments,
+                reachable=self.cluster.is_reachable,
+                add_member=lambda vhost, name, member: self.quorum.change_member(vhost, name, member, True))
+            self.reconciler.start()
+            snapshot_export.register(self.cluster, cfg.data_dir)
+            self.alarm_gossip = AlarmGossip(self.cluster, self.loop, self.alarms, cfg.alarm_check_interval)
+            await metadata_ready(self.cluster, self.metadata, self.feature_flags, cfg)
+            self._drop_orphans()
             self._announcer = self.loop.create_task(
                 announce_member(self.cluster, self.cluster_machine, self.feature_flags))
             if cfg.definitions_file:
@@ -172,44 +186,17 @@ class Broker:
                  self.https_port, self.metrics_port, self.metrics_tls_port, self.cluster.node_id,
                  os.path.abspath(cfg.data_dir))  # fmt: skip
 
-    async def _metadata_ready(self) -> None:
-        """Wait until this node has caught up with the metadata through a
-        majority (a node needs a quorum to start, as with Khepri), then
-        announce it, create the defaults on a blank cluster and drop the
-        stored messages of queues that no longer exist."""
-        cfg, cluster = self.config, self.cluster
-        deadline = self.loop.time() + cfg.cluster_ready_timeout
-        # one key for every attempt: a retry after a lost answer learns whether
-        # this node's Bootstrap was the one that set the blank cluster up
-        bootstrap = mc.Bootstrap(new_key(), "/", DEFAULT_VHOST_DESCRIPTION, cfg.default_user,
-                                 hash_password(cfg.default_password), ("administrator",))
-        while True:
-            try:
-                await cluster.fence()
-                await cluster.propose(local_member(cluster.node_id, __version__, self.feature_flags))
-                if await self.metadata.created(bootstrap):
-                    await self._enable_default_flags()
-                break
-            except ClusterError as e:
-                if self.loop.time() >= deadline:
-                    raise ClusterError(f"the metadata store did not become available in "
-                                       f"{cfg.cluster_ready_timeout:g}s: {e}") from None  # fmt: skip
-                log.warning("waiting for a majority of the cluster to start: %s", e)
-        for orphan in self._recovered:  # messages of queues that no longer exist
+    def _effective_arguments(self, vhost: str, name: str) -> dict | None:
+        """A queue's arguments with its policy's, as this node's copy of it acts on them."""
+        queue = self.vhosts[vhost].queues.get(name) if vhost in self.vhosts else None
+        return None if queue is None else queue.effective_arguments
+
+    def _drop_orphans(self) -> None:
+        """Once the metadata is caught up: the stored messages of queues that no longer exist go."""
+        for orphan in self._recovered:
             self.store.delete_queue(orphan)
         self._recovered = set()
         self._positions = {}
-
-    async def _enable_default_flags(self) -> None:
-        """A brand-new cluster starts with every stable flag on (RabbitMQ
-        does the same); only a cluster that existed before a flag was known
-        keeps it off until an operator enables it. A member that joined
-        already and lacks a flag keeps that flag off: the machine refuses it."""
-        for name in self.feature_flags.default_enabled():
-            try:
-                await self.metadata.run(mc.EnableFeatureFlag(new_key(), name))
-            except MetadataRefused as e:
-                log.warning("feature flag %s stays disabled on this new cluster: %s", name, e)
 
     async def _start_amqp(self, ports: tuple[int, int] | None = None) -> None:
         """The plain AMQP listener and, with TLS configured, AMQPS (on `ports`, default the
@@ -246,6 +233,19 @@ class Broker:
         if runner is not None:
             self._runners.append(runner)
 
+    def suspend_listeners(self) -> None:
+        """Maintenance mode (node/cluster/maintenance.py): refuse new AMQP connections; open ones stay."""
+        for server in (self._server, self._tls_server):
+            if server is not None:
+                server.close()
+        self._server = self._tls_server = None
+
+    async def resume_listeners(self) -> None:
+        """Listen again on the ports bound before suspend_listeners."""
+        if self._server is None and self._tls_server is None:
+            await self._start_amqp((-1 if self.amqp_port is None else self.amqp_port,
+                                    -1 if self.amqps_port is None else self.amqps_port))  # fmt: skip
+
     def reload_tls(self) -> bool:
         """SIGHUP and POST /api/tls/reload: the certificate, key and CA read
         again for new handshakes; open connections keep theirs. False when
@@ -280,6 +280,8 @@ class Broker:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._announcer
             self._announcer = None
+        if self.reconciler is not None:
+            self.reconciler.stop()
         self.quorum.close()
         self.placement.close()
         self.streams.close()
@@ -382,21 +384,3 @@ class Broker:
         for conn in list(self.connections):
             conn.block() if active else conn.unblock()
 
-
-# Maintenance mode (node/cluster/maintenance.py); here, beside the listeners they stop and start.
-
-
-def suspend_listeners(broker: Broker) -> None:
-    """New AMQP connections are refused at the socket, as a stopped node's; open ones stay.
-    The bound ports are kept for resume_listeners."""
-    for server in (broker._server, broker._tls_server):
-        if server is not None:
-            server.close()
-    broker._server = broker._tls_server = None
-
-
-async def resume_listeners(broker: Broker) -> None:
-    """Listen again on the ports bound before suspend_listeners."""
-    if broker._server is None and broker._tls_server is None:
-        await broker._start_amqp((-1 if broker.amqp_port is None else broker.amqp_port,
-                                  -1 if broker.amqps_port is None else broker.amqps_port))  # fmt: skip

@@ -125,6 +125,9 @@ class Config:
     # sent the moment the client grants more (queues/quorum/credit_lease.py); so does the node of a
     # consumer without a replica (node/vhosts/proxy_lease.py); 0: off
     quorum_consumer_lease: int = 1000
+    # Seconds between passes growing quorum queues below their target group size onto reachable
+    # members (x-quorum-target-group-size, policy target-group-size: node/vhosts/quorum_reconcile.py); 0: off
+    quorum_reconcile_interval: float = 30.0
     cluster_ready_timeout: float = 300.0  # seconds a starting node waits for a majority before giving up
     # Where a new quorum queue's leader goes unless its x-queue-leader-locator or a policy's
     # queue-leader-locator says: client-local (the declaring node) or balanced (node/cluster/placement.py)

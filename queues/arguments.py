@@ -38,6 +38,9 @@ QUEUE_ARGUMENTS: dict[str, frozenset[str]] = {
         "x-dead-letter-exchange", "x-dead-letter-routing-key", "x-dead-letter-strategy", "x-expires",
         "x-max-length", "x-max-in-memory-length", "x-max-in-memory-bytes", "x-overflow",
         "x-single-active-consumer", "x-quorum-initial-group-size", "x-delivery-limit", "x-message-ttl",
+        # not in RabbitMQ's list, which accepts it on any type; only its quorum membership
+        # reconciliation reads it, so another type refuses it here rather than ignore it
+        "x-quorum-target-group-size",
     )),  # fmt: skip
     "stream": frozenset((*_COMMON,
         "x-max-age", "x-stream-max-segment-size-bytes", "x-stream-filter-size-bytes", "x-initial-cluster-size",
@@ -48,7 +51,6 @@ _KNOWN = frozenset().union(*QUEUE_ARGUMENTS.values())
 # Arguments RabbitMQ 4.2 acts on outside the lists above, that Warren does not
 # act on yet: refused until it does, rather than kept and ignored.
 NOT_YET = {
-    "x-quorum-target-group-size": "the quorum membership reconciliation it drives",
     "x-consumer-timeout": "consumer timeouts",
 }
 
@@ -85,6 +87,9 @@ def check_declare(queue_type: str, arguments: Mapping[str, Any]) -> None:
         if version is not None and (isinstance(version, bool) or version not in _QUEUE_VERSIONS):
             raise QueueArgumentError(f"invalid arg 'x-queue-version': unsupported queue version {version!r}")
     if queue_type == "quorum":
+        target = arguments.get("x-quorum-target-group-size")  # node/vhosts/quorum_reconcile.py reads it
+        if target is not None and (isinstance(target, bool) or not isinstance(target, int) or target < 1):
+            raise QueueArgumentError(f"invalid arg 'x-quorum-target-group-size': a positive integer, got {target!r}")
         for key in ("x-max-in-memory-length", "x-max-in-memory-bytes"):
             value = arguments.get(key)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):

@@ -78,6 +78,7 @@ DEFINITION_KEYS: dict[str, tuple[Any, str]] = {
     "overflow": (_one_of(_OVERFLOWS), "one of " + ", ".join(_OVERFLOWS)),
     "delivery-limit": (_int_at_least(-1), "an integer >= -1"),
     "queue-leader-locator": (_one_of(_LOCATORS), "one of " + ", ".join(_LOCATORS)),
+    "target-group-size": (_int_at_least(1), "a positive integer"),  # quorum queues (node/vhosts/quorum_reconcile.py)
     "dead-letter-strategy": (_one_of(_STRATEGIES), "one of " + ", ".join(_STRATEGIES)),
     "alternate-exchange": (_string, "a string"),
     # streams (queues/stream/config.py reads them)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import platform
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from amqp import events as ev
 from amqp.connection import SERVER, Connection
@@ -28,14 +28,43 @@ from node.client.tokens import TokenCredentials
 from routing.permissions import check as check_permission
 
 if TYPE_CHECKING:
-    from node.broker import Broker
+    from metadata.projections import Projections
+    from node.client.login import LoginService
+    from node.config import Config
+    from node.ops.alarms import Alarms
+    from node.ops.metrics import NodeMetrics
+    from node.vhosts.local_queues import Owners
+    from node.vhosts.vhost import VHost
+    from node.vhosts.volatile_queues import VolatileQueues
+    from routing.users import Authenticator
 
 log = logging.getLogger("warren.connection")
 CLOSE_GRACE_S = 2.0  # how long a forced close waits for the client's CLOSE
 
 
+class ClientNode(Protocol):
+    """What a client connection and its links use of their node (node/broker.py provides it)."""
+
+    node_id: str
+    config: Config
+    loop: asyncio.AbstractEventLoop
+    connections: set[ConnectionHandler]  # every open connection: a connection adds and removes itself
+    vhosts: dict[str, VHost]
+    projections: Projections
+    owners: Owners  # of exclusive queues
+    volatile: VolatileQueues  # Direct Reply-To
+    auth: Authenticator
+    logins: LoginService
+    alarms: Alarms  # publishers wait while one is active
+    metrics: NodeMetrics
+
+    def now_ms(self) -> int: ...
+
+    def server_properties(self) -> dict: ...
+
+
 class ConnectionHandler(ConnectionOpening, LinkAttaching, TokenCredentials, asyncio.Protocol):
-    def __init__(self, node: Broker):
+    def __init__(self, node: ClientNode):
         self.node = node
         cfg = node.config
         self.engine = Connection(

@@ -21,7 +21,7 @@ from routing.permissions import Permission
 if TYPE_CHECKING:
     import asyncio
 
-    from node.broker import Broker
+    from node.client.connection import ClientNode
 
 log = logging.getLogger("warren.connection")
 
@@ -29,7 +29,7 @@ log = logging.getLogger("warren.connection")
 class TokenCredentials:
     """The token half of `ConnectionHandler` (node/client/connection.py)."""
 
-    node: Broker
+    node: ClientNode
     user: str | None
     name: str
     grant: Grant | None = None  # set when the connection logged in with a token

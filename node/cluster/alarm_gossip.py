@@ -15,7 +15,10 @@ import logging
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from node.broker import Broker
+    import asyncio
+
+    from node.cluster.cluster import Cluster
+    from node.ops.alarms import Alarms
 
 log = logging.getLogger("warren.alarms")
 
@@ -24,15 +27,16 @@ VERSION = 1
 
 
 class AlarmGossip:
-    def __init__(self, broker: Broker, interval: float = 1.0):
-        self.broker = broker
+    def __init__(self, cluster: Cluster, loop: asyncio.AbstractEventLoop, alarms: Alarms, interval: float = 1.0):
+        self.cluster = cluster
+        self.loop = loop
+        self.alarms = alarms  # this node's, and what it hears of the others'
         self.interval = interval
-        cluster = broker.cluster
         self._transport = cluster.transport
         cluster.rpc.channels[CHANNEL] = self._on_message
         self._transport.on_peer_down.append(self._peer_down)
         self._last: list[str] | None = None
-        self._timer = broker.loop.call_soon(self._tick)
+        self._timer = loop.call_soon(self._tick)
 
     def close(self) -> None:
         self._timer.cancel()
@@ -44,12 +48,12 @@ class AlarmGossip:
         self._send()
 
     def _tick(self) -> None:
-        self._timer = self.broker.loop.call_later(self.interval, self._tick)
+        self._timer = self.loop.call_later(self.interval, self._tick)
         self._send()
 
     def _send(self) -> None:
-        cluster = self.broker.cluster
-        payload = json.dumps({"v": VERSION, "alarms": self.broker.alarms.describe()}).encode()
+        cluster = self.cluster
+        payload = json.dumps({"v": VERSION, "alarms": self.alarms.describe()}).encode()
         for member in cluster.members():
             if member != cluster.node_id:
                 self._transport.send_node_message(member, CHANNEL, payload)
@@ -63,7 +67,7 @@ class AlarmGossip:
         except (ValueError, KeyError, TypeError) as e:
             log.warning("dropped an alarm message from %s: %s", peer, e)
             return
-        self.broker.alarms.set_remote(peer, alarms)
+        self.alarms.set_remote(peer, alarms)
 
     def _peer_down(self, peer: str) -> None:
-        self.broker.alarms.set_remote(peer, [])
+        self.alarms.set_remote(peer, [])

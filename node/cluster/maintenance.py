@@ -29,13 +29,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from amqp.errors import Condition
 from node.cluster.leadership import hand_over, hold_elections, release_elections
 
 if TYPE_CHECKING:
-    from node.broker import Broker
+    from collections.abc import Awaitable, Callable
+
+    from node.cluster.cluster import Cluster
 
 __all__ = ["DRAINED", "DRAINING", "SERVING", "Maintenance"]
 
@@ -48,11 +50,33 @@ NOTIFY_TIMEOUT = 5.0  # seconds for each peer to acknowledge the state change
 ANNOUNCE_INTERVAL = 5.0  # seconds between a drained node's reminders to the others
 
 
-class Maintenance:
-    """A node's maintenance state and the drain and revive operations (Broker.maintenance)."""
+class MaintenanceNode(Protocol):
+    """What maintenance uses of its node (node/broker.py provides it); `cluster` and
+    `loop` are read at each use, they exist once the node has started."""
 
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    cluster: Cluster
+    loop: asyncio.AbstractEventLoop
+    connections: set[Any]  # the AMQP connections (force_close): the drain closes them
+
+    def suspend_listeners(self) -> None:
+        """New AMQP connections are refused at the socket; open ones stay."""
+
+    async def resume_listeners(self) -> None:
+        """Listen again on the ports bound before suspend_listeners."""
+
+    def background(self, coro: Any, what: str) -> None: ...
+
+
+class Maintenance:
+    """A node's maintenance state and the drain and revive operations."""
+
+    def __init__(self, node: MaintenanceNode,
+                 hand_over_streams: Callable[[float, set[str]], Awaitable[Any]]) -> None:  # fmt: skip
+        """`hand_over_streams(timeout, avoid)`: the drain's step for streams
+        (node/vhosts/stream_handover.py), beside the groups' (leadership.hand_over); its
+        report has `moved`, `kept` and `as_dict()` as theirs."""
+        self.node = node
+        self._hand_over_streams = hand_over_streams
         self.state = SERVING
         self.last_drain: dict | None = None  # the report of the last drain
         self.drained_peers: set[str] = set()  # members that told this node they drain
@@ -65,34 +89,32 @@ class Maintenance:
 
     def attach(self) -> None:
         """Once the cluster runs: hear the other members' state changes."""
-        cluster = self.broker.cluster
+        cluster = self.node.cluster
         cluster.calls[MAINTENANCE_CALL] = self._serve_state
         cluster.transport.on_peer_down.append(self.drained_peers.discard)
 
     def status(self) -> dict:
-        cluster = self.broker.cluster
+        cluster = self.node.cluster
         return {"node": cluster.node_id if cluster is not None else "", "state": self.state,
                 "being_drained": self.in_maintenance, "drained_peers": sorted(self.drained_peers),
                 "last_drain": self.last_drain}  # fmt: skip
 
     async def drain(self, timeout: float = 30.0) -> dict:
         """Put the node in maintenance (see the module's doc); returns the report."""
-        from node.broker import suspend_listeners  # node/broker.py imports this module
-
-        broker, cluster = self.broker, self.broker.cluster
+        node, cluster = self.node, self.node.cluster
         started = time.monotonic()
         self.state = DRAINING
         log.warning("draining this node for maintenance")
         await self._notify(True)
         self._schedule_announce()
-        suspend_listeners(broker)
+        node.suspend_listeners()
         closed = 0
-        for conn in list(broker.connections):
+        for conn in list(node.connections):
             conn.force_close(Condition.CONNECTION_FORCED, CLOSE_REASON)
             closed += 1
         hold_elections(cluster, self._held)
         moved, streams = await asyncio.gather(hand_over(cluster, None, timeout, avoid=self.drained_peers),
-                                              broker.streams.handover.hand_over(timeout, set(self.drained_peers)))
+                                              self._hand_over_streams(timeout, set(self.drained_peers)))
         hold_elections(cluster, self._held)  # and the groups opened meanwhile
         self.state = DRAINED
         report = {"node": cluster.node_id, "state": self.state, "connections_closed": closed,
@@ -106,14 +128,12 @@ class Maintenance:
 
     async def revive(self) -> dict:
         """Out of maintenance: listen again, call elections again, tell the others."""
-        from node.broker import resume_listeners
-
-        cluster = self.broker.cluster
+        cluster = self.node.cluster
         if self._announcer is not None:
             self._announcer.cancel()
             self._announcer = None
         release_elections(cluster, self._held)
-        await resume_listeners(self.broker)
+        await self.node.resume_listeners()
         self.state = SERVING
         await self._notify(False)
         log.warning("revived: serving clients again")
@@ -122,19 +142,19 @@ class Maintenance:
     def held_group_opened(self) -> None:
         """A group opened while drained does not campaign either."""
         if self.in_maintenance:
-            hold_elections(self.broker.cluster, self._held)
+            hold_elections(self.node.cluster, self._held)
 
     def _schedule_announce(self) -> None:
-        self._announcer = self.broker.loop.call_later(ANNOUNCE_INTERVAL, self._announce)
+        self._announcer = self.node.loop.call_later(ANNOUNCE_INTERVAL, self._announce)
 
     def _announce(self) -> None:
         self._announcer = None
-        if self.in_maintenance and self.broker.cluster.running:
-            self.broker.background(self._notify(True), "telling the other members this node drains")
+        if self.in_maintenance and self.node.cluster.running:
+            self.node.background(self._notify(True), "telling the other members this node drains")
             self._schedule_announce()
 
     async def _notify(self, drained: bool) -> None:
-        cluster = self.broker.cluster
+        cluster = self.node.cluster
         peers = [m for m in cluster.members() if m != cluster.node_id]
 
         async def tell(peer: str) -> None:

@@ -28,14 +28,17 @@ import logging
 import random
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from node.cluster.leadership import move_leader
 from routing import policies
 from routing.errors import InvalidArgument
 
 if TYPE_CHECKING:
-    from node.broker import Broker
+    from metadata.projections import Projections
+    from node.cluster.cluster import Cluster
+    from node.cluster.maintenance import Maintenance
+    from node.vhosts.metadata_store import MetadataStore
 
 __all__ = ["LOCATORS", "Move", "Placement", "choose_leader", "locator_of", "plan_moves"]
 
@@ -121,17 +124,38 @@ def plan_moves(leaders: Mapping[str, str], members: Mapping[str, Iterable[str]],
         count[target] += 1
 
 
-class Placement:
-    """This node's side of leader placement (Broker.placement)."""
+class QuorumGroups(Protocol):
+    queues: dict[str, Any]  # this node's quorum queue replicas by group (node/vhosts/quorum_groups.py)
 
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+
+class PlacementNode(Protocol):
+    """What placement uses of its node (node/broker.py provides it); read at each
+    use: `cluster`, `metadata` and `loop` exist once the node has started."""
+
+    node_id: str
+    loop: asyncio.AbstractEventLoop
+    cluster: Cluster
+    metadata: MetadataStore
+    projections: Projections
+    maintenance: Maintenance
+    quorum: QuorumGroups
+
+    def background(self, coro: Any, what: str) -> None: ...
+
+
+class Placement:
+    """This node's side of leader placement."""
+
+    def __init__(self, node: PlacementNode, default_locator: str) -> None:
+        """`default_locator`: setting queue_leader_locator."""
+        self.node = node
+        self._default_locator = default_locator
         self._first: dict[str, tuple[str, float]] = {}  # fresh group -> (chosen leader, watch until)
         self._timer: asyncio.TimerHandle | None = None
 
     @property
     def _cluster(self) -> Any:
-        return self.broker.cluster
+        return self.node.cluster
 
     def attach(self) -> None:
         cluster = self._cluster
@@ -147,19 +171,19 @@ class Placement:
 
     def leader_for(self, vhost: str, name: str, arguments: Mapping[str, Any]) -> str:
         """The member that should lead the new quorum queue `name` (raises InvalidArgument)."""
-        broker = self.broker
-        policy = policies.choose(broker.projections.vhost_policies(vhost), "queue", name, "quorum")
+        node = self.node
+        policy = policies.choose(node.projections.vhost_policies(vhost), "queue", name, "quorum")
         locator = locator_of(arguments, None if policy is None else policy.definition,
-                             broker.config.queue_leader_locator)  # fmt: skip
-        me = broker.node_id
-        return choose_leader(locator, me, broker.metadata.state.members, self.leading_counts(),
+                             self._default_locator)  # fmt: skip
+        me = node.node_id
+        return choose_leader(locator, me, node.metadata.state.members, self.leading_counts(),
                              self.nodes_in_maintenance())  # fmt: skip
 
     def nodes_in_maintenance(self) -> set[str]:
-        maintenance = self.broker.maintenance
+        maintenance = self.node.maintenance
         out = set(maintenance.drained_peers)
         if maintenance.in_maintenance:
-            out.add(self.broker.node_id)
+            out.add(self.node.node_id)
         return out
 
     def leading_counts(self) -> dict[str, int]:
@@ -169,7 +193,7 @@ class Placement:
 
         groups = self._cluster.groups
         out: dict[str, int] = {}
-        for vh in self.broker.metadata.state.vhosts.values():
+        for vh in self.node.metadata.state.vhosts.values():
             for q in vh.queues.values():
                 if q.type != "quorum":
                     continue
@@ -185,10 +209,10 @@ class Placement:
         raft = self._cluster.groups.get(group)
         if raft is None or raft.term != 0 or not chosen:
             return  # restarted from its log: leave its elections alone
-        if chosen == self.broker.node_id:
+        if chosen == self.node.node_id:
             raft.campaign_within(FIRST_ELECTION_WITHIN)
             self._cluster.host.kick(group)
-        loop = self.broker.loop
+        loop = self.node.loop
         self._first[group] = (chosen, loop.time() + FIRST_LEADER_WATCH)
         if self._timer is None:
             self._timer = loop.call_later(WATCH_INTERVAL, self._watch)
@@ -197,7 +221,7 @@ class Placement:
         """The fresh groups this node came to lead although another member was chosen: hand
         each to the chosen member, once."""
         self._timer = None
-        now = self.broker.loop.time()
+        now = self.node.loop.time()
         cluster = self._cluster
         for group, (chosen, until) in list(self._first.items()):
             raft = cluster.groups.get(group)
@@ -206,12 +230,12 @@ class Placement:
             elif raft.is_leader:
                 del self._first[group]
                 if chosen in raft.peers and chosen not in self.nodes_in_maintenance():
-                    self.broker.background(move_leader(cluster, group, chosen, MOVE_TIMEOUT),
+                    self.node.background(move_leader(cluster, group, chosen, MOVE_TIMEOUT),
                                            f"handing {group} to its chosen leader {chosen}")  # fmt: skip
             elif raft.leader_id is not None:
                 del self._first[group]  # another member leads: it watches, if it opened the group fresh
         if self._first:
-            self._timer = self.broker.loop.call_later(WATCH_INTERVAL, self._watch)
+            self._timer = self.node.loop.call_later(WATCH_INTERVAL, self._watch)
 
     # -- rebalance ---------------------------------------------------------------------------
 
@@ -222,7 +246,7 @@ class Placement:
         cluster = self._cluster
         queues: dict[str, tuple[str, str]] = {}
         members: dict[str, tuple[str, ...]] = {}
-        for vh in self.broker.metadata.state.vhosts.values():
+        for vh in self.node.metadata.state.vhosts.values():
             for q in vh.queues.values():
                 if q.type == "quorum":
                     group = group_name(vh.name, q.name)
@@ -230,14 +254,14 @@ class Placement:
                     members[group] = tuple(q.replicas)
         leaders: dict[str, str] = {}
         unreachable: set[str] = set()
-        for node in cluster.members():
+        for member in cluster.members():
             try:
-                leading = await self._leading_of(node)
+                leading = await self._leading_of(member)
             except Exception as e:
-                log.info("rebalance: %s did not say which queues it leads: %s", node, e)
-                unreachable.add(node)
+                log.info("rebalance: %s did not say which queues it leads: %s", member, e)
+                unreachable.add(member)
                 continue
-            leaders.update({g: node for g in leading if g in members})
+            leaders.update({g: member for g in leading if g in members})
         moves = plan_moves(leaders, members, self.nodes_in_maintenance() | unreachable)
         gate = asyncio.Semaphore(MOVES_AT_ONCE)
 
@@ -260,7 +284,7 @@ class Placement:
         return [str(g) for g in reply.get("groups", [])]
 
     def _leading(self) -> list[str]:
-        quorum = self.broker.quorum.queues
+        quorum = self.node.quorum.queues
         return [name for name, group in self._cluster.groups.items() if name in quorum and group.is_leader]
 
     async def _move(self, move: Move) -> bool:

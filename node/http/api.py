@@ -74,7 +74,7 @@ from routing.errors import RoutingError
 from routing.oauth import TokenRefused, TokenUser, UnknownKey
 
 if TYPE_CHECKING:
-    from node.broker import Broker
+    from node.http.management_node import ManagementNode
 
 log = logging.getLogger("warren.http")
 
@@ -102,8 +102,8 @@ class ManagementAPI:
     """Authentication, authorisation and errors around the handlers; owns the
     counter samples behind the rates in /api/overview."""
 
-    def __init__(self, broker: Broker):
-        self.broker = broker
+    def __init__(self, node: ManagementNode):
+        self.node = node
         self.rates = fmt.Rates()
         self._timer: Periodic | None = None
 
@@ -118,11 +118,11 @@ class ManagementAPI:
         return app
 
     def start_sampling(self) -> None:
-        self._timer = Periodic(self.broker.loop, SAMPLE_INTERVAL, self._sample, "sampling the message rates")
+        self._timer = Periodic(self.node.loop, SAMPLE_INTERVAL, self._sample, "sampling the message rates")
         self._timer.start()
 
     def _sample(self) -> None:
-        self.rates.sample(fmt.message_counters(self.broker.metrics))
+        self.rates.sample(fmt.message_counters(self.node.metrics))
 
     def stop_sampling(self) -> None:
         if self._timer is not None:
@@ -160,7 +160,7 @@ class ManagementAPI:
     async def _login(self, request: web.Request) -> Any:
         header = request.headers.get("Authorization", "")
         scheme, _, credentials = header.partition(" ")
-        if scheme.lower() == "bearer" and self.broker.auth.tokens is not None:
+        if scheme.lower() == "bearer" and self.node.auth.tokens is not None:
             return await self._token_login(credentials.strip(), request.remote or "")
         if scheme.lower() != "basic":
             raise ApiError(401, "not_authorized", "Login failed")
@@ -176,13 +176,13 @@ class ManagementAPI:
         # A password that is an OAuth 2 token is checked as one, as over AMQP.
         peer = request.remote or ""
         try:
-            ok, grant = await self.broker.logins.login_grant("PLAIN", b"\0" + name.encode() + b"\0" + password.encode(),
+            ok, grant = await self.node.logins.login_grant("PLAIN", b"\0" + name.encode() + b"\0" + password.encode(),
                                                              peer)  # fmt: skip
         except LoginsBusy:
             raise ApiError(503, "service_unavailable", "too many logins in progress, try again later") from None
         if grant is not None:
             return management_user(TokenUser(grant.user, grant.tags, grant))
-        user = self.broker.auth.users.get(name) if ok is not None else None
+        user = self.node.auth.users.get(name) if ok is not None else None
         if user is None:
             log.info("HTTP access denied: login failed for user '%s' from %s", name, peer)
             raise ApiError(401, "not_authorized", "Login failed")
@@ -191,17 +191,17 @@ class ManagementAPI:
     async def _token_login(self, token: str, peer: str) -> TokenUser:
         """`Authorization: Bearer <token>` (routing/oauth.py): the token's
         scopes are the request's permissions and its tag scopes its tags."""
-        tokens = self.broker.auth.tokens
+        tokens = self.node.auth.tokens
         try:
             try:
                 grant = tokens.verify(token)
             except UnknownKey:
-                if not await self.broker.logins.reload_token_keys():
+                if not await self.node.logins.reload_token_keys():
                     raise
                 grant = tokens.verify(token)
         except TokenRefused as e:
             log.info("HTTP access denied: token refused from %s: %s", peer, e)
-            self.broker.logins.delays.failed(peer)
+            self.node.logins.delays.failed(peer)
             raise ApiError(401, "not_authorized", "Login failed") from None
         return management_user(TokenUser(grant.user, grant.tags, grant))
 
@@ -214,11 +214,11 @@ class ManagementAPI:
             raise refused("Not monitor user")
         if level in (VHOST, VHOST_VISIBLE):
             name = request.match_info.get("vhost")
-            if name is None or name not in self.broker.vhosts or is_admin(user):
+            if name is None or name not in self.node.vhosts or is_admin(user):
                 return  # a missing vhost is the handler's 404
             if level == VHOST_VISIBLE and is_monitor(user):
                 return
-            if permission_of(self.broker, user, name) is None:
+            if permission_of(self.node, user, name) is None:
                 raise refused("User not authorised to access virtual host")
 
     # -- what they may see -----------------------------------------------------
@@ -226,20 +226,20 @@ class ManagementAPI:
     def visible_vhosts(self, user: Any) -> list[Any]:
         """All vhosts for administrators and monitors; else those the user
         has permissions in (RabbitMQ's list_visible_vhosts)."""
-        vhosts = sorted(self.broker.vhosts.values(), key=lambda v: v.name)
+        vhosts = sorted(self.node.vhosts.values(), key=lambda v: v.name)
         if is_monitor(user):
             return vhosts
-        return [v for v in vhosts if permission_of(self.broker, user, v.name) is not None]
+        return [v for v in vhosts if permission_of(self.node, user, v.name) is not None]
 
     def vhost(self, name: str) -> Any:
-        vhost = self.broker.vhosts.get(name)
+        vhost = self.node.vhosts.get(name)
         if vhost is None:
             raise not_found(f"no vhost '{name}'")
         return vhost
 
     def listeners(self) -> list[dict]:
         """Each bound listener, named as RabbitMQ's /api/overview names them."""
-        b, cfg = self.broker, self.broker.config
+        b, cfg = self.node, self.node.config
         bound = (("amqp", b.amqp_port), ("amqp/ssl", b.amqps_port), ("http", b.http_port), ("https", b.https_port),
                  ("http/prometheus", b.metrics_port), ("https/prometheus", b.metrics_tls_port))  # fmt: skip
         return [{"node": cfg.node_name, "protocol": protocol, "ip_address": cfg.listen_host, "port": port}

@@ -55,14 +55,14 @@ from node.ops import snapshot_export
 
 
 def _cluster(request: web.Request) -> Cluster:
-    cluster = api_of(request).broker.cluster
+    cluster = api_of(request).node.cluster
     if cluster is None:
         raise ApiError(404, "Object Not Found", "clustering is off on this node (grpc_port < 0)")
     return cluster
 
 
 def _test_cluster(request: web.Request) -> Cluster:
-    if not api_of(request).broker.config.enable_test_faults:
+    if not api_of(request).node.config.enable_test_faults:
         raise not_found()
     return _cluster(request)
 
@@ -111,7 +111,7 @@ def _peers(body: dict) -> list[str] | None:
 async def cluster_status(request: web.Request) -> web.Response:
     api = api_of(request)
     status = _cluster(request).status()
-    status["node_name"] = api.broker.config.node_name
+    status["node_name"] = api.node.config.node_name
     return json_response(request, status)
 
 
@@ -207,18 +207,18 @@ async def force_alarm(request: web.Request) -> web.Response:
     on = body.get("on", True)
     if not isinstance(on, bool):
         raise bad_request("'on' must be true or false")
-    broker = api_of(request).broker
-    broker.alarms.force(_string(body, "resource"), on)
-    return json_response(request, {"alarms": broker.alarms.describe()})
+    alarms = api_of(request).node.alarms
+    alarms.force(_string(body, "resource"), on)
+    return json_response(request, {"alarms": alarms.describe()})
 
 
 # ---------------------------------------------------------------- quorum queue members
 
 
 async def _members_change(request: web.Request, vhost: str, name: str, node: str, add: bool) -> list[str]:
-    broker = api_of(request).broker
+    quorum = api_of(request).node.quorum
     try:
-        return await broker.quorum.change_member(vhost, name, node, add)
+        return await quorum.change_member(vhost, name, node, add)
     except ClusterError as e:
         raise _cluster_error(e) from None
 
@@ -244,7 +244,7 @@ async def delete_queue_member(request: web.Request) -> web.Response:
 async def grow_or_shrink(request: web.Request) -> web.Response:
     """POST /api/quorum-queues/grow|shrink {"node": ID}: add the node to (remove it from) every quorum queue."""
     body = await read_body(request)
-    quorum = api_of(request).broker.quorum
+    quorum = api_of(request).node.quorum
     node = _string(body, "node")
     results = await (quorum.grow(node) if request.match_info["op"] == "grow" else quorum.shrink(node))
     return json_response(request, results)
@@ -256,11 +256,11 @@ async def grow_or_shrink(request: web.Request) -> web.Response:
 @access(ADMIN)
 async def list_snapshots(request: web.Request) -> web.Response:
     """Every member's snapshot files (node/ops/snapshot_export.py); an unreachable member shows its error."""
-    broker = api_of(request).broker
+    cluster, data_dir = _cluster(request), api_of(request).node.config.data_dir
     out = []
-    for member in _cluster(request).members():
+    for member in cluster.members():
         try:
-            out.append({"node": member, "files": await snapshot_export.files_of(broker, member)})
+            out.append({"node": member, "files": await snapshot_export.files_of(cluster, data_dir, member)})
         except ClusterError as e:
             out.append({"node": member, "error": str(e)})
     return json_response(request, out)
@@ -269,16 +269,16 @@ async def list_snapshots(request: web.Request) -> web.Response:
 @access(ADMIN)
 async def read_snapshot(request: web.Request) -> web.Response:
     """One chunk of one member's snapshot file: {"data": base64, "eof": bool}."""
-    broker = api_of(request).broker
+    cluster, data_dir = _cluster(request), api_of(request).node.config.data_dir
     member, name = request.match_info["member"], request.match_info["name"]
-    if member not in _cluster(request).members():
+    if member not in cluster.members():
         raise not_found(f"{member} is not a cluster member")
     try:
         offset = int(request.query.get("offset", "0"))
     except ValueError:
         raise bad_request("offset must be an integer") from None
     try:
-        return json_response(request, await snapshot_export.chunk_of(broker, member, name, offset))
+        return json_response(request, await snapshot_export.chunk_of(cluster, data_dir, member, name, offset))
     except snapshot_export.SnapshotError as e:
         raise not_found(str(e)) from None
     except ClusterError as e:

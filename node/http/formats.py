@@ -14,12 +14,15 @@ import hashlib
 import json
 import time
 from collections import deque
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from node import __version__
 from queues.base import Queue
 from routing import rabbit_passwords
+
+if TYPE_CHECKING:
+    from node.http.management_node import ManagementNode
 
 PROTOCOL = "AMQP 1-0"  # what RabbitMQ shows for native AMQP 1.0 connections
 BUILTIN_USER = "rmq-internal"
@@ -30,7 +33,6 @@ EXCHANGE_TYPES = (
     ("topic", "AMQP topic exchange, as per the AMQP specification"),
     ("x-local-random", "Local random exchange"),
 )
-DEFAULT_VHOST_DESCRIPTION = "Default virtual host"
 
 
 # ---------------------------------------------------------------- encoding
@@ -338,9 +340,9 @@ def parse_tags(tags: Any) -> list[str]:
 # ---------------------------------------------------------------- node-wide
 
 
-def node_json(broker: Any, started_at: float, resources: dict) -> dict:
-    cfg = broker.config
-    alarms = broker.alarms
+def node_json(node: ManagementNode, started_at: float, resources: dict) -> dict:
+    cfg = node.config
+    alarms = node.alarms
     return {
         "name": cfg.node_name,
         "type": "disc",
@@ -355,7 +357,7 @@ def node_json(broker: Any, started_at: float, resources: dict) -> dict:
         "disk_free_limit": alarms.disk_free_limit,
         "disk_free_alarm": alarms.disk or "disk" in alarms.forced,
         "fd_used": resources.get("fd_used", 0),
-        "sockets_used": len(broker.connections),
+        "sockets_used": len(node.connections),
         "processors": resources.get("processors", 1),
         "uptime": int((time.time() - started_at) * 1000),
         "db_dir": cfg.data_dir,
@@ -367,12 +369,12 @@ def node_json(broker: Any, started_at: float, resources: dict) -> dict:
     }
 
 
-def object_totals(broker: Any, vhosts: list[Any]) -> dict:
+def object_totals(node: ManagementNode, vhosts: list[Any]) -> dict:
     names = {v.name for v in vhosts}
     return {
-        "connections": sum(1 for c in broker.connections if c.vhost is not None and c.vhost.name in names),
+        "connections": sum(1 for c in node.connections if c.vhost is not None and c.vhost.name in names),
         "channels": sum(
-            len(c.engine.sessions) for c in broker.connections if c.vhost is not None and c.vhost.name in names
+            len(c.engine.sessions) for c in node.connections if c.vhost is not None and c.vhost.name in names
         ),  # fmt: skip
         "consumers": sum(q.consumer_count for v in vhosts for q in v.queues.values()),
         "exchanges": sum(len(v.routing.exchanges()) for v in vhosts),
@@ -380,8 +382,8 @@ def object_totals(broker: Any, vhosts: list[Any]) -> dict:
     }
 
 
-def overview_json(broker: Any, vhosts: list[Any], rates: dict[str, float], listeners: list[dict]) -> dict:
-    cfg = broker.config
+def overview_json(node: ManagementNode, vhosts: list[Any], rates: dict[str, float], listeners: list[dict]) -> dict:
+    cfg = node.config
     ready = sum(q.message_count for v in vhosts for q in v.queues.values())
     unacked = sum(q.unacked_count for v in vhosts for q in v.queues.values())
     return {
@@ -394,15 +396,15 @@ def overview_json(broker: Any, vhosts: list[Any], rates: dict[str, float], liste
         "cluster_name": cfg.node_name,
         "disable_stats": False,
         "enable_queue_totals": True,
-        "message_stats": _details(message_counters(broker.metrics), rates),
+        "message_stats": _details(message_counters(node.metrics), rates),
         "queue_totals": _details(
             {"messages": ready + unacked, "messages_ready": ready, "messages_unacknowledged": unacked}
         ),  # fmt: skip
-        "object_totals": object_totals(broker, vhosts),
+        "object_totals": object_totals(node, vhosts),
         "statistics_db_event_queue": 0,
         "node": cfg.node_name,
         "listeners": listeners,
         "contexts": [
-            {"node": cfg.node_name, "description": "Warren Management", "path": "/", "port": str(broker.http_port)}
+            {"node": cfg.node_name, "description": "Warren Management", "path": "/", "port": str(node.http_port)}
         ],  # fmt: skip
     }

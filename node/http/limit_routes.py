@@ -27,7 +27,7 @@ _MAX_VALUE = 2**31 - 1
 
 def _listing(request: web.Request, scope: str, name: str | None = None) -> list[dict]:
     by_name: dict[str, dict[str, int]] = {}
-    for (s, owner, limit), value in sorted(api_of(request).broker.projections.limits.items()):
+    for (s, owner, limit), value in sorted(api_of(request).node.projections.limits.items()):
         if s == scope and (name is None or owner == name):
             by_name.setdefault(owner, {})[limit] = value
     return [{scope: owner, "value": limits} for owner, limits in by_name.items()]
@@ -52,18 +52,18 @@ def _handlers(scope: str, key: str):
         if type(value) is not int or not -_MAX_VALUE <= value <= _MAX_VALUE:
             raise bad_request(f"{scope} limit '{limit}': 'value' must be an integer (a negative one means no limit), "
                               f"got {value!r}")
-        await api_of(request).broker.metadata.run(mc.SetLimit(new_key(), scope, name, limit, value))
+        await api_of(request).node.metadata.run(mc.SetLimit(new_key(), scope, name, limit, value))
         return no_content()
 
     @access(ADMIN)
     async def delete(request: web.Request) -> web.Response:
         name, limit = request.match_info[key], request.match_info["name"]
-        await api_of(request).broker.metadata.run(mc.ClearLimit(new_key(), scope, name, limit))
+        await api_of(request).node.metadata.run(mc.ClearLimit(new_key(), scope, name, limit))
         return no_content()
 
     def _exists(request: web.Request, name: str) -> None:
-        broker = api_of(request).broker
-        if name not in (broker.vhosts if scope == "vhost" else broker.auth.users):
+        node = api_of(request).node
+        if name not in (node.vhosts if scope == "vhost" else node.auth.users):
             raise not_found()
 
     base = f"/api/{scope}-limits"

@@ -12,23 +12,28 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from aiohttp import web
 
 from node.http.route_kit import ADMIN, MONITOR, ApiError, access, api_of, bad_request, json_response, read_body
 
+if TYPE_CHECKING:
+    from node.http.management_node import ManagementNode
+
 DRAIN_TIMEOUT = 30.0  # seconds a drain waits for the leaderships to move, unless told
 
 
-def _broker(request: web.Request):
-    broker = api_of(request).broker
-    if broker.cluster is None:
+def _node(request: web.Request) -> ManagementNode:
+    node = api_of(request).node
+    if node.cluster is None:
         raise ApiError(503, "cluster_unavailable", "the node is not running its cluster part yet")
-    return broker
+    return node
 
 
 @access(MONITOR)
 async def maintenance_status(request: web.Request) -> web.Response:
-    return json_response(request, _broker(request).maintenance.status())
+    return json_response(request, _node(request).maintenance.status())
 
 
 @access(ADMIN)
@@ -37,17 +42,17 @@ async def drain(request: web.Request) -> web.Response:
     timeout = body.get("timeout", DRAIN_TIMEOUT)
     if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout <= 600:
         raise bad_request("'timeout' must be a number of seconds in (0, 600]")
-    return json_response(request, await _broker(request).maintenance.drain(float(timeout)))
+    return json_response(request, await _node(request).maintenance.drain(float(timeout)))
 
 
 @access(ADMIN)
 async def revive(request: web.Request) -> web.Response:
-    return json_response(request, await _broker(request).maintenance.revive())
+    return json_response(request, await _node(request).maintenance.revive())
 
 
 @access(ADMIN)
 async def rebalance_queues(request: web.Request) -> web.Response:
-    return json_response(request, await _broker(request).placement.rebalance())
+    return json_response(request, await _node(request).placement.rebalance())
 
 
 ROUTES = [

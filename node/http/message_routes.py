@@ -136,18 +136,18 @@ async def publish(request: web.Request) -> web.Response:
     message = build_message(_payload(body), body.get("properties") or {})
     check_permission(request, vhost.name, "write", name, "exchange")
     if str(exchange.type) == "topic":
-        entries = api.broker.projections.topic_permissions
+        entries = api.node.projections.topic_permissions
         topic_permissions.check(entries, request[USER].name, vhost.name, name, key, "write",
                                 scopes=token_scopes(request[USER]))  # fmt: skip
-    broker = api.broker
-    broker.metrics.published += 1
+    node = api.node
+    node.metrics.published += 1
     queues = vhost.route(name, key, message.application_properties)
     if not queues:
-        broker.metrics.unroutable += 1
+        node.metrics.unroutable += 1
         return json_response(request, {"routed": False})
-    broker.metrics.routed += 1
+    node.metrics.routed += 1
     ttl = message.ttl
-    expires_at = broker.now_ms() + ttl if ttl is not None else None
+    expires_at = node.now_ms() + ttl if ttl is not None else None
     sent = _publish_to(queues, QueueMessage(0, message.payload, message.durable, expires_at, 0, False, name, [key]))
     try:
         outcomes = await asyncio.wait_for(sent, PUBLISH_TIMEOUT)
@@ -157,7 +157,7 @@ async def publish(request: web.Request) -> web.Response:
     if Outcome.UNKNOWN in outcomes:
         raise ApiError(503, "service_unavailable", "a queue's node was lost with the message in flight: it may or "
                                                    "may not have been stored")  # fmt: skip
-    broker.metrics.confirmed += 1
+    node.metrics.confirmed += 1
     if all(o is Outcome.NO_SPACE for o in outcomes):
         raise ApiError(503, "service_unavailable", "the disk of the queue's node is full (no space left on device)")
     if all(o in (Outcome.REJECTED, Outcome.NO_SPACE) for o in outcomes):
@@ -338,10 +338,10 @@ def consumer_json(conn: Any, session: Any, link: Any, consumer: QueueConsumer, n
 
 
 def _consumers(request: web.Request, vhosts: set[str]) -> list[dict]:
-    broker = api_of(request).broker
-    node_name = broker.config.node_name
+    node = api_of(request).node
+    node_name = node.config.node_name
     out = []
-    for conn in list(broker.connections):
+    for conn in list(node.connections):
         if conn.vhost is None or conn.vhost.name not in vhosts:
             continue
         for session in list(conn.engine.sessions.values()):

@@ -58,8 +58,8 @@ DEFAULT_CLOSE_REASON = "Closed via management plugin"
 async def overview(request: web.Request) -> web.Response:
     api = api_of(request)
     vhosts = api.visible_vhosts(request[USER])
-    rates = api.rates.rates(fmt.message_counters(api.broker.metrics))
-    return json_response(request, fmt.overview_json(api.broker, vhosts, rates, api.listeners()))
+    rates = api.rates.rates(fmt.message_counters(api.node.metrics))
+    return json_response(request, fmt.overview_json(api.node, vhosts, rates, api.listeners()))
 
 
 @access(MGMT)
@@ -69,7 +69,7 @@ async def whoami(request: web.Request) -> web.Response:
 
 
 def _node(api: ManagementAPI) -> dict:
-    broker = api.broker
+    node = api.node
     process = psutil.Process()
     try:
         fds = process.num_fds()
@@ -77,12 +77,12 @@ def _node(api: ManagementAPI) -> dict:
         fds = 0
     resources = {
         "os_pid": os.getpid(),
-        "mem_used": broker.alarms.memory_used,  # what the memory alarm compares (node/ops/memory.py)
-        "disk_free": shutil.disk_usage(broker.config.data_dir).free,
+        "mem_used": node.alarms.memory_used,  # what the memory alarm compares (node/ops/memory.py)
+        "disk_free": shutil.disk_usage(node.config.data_dir).free,
         "fd_used": fds,
         "processors": os.cpu_count() or 1,
     }
-    return fmt.node_json(broker, broker.started_at, resources)
+    return fmt.node_json(node, node.started_at, resources)
 
 
 @access(MONITOR)
@@ -93,7 +93,7 @@ async def nodes(request: web.Request) -> web.Response:
 @access(MONITOR)
 async def node(request: web.Request) -> web.Response:
     api = api_of(request)
-    if request.match_info["node"] != api.broker.config.node_name:
+    if request.match_info["node"] != api.node.config.node_name:
         raise not_found()
     return json_response(request, _node(api))
 
@@ -102,17 +102,17 @@ async def node(request: web.Request) -> web.Response:
 async def alarms_check(request: web.Request) -> web.Response:
     """/api/health/checks/alarms: 200 without alarms, 503 with, and 503 while
     this node's alarm check itself fails (then nobody knows)."""
-    broker = api_of(request).broker
-    check = broker.alarm_check
+    node = api_of(request).node
+    check = node.alarm_check
     if check is not None and check.failing:
         body = {"status": "failed", "reason": f"the resource alarm check is failing ({check.failures} in a row): "
                                               f"{check.last_error}"}  # fmt: skip
         return json_response(request, body, status=503)
     if request.path.endswith("/local-alarms"):
-        raised = [(broker.config.node_name, name) for name in broker.alarms.describe()]
+        raised = [(node.config.node_name, name) for name in node.alarms.describe()]
     else:
-        raised = [(broker.config.node_name if node == broker.node_id else node, name)
-                  for node, name in broker.alarms.cluster_wide(broker.node_id)]  # fmt: skip
+        raised = [(node.config.node_name if member == node.node_id else member, name)
+                  for member, name in node.alarms.cluster_wide(node.node_id)]  # fmt: skip
     if not raised:
         return json_response(request, {"status": "ok"})
     body = {"status": "failed", "reason": "resource alarm(s) in effect in the cluster",
@@ -122,14 +122,14 @@ async def alarms_check(request: web.Request) -> web.Response:
 
 @access(ADMIN)
 async def definitions(request: web.Request) -> web.Response:
-    return json_response(request, api_of(request).broker.definitions.document())
+    return json_response(request, api_of(request).node.definitions.document())
 
 
 @access(ADMIN)
 async def vhost_definitions(request: web.Request) -> web.Response:
     api = api_of(request)
     vhost = api.vhost(request.match_info["vhost"]).name
-    return json_response(request, api.broker.definitions.document(vhost))
+    return json_response(request, api.node.definitions.document(vhost))
 
 
 @access(ADMIN)
@@ -143,7 +143,7 @@ async def import_definitions(request: web.Request) -> web.Response:
         vhost = api.vhost(vhost).name
     doc = await read_body(request)
     try:
-        await api.broker.definitions.apply(doc, vhost)
+        await api.node.definitions.apply(doc, vhost)
     except DefinitionsError as e:
         raise bad_request(str(e)) from None
     return no_content()
@@ -154,20 +154,20 @@ async def import_definitions(request: web.Request) -> web.Response:
 
 def _connections(api: ManagementAPI, user: Any, vhost: str | None = None) -> list[dict]:
     """Open connections (past AMQP OPEN), the user's own unless monitor."""
-    broker = api.broker
+    node = api.node
     out = []
-    for conn in broker.connections:
+    for conn in node.connections:
         if conn.vhost is None or (vhost is not None and conn.vhost.name != vhost):
             continue
         if not is_monitor(user) and conn.user != user.name:
             continue
-        out.append(fmt.connection_json(conn, broker.config.node_name, broker.alarms.active))
+        out.append(fmt.connection_json(conn, node.config.node_name, node.alarms.active))
     return sorted(out, key=lambda c: c["name"])
 
 
 def _connection(request: web.Request) -> Any:
     name = request.match_info["name"]
-    for conn in api_of(request).broker.connections:
+    for conn in api_of(request).node.connections:
         if conn.name == name and conn.vhost is not None:
             return conn
     raise not_found(f"no connection '{name}'")
@@ -190,8 +190,8 @@ async def get_connection(request: web.Request) -> web.Response:
     conn, user = _connection(request), request[USER]
     if not is_monitor(user) and conn.user != user.name:
         raise refused("User not authorised to access object")
-    broker = api_of(request).broker
-    return json_response(request, fmt.connection_json(conn, broker.config.node_name, broker.alarms.active))
+    node = api_of(request).node
+    return json_response(request, fmt.connection_json(conn, node.config.node_name, node.alarms.active))
 
 
 @access(MGMT)
@@ -211,14 +211,14 @@ async def close_connection(request: web.Request) -> web.Response:
 @access(MGMT)
 async def list_vhosts(request: web.Request) -> web.Response:
     api = api_of(request)
-    node_name = api.broker.config.node_name
+    node_name = api.node.config.node_name
     return json_response(request, [fmt.vhost_json(v, node_name) for v in api.visible_vhosts(request[USER])])
 
 
 @access(VHOST_VISIBLE)
 async def get_vhost(request: web.Request) -> web.Response:
     api = api_of(request)
-    return json_response(request, fmt.vhost_json(api.vhost(request.match_info["vhost"]), api.broker.config.node_name))
+    return json_response(request, fmt.vhost_json(api.vhost(request.match_info["vhost"]), api.node.config.node_name))
 
 
 def _refuse_unsupported_vhost_fields(body: dict) -> None:
@@ -248,15 +248,15 @@ async def put_vhost(request: web.Request) -> web.Response:
     if not isinstance(description, str):
         raise bad_request("'description' must be a string")
     _refuse_unsupported_vhost_fields(body)
-    broker = api.broker
-    current = broker.vhosts.get(name)
+    node = api.node
+    current = node.vhosts.get(name)
     created = current is None
     if not created:  # keep what the request does not mention
         description = description if "description" in body else current.description
         tags = tags if "tags" in body else list(current.tags)
-    run = broker.metadata.run
+    run = node.metadata.run
     await run(mc.AddVHost(new_key(), name, description, tuple(tags)))
-    if created and not isinstance(user, TokenUser) and broker.auth.permission(user.name, name) is None:
+    if created and not isinstance(user, TokenUser) and node.auth.permission(user.name, name) is None:
         await run(mc.SetPermissions(new_key(), user.name, name))
     return created_or_updated(created)
 
@@ -264,7 +264,7 @@ async def put_vhost(request: web.Request) -> web.Response:
 @access(ADMIN)
 async def delete_vhost(request: web.Request) -> web.Response:
     """Deletes everything in it and disconnects its clients."""
-    if not await api_of(request).broker.delete_vhost(request.match_info["vhost"]):
+    if not await api_of(request).node.delete_vhost(request.match_info["vhost"]):
         raise not_found()
     return no_content()
 
@@ -273,7 +273,7 @@ async def delete_vhost(request: web.Request) -> web.Response:
 
 
 def _user(request: web.Request) -> Any:
-    user = api_of(request).broker.auth.users.get(request.match_info["user"])
+    user = api_of(request).node.auth.users.get(request.match_info["user"])
     if user is None:
         raise not_found()
     return user
@@ -281,7 +281,7 @@ def _user(request: web.Request) -> Any:
 
 @access(ADMIN)
 async def list_users(request: web.Request) -> web.Response:
-    users = sorted(api_of(request).broker.auth.users.values(), key=lambda u: u.name)
+    users = sorted(api_of(request).node.auth.users.values(), key=lambda u: u.name)
     return json_response(request, [fmt.user_json(u, HASHING_ALGORITHM) for u in users])
 
 
@@ -296,7 +296,7 @@ async def put_user(request: web.Request) -> web.Response:
     comma-separated string or a list). Without either password field an
     existing user keeps its password and a new one has none (it cannot log
     in with a password)."""
-    auth, name = api_of(request).broker.auth, request.match_info["user"]
+    auth, name = api_of(request).node.auth, request.match_info["user"]
     body = await read_body(request)
     existing = auth.users.get(name)
     try:
@@ -307,7 +307,7 @@ async def put_user(request: web.Request) -> web.Response:
     if password is not None:
         if not isinstance(password, str):
             raise bad_request("'password' must be a string")
-        password_hash = await api_of(request).broker.logins.hash_password(password)  # PBKDF2, off the loop
+        password_hash = await api_of(request).node.logins.hash_password(password)  # PBKDF2, off the loop
     elif password_hash is not None:
         algorithm = body.get("hashing_algorithm", HASHING_ALGORITHM)
         if algorithm in rabbit_passwords.ALGORITHMS and isinstance(password_hash, str):
@@ -321,21 +321,21 @@ async def put_user(request: web.Request) -> web.Response:
             raise bad_request(f"password_hash must be in {HASHING_ALGORITHM} format")
     else:
         password_hash = existing.password_hash if existing else ""
-    await api_of(request).broker.metadata.run(mc.PutUser(new_key(), name, password_hash, tuple(tags)))
+    await api_of(request).node.metadata.run(mc.PutUser(new_key(), name, password_hash, tuple(tags)))
     return created_or_updated(existing is None)
 
 
 @access(ADMIN)
 async def delete_user(request: web.Request) -> web.Response:
-    broker, name = api_of(request).broker, request.match_info["user"]
-    if name not in broker.auth.users:
+    node, name = api_of(request).node, request.match_info["user"]
+    if name not in node.auth.users:
         raise not_found()
-    await broker.metadata.run(mc.DeleteUser(new_key(), name))
+    await node.metadata.run(mc.DeleteUser(new_key(), name))
     return no_content()
 
 
 def _permissions(api: ManagementAPI, user: str | None = None, vhost: str | None = None) -> list[dict]:
-    items = sorted(api.broker.auth.permissions.items())
+    items = sorted(api.node.auth.permissions.items())
     return [fmt.permission_json(u, v, p) for (u, v), p in items
             if (user is None or u == user) and (vhost is None or v == vhost)]  # fmt: skip
 
@@ -358,7 +358,7 @@ async def vhost_permissions(request: web.Request) -> web.Response:
 
 @access(ADMIN)
 async def get_permission(request: web.Request) -> web.Response:
-    auth, user, vhost = api_of(request).broker.auth, request.match_info["user"], request.match_info["vhost"]
+    auth, user, vhost = api_of(request).node.auth, request.match_info["user"], request.match_info["vhost"]
     permission = auth.permission(user, vhost)
     if permission is None:
         raise not_found()
@@ -369,7 +369,7 @@ async def get_permission(request: web.Request) -> web.Response:
 async def put_permission(request: web.Request) -> web.Response:
     api, user, vhost = api_of(request), request.match_info["user"], request.match_info["vhost"]
     body = await read_body(request)
-    if user not in api.broker.auth.users:
+    if user not in api.node.auth.users:
         raise not_found(f"user_not_found: no user '{user}'")
     api.vhost(vhost)
     patterns = []
@@ -382,17 +382,17 @@ async def put_permission(request: web.Request) -> web.Response:
         except ValueError as e:
             raise bad_request(str(e)) from None
         patterns.append(pattern)
-    created = api.broker.auth.permission(user, vhost) is None
-    await api.broker.metadata.run(mc.SetPermissions(new_key(), user, vhost, *patterns))
+    created = api.node.auth.permission(user, vhost) is None
+    await api.node.metadata.run(mc.SetPermissions(new_key(), user, vhost, *patterns))
     return created_or_updated(created)
 
 
 @access(ADMIN)
 async def delete_permission(request: web.Request) -> web.Response:
-    broker, user, vhost = api_of(request).broker, request.match_info["user"], request.match_info["vhost"]
-    if broker.auth.permission(user, vhost) is None:
+    node, user, vhost = api_of(request).node, request.match_info["user"], request.match_info["vhost"]
+    if node.auth.permission(user, vhost) is None:
         raise not_found()
-    await broker.metadata.run(mc.ClearPermissions(new_key(), user, vhost))
+    await node.metadata.run(mc.ClearPermissions(new_key(), user, vhost))
     return no_content()
 
 

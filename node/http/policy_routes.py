@@ -44,14 +44,14 @@ from routing import policies
 def _listing(request: web.Request, operator: bool, vhost: str | None = None) -> list[dict]:
     api = api_of(request)
     names = [vhost] if vhost is not None else [v.name for v in api.visible_vhosts(request[USER])]
-    projections = api.broker.projections
+    projections = api.node.projections
     return [fmt.policy_definition_json(p) for name in names for p in projections.vhost_policies(name, operator)]
 
 
 def _find(request: web.Request, operator: bool) -> Any:
     api = api_of(request)
     vhost = api.vhost(request.match_info["vhost"]).name
-    table = api.broker.projections.operator_policies if operator else api.broker.projections.policies
+    table = api.node.projections.operator_policies if operator else api.node.projections.policies
     policy = table.get((vhost, request.match_info["name"]))
     if policy is None:
         raise not_found()
@@ -81,12 +81,12 @@ async def _put(request: web.Request, operator: bool) -> web.Response:
     if not name:
         raise bad_request("a policy needs a name")
     pattern, apply_to, definition, priority = parse_policy(await read_body(request), operator)
-    flags = api.broker.projections.feature_flags
+    flags = api.node.projections.feature_flags
     if definition.keys() & set(policies.EXCHANGE_KEYS) and EXCHANGE_POLICIES not in flags:
         raise bad_request(f"exchange keys ({', '.join(policies.EXCHANGE_KEYS)}) need the feature flag "
                           f"{EXCHANGE_POLICIES} (warren ctl enable_feature_flag {EXCHANGE_POLICIES})")  # fmt: skip
     command = mc.SetOperatorPolicy if operator else mc.SetPolicy
-    created = await api.broker.metadata.created(command(new_key(), vhost, name, pattern, apply_to, definition,
+    created = await api.node.metadata.created(command(new_key(), vhost, name, pattern, apply_to, definition,
                                                         priority))  # fmt: skip
     return created_or_updated(created)
 
@@ -94,7 +94,7 @@ async def _put(request: web.Request, operator: bool) -> web.Response:
 async def _delete(request: web.Request, operator: bool) -> web.Response:
     policy = _find(request, operator)
     command = mc.ClearOperatorPolicy if operator else mc.ClearPolicy
-    await api_of(request).broker.metadata.run(command(new_key(), policy.vhost, policy.name))
+    await api_of(request).node.metadata.run(command(new_key(), policy.vhost, policy.name))
     return no_content()
 
 

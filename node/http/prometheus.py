@@ -26,7 +26,7 @@ from node.http.prometheus_raft import raft_families
 from node.ops.metrics import DEAD_LETTER_REASONS
 
 if TYPE_CHECKING:
-    from node.broker import Broker
+    from node.http.management_node import ScrapedNode
 
 PROTOCOL = "amqp10"
 # RabbitMQ's queue_type label: the module behind each queue type. Every type
@@ -47,11 +47,11 @@ _DEAD_LETTER_HELP = {
 }
 
 
-class BrokerCollector:
-    """Reads the broker's state at scrape time."""
+class NodeCollector:
+    """Reads the node's state at scrape time."""
 
-    def __init__(self, broker: Broker):
-        self.broker = broker
+    def __init__(self, node: ScrapedNode):
+        self.node = node
         self._process = psutil.Process()
 
     def collect(self) -> Iterator[Metric]:
@@ -60,10 +60,10 @@ class BrokerCollector:
         yield from self._global_counters()
         yield from self._queues()
         yield from self._resources()
-        yield from raft_families(self.broker)
+        yield from raft_families(self.node.cluster, self.node.vhosts)
 
     def _identity(self) -> Iterator[Metric]:
-        cfg = self.broker.config
+        cfg = self.node.config
         identity = GaugeMetricFamily("rabbitmq_identity_info", "RabbitMQ node & cluster identity info",
                                      labels=["rabbitmq_node", "rabbitmq_cluster"])  # fmt: skip
         identity.add_metric([cfg.node_name, cfg.node_name], 1)
@@ -74,23 +74,23 @@ class BrokerCollector:
         yield build
 
     def _objects(self) -> Iterator[Metric]:
-        broker = self.broker
-        connections = [c for c in broker.connections if c.vhost is not None]
-        queues = [q for v in broker.vhosts.values() for q in v.queues.values()]
+        node = self.node
+        connections = [c for c in node.connections if c.vhost is not None]
+        queues = [q for v in node.vhosts.values() for q in v.queues.values()]
         yield GaugeMetricFamily("rabbitmq_connections", "Connections currently open", len(connections))
         yield GaugeMetricFamily("rabbitmq_channels", "Channels currently open (AMQP 1.0 sessions)",
                                 sum(len(c.engine.sessions) for c in connections))  # fmt: skip
         yield GaugeMetricFamily("rabbitmq_consumers", "Consumers currently connected",
                                 sum(q.consumer_count for q in queues))  # fmt: skip
         yield GaugeMetricFamily("rabbitmq_queues", "Queues available", len(queues))
-        opened = broker.metrics.connections_opened
+        opened = node.metrics.connections_opened
         yield CounterMetricFamily("rabbitmq_connections_opened", "Total number of connections opened", opened)
         # Every accepted connection is either still in the set or closed.
         yield CounterMetricFamily("rabbitmq_connections_closed", "Total number of connections closed or terminated",
-                                  opened - len(broker.connections))  # fmt: skip
+                                  opened - len(node.connections))  # fmt: skip
 
     def _global_counters(self) -> Iterator[Metric]:
-        m = self.broker.metrics
+        m = self.node.metrics
         for name, doc, value in (
             ("received", "Total number of messages received from publishers", m.published),
             ("routed", "Total number of messages routed to queues or streams", m.routed),
@@ -131,7 +131,7 @@ class BrokerCollector:
         ready_bytes = GaugeMetricFamily("rabbitmq_queue_messages_ready_bytes", "Size in bytes of ready messages",
                                         labels=labels)  # fmt: skip
         consumers = GaugeMetricFamily("rabbitmq_queue_consumers", "Consumers on a queue", labels=labels)
-        for vhost in self.broker.vhosts.values():
+        for vhost in self.node.vhosts.values():
             for name, queue in vhost.queues.items():
                 key = [vhost.name, name]
                 n_ready, n_unacked = queue.message_count, queue.unacked_count
@@ -143,7 +143,7 @@ class BrokerCollector:
         yield from (ready, unacked, total, ready_bytes, consumers)
 
     def _resources(self) -> Iterator[Metric]:
-        alarms = self.broker.alarms
+        alarms = self.node.alarms
         yield GaugeMetricFamily("rabbitmq_alarms_memory_used_watermark",
                                 "is set to 1 when the memory alarm is in effect",
                                 int(alarms.memory or "memory" in alarms.forced))  # fmt: skip
@@ -161,14 +161,14 @@ class BrokerCollector:
         yield GaugeMetricFamily("rabbitmq_resident_memory_limit_bytes",
                                 "Memory high watermark in bytes", alarms.memory_limit)  # fmt: skip
         yield GaugeMetricFamily("rabbitmq_disk_space_available_bytes", "Disk space available in bytes",
-                                shutil.disk_usage(self.broker.config.data_dir).free)  # fmt: skip
+                                shutil.disk_usage(self.node.config.data_dir).free)  # fmt: skip
         yield GaugeMetricFamily("rabbitmq_disk_space_available_limit_bytes",
                                 "Free disk space low watermark in bytes", alarms.disk_free_limit)  # fmt: skip
 
 
-def application(broker: Broker) -> web.Application:
+def application(node: ScrapedNode) -> web.Application:
     registry = CollectorRegistry()
-    registry.register(BrokerCollector(broker))
+    registry.register(NodeCollector(node))
 
     async def metrics(request: web.Request) -> web.Response:
         encode, content_type = choose_encoder(request.headers.get("Accept", ""))

@@ -26,13 +26,15 @@ from node.vhosts.quorum_groups import group_name
 from raft.status import GroupStatus, Role
 
 if TYPE_CHECKING:
-    from node.broker import Broker
+    from node.cluster.cluster import Cluster
+    from node.vhosts.vhost import VHost
 
 LABELS = ["vhost", "queue", "raft_cluster"]
 METADATA_GROUP = "metadata"  # node/cluster/hosting.py's METADATA
 
 
-def raft_families(broker: Broker) -> Iterator[Metric]:
+def raft_families(cluster: Cluster | None, vhosts: dict[str, VHost]) -> Iterator[Metric]:
+    """The metadata group's and each quorum queue's Raft state; none with clustering off."""
     term = CounterMetricFamily("rabbitmq_raft_term", "Current Raft term number", labels=LABELS)
     gauges = [
         (GaugeMetricFamily("rabbitmq_raft_log_commit_index", "Raft log commit index", labels=LABELS),
@@ -50,7 +52,7 @@ def raft_families(broker: Broker) -> Iterator[Metric]:
         (GaugeMetricFamily("rabbitmq_raft_members", "Members of the Raft group as this node knows them",
                            labels=LABELS), lambda st: len(st.peers) + 1),
     ]  # fmt: skip
-    for labels, st in _groups(broker):
+    for labels, st in _groups(cluster, vhosts):
         term.add_metric(labels, st.term)
         for family, value in gauges:
             family.add_metric(labels, value(st))
@@ -59,15 +61,14 @@ def raft_families(broker: Broker) -> Iterator[Metric]:
         yield family
 
 
-def _groups(broker: Broker) -> Iterator[tuple[list[str], GroupStatus]]:
-    cluster = broker.cluster
+def _groups(cluster: Cluster | None, vhosts: dict[str, VHost]) -> Iterator[tuple[list[str], GroupStatus]]:
     if cluster is None:
         return
     groups = cluster.groups
     metadata = groups.get(METADATA_GROUP)
     if metadata is not None:
         yield ["", "", METADATA_GROUP], metadata.status()
-    for vhost in broker.vhosts.values():
+    for vhost in vhosts.values():
         for queue in vhost.queues.values():
             if queue.type_name != "quorum":
                 continue

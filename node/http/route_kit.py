@@ -23,8 +23,8 @@ from routing.errors import RoutingError
 from routing.oauth import TokenUser
 
 if TYPE_CHECKING:
-    from node.broker import Broker
     from node.http.api import ManagementAPI
+    from node.http.management_node import ManagementNode
 
 REFUSED_STATUS = 401  # RabbitMQ 4 answers 401, not 403, to an authenticated user it refuses
 MANAGEMENT_TAGS = frozenset({"administrator", "monitoring", "policymaker", "management"})
@@ -161,7 +161,7 @@ def exchange_name(segment: str) -> str:
 def check_permission(request: web.Request, vhost: str, kind: str, resource: str, what: str) -> None:
     """The AMQP permission the same operation would need (raises AccessRefused)."""
     user = request[USER]
-    permission = permission_of(api_of(request).broker, user, vhost)
+    permission = permission_of(api_of(request).node, user, vhost)
     permissions.check(permission, user.name, vhost, kind, resource, what)
 
 
@@ -175,11 +175,11 @@ def management_user(user: Any) -> Any:
     return user
 
 
-def permission_of(broker: Broker, user: Any, vhost: str) -> permissions.Permission | None:
+def permission_of(node: ManagementNode, user: Any, vhost: str) -> permissions.Permission | None:
     """The permission entry of an API user in `vhost`: a token's scopes, or the user's entry."""
     if isinstance(user, TokenUser):
         return user.grant.permission(vhost)
-    return broker.auth.permission(user.name, vhost)
+    return node.auth.permission(user.name, vhost)
 
 
 def token_scopes(user: Any) -> Any:

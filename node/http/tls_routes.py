@@ -12,14 +12,14 @@ from node.http.route_kit import ADMIN, access, api_of, bad_request, json_respons
 
 @access(ADMIN)
 async def reload_tls(request: web.Request) -> web.Response:
-    broker = api_of(request).broker
+    node = api_of(request).node
     try:
-        reloaded = broker.reload_tls()
+        reloaded = node.reload_tls()
     except TlsError as e:  # the files in place do not load: the node keeps the ones it had
         raise bad_request(str(e)) from None
     if not reloaded:
         raise not_found("TLS is not configured on this node (tls_cert)")
-    return json_response(request, {"reloaded": True, "reloads": broker.tls.reloads})
+    return json_response(request, {"reloaded": True, "reloads": node.tls.reloads})
 
 
 ROUTES = [("POST", "/api/tls/reload", reload_tls)]

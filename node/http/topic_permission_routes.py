@@ -34,7 +34,7 @@ from routing import permissions
 
 
 def _listing(request: web.Request, user: str | None = None, vhost: str | None = None) -> list[dict]:
-    entries = api_of(request).broker.projections.topic_permissions
+    entries = api_of(request).node.projections.topic_permissions
     return [{"user": u, "vhost": v, "exchange": x, "write": w, "read": r}
             for (u, v, x), (w, r) in sorted(entries.items())
             if (user is None or u == user) and (vhost is None or v == vhost)]  # fmt: skip
@@ -43,7 +43,7 @@ def _listing(request: web.Request, user: str | None = None, vhost: str | None = 
 def _user_and_vhost(request: web.Request) -> tuple[str, str]:
     api = api_of(request)
     user = request.match_info["user"]
-    if user not in api.broker.auth.users:
+    if user not in api.node.auth.users:
         raise not_found(f"no user '{user}'")
     return user, api.vhost(request.match_info["vhost"]).name
 
@@ -56,7 +56,7 @@ async def list_all(request: web.Request) -> web.Response:
 @access(ADMIN)
 async def of_user(request: web.Request) -> web.Response:
     user = request.match_info["user"]
-    if user not in api_of(request).broker.auth.users:
+    if user not in api_of(request).node.auth.users:
         raise not_found()
     return json_response(request, _listing(request, user=user))
 
@@ -93,7 +93,7 @@ async def put_one(request: web.Request) -> web.Response:
         except ValueError as e:
             raise bad_request(str(e)) from None
         patterns.append(pattern)
-    created = await api_of(request).broker.metadata.created(mc.SetTopicPermissions(new_key(), user, vhost, exchange,
+    created = await api_of(request).node.metadata.created(mc.SetTopicPermissions(new_key(), user, vhost, exchange,
                                                                                   *patterns))  # fmt: skip
     return created_or_updated(created)
 
@@ -105,7 +105,7 @@ async def delete_one(request: web.Request) -> web.Response:
     if not _listing(request, user, vhost) or (exchange and not any(
             e["exchange"] == exchange for e in _listing(request, user, vhost))):  # fmt: skip
         raise not_found()
-    await api_of(request).broker.metadata.run(mc.ClearTopicPermissions(new_key(), user, vhost, exchange))
+    await api_of(request).node.metadata.run(mc.ClearTopicPermissions(new_key(), user, vhost, exchange))
     return no_content()
 
 

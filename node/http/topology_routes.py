@@ -52,7 +52,7 @@ if TYPE_CHECKING:
 
 
 def _queues(api: ManagementAPI, vhosts: list[Any]) -> list[dict]:
-    node_name = api.broker.config.node_name
+    node_name = api.node.config.node_name
     return [fmt.queue_json(v.queues[name], node_name) for v in vhosts for name in sorted(v.queues)]
 
 
@@ -84,7 +84,7 @@ def _queue(request: web.Request) -> tuple[Any, Any]:
 async def get_queue(request: web.Request) -> web.Response:
     _, queue = _queue(request)
     await refresh_counts([queue])
-    return json_response(request, fmt.queue_json(queue, api_of(request).broker.config.node_name))
+    return json_response(request, fmt.queue_json(queue, api_of(request).node.config.node_name))
 
 
 @access(VHOST)
@@ -271,7 +271,7 @@ def check_topic_read(request: web.Request, vhost: Any, source: str, key: str) ->
     """Binding to a topic exchange needs topic read access to the binding key."""
     x = vhost.routing.exchange(source)
     if x is not None and str(x.type) == "topic":
-        entries = api_of(request).broker.projections.topic_permissions
+        entries = api_of(request).node.projections.topic_permissions
         topic_permissions.check(entries, request[USER].name, vhost.name, source, key, "read",
                                 scopes=token_scopes(request[USER]))  # fmt: skip
 

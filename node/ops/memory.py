@@ -33,11 +33,15 @@ import ctypes
 import ctypes.util
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import psutil
 
 from queues.classic import ClassicQueue
+
+if TYPE_CHECKING:
+    from node.cluster.cluster import Cluster
+    from storage.message_store import MessageStore
 
 log = logging.getLogger("warren.alarms")
 
@@ -90,12 +94,26 @@ def malloc_trim() -> bool:
     return True
 
 
-class MemoryAccount:
-    """Sums what the node holds (module docstring). `broker` is read for its
-    vhosts, quorum replicas, connections and stores at each `held()`."""
+class QuorumReplicas(Protocol):
+    queues: dict[str, Any]  # node/vhosts/quorum_groups.py: this node's replicas by group
 
-    def __init__(self, broker: Any) -> None:
-        self.broker = broker
+
+class MemoryNode(Protocol):
+    """What the account reads of its node at each `held()` (node/broker.py provides it);
+    `cluster` is None before the node has started."""
+
+    vhosts: dict[str, Any]  # node/vhosts/vhost.py: each with its queues
+    quorum: QuorumReplicas
+    connections: set[Any]  # node/client/connection.py: each with buffered_bytes
+    store: MessageStore
+    cluster: Cluster | None  # its Raft log's store
+
+
+class MemoryAccount:
+    """Sums what the node holds (module docstring)."""
+
+    def __init__(self, node: MemoryNode) -> None:
+        self.node = node
         self._process = psutil.Process()
         self.baseline = self._process.memory_info().rss
         self.trims = 0
@@ -116,12 +134,12 @@ class MemoryAccount:
         return held
 
     def breakdown(self) -> dict[str, int]:
-        broker = self.broker
+        node = self.node
         return {
             "baseline": self.baseline,
             "classic_queues": sum(q.held_bytes for q in self._classic_queues()),
-            "quorum_queues": sum(_quorum_held(q) for q in broker.quorum.queues.values()),
-            "connections": sum(_write_buffered(c) for c in broker.connections),
+            "quorum_queues": sum(_quorum_held(q) for q in node.quorum.queues.values()),
+            "connections": sum(_write_buffered(c) for c in node.connections),
             "stores": self._store_bytes(),
         }
 
@@ -130,15 +148,15 @@ class MemoryAccount:
         return sum(parts.values()) - parts["baseline"]
 
     def _classic_queues(self) -> list[Any]:
-        return [q for vhost in self.broker.vhosts.values() for q in vhost.queues.values()
+        return [q for vhost in self.node.vhosts.values() for q in vhost.queues.values()
                 if isinstance(q, ClassicQueue)]  # fmt: skip
 
     def _store_bytes(self) -> int:
         total = 0
-        store = self.broker.store
+        store = self.node.store
         if store is not None and not store.closed:
             total += store.memory_bytes()
-        cluster = self.broker.cluster
+        cluster = self.node.cluster
         if cluster is not None and cluster.log is not None:  # the Raft log's store
             total += cluster.log.memory_bytes()
         return total

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from node.ops.state_snapshot import SNAPSHOT_DIR, snapshot_files
 
 if TYPE_CHECKING:
-    from node.broker import Broker
+    from node.cluster.cluster import Cluster
 
 LIST, READ = "snapshots.list", "snapshots.read"
 CHUNK = 256 * 1024
@@ -29,19 +29,19 @@ class SnapshotError(Exception):
     status = 404
 
 
-def _directory(broker: Broker) -> str:
-    return os.path.join(broker.config.data_dir, SNAPSHOT_DIR)
+def _directory(data_dir: str) -> str:
+    return os.path.join(data_dir, SNAPSHOT_DIR)
 
 
-def local_files(broker: Broker) -> list[dict]:
-    return [{"name": os.path.basename(p), "size": os.path.getsize(p)} for p in snapshot_files(_directory(broker))]
+def local_files(data_dir: str) -> list[dict]:
+    return [{"name": os.path.basename(p), "size": os.path.getsize(p)} for p in snapshot_files(_directory(data_dir))]
 
 
-def local_chunk(broker: Broker, name: str, offset: int) -> dict:
+def local_chunk(data_dir: str, name: str, offset: int) -> dict:
     if not _NAME.match(name) or offset < 0:
         raise SnapshotError(f"no snapshot file {name!r}")
     try:
-        with open(os.path.join(_directory(broker), name), "rb") as f:
+        with open(os.path.join(_directory(data_dir), name), "rb") as f:
             f.seek(offset)
             data = f.read(CHUNK)
     except FileNotFoundError:
@@ -49,24 +49,26 @@ def local_chunk(broker: Broker, name: str, offset: int) -> dict:
     return {"data": base64.b64encode(data).decode(), "eof": len(data) < CHUNK}
 
 
-def register(broker: Broker) -> None:
+def register(cluster: Cluster, data_dir: str) -> None:
+    """Serve the other members' LIST and READ calls for the files under `data_dir`."""
+
     async def list_call(peer: str, args: dict) -> dict:
-        return {"files": local_files(broker)}
+        return {"files": local_files(data_dir)}
 
     async def read_call(peer: str, args: dict) -> dict:
-        return local_chunk(broker, str(args.get("name", "")), int(args.get("offset", 0)))
+        return local_chunk(data_dir, str(args.get("name", "")), int(args.get("offset", 0)))
 
-    broker.cluster.calls[LIST] = list_call
-    broker.cluster.calls[READ] = read_call
-
-
-async def files_of(broker: Broker, member: str) -> list[dict]:
-    if member == broker.node_id:
-        return local_files(broker)
-    return (await broker.cluster.call(member, LIST, {}))["files"]
+    cluster.calls[LIST] = list_call
+    cluster.calls[READ] = read_call
 
 
-async def chunk_of(broker: Broker, member: str, name: str, offset: int) -> dict:
-    if member == broker.node_id:
-        return local_chunk(broker, name, offset)
-    return await broker.cluster.call(member, READ, {"name": name, "offset": offset})
+async def files_of(cluster: Cluster, data_dir: str, member: str) -> list[dict]:
+    if member == cluster.node_id:
+        return local_files(data_dir)
+    return (await cluster.call(member, LIST, {}))["files"]
+
+
+async def chunk_of(cluster: Cluster, data_dir: str, member: str, name: str, offset: int) -> dict:
+    if member == cluster.node_id:
+        return local_chunk(data_dir, name, offset)
+    return await cluster.call(member, READ, {"name": name, "offset": offset})

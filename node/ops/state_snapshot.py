@@ -7,13 +7,13 @@ or mounted side by side, are what the Spark jobs of `audit/` read
 (docs/audit.md). The record layout, its validation and reading live in
 audit/schema.py; docs/snapshot-schema.md describes every field.
 
-    writer = SnapshotWriter(data_dir, lambda: collect(broker), interval=5.0)
+    writer = SnapshotWriter(data_dir, lambda: collect(node), interval=5.0)
     await writer.start()        # one record now, then one per interval
     ...
     await writer.stop()
 
-`collect(broker)` builds a record from a started Broker; it only reads, and
-never blocks.
+`collect(node)` builds a record from a started node (a SnapshotSource); it
+only reads, and never blocks.
 """
 
 from __future__ import annotations
@@ -28,15 +28,19 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from audit.schema import COUNTERS, SCHEMA_VERSION, SNAPSHOT_DIR, SNAPSHOT_FILE_NAME, snapshot_files
 from node import __version__
 from queues.quorum.machine import overview as quorum_overview
 
 if TYPE_CHECKING:
-    from node.broker import Broker
+    from metadata.feature_flags import FeatureFlagRegistry
+    from metadata.machine import MetadataMachine
     from node.cluster.cluster import Cluster
+    from node.config import Config
+    from node.ops.alarms import Alarms
+    from node.vhosts.vhost import VHost
     from queues.base import Queue
 
 log = logging.getLogger("warren.snapshots")
@@ -95,10 +99,22 @@ def queue_record(queue: Queue, leader: bool = True, group: str | None = None) ->
     }
 
 
-def _feature_flags(broker: Broker) -> dict:
+class SnapshotSource(Protocol):
+    """What `collect` reads of the node (node/broker.py provides it); `cluster` is None before it starts."""
+
+    config: Config
+    cluster: Cluster | None
+    connections: set[Any]  # node/client/connection.py: each with its engine's sessions
+    vhosts: dict[str, VHost]
+    feature_flags: FeatureFlagRegistry  # this node's
+    metadata_machine: MetadataMachine  # the cluster's enabled flags
+    alarms: Alarms
+
+
+def _feature_flags(node: SnapshotSource) -> dict:
     return {
-        "supported": list(broker.feature_flags.supported()),
-        "enabled": list(broker.metadata_machine.state.feature_flags),
+        "supported": list(node.feature_flags.supported()),
+        "enabled": list(node.metadata_machine.state.feature_flags),
     }
 
 
@@ -129,23 +145,23 @@ def _queue_group(cluster: Cluster | None, queue: Queue) -> tuple[bool, str | Non
     return g["role"] == "leader", name, g
 
 
-def collect(broker: Broker, now_ms: int | None = None, mono_ms: int | None = None) -> dict:
-    """A snapshot record of a started `broker` (node/broker.py) as it is now.
+def collect(node: SnapshotSource, now_ms: int | None = None, mono_ms: int | None = None) -> dict:
+    """A snapshot record of a started `node` (node/broker.py) as it is now.
     `boot_id`, `seq` and `interval_ms` are left to the SnapshotWriter."""
-    cluster = broker.cluster
+    cluster = node.cluster
     groups = []
     if cluster is not None:
         status = cluster.status()
         if status["role"] != "stopped":
             groups.append(group_record(status))
     connections = sessions = links = 0
-    for conn in list(broker.connections):
+    for conn in list(node.connections):
         connections += 1
         for s in list(conn.engine.sessions.values()):
             sessions += 1
             links += len(s.links)
     queues = []
-    for vhost in list(broker.vhosts.values()):
+    for vhost in list(node.vhosts.values()):
         for queue in list(vhost.queues.values()):
             if queue.deleted or queue.remote:
                 continue  # a RemoteQueue is the proxy of a queue another node hosts
@@ -158,18 +174,18 @@ def collect(broker: Broker, now_ms: int | None = None, mono_ms: int | None = Non
     wall = int(time.time() * 1000) if now_ms is None else now_ms
     return {
         "schema_version": SCHEMA_VERSION,
-        "node": broker.config.node_name,
+        "node": node.config.node_name,
         "member_id": None if cluster is None else cluster.node_id,
         "wall_ms": wall,
         "mono_ms": int(time.monotonic() * 1000) if mono_ms is None else mono_ms,
         "version": __version__,
-        "feature_flags": _feature_flags(broker),
+        "feature_flags": _feature_flags(node),
         "groups": groups,
         "connections": connections,
         "sessions": sessions,
         "links": links,
         "queues": queues,
-        "alarms": broker.alarms.describe(),
+        "alarms": node.alarms.describe(),
     }
 
 

@@ -16,7 +16,7 @@ until they first log in; users without a hash but with a "password" get one.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from metadata import commands as mc
 from metadata.feature_flags import OPERATOR_POLICIES, TOPIC_PERMISSIONS
@@ -25,7 +25,10 @@ from routing import policies, rabbit_passwords
 from routing.users import hash_password
 
 if TYPE_CHECKING:
-    from node.broker import Broker
+    from metadata.projections import Projections
+    from node.vhosts.metadata_store import MetadataStore
+    from node.vhosts.vhost import VHost
+    from routing.users import Authenticator
 
 FORMAT_VERSION = 1
 HASHING_ALGORITHM = "warren_pbkdf2_sha256"  # routing/users.py's format
@@ -35,16 +38,25 @@ class DefinitionsError(ValueError):
     """A document that cannot be imported; the message says where and why."""
 
 
+class DefinitionsNode(Protocol):
+    """What the definitions use of their node; `metadata` is read when a document is loaded."""
+
+    auth: Authenticator
+    vhosts: dict[str, VHost]
+    projections: Projections
+    metadata: MetadataStore
+
+
 class DefinitionsFile:
-    def __init__(self, broker: Broker):
-        self.broker = broker
+    def __init__(self, node: DefinitionsNode):
+        self.node = node
 
     def document(self, vhost: str | None = None) -> dict:
         """Everything durable, as GET /api/definitions exports it; with
         `vhost`, that vhost's policies and topology, without vhost fields
         (GET /api/definitions/{vhost})."""
-        auth = self.broker.auth
-        vhosts = [self.broker.vhosts[vhost]] if vhost is not None else list(self.broker.vhosts.values())
+        auth = self.node.auth
+        vhosts = [self.node.vhosts[vhost]] if vhost is not None else list(self.node.vhosts.values())
         doc: dict = {"version": FORMAT_VERSION}
         if vhost is None:
             doc["vhosts"] = [_vhost(v) for v in vhosts]
@@ -52,7 +64,7 @@ class DefinitionsFile:
             doc["permissions"] = [{"user": user, "vhost": vh, "configure": p.configure, "write": p.write,
                                    "read": p.read} for (user, vh), p in auth.permissions.items()]  # fmt: skip
             doc["topic_permissions"] = [{"user": u, "vhost": vh, "exchange": x, "write": w, "read": r} for (u, vh, x), (w, r)
-                                        in self.broker.projections.topic_permissions.items()]  # fmt: skip
+                                        in self.node.projections.topic_permissions.items()]  # fmt: skip
             doc["operator_policies"] = self._policies(vhosts, True)
         doc.update(policies=self._policies(vhosts, False), queues=[], exchanges=[], bindings=[])
         for v in vhosts:
@@ -76,7 +88,7 @@ class DefinitionsFile:
         return doc
 
     def _policies(self, vhosts: list[Any], operator: bool) -> list[dict]:
-        projections = self.broker.projections
+        projections = self.node.projections
         return [{"vhost": p.vhost, "name": p.name, "pattern": p.pattern, "apply-to": p.apply_to,
                  "definition": _plain(p.definition), "priority": p.priority}
                 for v in vhosts for p in projections.vhost_policies(v.name, operator)]  # fmt: skip
@@ -92,11 +104,11 @@ class DefinitionsFile:
         /api/definitions/{vhost}). Raises DefinitionsError before changing
         anything when the document is malformed."""
         check(doc, vhost is not None)
-        flags = self.broker.projections.feature_flags
+        flags = self.node.projections.feature_flags
         for key, flag in (("operator_policies", OPERATOR_POLICIES), ("topic_permissions", TOPIC_PERMISSIONS)):
             if vhost is None and doc.get(key) and flag not in flags:
                 raise DefinitionsError(f"'{key}' need the feature flag {flag} (warren ctl enable_feature_flag {flag})")
-        run = self.broker.metadata.run
+        run = self.node.metadata.run
 
         def where(item: dict) -> str:
             return vhost if vhost is not None else item.get("vhost", "/")
@@ -131,7 +143,7 @@ class DefinitionsFile:
                                   p["definition"], int(p.get("priority", 0))))  # fmt: skip
 
     def _vhost(self, name: str) -> Any:
-        v = self.broker.vhosts.get(name)
+        v = self.node.vhosts.get(name)
         if v is None:
             raise DefinitionsError(f"no vhost '{name}'")
         return v

@@ -21,15 +21,17 @@ from __future__ import annotations
 
 import itertools
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from metadata import effects as fx
 from metadata.effects import Effect, Result
 from metadata.state import MetadataState, QueueRecord
-from node.vhosts.vhost import VHost
+from node.vhosts.vhost import VHost, VHostNode
 
 if TYPE_CHECKING:
-    from node.broker import Broker
+    from metadata.machine import MetadataMachine
+    from node.vhosts.quorum_groups import QuorumQueues
+    from node.vhosts.streams import StreamQueues
 
 log = logging.getLogger("warren.queues")
 
@@ -62,13 +64,34 @@ class Owners:
             self._owners.pop(key, None)
 
 
+class LocalQueuesNode(VHostNode, Protocol):
+    """What LocalQueues uses of its node: the vhosts it keeps, the queue
+    factories per type, and what each vhost it makes uses (VHostNode)."""
+
+    vhosts: dict[str, VHost]
+    metadata_machine: MetadataMachine
+    quorum: QuorumQueues
+    streams: StreamQueues
+
+    def make_queue(self, vhost: VHost, name: str, durable: bool, exclusive_owner: Any, auto_delete: bool,
+                   arguments: dict) -> Any: ...  # fmt: skip
+
+    def recover_queue(self, queue: Any) -> None: ...
+
+    def remote_queue(self, vhost: VHost, record: Any, arguments: dict) -> Any: ...
+
+    def queue_stopped(self, queue: Any) -> None: ...
+
+    def vhost_deleted(self, vhost: VHost) -> None: ...
+
+
 class LocalQueues:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    def __init__(self, node: LocalQueuesNode) -> None:
+        self.node = node
 
     def is_local(self, vhost: str, queue: str) -> bool:
         """The queue runs on this node (x-local-random routes to those first)."""
-        vh = self.broker.vhosts.get(vhost)
+        vh = self.node.vhosts.get(vhost)
         q = vh.queues.get(queue) if vh is not None else None
         return q is not None and not q.remote
 
@@ -81,8 +104,8 @@ class LocalQueues:
                 handler(self, effect)
 
     def on_restored(self, state: MetadataState) -> None:
-        broker = self.broker
-        for name in [n for n in broker.vhosts if n not in state.vhosts]:
+        node = self.node
+        for name in [n for n in node.vhosts if n not in state.vhosts]:
             self._drop_vhost(name)
         for vh in state.vhosts.values():
             record = vh.record
@@ -97,14 +120,14 @@ class LocalQueues:
                 if q.name not in vhost.queues:
                     self._start(vhost, q)
             for name in vh.streams:  # each replicated stream's role in the restored epoch
-                self.broker.streams.changed(vhost, name)
+                self.node.streams.changed(vhost, name)
 
     # -- vhosts ----------------------------------------------------------------------
 
     def _vhost(self, name: str) -> VHost:
-        vhost = self.broker.vhosts.get(name)
+        vhost = self.node.vhosts.get(name)
         if vhost is None:
-            vhost = self.broker.vhosts[name] = VHost(name, self.broker)
+            vhost = self.node.vhosts[name] = VHost(name, self.node)
         return vhost
 
     def _vhost_added(self, e: fx.VHostAdded | fx.VHostUpdated) -> None:
@@ -115,29 +138,29 @@ class LocalQueues:
         self._drop_vhost(e.name)
 
     def _drop_vhost(self, name: str) -> None:
-        vhost = self.broker.vhosts.pop(name, None)
+        vhost = self.node.vhosts.pop(name, None)
         if vhost is None:
             return
-        self.broker.vhost_deleted(vhost)
+        self.node.vhost_deleted(vhost)
         for queue_name in list(vhost.queues):
             self._stop(vhost, queue_name)
 
     # -- queues ----------------------------------------------------------------------
 
     def _queue_declared(self, e: fx.QueueDeclared) -> None:
-        vhost = self.broker.vhosts.get(e.vhost)
+        vhost = self.node.vhosts.get(e.vhost)
         if vhost is not None and e.name not in vhost.queues:
             self._start(vhost, e)
 
     def _queue_replicas(self, e: fx.QueueReplicasChanged) -> None:
         """A quorum queue gained or lost a member: start or drop this node's copy."""
-        vhost = self.broker.vhosts.get(e.vhost)
+        vhost = self.node.vhosts.get(e.vhost)
         if vhost is None:
             return
         if e.type == "stream":  # a new epoch (node/vhosts/stream_replication.py)
-            self.broker.streams.changed(vhost, e.name)
+            self.node.streams.changed(vhost, e.name)
             return
-        me = self.broker.node_id
+        me = self.node.node_id
         current = vhost.queues.get(e.name)
         if me in e.replicas and me not in e.previous:
             self._stop(vhost, e.name)  # the proxy
@@ -153,7 +176,7 @@ class LocalQueues:
                 current.replicas = tuple(e.replicas)
 
     def _queue_deleted(self, e: fx.QueueDeleted) -> None:
-        vhost = self.broker.vhosts.get(e.vhost)
+        vhost = self.node.vhosts.get(e.vhost)
         if vhost is not None:
             self._stop(vhost, e.name)
 
@@ -162,43 +185,43 @@ class LocalQueues:
         return vhost.queues[q.name]
 
     def _start(self, vhost: VHost, q: QueueRecord | fx.QueueDeclared | fx.QueueReplicasChanged) -> None:
-        broker = self.broker
+        node = self.node
         if isinstance(q, fx.QueueReplicasChanged):
-            q = broker.metadata_machine.state.queue(q.vhost, q.name)
+            q = node.metadata_machine.state.queue(q.vhost, q.name)
         arguments = dict(q.arguments_map if isinstance(q, QueueRecord) else q.arguments)
         if q.type == "quorum":
-            if broker.node_id in q.replicas:
-                vhost.queues[q.name] = broker.quorum.start(vhost, q, arguments)
+            if node.node_id in q.replicas:
+                vhost.queues[q.name] = node.quorum.start(vhost, q, arguments)
             else:
-                vhost.queues[q.name] = broker.remote_queue(vhost, q, arguments)
-        elif q.type == "stream" and broker.streams.replicated(q.vhost, q.name):
-            vhost.queues[q.name] = broker.streams.start_replicated(vhost, q, arguments)
-        elif q.type == "stream" and q.leader == broker.node_id:
-            vhost.queues[q.name] = broker.streams.start(vhost, q.name, arguments)
-        elif q.leader == broker.node_id:
-            owner = broker.owners.owner(q.exclusive_owner)
-            queue = broker.make_queue(vhost, q.name, q.durable, owner, q.auto_delete, arguments)
+                vhost.queues[q.name] = node.remote_queue(vhost, q, arguments)
+        elif q.type == "stream" and node.streams.replicated(q.vhost, q.name):
+            vhost.queues[q.name] = node.streams.start_replicated(vhost, q, arguments)
+        elif q.type == "stream" and q.leader == node.node_id:
+            vhost.queues[q.name] = node.streams.start(vhost, q.name, arguments)
+        elif q.leader == node.node_id:
+            owner = node.owners.owner(q.exclusive_owner)
+            queue = node.make_queue(vhost, q.name, q.durable, owner, q.auto_delete, arguments)
             vhost.queues[q.name] = queue
-            broker.recover_queue(queue)
+            node.recover_queue(queue)
             if q.exclusive_owner is not None and owner is None:
                 # its connection closed before the declaration applied here, or
                 # this node restarted: an exclusive queue outlives neither
                 vhost.forget(q.name)
         else:
-            vhost.queues[q.name] = broker.remote_queue(vhost, q, arguments)
+            vhost.queues[q.name] = node.remote_queue(vhost, q, arguments)
 
     def _stop(self, vhost: VHost, name: str) -> None:
-        self.broker.streams.dropped(vhost.name, name)  # a stream replica's copy
+        self.node.streams.dropped(vhost.name, name)  # a stream replica's copy
         queue = vhost.queues.pop(name, None)
         if queue is None:
             return
         if not queue.deleted:
             queue.delete()
-        self.broker.queue_stopped(queue)
+        self.node.queue_stopped(queue)
 
     def _belongs_here(self, q: QueueRecord) -> bool:
         """Whether this node runs the queue itself: a quorum queue's replicas, a classic queue's leader."""
-        me = self.broker.node_id
+        me = self.node.node_id
         return me in q.replicas if q.type == "quorum" else q.leader == me
 
     def _placed_here(self, queue: Any) -> bool:

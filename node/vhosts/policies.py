@@ -35,14 +35,18 @@ from queues.base import QueueArgumentError
 from routing import policies
 
 if TYPE_CHECKING:
-    from node.broker import Broker
+    from metadata.machine import MetadataMachine
+    from metadata.projections import Projections
+    from node.vhosts.vhost import VHost
 
 log = logging.getLogger("warren.policies")
 
 
 class PolicyApplier:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    def __init__(self, machine: MetadataMachine, projections: Projections, vhosts: dict[str, VHost]) -> None:
+        self.machine = machine
+        self.projections = projections
+        self.vhosts = vhosts  # the node's, as node/vhosts/local_queues.py keeps them
 
     def on_applied(self, command: Any, result: Result, effects: tuple[Effect, ...], index: int) -> None:
         for e in effects:
@@ -51,23 +55,23 @@ class PolicyApplier:
             elif isinstance(e, fx.ExchangeDeclared):
                 self.apply_exchange(e.vhost, e.name)
             elif isinstance(e, fx.FeatureFlagEnabled) and e.name in (QUORUM_QUEUE_POLICIES, EXCHANGE_POLICIES):
-                self.on_restored(self.broker.metadata_machine.state)
+                self.on_restored(self.machine.state)
             elif isinstance(e, fx.QueueDeclared | fx.QueueReplicasChanged):
-                vhost = self.broker.vhosts.get(e.vhost)
+                vhost = self.vhosts.get(e.vhost)
                 queue = vhost.queues.get(e.name) if vhost is not None else None
                 if queue is not None:
                     self.apply(queue)
 
     def on_restored(self, state: MetadataState) -> None:
-        for name in sorted(set(self.broker.vhosts) | set(self.broker.projections.tables)):
+        for name in sorted(set(self.vhosts) | set(self.projections.tables)):
             self.apply_vhost(name)
 
     def apply_vhost(self, name: str) -> None:
-        table = self.broker.projections.table(name)
+        table = self.projections.table(name)
         if table is not None:
             for exchange in table.exchanges():
                 self.apply_exchange(name, exchange.name)
-        vhost = self.broker.vhosts.get(name)
+        vhost = self.vhosts.get(name)
         if vhost is not None:
             for queue in list(vhost.queues.values()):
                 self.apply(queue)
@@ -75,7 +79,7 @@ class PolicyApplier:
     def apply_exchange(self, vhost: str, name: str) -> None:
         """The alternate exchange the policy that applies to exchange `name`
         sets (operator policies have no exchange keys)."""
-        projections = self.broker.projections
+        projections = self.projections
         table = projections.table(vhost)
         if table is None or EXCHANGE_POLICIES not in projections.feature_flags:
             return  # until every member routes by a policy's alternate, none does
@@ -83,7 +87,7 @@ class PolicyApplier:
         table.set_policy_alternate(name, policies.alternate_exchange(policy))
 
     def effective(self, queue: Any) -> policies.Effective:
-        projections = self.broker.projections
+        projections = self.projections
         qtype = queue.type_name
         policy = policies.choose(projections.vhost_policies(queue.vhost), "queue", queue.name, qtype)
         operator = policies.choose(projections.vhost_policies(queue.vhost, operator=True), "queue", queue.name, qtype)
@@ -94,7 +98,7 @@ class PolicyApplier:
         queue.policy_state = state
         if queue.deleted:
             return
-        if queue.type_name == "quorum" and QUORUM_QUEUE_POLICIES not in self.broker.projections.feature_flags:
+        if queue.type_name == "quorum" and QUORUM_QUEUE_POLICIES not in self.projections.feature_flags:
             return
         try:
             queue.apply_policy(state.arguments)

@@ -27,16 +27,21 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from metadata.feature_flags import QUORUM_PUBLISHER_FLOW
 from queues.quorum import flow_records
 from queues.quorum.publish_hold import ConsumerLag
 
 if TYPE_CHECKING:
+    import asyncio
+
+    from metadata.projections import Projections
+    from node.cluster.cluster import Cluster
     from queues.quorum.queue import QuorumQueue
 
     from .quorum_groups import QuorumQueues
+
 
 log = logging.getLogger("warren.quorum")
 
@@ -46,9 +51,18 @@ REFRESH_INTERVAL = 0.5  # seconds between repeats of a hold to the members (and 
 HOLD_EXPIRES = 2.0  # seconds after which a member drops a hold its leader did not repeat
 
 
+class FlowNode(Protocol):
+    """What the flow uses of its node: the cluster's channels, the flag, a loop for timers."""
+
+    loop: asyncio.AbstractEventLoop
+    cluster: Cluster
+    projections: Projections
+
+
 class QuorumFlow:
-    def __init__(self, queues: QuorumQueues, bound: int, silent_after: float) -> None:
+    def __init__(self, queues: QuorumQueues, node: FlowNode, bound: int, silent_after: float) -> None:
         self.queues = queues
+        self.node = node
         self.bound = bound  # quorum_consumer_lag_max: messages; 0 turns the hold off
         self.silent_after = silent_after
         self._lags: dict[str, ConsumerLag] = {}  # group (led here) -> its replicas' reports
@@ -61,7 +75,7 @@ class QuorumFlow:
 
     @property
     def _cluster(self) -> Any:
-        return self.queues.broker.cluster
+        return self.node.cluster
 
     def attach(self) -> None:
         cluster = self._cluster
@@ -82,7 +96,7 @@ class QuorumFlow:
     def _peers_read_it(self) -> bool:
         """Nodes before 0.3.0 log every message on a channel they do not know: the
         reports start once every member supports (and has enabled) quorum_publisher_flow."""
-        return QUORUM_PUBLISHER_FLOW in self.queues.broker.projections.feature_flags
+        return QUORUM_PUBLISHER_FLOW in self.node.projections.feature_flags
 
     def counted(self, group: str) -> tuple[str, ...]:
         """The replicas of `group` (led here) whose reports can hold its publishers."""
@@ -111,7 +125,7 @@ class QuorumFlow:
             return
         self._dirty.add(group)
         if self._report_timer is None:
-            self._report_timer = self.queues.broker.loop.call_later(REPORT_INTERVAL, self._report)
+            self._report_timer = self.node.loop.call_later(REPORT_INTERVAL, self._report)
 
     def _report(self) -> None:
         self._report_timer = None
@@ -159,7 +173,7 @@ class QuorumFlow:
 
     def _arm_refresh(self) -> None:
         if self._refresh_timer is None:
-            self._refresh_timer = self.queues.broker.loop.call_later(REFRESH_INTERVAL, self._refresh)
+            self._refresh_timer = self.node.loop.call_later(REFRESH_INTERVAL, self._refresh)
 
     def _refresh(self) -> None:
         """While anything is held: leaders check again (a replica gone silent,

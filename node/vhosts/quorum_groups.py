@@ -23,7 +23,7 @@ import base64
 import hashlib
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from metadata import commands as mc
 from metadata.feature_flags import QUORUM_QUEUE_PRIORITIES, QUORUM_QUEUE_PUBLISH_BATCH
@@ -35,7 +35,12 @@ from routing.errors import NotFound
 from .quorum_flow import QuorumFlow
 
 if TYPE_CHECKING:
-    from node.broker import Broker
+    import asyncio
+
+    from metadata.projections import Projections
+    from node.cluster.cluster import Cluster
+    from node.vhosts.metadata_store import MetadataStore
+    from node.vhosts.streams import StreamQueues
 
 log = logging.getLogger("warren.quorum")
 
@@ -58,24 +63,56 @@ def group_name(vhost: str, name: str) -> str:
     return "qq." + hashlib.sha256(f"{vhost}\x00{name}".encode()).hexdigest()[:24]
 
 
+class GroupPlacement(Protocol):
+    """The leader locator (node/cluster/placement.py): a new group's chosen leader campaigns first."""
+
+    def opened(self, group: str, leader: str) -> None: ...
+
+
+class HeldGroups(Protocol):
+    """Maintenance mode (node/cluster/maintenance.py): a drained node keeps new groups from leading."""
+
+    def held_group_opened(self) -> None: ...
+
+
+class QuorumNode(Protocol):
+    """What the quorum queues use of their node (node/broker.py provides it).
+    Read at each use: `cluster`, `metadata` and `loop` exist once the node has started."""
+
+    node_id: str
+    loop: asyncio.AbstractEventLoop
+    cluster: Cluster
+    metadata: MetadataStore
+    projections: Projections
+    streams: StreamQueues  # membership changes of a stream go there
+    placement: GroupPlacement
+    maintenance: HeldGroups
+
+    def background(self, coro: Any, what: str) -> None: ...
+
+
 class QuorumQueues:
-    def __init__(self, broker: Broker):
-        self.broker = broker
+    def __init__(self, node: QuorumNode, consumer_lag_max: int = 0, snapshot_entries: int = COMPACTION_ENTRIES,
+                 consumer_lease: int = 0):  # fmt: skip
+        """The three numbers are settings quorum_consumer_lag_max, quorum_snapshot_entries and
+        quorum_consumer_lease (node/config.py)."""
+        self.node = node
+        self._snapshot_entries = snapshot_entries
+        self._consumer_lease = consumer_lease
         self.queues: dict[str, QuorumQueue] = {}  # group -> queue
         self.incarnation = ""
         self._sweeper: Any = None
         # publishers held while a replica with consumers lags (node/vhosts/quorum_flow.py); a
         # replica silent for twice the shortest election timeout no longer counts
-        bound = getattr(getattr(broker, "config", None), "quorum_consumer_lag_max", 0)
-        self.flow = QuorumFlow(self, bound, 2 * QUORUM_TIMEOUTS["raftMinTimeout"])
+        self.flow = QuorumFlow(self, node, consumer_lag_max, 2 * QUORUM_TIMEOUTS["raftMinTimeout"])
 
     @property
     def node_id(self) -> str:
-        return self.broker.node_id
+        return self.node.node_id
 
     @property
     def _cluster(self) -> Any:
-        return self.broker.cluster
+        return self.node.cluster
 
     def attach(self) -> None:
         """Once the cluster runs: watch peers, serve forwarded membership changes."""
@@ -85,7 +122,7 @@ class QuorumQueues:
         cluster.calls[MEMBER_CALL] = self._serve_member_call
         cluster.calls[BODIES_CALL] = self._serve_bodies
         self.flow.attach()
-        self._sweeper = self.broker.loop.call_later(SWEEP_INTERVAL, self._sweep)
+        self._sweeper = self.node.loop.call_later(SWEEP_INTERVAL, self._sweep)
 
     def close(self) -> None:
         if self._sweeper is not None:
@@ -96,17 +133,17 @@ class QuorumQueues:
         """Consumers the queues still count but whose node is gone: a peer-down
         seen while no member led (the leader itself paused, say), or this
         node's own consumers from before a restart."""
-        self._sweeper = self.broker.loop.call_later(SWEEP_INTERVAL, self._sweep)
+        self._sweeper = self.node.loop.call_later(SWEEP_INTERVAL, self._sweep)
         cluster = self._cluster
         for group, queue in list(self.queues.items()):
             queue.forget_ghosts()
             queue.resend_dead_letters()  # at-least-once: a new leader's, or one no route took yet
             for incarnation in queue.consumer_nodes():
-                node = incarnation.split("#")[0]
-                if node == cluster.node_id:
+                member = incarnation.split("#")[0]
+                if member == cluster.node_id:
                     if incarnation != self.incarnation:
                         queue.consumers_gone(incarnation)
-                elif self.is_leader(group) and not cluster.is_reachable(node):
+                elif self.is_leader(group) and not cluster.is_reachable(member):
                     queue.consumers_gone(incarnation)
 
     def start(self, vhost: Any, record: Any, arguments: dict) -> QuorumQueue:
@@ -118,12 +155,12 @@ class QuorumQueues:
                             group=group)  # fmt: skip
         self.queues[group] = queue
         queue.on_applied = self.flow.applied
-        entries = getattr(getattr(self.broker, "config", None), "quorum_snapshot_entries", COMPACTION_ENTRIES)
+        entries = self._snapshot_entries
         cluster.open_group(group, list(record.replicas), queue, appendEntriesUseBatch=False,
                            logCompactionMinEntries=entries, compaction_bytes=COMPACTION_BYTES,
                            **QUORUM_TIMEOUTS)  # fmt: skip
-        self.broker.placement.opened(group, record.leader)  # a new group's chosen leader campaigns first
-        self.broker.maintenance.held_group_opened()
+        self.node.placement.opened(group, record.leader)  # a new group's chosen leader campaigns first
+        self.node.maintenance.held_group_opened()
         return queue
 
     def stop(self, queue: QuorumQueue) -> None:
@@ -135,19 +172,19 @@ class QuorumQueues:
 
     # -- membership ------------------------------------------------------------------------
 
-    async def change_member(self, vhost: str, name: str, node: str, add: bool) -> list[str]:
-        """Add `node` to (or remove it from) quorum queue `name`'s replicas; returns the new members."""
-        record = self.broker.metadata.state.queue(vhost, name)
+    async def change_member(self, vhost: str, name: str, member: str, add: bool) -> list[str]:
+        """Add `member` to (or remove it from) quorum queue `name`'s replicas; returns the new members."""
+        record = self.node.metadata.state.queue(vhost, name)
         if record is None:
             raise NotFound(f"no queue '{name}' in vhost '{vhost}'")
         if record.type == "stream":  # replicated streams change members through the metadata alone
-            return await self.broker.streams.change_member(vhost, name, node, add)
+            return await self.node.streams.change_member(vhost, name, member, add)
         if record.type != "quorum":
             raise MembershipError(f"queue '{name}' in vhost '{vhost}' is not a quorum queue", 400)
-        if add and node not in self.broker.metadata.state.members:
-            raise MembershipError(f"{node} is not a cluster member", 400)
+        if add and member not in self.node.metadata.state.members:
+            raise MembershipError(f"{member} is not a cluster member", 400)
         members = list(record.replicas)
-        if (node in members) == add:
+        if (member in members) == add:
             return members  # done already
         group = group_name(vhost, name)
         leader = self.leader_of(group) if group in self._cluster.groups else None
@@ -155,17 +192,17 @@ class QuorumQueues:
             leader = record.leader if record.leader != self.node_id else next(
                 (m for m in members if m != self.node_id), self.node_id)
         if leader != self.node_id:
-            result = await self._cluster.call(leader, MEMBER_CALL, {"vhost": vhost, "name": name, "node": node,
+            result = await self._cluster.call(leader, MEMBER_CALL, {"vhost": vhost, "name": name, "node": member,
                                                                     "add": add}, timeout=30)  # fmt: skip
             return list(result.get("members", []))
-        if not add and node == self.node_id:
-            raise MembershipError(f"{node} leads queue '{name}': remove it through another member once it "
+        if not add and member == self.node_id:
+            raise MembershipError(f"{member} leads queue '{name}': remove it through another member once it "
                                   "no longer leads", 409)  # fmt: skip
         if not add and len(members) == 1:
             raise MembershipError(f"queue '{name}' would have no replica left", 409)
-        await self._cluster.change_group_members(group, "add" if add else "rem", node, timeout=15)
-        new = [*members, node] if add else [m for m in members if m != node]
-        await self.broker.metadata.run(mc.SetQueueReplicas(new_key(), vhost, name, tuple(new)))
+        await self._cluster.change_group_members(group, "add" if add else "rem", member, timeout=15)
+        new = [*members, member] if add else [m for m in members if m != member]
+        await self.node.metadata.run(mc.SetQueueReplicas(new_key(), vhost, name, tuple(new)))
         return new
 
     async def _serve_member_call(self, peer: str, args: dict) -> dict:
@@ -173,22 +210,22 @@ class QuorumQueues:
                                            bool(args["add"]))  # fmt: skip
         return {"members": members}
 
-    async def grow(self, node: str) -> list[dict]:
-        """Add `node` to every quorum queue that lacks it."""
-        return await self._each(node, add=True)
+    async def grow(self, member: str) -> list[dict]:
+        """Add `member` to every quorum queue that lacks it."""
+        return await self._each(member, add=True)
 
-    async def shrink(self, node: str) -> list[dict]:
-        """Remove `node` from every quorum queue that has it (and another replica)."""
-        return await self._each(node, add=False)
+    async def shrink(self, member: str) -> list[dict]:
+        """Remove `member` from every quorum queue that has it (and another replica)."""
+        return await self._each(member, add=False)
 
-    async def _each(self, node: str, add: bool) -> list[dict]:
+    async def _each(self, member: str, add: bool) -> list[dict]:
         out = []
-        for vh in list(self.broker.metadata.state.vhosts.values()):
+        for vh in list(self.node.metadata.state.vhosts.values()):
             for q in list(vh.queues.values()):
-                if q.type not in ("quorum", "stream") or (node in q.replicas) == add:
+                if q.type not in ("quorum", "stream") or (member in q.replicas) == add:
                     continue
                 try:
-                    members = await self.change_member(vh.name, q.name, node, add)
+                    members = await self.change_member(vh.name, q.name, member, add)
                     out.append({"vhost": vh.name, "name": q.name, "members": members, "ok": True})
                 except Exception as e:
                     out.append({"vhost": vh.name, "name": q.name, "ok": False, "error": str(e)})
@@ -205,7 +242,7 @@ class QuorumQueues:
         return self._cluster.submit(group, record, callback)
 
     def packs_publishes(self) -> bool:
-        return QUORUM_QUEUE_PUBLISH_BATCH in self.broker.projections.feature_flags
+        return QUORUM_QUEUE_PUBLISH_BATCH in self.node.projections.feature_flags
 
     def is_leader(self, group: str) -> bool:
         g = self._cluster.groups.get(group)
@@ -237,16 +274,16 @@ class QuorumQueues:
         self._cluster.log.after_durable(fn)
 
     def call_soon(self, fn: Any) -> None:
-        self.broker.loop.call_soon(fn)
+        self.node.loop.call_soon(fn)
 
     def priorities(self) -> bool:
-        return self.broker.metadata.state.flag_enabled(QUORUM_QUEUE_PRIORITIES)
+        return self.node.metadata.state.flag_enabled(QUORUM_QUEUE_PRIORITIES)
 
     def consumer_lease(self) -> int:
-        return getattr(getattr(self.broker, "config", None), "quorum_consumer_lease", 0)
+        return self._consumer_lease
 
     def fetch_bodies(self, group: str, mids: list[int], callback: Any) -> None:
-        self.broker.background(self._fetch(group, mids, callback), f"fetching message bodies of {group}")
+        self.node.background(self._fetch(group, mids, callback), f"fetching message bodies of {group}")
 
     async def _fetch(self, group: str, mids: list[int], callback: Any) -> None:
         found: dict[int, bytes] = {}

@@ -54,7 +54,7 @@ import asyncio
 import inspect
 import itertools
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from amqp.errors import Condition
 from metadata.feature_flags import QUEUE_PROXY_RECORDS
@@ -69,7 +69,9 @@ from .proxy_lease import ProxyLeases
 from .proxy_outbox import ProxySender
 
 if TYPE_CHECKING:
-    from node.broker import Broker
+    from metadata.projections import Projections
+    from node.cluster.cluster import Cluster
+    from node.vhosts.vhost import VHost
 
 log = logging.getLogger("warren.remote")
 
@@ -85,15 +87,23 @@ class QueueUnreachable(MetadataUnavailable):
     metadata store has no majority."""
 
 
+class ProxyNode(Protocol):
+    """What a proxy uses of its node. Read at each use: a proxy restored while the
+    cluster starts exists before the node's QueueService does."""
+
+    queue_service: QueueService
+    loop: asyncio.AbstractEventLoop
+
+
 class RemoteQueue(Queue):
     """A queue led by another node, as this node's links use it."""
 
     remote = True
 
-    def __init__(self, broker: Broker, vhost: str, record: Any, arguments: dict):
+    def __init__(self, node: ProxyNode, vhost: str, record: Any, arguments: dict):
         super().__init__(vhost, record.name, record.durable, record.exclusive_owner, record.auto_delete, arguments)
         self.type_name = record.type
-        self.broker = broker
+        self.node = node
         self.leader = record.leader
         self.replicas: tuple[str, ...] = tuple(record.replicas) if record.type == "quorum" else ()
         self.consumers: dict[Any, int] = {}  # local consumer -> cid
@@ -103,7 +113,7 @@ class RemoteQueue(Queue):
 
     @property
     def _service(self) -> QueueService:
-        return self.broker.queue_service
+        return self.node.queue_service
 
     def target(self) -> str:
         """The node to send to now (see the module docstring)."""
@@ -225,15 +235,17 @@ class RemoteConsumer:
 class QueueService:
     """Both ends of the data path on this node."""
 
-    def __init__(self, broker: Broker):
-        self.broker = broker
-        cluster = broker.cluster
+    def __init__(self, cluster: Cluster, loop: asyncio.AbstractEventLoop, vhosts: dict[str, VHost],
+                 projections: Projections, consumer_lease: int) -> None:  # fmt: skip
+        """`consumer_lease` is setting quorum_consumer_lease (proxy_lease.py)."""
+        self.loop = loop
+        self.vhosts = vhosts
         self.transport = cluster.transport
         cluster.rpc.channels[CHANNEL] = self._on_message
         self.transport.on_peer_down.append(self._peer_down)
         # what this node sends its peers on CHANNEL, batched per loop turn (proxy_outbox.py)
-        self.sender = ProxySender(broker.loop, self.transport, CHANNEL,
-                                  lambda: QUEUE_PROXY_RECORDS in broker.projections.feature_flags)  # fmt: skip
+        self.sender = ProxySender(loop, self.transport, CHANNEL,
+                                  lambda: QUEUE_PROXY_RECORDS in projections.feature_flags)  # fmt: skip
         self.send = self.sender.send
         # this node as the client's side
         self._corr = itertools.count(1)
@@ -244,11 +256,11 @@ class QueueService:
         self._waiting: dict[int, list[list]] = {}
         self._counting: dict[int, asyncio.Future] = {}  # req -> the answer to a "count"
         # a quorum queue's consumers: what the client's credit does not let through yet (proxy_lease.py)
-        self.leases = ProxyLeases(lambda: getattr(getattr(broker, "config", None), "quorum_consumer_lease", 0))
+        self.leases = ProxyLeases(lambda: consumer_lease)
         # this node as the queue's side
         self.served: dict[tuple[str, int], RemoteConsumer] = {}  # (peer, cid) ->
-        self._gate = AnswerGate(self.transport, broker.loop, self._handle, self.sender.pin)
-        self._tasks = BackgroundTasks(broker.loop, log)  # attaches waiting for a stream, purges being answered
+        self._gate = AnswerGate(self.transport, loop, self._handle, self.sender.pin)
+        self._tasks = BackgroundTasks(loop, log)  # attaches waiting for a stream, purges being answered
 
     def close(self) -> None:
         if self._peer_down in self.transport.on_peer_down:
@@ -310,7 +322,7 @@ class QueueService:
             self.send(self._consumers[cid][2], message)
 
     async def _attach_when_connected(self, leader: str, cid: int) -> None:
-        loop = self.broker.loop
+        loop = self.loop
         deadline = loop.time() + ATTACH_WAIT
         while cid in self._consumers and not self.transport.is_connected(leader) and loop.time() < deadline:
             await asyncio.sleep(0.05)
@@ -330,7 +342,7 @@ class QueueService:
     async def ask(self, queue: RemoteQueue, what: str, timeout: float) -> Any:
         """A request ("count", "purge") to the queue's node and its answer, or None."""
         req = next(self._corr)
-        answer = self._counting[req] = self.broker.loop.create_future()
+        answer = self._counting[req] = self.loop.create_future()
         try:
             if not self.send(queue.target(), [what, req, queue.vhost, queue.name]):
                 return None
@@ -383,7 +395,7 @@ class QueueService:
     # the queue's side
 
     def _local_queue(self, vhost: str, name: str) -> Queue | None:
-        vh = self.broker.vhosts.get(vhost)
+        vh = self.vhosts.get(vhost)
         queue = vh.queues.get(name) if vh is not None else None
         return None if queue is None or queue.remote or queue.deleted else queue
 

@@ -19,12 +19,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from metadata import commands as mc
 
 if TYPE_CHECKING:
-    from node.broker import Broker
+    from node.cluster.cluster import Cluster
+    from node.vhosts.metadata_store import MetadataStore
     from node.vhosts.stream_replication import StreamRoles
 
 __all__ = ["StreamFailover"]
@@ -36,9 +37,27 @@ MISSES = 3  # checks in a row without a stream to the leader's node
 STOP_WAIT_S = 2.0
 
 
+class DrainedNodes(Protocol):
+    """node/cluster/placement.py: nodes in maintenance are the last choice for a new leader."""
+
+    def nodes_in_maintenance(self) -> set[str]: ...
+
+
+class FailoverNode(Protocol):
+    """What the failover uses of its node; read at each check (the cluster exists once it started)."""
+
+    node_id: str
+    loop: asyncio.AbstractEventLoop
+    cluster: Cluster
+    metadata: MetadataStore
+    placement: DrainedNodes
+
+    def background(self, coro: Any, what: str) -> None: ...
+
+
 class StreamFailover:
-    def __init__(self, broker: Broker, roles: StreamRoles) -> None:
-        self.broker = broker
+    def __init__(self, node: FailoverNode, roles: StreamRoles) -> None:
+        self.node = node
         self.roles = roles
         self._misses: dict[tuple[str, str], int] = {}
         self._electing: set[tuple[str, str]] = set()
@@ -46,7 +65,7 @@ class StreamFailover:
 
     def start(self) -> None:
         if self._timer is None:
-            self._timer = self.broker.loop.call_later(CHECK_S, self._check)
+            self._timer = self.node.loop.call_later(CHECK_S, self._check)
 
     def stop(self) -> None:
         if self._timer is not None:
@@ -54,8 +73,8 @@ class StreamFailover:
             self._timer = None
 
     def _check(self) -> None:
-        self._timer = self.broker.loop.call_later(CHECK_S, self._check)
-        connected = self.broker.cluster.transport.is_connected
+        self._timer = self.node.loop.call_later(CHECK_S, self._check)
+        connected = self.node.cluster.transport.is_connected
         for key, replica in list(self.roles.replicas.items()):
             if connected(replica.leader):
                 self._misses.pop(key, None)
@@ -63,7 +82,7 @@ class StreamFailover:
             self._misses[key] = misses = self._misses.get(key, 0) + 1
             if misses >= MISSES and key not in self._electing:
                 self._electing.add(key)
-                self.broker.background(self._elect(*key), f"electing a leader for stream {key[1]!r}")
+                self.node.background(self._elect(*key), f"electing a leader for stream {key[1]!r}")
 
     async def _elect(self, vhost: str, name: str) -> None:
         try:
@@ -74,7 +93,7 @@ class StreamFailover:
     async def _run(self, vhost: str, name: str) -> None:
         record = self.roles.record(vhost, name)
         replica = self.roles.replicas.get((vhost, name))
-        me = self.broker.node_id
+        me = self.node.node_id
         if record is None or replica is None or replica.epoch != record.epoch or record.leader == me:
             return
         others = [r for r in record.replicas if r not in (me, record.leader)]
@@ -86,12 +105,12 @@ class StreamFailover:
                         vhost, name, record.leader, len(logs), len(record.replicas))  # fmt: skip
             return
         logs[me] = replica.stop(record.epoch)
-        best = _choose(logs, self.broker.placement.nodes_in_maintenance())
+        best = _choose(logs, self.node.placement.nodes_in_maintenance())
         if best != me:
             return  # it elects itself when it sees the leader gone (it is fenced meanwhile)
         log.info("stream %s/%s: leader %s unreachable; %s leads epoch %d (logs %s)", vhost, name, record.leader, me,
                  record.epoch + 1, logs)  # fmt: skip
-        await self.broker.metadata.run(mc.StreamElect(f"stream-elect/{uuid.uuid4()}", vhost, name, record.epoch, me))
+        await self.node.metadata.run(mc.StreamElect(f"stream-elect/{uuid.uuid4()}", vhost, name, record.epoch, me))
 
 
 def _choose(logs: dict[str, tuple[int, int]], in_maintenance: set[str]) -> str:

@@ -23,18 +23,18 @@ from queues.stream.spec import ReadSpec
 from .remote_queue import RemoteQueue
 
 if TYPE_CHECKING:
-    from node.broker import Broker
+    from node.vhosts.remote_queue import ProxyNode
     from queues.stream.replica import StreamReplica
 
 __all__ = ["StreamFollower"]
 
 
 class StreamFollower(RemoteQueue):
-    def __init__(self, broker: Broker, vhost: str, record: Any, arguments: dict, replica: StreamReplica) -> None:
-        super().__init__(broker, vhost, record, arguments)
+    def __init__(self, node: ProxyNode, vhost: str, record: Any, arguments: dict, replica: StreamReplica) -> None:
+        super().__init__(node, vhost, record, arguments)
         self.replica = replica
         self.stats = ClassicQueueCounters()  # what the local readers delivered
-        self.readers = StreamReaders(self, replica.log, broker.loop.call_soon)
+        self.readers = StreamReaders(self, replica.log, node.loop.call_soon)
         replica.on_commit = self.readers.wake
 
     @property

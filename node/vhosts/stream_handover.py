@@ -26,15 +26,17 @@ import asyncio
 import logging
 import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from metadata import commands as mc
 from node.vhosts.metadata_store import MetadataRefused, MetadataUnavailable
 from queues.stream.queue import StreamQueue
 
 if TYPE_CHECKING:
-    from node.broker import Broker
+    from node.cluster.cluster import Cluster
+    from node.vhosts.metadata_store import MetadataStore
     from node.vhosts.stream_replication import StreamRoles
+    from node.vhosts.vhost import VHost
 
 __all__ = ["StreamHandOver", "StreamsHandedOver"]
 
@@ -57,15 +59,24 @@ class StreamsHandedOver:
                 "streams_no_successor": [{"vhost": v, "name": n} for v, n in self.alone]}  # fmt: skip
 
 
+class HandOverNode(Protocol):
+    """What the hand-over uses of its node (maintenance mode's drain, node/cluster/maintenance.py)."""
+
+    node_id: str
+    cluster: Cluster
+    metadata: MetadataStore
+    vhosts: dict[str, VHost]
+
+
 class StreamHandOver:
-    def __init__(self, broker: Broker, roles: StreamRoles) -> None:
-        self.broker = broker
+    def __init__(self, node: HandOverNode, roles: StreamRoles) -> None:
+        self.node = node
         self.roles = roles
 
     def streams_here(self) -> list[StreamQueue]:
         """The streams whose writing copy is on this node: those it leads, and those declared
         before flag stream_replication (no role: the node's only copy)."""
-        return [queue for vhost in list(self.broker.vhosts.values()) for queue in list(vhost.queues.values())
+        return [queue for vhost in list(self.node.vhosts.values()) for queue in list(vhost.queues.values())
                 if isinstance(queue, StreamQueue)]  # fmt: skip
 
     async def hand_over(self, timeout: float, avoid: set[str]) -> StreamsHandedOver:
@@ -99,7 +110,7 @@ class StreamHandOver:
                 return None
             return await self._elect(queue, self._in_sync(queue, avoid), deadline)
         finally:
-            vhost = self.broker.vhosts.get(queue.vhost)
+            vhost = self.node.vhosts.get(queue.vhost)
             if vhost is not None and vhost.queues.get(queue.name) is queue:
                 queue.release()  # still the leader here: publishes flow again
 
@@ -119,7 +130,7 @@ class StreamHandOver:
         command = mc.StreamElect(f"stream-handover/{uuid.uuid4()}", queue.vhost, queue.name, epoch, target)
         while True:
             try:
-                await asyncio.wait_for(self.broker.metadata.run(command), max(deadline - loop.time(), 1.0))
+                await asyncio.wait_for(self.node.metadata.run(command), max(deadline - loop.time(), 1.0))
                 break
             except (MetadataRefused, MetadataUnavailable, TimeoutError) as e:
                 record = self.roles.record(queue.vhost, queue.name)
@@ -130,7 +141,7 @@ class StreamHandOver:
                     return None
                 await asyncio.sleep(CHECK_S)
         record = self.roles.record(queue.vhost, queue.name)
-        if record is None or record.leader == self.broker.node_id:
+        if record is None or record.leader == self.node.node_id:
             return None
         log.info("stream %s/%s: leadership handed to %s (epoch %d)", queue.vhost, queue.name, record.leader,
                  record.epoch)  # fmt: skip
@@ -139,7 +150,7 @@ class StreamHandOver:
     def _candidates(self, queue: StreamQueue, avoid: set[str], end: int) -> list[str]:
         """Live replicas whose durable end is `end` (outside `avoid` unless only those are)."""
         role = queue.role
-        connected = self.broker.cluster.transport.is_connected
+        connected = self.node.cluster.transport.is_connected
         live = [r for r in role.replicas if r != role.me and connected(r) and role.ends.get(r, -1) >= end]
         return [r for r in live if r not in avoid] or live
 

@@ -28,7 +28,7 @@ from queues.stream.spec import ReadSpec
 from .remote_queue import RemoteQueue, end_consumer
 
 if TYPE_CHECKING:
-    from node.broker import Broker
+    from node.vhosts.remote_queue import ProxyNode
     from queues.stream.readers import Reader
 
 __all__ = ["ProxiedReadSpec", "StreamProxy"]
@@ -44,8 +44,8 @@ class ProxiedReadSpec(ReadSpec):
 
 
 class StreamProxy(RemoteQueue):
-    def __init__(self, broker: Broker, vhost: str, record: Any, arguments: dict) -> None:
-        super().__init__(broker, vhost, record, arguments)
+    def __init__(self, node: ProxyNode, vhost: str, record: Any, arguments: dict) -> None:
+        super().__init__(node, vhost, record, arguments)
         self.served: dict[Any, Served] = {}  # a link's consumer -> its reader at the serving node
 
     def read_spec(self, filters: Any, sql_max_length: int) -> ProxiedReadSpec:
@@ -103,7 +103,7 @@ class StreamProxy(RemoteQueue):
             return
         link_consumer = consumer.consumer
         self.consumers.pop(link_consumer, None)
-        loop = self.broker.loop
+        loop = self.node.loop
         if consumer.lost_at is None:
             consumer.lost_at = loop.time()
         if self.deleted or condition not in _WAITS or loop.time() - consumer.lost_at > WAIT_S:

@@ -19,7 +19,7 @@ import asyncio
 import itertools
 import logging
 import shutil
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from metadata.feature_flags import STREAM_COMMIT_NOTICES
 from metadata.state import QueueRecord, StreamRecord
@@ -30,12 +30,15 @@ from queues.stream.log_epoch import raise_log_epoch
 from queues.stream.queue import StreamQueue
 from queues.stream.replica import StreamReplica
 
+from .remote_queue import ProxyNode
 from .stream_follower import StreamFollower
 from .stream_moves import MovingReaders
 from .stream_proxy import StreamProxy
 
 if TYPE_CHECKING:
-    from node.broker import Broker
+    from metadata.machine import MetadataMachine
+    from metadata.projections import Projections
+    from node.cluster.cluster import Cluster
     from node.vhosts.vhost import VHost
 
 __all__ = ["StreamRoles"]
@@ -45,9 +48,29 @@ log = logging.getLogger("warren.stream")
 CHANNEL = "stream.repl"
 
 
+class PolicyApplying(Protocol):
+    """node/vhosts/policies.py: a copy opened in a new role takes the policy in force."""
+
+    def apply(self, queue: Any) -> None: ...
+
+
+class RolesNode(ProxyNode, Protocol):
+    """What the stream roles use of their node, and what the proxies and followers they make use
+    (ProxyNode). Read at each use: `cluster` exists once the node has started."""
+
+    node_id: str
+    cluster: Cluster
+    metadata_machine: MetadataMachine
+    projections: Projections
+    vhosts: dict[str, VHost]
+    policies: PolicyApplying
+
+    def queue_stopped(self, queue: Any) -> None: ...
+
+
 class StreamRoles:
-    def __init__(self, broker: Broker, directory_of: Any) -> None:
-        self.broker = broker
+    def __init__(self, node: RolesNode, directory_of: Any) -> None:
+        self.node = node
         self.directory_of = directory_of  # (vhost, name) -> the stream's directory on this node
         self.replicas: dict[tuple[str, str], StreamReplica] = {}
         self._requests = itertools.count(1)
@@ -60,10 +83,10 @@ class StreamRoles:
     def attach(self) -> None:
         """Takes the channel at node start: a replica's fetch may arrive before this node's first stream
         starts (it is then dropped quietly; the leader announces itself when it starts)."""
-        self.broker.cluster.rpc.channels[CHANNEL] = self._on_message
+        self.node.cluster.rpc.channels[CHANNEL] = self._on_message
 
     def send(self, peer: str, message: object) -> None:
-        transport = self.broker.cluster.transport
+        transport = self.node.cluster.transport
         transport.add_peer(peer)  # keeps a stream to it; idempotent
         transport.send_node_message(peer, CHANNEL, wire.encode(message))
 
@@ -89,7 +112,7 @@ class StreamRoles:
                     replica.on_truncate(msg)
         elif isinstance(msg, wire.Stop):
             replica = self.replicas.get(key)
-            if replica is not None and self.broker.cluster.transport.is_connected(replica.leader):
+            if replica is not None and self.node.cluster.transport.is_connected(replica.leader):
                 log_epoch, end = 0, -1  # the leader is alive from here: no election
             else:
                 log_epoch, end = self.stop(msg.vhost, msg.name, msg.epoch)
@@ -101,10 +124,10 @@ class StreamRoles:
 
     def _notices(self) -> bool:
         """Whether every node takes `committed` notices (queues/stream/leader.py)."""
-        return STREAM_COMMIT_NOTICES in self.broker.projections.feature_flags
+        return STREAM_COMMIT_NOTICES in self.node.projections.feature_flags
 
     def _leading(self, vhost: str, name: str) -> StreamQueue | None:
-        vh = self.broker.vhosts.get(vhost)
+        vh = self.node.vhosts.get(vhost)
         queue = vh.queues.get(name) if vh is not None else None
         return queue if isinstance(queue, StreamQueue) and queue.role is not None else None
 
@@ -131,38 +154,38 @@ class StreamRoles:
     # -- roles -------------------------------------------------------------------------
 
     def record(self, vhost: str, name: str) -> StreamRecord | None:
-        return self.broker.metadata_machine.state.stream(vhost, name)
+        return self.node.metadata_machine.state.stream(vhost, name)
 
     def start(self, vhost: VHost, q: QueueRecord, arguments: dict) -> Any:
         """The vhost's queue for a replicated stream: the leader's StreamQueue, else a proxy."""
         record = self.record(vhost.name, q.name)
         assert record is not None
-        me = self.broker.node_id
+        me = self.node.node_id
         if record.leader == me:
             return self._lead(vhost, record, arguments, None)
         if me in record.replicas:
-            return StreamFollower(self.broker, vhost.name, q, arguments, self._follow(vhost.name, record, arguments))
-        return StreamProxy(self.broker, vhost.name, q, arguments)
+            return StreamFollower(self.node, vhost.name, q, arguments, self._follow(vhost.name, record, arguments))
+        return StreamProxy(self.node, vhost.name, q, arguments)
 
     def _lead(self, vhost: VHost, record: StreamRecord, arguments: dict, committed: int | None) -> StreamQueue:
         directory = self.directory_of(vhost.name, record.name)
-        queue = StreamQueue(vhost.name, record.name, arguments, directory, vhost, self.broker.loop)
+        queue = StreamQueue(vhost.name, record.name, arguments, directory, vhost, self.node.loop)
         raise_log_epoch(directory, record.epoch)  # before it takes a publish of this epoch
-        role = StreamLeader(queue, self.broker.node_id, record.epoch, record.replicas, self.send, self._notices)
+        role = StreamLeader(queue, self.node.node_id, record.epoch, record.replicas, self.send, self._notices)
         queue.role = role
         # what a majority is known to have: all of it when alone, else what it learned as a replica
         queue.committed_end = queue.log.next_offset if len(record.replicas) == 1 else \
             min(committed if committed is not None else queue.log.first_offset, queue.log.next_offset)  # fmt: skip
         for peer in record.replicas:
-            if peer != self.broker.node_id:
-                self.broker.cluster.transport.add_peer(peer)
+            if peer != self.node.node_id:
+                self.node.cluster.transport.add_peer(peer)
         role.announce()
         return queue
 
     def _follow(self, vhost: str, record: StreamRecord, arguments: dict) -> StreamReplica:
         replica = StreamReplica(vhost, record.name, self.directory_of(vhost, record.name),
                                 StreamConfig.from_arguments(arguments), record.leader, record.epoch, self.send,
-                                self.broker.loop)  # fmt: skip
+                                self.node.loop)  # fmt: skip
         self.replicas[(vhost, record.name)] = replica
         replica.fetch()
         return replica
@@ -170,10 +193,10 @@ class StreamRoles:
     def changed(self, vhost: VHost, name: str) -> None:
         """A new epoch (leader or replicas changed): move this node's role."""
         record = self.record(vhost.name, name)
-        q = self.broker.metadata_machine.state.queue(vhost.name, name)
+        q = self.node.metadata_machine.state.queue(vhost.name, name)
         if record is None or q is None:
             return
-        me = self.broker.node_id
+        me = self.node.node_id
         arguments = dict(q.arguments_map)
         key = (vhost.name, name)
         if key in self._closing:
@@ -204,7 +227,7 @@ class StreamRoles:
             old = vhost.queues.get(name)
             vhost.queues[name] = new
             if old is not None and old is not new and not isinstance(old, StreamQueue | StreamFollower):
-                self.broker.queue_stopped(old)
+                self.node.queue_stopped(old)
 
         def then() -> None:  # this node's copy is closed: open it in its new role
             self._closing.discard(key)
@@ -214,17 +237,17 @@ class StreamRoles:
             if record.leader == me:
                 swap(self._lead(vhost, record, arguments, committed))
             elif me in record.replicas:
-                swap(StreamFollower(self.broker, vhost.name, q, arguments, self._follow(vhost.name, record, arguments)))
+                swap(StreamFollower(self.node, vhost.name, q, arguments, self._follow(vhost.name, record, arguments)))
             else:
-                swap(StreamProxy(self.broker, vhost.name, q, arguments))
+                swap(StreamProxy(self.node, vhost.name, q, arguments))
                 shutil.rmtree(self.directory_of(vhost.name, name), ignore_errors=True)
-            self.broker.policies.apply(vhost.queues[name])  # the copy opened on the stream's own arguments
+            self.node.policies.apply(vhost.queues[name])  # the copy opened on the stream's own arguments
             self.moving.settle(key, vhost.queues[name])
 
         committed = replica.committed_end if replica is not None else None
         self.moving.park(key, current)
         if isinstance(current, StreamQueue):
-            swap(StreamProxy(self.broker, vhost.name, q, arguments))  # until its files are closed
+            swap(StreamProxy(self.node, vhost.name, q, arguments))  # until its files are closed
             self._closing.add(key)
             current.close(then)
         elif replica is not None:

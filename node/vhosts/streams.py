@@ -12,21 +12,21 @@ import hashlib
 import os
 import random
 import weakref
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from metadata import commands as mc
 from metadata.feature_flags import STREAM_REPLICATION
 from node.cluster.cluster import MembershipError
 from node.vhosts.metadata_store import new_key
-from node.vhosts.stream_failover import StreamFailover
-from node.vhosts.stream_handover import StreamHandOver
-from node.vhosts.stream_replication import StreamRoles
+from node.vhosts.stream_failover import FailoverNode, StreamFailover
+from node.vhosts.stream_handover import HandOverNode, StreamHandOver
+from node.vhosts.stream_replication import RolesNode, StreamRoles
 from queues.stream.config import StreamConfig
 from queues.stream.queue import StreamQueue
 
 if TYPE_CHECKING:
     from metadata.state import QueueRecord
-    from node.broker import Broker
+    from node.vhosts.metadata_store import MetadataStore
     from node.vhosts.vhost import VHost
 
 __all__ = ["StreamQueues"]
@@ -34,13 +34,30 @@ __all__ = ["StreamQueues"]
 DEFAULT_CLUSTER_SIZE = 3  # x-initial-cluster-size, capped by the cluster size
 
 
+class LeaderLocating(Protocol):
+    """node/cluster/placement.py: where a new stream's leader goes, and which nodes are drained."""
+
+    def leader_for(self, vhost: str, name: str, arguments: Any) -> str: ...
+
+    def nodes_in_maintenance(self) -> set[str]: ...
+
+
+class StreamsNode(RolesNode, FailoverNode, HandOverNode, Protocol):
+    """What the streams use of their node, and what their roles, failover and hand-over use.
+    Read at each use: `metadata` and `loop` exist once the node has started."""
+
+    metadata: MetadataStore
+    placement: LeaderLocating
+
+
 class StreamQueues:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    def __init__(self, node: StreamsNode, data_dir: str) -> None:
+        self.node = node
+        self._data_dir = data_dir
         self._open: weakref.WeakSet[StreamQueue] = weakref.WeakSet()
-        self.roles = StreamRoles(broker, self.directory)
-        self.failover = StreamFailover(broker, self.roles)
-        self.handover = StreamHandOver(broker, self.roles)  # maintenance mode's drain
+        self.roles = StreamRoles(node, self.directory)
+        self.failover = StreamFailover(node, self.roles)
+        self.handover = StreamHandOver(node, self.roles)  # maintenance mode's drain
 
     def attach(self) -> None:
         self.roles.attach()
@@ -48,23 +65,23 @@ class StreamQueues:
     def directory(self, vhost: str, name: str) -> str:
         """One directory per stream, named by a digest: any vhost or queue name is a valid file name then."""
         digest = hashlib.sha256(f"{vhost}\0{name}".encode()).hexdigest()[:32]
-        return os.path.join(self.broker.config.data_dir, "streams", digest)
+        return os.path.join(self._data_dir, "streams", digest)
 
     def place(self, vhost: str, name: str, arguments: dict[str, Any], config: StreamConfig) -> tuple[str, ...]:
         """The leader (its locator's choice, node/cluster/placement.py) and as many other members as
         x-initial-cluster-size; () while streams are not replicated (the declaring node keeps it)."""
-        state = self.broker.metadata.state
+        state = self.node.metadata.state
         if not state.flag_enabled(STREAM_REPLICATION):
             return ()
         size = config.initial_cluster_size or DEFAULT_CLUSTER_SIZE
-        leader = self.broker.placement.leader_for(vhost, name, arguments)
+        leader = self.node.placement.leader_for(vhost, name, arguments)
         others = sorted(m for m in state.members if m != leader)
         random.shuffle(others)
         return (leader, *others[: size - 1])
 
     def start(self, vhost: VHost, name: str, arguments: dict[str, Any]) -> StreamQueue:
         """A stream of one node (no stream_replication when it was declared)."""
-        queue = StreamQueue(vhost.name, name, arguments, self.directory(vhost.name, name), vhost, self.broker.loop)
+        queue = StreamQueue(vhost.name, name, arguments, self.directory(vhost.name, name), vhost, self.node.loop)
         self._open.add(queue)
         return queue
 
@@ -84,22 +101,22 @@ class StreamQueues:
         if isinstance(queue, StreamQueue):
             self._open.add(queue)
 
-    async def change_member(self, vhost: str, name: str, node: str, add: bool) -> list[str]:
-        """Adds `node` as a replica of a replicated stream (it copies the log
+    async def change_member(self, vhost: str, name: str, member: str, add: bool) -> list[str]:
+        """Adds `member` as a replica of a replicated stream (it copies the log
         from the leader), or removes its replica; returns the replicas. A new
         epoch in the metadata, so the change is fenced like a failover."""
-        state = self.broker.metadata.state
+        state = self.node.metadata.state
         record = state.stream(vhost, name)
         if record is None:
             raise MembershipError(f"stream '{name}' in vhost '{vhost}' is not replicated", 400)
-        if add and node not in state.members:
-            raise MembershipError(f"{node} is not a cluster member", 400)
-        if (node in record.replicas) == add:
+        if add and member not in state.members:
+            raise MembershipError(f"{member} is not a cluster member", 400)
+        if (member in record.replicas) == add:
             return list(record.replicas)  # done already
-        if not add and node == record.leader:
-            raise MembershipError(f"{node} leads stream '{name}': remove it once another replica leads", 409)
-        replicas = (*record.replicas, node) if add else tuple(r for r in record.replicas if r != node)
-        await self.broker.metadata.run(mc.StreamElect(new_key(), vhost, name, record.epoch, record.leader, replicas))
+        if not add and member == record.leader:
+            raise MembershipError(f"{member} leads stream '{name}': remove it once another replica leads", 409)
+        replicas = (*record.replicas, member) if add else tuple(r for r in record.replicas if r != member)
+        await self.node.metadata.run(mc.StreamElect(new_key(), vhost, name, record.epoch, record.leader, replicas))
         return list(replicas)
 
     def dropped(self, vhost: str, name: str) -> None:

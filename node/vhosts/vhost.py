@@ -17,7 +17,7 @@ import random
 import time
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from amqp.errors import Condition
 from amqp.types import Symbol, Timestamp
@@ -35,7 +35,13 @@ from routing.exchange_types import Headers
 from routing.table import RoutingTable
 
 if TYPE_CHECKING:
-    from node.broker import Broker
+    import asyncio
+
+    from metadata.projections import Projections
+    from node.ops.metrics import NodeMetrics
+    from node.vhosts.local_queues import LocalQueues, Owners
+    from node.vhosts.metadata_store import MetadataStore
+    from node.vhosts.streams import StreamQueues
 
 log = logging.getLogger("warren.vhost")
 
@@ -52,10 +58,33 @@ class ResourceLocked(RoutingError):
     condition_code = Condition.RESOURCE_LOCKED
 
 
+class LeaderLocator(Protocol):
+    """Where a new quorum queue's leader goes (node/cluster/placement.py)."""
+
+    def leader_for(self, vhost: str, name: str, arguments: Any) -> str: ...
+
+
+class VHostNode(Protocol):
+    """What a vhost uses of its node (node/broker.py provides it). Read at
+    each use: `metadata` and `loop` exist only once the node has started."""
+
+    node_id: str
+    loop: asyncio.AbstractEventLoop
+    metadata: MetadataStore
+    projections: Projections
+    metrics: NodeMetrics
+    owners: Owners
+    local_queues: LocalQueues
+    streams: StreamQueues
+    placement: LeaderLocator
+
+    def background(self, coro: Any, what: str) -> None: ...
+
+
 class VHost:
-    def __init__(self, name: str, broker: Broker, description: str = "", tags: list[str] | None = None):
+    def __init__(self, name: str, node: VHostNode, description: str = "", tags: list[str] | None = None):
         self.name = name
-        self.broker = broker
+        self.node = node
         self.description = description
         self.tags: list[str] = list(tags or [])
         self.queues: dict[str, Queue] = {}
@@ -64,7 +93,7 @@ class VHost:
     @property
     def routing(self) -> RoutingTable:
         """The projection's table (replaced wholesale when a snapshot is restored)."""
-        return self.broker.projections.table(self.name) or self._empty_table
+        return self.node.projections.table(self.name) or self._empty_table
 
     # ------------------------------------------------------------ topology (through the metadata store)
 
@@ -98,23 +127,23 @@ class VHost:
                 replicas = self._place_replicas(name, durable, exclusive_owner, auto_delete, arguments)
             elif qtype == "stream":
                 config = check_stream_declaration(durable, exclusive_owner, auto_delete, arguments)
-                replicas = self.broker.streams.place(self.name, name, arguments, config)
+                replicas = self.node.streams.place(self.name, name, arguments, config)
             else:
                 ClassicQueueConfig.from_arguments(arguments)
             check_queue_type_arguments(qtype, arguments)  # after the type's own, more telling, refusals
         except QueueArgumentError as e:
             raise InvalidArgument(str(e)) from None
-        owner_id = None if exclusive_owner is None else self.broker.owners.id_of(exclusive_owner)
-        created = await self.broker.metadata.created(mc.DeclareQueue(
+        owner_id = None if exclusive_owner is None else self.node.owners.id_of(exclusive_owner)
+        created = await self.node.metadata.created(mc.DeclareQueue(
             mc_key(), self.name, name, qtype, durable, auto_delete, owner_id, arguments,
-            leader=replicas[0] if replicas else self.broker.node_id, replicas=replicas))  # fmt: skip
+            leader=replicas[0] if replicas else self.node.node_id, replicas=replicas))  # fmt: skip
         queue = self.queues.get(name)
         if queue is None:
-            record = self.broker.metadata.state.queue(self.name, name)
+            record = self.node.metadata.state.queue(self.name, name)
             if record is None:  # deleted again before this node applied the declaration
                 raise NotFound(f"no queue '{name}' in vhost '{self.name}'")
             # it removed itself here but the metadata kept it (the delete did not commit)
-            queue = self.broker.local_queues.start(self, record)
+            queue = self.node.local_queues.start(self, record)
         if not created:
             self._check_redeclare(queue, durable, exclusive_owner, auto_delete, arguments)
         return queue, created
@@ -128,8 +157,8 @@ class VHost:
         size = arguments.get("x-quorum-initial-group-size", DEFAULT_QUORUM_SIZE)
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
             raise InvalidArgument(f"invalid x-quorum-initial-group-size {size!r}: a positive integer")
-        leader = self.broker.placement.leader_for(self.name, name, arguments)
-        others = sorted(m for m in self.broker.metadata.state.members if m != leader)
+        leader = self.node.placement.leader_for(self.name, name, arguments)
+        others = sorted(m for m in self.node.metadata.state.members if m != leader)
         random.shuffle(others)
         return (leader, *others[: size - 1])
 
@@ -151,7 +180,7 @@ class VHost:
         if queue.remote:  # the count its node reports
             await queue.refresh_counts()
         count = queue.message_count
-        await self.broker.metadata.run(mc.DeleteQueue(mc_key(), self.name, name))
+        await self.node.metadata.run(mc.DeleteQueue(mc_key(), self.name, name))
         return count
 
     def queue(self, name: str) -> Queue:
@@ -164,24 +193,24 @@ class VHost:
                                auto_delete: bool = False, internal: bool = False,
                                arguments: dict | None = None) -> bool:  # fmt: skip
         _check_arguments("exchange", arguments)
-        return await self.broker.metadata.created(mc.DeclareExchange(
+        return await self.node.metadata.created(mc.DeclareExchange(
             mc_key(), self.name, name, str(type), durable, auto_delete, internal, dict(arguments or {})))  # fmt: skip
 
     async def delete_exchange(self, name: str) -> bool:
         if self.routing.exchange(name) is None:
             return False
-        await self.broker.metadata.run(mc.DeleteExchange(mc_key(), self.name, name))
+        await self.node.metadata.run(mc.DeleteExchange(mc_key(), self.name, name))
         return True
 
     async def bind(self, source: str, kind: str, destination: str, key: str = "",
                    arguments: dict | None = None) -> bool:  # fmt: skip
         _check_arguments("binding", arguments)
-        return await self.broker.metadata.created(mc.Bind(mc_key(), self.name, source, str(kind), destination, key,
+        return await self.node.metadata.created(mc.Bind(mc_key(), self.name, source, str(kind), destination, key,
                                                         dict(arguments or {})))  # fmt: skip
 
     async def unbind(self, source: str, kind: str, destination: str, key: str = "",
                      arguments: dict | None = None) -> None:  # fmt: skip
-        await self.broker.metadata.run(mc.Unbind(mc_key(), self.name, source, str(kind), destination, key,
+        await self.node.metadata.run(mc.Unbind(mc_key(), self.name, source, str(kind), destination, key,
                                                dict(arguments or {})))  # fmt: skip
 
     def connection_closed(self, owner: Any) -> None:
@@ -193,11 +222,11 @@ class VHost:
 
     def forget(self, name: str) -> None:
         """Delete a queue from the metadata in the background (it removed itself, or its owner left)."""
-        self.broker.background(self._forget(name), f"deleting queue '{name}' in vhost '{self.name}'")
+        self.node.background(self._forget(name), f"deleting queue '{name}' in vhost '{self.name}'")
 
     async def _forget(self, name: str) -> None:
         try:
-            await self.broker.metadata.run(mc.DeleteQueue(mc_key(), self.name, name))
+            await self.node.metadata.run(mc.DeleteQueue(mc_key(), self.name, name))
         except RoutingError as e:
             if e.condition != Condition.NOT_FOUND:
                 raise
@@ -243,7 +272,7 @@ class VHost:
             if confirmed is not None:
                 confirmed(False)
             else:
-                self.broker.metrics.count_dead_letter(reason, queue.type_name, "disabled")
+                self.node.metrics.count_dead_letter(reason, queue.type_name, "disabled")
             return
         strategy = "at_least_once" if confirmed is not None else "at_most_once"
         dl_key = arguments.get("x-dead-letter-routing-key")
@@ -291,7 +320,7 @@ class VHost:
             if not targets:
                 confirmed(False)  # at-least-once: kept until a binding routes it
                 return
-            metrics = self.broker.metrics
+            metrics = self.node.metrics
 
             def counted(ok: bool) -> None:
                 if ok:  # counted once it left, not at each attempt
@@ -312,16 +341,16 @@ class VHost:
                 on_outcome,
             )
         if confirmed is None:
-            self.broker.metrics.count_dead_letter(reason, queue.type_name, strategy)
+            self.node.metrics.count_dead_letter(reason, queue.type_name, strategy)
 
     def count_dropped(self, queue: Queue, reason: str, n: int) -> None:
-        self.broker.metrics.count_dead_letter(reason, queue.type_name, "disabled", n)
+        self.node.metrics.count_dead_letter(reason, queue.type_name, "disabled", n)
 
     def now_ms(self) -> int:
         return int(time.time() * 1000)
 
     def call_later(self, delay_s: float, fn: Callable[[], None]) -> Any:
-        return self.broker.loop.call_later(delay_s, fn)
+        return self.node.loop.call_later(delay_s, fn)
 
 
 def _check_arguments(what: str, arguments: dict | None, queue: bool = False) -> None:

@@ -34,7 +34,10 @@ from queues.base import ConfirmCallback, Outcome, Queue, QueueMessage
 from queues.volatile import VolatileQueue, new_name, node_of
 
 if TYPE_CHECKING:
-    from node.broker import Broker
+    import asyncio
+
+    from node.cluster.cluster import Cluster
+    from node.ops.metrics import NodeMetrics
 
 log = logging.getLogger("warren.volatile")
 
@@ -45,18 +48,22 @@ class VolatileQueues:
     """Creates, finds and forgets this node's volatile queues; the QueueHost
     of each of them."""
 
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    def __init__(self, metrics: NodeMetrics) -> None:
+        self.metrics = metrics
+        self.node_id = ""
+        self._cluster: Cluster | None = None  # and the loop: both from attach_cluster
+        self._loop: asyncio.AbstractEventLoop | None = None
         self.queues: dict[str, VolatileQueue] = {}
         self._pinned: set[str] = set()
         self._gone = _Gone()
 
-    def attach_cluster(self) -> None:
+    def attach_cluster(self, cluster: Cluster, loop: asyncio.AbstractEventLoop) -> None:
         """Listens for replies other nodes forward (once the cluster runs)."""
-        self.broker.cluster.rpc.channels[CHANNEL] = self._on_message
+        self._cluster, self._loop, self.node_id = cluster, loop, cluster.node_id
+        cluster.rpc.channels[CHANNEL] = self._on_message
 
     def create(self, vhost: str) -> VolatileQueue:
-        name = new_name(self.broker.node_id)
+        name = new_name(self.node_id)
         queue = self.queues[name] = VolatileQueue(self, vhost, name)
         return queue
 
@@ -73,9 +80,9 @@ class VolatileQueues:
         node = node_of(name)
         if node is None:
             return None
-        if node == self.broker.node_id:
+        if node == self.node_id:
             return self._gone
-        cluster = self.broker.cluster
+        cluster = self._cluster
         if cluster is None or node not in cluster.members():
             return None
         return _Forward(self, node, vhost, name)
@@ -85,15 +92,15 @@ class VolatileQueues:
         Known for this node's queues; another member's is taken on trust (a
         reply to a gone requester is dropped there)."""
         node = node_of(name)
-        if node == self.broker.node_id:
+        if node == self.node_id:
             return self.local(vhost, name) is not None
-        cluster = self.broker.cluster
+        cluster = self._cluster
         return node is not None and cluster is not None and node in cluster.members()
 
     # -- the cross-node path -----------------------------------------------------------
 
     def forward(self, node: str, vhost: str, name: str, message: QueueMessage) -> None:
-        transport = self.broker.cluster.transport
+        transport = self._cluster.transport
         if node not in self._pinned:  # keep a stream to the member even if no Raft group shares it
             self._pinned.add(node)
             transport.add_peer(node)
@@ -119,7 +126,7 @@ class VolatileQueues:
         return int(time.time() * 1000)
 
     def call_later(self, delay_s: float, fn: Callable[[], None]) -> Any:
-        return self.broker.loop.call_later(delay_s, fn)
+        return self._loop.call_later(delay_s, fn)
 
     def dead_letter(self, queue: Queue, message: QueueMessage, reason: str,
                     confirmed: Callable[[bool], None] | None = None) -> None:  # fmt: skip
@@ -127,7 +134,7 @@ class VolatileQueues:
             confirmed(True)  # a volatile queue has no dead-letter exchange: never called
 
     def count_dropped(self, queue: Queue | None, reason: str, n: int) -> None:
-        self.broker.metrics.count_dead_letter(reason, VolatileQueue.type_name, "disabled", n)
+        self.metrics.count_dead_letter(reason, VolatileQueue.type_name, "disabled", n)
 
     def queue_deleted(self, queue: Queue) -> None:
         if self.queues.get(queue.name) is queue:

@@ -12,7 +12,6 @@ this directory on sys.path.
 from __future__ import annotations
 
 import math
-import struct
 import uuid
 
 import pytest
@@ -23,6 +22,7 @@ from amqp import codec
 from amqp import definitions as d
 from amqp.composite import Composite
 from amqp.errors import DecodeError
+from amqp.structs import F64, U8, U32, U64
 from amqp.types import (
     Array,
     Byte,
@@ -53,9 +53,9 @@ MEDIUM = _settings(100)
 PER_CLASS = _settings(40)
 FEW = _settings(40)
 
-u8 = struct.Struct(">B").pack
-u32 = struct.Struct(">I").pack
-u64 = struct.Struct(">Q").pack
+u8 = U8.pack
+u32 = U32.pack
+u64 = U64.pack
 
 
 # ------------------------------------------------------------------ comparing
@@ -87,7 +87,7 @@ def canon(v):
     if isinstance(v, float):
         if math.isnan(v):
             return (t.__name__, "nan")
-        return (t.__name__, struct.pack(">d", v))
+        return (t.__name__, F64.pack(v))
     if isinstance(v, Array):
         return ("Array", canon(v.descriptor), tuple(canon(x) for x in v))
     if isinstance(v, list):

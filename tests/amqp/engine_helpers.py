@@ -8,7 +8,6 @@ No sockets here (STYLE.md, h11): everything runs in memory.
 from __future__ import annotations
 
 import dataclasses
-import struct
 from typing import Any
 
 from amqp import codec
@@ -16,6 +15,7 @@ from amqp import definitions as d
 from amqp import events as ev
 from amqp.connection import CLIENT, SERVER, Connection
 from amqp.framing import AMQP_HEADER, FRAME_AMQP, FRAME_SASL, SASL_HEADER, encode_frame
+from amqp.structs import FRAME_HEADER
 
 __all__ = [
     "AMQP_HEADER",
@@ -53,7 +53,7 @@ def raw_frame(body: bytes, channel: int = 0, type_: int = FRAME_AMQP, doff: int 
     if ext is None:
         ext = b"\x00" * max(0, doff * 4 - 8)
     total = 8 + len(ext) + len(body)
-    return struct.pack(">IBBH", total if size is None else size, doff, type_, channel) + ext + body
+    return FRAME_HEADER.pack(total if size is None else size, doff, type_, channel) + ext + body
 
 
 def message(body: bytes = b"hello") -> bytes:
@@ -94,7 +94,7 @@ def decode_stream(data: bytes) -> list[Wire]:
             items.append(Wire(header=bytes(data[pos : pos + 8]), size=8))
             pos += 8
             continue
-        size, doff, type_, channel = struct.unpack_from(">IBBH", data, pos)
+        size, doff, type_, channel = FRAME_HEADER.unpack_from(data, pos)
         assert size >= 8 and doff >= 2 and pos + size <= len(data), f"engine wrote a bad frame at {pos}"
         body = data[pos + doff * 4 : pos + size]
         if body:

@@ -9,7 +9,6 @@ sections holding the wrong type are a DecodeError.
 
 from __future__ import annotations
 
-import struct
 import uuid
 
 import pytest
@@ -21,6 +20,7 @@ from amqp import codec
 from amqp import definitions as d
 from amqp.composite import Composite
 from amqp.errors import DecodeError
+from amqp.structs import U32
 from amqp.types import Array, Byte, Char, Decimal32, Described, Symbol, Timestamp, UByte, UInt, ULong, UShort
 
 # ------------------------------------------------------------------ composites
@@ -51,7 +51,7 @@ def _list_items(list_encoding: bytes) -> tuple[int, bytes]:
     if c == 0xC0:
         return list_encoding[2], list_encoding[3:]
     assert c == 0xD0
-    return struct.unpack(">I", list_encoding[5:9])[0], list_encoding[9:]
+    return U32.unpack(list_encoding[5:9])[0], list_encoding[9:]
 
 
 @pytest.mark.parametrize("name", sorted(SECTIONS))

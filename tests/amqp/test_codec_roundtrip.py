@@ -15,7 +15,6 @@ input in test_codec_malformed.py.
 from __future__ import annotations
 
 import math
-import struct
 import uuid
 
 import pytest
@@ -40,6 +39,7 @@ from hypothesis import strategies as st
 
 from amqp import codec
 from amqp import definitions as d
+from amqp.structs import F32, I32, I64
 from amqp.types import (
     Array,
     Byte,
@@ -109,9 +109,9 @@ def alternative_encodings(v) -> list[bytes]:
         if v < 256:
             out.append(b"\x53" + u8(v))
     elif t is Int:
-        out.append(b"\x71" + struct.pack(">i", v))
+        out.append(b"\x71" + I32.pack(v))
     elif t is int:
-        out.append(b"\x81" + struct.pack(">q", v))
+        out.append(b"\x81" + I64.pack(v))
     elif t in (bytes, str, Symbol):
         raw = v if t is bytes else v.encode()
         small, large = {bytes: (0xA0, 0xB0), str: (0xA1, 0xB1), Symbol: (0xA3, 0xB3)}[t]
@@ -207,7 +207,7 @@ def test_described_with_unknown_descriptor(descriptor, v):
 def test_nan_payloads_and_signed_zero():
     for v in (float("nan"), float("inf"), float("-inf"), -0.0, 0.0, 5e-324, 1.7976931348623157e308):
         roundtrip(v)
-    for v in (float("nan"), float("inf"), float("-inf"), -0.0, 0.0, struct.unpack(">f", b"\x00\x00\x00\x01")[0]):
+    for v in (float("nan"), float("inf"), float("-inf"), -0.0, 0.0, F32.unpack(b"\x00\x00\x00\x01")[0]):
         roundtrip(Float(v))
     assert codec.dumps(-0.0) == b"\x82\x80" + bytes(7)
     assert math.isnan(codec.loads(b"\x72\x7f\xc0\x00\x00"))

@@ -241,7 +241,7 @@ def test_oversized_frame_is_refused_on_its_header_alone():
     s.data_to_send()
     events = s.receive_data(b"\x40\x00\x00\x00\x02\x00\x00\x00")  # announces 1 GiB
     assert s.closed and events[0].error.condition == Condition.FRAMING_ERROR
-    assert s._parser.buffered == 0 or s.closed
+    assert s.parser.buffered == 0 or s.closed
 
 
 @pytest.mark.parametrize(

@@ -7,8 +7,6 @@ the bytes are cut."""
 
 from __future__ import annotations
 
-import struct
-
 from engine_helpers import ScriptedPeer, describe, frame, raw_frame
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -16,6 +14,7 @@ from hypothesis import strategies as st
 from amqp import definitions as d
 from amqp import events as ev
 from amqp.connection import Connection
+from amqp.structs import U32
 from amqp.transfer_run import take_transfers
 
 PROTON_MESSAGE = bytes.fromhex("005370c0020141 005373 45 005375a00c") + b"x" * 12
@@ -27,7 +26,7 @@ def _uint(kind: str, v: int) -> bytes:
     if kind == "smalluint":
         return bytes((0x52, v & 0xFF))
     if kind == "uint":
-        return b"\x70" + struct.pack(">I", v)
+        return b"\x70" + U32.pack(v)
     return b"\x40"  # null
 
 
@@ -60,7 +59,7 @@ def transfer_frames(draw) -> bytes:
     n = draw(st.integers(0, 300))
     handle = pick(b"\x43", b"\x52\x00", b"\x70\x00\x00\x00\x00", b"\x52\x01", b"\x52\x02", b"\x52\x03",
                   b"\x40", b"\xa1\x00")  # fmt: skip
-    delivery_id = pick(bytes((0x52, n % 256)), b"\x70" + struct.pack(">I", n * 40503 % 2**32), b"\x43", b"\x40",
+    delivery_id = pick(bytes((0x52, n % 256)), b"\x70" + U32.pack(n * 40503 % 2**32), b"\x43", b"\x40",
                        b"\x53\x01", b"\x52")  # fmt: skip
     tag = draw(st.sampled_from([bytes(8)] * 4 + [None, b"", b"t" * 32, b"u" * 40]))
     fmt = pick(b"\x43", b"\x40", b"\x52\x07", b"\x70\x00\x00\x01\x00", b"\xa1\x01a", None)
@@ -83,7 +82,7 @@ def transfer_frames(draw) -> bytes:
     else:
         body = transfer_body(handle, delivery_id, tag, fmt, settled)
     if kind == "oversize":
-        payload = b"\x00\x53\x75\xb0" + struct.pack(">I", 600) + b"o" * 600
+        payload = b"\x00\x53\x75\xb0" + U32.pack(600) + b"o" * 600
     if kind == "doff":
         return raw_frame(body + payload, channel, doff=3)
     return raw_frame(body + payload, channel)
@@ -103,10 +102,10 @@ def _server(run: bool, credit: int, window: int, max_message_size: int) -> tuple
 
 def _state(peer: ScriptedPeer) -> tuple:
     conn = peer.server
-    out = [(s.next_incoming_id, s.incoming_window, s.remote_outgoing_window, s._flow_due, sorted(s.incoming_unsettled),
+    out = [(s.next_incoming_id, s.incoming_window, s.remote_outgoing_window, s.flow_due, sorted(s.incoming_unsettled),
             [(lk.handle, lk.link_credit, lk.delivery_count, lk.detach_sent) for lk in s.links.values()])
            for s in conn.sessions.values()]  # fmt: skip
-    return conn.phase, conn._parser._pos, len(conn._parser._buf), out
+    return conn.phase, conn.parser.pos, len(conn.parser.buf), out
 
 
 @settings(max_examples=300, deadline=None)
@@ -151,10 +150,10 @@ def test_a_proton_publishers_transfers_take_the_run():
         )  # fmt: skip
         for i in range(50)
     )
-    peer.server._parser.feed(data)
+    peer.server.parser.feed(data)
     events: list = []
     take_transfers(peer.server, events)
-    assert peer.server._parser.buffered == 0
+    assert peer.server.parser.buffered == 0
     assert [e.delivery.id for e in events] == list(range(50))
     assert all(type(e) is ev.MessageReceived and e.delivery.payload == PROTON_MESSAGE for e in events)
     assert link.link_credit == 50 and link.delivery_count == 50

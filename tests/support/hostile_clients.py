@@ -20,7 +20,7 @@ class WireClient:
     def __init__(self, port: int):
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
         self.engine = Connection(CLIENT, container_id="wire-client")
-        self.engine._sasl_expected = True  # we write the SASL header ourselves
+        self.engine.handshake.sasl_expected = True  # we write the SASL header ourselves
         self.engine.header_sent = True
         self.events: list = []
         self.eof = False

@@ -149,7 +149,8 @@ class RequestLink(ManagementLink):
     def caller(self) -> request.Caller:
         h = self.handler
         vhost = h.vhost
-        return request.Caller(vhost, h.user, h.permission(vhost.name), h, h.node.node_id)
+        return request.Caller(vhost, h.user, h.permission(vhost.name), h, h.node.node_id, h.node.projections,
+                              h.node.volatile)  # fmt: skip
 
     def top_up(self) -> None:
         """Grants request credit again once half is used, unless replies

@@ -116,13 +116,17 @@ class Forbidden(ManagementError):
 class Caller:
     """Who asks, and where: the connection's vhost and user, the user's
     permission entry for it (None: no access), and the connection itself,
-    which owns the exclusive queues it declares."""
+    which owns the exclusive queues it declares; and what the node knows
+    beyond the vhost: the topic permissions (in the projections) and the
+    Direct Reply-To queues (node/vhosts/volatile_queues.py)."""
 
     vhost: Any
     user: str
     permission: permissions.Permission | None
     owner: Any
     node_name: str
+    projections: Any
+    reply_queues: Any
 
     def check(self, kind: str, resource: str, what: str) -> None:
         permissions.check(self.permission, self.user, self.vhost.name, kind, resource, what)
@@ -279,7 +283,7 @@ def _reply_address_info(caller: Caller, name: str) -> dict[str, Any]:
     (RabbitMQ answers 200 or 404 the same way). Another node's requester is
     taken on trust, as when a sender attaches to its address."""
     vhost = caller.vhost
-    if not vhost.broker.volatile.exists(vhost.name, name):
+    if not caller.reply_queues.exists(vhost.name, name):
         raise NotFound(f"queue '{name}' in vhost '{vhost.name}' not found")
     return {"name": name, "vhost": vhost.name, "durable": False, "auto_delete": True, "exclusive": False,
             "type": "rabbit_volatile_queue", "arguments": {}, "message_count": ULong(0),
@@ -560,7 +564,7 @@ def _binding_checks(caller: Caller, spec: _BindingSpec) -> None:
     caller.check("read", spec.source, "exchange")
     source = caller.vhost.routing.exchange(spec.source)
     if source is not None and str(source.type) == "topic":  # topic read on the binding key
-        entries = caller.vhost.broker.projections.topic_permissions
+        entries = caller.projections.topic_permissions
         grant = getattr(caller.owner, "grant", None)  # a token's topic scopes rule instead (OAuth 2)
         topic_permissions.check(entries, caller.user, caller.vhost.name, spec.source, spec.key, "read",
                                 scopes=grant.scopes if grant is not None else None)  # fmt: skip

@@ -142,7 +142,7 @@ def test_pipelined_frames_behind_the_sasl_init_are_read_after_the_outcome(broker
     client.start(sasl=True)
     client.sasl_init("PLAIN", b"\0guest\0guest")
     client.sasl_done = True  # what the client assumes: header and OPEN follow at once
-    client._out.append(b"AMQP\x00\x01\x00\x00")
+    client.out.append(b"AMQP\x00\x01\x00\x00")
     client.open()
     sock.sendall(client.data_to_send())
     raw = b""

@@ -47,7 +47,7 @@ def test_a_consumer_that_does_not_read_is_not_fed_past_the_write_buffer(broker_f
             # frames not yet written, transfers held by the session window
             engine = conn.engine
             held = sum(len(frame) for s in engine.sessions.values() for _, frame, _ in s._waiting if frame)
-            buffered = conn.transport.get_write_buffer_size() + sum(map(len, engine._out)) + held
+            buffered = conn.transport.get_write_buffer_size() + sum(map(len, engine.out)) + held
             left = b.queue("big").message_count
             return buffered, getattr(conn, "writing_paused", False) or left == 0, left
 

@@ -25,8 +25,8 @@ class _Transport:
         return peer not in self.down
 
 
-class _Broker:
-    """What StreamHandOver._in_sync reads of the broker: which peers are connected."""
+class _Node:
+    """What StreamHandOver._in_sync reads of its node: which peers are connected."""
 
     def __init__(self, down: set[str]) -> None:
         self.cluster = type("Cluster", (), {"transport": _Transport(down)})()
@@ -40,7 +40,7 @@ def test_a_held_leader_writes_nothing_more_and_a_caught_up_replica_is_chosen(tmp
         await done.wait()
         queue.hold()
         waiting, _ = await publish(queue, 7, 100)
-        handover = StreamHandOver(_Broker(down={"b"}), None)
+        handover = StreamHandOver(_Node(down={"b"}), None)
         await until(lambda: handover._in_sync(queue, set()) is not None, "a replica has the whole log")
         assert handover._in_sync(queue, set()) == "c"  # b is not connected
         assert queue.log.next_offset == 100 and queue.committed_end == 100 and waiting == []
@@ -81,9 +81,9 @@ def test_streams_with_one_copy_are_reported_as_having_no_successor(tmp_path):
     async def main():
         one = make(tmp_path, Router(), replicas=("a",))
         unreplicated = StreamQueue("/", "old", {}, str(tmp_path / "old"), Host(), asyncio.get_running_loop())
-        broker = _Broker(down=set())
-        broker.vhosts = {"/": SimpleNamespace(queues={"s": one, "old": unreplicated})}
-        report = (await StreamHandOver(broker, None).hand_over(1.0, set())).as_dict()
+        node = _Node(down=set())
+        node.vhosts = {"/": SimpleNamespace(queues={"s": one, "old": unreplicated})}
+        report = (await StreamHandOver(node, None).hand_over(1.0, set())).as_dict()
         assert report == {"streams_moved": [], "streams_still_leading": [],
                           "streams_no_successor": [{"vhost": "/", "name": "old"}, {"vhost": "/", "name": "s"}]}
         for queue in (one, unreplicated):

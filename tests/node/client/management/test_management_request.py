@@ -60,12 +60,13 @@ class LocalNode:
 def caller():
     loop = asyncio.new_event_loop()
     node = LocalNode(loop)
-    yield mreq.Caller(node.vhosts["/"], "guest", Permission(), owner=object(), node_name=node.node_id)
+    yield mreq.Caller(node.vhosts["/"], "guest", Permission(), owner=object(), node_name=node.node_id,
+                     projections=node.projections, reply_queues=None)  # fmt: skip
     loop.close()
 
 
 def call(caller, method, target, body=None):
-    return caller.vhost.broker.loop.run_until_complete(mreq.handle(caller, method, target, body))
+    return caller.vhost.node.loop.run_until_complete(mreq.handle(caller, method, target, body))
 
 
 def test_every_routing_error_has_a_status():

@@ -1,0 +1,62 @@
+"""A starting node's first meeting with the metadata (node/broker.py's start):
+wait until this node has caught up through a majority (a node needs a quorum
+to start, as with Khepri), announce it, and on a blank cluster create the
+defaults with every stable feature flag on."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING
+
+from metadata import commands as mc
+from metadata.feature_flags import FeatureFlagRegistry, local_member
+from node import __version__
+from node.cluster.cluster import ClusterError
+from node.vhosts.metadata_store import MetadataRefused, MetadataStore, new_key
+from routing.users import hash_password
+
+if TYPE_CHECKING:
+    from node.cluster.cluster import Cluster
+    from node.config import Config
+
+__all__ = ["metadata_ready"]
+
+log = logging.getLogger("warren.node")
+
+DEFAULT_VHOST_DESCRIPTION = "Default virtual host"  # as RabbitMQ's
+
+
+async def metadata_ready(cluster: Cluster, metadata: MetadataStore, flags: FeatureFlagRegistry, cfg: Config) -> None:
+    """Returns once this node is a known member of a set-up cluster; raises ClusterError
+    when no majority answered within setting cluster_ready_timeout. `flags`: this node's."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + cfg.cluster_ready_timeout
+    # one key for every attempt: a retry after a lost answer learns whether
+    # this node's Bootstrap was the one that set the blank cluster up
+    bootstrap = mc.Bootstrap(new_key(), "/", DEFAULT_VHOST_DESCRIPTION, cfg.default_user,
+                             hash_password(cfg.default_password), ("administrator",))  # fmt: skip
+    while True:
+        try:
+            await cluster.fence()
+            await cluster.propose(local_member(cluster.node_id, __version__, flags))
+            if await metadata.created(bootstrap):
+                await _enable_default_flags(metadata, flags)
+            return
+        except ClusterError as e:
+            if loop.time() >= deadline:
+                raise ClusterError(f"the metadata store did not become available in "
+                                   f"{cfg.cluster_ready_timeout:g}s: {e}") from None  # fmt: skip
+            log.warning("waiting for a majority of the cluster to start: %s", e)
+
+
+async def _enable_default_flags(metadata: MetadataStore, flags: FeatureFlagRegistry) -> None:
+    """A brand-new cluster starts with every stable flag on (RabbitMQ
+    does the same); only a cluster that existed before a flag was known
+    keeps it off until an operator enables it. A member that joined
+    already and lacks a flag keeps that flag off: the machine refuses it."""
+    for name in flags.default_enabled():
+        try:
+            await metadata.run(mc.EnableFeatureFlag(new_key(), name))
+        except MetadataRefused as e:
+            log.warning("feature flag %s stays disabled on this new cluster: %s", name, e)
