@@ -169,10 +169,11 @@ class Placement:
 
     # -- at declaration --------------------------------------------------------------------
 
-    def leader_for(self, vhost: str, name: str, arguments: Mapping[str, Any]) -> str:
-        """The member that should lead the new quorum queue `name` (raises InvalidArgument)."""
+    def leader_for(self, vhost: str, name: str, arguments: Mapping[str, Any], queue_type: str = "quorum") -> str:
+        """The member that should lead the new quorum queue or stream `name` (raises InvalidArgument);
+        the policy is the one that applies to a queue of `queue_type` (apply-to streams or quorum_queues)."""
         node = self.node
-        policy = policies.choose(node.projections.vhost_policies(vhost), "queue", name, "quorum")
+        policy = policies.choose(node.projections.vhost_policies(vhost), "queue", name, queue_type)
         locator = locator_of(arguments, None if policy is None else policy.definition,
                              self._default_locator)  # fmt: skip
         me = node.node_id

@@ -74,7 +74,7 @@ class StreamQueues:
         if not state.flag_enabled(STREAM_REPLICATION):
             return ()
         size = config.initial_cluster_size or DEFAULT_CLUSTER_SIZE
-        leader = self.node.placement.leader_for(vhost, name, arguments)
+        leader = self.node.placement.leader_for(vhost, name, arguments, "stream")
         others = sorted(m for m in state.members if m != leader)
         random.shuffle(others)
         return (leader, *others[: size - 1])
