@@ -85,6 +85,7 @@ DEFINITION_KEYS: dict[str, tuple[Any, str]] = {
     "max-age": (lambda v: isinstance(v, str) and _MAX_AGE.fullmatch(v) is not None, "like 7D, 12h, 30m (Y M D h m s)"),
     "stream-max-segment-size-bytes": (_int_at_least(1), "a positive integer"),
     "stream-filter-size-bytes": (lambda v: _int_at_least(16)(v) and v <= 255, "an integer from 16 to 255"),
+    "initial-cluster-size": (_int_at_least(1), "a positive integer"),  # a new stream's replicas (streams.place)
     # kept by RabbitMQ 4 so that old policies still validate; no effect there or here
     "queue-mode": (_one_of(("default", "lazy")), "one of default, lazy"),
     "queue-version": (lambda v: not isinstance(v, bool) and v in (1, 2), "1 or 2"),

@@ -10,6 +10,8 @@ from types import SimpleNamespace
 import pytest
 
 from node.cluster.placement import Move, Placement, choose_leader, locator_of, plan_moves
+from node.vhosts.streams import DEFAULT_CLUSTER_SIZE, cluster_size
+from queues.stream.config import StreamConfig
 from routing.errors import InvalidArgument
 
 
@@ -93,3 +95,15 @@ def test_a_streams_policy_places_a_new_streams_leader():
     placement.nodes_in_maintenance = lambda: set()
     assert placement.leader_for("/", "s1", {}, "stream") == "b"  # balanced: the member leading fewest
     assert placement.leader_for("/", "s1", {}, "quorum") == "a"  # the policy is not for quorum queues
+
+
+def test_a_streams_policy_sets_a_new_streams_replica_count_over_its_argument():
+    policy = SimpleNamespace(name="p", pattern="^s", apply_to="streams", priority=0,
+                             definition={"initial-cluster-size": 5})  # fmt: skip
+    node = SimpleNamespace(projections=SimpleNamespace(vhost_policies=lambda vhost: [policy]))
+    placement = Placement(node, "client-local")
+    assert placement.policy_definition("/", "q", "stream") == {}  # the pattern does not match
+    definition = placement.policy_definition("/", "s1", "stream")
+    assert cluster_size(StreamConfig.from_arguments({"x-initial-cluster-size": 2}), definition) == 5
+    assert cluster_size(StreamConfig.from_arguments({"x-initial-cluster-size": 2}), {}) == 2
+    assert cluster_size(StreamConfig(), {}) == DEFAULT_CLUSTER_SIZE
