@@ -96,7 +96,10 @@ DEFINITION_KEYS: dict[str, tuple[Any, str]] = {
 EXCHANGE_KEYS = ("alternate-exchange",)
 # What an operator policy may set: limits, where the stricter value wins.
 OPERATOR_KEYS = ("message-ttl", "expires", "max-length", "max-length-bytes", "delivery-limit", "max-in-memory-length",
-                 "max-in-memory-bytes")
+                 "max-in-memory-bytes", "overflow", "queue-version")
+# Operator keys whose value replaces the policy's instead of capping it (RabbitMQ's
+# merge_policy_value); the queue's own argument still wins over both, as for any policy.
+_OPERATOR_REPLACES = ("overflow", "queue-version")
 
 
 def validate(definition: Any, apply_to: str = "all", operator: bool = False) -> dict[str, Any]:
@@ -174,6 +177,11 @@ def effective(arguments: Mapping[str, Any], policy: Any = None, operator_policy:
             if key not in OPERATOR_KEYS:
                 continue
             arg = "x-" + key
+            if key in _OPERATOR_REPLACES:
+                definition[key] = value
+                if arg not in arguments:
+                    merged[arg] = value
+                continue
             mine = merged.get(arg)
             merged[arg] = value if not isinstance(mine, int) else _stricter(key, mine, value)
             mine = definition.get(key)
