@@ -96,7 +96,7 @@ DEFINITION_KEYS: dict[str, tuple[Any, str]] = {
 EXCHANGE_KEYS = ("alternate-exchange",)
 # What an operator policy may set: limits, where the stricter value wins.
 OPERATOR_KEYS = ("message-ttl", "expires", "max-length", "max-length-bytes", "delivery-limit", "max-in-memory-length",
-                 "max-in-memory-bytes", "overflow", "queue-version")
+                 "max-in-memory-bytes", "overflow", "queue-version", "target-group-size")
 # Operator keys whose value replaces the policy's instead of capping it (RabbitMQ's
 # merge_policy_value); the queue's own argument still wins over both, as for any policy.
 _OPERATOR_REPLACES = ("overflow", "queue-version")
@@ -183,9 +183,9 @@ def effective(arguments: Mapping[str, Any], policy: Any = None, operator_policy:
                     merged[arg] = value
                 continue
             mine = merged.get(arg)
-            merged[arg] = value if not isinstance(mine, int) else _stricter(key, mine, value)
+            merged[arg] = value if not isinstance(mine, int) else _merge(key, mine, value)
             mine = definition.get(key)
-            definition[key] = value if not isinstance(mine, int) else _stricter(key, mine, value)
+            definition[key] = value if not isinstance(mine, int) else _merge(key, mine, value)
     return Effective(
         policy.name if policy is not None else None,
         operator_policy.name if operator_policy is not None else None,
@@ -201,7 +201,10 @@ def alternate_exchange(policy: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _stricter(key: str, a: int, b: int) -> int:
+def _merge(key: str, a: int, b: int) -> int:
+    """A numeric key set by both a policy (or the queue) and an operator policy: the stricter value."""
     if key == "delivery-limit" and -1 in (a, b):  # -1 is unlimited: the other is stricter
         return b if a == -1 else a
+    if key == "target-group-size":  # more replicas is the safer side
+        return max(a, b)
     return min(a, b)

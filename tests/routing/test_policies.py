@@ -65,6 +65,14 @@ def test_an_operator_overflow_replaces_the_policys_and_the_queues_own_argument_w
     assert policies.validate({"overflow": "reject-publish"}, operator=True) == {"overflow": "reject-publish"}
 
 
+def test_an_operator_target_group_size_takes_the_larger():
+    op = P("o", definition={"target-group-size": 5})
+    assert policies.effective({}, P("p", definition={"target-group-size": 3}), op).arguments == {
+        "x-target-group-size": 5}
+    assert policies.effective({}, P("p", definition={"target-group-size": 7}), op).definition == {
+        "target-group-size": 7}
+
+
 def test_alternate_exchange_is_an_exchange_key_never_a_queue_argument():
     assert policies.validate({"alternate-exchange": "ae"}, "exchanges") == {"alternate-exchange": "ae"}
     with pytest.raises(policies.PolicyError, match="'alternate-exchange' must be a string"):
