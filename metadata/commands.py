@@ -34,6 +34,7 @@ __all__ = [
     "COMMANDS",
     "AddMember",
     "AddVHost",
+    "AddVHostWithQueueType",
     "Bind",
     "Bootstrap",
     "ClearLimit",
@@ -50,9 +51,11 @@ __all__ = [
     "EnableFeatureFlag",
     "MetadataCommand",
     "Fence",
+    "GLOBAL_PARAMETER_NAMES",
     "PutUser",
     "RemoveMember",
     "SetQueueReplicas",
+    "SetGlobalParameter",
     "SetLimit",
     "SetOperatorPolicy",
     "SetPermissions",
@@ -129,6 +132,17 @@ class AddVHost(MetadataCommand):
     name: str
     description: str = ""
     tags: tuple[str, ...] = ()
+
+
+@command("metadata.add_vhost", version=2)
+@dataclass(frozen=True, slots=True)
+class AddVHostWithQueueType(AddVHost):
+    """AddVHost with the vhost's default queue type ("" for none: classic),
+    which queues declared there without x-queue-type get. Refused until the
+    vhost_default_queue_type feature flag is enabled; a version 1 AddVHost,
+    which does not know the field, leaves it as it is."""
+
+    default_queue_type: str = ""
 
 
 @command("metadata.delete_vhost", version=1)
@@ -388,6 +402,24 @@ class ClearTopicPermissions(MetadataCommand):
     exchange: str = ""
 
 
+# The global runtime parameters Warren keeps (RabbitMQ's usual ones): the
+# cluster's name, which /api/overview and Prometheus report, and RabbitMQ's
+# permanent cluster id, kept so that definitions carry it back.
+GLOBAL_PARAMETER_NAMES = ("cluster_name", "internal_cluster_id")
+
+
+@command("metadata.set_global_parameter", version=1)
+@dataclass(frozen=True, slots=True)
+class SetGlobalParameter(MetadataCommand):
+    """A global runtime parameter (RabbitMQ's set_global_parameter): one of
+    GLOBAL_PARAMETER_NAMES, a string. Refused until the global_parameters
+    feature flag is enabled."""
+
+    idempotency_key: str
+    name: str
+    value: str
+
+
 # -- cluster -------------------------------------------------------------------
 
 
@@ -446,12 +478,12 @@ class Fence(MetadataCommand):
 
 
 COMMANDS: tuple[type[MetadataCommand], ...] = (
-    AddVHost, DeleteVHost, PutUser, DeleteUser, SetPermissions, ClearPermissions,
+    AddVHost, AddVHostWithQueueType, DeleteVHost, PutUser, DeleteUser, SetPermissions, ClearPermissions,
     DeclareExchange, DeleteExchange, DeclareQueue, DeleteQueue, Bind, Unbind,
     SetPolicy, ClearPolicy, EnableFeatureFlag, AddMember, RemoveMember, Fence, Bootstrap, SetQueueReplicas,
     SetLimit, ClearLimit,
     SetOperatorPolicy, ClearOperatorPolicy, SetTopicPermissions, ClearTopicPermissions,
-    StreamElect,
+    StreamElect, SetGlobalParameter,
 )  # fmt: skip
 
 

@@ -37,6 +37,7 @@ __all__ = [
     "ExchangeDeclared",
     "ExchangeDeleted",
     "FeatureFlagEnabled",
+    "GlobalParameterSet",
     "MemberAdded",
     "MemberRemoved",
     "MemberUpdated",
@@ -112,6 +113,7 @@ class VHostAdded:
     name: str
     description: str = ""
     tags: tuple[str, ...] = ()
+    default_queue_type: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +121,7 @@ class VHostUpdated:
     name: str
     description: str = ""
     tags: tuple[str, ...] = ()
+    default_queue_type: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -312,10 +315,16 @@ class MemberRemoved:
     node: str
 
 
+@dataclass(frozen=True, slots=True)
+class GlobalParameterSet:
+    name: str
+    value: str
+
+
 Effect = (
     VHostAdded | VHostUpdated | VHostDeleted | UserPut | UserDeleted | PermissionsSet | PermissionsCleared
     | ExchangeDeclared | ExchangeDeleted | QueueDeclared | QueueDeleted | BindingAdded | BindingRemoved
     | PolicySet | PolicyCleared | FeatureFlagEnabled | MemberAdded | MemberUpdated | MemberRemoved
-    | LimitSet | LimitCleared
+    | LimitSet | LimitCleared | GlobalParameterSet
     | TopicPermissionsSet | TopicPermissionsCleared
 )  # fmt: skip

@@ -41,10 +41,12 @@ __all__ = [
     "STREAM_QUEUE",
     "STREAM_REPLICATION",
     "TOPIC_PERMISSIONS",
+    "VHOST_DEFAULT_QUEUE_TYPE",
     "VHOST_MAX_QUEUES",
     "WARREN_METADATA_RAFT_V1",
     "FeatureFlag",
     "FeatureFlagRegistry",
+    "GLOBAL_PARAMETERS",
     "local_member",
 ]
 
@@ -66,6 +68,8 @@ STREAM_QUEUE = "stream_queue"
 STREAM_REPLICATION = "stream_replication"
 QUORUM_PUBLISHER_FLOW = "quorum_publisher_flow"
 STREAM_COMMIT_NOTICES = "stream_commit_notices"
+VHOST_DEFAULT_QUEUE_TYPE = "vhost_default_queue_type"
+GLOBAL_PARAMETERS = "global_parameters"
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,6 +185,13 @@ FLAGS = FeatureFlagRegistry([
                 "A stream leader tells a replica waiting for chunks that the committed end moved in a"
                 " stream.repl `committed` notice and keeps its fetch (no answer and new fetch per move)",
                 STABLE, "0.3.0", depends_on=(STREAM_REPLICATION,)),
+    FeatureFlag(VHOST_DEFAULT_QUEUE_TYPE,
+                "A vhost's default queue type (metadata.add_vhost version 2), given to queues declared there"
+                " without x-queue-type",
+                STABLE, "0.3.0", depends_on=(WARREN_METADATA_RAFT_V1,)),
+    FeatureFlag(GLOBAL_PARAMETERS,
+                "Global runtime parameters (cluster_name, internal_cluster_id) kept in the metadata",
+                STABLE, "0.3.0", depends_on=(WARREN_METADATA_RAFT_V1,)),
 ])  # fmt: skip
 
 

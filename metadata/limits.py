@@ -69,7 +69,7 @@ def check_password_hash(stored: Any) -> None:
         return
     if not isinstance(stored, str):
         raise Invalid("password_hash must be a string")
-    if rabbit_passwords.is_rabbit_hash(stored):  # imported from RabbitMQ: checked as it is, rehashed at login
+    if rabbit_passwords.is_rabbit_hash(stored):  # imported from RabbitMQ: checked as it is, kept as it is
         algorithm, exported = rabbit_passwords.export(stored)
         try:
             rabbit_passwords.stored_form(algorithm, exported)
@@ -134,7 +134,7 @@ def check_command(command: Any) -> None:
     """Raises Invalid when a command from a request names or holds something
     out of bounds (only the fields a request can set are looked at)."""
     kind = type(command)
-    if kind is mc.AddVHost:
+    if kind is mc.AddVHost or kind is mc.AddVHostWithQueueType:
         check_name("vhost", command.name)
     elif kind is mc.PutUser:
         check_name("user", command.name)

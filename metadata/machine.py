@@ -33,9 +33,16 @@ from metadata import commands as c
 from metadata import effects as fx
 from metadata import topology
 from metadata.effects import CREATED, OK, Effect, Error, Result
-from metadata.feature_flags import OPERATOR_POLICIES, TOPIC_PERMISSIONS, VHOST_MAX_QUEUES
+from metadata.feature_flags import (
+    GLOBAL_PARAMETERS,
+    OPERATOR_POLICIES,
+    TOPIC_PERMISSIONS,
+    VHOST_DEFAULT_QUEUE_TYPE,
+    VHOST_MAX_QUEUES,
+)
 from metadata.snapshot import decode_state, encode_state
 from metadata.state import (
+    GlobalParameterRecord,
     LimitRecord,
     MemberRecord,
     MetadataState,
@@ -96,15 +103,27 @@ def _check_name(name: str, what: str) -> None:
         raise Refused(fx.INVALID_FIELD, f"empty {what} name")
 
 
-def _add_vhost(state: MetadataState, cmd: c.AddVHost) -> Outcome:
+def _add_vhost(state: MetadataState, cmd: c.AddVHost | c.AddVHostWithQueueType) -> Outcome:
     _check_name(cmd.name, "vhost")
-    record = VHostRecord(cmd.name, cmd.description, cmd.tags)
     vh = state.vhosts.get(cmd.name)
+    if isinstance(cmd, c.AddVHostWithQueueType):
+        if VHOST_DEFAULT_QUEUE_TYPE not in state.feature_flags:
+            raise Refused(fx.PRECONDITION_FAILED,
+                          f"a vhost's default queue type needs the feature flag {VHOST_DEFAULT_QUEUE_TYPE}")  # fmt: skip
+        if cmd.default_queue_type not in ("", *topology.QUEUE_TYPES):
+            raise Refused(fx.INVALID_FIELD, f"default_queue_type '{cmd.default_queue_type}' is not one of "
+                                            f"{', '.join(topology.QUEUE_TYPES)}")  # fmt: skip
+        queue_type = cmd.default_queue_type
+    else:  # version 1 does not know the field: it stays as it was
+        queue_type = vh.record.default_queue_type if vh is not None else ""
+    record = VHostRecord(cmd.name, cmd.description, cmd.tags, queue_type)
     if vh is None:
-        return state.with_vhost(VHostState.new(record)), CREATED, (fx.VHostAdded(cmd.name, cmd.description, cmd.tags),)
+        return state.with_vhost(VHostState.new(record)), CREATED, (fx.VHostAdded(cmd.name, cmd.description, cmd.tags,
+                                                                                  queue_type),)  # fmt: skip
     if vh.record == record:
         return state, OK, ()
-    return state.with_vhost(vh.replace(record=record)), OK, (fx.VHostUpdated(cmd.name, cmd.description, cmd.tags),)
+    effect = fx.VHostUpdated(cmd.name, cmd.description, cmd.tags, queue_type)
+    return state.with_vhost(vh.replace(record=record)), OK, (effect,)
 
 
 def _delete_vhost(state: MetadataState, cmd: c.DeleteVHost) -> Outcome:
@@ -298,6 +317,23 @@ def _without_limits(state: MetadataState, scope: str, name: str) -> MetadataStat
     return state.replace(limits=limits) if limits is not state.limits else state
 
 
+# -- global parameters ---------------------------------------------------------------
+
+
+def _set_global_parameter(state: MetadataState, cmd: c.SetGlobalParameter) -> Outcome:
+    if GLOBAL_PARAMETERS not in state.feature_flags:
+        raise Refused(fx.PRECONDITION_FAILED, f"global parameters need the feature flag {GLOBAL_PARAMETERS}")
+    if cmd.name not in c.GLOBAL_PARAMETER_NAMES:
+        raise Refused(fx.INVALID_FIELD, f"unknown global parameter '{cmd.name}' (known: "
+                                        f"{', '.join(c.GLOBAL_PARAMETER_NAMES)})")  # fmt: skip
+    record = GlobalParameterRecord(cmd.name, cmd.value)
+    current = state.global_parameters.get(cmd.name)
+    if current == record:
+        return state, OK, ()
+    new = state.replace(global_parameters=state.global_parameters.set(cmd.name, record))
+    return new, CREATED if current is None else OK, (fx.GlobalParameterSet(cmd.name, cmd.value),)
+
+
 # -- cluster -------------------------------------------------------------------------
 
 
@@ -358,6 +394,7 @@ def _bootstrap(state: MetadataState, cmd: c.Bootstrap) -> Outcome:
 
 _HANDLERS: dict[type, Callable[[MetadataState, Any], Outcome]] = {
     c.AddVHost: _add_vhost,
+    c.AddVHostWithQueueType: _add_vhost,
     c.DeleteVHost: _delete_vhost,
     c.PutUser: _put_user,
     c.DeleteUser: _delete_user,
@@ -384,6 +421,7 @@ _HANDLERS: dict[type, Callable[[MetadataState, Any], Outcome]] = {
     c.StreamElect: topology.stream_elect,
     c.SetLimit: _set_limit,
     c.ClearLimit: _clear_limit,
+    c.SetGlobalParameter: _set_global_parameter,
 }
 assert set(_HANDLERS) == set(c.COMMANDS)
 

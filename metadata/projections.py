@@ -51,6 +51,7 @@ class VHostInfo:
     name: str
     description: str = ""
     tags: tuple[str, ...] = ()
+    default_queue_type: str = ""  # "" for none (classic)
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +89,7 @@ class Projections:
         self.feature_flags: set[str] = set()
         self.members: dict[str, MemberInfo] = {}
         self.limits: dict[tuple[str, str, str], int] = {}  # (scope "vhost" | "user", name, limit) -> value
+        self.global_parameters: dict[str, str] = {}
         self.applied_index = 0
         self._waiters: list[tuple[int, int, Callable[[], None]]] = []
         self._order = itertools.count()
@@ -141,7 +143,7 @@ class Projections:
             self._APPLY[type(effect)](self, effect)
 
     def _vhost_added(self, e: fx.VHostAdded | fx.VHostUpdated) -> None:
-        self.vhosts[e.name] = VHostInfo(e.name, e.description, e.tags)
+        self.vhosts[e.name] = VHostInfo(e.name, e.description, e.tags, e.default_queue_type)
         if e.name not in self.tables:
             self.tables[e.name] = RoutingTable(e.name, choice=self._choice, is_local=self._is_local)
 
@@ -221,6 +223,9 @@ class Projections:
         policies = self.operator_policies if operator else self.policies
         return sorted((p for (v, _), p in policies.items() if v == vhost), key=lambda p: p.name)
 
+    def _global_parameter_set(self, e: fx.GlobalParameterSet) -> None:
+        self.global_parameters[e.name] = e.value
+
     def _limit_set(self, e: fx.LimitSet) -> None:
         self.limits[(e.scope, e.name, e.limit)] = e.value
 
@@ -261,6 +266,7 @@ class Projections:
         fx.MemberRemoved: _member_removed,
         fx.LimitSet: _limit_set,
         fx.LimitCleared: _limit_cleared,
+        fx.GlobalParameterSet: _global_parameter_set,
     }
 
     # -- wholesale rebuild -------------------------------------------------------------
@@ -276,12 +282,13 @@ class Projections:
         self.feature_flags = set(state.feature_flags)
         self.members = {m.node: MemberInfo(m.node, m.version, m.supported_flags) for m in state.members.values()}
         self.limits = {k: x.value for k, x in state.limits.items()}
+        self.global_parameters = {p.name: p.value for p in state.global_parameters.values()}
         if self.authenticator is not None:
             self._sync_authenticator(self.authenticator)
 
     def _rebuild_vhost(self, vh: VHostState) -> None:
         name = vh.name
-        self.vhosts[name] = VHostInfo(name, vh.record.description, vh.record.tags)
+        self.vhosts[name] = VHostInfo(name, vh.record.description, vh.record.tags, vh.record.default_queue_type)
         table = self.tables[name] = RoutingTable(name, choice=self._choice, is_local=self._is_local)
         for q in vh.queues.values():
             table.add_queue(q.name)

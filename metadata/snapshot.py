@@ -2,7 +2,7 @@
 
     ["warren.metadata", SNAPSHOT_FORMAT, machine_version, recent_limit,
      vhosts, users, permissions, members, feature_flags,
-     recent_previous, recent (, limits (, topic_permissions))]
+     recent_previous, recent (, limits (, topic_permissions (, global_parameters)))]
 
     vhosts       [[vhost record, [exchange], [queue], [binding], [policy] (, [operator policy]
                  (, [stream]))], ...]
@@ -11,8 +11,8 @@
                  reads the same as before they existed)
     a record     [format, field, field, ...]   (its dataclass fields in order, format first)
     recent       [[key, digest, result], ...]  result: ["ok"] | ["created"] | ["error", condition, description]
-    limits       [limit record, ...], and topic_permissions [topic permission
-                 record, ...]: each written only when it or a later element has
+    limits       [limit record, ...], topic_permissions [topic permission
+                 record, ...] and global_parameters [record, ...]: each written only when it or a later element has
                  something, so a state without them gives the bytes it gave before
                  they existed, and snapshots from before them restore with none
 
@@ -22,9 +22,11 @@ that order, so equal states give byte-identical snapshots, before and after
 a restore.
 
 Versioned twice: SNAPSHOT_FORMAT for this layout, and each record's `format`
-for its own fields. A record written in an older format is migrated by the
-functions registered in MIGRATIONS (none yet: every record is at format 1);
-a newer format, snapshot layout or machine version than this build knows is
+for its own fields. A record read in an older format is migrated by the
+functions registered in MIGRATIONS (a vhost record's format 1 lacks its
+default queue type); a record is written in the oldest format that holds it
+(DOWNGRADES), so builds before a new field read a state that does not use it.
+A newer format, snapshot layout or machine version than this build knows is
 refused (SnapshotFormatError), never guessed at.
 """
 
@@ -42,6 +44,7 @@ from metadata.state import (
     MACHINE_VERSION,
     BindingRecord,
     ExchangeRecord,
+    GlobalParameterRecord,
     LimitRecord,
     MemberRecord,
     MetadataState,
@@ -56,14 +59,25 @@ from metadata.state import (
     VHostState,
 )
 
-__all__ = ["MIGRATIONS", "SNAPSHOT_FORMAT", "SnapshotFormatError", "decode_state", "encode_state"]
+__all__ = ["DOWNGRADES", "MIGRATIONS", "SNAPSHOT_FORMAT", "SnapshotFormatError", "decode_state", "encode_state"]
 
 MAGIC = "warren.metadata"
 SNAPSHOT_FORMAT = 1
 
 # (record class, format) -> function turning that format's field list (format
 # excluded) into the next format's.
-MIGRATIONS: dict[tuple[type, int], Callable[[list[Any]], list[Any]]] = {}
+MIGRATIONS: dict[tuple[type, int], Callable[[list[Any]], list[Any]]] = {
+    (VHostRecord, 1): lambda fields: [*fields, ""],  # format 2 added default_queue_type
+}
+
+# record class -> (older format, its fields from the current ones, or None when
+# the record uses what that format lacks). A record is written in the oldest
+# format that holds it, so the snapshot of a state that uses nothing new reads
+# on the builds before it: a mixed-version cluster whose new feature flag is
+# still off installs it on every member.
+DOWNGRADES: dict[type, tuple[int, Callable[[list[Any]], list[Any] | None]]] = {
+    VHostRecord: (1, lambda fields: None if fields[3] else fields[:3]),  # no default_queue_type
+}
 
 
 class SnapshotFormatError(ValueError):
@@ -84,12 +98,18 @@ def _layout(cls: type) -> tuple[int, tuple[str, ...], tuple[int, ...]]:
 
 _LAYOUTS = {cls: _layout(cls) for cls in (VHostRecord, UserRecord, PermissionRecord, ExchangeRecord, QueueRecord,
                                           BindingRecord, PolicyRecord, MemberRecord, LimitRecord,
-                                          TopicPermissionRecord, StreamRecord)}  # fmt: skip
+                                          TopicPermissionRecord, StreamRecord, GlobalParameterRecord)}  # fmt: skip
 
 
 def _record(rec: Any) -> list[Any]:
     _, names, _ = _LAYOUTS[type(rec)]
-    return [rec.format, *(getattr(rec, n) for n in names)]
+    fields = [getattr(rec, n) for n in names]
+    downgrade = DOWNGRADES.get(type(rec))
+    if downgrade is not None:
+        older = downgrade[1](fields)
+        if older is not None:
+            return [downgrade[0], *older]
+    return [rec.format, *fields]
 
 
 def _unrecord(cls: type, value: Any) -> Any:
@@ -157,7 +177,8 @@ def encode_state(state: MetadataState) -> bytes:
         [[k, r.digest, _result(r.result)] for k, r in state.recent.items()],
     ]  # fmt: skip
     optional = [[_record(x) for x in state.limits.values()],
-                [_record(t) for t in state.topic_permissions.values()]]
+                [_record(t) for t in state.topic_permissions.values()],
+                [_record(g) for g in state.global_parameters.values()]]
     while optional and not optional[-1]:
         optional.pop()
     value.extend(optional)
@@ -185,10 +206,11 @@ def decode_state(data: bytes) -> MetadataState:
 
 def _decode(value: list[Any]) -> MetadataState:
     (_, _, machine_version, recent_limit, vhosts, users, permissions, members, flags, previous, recent, *rest) = value
-    if len(rest) > 2:
+    if len(rest) > 3:
         raise SnapshotFormatError(f"a snapshot of {len(value)} elements")
     limits = rest[0] if rest else []
     topic = [_unrecord(TopicPermissionRecord, v) for v in (rest[1] if len(rest) > 1 else [])]
+    global_parameters = [_unrecord(GlobalParameterRecord, v) for v in (rest[2] if len(rest) > 2 else [])]
     return MetadataState(
         vhosts=PMap((vh.name, vh) for vh in map(_decode_vhost, vhosts)),
         users=PMap((u.name, u) for u in (_unrecord(UserRecord, v) for v in users)),
@@ -201,6 +223,7 @@ def _decode(value: list[Any]) -> MetadataState:
         recent_limit=int(recent_limit),
         machine_version=int(machine_version),
         limits=PMap(((x.scope, x.name, x.limit), x) for x in (_unrecord(LimitRecord, v) for v in limits)),
+        global_parameters=PMap((g.name, g) for g in global_parameters),
     )
 
 

@@ -36,6 +36,7 @@ from routing.table import BUILTIN_EXCHANGES
 __all__ = [
     "BindingRecord",
     "ExchangeRecord",
+    "GlobalParameterRecord",
     "LimitRecord",
     "MemberRecord",
     "MetadataState",
@@ -71,7 +72,8 @@ class VHostRecord:
     name: str
     description: str = ""
     tags: tuple[str, ...] = ()
-    format: int = 1
+    default_queue_type: str = ""  # format 2; "" for none (classic)
+    format: int = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,6 +187,13 @@ class TopicPermissionRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class GlobalParameterRecord:
+    name: str
+    value: str
+    format: int = 1
+
+
+@dataclass(frozen=True, slots=True)
 class MemberRecord:
     node: str
     version: str
@@ -254,6 +263,7 @@ class MetadataState:
     members: PMap[str, MemberRecord] = _empty()
     feature_flags: tuple[str, ...] = ()  # enabled, sorted
     limits: PMap[tuple[str, str, str], LimitRecord] = _empty()  # (scope, name, limit) ->
+    global_parameters: PMap[str, GlobalParameterRecord] = _empty()
     # Idempotency keys of recent commands, in two generations: when `recent`
     # holds `recent_limit` keys it becomes `recent_previous` and a new one
     # starts, so between limit and 2 x limit keys are remembered. Bounded by

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import os
 import time
@@ -43,7 +42,6 @@ from node.vhosts.definitions import DefinitionsFile
 from node.vhosts.local_queues import LocalQueues, Owners
 from node.vhosts.metadata_ready import metadata_ready
 from node.vhosts.metadata_store import MetadataStore, new_key
-from node.vhosts.password_upgrade import rehash_password
 from node.vhosts.policies import PolicyApplier
 from node.vhosts.quorum_groups import QuorumQueues
 from node.vhosts.quorum_reconcile import QuorumReconciler
@@ -53,7 +51,7 @@ from node.vhosts.vhost import VHost
 from node.vhosts.volatile_queues import VolatileQueues
 from queues.classic import ClassicQueue, StorePersistence, classic_queue, payload_size
 from queues.quorum.queue import QuorumQueue
-from routing.users import Authenticator
+from routing.users import HASHING_ALGORITHMS, Authenticator
 from storage.group_commit import GroupCommitter
 from storage.message_store import MessageStore
 
@@ -69,10 +67,13 @@ class Broker:
         self.metrics = NodeMetrics()
         # users and permissions come from the metadata (the projections keep this in step)
         self.auth = Authenticator(config.anonymous_user, config.loopback_users, config.login_cache_size)
+        if config.password_hashing_module not in HASHING_ALGORITHMS:
+            raise ValueError(f"password_hashing_module must be one of {', '.join(HASHING_ALGORITHMS)}, "
+                             f"not {config.password_hashing_module!r}")  # fmt: skip
+        self.auth.password_hashing = config.password_hashing_module
         self.logins = LoginService(self.auth, config.login_workers, config.login_max_pending,
                                    FailureDelays(config.login_failure_delay, config.login_failure_delay_max,
                                                  config.login_failure_addresses))  # fmt: skip
-        self.auth.on_legacy_login = functools.partial(rehash_password, self)
         self.auth.tokens = verifier_from_config(config)  # OAuth 2 (node/client/tokens.py); None unless enabled
         self._server: asyncio.base_events.Server | None = None
         self._tls_server: asyncio.base_events.Server | None = None

@@ -75,6 +75,9 @@ class Config:
     # Logins (node/client/login.py): PBKDF2 runs in worker threads, never on the loop
     login_workers: int = 1  # threads hashing passwords (each takes up to one core while busy)
     login_max_pending: int = 1000  # logins in progress at once; more are refused (SASL sys-temp, HTTP 503)
+    # how new passwords are hashed: warren_pbkdf2_sha256, or RabbitMQ's rabbit_password_hashing_sha256
+    # (or _sha512), which a RabbitMQ importing Warren's definitions can verify (docs/security.md)
+    password_hashing_module: str = "warren_pbkdf2_sha256"
     login_cache_size: int = 10_000  # verified (user, hash, password digest) kept, least recently used go
     login_failure_delay: float = 0.1  # seconds before the next login from an address after a failure; 0: off
     login_failure_delay_max: float = 2.0  # the delay doubles per failure up to this

@@ -4,9 +4,10 @@ RabbitMQ's internal users store base64(salt + H(salt + password)) with a
 4-byte random salt and H = SHA-256 (rabbit_password_hashing_sha256, the
 default) or SHA-512 (rabbit_password_hashing_sha512); see "Credentials and
 Passwords", "Computing Password Hash" in its documentation. Warren keeps such
-a hash as "rabbit-sha256$<base64>" (or rabbit-sha512) until the user's first
-successful login, when the node replaces it with its own PBKDF2 hash
-(routing/users.py's Authenticator calls `on_legacy_login`).
+a hash as "rabbit-sha256$<base64>" (or rabbit-sha512) until the user's
+password changes, and exports it as RabbitMQ wrote it: a user imported from
+RabbitMQ still logs in there after Warren exports it (docs/security.md says
+why the hash is not upgraded at login).
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ import base64
 import binascii
 import hashlib
 import hmac
+import os
 
-__all__ = ["ALGORITHMS", "PREFIXES", "check", "export", "is_rabbit_hash", "stored_form"]
+__all__ = ["ALGORITHMS", "PREFIXES", "check", "export", "hash_password", "is_rabbit_hash", "stored_form"]
 
 SALT_LENGTH = 4
 # RabbitMQ's hashing_algorithm name -> (Warren's prefix, hash function)
@@ -44,6 +46,14 @@ def stored_form(algorithm: str, password_hash: str) -> str:
     if raw is None or len(raw) != SALT_LENGTH + fn().digest_size:
         raise ValueError(f"password_hash is not a {algorithm} hash")
     return prefix + password_hash
+
+
+def hash_password(algorithm: str, password: str, salt: bytes | None = None) -> str:
+    """A new hash of `password` in RabbitMQ's format, as Warren stores it (for
+    the setting password_hashing_module = rabbit_password_hashing_sha256/512)."""
+    prefix, fn = ALGORITHMS[algorithm]
+    salt = os.urandom(SALT_LENGTH) if salt is None else salt
+    return prefix + base64.b64encode(salt + fn(salt + password.encode()).digest()).decode()
 
 
 def export(stored: str) -> tuple[str, str] | None:

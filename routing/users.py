@@ -12,7 +12,6 @@ import hmac
 import ipaddress
 import os
 from collections import OrderedDict
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from routing import rabbit_passwords
@@ -29,7 +28,15 @@ def derive(password: bytes, salt: bytes, iterations: int) -> bytes:
     return hashlib.pbkdf2_hmac("sha256", password, salt, iterations)
 
 
-def hash_password(password: str, salt: bytes | None = None) -> str:
+PBKDF2_ALGORITHM = "warren_pbkdf2_sha256"  # this format's name in definitions (hashing_algorithm)
+HASHING_ALGORITHMS = (PBKDF2_ALGORITHM, *rabbit_passwords.ALGORITHMS)  # the setting password_hashing_module's values
+
+
+def hash_password(password: str, salt: bytes | None = None, algorithm: str = PBKDF2_ALGORITHM) -> str:
+    """A new stored hash of `password`: Warren's PBKDF2, or RabbitMQ's format,
+    which RabbitMQ can verify after a definitions export (docs/security.md)."""
+    if algorithm != PBKDF2_ALGORITHM:
+        return rabbit_passwords.hash_password(algorithm, password, salt)
     salt = os.urandom(16) if salt is None else salt
     digest = derive(password.encode(), salt, ITERATIONS)
     return f"{SCHEME}${ITERATIONS}${salt.hex()}${digest.hex()}"
@@ -47,7 +54,11 @@ def parse_hash(stored: str) -> tuple[int, bytes, bytes] | None:
 
 
 def check_password(password: str, stored: str) -> bool:
-    if rabbit_passwords.is_rabbit_hash(stored):  # imported from RabbitMQ, not yet rehashed
+    if rabbit_passwords.is_rabbit_hash(stored):  # imported from RabbitMQ, kept until the password changes
+        # Pay a PBKDF2 as well: a wrong password for such a user then takes as
+        # long as for an unknown user (checked against a PBKDF2 dummy), so the
+        # time of a refusal does not tell that the user exists.
+        derive(password.encode(), b"rabbit-hash-pace", ITERATIONS)
         return rabbit_passwords.check(password, stored)
     parsed = parse_hash(stored)
     if parsed is None:
@@ -108,9 +119,7 @@ class Authenticator:
         self.cache_size = cache_size
         self._cache_secret = os.urandom(32)
         self._dummy_hash = ""  # made on first use: an unknown user is checked against it
-        # Called with (user, password) after a login verified against a hash in
-        # RabbitMQ's format, so the node can store its own hash instead.
-        self.on_legacy_login: Callable[[str, str], None] | None = None
+        self.password_hashing = PBKDF2_ALGORITHM  # how new passwords are hashed (HASHING_ALGORITHMS)
         # OAuth 2: with a verifier, a PLAIN password that is a JWT is checked as
         # a token (RabbitMQ's auth_backends = oauth2, internal); None: off.
         self.tokens: TokenVerifier | None = None
@@ -119,7 +128,7 @@ class Authenticator:
                  password_hash: str | None = None) -> None:  # fmt: skip
         """Creates or replaces a user; `password_hash` loads a stored one."""
         if password_hash is None:
-            password_hash = hash_password(password) if password is not None else ""
+            password_hash = hash_password(password, algorithm=self.password_hashing) if password is not None else ""
         self.users[name] = User(name, password_hash, list(tags or []))
 
     def delete_user(self, name: str) -> bool:
@@ -209,8 +218,6 @@ class Authenticator:
                 self._verified.popitem(last=False)
         if attempt.grant is None and name in self.loopback_users and not is_loopback(peer_host):
             return None
-        if attempt.known and self.on_legacy_login is not None and rabbit_passwords.is_rabbit_hash(attempt.stored):
-            self.on_legacy_login(name, attempt.password)  # verified against RabbitMQ's hash: store ours
         return name
 
     def dummy_hash(self) -> str:

@@ -10,6 +10,7 @@ try (`FailureDelays`).
 from __future__ import annotations
 
 import asyncio
+import functools
 import ipaddress
 import logging
 import time
@@ -156,8 +157,10 @@ class LoginService:
         return await asyncio.get_running_loop().run_in_executor(None, tokens.reload_keys)
 
     async def hash_password(self, password: str) -> str:
-        """A new stored hash for `password`, computed off the loop as well."""
-        return await asyncio.get_running_loop().run_in_executor(self._executor, hash_password, password)
+        """A new stored hash for `password` (the node's password_hashing_module),
+        computed off the loop as well."""
+        hashing = functools.partial(hash_password, algorithm=self.auth.password_hashing)
+        return await asyncio.get_running_loop().run_in_executor(self._executor, hashing, password)
 
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)

@@ -22,7 +22,7 @@ from queues.base import Queue
 from routing import rabbit_passwords
 
 if TYPE_CHECKING:
-    from node.http.management_node import ManagementNode
+    from node.http.management_node import ManagementNode, ScrapedNode
 
 PROTOCOL = "AMQP 1-0"  # what RabbitMQ shows for native AMQP 1.0 connections
 BUILTIN_USER = "rmq-internal"
@@ -288,12 +288,15 @@ def vhost_json(vhost: Any, node_name: str) -> dict:
     unacked = sum(q.unacked_count for q in vhost.queues.values())
     description = getattr(vhost, "description", "")
     tags = list(getattr(vhost, "tags", []))
+    metadata: dict[str, Any] = {"description": description, "tags": tags}
+    if vhost.default_queue_type:  # RabbitMQ's metadata holds it only when set
+        metadata["default_queue_type"] = vhost.default_queue_type
     return {
         "name": vhost.name,
         "description": description,
         "tags": tags,
-        "default_queue_type": "classic",
-        "metadata": {"description": description, "tags": tags},
+        "default_queue_type": vhost.default_queue_type or "classic",
+        "metadata": metadata,
         "tracing": False,
         "cluster_state": {node_name: "running"},
         "messages": ready + unacked,
@@ -382,6 +385,12 @@ def object_totals(node: ManagementNode, vhosts: list[Any]) -> dict:
     }
 
 
+def cluster_name(node: ScrapedNode) -> str:
+    """The global parameter cluster_name (set by a definitions import), else
+    this node's name (RabbitMQ's default is its first node's)."""
+    return node.projections.global_parameters.get("cluster_name", node.config.node_name)
+
+
 def overview_json(node: ManagementNode, vhosts: list[Any], rates: dict[str, float], listeners: list[dict]) -> dict:
     cfg = node.config
     ready = sum(q.message_count for v in vhosts for q in v.queues.values())
@@ -393,7 +402,7 @@ def overview_json(node: ManagementNode, vhosts: list[Any], rates: dict[str, floa
         "product_version": __version__,
         "product_name": "Warren",
         "rabbitmq_version": cfg.product_version,
-        "cluster_name": cfg.node_name,
+        "cluster_name": cluster_name(node),
         "disable_stats": False,
         "enable_queue_totals": True,
         "message_stats": _details(message_counters(node.metrics), rates),

@@ -40,6 +40,7 @@ class ScrapedNode(Protocol):
     vhosts: dict[str, VHost]
     metrics: NodeMetrics
     alarms: Alarms
+    projections: Projections  # the metadata as read (rabbitmq_identity_info's cluster name)
 
 
 class ManagementNode(ScrapedNode, Protocol):
@@ -59,8 +60,7 @@ class ManagementNode(ScrapedNode, Protocol):
     # users, logins and permissions (api.py, node_routes.py, topic_permission_routes.py)
     auth: Authenticator
     logins: LoginService
-    # the metadata: read in the projections, changed through the store
-    projections: Projections
+    # the metadata: read in the projections (ScrapedNode), changed through the store
     metadata: MetadataStore
     definitions: DefinitionsFile
     alarm_check: Periodic | None  # GET /api/health/checks/alarms (node_routes.py)

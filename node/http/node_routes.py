@@ -40,7 +40,7 @@ from node.http.route_kit import (
     read_body,
     refused,
 )
-from node.vhosts.definitions import HASHING_ALGORITHM, DefinitionsError
+from node.vhosts.definitions import HASHING_ALGORITHM, DefinitionsError, check_default_queue_type, vhost_command
 from node.vhosts.metadata_store import new_key
 from routing import permissions, rabbit_passwords
 from routing.oauth import TokenUser
@@ -149,6 +149,22 @@ async def import_definitions(request: web.Request) -> web.Response:
     return no_content()
 
 
+@access(MGMT)
+async def get_cluster_name(request: web.Request) -> web.Response:
+    return json_response(request, {"name": fmt.cluster_name(api_of(request).node)})
+
+
+@access(ADMIN)
+async def put_cluster_name(request: web.Request) -> web.Response:
+    """PUT /api/cluster-name {"name": ...}: the global parameter cluster_name,
+    as RabbitMQ's set_cluster_name (what /api/overview and Prometheus report)."""
+    name = (await read_body(request)).get("name")
+    if not isinstance(name, str) or not name:
+        raise bad_request("'name' must be a non-empty string")
+    await api_of(request).node.metadata.run(mc.SetGlobalParameter(new_key(), "cluster_name", name))
+    return no_content()
+
+
 # ---------------------------------------------------------------- connections
 
 
@@ -221,21 +237,11 @@ async def get_vhost(request: web.Request) -> web.Response:
     return json_response(request, fmt.vhost_json(api.vhost(request.match_info["vhost"]), api.node.config.node_name))
 
 
-def _refuse_unsupported_vhost_fields(body: dict) -> None:
-    """Fields RabbitMQ acts on that Warren does not: refused rather than kept and ignored
-    (the values that mean what Warren does anyway pass)."""
-    for field in ("default_queue_type", "defaultqueuetype"):
-        if body.get(field, "classic") != "classic":
-            raise bad_request(f"'{field}' other than classic is not supported yet")
-    if body.get("tracing", False) not in (False, "false"):
-        raise bad_request("'tracing' is not supported: Warren has no firehose tracer")
-
-
 @access(ADMIN)
 async def put_vhost(request: web.Request) -> web.Response:
-    """Creates the vhost, or updates its description and tags; the creating
-    user gets full permissions in a new vhost (RabbitMQ's
-    maybe_grant_full_permissions)."""
+    """Creates the vhost, or updates its description, tags and default queue
+    type (each kept when the request does not mention it); the creating user
+    gets full permissions in a new vhost (RabbitMQ's maybe_grant_full_permissions)."""
     api, name, user = api_of(request), request.match_info["vhost"], request[USER]
     body = await read_body(request)
     if not name:
@@ -247,7 +253,15 @@ async def put_vhost(request: web.Request) -> web.Response:
     description = body.get("description", "")
     if not isinstance(description, str):
         raise bad_request("'description' must be a string")
-    _refuse_unsupported_vhost_fields(body)
+    if body.get("tracing"):  # RabbitMQ's firehose tracer: not built, so not accepted
+        raise bad_request("tracing is not implemented by Warren")
+    # RabbitMQ reads the older spelling defaultqueuetype when default_queue_type is absent
+    field = "default_queue_type" if "default_queue_type" in body else "defaultqueuetype"
+    queue_type = body.get(field)
+    try:
+        check_default_queue_type(queue_type, "" if field == "default_queue_type" else f"{field}: ")
+    except DefinitionsError as e:
+        raise bad_request(str(e)) from None
     node = api.node
     current = node.vhosts.get(name)
     created = current is None
@@ -255,7 +269,7 @@ async def put_vhost(request: web.Request) -> web.Response:
         description = description if "description" in body else current.description
         tags = tags if "tags" in body else list(current.tags)
     run = node.metadata.run
-    await run(mc.AddVHost(new_key(), name, description, tuple(tags)))
+    await run(vhost_command(name, description, tags, queue_type))
     if created and not isinstance(user, TokenUser) and node.auth.permission(user.name, name) is None:
         await run(mc.SetPermissions(new_key(), user.name, name))
     return created_or_updated(created)
@@ -409,6 +423,8 @@ ROUTES = [
     ("POST", "/api/definitions", import_definitions),
     ("GET", "/api/definitions/{vhost}", vhost_definitions),
     ("POST", "/api/definitions/{vhost}", import_definitions),
+    ("GET", "/api/cluster-name", get_cluster_name),
+    ("PUT", "/api/cluster-name", put_cluster_name),
     ("GET", "/api/connections", list_connections),
     ("GET", "/api/connections/{name}", get_connection),
     ("DELETE", "/api/connections/{name}", close_connection),

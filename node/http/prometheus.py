@@ -22,6 +22,7 @@ from prometheus_client.core import CollectorRegistry, CounterMetricFamily, Gauge
 from prometheus_client.exposition import choose_encoder
 
 from node import __version__
+from node.http.formats import cluster_name
 from node.http.prometheus_raft import raft_families
 from node.ops.metrics import DEAD_LETTER_REASONS
 
@@ -66,7 +67,7 @@ class NodeCollector:
         cfg = self.node.config
         identity = GaugeMetricFamily("rabbitmq_identity_info", "RabbitMQ node & cluster identity info",
                                      labels=["rabbitmq_node", "rabbitmq_cluster"])  # fmt: skip
-        identity.add_metric([cfg.node_name, cfg.node_name], 1)
+        identity.add_metric([cfg.node_name, cluster_name(self.node)], 1)
         yield identity
         build = GaugeMetricFamily("rabbitmq_build_info", "RabbitMQ & Erlang/OTP version info",
                                   labels=["rabbitmq_version", "product_name", "product_version"])  # fmt: skip

@@ -83,6 +83,8 @@ _ARGS: dict[str, list[tuple[str, dict]]] = {
     "clear_operator_policy": [("name", {})],
     "list_policies": [("columns", {"nargs": "*"})],
     "list_operator_policies": [("columns", {"nargs": "*"})],
+    "export_definitions": [("path", {})],
+    "import_definitions": [("path", {})],
 }
 _VHOST_SCOPED = {"list_queues", "list_exchanges", "list_bindings", "list_permissions", "set_permissions",
                  "clear_permissions", "purge_queue", "delete_queue", "add_member", "delete_member", "set_vhost_limits",

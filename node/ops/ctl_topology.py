@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Any
 
 from node.ops.ctl_kit import (
@@ -23,9 +24,12 @@ from node.ops.ctl_kit import (
     CtlError,
     Done,
     Listing,
+    Report,
     _binding_row,
     _q,
 )
+
+EX_NOINPUT, EX_CANTCREAT = 66, 73  # sysexits.h, as the others in node/ops/ctl_kit.py
 
 COMMANDS = CommandTable()
 
@@ -317,3 +321,34 @@ def list_topic_permissions(client: Client, args: argparse.Namespace) -> Listing:
     rows = client.get(f"/api/vhosts/{_q(args.vhost)}/topic-permissions")
     return Listing(rows, args.columns or ["user", "exchange", "write", "read"],
                    f"Listing topic permissions for vhost \"{args.vhost}\" ...", TOPIC_PERMISSION_COLUMNS)  # fmt: skip
+
+
+@COMMANDS.command("export_definitions", "PATH|-: write the definitions (RabbitMQ's JSON) to a file, or to stdout with -")
+def export_definitions(client: Client, args: argparse.Namespace) -> Done | Report:
+    doc = client.get("/api/definitions")
+    text = json.dumps(doc, indent=2)
+    if args.path == "-":
+        return Report(doc, text)
+    try:
+        with open(args.path, "w") as f:
+            f.write(text + "\n")
+    except OSError as e:
+        raise CtlError(f"cannot write {args.path}: {e.strerror}", EX_CANTCREAT) from None
+    return Done(f'Exported definitions for users, vhosts, permissions, parameters, policies, queues, exchanges and '
+                f'bindings to "{args.path}"')  # fmt: skip
+
+
+@COMMANDS.command("import_definitions", "PATH|-: import definitions (RabbitMQ's or Warren's JSON) from a file, or stdin with -")
+def import_definitions(client: Client, args: argparse.Namespace) -> Done:
+    try:
+        if args.path == "-":
+            doc = json.load(sys.stdin)
+        else:
+            with open(args.path) as f:
+                doc = json.load(f)
+    except OSError as e:
+        raise CtlError(f"cannot read {args.path}: {e.strerror}", EX_NOINPUT) from None
+    except ValueError as e:
+        raise CtlError(f"{args.path} is not JSON: {e}", EX_DATAERR) from None
+    client.post("/api/definitions", doc)
+    return Done(f'Imported definitions from "{args.path}"')

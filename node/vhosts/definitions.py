@@ -1,16 +1,18 @@
-"""Definitions: the whole topology as one JSON document, in RabbitMQ's shape.
+"""Definitions: the whole topology as one JSON document, in RabbitMQ 4.2's shape.
 
 `document()` exports what the metadata holds (GET /api/definitions, or one
 vhost's part with `document(vhost)`); `apply(doc)` declares everything in a
 document through the metadata store (POST /api/definitions, and `load(path)`
 for the `definitions_file` setting, like RabbitMQ's load_definitions), each
 declaration idempotent, so loading the same file on every start or on every
-node changes nothing the second time. `check(doc)` refuses a malformed
-document before anything of it is applied.
+node changes nothing the second time. node/vhosts/definitions_check.py
+refuses a document before anything of it is applied.
 
-Users exported by RabbitMQ keep their password hash
+Round trips with RabbitMQ: users keep RabbitMQ's password hash
 (rabbit_password_hashing_sha256 or _sha512, routing/rabbit_passwords.py)
-until they first log in; users without a hash but with a "password" get one.
+until their password changes, and export it as RabbitMQ wrote it; vhost
+limits and operator policies travel as `parameters` (components vhost-limits
+and operator_policy), as RabbitMQ keeps them.
 """
 
 from __future__ import annotations
@@ -19,28 +21,35 @@ import json
 from typing import TYPE_CHECKING, Any, Protocol
 
 from metadata import commands as mc
-from metadata.feature_flags import OPERATOR_POLICIES, TOPIC_PERMISSIONS
+from node import __version__
+from node.vhosts.definitions_check import (
+    HASHING_ALGORITHM,
+    OPERATOR_POLICY,
+    VHOST_LIMITS,
+    DefinitionsError,
+    check,
+    check_default_queue_type,
+    default_queue_type,
+    limits_of,
+    password_hash,
+)
 from node.vhosts.metadata_store import new_key
-from routing import policies, rabbit_passwords
-from routing.users import hash_password
+from routing import rabbit_passwords
 
 if TYPE_CHECKING:
     from metadata.projections import Projections
+    from node.config import Config
     from node.vhosts.metadata_store import MetadataStore
     from node.vhosts.vhost import VHost
     from routing.users import Authenticator
 
-FORMAT_VERSION = 1
-HASHING_ALGORITHM = "warren_pbkdf2_sha256"  # routing/users.py's format
-
-
-class DefinitionsError(ValueError):
-    """A document that cannot be imported; the message says where and why."""
+__all__ = ["HASHING_ALGORITHM", "DefinitionsError", "DefinitionsFile", "check_default_queue_type", "vhost_command"]
 
 
 class DefinitionsNode(Protocol):
     """What the definitions use of their node; `metadata` is read when a document is loaded."""
 
+    config: Config  # product_version, the export's rabbit_version
     auth: Authenticator
     vhosts: dict[str, VHost]
     projections: Projections
@@ -53,24 +62,33 @@ class DefinitionsFile:
 
     def document(self, vhost: str | None = None) -> dict:
         """Everything durable, as GET /api/definitions exports it; with
-        `vhost`, that vhost's policies and topology, without vhost fields
-        (GET /api/definitions/{vhost})."""
-        auth = self.node.auth
-        vhosts = [self.node.vhosts[vhost]] if vhost is not None else list(self.node.vhosts.values())
-        doc: dict = {"version": FORMAT_VERSION}
+        `vhost`, that vhost's parameters, policies and topology, without
+        their vhost fields (GET /api/definitions/{vhost})."""
+        node = self.node
+        projections = node.projections
+        vhosts = [node.vhosts[vhost]] if vhost is not None else list(node.vhosts.values())
+        version = node.config.product_version
+        doc: dict = {"rabbit_version": version, "rabbitmq_version": version, "product_name": "Warren",
+                     "product_version": __version__}  # fmt: skip
         if vhost is None:
-            doc["vhosts"] = [_vhost(v) for v in vhosts]
-            doc["users"] = [_user(u) for u in auth.users.values()]
+            doc["users"] = [self._user(u) for u in node.auth.users.values()]
+            doc["vhosts"] = [self._vhost(v) for v in vhosts]
             doc["permissions"] = [{"user": user, "vhost": vh, "configure": p.configure, "write": p.write,
-                                   "read": p.read} for (user, vh), p in auth.permissions.items()]  # fmt: skip
-            doc["topic_permissions"] = [{"user": u, "vhost": vh, "exchange": x, "write": w, "read": r} for (u, vh, x), (w, r)
-                                        in self.node.projections.topic_permissions.items()]  # fmt: skip
-            doc["operator_policies"] = self._policies(vhosts, True)
+                                   "read": p.read} for (user, vh), p in node.auth.permissions.items()]  # fmt: skip
+            doc["topic_permissions"] = [{"user": u, "vhost": vh, "exchange": x, "write": w, "read": r}
+                                        for (u, vh, x), (w, r) in projections.topic_permissions.items()]  # fmt: skip
+        doc["parameters"] = [{"vhost": v.name, "component": VHOST_LIMITS, "name": "limits", "value": limits}
+                             for v in vhosts if (limits := self._limits("vhost", v.name))]  # fmt: skip
+        doc["parameters"] += [{"vhost": p["vhost"], "component": OPERATOR_POLICY, "name": p.pop("name"),
+                               "value": {k: p[k] for k in ("pattern", "definition", "priority", "apply-to")}}
+                              for p in self._policies(vhosts, True)]  # fmt: skip
+        if vhost is None:
+            doc["global_parameters"] = [{"name": n, "value": v} for n, v in sorted(projections.global_parameters.items())]
         doc.update(policies=self._policies(vhosts, False), queues=[], exchanges=[], bindings=[])
         for v in vhosts:
             for q in v.queues.values():
                 if q.durable and q.exclusive_owner is None:
-                    doc["queues"].append({"vhost": v.name, "name": q.name, "durable": True,
+                    doc["queues"].append({"vhost": v.name, "name": q.name, "type": q.type_name, "durable": True,
                                           "auto_delete": q.auto_delete, "arguments": _plain(q.arguments)})  # fmt: skip
             for x in v.routing.exchanges():
                 if x.durable and x.name and not x.name.startswith("amq."):
@@ -82,10 +100,27 @@ class DefinitionsFile:
                                         "destination_type": str(b.destination_kind), "destination": b.destination,
                                         "routing_key": b.binding_key, "arguments": _plain(b.arguments)})  # fmt: skip
         if vhost is not None:
-            for key in ("policies", "queues", "exchanges", "bindings"):
+            for key in ("parameters", "policies", "queues", "exchanges", "bindings"):
                 for item in doc[key]:
                     del item["vhost"]
         return doc
+
+    def _user(self, user: Any) -> dict:
+        exported = rabbit_passwords.export(user.password_hash)
+        algorithm, hashed = exported if exported is not None else (HASHING_ALGORITHM, user.password_hash)
+        return {"name": user.name, "password_hash": hashed, "hashing_algorithm": algorithm, "tags": list(user.tags),
+                "limits": self._limits("user", user.name)}  # fmt: skip
+
+    def _vhost(self, vhost: Any) -> dict:
+        metadata: dict[str, Any] = {"description": vhost.description, "tags": list(vhost.tags)}
+        if vhost.default_queue_type:
+            metadata["default_queue_type"] = vhost.default_queue_type
+        return {"name": vhost.name, "description": vhost.description, "tags": list(vhost.tags),
+                "limits": self._limits("vhost", vhost.name), "metadata": metadata}  # fmt: skip
+
+    def _limits(self, scope: str, name: str) -> dict[str, int]:
+        return {limit: value for (s, owner, limit), value in sorted(self.node.projections.limits.items())
+                if s == scope and owner == name}  # fmt: skip
 
     def _policies(self, vhosts: list[Any], operator: bool) -> list[dict]:
         projections = self.node.projections
@@ -99,124 +134,106 @@ class DefinitionsFile:
         await self.apply(doc)
 
     async def apply(self, doc: Any, vhost: str | None = None) -> None:
-        """Declares everything in `doc`, in dependency order; with `vhost`,
-        only policies and topology, all into that vhost (POST
+        """Declares everything in `doc`, in RabbitMQ's order; with `vhost`,
+        only parameters, policies and topology, all into that vhost (POST
         /api/definitions/{vhost}). Raises DefinitionsError before changing
-        anything when the document is malformed."""
-        check(doc, vhost is not None)
-        flags = self.node.projections.feature_flags
-        for key, flag in (("operator_policies", OPERATOR_POLICIES), ("topic_permissions", TOPIC_PERMISSIONS)):
-            if vhost is None and doc.get(key) and flag not in flags:
-                raise DefinitionsError(f"'{key}' need the feature flag {flag} (warren ctl enable_feature_flag {flag})")
+        anything when the document is malformed or needs what is not here."""
+        check(doc, self.node.projections.feature_flags, vhost is not None)
         run = self.node.metadata.run
 
         def where(item: dict) -> str:
             return vhost if vhost is not None else item.get("vhost", "/")
 
         if vhost is None:
-            for v in doc.get("vhosts", []):
-                await run(mc.AddVHost(new_key(), v["name"], v.get("description", ""), tuple(_tags(v.get("tags")))))
             for u in doc.get("users", []):
-                await run(mc.PutUser(new_key(), u["name"], _password_hash(u), tuple(_tags(u.get("tags")))))
+                stored = password_hash(u, self.node.auth.password_hashing)
+                await run(mc.PutUser(new_key(), u["name"], stored, tuple(_tags(u.get("tags")))))
+                await self._set_limits("user", u["name"], limits_of(u.get("limits"), "user", ""))
+            for v in doc.get("vhosts", []):
+                # RabbitMQ 3.x exports a vhost's name only: an existing vhost keeps what the entry lacks
+                current = self.node.vhosts.get(v["name"])
+                metadata = v.get("metadata") if isinstance(v.get("metadata"), dict) else {}
+                description = v.get("description", metadata.get("description", current and current.description))
+                tags = v.get("tags", metadata.get("tags", current and current.tags))
+                await run(vhost_command(v["name"], description or "", _tags(tags), default_queue_type(v)))
             for p in doc.get("permissions", []):
                 await run(mc.SetPermissions(new_key(), p["user"], p["vhost"], p["configure"], p["write"], p["read"]))
             for t in doc.get("topic_permissions", []):
                 await run(mc.SetTopicPermissions(new_key(), t["user"], t["vhost"], t["exchange"], t.get("write", ".*"),
                                                  t.get("read", ".*")))  # fmt: skip
+            for g in doc.get("global_parameters", []):
+                await run(mc.SetGlobalParameter(new_key(), g["name"], g["value"]))
+        await self._apply_limits(doc, where)
         for x in doc.get("exchanges", []):
-            v = self._vhost(where(x))
+            v = self._vhost_named(where(x))
             await v.declare_exchange(x["name"], x.get("type", "direct"), x.get("durable", True),
                                      x.get("auto_delete", False), x.get("internal", False),
                                      x.get("arguments") or {})  # fmt: skip
+        policies = [(mc.SetPolicy, p) for p in doc.get("policies", [])]
+        policies += [(mc.SetOperatorPolicy, p) for p in doc.get("operator_policies", []) if vhost is None]
+        policies += [(mc.SetOperatorPolicy, {**p["value"], "name": p["name"], "vhost": p.get("vhost", "/")})
+                     for p in doc.get("parameters", []) if p["component"] == OPERATOR_POLICY]  # fmt: skip
+        for command, p in policies:
+            await run(command(new_key(), where(p), p["name"], p["pattern"], p.get("apply-to", "all"),
+                              p["definition"], int(p.get("priority", 0))))  # fmt: skip
         for q in doc.get("queues", []):
-            v = self._vhost(where(q))
-            await v.declare_queue(q["name"], q.get("durable", True), None, q.get("auto_delete", False),
-                                  q.get("arguments") or {})  # fmt: skip
+            v = self._vhost_named(where(q))
+            arguments = dict(q.get("arguments") or {})
+            if q.get("type", "classic") != "classic":  # RabbitMQ 3.x's export of a queue its vhost typed
+                arguments.setdefault("x-queue-type", q["type"])
+            await v.declare_queue(q["name"], q.get("durable", True), None, q.get("auto_delete", False), arguments)
         for b in doc.get("bindings", []):
-            v = self._vhost(where(b))
+            v = self._vhost_named(where(b))
             await v.bind(b["source"], b.get("destination_type", "queue"), b["destination"],
                          b.get("routing_key", ""), b.get("arguments") or {})  # fmt: skip
-        keys = [("policies", mc.SetPolicy)] + ([("operator_policies", mc.SetOperatorPolicy)] if vhost is None else [])
-        for key, command in keys:
-            for p in doc.get(key, []):
-                await run(command(new_key(), where(p), p["name"], p["pattern"], p.get("apply-to", "all"),
-                                  p["definition"], int(p.get("priority", 0))))  # fmt: skip
 
-    def _vhost(self, name: str) -> Any:
+    async def _apply_limits(self, doc: dict, where: Any) -> None:
+        """A vhost's limits: its vhost-limits parameter, else the `limits` of
+        its vhost entry; either replaces all of the vhost's limits, as
+        RabbitMQ's parameter does."""
+        limits: dict[str, dict[str, int]] = {}
+        for v in doc.get("vhosts", []):
+            given = limits_of(v.get("limits"), "vhost", "")
+            if given:
+                limits[v["name"]] = given
+        for p in doc.get("parameters", []):
+            if p["component"] == VHOST_LIMITS:
+                limits[where(p)] = p["value"]
+        for name, given in limits.items():
+            self._vhost_named(name)
+            await self._set_limits("vhost", name, given)
+
+    async def _set_limits(self, scope: str, name: str, limits: dict[str, int] | None) -> None:
+        """Makes `limits` the whole set of `name`'s limits (None: leaves them)."""
+        if limits is None:
+            return
+        run = self.node.metadata.run
+        for (s, owner, limit), _ in list(self.node.projections.limits.items()):
+            if s == scope and owner == name and limit not in limits:
+                await run(mc.ClearLimit(new_key(), scope, name, limit))
+        for limit, value in limits.items():
+            await run(mc.SetLimit(new_key(), scope, name, limit, value))
+
+    def _vhost_named(self, name: str) -> Any:
         v = self.node.vhosts.get(name)
         if v is None:
             raise DefinitionsError(f"no vhost '{name}'")
         return v
 
 
-def check(doc: Any, vhost_only: bool = False) -> None:
-    """Raises DefinitionsError naming the first entry that cannot be
-    imported: a wrong shape, a policy RabbitMQ would refuse, a password hash
-    in a format Warren cannot verify."""
-    if not isinstance(doc, dict):
-        raise DefinitionsError("a definitions document is a JSON object")
-    required = {"vhosts": ("name",), "users": ("name",), "permissions": ("user", "vhost", "configure", "write", "read"),
-                "topic_permissions": ("user", "vhost", "exchange"),
-                "exchanges": ("name",), "queues": ("name",), "bindings": ("source", "destination"),
-                "policies": ("name", "pattern", "definition"),
-                "operator_policies": ("name", "pattern", "definition")}  # fmt: skip
-    for key, fields in required.items():
-        items = doc.get(key, [])
-        if not isinstance(items, list):
-            raise DefinitionsError(f"'{key}' must be a list")
-        for i, item in enumerate(items):
-            if not isinstance(item, dict):
-                raise DefinitionsError(f"{key}[{i}] must be an object")
-            missing = [f for f in fields if f not in item]
-            if missing:
-                raise DefinitionsError(f"{key}[{i}] lacks {', '.join(missing)}")
-    for key, operator in (("policies", False), ("operator_policies", True)):
-        for p in doc.get(key, []):
-            try:
-                policies.validate_pattern(p["pattern"])
-                policies.validate(p["definition"], p.get("apply-to", "all"), operator)
-            except policies.PolicyError as e:
-                raise DefinitionsError(f"{key} '{p['name']}': {e}") from None
-    if not vhost_only:
-        for u in doc.get("users", []):
-            _password_hash(u)
-
-
-def _password_hash(user: dict) -> str:
-    """The hash to store for a user entry (Warren's, or RabbitMQ's kept as it is)."""
-    stored = user.get("password_hash", "")
-    # without a hashing_algorithm RabbitMQ assumes its default, salted SHA-256
-    default = HASHING_ALGORITHM if str(stored).startswith("pbkdf2-sha256$") else "rabbit_password_hashing_sha256"
-    algorithm = user.get("hashing_algorithm") or default
-    if not isinstance(stored, str):
-        raise DefinitionsError(f"user '{user['name']}': password_hash must be a string")
-    if stored and algorithm == HASHING_ALGORITHM:
-        if not stored.startswith("pbkdf2-sha256$"):
-            raise DefinitionsError(f"user '{user['name']}': password_hash is not in {HASHING_ALGORITHM} format")
-        return stored
-    if stored:
-        try:
-            return rabbit_passwords.stored_form(algorithm, stored)
-        except ValueError as e:
-            raise DefinitionsError(f"user '{user['name']}': {e}") from None
-    password = user.get("password")
-    return hash_password(password) if isinstance(password, str) and password else ""
-
-
-def _user(user: Any) -> dict:
-    exported = rabbit_passwords.export(user.password_hash)
-    algorithm, password_hash = exported if exported is not None else (HASHING_ALGORITHM, user.password_hash)
-    return {"name": user.name, "password_hash": password_hash, "hashing_algorithm": algorithm, "tags": user.tags}
+def vhost_command(name: str, description: str, tags: list[str], queue_type: str | None) -> mc.AddVHost:
+    """The command creating or updating a vhost; without a default queue type
+    the version 1 command, which keeps the vhost's (and which a cluster whose
+    vhost_default_queue_type flag is off still takes)."""
+    if queue_type is None:
+        return mc.AddVHost(new_key(), name, description, tuple(tags))
+    return mc.AddVHostWithQueueType(new_key(), name, description, tuple(tags), queue_type)
 
 
 def _tags(tags: Any) -> list[str]:
     if isinstance(tags, str):
         return [t.strip() for t in tags.split(",") if t.strip()]
     return [str(t) for t in tags or []]
-
-
-def _vhost(vhost: Any) -> dict:
-    return {"name": vhost.name, "description": vhost.description, "tags": list(vhost.tags)}
 
 
 def _plain(arguments: Any) -> dict:

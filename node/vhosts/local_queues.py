@@ -111,6 +111,7 @@ class LocalQueues:
             record = vh.record
             vhost = self._vhost(record.name)
             vhost.description, vhost.tags = record.description, list(record.tags)
+            vhost.default_queue_type = record.default_queue_type
             for name in [n for n in vhost.queues if n not in vh.queues]:
                 self._stop(vhost, name)
             for q in vh.queues.values():
@@ -133,6 +134,7 @@ class LocalQueues:
     def _vhost_added(self, e: fx.VHostAdded | fx.VHostUpdated) -> None:
         vhost = self._vhost(e.name)
         vhost.description, vhost.tags = e.description, list(e.tags)
+        vhost.default_queue_type = e.default_queue_type
 
     def _vhost_deleted(self, e: fx.VHostDeleted) -> None:
         self._drop_vhost(e.name)

@@ -34,8 +34,9 @@ async def metadata_ready(cluster: Cluster, metadata: MetadataStore, flags: Featu
     deadline = loop.time() + cfg.cluster_ready_timeout
     # one key for every attempt: a retry after a lost answer learns whether
     # this node's Bootstrap was the one that set the blank cluster up
-    bootstrap = mc.Bootstrap(new_key(), "/", DEFAULT_VHOST_DESCRIPTION, cfg.default_user,
-                             hash_password(cfg.default_password), ("administrator",))  # fmt: skip
+    password_hash = hash_password(cfg.default_password, algorithm=cfg.password_hashing_module)
+    bootstrap = mc.Bootstrap(new_key(), "/", DEFAULT_VHOST_DESCRIPTION, cfg.default_user, password_hash,
+                             ("administrator",))  # fmt: skip
     while True:
         try:
             await cluster.fence()

@@ -87,6 +87,7 @@ class VHost:
         self.node = node
         self.description = description
         self.tags: list[str] = list(tags or [])
+        self.default_queue_type = ""  # from the metadata; "" for none (classic)
         self.queues: dict[str, Queue] = {}
         self._empty_table = RoutingTable(name)
 
@@ -107,7 +108,7 @@ class VHost:
     ) -> tuple[Queue, bool]:
         """Returns (queue, created). Redeclaring with other properties fails
         with precondition-failed, as in RabbitMQ."""
-        arguments = dict(arguments or {})
+        arguments = self.with_default_type(durable, exclusive_owner is not None, auto_delete, arguments)
         _check_arguments("queue", arguments, queue=True)
         qtype = arguments.get("x-queue-type", "classic")
         if not name:
@@ -147,6 +148,18 @@ class VHost:
         if not created:
             self._check_redeclare(queue, durable, exclusive_owner, auto_delete, arguments)
         return queue, created
+
+    def with_default_type(self, durable: bool, exclusive: bool, auto_delete: bool, arguments: dict | None) -> dict:
+        """`arguments` with x-queue-type set to the vhost's default queue type
+        when they lack it, as RabbitMQ 4.2's augment_declare_args: a type that
+        cannot hold the queue (quorum and stream queues are durable, not
+        exclusive and not auto-delete) gives a classic one instead. Applied
+        to redeclarations too, so they compare with what was stored."""
+        arguments = dict(arguments or {})
+        if self.default_queue_type and "x-queue-type" not in arguments:
+            fits = self.default_queue_type == "classic" or (durable and not exclusive and not auto_delete)
+            arguments["x-queue-type"] = self.default_queue_type if fits else "classic"
+        return arguments
 
     def _place_replicas(self, name: str, durable: bool, exclusive_owner: Any, auto_delete: bool,
                         arguments: dict) -> tuple:  # fmt: skip

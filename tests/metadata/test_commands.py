@@ -26,6 +26,8 @@ TYPED = {
 
 SAMPLES = [
     c.AddVHost("k1", "/", "the default", ("prod", "eu")),
+    c.AddVHostWithQueueType("k1b", "/", "the default", ("prod",), "quorum"),
+    c.SetGlobalParameter("k1c", "cluster_name", "rabbit@old"),
     c.DeleteVHost("k2", "/"),
     c.PutUser("k3", "guest", "pbkdf2-sha256$1$00$00", ("administrator",)),
     c.DeleteUser("k4", "guest"),
@@ -65,12 +67,14 @@ def test_roundtrip(cmd):
     back = records.decode(data)
     assert type(back) is type(cmd) and back == cmd
     assert records.encode(back) == data
-    assert records.kind_of(cmd) == ("metadata." + _KINDS_OF_RENAMED.get(type(cmd), _snake(type(cmd).__name__)), 1)
+    kind = _KINDS_OF_RENAMED.get(type(cmd), (_snake(type(cmd).__name__), 1))
+    assert records.kind_of(cmd) == ("metadata." + kind[0], kind[1])
     assert c.check_fields(back) is None
 
 
-# Classes renamed after their records were defined keep the kind on the wire.
-_KINDS_OF_RENAMED = {c.Fence: "noop"}
+# Classes renamed after their records were defined keep the kind on the wire;
+# a later version of a command is a class of its own.
+_KINDS_OF_RENAMED = {c.Fence: ("noop", 1), c.AddVHostWithQueueType: ("add_vhost", 2)}
 
 
 def _snake(name: str) -> str:
@@ -86,7 +90,7 @@ def test_arguments_keep_their_amqp_types():
         assert type(back[key]) is type(value), key
     assert type(next(k for k in back if k == "x-sym")) is Symbol
     assert type(back["x-list"][0]) is UByte and type(back["x-map"]["nested"]) is Timestamp
-    policy = records.decode(records.encode(SAMPLES[12]))
+    policy = records.decode(records.encode(SAMPLES[14]))
     assert type(policy.definition_map["message-ttl"]) is UInt
 
 

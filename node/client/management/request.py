@@ -309,8 +309,8 @@ async def post_queue(caller: Caller, _: str, body: Any) -> tuple[str, Any]:
 async def _declare_queue(caller: Caller, name: str, props: dict) -> tuple[str, Any]:
     vhost = caller.vhost
     caller.check("configure", name, "queue")
-    durable, exclusive, auto_delete, arguments = (props["durable"], props["exclusive"], props["auto_delete"],
-                                                  props["arguments"])  # fmt: skip
+    durable, exclusive, auto_delete = props["durable"], props["exclusive"], props["auto_delete"]
+    arguments = vhost.with_default_type(durable, exclusive, auto_delete, props["arguments"])
     existing = vhost.queues.get(name)
     if existing is not None:
         assert_equivalent(existing, vhost.name, durable, exclusive, auto_delete, arguments, caller.owner)

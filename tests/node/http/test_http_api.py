@@ -153,7 +153,8 @@ def test_vhost_create_update_list_delete(api, node):
     perm = api.get("/api/permissions/v1/guest").body
     assert (perm["configure"], perm["write"], perm["read"]) == (".*", ".*", ".*")
     saved = definitions_file(node)
-    assert {"name": "v1", "description": "changed", "tags": ["a", "b"]} in saved["vhosts"]
+    assert {"name": "v1", "description": "changed", "tags": ["a", "b"], "limits": {},
+            "metadata": {"description": "changed", "tags": ["a", "b"]}} in saved["vhosts"]
     assert any(p["vhost"] == "v1" for p in saved["permissions"])
 
     assert api.delete("/api/vhosts/v1").status == 204

@@ -168,8 +168,9 @@ def test_policies_are_exported_in_definitions(api, node):
     doc = api.get("/api/definitions").body
     assert doc["policies"] == [{"vhost": "/", "name": "p", "pattern": "^a", "apply-to": "all",
                                 "definition": {"expires": 60000}, "priority": 0}]  # fmt: skip
-    assert doc["operator_policies"] == [{"vhost": "/", "name": "o", "pattern": "^b", "apply-to": "queues",
-                                         "definition": {"max-length": 9}, "priority": 1}]  # fmt: skip
+    # operator policies are runtime parameters in RabbitMQ's definitions
+    assert doc["parameters"] == [{"vhost": "/", "component": "operator_policy", "name": "o", "value": {
+        "pattern": "^b", "apply-to": "queues", "definition": {"max-length": 9}, "priority": 1}}]  # fmt: skip
 
 
 def test_management_node_queue_info_shows_the_policy(api, node):

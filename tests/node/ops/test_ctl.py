@@ -191,3 +191,24 @@ def test_known_columns_cover_the_api_fields(api, node):
             assert fields <= set(known.split()), (path, fields - set(known.split()))
     finally:
         conn.close()
+
+
+def test_export_and_import_definitions(node_process, tmp_path):
+    api = Api(node_process.http_port)
+    assert api.put("/api/vhosts/defs", {"description": "exported"}).status == 201
+    assert api.put("/api/vhost-limits/defs/max-connections", {"value": 4}).status == 204
+    path = tmp_path / "defs.json"
+    assert "defs.json" in ok(node_process.ctl("export_definitions", str(path)))
+    doc = json.loads(path.read_text())
+    assert doc["rabbit_version"] and {"vhost": "defs", "component": "vhost-limits", "name": "limits",
+                                      "value": {"max-connections": 4}} in doc["parameters"]  # fmt: skip
+    assert json.loads(ok(node_process.ctl("export_definitions", "-"))) == doc
+    assert api.delete("/api/vhosts/defs").status == 204
+    assert "Imported" in ok(node_process.ctl("import_definitions", str(path)))
+    assert api.get("/api/vhosts/defs").body["description"] == "exported"
+    assert api.get("/api/vhost-limits/defs").body == [{"vhost": "defs", "value": {"max-connections": 4}}]
+    path.write_text(json.dumps({"parameters": [{"vhost": "defs", "component": "shovel", "name": "s", "value": {}}]}))
+    refused = node_process.ctl("import_definitions", str(path))
+    assert refused.returncode == 65 and "shovel" in refused.stderr
+    assert node_process.ctl("import_definitions", str(tmp_path / "none.json")).returncode == 66
+    assert api.delete("/api/vhosts/defs").status == 204
