@@ -32,6 +32,7 @@ __all__ = [
     "FLAGS",
     "OPERATOR_POLICIES",
     "QUORUM_QUEUE_POLICIES",
+    "QUORUM_CONSUMER_TIMEOUT",
     "QUORUM_PUBLISHER_FLOW",
     "QUORUM_QUEUE_PRIORITIES",
     "QUORUM_QUEUE_PUBLISH_BATCH",
@@ -70,6 +71,7 @@ QUORUM_PUBLISHER_FLOW = "quorum_publisher_flow"
 STREAM_COMMIT_NOTICES = "stream_commit_notices"
 VHOST_DEFAULT_QUEUE_TYPE = "vhost_default_queue_type"
 GLOBAL_PARAMETERS = "global_parameters"
+QUORUM_CONSUMER_TIMEOUT = "quorum_consumer_timeout"
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,6 +194,10 @@ FLAGS = FeatureFlagRegistry([
     FeatureFlag(GLOBAL_PARAMETERS,
                 "Global runtime parameters (cluster_name, internal_cluster_id) kept in the metadata",
                 STABLE, "0.3.0", depends_on=(WARREN_METADATA_RAFT_V1,)),
+    FeatureFlag(QUORUM_CONSUMER_TIMEOUT,
+                "Quorum queues time out consumers holding a message unsettled too long: the leader's ticks are"
+                " quorum.tick version 2, carrying the timeout (x-consumer-timeout, consumer-timeout, consumer_timeout)",
+                STABLE, "0.3.0", depends_on=(QUORUM_QUEUE_V1,)),
 ])  # fmt: skip
 
 

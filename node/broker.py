@@ -105,7 +105,7 @@ class Broker:
         self.metadata: MetadataStore | None = None
         self.owners = Owners()
         self.quorum = QuorumQueues(self, config.quorum_consumer_lag_max, config.quorum_snapshot_entries,
-                                   config.quorum_consumer_lease)  # fmt: skip
+                                   config.quorum_consumer_lease, config.consumer_timeout)  # fmt: skip
         self.streams = StreamQueues(self, config.data_dir)
         self.maintenance = Maintenance(self, self.streams.handover.hand_over)  # warren ctl drain / revive
         self.placement = Placement(self, config.queue_leader_locator)  # quorum-queue leader locators, rebalance
@@ -336,7 +336,8 @@ class Broker:
         return classic_queue(vhost.name, name, durable, exclusive_owner, auto_delete, arguments, host=vhost,
                             persistence=self.persistence, memory_window=window if window >= 0 else None,
                             memory_bytes=window_bytes if window_bytes >= 0 else None,
-                            checkpoint_every=self.config.classic_queue_checkpoint_every)  # fmt: skip
+                            checkpoint_every=self.config.classic_queue_checkpoint_every,
+                            consumer_timeout=self.config.consumer_timeout)  # fmt: skip
 
     def recover_queue(self, queue: Any) -> None:
         """Hands a starting queue its checkpoint, if the store kept one, to

@@ -131,6 +131,10 @@ class Config:
     # Seconds between passes growing quorum queues below their target group size onto reachable
     # members (x-quorum-target-group-size, policy target-group-size: node/vhosts/quorum_reconcile.py); 0: off
     quorum_reconcile_interval: float = 30.0
+    # ms a consumer may hold a message unsettled (RabbitMQ's consumer_timeout, 30 minutes) in queues whose
+    # x-consumer-timeout or policy consumer-timeout sets none; past it the message goes back to the queue and
+    # the consumer's link is detached (docs/architecture.md); 0: none
+    consumer_timeout: int = 1_800_000
     cluster_ready_timeout: float = 300.0  # seconds a starting node waits for a majority before giving up
     # Where a new quorum queue's leader goes unless its x-queue-leader-locator or a policy's
     # queue-leader-locator says: client-local (the declaring node) or balanced (node/cluster/placement.py)
@@ -178,4 +182,6 @@ def load(config_file: str | None = None, env: dict | None = None, overrides: dic
     for key, value in (overrides or {}).items():
         if value is not None:
             setattr(cfg, key, value)
+    if isinstance(cfg.consumer_timeout, bool) or not isinstance(cfg.consumer_timeout, int) or cfg.consumer_timeout < 0:
+        raise ValueError(f"consumer_timeout must be 0 (none) or a number of milliseconds, got {cfg.consumer_timeout!r}")
     return cfg

@@ -49,10 +49,8 @@ QUEUE_ARGUMENTS: dict[str, frozenset[str]] = {
 _KNOWN = frozenset().union(*QUEUE_ARGUMENTS.values())
 
 # Arguments RabbitMQ 4.2 acts on outside the lists above, that Warren does not
-# act on yet: refused until it does, rather than kept and ignored.
-NOT_YET = {
-    "x-consumer-timeout": "consumer timeouts",
-}
+# act on yet: refused until it does, rather than kept and ignored (none now).
+NOT_YET: dict[str, str] = {}
 
 # Where Warren places a classic queue: on the node that declares it.
 _CLASSIC_LOCATORS = ("client-local",)

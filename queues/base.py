@@ -83,6 +83,11 @@ class Consumer(Protocol):
     def queue_deleted(self) -> None:
         """The queue is gone (deleted by an operator): end the link."""
 
+    def timed_out(self, description: str) -> None:
+        """The consumer held a message unsettled past the consumer timeout: the
+        queue took back those messages and sends it nothing more; end the link
+        (amqp:resource-limit-exceeded, `description` saying why)."""
+
 
 ConfirmCallback = Callable[[Outcome], None]
 
@@ -90,6 +95,29 @@ ConfirmCallback = Callable[[Outcome], None]
 class QueueArgumentError(ValueError):
     """A queue argument (x-...) has a value the queue's type refuses at declare
     (where RabbitMQ would refuse it too)."""
+
+
+def consumer_timeout_of(arguments: dict) -> int | None:
+    """x-consumer-timeout (ms) from a queue's effective arguments (the smaller of the queue's
+    own and a policy's: routing/policies.py), or None; raises QueueArgumentError."""
+    value = arguments.get("x-consumer-timeout")
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise QueueArgumentError(f"x-consumer-timeout must be a positive integer (milliseconds), got {value!r}")
+    return None if value is None else int(value)
+
+
+def stamp_interval_ms(timeout: int) -> int:
+    """How often a queue looks for messages held past `timeout` ms, and so how late a
+    timeout may come: a twentieth of it, at least 1 s (the tests' short timeouts) and at
+    most a minute (30 minutes, the default, costs a quorum queue a log entry a minute)."""
+    return min(60_000, max(1000, timeout // 20))
+
+
+def consumer_timeout_text(queue: Any, timeout: int) -> str:
+    """The DETACH description of a link that timed out (the same for every queue type)."""
+    return (f"consumer timeout: a message of queue '{queue.name}' in vhost '{queue.vhost}' was held unsettled"
+            f" for more than {timeout} ms (x-consumer-timeout, policy consumer-timeout or node setting"
+            f" consumer_timeout); it was returned to the queue")
 
 
 class Queue(ABC):

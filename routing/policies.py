@@ -11,7 +11,8 @@ node/vhosts/policies.py applies the result to live queues):
   must cover the object, and the highest priority wins (ties by name, so
   every node picks the same);
 - `effective(arguments, policy, operator_policy)` merges: the queue's own
-  x-arguments win over a policy; an operator policy caps numeric limits (the
+  x-arguments win over a policy, except consumer-timeout, where the smaller
+  of the two wins (RabbitMQ 4.3); an operator policy caps numeric limits (the
   lower value wins) and fills what neither sets;
 - `alternate_exchange(policy)`: the exchange key, `alternate-exchange`,
   which routing follows when the exchange routes a message nowhere (its
@@ -30,6 +31,7 @@ __all__ = [
     "DEFINITION_KEYS",
     "EXCHANGE_KEYS",
     "OPERATOR_KEYS",
+    "SMALLER_WINS_KEYS",
     "Effective",
     "PolicyError",
     "alternate_exchange",
@@ -81,6 +83,8 @@ DEFINITION_KEYS: dict[str, tuple[Any, str]] = {
     "target-group-size": (_int_at_least(1), "a positive integer"),  # quorum queues (node/vhosts/quorum_reconcile.py)
     "dead-letter-strategy": (_one_of(_STRATEGIES), "one of " + ", ".join(_STRATEGIES)),
     "alternate-exchange": (_string, "a string"),
+    # ms a consumer may hold a message unsettled (classic and quorum queues; not streams, as in RabbitMQ)
+    "consumer-timeout": (_int_at_least(1), "a positive integer (milliseconds)"),
     # streams (queues/stream/config.py reads them)
     "max-age": (lambda v: isinstance(v, str) and _MAX_AGE.fullmatch(v) is not None, "like 7D, 12h, 30m (Y M D h m s)"),
     "stream-max-segment-size-bytes": (_int_at_least(1), "a positive integer"),
@@ -94,6 +98,8 @@ DEFINITION_KEYS: dict[str, tuple[Any, str]] = {
 }
 # Keys for exchanges: never merged into a queue's arguments.
 EXCHANGE_KEYS = ("alternate-exchange",)
+# Keys where, when the queue's own argument sets it too, the smaller value wins.
+SMALLER_WINS_KEYS = ("consumer-timeout",)
 # What an operator policy may set: limits, where the stricter value wins.
 OPERATOR_KEYS = ("message-ttl", "expires", "max-length", "max-length-bytes", "delivery-limit", "max-in-memory-length",
                  "max-in-memory-bytes", "overflow", "queue-version", "target-group-size")
@@ -118,6 +124,8 @@ def validate(definition: Any, apply_to: str = "all", operator: bool = False) -> 
             raise PolicyError(f"'{key}' must be {what}, got {value!r}")
     if "dead-letter-routing-key" in definition and "dead-letter-exchange" not in definition:
         raise PolicyError("dead-letter-routing-key requires dead-letter-exchange")
+    if "consumer-timeout" in definition and apply_to == "streams":
+        raise PolicyError("'consumer-timeout' does not apply to streams (their consumers settle nothing)")
     return dict(definition)
 
 
@@ -170,7 +178,9 @@ def effective(arguments: Mapping[str, Any], policy: Any = None, operator_policy:
     definition = dict(policy.definition) if policy is not None else {}
     merged = {str(k): v for k, v in arguments.items()}
     for key, value in definition.items():
-        if key not in EXCHANGE_KEYS:
+        if key in SMALLER_WINS_KEYS and isinstance(merged.get("x-" + key), int):
+            merged["x-" + key] = min(merged["x-" + key], value)
+        elif key not in EXCHANGE_KEYS:
             merged.setdefault("x-" + key, value)  # the queue's own argument wins
     if operator_policy is not None:
         for key, value in operator_policy.definition.items():

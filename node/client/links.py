@@ -363,6 +363,12 @@ class QueueConsumer:
         self.queue_unavailable(f"queue '{self.queue.name}' in vhost '{self.queue.vhost}' was deleted",
                                Condition.RESOURCE_DELETED)  # fmt: skip
 
+    def timed_out(self, description: str) -> None:
+        """Held a message past the consumer timeout (the queue took it back): the link is
+        detached with resource-limit-exceeded, which a client can act on (re-attach and
+        settle sooner); RabbitMQ 4.3 lists AMQP 1.0's action as planned (docs/architecture.md)."""
+        self.queue_unavailable(description, Condition.RESOURCE_LIMIT_EXCEEDED)
+
     def queue_unavailable(self, description: str, condition: str = Condition.DETACH_FORCED) -> None:
         """The queue cannot serve this link any more (its node is unreachable): detach it."""
         link = self.link

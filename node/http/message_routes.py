@@ -191,6 +191,9 @@ class _Getter:
     def queue_deleted(self) -> None:
         self._finish()
 
+    def timed_out(self, description: str) -> None:
+        self._finish()
+
     def queue_unavailable(self, description: str, condition: str = "") -> None:
         self._finish()
 

@@ -19,7 +19,7 @@ from typing import Any
 from aiohttp import web
 
 from metadata import commands as mc
-from metadata.feature_flags import EXCHANGE_POLICIES
+from metadata.feature_flags import EXCHANGE_POLICIES, QUORUM_CONSUMER_TIMEOUT
 from node.http import formats as fmt
 from node.http.route_kit import (
     ADMIN,
@@ -85,6 +85,9 @@ async def _put(request: web.Request, operator: bool) -> web.Response:
     if definition.keys() & set(policies.EXCHANGE_KEYS) and EXCHANGE_POLICIES not in flags:
         raise bad_request(f"exchange keys ({', '.join(policies.EXCHANGE_KEYS)}) need the feature flag "
                           f"{EXCHANGE_POLICIES} (warren ctl enable_feature_flag {EXCHANGE_POLICIES})")  # fmt: skip
+    if "consumer-timeout" in definition and apply_to != "classic_queues" and QUORUM_CONSUMER_TIMEOUT not in flags:
+        raise bad_request(f"consumer-timeout on quorum queues needs the feature flag {QUORUM_CONSUMER_TIMEOUT}"
+                          f" (warren ctl enable_feature_flag {QUORUM_CONSUMER_TIMEOUT})")  # fmt: skip
     command = mc.SetOperatorPolicy if operator else mc.SetPolicy
     created = await api.node.metadata.created(command(new_key(), vhost, name, pattern, apply_to, definition,
                                                         priority))  # fmt: skip

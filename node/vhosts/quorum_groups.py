@@ -26,7 +26,7 @@ import time
 from typing import TYPE_CHECKING, Any, Protocol
 
 from metadata import commands as mc
-from metadata.feature_flags import QUORUM_QUEUE_PRIORITIES, QUORUM_QUEUE_PUBLISH_BATCH
+from metadata.feature_flags import QUORUM_CONSUMER_TIMEOUT, QUORUM_QUEUE_PRIORITIES, QUORUM_QUEUE_PUBLISH_BATCH
 from node.cluster.cluster import MembershipError
 from node.vhosts.metadata_store import new_key
 from queues.quorum.queue import COMPACTION_BYTES, COMPACTION_ENTRIES, QuorumQueue
@@ -93,12 +93,13 @@ class QuorumNode(Protocol):
 
 class QuorumQueues:
     def __init__(self, node: QuorumNode, consumer_lag_max: int = 0, snapshot_entries: int = COMPACTION_ENTRIES,
-                 consumer_lease: int = 0):  # fmt: skip
-        """The three numbers are settings quorum_consumer_lag_max, quorum_snapshot_entries and
-        quorum_consumer_lease (node/config.py)."""
+                 consumer_lease: int = 0, consumer_timeout: int = 0):  # fmt: skip
+        """The four numbers are settings quorum_consumer_lag_max, quorum_snapshot_entries,
+        quorum_consumer_lease and consumer_timeout (node/config.py)."""
         self.node = node
         self._snapshot_entries = snapshot_entries
         self._consumer_lease = consumer_lease
+        self._consumer_timeout = consumer_timeout
         self.queues: dict[str, QuorumQueue] = {}  # group -> queue
         self.incarnation = ""
         self._sweeper: Any = None
@@ -138,6 +139,7 @@ class QuorumQueues:
         for group, queue in list(self.queues.items()):
             queue.forget_ghosts()
             queue.resend_dead_letters()  # at-least-once: a new leader's, or one no route took yet
+            queue.arm_ticks()  # a new leader's TTL and consumer timeout ticks, the queue idle
             for incarnation in queue.consumer_nodes():
                 member = incarnation.split("#")[0]
                 if member == cluster.node_id:
@@ -281,6 +283,11 @@ class QuorumQueues:
 
     def consumer_lease(self) -> int:
         return self._consumer_lease
+
+    def consumer_timeout(self) -> int | None:
+        if not self.node.metadata.state.flag_enabled(QUORUM_CONSUMER_TIMEOUT):
+            return None
+        return max(0, self._consumer_timeout)
 
     def fetch_bodies(self, group: str, mids: list[int], callback: Any) -> None:
         self.node.background(self._fetch(group, mids, callback), f"fetching message bodies of {group}")

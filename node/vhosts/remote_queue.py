@@ -231,6 +231,13 @@ class RemoteConsumer:
         self.service.send(self.peer, ["gone", self.cid, Condition.RESOURCE_DELETED,
                                       f"queue '{self.queue.name}' in vhost '{self.queue.vhost}' was deleted"])
 
+    def timed_out(self, description: str) -> None:
+        """The consumer timeout: the peer ends the link on "gone" and sends no detach back, so
+        the queue here lets the consumer go now (what it still holds returns)."""
+        self.service.served.pop((self.peer, self.cid), None)
+        self.service.send(self.peer, ["gone", self.cid, Condition.RESOURCE_LIMIT_EXCEEDED, description])
+        self.queue.detach_consumer(self)
+
 
 class QueueService:
     """Both ends of the data path on this node."""

@@ -23,9 +23,10 @@ from amqp.errors import Condition
 from amqp.types import Symbol, Timestamp
 from metadata import commands as mc
 from metadata import limits
+from metadata.feature_flags import QUORUM_CONSUMER_TIMEOUT
 from node.vhosts.metadata_store import new_key as mc_key
 from queues.arguments import check_declare as check_queue_type_arguments
-from queues.base import Outcome, Queue, QueueArgumentError, QueueMessage
+from queues.base import Outcome, Queue, QueueArgumentError, QueueMessage, consumer_timeout_of
 from queues.classic import ClassicQueueConfig
 from queues.equivalence import first_difference, inequivalent
 from queues.quorum import QuorumConfig
@@ -125,12 +126,16 @@ class VHost:
         try:  # refuse early, without a round through Raft
             if qtype == "quorum":
                 QuorumConfig.from_arguments(arguments)
+                if "x-consumer-timeout" in arguments and QUORUM_CONSUMER_TIMEOUT not in self.node.projections.feature_flags:
+                    raise QueueArgumentError(f"x-consumer-timeout on a quorum queue needs the feature flag "
+                                             f"{QUORUM_CONSUMER_TIMEOUT} (warren ctl enable_feature_flag all)")  # fmt: skip
                 replicas = self._place_replicas(name, durable, exclusive_owner, auto_delete, arguments)
             elif qtype == "stream":
                 config = check_stream_declaration(durable, exclusive_owner, auto_delete, arguments)
                 replicas = self.node.streams.place(self.name, name, arguments, config)
             else:
                 ClassicQueueConfig.from_arguments(arguments)
+                consumer_timeout_of(arguments)
             check_queue_type_arguments(qtype, arguments)  # after the type's own, more telling, refusals
         except QueueArgumentError as e:
             raise InvalidArgument(str(e)) from None

@@ -34,7 +34,7 @@ class ConsumerState:
     consumer is in exactly one deque of CreditFlow.active (its priority's).
     """
 
-    __slots__ = ("consumer", "priority", "delivery_count", "credit", "drain", "active", "reply", "unacked")
+    __slots__ = ("consumer", "priority", "delivery_count", "credit", "drain", "active", "reply", "unacked", "timed_out")
 
     def __init__(self, consumer: Consumer, priority: int, delivery_count: int) -> None:
         self.consumer = consumer
@@ -45,6 +45,7 @@ class ConsumerState:
         self.active = False
         self.reply = False  # a credit_reply is owed after the current dispatch
         self.unacked: dict[int, QueueMessage] = {}
+        self.timed_out = False  # held a message past the consumer timeout (timeouts.py): never active again
 
 
 class CreditFlow:
@@ -140,7 +141,7 @@ class CreditFlow:
             self.replies.append(cs)
 
     def activate(self, cs: ConsumerState) -> None:
-        if self.single_active and cs is not self.sac:
+        if (self.single_active and cs is not self.sac) or cs.timed_out:
             return  # waits with its credit (stays inactive)
         level = self.active.get(cs.priority)
         if level is None:

@@ -47,6 +47,7 @@ from .paging import PagedTail
 from .persistence import MemoryPersistence, Persistence, store_key
 from .recovery import QueueRecovery
 from .retention import Retention
+from .timeouts import ConsumerTimeouts
 
 __all__ = ["ClassicQueue"]
 
@@ -71,14 +72,15 @@ class ClassicQueue(QueueRecovery, QueueFigures, Queue):
     """`memory_window`/`memory_bytes`: the most ready messages/payload bytes
     kept in memory (None: no limit); the rest are paged to `persistence`.
     `checkpoint_every`: publishes or tail reads between a durable queue's
-    checkpoints, at least (checkpoint.py)."""
+    checkpoints, at least (checkpoint.py). `consumer_timeout`: the node's, ms
+    (timeouts.py; x-consumer-timeout overrides it); 0: none."""
 
     type_name = "classic"
 
     def __init__(self, vhost: str, name: str, durable: bool, exclusive_owner: Any, auto_delete: bool,
                  arguments: dict, *, host: QueueHost, persistence: Persistence | None = None,
                  memory_window: int | None = None, memory_bytes: int | None = None,
-                 checkpoint_every: int = CHECKPOINT_EVERY) -> None:  # fmt: skip
+                 checkpoint_every: int = CHECKPOINT_EVERY, consumer_timeout: int = 0) -> None:  # fmt: skip
         super().__init__(vhost, name, durable, exclusive_owner, auto_delete, arguments)
         self.config = ClassicQueueConfig.from_arguments(self.arguments)
         self.stats = ClassicQueueCounters()
@@ -101,6 +103,7 @@ class ClassicQueue(QueueRecovery, QueueFigures, Queue):
         self._retention = Retention(self)  # dead-lettering, limits, TTL, x-expires
         self._discard = self._retention.discard
         self._checkpoints = self._checkpointer(checkpoint_every) if durable else None
+        self._timeouts = ConsumerTimeouts(self, consumer_timeout)
 
     def _checkpointer(self, every: int) -> Checkpointer | None:
         """A durable queue's crash-safe positions (checkpoint.py)."""
@@ -147,6 +150,7 @@ class ClassicQueue(QueueRecovery, QueueFigures, Queue):
         config = ClassicQueueConfig.from_arguments(arguments)  # raises QueueArgumentError
         if config == self.config and arguments == self.effective_arguments:
             return
+        self._timeouts.configure(arguments)  # raises QueueArgumentError
         self.effective_arguments = dict(arguments)
         self.config = config
         self._drop_head = config.limited and config.overflow == DROP_HEAD
@@ -333,6 +337,8 @@ class ClassicQueue(QueueRecovery, QueueFigures, Queue):
                     break
         finally:
             self._dispatching = False
+        if self._unacked_count and self._timeouts.timeout:
+            self._timeouts.watch()
         flow = self._flow
         if flow.draining or flow.replies:
             flow.send_replies(not self._messages, lambda: self.message_count)
@@ -384,6 +390,7 @@ class ClassicQueue(QueueRecovery, QueueFigures, Queue):
     def _requeue(self, msg: QueueMessage, changed: bool) -> None:
         """Back to its place among the ready messages (by seq)."""
         msg.acquired = True
+        self._timeouts.requeued(msg.seq)
         self._messages.requeue(msg)
         if changed and self.durable and msg.durable:
             self._persistence.update(self.store_key, msg.seq, msg)

@@ -12,6 +12,7 @@ The machine, pure (no I/O, no clock, no randomness):
     machine.py   apply(command, state, index) -> (state, effects)
     dispatch.py  how messages move: to consumers, back, out (machine.py's parts)
     priority.py  two-level message priority: high served 2:1 with normal
+    timeouts.py  the consumer timeout: Ticks stamp checked-out messages, return late ones
     dedup.py     Publish batches applied once per (publisher, seq)
     queries.py   release_cursor, overview, ... (read-only)
     snapshot.py  snapshot_bytes(state) / restore(bytes), versioned
@@ -40,11 +41,13 @@ from .commands import (
     SetConfig,
     Settle,
     Tick,
+    TickTimeouts,
     msg_id,
     split_msg_id,
 )
 from .effects import (
     Confirm,
+    ConsumerTimedOut,
     CreditReply,
     DeadLetter,
     Deliver,
@@ -66,12 +69,14 @@ from .queries import (
 )
 from .snapshot import SnapshotFormatError, restore, snapshot_bytes
 from .state import MACHINE_VERSION, QueueArgumentError, QuorumConfig, QuorumState, new_state
+from .timeouts import next_timeout
 
 __all__ = [
     "COMMANDS",
     "MACHINE_VERSION",
     "Attach",
     "Confirm",
+    "ConsumerTimedOut",
     "Credit",
     "CreditReply",
     "DeadLetter",
@@ -100,6 +105,7 @@ __all__ = [
     "SnapshotFormatError",
     "StoreBodies",
     "Tick",
+    "TickTimeouts",
     "apply",
     "checked_out",
     "consumer_link",
@@ -107,6 +113,7 @@ __all__ = [
     "msg_id",
     "new_state",
     "next_expiry",
+    "next_timeout",
     "overview",
     "publish_outcome",
     "release_cursor",

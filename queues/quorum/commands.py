@@ -51,6 +51,7 @@ __all__ = [
     "SetConfig",
     "Settle",
     "Tick",
+    "TickTimeouts",
     "msg_id",
     "split_msg_id",
 ]
@@ -243,6 +244,21 @@ class Tick:
     now_ms: int
 
 
+@command("quorum.tick", version=2)
+@dataclass(frozen=True, slots=True)
+class TickTimeouts(Tick):
+    """Tick, and the consumer timeout (timeouts.py): the messages checked out
+    since the last TickTimeouts are stamped with `now_ms`, and those a consumer
+    has held since one at least `consumer_timeout` ms before this one go back
+    to the queue, the consumer timed out (effects.ConsumerTimedOut); 0: no timeout. The leader stamps its
+    effective timeout (x-consumer-timeout, a policy's, else its node setting
+    consumer_timeout), so every member applies the same. Proposed once every
+    member knows it (feature flag quorum_consumer_timeout): a member that does
+    not cannot read it (raft.records refuses an unknown version)."""
+
+    consumer_timeout: int = 0
+
+
 @command("quorum.purge", version=1)
 @dataclass(frozen=True, slots=True)
 class Purge:
@@ -290,6 +306,7 @@ COMMANDS: tuple[type, ...] = (
     Discard,
     Modify,
     Tick,
+    TickTimeouts,
     Purge,
     DownConsumersOnNode,
     DeadLetterSettled,

@@ -158,6 +158,8 @@ def deactivate(st: QuorumState, cs: ConsumerState) -> None:
 
 
 def eligible(st: QuorumState, cs: ConsumerState) -> bool:
+    if cs.timed_out:
+        return False  # held a message past the consumer timeout (timeouts.py): nothing more
     return not st.config.single_active_consumer or st.sac_active == cs.consumer_id
 
 
@@ -283,6 +285,7 @@ def dispatch(st: QuorumState, ctx: Ctx, fresh_from: int = NO_FRESH) -> None:
         else:
             st.checked_count += got
             st.checked_bytes += size_out
+            st.unstamped = True  # the next Tick stamps them (timeouts.py)
         spend_credit(service, prios, prio, level, cs, got)
     if pending:
         ready.drop(pending)
@@ -329,12 +332,13 @@ def remove_consumer(st: QuorumState, cs: ConsumerState) -> None:
         st.checked_bytes -= size
         st.counters.returned += len(checked)
         cs.checked = {}
+        cs.since = {}
     if st.sac_active == cs.consumer_id:
         st.sac_active = None
         if st.consumers:
             nxt = max(st.consumers.values(), key=_priority)  # first of the highest priority, in attach order
             st.sac_active = nxt.consumer_id
-            if nxt.credit > 0:
+            if nxt.credit > 0 and not nxt.timed_out:
                 activate(st, nxt)
 
 

@@ -23,6 +23,7 @@ __all__ = [
     "REASON_REJECTED",
     "REASONS",
     "Confirm",
+    "ConsumerTimedOut",
     "CreditReply",
     "DeadLetter",
     "Deliver",
@@ -130,4 +131,15 @@ class Dropped:
     count: int
 
 
-Effect = StoreBodies | Confirm | Deliver | CreditReply | DeadLetter | Purged | Dropped
+@dataclass(frozen=True, slots=True)
+class ConsumerTimedOut:
+    """The consumer held `count` messages past the consumer timeout of
+    `timeout` ms: they are back in the queue, and the consumer gets nothing
+    more. Its node ends the link (the link's Detach returns what it still holds)."""
+
+    consumer_id: Any
+    timeout: int
+    count: int
+
+
+Effect = StoreBodies | Confirm | Deliver | CreditReply | DeadLetter | Purged | Dropped | ConsumerTimedOut

@@ -46,5 +46,9 @@ class QuorumHost(Protocol):
         """At most how many messages a follower holds for a consumer beyond its credit
         (credit_lease.py, setting quorum_consumer_lease); 0: none."""
 
+    def consumer_timeout(self) -> int | None:
+        """The node setting consumer_timeout (ms; 0: none), the timeout of queues that set
+        none; None while feature flag quorum_consumer_timeout is off (ticks.py)."""
+
     def fetch_bodies(self, group: str, mids: list[int], callback: Any) -> None:
         """Ask the other members for these stored messages; `callback(found, mids)`."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from queues.base import Consumer
+from queues.base import Consumer, consumer_timeout_text
 
 from .bodies import BodyStore
 from .commands import Detach
@@ -53,6 +53,13 @@ class LocalLinks:
 
     def id_of(self, consumer: Consumer) -> str | None:
         return self._ids.get(consumer)
+
+    def timed_out(self, cid: str, timeout: int) -> None:
+        """The machine took back what the consumer held past the timeout: its link ends
+        (its Detach returns the rest)."""
+        consumer = self.consumers.get(cid)
+        if consumer is not None:
+            consumer.timed_out(consumer_timeout_text(self._queue, timeout))
 
     def close(self) -> None:
         """The queue was deleted: every link hears it."""

@@ -38,7 +38,9 @@ Semantics (RabbitMQ 4 quorum queues, as Warren re-creates them):
   reject-publish, as in RabbitMQ) moves it into the holding area until
   DeadLetterSettled.
 - Tick expires messages at the head whose expiry is <= now (a message
-  without TTL at the head shields the ones behind it, as in RabbitMQ).
+  without TTL at the head shields the ones behind it, as in RabbitMQ);
+  TickTimeouts also stamps the checked-out messages, returns those held past
+  the consumer timeout and times their consumers out (timeouts.py).
 - Credit (API v2): credit = receiver's delivery-count + link credit - ours
   (RFC 1982), clamped at 0; deliveries follow; drain then spends the credit
   left by advancing delivery-count; echo or drain gets a CreditReply.
@@ -88,6 +90,7 @@ from .effects import (
 from .priority import is_high
 from .queries import checked_out, consumer_link, dead_letter_pending, next_expiry, overview, release_cursor
 from .state import M_ANN, M_ID, M_SIZE, ConsumerState, QuorumConfig, QuorumState, new_state
+from .timeouts import stamp, time_out
 
 __all__ = [
     "MAX_CREDIT",
@@ -287,6 +290,7 @@ def _settle(st: QuorumState, cmd: c.Settle, index: int, ctx: Ctx) -> None:
     if cs is None:
         return
     pop = cs.checked.pop
+    unstamp = cs.since.pop
     release = st.live.release
     n = size = 0
     run_idx = -1  # settlements come in runs of one raft index: released a run at a time
@@ -295,6 +299,7 @@ def _settle(st: QuorumState, cmd: c.Settle, index: int, ctx: Ctx) -> None:
         msg = pop(mid, None)
         if msg is None:
             continue
+        unstamp(mid, None)
         n += 1
         size += msg[1]
         idx = mid >> c.POS_BITS
@@ -321,6 +326,7 @@ def _return(st: QuorumState, cmd: c.Return, index: int, ctx: Ctx) -> None:
         msg = pop(mid, None)
         if msg is None:
             continue
+        cs.since.pop(mid, None)
         n += 1
         size += msg[M_SIZE]
         requeue(st, msg, 0, msg[M_ANN])
@@ -341,6 +347,7 @@ def _discard(st: QuorumState, cmd: c.Discard, index: int, ctx: Ctx) -> None:
         msg = pop(mid, None)
         if msg is None:
             continue
+        cs.since.pop(mid, None)
         st.checked_count -= 1
         st.checked_bytes -= msg[M_SIZE]
         kill(st, msg, REASON_REJECTED, ctx)
@@ -359,6 +366,7 @@ def _modify(st: QuorumState, cmd: c.Modify, index: int, ctx: Ctx) -> None:
         msg = pop(mid, None)
         if msg is None:
             continue
+        cs.since.pop(mid, None)
         st.checked_count -= 1
         st.checked_bytes -= msg[M_SIZE]
         ann = msg[M_ANN]
@@ -385,6 +393,10 @@ def _tick(st: QuorumState, cmd: c.Tick, index: int, ctx: Ctx) -> None:
     if now > st.clock:
         st.clock = now
     now = st.clock
+    if isinstance(cmd, c.TickTimeouts):  # version 1 stamps nothing: its state stays a 0.2 machine's
+        stamp(st, now)
+        if cmd.consumer_timeout > 0:
+            time_out(st, now, cmd.consumer_timeout, ctx)
     while True:
         first = head(st)
         if first is None or first[2] is None or first[2] > now:
@@ -444,6 +456,7 @@ _HANDLERS = {
     c.Discard: _discard,
     c.Modify: _modify,
     c.Tick: _tick,
+    c.TickTimeouts: _tick,
     c.Purge: _purge,
     c.DownConsumersOnNode: _down,
     c.DeadLetterSettled: _dlx_settled,

@@ -73,6 +73,7 @@ def dispatch_prioritised(st: QuorumState, ctx: Any, fresh_from: int) -> None:
             cs.checked[mid] = msg
             st.checked_count += 1
             st.checked_bytes += size
+            st.unstamped = True
         delivered += 1
         moves.spend_credit(service, prios, prio, level, cs, 1)
     counters = st.counters

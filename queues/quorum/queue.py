@@ -15,7 +15,8 @@ Its parts: bodies.py keeps the message bodies beside the journal,
 proposals.py gets commands into the log despite leader changes,
 publishing.py batches a loop turn's publishes, links.py serves the consumer
 links attached through this node, publish_hold.py holds the publishers while
-a replica with consumers lags (node/vhosts/quorum_flow.py carries its reports).
+a replica with consumers lags (node/vhosts/quorum_flow.py carries its reports),
+ticks.py proposes the leader's Ticks (TTL, consumer timeouts).
 
 Snapshots: when pysyncobj compacts the log (every `COMPACTION_ENTRIES`
 entries or `COMPACTION_BYTES` of commands, whichever comes first) the
@@ -36,7 +37,7 @@ from typing import Any
 
 from queues import quorum as qq
 from queues.base import ConfirmCallback, Consumer, Queue, QueueMessage, Settlement
-from queues.quorum.state import M_ANN, expires_of
+from queues.quorum.state import M_ANN, consumer_timeout_of, expires_of
 
 from .bodies import BodyStore
 from .expiry import IdleExpiry
@@ -45,6 +46,7 @@ from .links import LocalLinks
 from .proposals import Proposer
 from .publish_hold import PublishHold
 from .publishing import PublishBatcher
+from .ticks import LeaderTicks
 
 __all__ = ["COMPACTION_BYTES", "COMPACTION_ENTRIES", "QuorumHost", "QuorumQueue"]
 
@@ -72,8 +74,7 @@ class QuorumQueue(Queue):
         # runs after each publish batch applied here and when the last local consumer leaves
         self.publish_hold = PublishHold()
         self.on_applied: Any = None
-        self._tick_timer: Any = None
-        self._tick_at: int | None = None
+        self.ticks = LeaderTicks(host, self._tick, self._consumer_timeout)
         self._downing: set[str] = set()  # node incarnations: DownConsumersOnNode proposed, not yet applied
         self._dlx_sending: set[int] = set()  # held dead letters published, their targets' confirms awaited
         self._dlx_confirmed: list[int] = []  # confirmed, DeadLetterSettled not proposed yet (one per loop turn)
@@ -118,6 +119,7 @@ class QuorumQueue(Queue):
             self.expiry.configure(expires)
         if config != self.state.config:
             self.proposals.submit(qq.SetConfig(tuple(config.as_list())))
+        self.arm_ticks()  # a new consumer timeout: due at once, not at the old one's
 
     def detach_consumer(self, consumer: Consumer) -> None:
         cid = self.links.remove(consumer)
@@ -182,8 +184,7 @@ class QuorumQueue(Queue):
         self.expiry.stop()
         self.proposals.stop()
         self.publish_hold.set(False)  # its held publishers may publish elsewhere
-        if self._tick_timer is not None:
-            self._tick_timer.cancel()
+        self.ticks.stop()
         self.links.close()
         return qq.overview(self.state)["depth"]
 
@@ -268,10 +269,14 @@ class QuorumQueue(Queue):
                 self._dead_letter(effect)
             elif isinstance(effect, qq.Dropped) and leader:  # counted once, by the leader
                 self._host.count_dropped(self, effect.reason, effect.count)
+            elif isinstance(effect, qq.ConsumerTimedOut):
+                links.timed_out(effect.consumer_id, effect.timeout)
         if isinstance(record, qq.DownConsumersOnNode):
             links.end_unknown()
         if leader:
-            self._arm_tick()
+            self.ticks.arm(self.state, record)
+        else:
+            self.ticks.follower()
 
     def _body_arrived(self, mid: int, delivery: tuple) -> None:
         self.links.body_arrived(mid, delivery)
@@ -322,23 +327,27 @@ class QuorumQueue(Queue):
         if ids and not self.deleted:
             self.proposals.submit(qq.DeadLetterSettled(ids))
 
-    def _arm_tick(self) -> None:
-        """The leader ticks the machine when the head message's TTL runs out."""
-        due = qq.next_expiry(self.state)
-        if due == self._tick_at:
-            return
-        if self._tick_timer is not None:
-            self._tick_timer.cancel()
-            self._tick_timer = None
-        self._tick_at = due
-        if due is not None:
-            delay = max(0.0, (due - self._host.now_ms()) / 1000)
-            self._tick_timer = self._host.call_later(delay + 0.001, self._tick)
-
-    def _tick(self) -> None:
-        self._tick_timer, self._tick_at = None, None
+    def arm_ticks(self) -> None:
+        """On the leader, the Tick timer from the state as it is (also periodically: a new
+        leader of an idle queue applies nothing that would arm it)."""
         if not self.deleted and self._qh.is_leader(self.group):
-            self.proposals.submit(qq.Tick(self._host.now_ms()))
+            self.ticks.arm(self.state, None)
+
+    def _tick(self, record: Any) -> bool:
+        """The leader's Tick (ticks.py): TTL, consumer timeouts. Whether it was proposed."""
+        if self.deleted or not self._qh.is_leader(self.group):
+            return False
+        self.proposals.submit(record)
+        return True
+
+    def _consumer_timeout(self) -> int | None:
+        """x-consumer-timeout (the smaller of the queue's and its policy's), else the
+        node setting consumer_timeout; None while the feature flag is off."""
+        node = self._qh.consumer_timeout()
+        if node is None:
+            return None
+        own = consumer_timeout_of(self.effective_arguments)
+        return node if own is None else own
 
     # -- consumers whose node is gone ---------------------------------------------------
 

@@ -7,8 +7,8 @@
               publishers, prio_turn]
              config     QuorumConfig fields in declaration order
              counters   Counters slots in order
-             consumers  [[id, priority, node, delivery_count, credit, settled, in_service], ...]
-                        in attach order
+             consumers  [[id, priority, node, delivery_count, credit, settled, in_service,
+                          timed_out], ...] in attach order
              service    [[priority, [consumer id, ...]], ...] highest priority
                         first, each level in round-robin order
              publishers [[publisher, low, [seq above low, ...],
@@ -18,7 +18,8 @@
              by id), the ready section, the high-priority ready section, a
              message section per consumer for
              its checked-out messages (consumers in attach order, messages
-             in delivery order), the dlx holding (a message section with a
+             in delivery order), each followed by its stamps (n u32 | the
+             first n of those messages' `since` n*i64), the dlx holding (a message section with a
              reason column), then the live index counts.
 
     message section: n u32 | flags u8 | ids n*u64 | sizes n*u32
@@ -43,6 +44,9 @@ it. A layout or a machine version newer than this build's is refused
 (SnapshotFormatError), never guessed at; a new layout is a new
 SNAPSHOT_FORMAT and `restore` keeps reading the old ones:
 
+    format 4  as format 5, without timed_out and the stamps; still written
+              while no consumer is stamped or timed out (the flag
+              quorum_consumer_timeout off), which earlier versions read
     format 3  as format 4, without the high-priority ready section and prio_turn
     format 2  the ready messages as a message section (12 B each) instead
               of runs
@@ -76,7 +80,7 @@ from .state import MACHINE_VERSION, ConsumerState, Counters, PublisherState, Quo
 __all__ = ["SNAPSHOT_FORMAT", "SnapshotFormatError", "restore", "snapshot_bytes"]
 
 MAGIC = b"WQQS"
-SNAPSHOT_FORMAT = 4
+SNAPSHOT_FORMAT = 5
 _HEAD = struct.Struct("<4sHHII")  # magic, format, machine version, crc, meta length
 _HEAD_V1 = struct.Struct("<4sHII")  # format 1: no machine version
 _LEGACY_HOST_FORMAT = 1  # format 0's outer list
@@ -144,8 +148,12 @@ def _pack_ready(parts: list[bytes], ready: ReadyList) -> None:
 
 def snapshot_bytes(state: QuorumState) -> bytes:
     """The whole state (no bodies) as deterministic, versioned bytes."""
+    # format 4 while no consumer was stamped (feature flag quorum_consumer_timeout off): the
+    # layout members of earlier versions read, so a leader can still send them a snapshot
+    timeouts = any(cs.since or cs.timed_out for cs in state.consumers.values())
     consumers = [
         [cs.consumer_id, cs.priority, cs.node, cs.delivery_count, cs.credit, cs.settled, cs.in_service]
+        + ([cs.timed_out] if timeouts else [])
         for cs in state.consumers.values()
     ]
     service = [[prio, [cs.consumer_id for cs in state.service[prio]]] for prio in state.prios]
@@ -168,6 +176,9 @@ def snapshot_bytes(state: QuorumState) -> bytes:
     _pack_ready(parts, state.ready_high)
     for cs in state.consumers.values():
         _pack_msgs(parts, list(cs.checked.values()))
+        if timeouts:
+            parts.append(_U32.pack(len(cs.since)))  # stamped: the oldest checked-out messages (timeouts.py)
+            parts.append(_col("q", cs.since.values()))
     dlx = list(state.dlx.values())
     _pack_msgs(parts, [m for m, _ in dlx], [r for _, r in dlx])
     live = state.live.key()
@@ -175,7 +186,8 @@ def snapshot_bytes(state: QuorumState) -> bytes:
     parts.append(_col("Q", (i for i, _ in live)))
     parts.append(_col("I", (n for _, n in live)))
     body = b"".join(parts)
-    return _HEAD.pack(MAGIC, SNAPSHOT_FORMAT, state.machine_version, zlib.crc32(body), len(meta)) + body
+    fmt = SNAPSHOT_FORMAT if timeouts else 4
+    return _HEAD.pack(MAGIC, fmt, state.machine_version, zlib.crc32(body), len(meta)) + body
 
 
 # ---------------------------------------------------------------- restore
@@ -296,7 +308,7 @@ def _restore(data: bytes) -> QuorumState:
     if fmt == 1:
         _, _, crc, meta_len = _HEAD_V1.unpack_from(data)
         version, start = 1, _HEAD_V1.size
-    elif fmt in (2, 3, SNAPSHOT_FORMAT):
+    elif fmt in (2, 3, 4, SNAPSHOT_FORMAT):
         if len(data) < _HEAD.size:
             raise SnapshotFormatError("not a quorum queue snapshot: too short")
         _, _, version, crc, meta_len = _HEAD.unpack_from(data)
@@ -331,8 +343,9 @@ def _restore(data: bytes) -> QuorumState:
         state.counters = Counters(*counters)
         state.sac_active = sac_active
         state.prio_turn = int(prio_turn)
-        for cid, priority, node, dc, credit, settled, in_service in consumers:
-            state.consumers[cid] = ConsumerState(cid, priority, node, dc, credit, settled, None, in_service)
+        for cid, priority, node, dc, credit, settled, in_service, *timed_out in consumers:  # format 5: timed_out
+            state.consumers[cid] = ConsumerState(cid, priority, node, dc, credit, settled, None, in_service, None,
+                                                 bool(timed_out and timed_out[0]))  # fmt: skip
         for prio, cids in service:
             state.service[prio] = deque(state.consumers[cid] for cid in cids)
             state.prios.append(prio)
@@ -357,6 +370,13 @@ def _restore(data: bytes) -> QuorumState:
         cs.checked = dict(zip(ids, msgs, strict=True))
         state.checked_count += len(msgs)
         state.checked_bytes += size
+        if fmt >= 5:
+            n = rd.u32()
+            if n > len(msgs):
+                raise SnapshotFormatError("more stamps than checked-out messages")
+            cs.since = dict(zip(ids[:n], rd.col("q", n), strict=True))
+        if len(cs.since) < len(cs.checked):
+            state.unstamped = True
     msgs, reasons, size, ids = rd.msgs(with_reasons=True)
     state.dlx = dict(zip(ids, zip(msgs, reasons or (), strict=True), strict=True))
     state.dlx_bytes = size

@@ -26,6 +26,7 @@ Where a message is (each live message is in exactly one place):
                   part of the state that grows with a backlog
     consumers[c].checked
                   dict msg_id -> tuple: handed to consumer c, not settled
+                  (consumers[c].since: when, for the consumer timeout)
     dlx           dict msg_id -> (tuple, reason): at-least-once dead letters
                   waiting for DeadLetterSettled
 
@@ -50,7 +51,7 @@ from collections import deque
 from dataclasses import dataclass, fields
 from typing import Any
 
-from queues.base import QueueArgumentError
+from queues.base import QueueArgumentError, consumer_timeout_of
 
 from .live import LiveIndexes
 from .ready import ReadyList
@@ -73,6 +74,8 @@ __all__ = [
     "Counters",
     "QueueArgumentError",
     "QuorumConfig",
+    "consumer_timeout_of",
+    "expires_of",
     "QuorumState",
     "PublisherState",
     "new_state",
@@ -83,6 +86,8 @@ M_ID, M_SIZE, M_EXPIRY, M_DC, M_ACQ, M_ANN = range(6)
 # The machine's version: what `apply` does with each command. Snapshots carry it,
 # and a member refuses a snapshot from a newer machine instead of guessing at it.
 # A change to what any command does (its state or its effects) is a new version.
+# (A new command version, such as quorum.tick 2, leaves the others as they were:
+# proposed only once every member knows it, it needs no new machine version.)
 MACHINE_VERSION = 1
 REMEMBERED_BATCHES = 64  # per publisher: outcomes kept for batches that may be proposed again
 
@@ -154,6 +159,7 @@ class QuorumConfig:
         if not isinstance(sac, bool):
             raise QueueArgumentError(f"x-single-active-consumer must be a boolean, got {sac!r}")
         expires_of(arguments)  # checked here; the replica acts on it, not the machine (expiry.py)
+        consumer_timeout_of(arguments)  # checked here; the leader's ticks carry it, not the config (ticks.py)
         return cls(
             delivery_limit=None if limit == -1 else int(limit),
             dead_letter=dlx is not None,
@@ -214,10 +220,12 @@ class Counters:
 class ConsumerState:
     """One attached consumer link, as the queue holds it (credit API v2)."""
 
-    __slots__ = ("consumer_id", "priority", "node", "delivery_count", "credit", "settled", "checked", "in_service")
+    __slots__ = ("consumer_id", "priority", "node", "delivery_count", "credit", "settled", "checked", "in_service",
+                 "since", "timed_out")  # fmt: skip
 
     def __init__(self, consumer_id: Any, priority: int, node: str, delivery_count: int, credit: int, settled: bool,
-                 checked: dict | None = None, in_service: bool = False) -> None:  # fmt: skip
+                 checked: dict | None = None, in_service: bool = False, since: dict | None = None,
+                 timed_out: bool = False) -> None:  # fmt: skip
         self.consumer_id = consumer_id
         self.priority = priority
         self.node = node
@@ -226,10 +234,14 @@ class ConsumerState:
         self.settled = settled  # pre-settled (at-most-once) consumer
         self.checked: dict[int, tuple] = {} if checked is None else checked  # msg_id -> message tuple
         self.in_service = in_service  # in QuorumState.service: has credit and may receive
+        # msg_id -> the first TickTimeouts time that saw it checked out (timeouts.py): the
+        # checked-out messages one stamped, in checkout order; those after them await the next
+        self.since: dict[int, int] = {} if since is None else since
+        self.timed_out = timed_out  # held a message past the consumer timeout: never in service again
 
     def key(self) -> tuple:
         return (self.consumer_id, self.priority, self.node, self.delivery_count, self.credit, self.settled,
-                list(self.checked.items()), self.in_service)  # fmt: skip
+                list(self.checked.items()), self.in_service, list(self.since.items()), self.timed_out)  # fmt: skip
 
     def __repr__(self) -> str:
         return (f"ConsumerState({self.consumer_id!r}, prio={self.priority}, dc={self.delivery_count}, "
@@ -281,6 +293,7 @@ class QuorumState:
         "counters",
         "publishers",  # publisher -> PublisherState: Publish batches applied once
         "machine_version",  # MACHINE_VERSION of the machine that wrote this state
+        "unstamped",  # messages were checked out since the last TickTimeouts (a hint for the leader's ticks, not in key())
     )
 
     def __init__(self, config: QuorumConfig) -> None:
@@ -304,6 +317,7 @@ class QuorumState:
         self.counters = Counters()
         self.publishers: dict[str, PublisherState] = {}
         self.machine_version = MACHINE_VERSION
+        self.unstamped = False
 
     @property
     def ready_count(self) -> int:
@@ -314,6 +328,8 @@ class QuorumState:
         sorted, consumers by id)."""
         parts = []
         for name in self.__slots__:
+            if name == "unstamped":
+                continue  # a hint for the host: no effect depends on it
             value = getattr(self, name)
             if name == "returned":
                 value = sorted(value)

@@ -74,4 +74,6 @@ def check_stream_declaration(durable: bool, exclusive_owner: Any, auto_delete: b
     """A stream is durable, shared and kept (as in RabbitMQ); raises QueueArgumentError."""
     if not durable or exclusive_owner is not None or auto_delete:
         raise QueueArgumentError("a stream is durable, not exclusive and not auto-delete")
+    if "x-consumer-timeout" in arguments:  # as RabbitMQ: a stream consumer settles nothing to time out
+        raise QueueArgumentError("x-consumer-timeout is not supported on a stream: its consumers settle nothing")
     return StreamConfig.from_arguments(arguments)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from dataclasses import fields
 
+import pytest
+
 from node.cli import build_parser, server_config
 from node.config import Config
 
@@ -29,3 +31,11 @@ def test_flags_are_typed_like_the_settings(monkeypatch):
     assert cfg.login_workers == 3 and cfg.login_failure_delay == 0.5 and cfg.loopback_users == ["a", "b"]
     assert cfg.amqp_port == 5999 and cfg.definitions_file == "defs.json"
     assert cfg.login_cache_size == Config().login_cache_size  # not given: the default
+
+
+def test_the_consumer_timeout_setting_is_rabbitmqs_and_a_negative_one_is_refused(monkeypatch):
+    monkeypatch.delenv("WARREN_CONSUMER_TIMEOUT", raising=False)
+    assert parse().consumer_timeout == 1_800_000  # RabbitMQ's consumer_timeout default: 30 minutes
+    assert parse("--consumer-timeout", "0").consumer_timeout == 0  # none
+    with pytest.raises(ValueError, match="consumer_timeout must be 0"):
+        parse("--consumer-timeout", "-1")

@@ -80,6 +80,8 @@ class FakeConsumer:
         self.on_deliver = None
         self.on_reply = None
         self.deleted = 0
+        self.timeouts: list[str] = []  # the descriptions timed_out was called with
+        self.on_timed_out = None
 
     @property
     def seqs(self) -> list[int]:
@@ -102,6 +104,11 @@ class FakeConsumer:
 
     def queue_deleted(self) -> None:
         self.deleted += 1
+
+    def timed_out(self, description: str) -> None:
+        self.timeouts.append(description)
+        if self.on_timed_out is not None:
+            self.on_timed_out()
 
 
 class RecordingPersistence(MemoryPersistence):
@@ -143,10 +150,11 @@ class RecordingPersistence(MemoryPersistence):
             cb()
 
 
-def make(host=None, durable=False, auto_delete=False, persistence=None, **arguments) -> ClassicQueue:
+def make(host=None, durable=False, auto_delete=False, persistence=None, consumer_timeout=0,
+         **arguments) -> ClassicQueue:  # fmt: skip
     args = {k.replace("_", "-"): v for k, v in arguments.items()}
     return ClassicQueue("/", "q", durable, None, auto_delete, args, host=host or FakeHost(),
-                        persistence=persistence)  # fmt: skip
+                        persistence=persistence, consumer_timeout=consumer_timeout)  # fmt: skip
 
 
 def msg(body: bytes | str = b"m", durable: bool = False, expires_at: int | None = None) -> QueueMessage:

@@ -85,3 +85,16 @@ def test_alternate_exchange_is_an_exchange_key_never_a_queue_argument():
     assert eff.definition == {"alternate-exchange": "ae", "max-length": 3}  # shown whole, as RabbitMQ
     assert policies.alternate_exchange(policy) == "ae"
     assert policies.alternate_exchange(P("q")) is None and policies.alternate_exchange(None) is None
+
+
+def test_consumer_timeout_the_smaller_of_the_queues_and_the_policys_wins():
+    assert policies.validate({"consumer-timeout": 60_000}, "queues") == {"consumer-timeout": 60_000}
+    for bad in (0, -5, "60000", True):
+        with pytest.raises(policies.PolicyError, match="'consumer-timeout' must be a positive integer"):
+            policies.validate({"consumer-timeout": bad})
+    with pytest.raises(policies.PolicyError, match="does not apply to streams"):
+        policies.validate({"consumer-timeout": 1000}, "streams")
+    policy = P("p", definition={"consumer-timeout": 5000})
+    assert policies.effective({}, policy).arguments == {"x-consumer-timeout": 5000}
+    assert policies.effective({"x-consumer-timeout": 9000}, policy).arguments == {"x-consumer-timeout": 5000}
+    assert policies.effective({"x-consumer-timeout": 2000}, policy).arguments == {"x-consumer-timeout": 2000}

@@ -20,6 +20,7 @@ class Host:
         self.soon: list = []
         self.packs = True  # the feature flag quorum_queue_publish_batch
         self.range_reads = 0
+        self.timers: list = []  # (due ms, fn) armed with call_later
 
     def packs_publishes(self):
         return self.packs
@@ -65,6 +66,11 @@ class Host:
     def consumer_lease(self):
         return self.lease
 
+    timeout = None  # consumer_timeout: None while the flag quorum_consumer_timeout is off
+
+    def consumer_timeout(self):
+        return self.timeout
+
     def after_durable(self, fn):
         fn()
 
@@ -73,13 +79,20 @@ class Host:
 
     # the vhost's part
     def now_ms(self):
-        return 1000
+        return self.clock
+
+    clock = 1000
 
     def call_later(self, delay, fn):
+        host = self
+
         class Handle:
             def cancel(self):
-                pass
+                if entry in host.timers:
+                    host.timers.remove(entry)
 
+        entry = (self.clock + int(delay * 1000), fn)
+        self.timers.append(entry)
         return Handle()
 
     def dead_letter(self, queue, message, reason, confirmed=None):
@@ -89,9 +102,10 @@ class Host:
         pass
 
 
-def make() -> tuple[QuorumQueue, Host]:
+def make(arguments: dict | None = None) -> tuple[QuorumQueue, Host]:
     host = Host()
-    return QuorumQueue("/", "q", {"x-queue-type": "quorum"}, ("n1",), host=host, quorum_host=host, group="g"), host
+    arguments = {"x-queue-type": "quorum", **(arguments or {})}
+    return QuorumQueue("/", "q", arguments, ("n1",), host=host, quorum_host=host, group="g"), host
 
 
 def batch(n: int, seq: int) -> Publish:

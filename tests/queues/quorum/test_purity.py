@@ -6,9 +6,9 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[3] / "queues" / "quorum"
 MACHINE = ("commands", "message_format", "effects", "ready", "live", "state", "machine", "dispatch", "dedup",
-           "queries", "snapshot", "priority")
+           "queries", "snapshot", "priority", "timeouts")
 REPLICA = {"queue", "bodies", "proposals", "publishing", "links", "credit_lease", "host", "publish_hold",
-           "flow_records", "expiry"}
+           "flow_records", "expiry", "ticks"}
 FORBIDDEN = {"asyncio", "socket", "grpc", "threading", "selectors", "time", "random", "os", "logging", "node",
              "storage", "pysyncobj"}  # fmt: skip
 

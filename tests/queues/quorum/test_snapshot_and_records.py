@@ -30,6 +30,7 @@ from queues.quorum import (
     Settle,
     SnapshotFormatError,
     Tick,
+    TickTimeouts,
     apply,
     checked_out,
     new_state,
@@ -56,6 +57,7 @@ SAMPLES = [
     Modify("c", (5,), True, False, {"x-opt-reason": "bad", "x-opt-n": 3}),
     Modify("c", (5,), False, True, None),
     Tick(123),
+    TickTimeouts(123, 30_000),
     Purge(),
     DownConsumersOnNode("rabbit@n2"),
     DeadLetterSettled((9, 10)),
@@ -77,7 +79,7 @@ def test_every_command_kind_has_a_sample():
 @pytest.mark.parametrize("command", SAMPLES, ids=lambda c: type(c).__name__)
 def test_commands_round_trip_through_records(command):
     kind, version = records.kind_of(command)
-    assert kind.startswith("quorum.") and version == {PublishBatch: 3, PublishPrioritised: 2}.get(type(command), 1)
+    assert kind.startswith("quorum.") and version == {PublishBatch: 3, PublishPrioritised: 2, TickTimeouts: 2}.get(type(command), 1)
     decoded = records.decode(records.encode(command))
     assert decoded == command and type(decoded) is type(command)
 
