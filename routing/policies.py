@@ -88,13 +88,24 @@ DEFINITION_KEYS: dict[str, tuple[Any, str]] = {
     # streams (queues/stream/config.py reads them)
     "max-age": (lambda v: isinstance(v, str) and _MAX_AGE.fullmatch(v) is not None, "like 7D, 12h, 30m (Y M D h m s)"),
     "stream-max-segment-size-bytes": (_int_at_least(1), "a positive integer"),
+    "stream-filter-size-bytes": (lambda v: _int_at_least(16)(v) and v <= 255, "an integer from 16 to 255"),
+    "initial-cluster-size": (_int_at_least(1), "a positive integer"),  # a new stream's replicas (streams.place)
+    # kept by RabbitMQ 4 so that old policies still validate; no effect there or here
+    "queue-mode": (_one_of(("default", "lazy")), "one of default, lazy"),
+    "queue-version": (lambda v: not isinstance(v, bool) and v in (1, 2), "1 or 2"),
+    "max-in-memory-length": (_int_at_least(0), "a non-negative integer"),
+    "max-in-memory-bytes": (_int_at_least(0), "a non-negative integer"),
 }
 # Keys for exchanges: never merged into a queue's arguments.
 EXCHANGE_KEYS = ("alternate-exchange",)
 # Keys where, when the queue's own argument sets it too, the smaller value wins.
 SMALLER_WINS_KEYS = ("consumer-timeout",)
 # What an operator policy may set: limits, where the stricter value wins.
-OPERATOR_KEYS = ("message-ttl", "expires", "max-length", "max-length-bytes", "delivery-limit")
+OPERATOR_KEYS = ("message-ttl", "expires", "max-length", "max-length-bytes", "delivery-limit", "max-in-memory-length",
+                 "max-in-memory-bytes", "overflow", "queue-version", "target-group-size")
+# Operator keys whose value replaces the policy's instead of capping it (RabbitMQ's
+# merge_policy_value); the queue's own argument still wins over both, as for any policy.
+_OPERATOR_REPLACES = ("overflow", "queue-version")
 
 
 def validate(definition: Any, apply_to: str = "all", operator: bool = False) -> dict[str, Any]:
@@ -176,10 +187,15 @@ def effective(arguments: Mapping[str, Any], policy: Any = None, operator_policy:
             if key not in OPERATOR_KEYS:
                 continue
             arg = "x-" + key
+            if key in _OPERATOR_REPLACES:
+                definition[key] = value
+                if arg not in arguments:
+                    merged[arg] = value
+                continue
             mine = merged.get(arg)
-            merged[arg] = value if not isinstance(mine, int) else _stricter(key, mine, value)
+            merged[arg] = value if not isinstance(mine, int) else _merge(key, mine, value)
             mine = definition.get(key)
-            definition[key] = value if not isinstance(mine, int) else _stricter(key, mine, value)
+            definition[key] = value if not isinstance(mine, int) else _merge(key, mine, value)
     return Effective(
         policy.name if policy is not None else None,
         operator_policy.name if operator_policy is not None else None,
@@ -195,7 +211,10 @@ def alternate_exchange(policy: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _stricter(key: str, a: int, b: int) -> int:
+def _merge(key: str, a: int, b: int) -> int:
+    """A numeric key set by both a policy (or the queue) and an operator policy: the stricter value."""
     if key == "delivery-limit" and -1 in (a, b):  # -1 is unlimited: the other is stricter
         return b if a == -1 else a
+    if key == "target-group-size":  # more replicas is the safer side
+        return max(a, b)
     return min(a, b)

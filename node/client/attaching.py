@@ -18,9 +18,11 @@ from node.client.links import Publisher, QueueConsumer
 from node.client.management import node_link
 from node.client.stream_source import stream_read_spec
 from node.vhosts.vhost import ResourceLocked
+from queues.arguments import consumer_priority
+from queues.base import QueueArgumentError
 from queues.volatile import is_volatile
 from routing import address
-from routing.errors import NotFound, RoutingError
+from routing.errors import InvalidArgument, NotFound, RoutingError
 
 if TYPE_CHECKING:
     pass
@@ -139,6 +141,10 @@ class LinkAttaching:
                                  f"'{self.vhost.name}'")  # fmt: skip
         # None unless the queue is a stream
         read_spec = stream_read_spec(queue, attach.source, self.node.config.stream_sql_filter_max_length)
+        try:
+            priority = consumer_priority(attach.properties, read_spec is not None)
+        except QueueArgumentError as e:
+            raise InvalidArgument(str(e)) from None
         if termini.is_dynamic(attach.source):
             source = termini.dynamic_source(attach.source, address.QUEUES_PREFIX + address.quote_segment(queue_name))
         else:
@@ -156,10 +162,6 @@ class LinkAttaching:
         if read_spec is not None:
             queue.attach_reader(consumer, read_spec)
             return
-        priority = 0
-        props = attach.properties or {}
-        if "rabbitmq:priority" in props:
-            priority = int(props["rabbitmq:priority"])
         queue.attach_consumer(consumer, priority)
 
     def _attach_when_prepared(self, link: Any, terminus: Any, prepare_queue: Any, finish: Any) -> None:

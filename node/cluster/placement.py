@@ -169,12 +169,16 @@ class Placement:
 
     # -- at declaration --------------------------------------------------------------------
 
-    def leader_for(self, vhost: str, name: str, arguments: Mapping[str, Any]) -> str:
-        """The member that should lead the new quorum queue `name` (raises InvalidArgument)."""
+    def policy_definition(self, vhost: str, name: str, queue_type: str) -> Mapping[str, Any]:
+        """The definition of the policy that applies to a new queue of `queue_type` ({} if none)."""
+        policy = policies.choose(self.node.projections.vhost_policies(vhost), "queue", name, queue_type)
+        return {} if policy is None else policy.definition
+
+    def leader_for(self, vhost: str, name: str, arguments: Mapping[str, Any], queue_type: str = "quorum") -> str:
+        """The member that should lead the new quorum queue or stream `name` (raises InvalidArgument);
+        the policy is the one that applies to a queue of `queue_type` (apply-to streams or quorum_queues)."""
         node = self.node
-        policy = policies.choose(node.projections.vhost_policies(vhost), "queue", name, "quorum")
-        locator = locator_of(arguments, None if policy is None else policy.definition,
-                             self._default_locator)  # fmt: skip
+        locator = locator_of(arguments, self.policy_definition(vhost, name, queue_type), self._default_locator)
         me = node.node_id
         return choose_leader(locator, me, node.metadata.state.members, self.leading_counts(),
                              self.nodes_in_maintenance())  # fmt: skip

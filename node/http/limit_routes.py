@@ -50,7 +50,8 @@ def _handlers(scope: str, key: str):
         body = await read_body(request)
         value = body.get("value")
         if type(value) is not int or not -_MAX_VALUE <= value <= _MAX_VALUE:
-            raise bad_request(f"'value' must be an integer (a negative one means no limit), got {value!r}")
+            raise bad_request(f"{scope} limit '{limit}': 'value' must be an integer (a negative one means no limit), "
+                              f"got {value!r}")
         await api_of(request).node.metadata.run(mc.SetLimit(new_key(), scope, name, limit, value))
         return no_content()
 

@@ -255,9 +255,11 @@ async def put_vhost(request: web.Request) -> web.Response:
         raise bad_request("'description' must be a string")
     if body.get("tracing"):  # RabbitMQ's firehose tracer: not built, so not accepted
         raise bad_request("tracing is not implemented by Warren")
-    queue_type = body.get("default_queue_type")
+    # RabbitMQ reads the older spelling defaultqueuetype when default_queue_type is absent
+    field = "default_queue_type" if "default_queue_type" in body else "defaultqueuetype"
+    queue_type = body.get(field)
     try:
-        check_default_queue_type(queue_type)
+        check_default_queue_type(queue_type, "" if field == "default_queue_type" else f"{field}: ")
     except DefinitionsError as e:
         raise bad_request(str(e)) from None
     node = api.node

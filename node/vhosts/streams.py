@@ -34,10 +34,18 @@ __all__ = ["StreamQueues"]
 DEFAULT_CLUSTER_SIZE = 3  # x-initial-cluster-size, capped by the cluster size
 
 
+def cluster_size(config: StreamConfig, policy_definition: Any) -> int:
+    """Replicas of a new stream: the policy's initial-cluster-size wins over the argument, as in
+    RabbitMQ (policy_precedence); the cluster's size caps it where members are chosen."""
+    return policy_definition.get("initial-cluster-size") or config.initial_cluster_size or DEFAULT_CLUSTER_SIZE
+
+
 class LeaderLocating(Protocol):
     """node/cluster/placement.py: where a new stream's leader goes, and which nodes are drained."""
 
-    def leader_for(self, vhost: str, name: str, arguments: Any) -> str: ...
+    def leader_for(self, vhost: str, name: str, arguments: Any, queue_type: str = ...) -> str: ...
+
+    def policy_definition(self, vhost: str, name: str, queue_type: str) -> Any: ...
 
     def nodes_in_maintenance(self) -> set[str]: ...
 
@@ -73,8 +81,9 @@ class StreamQueues:
         state = self.node.metadata.state
         if not state.flag_enabled(STREAM_REPLICATION):
             return ()
-        size = config.initial_cluster_size or DEFAULT_CLUSTER_SIZE
-        leader = self.node.placement.leader_for(vhost, name, arguments)
+        placement = self.node.placement
+        size = cluster_size(config, placement.policy_definition(vhost, name, "stream"))
+        leader = placement.leader_for(vhost, name, arguments, "stream")
         others = sorted(m for m in state.members if m != leader)
         random.shuffle(others)
         return (leader, *others[: size - 1])

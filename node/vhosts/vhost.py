@@ -25,6 +25,7 @@ from metadata import commands as mc
 from metadata import limits
 from metadata.feature_flags import QUORUM_CONSUMER_TIMEOUT
 from node.vhosts.metadata_store import new_key as mc_key
+from queues.arguments import check_declare as check_queue_type_arguments
 from queues.base import Outcome, Queue, QueueArgumentError, QueueMessage, consumer_timeout_of
 from queues.classic import ClassicQueueConfig
 from queues.equivalence import first_difference, inequivalent
@@ -121,7 +122,7 @@ class VHost:
         if qtype in UNSUPPORTED_TYPES:
             raise QueueTypeNotSupported(f"queue type '{qtype}' is not supported yet")
         if qtype not in QUEUE_TYPES:
-            raise InvalidArgument(f"unknown queue type '{qtype}'")
+            raise InvalidArgument(f"invalid arg 'x-queue-type': unknown queue type '{qtype}'")
         replicas: tuple[str, ...] = ()
         try:  # refuse early, without a round through Raft
             if qtype == "quorum":
@@ -136,6 +137,7 @@ class VHost:
             else:
                 ClassicQueueConfig.from_arguments(arguments)
                 consumer_timeout_of(arguments)
+            check_queue_type_arguments(qtype, arguments)  # after the type's own, more telling, refusals
         except QueueArgumentError as e:
             raise InvalidArgument(str(e)) from None
         owner_id = None if exclusive_owner is None else self.node.owners.id_of(exclusive_owner)

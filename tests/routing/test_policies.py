@@ -55,6 +55,24 @@ def test_queue_arguments_win_and_operator_policies_cap():
     assert none.policy is None and none.definition == {} and none.arguments == {"x-max-length": 2}
 
 
+def test_an_operator_overflow_replaces_the_policys_and_the_queues_own_argument_wins():
+    policy, op = P("p", definition={"overflow": "drop-head"}), P("o", definition={"overflow": "reject-publish"})
+    eff = policies.effective({}, policy, op)
+    assert eff.arguments == {"x-overflow": "reject-publish"} and eff.definition == {"overflow": "reject-publish"}
+    assert policies.effective({"x-overflow": "reject-publish-dlx"}, policy, op).arguments == {
+        "x-overflow": "reject-publish-dlx"}
+    assert policies.effective({}, None, P("o", definition={"queue-version": 1})).arguments == {"x-queue-version": 1}
+    assert policies.validate({"overflow": "reject-publish"}, operator=True) == {"overflow": "reject-publish"}
+
+
+def test_an_operator_target_group_size_takes_the_larger():
+    op = P("o", definition={"target-group-size": 5})
+    assert policies.effective({}, P("p", definition={"target-group-size": 3}), op).arguments == {
+        "x-target-group-size": 5}
+    assert policies.effective({}, P("p", definition={"target-group-size": 7}), op).definition == {
+        "target-group-size": 7}
+
+
 def test_alternate_exchange_is_an_exchange_key_never_a_queue_argument():
     assert policies.validate({"alternate-exchange": "ae"}, "exchanges") == {"alternate-exchange": "ae"}
     with pytest.raises(policies.PolicyError, match="'alternate-exchange' must be a string"):

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from types import SimpleNamespace
 
 import pytest
 
-from node.cluster.placement import Move, choose_leader, locator_of, plan_moves
+from node.cluster.placement import Move, Placement, choose_leader, locator_of, plan_moves
+from node.vhosts.streams import DEFAULT_CLUSTER_SIZE, cluster_size
+from queues.stream.config import StreamConfig
 from routing.errors import InvalidArgument
 
 
@@ -79,3 +82,28 @@ def test_no_leadership_goes_to_an_excluded_node_or_to_a_node_without_a_replica()
     members = {"g0": ("a", "b"), "g1": ("a", "b"), "g2": ("a", "b"), "g3": ("a", "b")}
     moves = plan_moves({g: "a" for g in members}, members)
     assert all(m.target == "b" for m in moves) and apply({g: "a" for g in members}, moves) == {"a": 2, "b": 2}
+
+
+def test_a_streams_policy_places_a_new_streams_leader():
+    """The policy is chosen for the queue's own type: apply-to streams covers a stream, not a quorum queue."""
+    policy = SimpleNamespace(name="p", pattern="^s", apply_to="streams", priority=0,
+                             definition={"queue-leader-locator": "balanced"})  # fmt: skip
+    node = SimpleNamespace(node_id="a", projections=SimpleNamespace(vhost_policies=lambda vhost: [policy]),
+                           metadata=SimpleNamespace(state=SimpleNamespace(members={"a", "b"})))  # fmt: skip
+    placement = Placement(node, "client-local")
+    placement.leading_counts = lambda: {"a": 5, "b": 0}
+    placement.nodes_in_maintenance = lambda: set()
+    assert placement.leader_for("/", "s1", {}, "stream") == "b"  # balanced: the member leading fewest
+    assert placement.leader_for("/", "s1", {}, "quorum") == "a"  # the policy is not for quorum queues
+
+
+def test_a_streams_policy_sets_a_new_streams_replica_count_over_its_argument():
+    policy = SimpleNamespace(name="p", pattern="^s", apply_to="streams", priority=0,
+                             definition={"initial-cluster-size": 5})  # fmt: skip
+    node = SimpleNamespace(projections=SimpleNamespace(vhost_policies=lambda vhost: [policy]))
+    placement = Placement(node, "client-local")
+    assert placement.policy_definition("/", "q", "stream") == {}  # the pattern does not match
+    definition = placement.policy_definition("/", "s1", "stream")
+    assert cluster_size(StreamConfig.from_arguments({"x-initial-cluster-size": 2}), definition) == 5
+    assert cluster_size(StreamConfig.from_arguments({"x-initial-cluster-size": 2}), {}) == 2
+    assert cluster_size(StreamConfig(), {}) == DEFAULT_CLUSTER_SIZE

@@ -134,3 +134,12 @@ def test_a_streams_policy_sets_a_streams_retention(api, node):
     assert api.get("/api/queues/%2F/orders").body["policy"] is None
     config = node.queue("events").config
     assert (config.max_age_s, config.max_bytes) == (3600, 10**6)
+
+
+def test_a_streams_policy_sets_the_bloom_filter_size_of_its_new_chunks(api, node):
+    assert api.put("/api/queues/%2F/events", {"durable": True, "arguments": {"x-queue-type": "stream"}}).status == 201
+    assert api.put("/api/policies/%2F/p", {"pattern": ".*", "apply-to": "streams",
+                                         "definition": {"stream-filter-size-bytes": 64}}).status == 201  # fmt: skip
+    bad = api.put("/api/policies/%2F/bad", {"pattern": ".*", "definition": {"stream-filter-size-bytes": 8}})
+    assert bad.status == 400 and "stream-filter-size-bytes" in bad.body["reason"]
+    assert node.queue("events").config.filter_bytes == 64

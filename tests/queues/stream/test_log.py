@@ -151,3 +151,12 @@ def test_a_failed_write_is_forgotten_and_the_next_goes_where_the_committed_end(t
     log = StreamLog(path, StreamConfig(segment_bytes=200))
     assert read_all(log) == [(0, b"one"), (1, b"two")]
     log.close()
+
+
+def test_x_stream_filter_size_bytes_is_the_size_of_each_chunks_bloom_filter(tmp_path):
+    for size in (16, 255):
+        log = StreamLog(str(tmp_path / f"s{size}"), StreamConfig.from_arguments({"x-stream-filter-size-bytes": size}))
+        append(log, [b"a"], values=["apple"])
+        header, bloom = log.chunk_for(0).header()
+        assert header.bloom_len == len(bloom) == size
+        log.close()
