@@ -22,7 +22,7 @@ vhosts, users, permissions), `node/http/cluster_routes.py` (the cluster),
 `node/http/policy_routes.py` (policies, operator policies),
 `node/http/message_routes.py` (publish, get, consumers),
 `node/http/topic_permission_routes.py` and the limits, TLS and maintenance
-routes. They are built from `node/http/route_kit.py` (access levels, errors,
+routes, and the health checks (`node/http/health_routes.py`). They are built from `node/http/route_kit.py` (access levels, errors,
 responses, request parsing), as this module's middleware is; JSON shapes are
 in `node/http/formats.py`.
 """
@@ -40,6 +40,7 @@ from aiohttp import web
 from node.client.login import LoginsBusy
 from node.http import (
     cluster_routes,
+    health_routes,
     limit_routes,
     maintenance_routes,
     message_routes,
@@ -93,6 +94,7 @@ ROUTES = [
     *topic_permission_routes.ROUTES,
     *tls_routes.ROUTES,
     *maintenance_routes.ROUTES,
+    *health_routes.ROUTES,
 ]
 
 # ---------------------------------------------------------------- the API

@@ -63,7 +63,7 @@ class ManagementNode(ScrapedNode, Protocol):
     # the metadata: read in the projections (ScrapedNode), changed through the store
     metadata: MetadataStore
     definitions: DefinitionsFile
-    alarm_check: Periodic | None  # GET /api/health/checks/alarms (node_routes.py)
+    alarm_check: Periodic | None  # GET /api/health/checks/alarms (health_routes.py)
     quorum: QuorumQueues  # quorum queue members (cluster_routes.py)
     maintenance: Maintenance  # drain and revive (maintenance_routes.py)
     placement: Placement  # rebalance

@@ -33,6 +33,7 @@ from node.http.route_kit import (
     created_or_updated,
     exchange_name,
     json_response,
+    list_response,
     no_content,
     not_found,
     query_flag,
@@ -61,7 +62,7 @@ async def list_queues(request: web.Request) -> web.Response:
     api = api_of(request)
     vhosts = api.visible_vhosts(request[USER])
     await refresh_counts([q for v in vhosts for q in v.queues.values()])  # those other nodes host
-    return json_response(request, _queues(api, vhosts))
+    return list_response(request, _queues(api, vhosts))
 
 
 @access(VHOST)
@@ -69,7 +70,7 @@ async def vhost_queues(request: web.Request) -> web.Response:
     api = api_of(request)
     vhost = api.vhost(request.match_info["vhost"])
     await refresh_counts(list(vhost.queues.values()))
-    return json_response(request, _queues(api, [vhost]))
+    return list_response(request, _queues(api, [vhost]))
 
 
 def _queue(request: web.Request) -> tuple[Any, Any]:
@@ -150,12 +151,12 @@ def _exchanges(vhosts: list[Any]) -> list[dict]:
 
 @access(MGMT)
 async def list_exchanges(request: web.Request) -> web.Response:
-    return json_response(request, _exchanges(api_of(request).visible_vhosts(request[USER])))
+    return list_response(request, _exchanges(api_of(request).visible_vhosts(request[USER])))
 
 
 @access(VHOST)
 async def vhost_exchanges(request: web.Request) -> web.Response:
-    return json_response(request, _exchanges([api_of(request).vhost(request.match_info["vhost"])]))
+    return list_response(request, _exchanges([api_of(request).vhost(request.match_info["vhost"])]))
 
 
 def _exchange(request: web.Request) -> tuple[Any, Any]:
@@ -228,12 +229,12 @@ _KINDS = {"q": "queue", "e": "exchange"}
 @access(MGMT)
 async def list_bindings(request: web.Request) -> web.Response:
     vhosts = api_of(request).visible_vhosts(request[USER])
-    return json_response(request, [b for v in vhosts for b in fmt.vhost_bindings(v)])
+    return list_response(request, [b for v in vhosts for b in fmt.vhost_bindings(v)])
 
 
 @access(VHOST)
 async def vhost_bindings(request: web.Request) -> web.Response:
-    return json_response(request, fmt.vhost_bindings(api_of(request).vhost(request.match_info["vhost"])))
+    return list_response(request, fmt.vhost_bindings(api_of(request).vhost(request.match_info["vhost"])))
 
 
 def _binding_ends(request: web.Request) -> tuple[Any, str, str, str]:

@@ -18,13 +18,14 @@ import os
 import sys
 from typing import Any
 
-from node.ops import ctl_cluster, ctl_maintenance, ctl_topology
+from node.ops import ctl_cluster, ctl_diagnostics, ctl_maintenance, ctl_topology
 from node.ops.ctl_kit import EX_USAGE, Client, Command, CtlError, Done, Listing, Report, table
 
 # Every command, by module, in the order `warren ctl --help` lists them.
 COMMANDS: dict[str, tuple[Command, str]] = {
     **ctl_cluster.COMMANDS,
     **ctl_maintenance.COMMANDS,
+    **ctl_diagnostics.COMMANDS,
     **ctl_topology.COMMANDS,
 }
 
@@ -85,6 +86,10 @@ _ARGS: dict[str, list[tuple[str, dict]]] = {
     "list_operator_policies": [("columns", {"nargs": "*"})],
     "export_definitions": [("path", {})],
     "import_definitions": [("path", {})],
+    "check_port_listener": [("listen_port", {"type": int, "metavar": "port"})],
+    "check_protocol_listener": [("protocols", {"nargs": "+", "metavar": "protocol"})],
+    "check_certificate_expiration": [("--within", {"type": int, "default": 4}),
+                                     ("--unit", {"default": "weeks", "choices": ["days", "weeks", "months", "years"]})],
 }
 _VHOST_SCOPED = {"list_queues", "list_exchanges", "list_bindings", "list_permissions", "set_permissions",
                  "clear_permissions", "purge_queue", "delete_queue", "add_member", "delete_member", "set_vhost_limits",
