@@ -103,11 +103,15 @@ class ConnectionHandler(ConnectionOpening, LinkAttaching, TokenCredentials, asyn
         self.management_pairs: dict | None = None  # node/client/management/node_link.py, made on first use
         self._preparing: set[asyncio.Task] = set()  # ATTACHes waiting for a v1 address's declaration
         self.fed_publishers: list[Publisher] = []  # took messages from the input being dispatched
+        # what the HTTP API shows (RabbitMQ's connection fields): socket reads and writes, and their bytes
+        self.connected_at = 0
+        self.recv_oct = self.recv_cnt = self.send_oct = self.send_cnt = 0
 
     # ------------------------------------------------------------ asyncio side
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        self.connected_at = self.node.now_ms()
         limit = self.node.config.max_write_buffer
         transport.set_write_buffer_limits(high=limit, low=limit // 2)  # type: ignore[attr-defined]
         peer = transport.get_extra_info("peername") or ("?", 0)
@@ -138,6 +142,8 @@ class ConnectionHandler(ConnectionOpening, LinkAttaching, TokenCredentials, asyn
             self.engine.sasl_mechanisms = list(self.node.config.auth_mechanisms)
 
     def data_received(self, data: bytes) -> None:
+        self.recv_oct += len(data)
+        self.recv_cnt += 1
         try:
             events = self.engine.receive_data(data)
             while True:
@@ -227,6 +233,8 @@ class ConnectionHandler(ConnectionOpening, LinkAttaching, TokenCredentials, asyn
         data = self.engine.data_to_send()
         if data:
             self.transport.write(data)
+            self.send_oct += len(data)
+            self.send_cnt += 1
         if self.engine.closed:
             self._closed = True
             self.transport.close()
@@ -379,6 +387,11 @@ class ConnectionHandler(ConnectionOpening, LinkAttaching, TokenCredentials, asyn
             "peer_host": self.peer[0],
             "peer_port": self.peer[1],
             "channels": len(self.engine.sessions),
+            "connected_at": self.connected_at,
+            "recv_oct": self.recv_oct,
+            "recv_cnt": self.recv_cnt,
+            "send_oct": self.send_oct,
+            "send_cnt": self.send_cnt,
         }
 
 

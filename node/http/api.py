@@ -22,7 +22,9 @@ vhosts, users, permissions), `node/http/cluster_routes.py` (the cluster),
 `node/http/policy_routes.py` (policies, operator policies),
 `node/http/message_routes.py` (publish, get, consumers),
 `node/http/topic_permission_routes.py` and the limits, TLS and maintenance
-routes, and the health checks (`node/http/health_routes.py`). They are built from `node/http/route_kit.py` (access levels, errors,
+routes, the health checks (`node/http/health_routes.py`), runtime parameters, sessions and
+channels, quorum replicas and the node's details (`parameter_routes.py`, `session_routes.py`,
+`quorum_routes.py`, `node_detail_routes.py`). They are built from `node/http/route_kit.py` (access levels, errors,
 responses, request parsing), as this module's middleware is; JSON shapes are
 in `node/http/formats.py`.
 """
@@ -44,8 +46,12 @@ from node.http import (
     limit_routes,
     maintenance_routes,
     message_routes,
+    node_detail_routes,
     node_routes,
+    parameter_routes,
     policy_routes,
+    quorum_routes,
+    session_routes,
     tls_routes,
     topic_permission_routes,
     topology_routes,
@@ -85,16 +91,20 @@ SHUTDOWN_TIMEOUT = 1.0  # seconds a stopping node waits for requests in flight
 
 # Every route the API serves, by module, in the order they are matched.
 ROUTES = [
+    *node_detail_routes.ROUTES,  # first: /api/users/without-permissions is no user, /api/queues/detailed no vhost
     *node_routes.ROUTES,
+    *session_routes.ROUTES,
     *cluster_routes.ROUTES,  # /api/cluster
     *topology_routes.ROUTES,
     *limit_routes.ROUTES,
     *policy_routes.ROUTES,
+    *parameter_routes.ROUTES,
     *message_routes.ROUTES,
     *topic_permission_routes.ROUTES,
     *tls_routes.ROUTES,
     *maintenance_routes.ROUTES,
     *health_routes.ROUTES,
+    *quorum_routes.ROUTES,
 ]
 
 # ---------------------------------------------------------------- the API

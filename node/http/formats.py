@@ -267,6 +267,11 @@ def connection_json(conn: Any, node_name: str, alarms_active: bool) -> dict:
         "peer_host": info["peer_host"],
         "peer_port": info["peer_port"],
         "channels": info["channels"],
+        "connected_at": info["connected_at"],
+        "recv_oct": info["recv_oct"],
+        "recv_cnt": info["recv_cnt"],
+        "send_oct": info["send_oct"],
+        "send_cnt": info["send_cnt"],
         "state": connection_state(conn, alarms_active),
         "ssl": info.get("ssl", False),
         "peer_cert_subject": info.get("peer_cert_subject"),
@@ -360,7 +365,9 @@ def node_json(node: ManagementNode, started_at: float, resources: dict) -> dict:
         "disk_free_limit": alarms.disk_free_limit,
         "disk_free_alarm": alarms.disk or "disk" in alarms.forced,
         "fd_used": resources.get("fd_used", 0),
+        "fd_total": resources.get("fd_total", 0),
         "sockets_used": len(node.connections),
+        "sockets_total": resources.get("fd_total", 0),  # a socket is a file descriptor: the same bound
         "processors": resources.get("processors", 1),
         "uptime": int((time.time() - started_at) * 1000),
         "db_dir": cfg.data_dir,
@@ -413,7 +420,11 @@ def overview_json(node: ManagementNode, vhosts: list[Any], rates: dict[str, floa
         "statistics_db_event_queue": 0,
         "node": cfg.node_name,
         "listeners": listeners,
-        "contexts": [
-            {"node": cfg.node_name, "description": "Warren Management", "path": "/", "port": str(node.http_port)}
-        ],  # fmt: skip
+        "contexts": contexts(node),
     }
+
+
+def contexts(node: ManagementNode) -> list[dict]:
+    """The HTTP listeners' contexts, as RabbitMQ's overview and nodes show them."""
+    return [{"node": node.config.node_name, "description": "Warren Management", "path": "/",
+             "port": str(node.http_port)}]  # fmt: skip

@@ -21,6 +21,7 @@ argument (a port that is no number, an unknown time unit) is 400.
     GET /api/health/checks/quorum-queues-without-elected-leaders/all-vhosts/[pattern/{pattern}]
     GET /api/health/checks/quorum-queues-without-elected-leaders/vhost/{vhost}/[pattern/{pattern}]
     GET /api/aliveness-test/{vhost}                     RabbitMQ's deprecated check: ok for a vhost
+    GET /api/healthchecks/node[/{node}]                 RabbitMQ's deprecated check: ok for this node
 """
 
 from __future__ import annotations
@@ -264,6 +265,16 @@ async def quorum_queues_without_leaders(request: web.Request) -> web.Response:
     return failed(request, "Detected quorum queues without an elected leader", queues=leaderless)
 
 
+@access(MGMT)
+async def node_health(request: web.Request) -> web.Response:
+    """RabbitMQ's deprecated node health check: ok for a running node."""
+    node = api_of(request).node
+    name = request.match_info.get("node", node.config.node_name)
+    if name not in (node.config.node_name, node.node_id):
+        return failed(request, f"nodedown: {name} is not this node")
+    return ok(request)
+
+
 @access(VHOST)
 async def aliveness_test(request: web.Request) -> web.Response:
     api_of(request).vhost(request.match_info["vhost"])
@@ -291,4 +302,6 @@ ROUTES = [
     ("GET", f"{_QL}/vhost/{{vhost}}", quorum_queues_without_leaders),
     ("GET", f"{_QL}/vhost/{{vhost}}/pattern/{{pattern}}", quorum_queues_without_leaders),
     ("GET", "/api/aliveness-test/{vhost}", aliveness_test),
+    ("GET", "/api/healthchecks/node", node_health),
+    ("GET", "/api/healthchecks/node/{node}", node_health),
 ]

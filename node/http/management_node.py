@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from node.cluster.placement import Placement
     from node.config import Config
     from node.ops.alarms import Alarms
+    from node.ops.memory import MemoryAccount
     from node.ops.metrics import NodeMetrics
     from node.ops.periodic import Periodic
     from node.vhosts.definitions import DefinitionsFile
@@ -67,6 +68,7 @@ class ManagementNode(ScrapedNode, Protocol):
     quorum: QuorumQueues  # quorum queue members (cluster_routes.py)
     maintenance: Maintenance  # drain and revive (maintenance_routes.py)
     placement: Placement  # rebalance
+    memory: MemoryAccount  # GET /api/nodes/{node}/memory (node_detail_routes.py)
     tls: TlsContexts | None  # None without tls_cert (tls_routes.py)
 
     def now_ms(self) -> int: ...

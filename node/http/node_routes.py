@@ -12,6 +12,7 @@ the definitions file before the answer.
 from __future__ import annotations
 
 import os
+import resource
 import shutil
 from typing import TYPE_CHECKING, Any
 
@@ -81,9 +82,11 @@ def _node(api: ManagementAPI) -> dict:
         "mem_used": node.alarms.memory_used,  # what the memory alarm compares (node/ops/memory.py)
         "disk_free": shutil.disk_usage(node.config.data_dir).free,
         "fd_used": fds,
+        "fd_total": resource.getrlimit(resource.RLIMIT_NOFILE)[0],
         "processors": os.cpu_count() or 1,
     }
-    return fmt.node_json(node, node.started_at, resources)
+    return {**fmt.node_json(node, node.started_at, resources), "listeners": api.listeners(),
+            "contexts": fmt.contexts(node)}  # fmt: skip
 
 
 @access(MONITOR)

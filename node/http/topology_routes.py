@@ -53,8 +53,11 @@ if TYPE_CHECKING:
 
 
 def _queues(api: ManagementAPI, vhosts: list[Any]) -> list[dict]:
-    node_name = api.node.config.node_name
-    return [fmt.queue_json(v.queues[name], node_name) for v in vhosts for name in sorted(v.queues)]
+    return [_queue_json(api, v.queues[name]) for v in vhosts for name in sorted(v.queues)]
+
+
+def _queue_json(api: ManagementAPI, queue: Any) -> dict:
+    return {**fmt.queue_json(queue, api.node.config.node_name), "memory": api.node.memory.held_by(queue)}
 
 
 @access(MGMT)
@@ -85,7 +88,7 @@ def _queue(request: web.Request) -> tuple[Any, Any]:
 async def get_queue(request: web.Request) -> web.Response:
     _, queue = _queue(request)
     await refresh_counts([queue])
-    return json_response(request, fmt.queue_json(queue, api_of(request).node.config.node_name))
+    return json_response(request, _queue_json(api_of(request), queue))
 
 
 @access(VHOST)
