@@ -14,6 +14,7 @@ import hashlib
 import json
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
@@ -130,7 +131,8 @@ def message_counters(metrics: Any) -> dict[str, int]:
 # ---------------------------------------------------------------- objects
 
 
-def queue_json(queue: Queue, node_name: str) -> dict:
+def queue_json(queue: Queue, node_name: str, name_of: Callable[[str], str] = str) -> dict:
+    """`name_of`: a member's node name from its cluster address (node/cluster/node_names.py)."""
     info = queue.info()
     ready = info.get("message_count", queue.message_count)
     unacked = info.get("messages_unacknowledged", 0)
@@ -153,9 +155,9 @@ def queue_json(queue: Queue, node_name: str) -> dict:
         **policy_json(queue),
     }
     if "members" in info:  # a replicated queue: its Raft leader and members (RabbitMQ's fields)
-        out["leader"] = out["node"] = info["leader"]
+        out["leader"] = out["node"] = name_of(info["leader"]) if info["leader"] is not None else None
         out["leader_elected"] = info.get("leader_elected", True)  # False: the first member, until one is
-        out["members"] = out["online"] = list(info["members"])
+        out["members"] = out["online"] = [name_of(m) for m in info["members"]]
         out["consumer_details"] = info.get("consumer_details", [])
     if "epoch" in info:  # a replicated stream's epoch (node/vhosts/stream_replication.py)
         out["epoch"] = info["epoch"]

@@ -9,8 +9,8 @@
                                                              every quorum queue lacking it
     DELETE /api/queues/quorum/replicas/on/{node}/shrink       remove it from every one
 
-A node is named by its cluster address (what `members` and `leader` list) or,
-for this node, by its node name. Warren's own /api/quorum-queues routes
+A node is named by its node name (what `members` and `leader` list) or its
+cluster address. Warren's own /api/quorum-queues routes
 (node/http/cluster_routes.py) answer with the members; these answer 204, as
 RabbitMQ's do.
 """
@@ -28,6 +28,8 @@ from node.http.route_kit import (
     api_of,
     bad_request,
     json_response,
+    member_address,
+    member_name,
     no_content,
     not_found,
     read_body,
@@ -41,7 +43,7 @@ def _member(request: web.Request, name: object) -> str:
     node = api_of(request).node
     if not isinstance(name, str) or not name:
         raise bad_request("'node' must be a non-empty string (a member's cluster address)")
-    return node.node_id if name == node.config.node_name else name
+    return member_address(node, name)
 
 
 def _quorum_queue(request: web.Request) -> tuple[str, str]:
@@ -73,7 +75,7 @@ async def quorum_status(request: web.Request) -> web.Response:
     st = group.status() if group is not None else None
     rows = []
     for member in members:
-        row = {"Node Name": member, "Raft State": "unknown", "Membership": "voter", "Last Log Index": None,
+        row = {"Node Name": member_name(node, member), "Raft State": "unknown", "Membership": "voter", "Last Log Index": None,
                "Last Written": None, "Last Applied": None, "Commit Index": None, "Snapshot Index": None,
                "Term": None, "Machine Version": None}  # fmt: skip
         if st is not None and member == node.node_id:

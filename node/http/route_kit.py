@@ -250,6 +250,18 @@ def check_permission(request: web.Request, vhost: str, kind: str, resource: str,
     permissions.check(permission, user.name, vhost, kind, resource, what)
 
 
+def member_name(node: ManagementNode, member: str) -> str:
+    """A cluster member's node name (warren@host) from its cluster address, as RabbitMQ names nodes."""
+    return node.node_names.name_of(member) if node.node_names is not None else member
+
+
+def member_address(node: ManagementNode, name: str) -> str:
+    """A member's cluster address from its node name or address."""
+    if name == node.config.node_name:
+        return node.node_id
+    return node.node_names.member_of(name) if node.node_names is not None else name
+
+
 # ---------------------------------------------------------------- who is asking
 
 

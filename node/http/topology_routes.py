@@ -34,6 +34,7 @@ from node.http.route_kit import (
     exchange_name,
     json_response,
     list_response,
+    member_name,
     no_content,
     not_found,
     query_flag,
@@ -57,7 +58,9 @@ def _queues(api: ManagementAPI, vhosts: list[Any]) -> list[dict]:
 
 
 def _queue_json(api: ManagementAPI, queue: Any) -> dict:
-    return {**fmt.queue_json(queue, api.node.config.node_name), "memory": api.node.memory.held_by(queue)}
+    node = api.node
+    return {**fmt.queue_json(queue, node.config.node_name, lambda member: member_name(node, member)),
+            "memory": node.memory.held_by(queue)}  # fmt: skip
 
 
 @access(MGMT)

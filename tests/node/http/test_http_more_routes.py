@@ -115,7 +115,7 @@ def test_quorum_queue_status_and_replicas(api, node):
         assert time.monotonic() < deadline
         time.sleep(0.1)
     [row] = rows
-    assert row["Term"] >= 1 and row["Commit Index"] >= 1 and row["Node Name"] == node.broker.node_id
+    assert row["Term"] >= 1 and row["Commit Index"] >= 1 and row["Node Name"] == "warren@test"
     api.put("/api/queues/%2F/cq")
     assert api.get("/api/queues/quorum/%2F/cq/status").status == 400
     assert api.get("/api/queues/quorum/%2F/nope/status").status == 404
