@@ -112,11 +112,12 @@ ROUTES = [
 
 class ManagementAPI:
     """Authentication, authorisation and errors around the handlers; owns the
-    counter samples behind the rates in /api/overview."""
+    counter samples behind the rates in /api/overview and the queues' message_stats."""
 
     def __init__(self, node: ManagementNode):
         self.node = node
         self.rates = fmt.Rates()
+        self.queue_rates: dict[tuple[str, str], fmt.Rates] = {}  # by (vhost, queue): its message_stats rates
         self._timer: Periodic | None = None
 
     def application(self) -> web.Application:
@@ -130,11 +131,27 @@ class ManagementAPI:
         return app
 
     def start_sampling(self) -> None:
-        self._timer = Periodic(self.node.loop, SAMPLE_INTERVAL, self._sample, "sampling the message rates")
+        self._timer = Periodic(self.node.loop, SAMPLE_INTERVAL, self.sample, "sampling the message rates")
         self._timer.start()
 
-    def _sample(self) -> None:
+    def sample(self) -> None:
+        """Samples the node's and each queue's counters now (every SAMPLE_INTERVAL once sampling)."""
         self.rates.sample(fmt.message_counters(self.node.metrics))
+        seen = set()
+        for vhost in self.node.vhosts.values():
+            for queue in vhost.queues.values():
+                counters = fmt.queue_counters(queue)
+                if counters is not None:
+                    key = (vhost.name, queue.name)
+                    seen.add(key)
+                    self.queue_rates.setdefault(key, fmt.Rates()).sample(counters)
+        for key in self.queue_rates.keys() - seen:  # deleted queues
+            del self.queue_rates[key]
+
+    def queue_rates_of(self, queue: Any) -> dict[str, float] | None:
+        """Per second, of the queue's counters since the older of its last two samples."""
+        counters, rates = fmt.queue_counters(queue), self.queue_rates.get((queue.vhost, queue.name))
+        return rates.rates(counters) if counters is not None and rates is not None else None
 
     def stop_sampling(self) -> None:
         if self._timer is not None:

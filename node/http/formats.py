@@ -115,6 +115,15 @@ class Rates:
         return {k: max(0.0, (v - old.get(k, v)) / elapsed) for k, v in counters.items()}
 
 
+def queue_counters(queue: Queue) -> dict[str, int] | None:
+    """A queue's message counters under RabbitMQ's names; None for a queue that keeps none."""
+    stats = queue.stats
+    if stats is None:
+        return None
+    return {"publish": stats.published, "deliver": stats.delivered, "deliver_get": stats.delivered,
+            "redeliver": stats.redelivered, "ack": stats.acknowledged}  # fmt: skip
+
+
 def message_counters(metrics: Any) -> dict[str, int]:
     """Node counters under the names of RabbitMQ's message_stats."""
     return {
@@ -131,8 +140,10 @@ def message_counters(metrics: Any) -> dict[str, int]:
 # ---------------------------------------------------------------- objects
 
 
-def queue_json(queue: Queue, node_name: str, name_of: Callable[[str], str] = str) -> dict:
-    """`name_of`: a member's node name from its cluster address (node/cluster/node_names.py)."""
+def queue_json(queue: Queue, node_name: str, name_of: Callable[[str], str] = str,
+               rates: dict[str, float] | None = None) -> dict:  # fmt: skip
+    """`name_of`: a member's node name from its cluster address (node/cluster/node_names.py);
+    `rates`: per second, of `queue_counters`."""
     info = queue.info()
     ready = info.get("message_count", queue.message_count)
     unacked = info.get("messages_unacknowledged", 0)
@@ -161,15 +172,9 @@ def queue_json(queue: Queue, node_name: str, name_of: Callable[[str], str] = str
         out["consumer_details"] = info.get("consumer_details", [])
     if "epoch" in info:  # a replicated stream's epoch (node/vhosts/stream_replication.py)
         out["epoch"] = info["epoch"]
-    stats = queue.stats
-    if stats is not None:
-        out["message_stats"] = {
-            "publish": stats.published,
-            "deliver": stats.delivered,
-            "deliver_get": stats.delivered,
-            "redeliver": stats.redelivered,
-            "ack": stats.acknowledged,
-        }
+    counters = queue_counters(queue)
+    if counters is not None:
+        out["message_stats"] = _details(counters, rates)
     return out
 
 

@@ -59,8 +59,9 @@ def _queues(api: ManagementAPI, vhosts: list[Any]) -> list[dict]:
 
 def _queue_json(api: ManagementAPI, queue: Any) -> dict:
     node = api.node
-    return {**fmt.queue_json(queue, node.config.node_name, lambda member: member_name(node, member)),
-            "memory": node.memory.held_by(queue)}  # fmt: skip
+    out = fmt.queue_json(queue, node.config.node_name, lambda member: member_name(node, member),
+                         api.queue_rates_of(queue))  # fmt: skip
+    return {**out, "memory": node.memory.held_by(queue)}
 
 
 @access(MGMT)

@@ -143,3 +143,22 @@ def test_fields_tools_read(api, node):
     queues = {q["name"]: q for q in api.get("/api/queues").body}
     assert queues["fq"]["memory"] > 0 and queues["fqq"]["memory"] >= 0
     assert api.get("/api/queues/%2F/fq").body["memory"] == queues["fq"]["memory"]
+
+
+def test_queue_message_stats_carry_rates(api, node):
+    api.put("/api/queues/%2F/rq")
+    management = node.broker.management
+    node.call(management.sample)  # the queue's first sample (then every 5 s)
+    conn = BlockingConnection(f"amqp://guest:guest@127.0.0.1:{node.broker.amqp_port}", timeout=10)
+    try:
+        sender = conn.create_sender("/queues/rq")
+        for _ in range(20):
+            sender.send(Message(body="x"))
+    finally:
+        conn.close()
+    stats = api.get("/api/queues/%2F/rq").body["message_stats"]
+    assert stats["publish"] == 20 and stats["publish_details"]["rate"] > 0
+    assert set(stats) >= {"ack_details", "deliver_get_details", "redeliver_details"}
+    api.delete("/api/queues/%2F/rq")
+    node.call(management.sample)
+    assert ("/", "rq") not in management.queue_rates
