@@ -30,6 +30,7 @@ from routing.permissions import check as check_permission
 if TYPE_CHECKING:
     from metadata.projections import Projections
     from node.client.login import LoginService
+    from node.cluster.node_names import NodeNames
     from node.config import Config
     from node.ops.alarms import Alarms
     from node.ops.metrics import NodeMetrics
@@ -53,6 +54,7 @@ class ClientNode(Protocol):
     projections: Projections
     owners: Owners  # of exclusive queues
     volatile: VolatileQueues  # Direct Reply-To
+    node_names: NodeNames | None  # members' node names (the /management node's queue replies)
     auth: Authenticator
     logins: LoginService
     alarms: Alarms  # publishers wait while one is active
