@@ -319,6 +319,7 @@ class ConnectionHandler(ConnectionOpening, LinkAttaching, TokenCredentials, asyn
         elif kind is ev.LinkDetached:
             self._link_gone(event.link)
         elif kind is ev.SessionBegun:
+            self.node.metrics.sessions_opened += 1
             event.session.begin(incoming_window=self.node.config.session_window, handle_max=self.node.config.handle_max)
         elif kind is ev.SessionEnded:
             self._session_gone(event.session)

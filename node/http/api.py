@@ -117,6 +117,7 @@ class ManagementAPI:
     def __init__(self, node: ManagementNode):
         self.node = node
         self.rates = fmt.Rates()
+        self.churn = fmt.Rates()  # of fmt.churn_counters
         self.queue_rates: dict[tuple[str, str], fmt.Rates] = {}  # by (vhost, queue): its message_stats rates
         self._timer: Periodic | None = None
 
@@ -137,6 +138,7 @@ class ManagementAPI:
     def sample(self) -> None:
         """Samples the node's and each queue's counters now (every SAMPLE_INTERVAL once sampling)."""
         self.rates.sample(fmt.message_counters(self.node.metrics))
+        self.churn.sample(fmt.churn_counters(self.node))
         seen = set()
         for vhost in self.node.vhosts.values():
             for queue in vhost.queues.values():

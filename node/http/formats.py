@@ -124,6 +124,16 @@ def queue_counters(queue: Queue) -> dict[str, int] | None:
             "redeliver": stats.redelivered, "ack": stats.acknowledged}  # fmt: skip
 
 
+def churn_counters(node: ScrapedNode) -> dict[str, int]:
+    """What RabbitMQ's overview `churn_rates` count; a channel is an AMQP 1.0 session."""
+    m = node.metrics
+    sessions = sum(len(c.engine.sessions) for c in node.connections)
+    return {"connection_created": m.connections_opened, "connection_closed": m.connections_opened - len(node.connections),
+            "channel_created": m.sessions_opened, "channel_closed": max(0, m.sessions_opened - sessions),
+            "queue_declared": m.queues_declared, "queue_created": m.queues_created,
+            "queue_deleted": m.queues_deleted}  # fmt: skip
+
+
 def message_counters(metrics: Any) -> dict[str, int]:
     """Node counters under the names of RabbitMQ's message_stats."""
     return {
@@ -405,7 +415,8 @@ def cluster_name(node: ScrapedNode) -> str:
     return node.projections.global_parameters.get("cluster_name", node.config.node_name)
 
 
-def overview_json(node: ManagementNode, vhosts: list[Any], rates: dict[str, float], listeners: list[dict]) -> dict:
+def overview_json(node: ManagementNode, vhosts: list[Any], rates: dict[str, float], listeners: list[dict],
+                  churn_rates: dict[str, float] | None = None) -> dict:  # fmt: skip
     cfg = node.config
     ready = sum(q.message_count for v in vhosts for q in v.queues.values())
     unacked = sum(q.unacked_count for v in vhosts for q in v.queues.values())
@@ -420,6 +431,7 @@ def overview_json(node: ManagementNode, vhosts: list[Any], rates: dict[str, floa
         "disable_stats": False,
         "enable_queue_totals": True,
         "message_stats": _details(message_counters(node.metrics), rates),
+        "churn_rates": _details(churn_counters(node), churn_rates),
         "queue_totals": _details(
             {"messages": ready + unacked, "messages_ready": ready, "messages_unacknowledged": unacked}
         ),  # fmt: skip

@@ -61,7 +61,8 @@ async def overview(request: web.Request) -> web.Response:
     api = api_of(request)
     vhosts = api.visible_vhosts(request[USER])
     rates = api.rates.rates(fmt.message_counters(api.node.metrics))
-    return json_response(request, fmt.overview_json(api.node, vhosts, rates, api.listeners()))
+    churn = api.churn.rates(fmt.churn_counters(api.node))
+    return json_response(request, fmt.overview_json(api.node, vhosts, rates, api.listeners(), churn))
 
 
 @access(MGMT)

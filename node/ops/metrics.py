@@ -10,6 +10,10 @@ DEAD_LETTER_REASONS = ("expired", "rejected", "maxlen", "delivery_limit")
 @dataclass
 class NodeMetrics:
     connections_opened: int = 0
+    sessions_opened: int = 0  # AMQP 1.0 sessions (RabbitMQ's churn_rates count them as channels)
+    queues_declared: int = 0  # every declaration through this node, redeclarations included
+    queues_created: int = 0
+    queues_deleted: int = 0  # deleted through this node (HTTP API, /management, AMQP 1.0 address v1)
     links: int = 0
     published: int = 0
     confirmed: int = 0

@@ -115,6 +115,7 @@ class VHost:
         existing = self.queues.get(name)
         if existing is not None:
             self._check_redeclare(existing, durable, exclusive_owner, auto_delete, arguments)
+            self.node.metrics.queues_declared += 1
             return existing, False
         if qtype in UNSUPPORTED_TYPES:
             raise QueueTypeNotSupported(f"queue type '{qtype}' is not supported yet")
@@ -145,6 +146,9 @@ class VHost:
             queue = self.node.local_queues.start(self, record)
         if not created:
             self._check_redeclare(queue, durable, exclusive_owner, auto_delete, arguments)
+        metrics = self.node.metrics
+        metrics.queues_declared += 1
+        metrics.queues_created += created
         return queue, created
 
     def with_default_type(self, durable: bool, exclusive: bool, auto_delete: bool, arguments: dict | None) -> dict:
@@ -192,6 +196,7 @@ class VHost:
             await queue.refresh_counts()
         count = queue.message_count
         await self.node.metadata.run(mc.DeleteQueue(mc_key(), self.name, name))
+        self.node.metrics.queues_deleted += 1
         return count
 
     def queue(self, name: str) -> Queue:

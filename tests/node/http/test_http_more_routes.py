@@ -162,3 +162,33 @@ def test_queue_message_stats_carry_rates(api, node):
     api.delete("/api/queues/%2F/rq")
     node.call(management.sample)
     assert ("/", "rq") not in management.queue_rates
+
+
+def test_overview_churn_rates(api, node):
+    api.put("/api/queues/%2F/c1")
+    api.put("/api/queues/%2F/c1")
+    api.put("/api/queues/%2F/c2")
+    api.delete("/api/queues/%2F/c2")
+    conn = BlockingConnection(f"amqp://guest:guest@127.0.0.1:{node.broker.amqp_port}", timeout=10)
+    conn.create_sender("/queues/c1")
+    conn.close()
+    deadline = time.monotonic() + 10
+    while (churn := api.get("/api/overview").body["churn_rates"])["connection_closed"] < 1:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert {k: churn[k] for k in ("queue_declared", "queue_created", "queue_deleted", "connection_created",
+                                  "channel_created", "channel_closed")} == {
+        "queue_declared": 3, "queue_created": 2, "queue_deleted": 1, "connection_created": 1,
+        "channel_created": 1, "channel_closed": 1}  # fmt: skip
+    assert churn["queue_created_details"] == {"rate": churn["queue_created_details"]["rate"]}
+
+
+def test_topic_permissions_of_one_exchange(api, node):
+    path = "/api/topic-permissions/%2F/guest/amq.topic"
+    assert api.get(path).status == 404
+    assert api.put(path, {"write": "^a", "read": "^b"}).status == 201
+    assert api.get(path).body == [{"user": "guest", "vhost": "/", "exchange": "amq.topic", "write": "^a", "read": "^b"}]
+    assert api.put(path, {"exchange": "other", "write": ".*", "read": ".*"}).status == 400
+    api.put("/api/topic-permissions/%2F/guest", {"exchange": "x2", "write": ".*", "read": ".*"})
+    assert api.delete(path).status == 204
+    assert [e["exchange"] for e in api.get("/api/topic-permissions/%2F/guest").body] == ["x2"]

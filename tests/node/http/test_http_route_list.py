@@ -88,6 +88,8 @@ def _fill(path: str, values: dict) -> str:
             return next(v for prefix, v in _NAMES.items() if path.startswith(prefix))
         if key == "queue" and "/quorum/" in path:
             return "walk-qq"
+        if key == "exchange" and path.startswith("/api/topic-permissions/"):
+            return "amq.topic"
         return values[key]
 
     return re.sub(r":([a-z_]+)", value, path)

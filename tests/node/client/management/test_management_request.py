@@ -14,6 +14,7 @@ from metadata.machine import MetadataMachine
 from metadata.projections import Projections
 from node.client.management import request as mreq
 from node.client.management.node_link import reply, request_message
+from node.ops.metrics import NodeMetrics
 from node.vhosts.local_queues import LocalQueues, Owners
 from node.vhosts.metadata_store import MetadataStore
 from node.vhosts.vhost import QueueTypeNotSupported, ResourceLocked
@@ -32,6 +33,7 @@ class LocalNode:
     def __init__(self, loop: asyncio.AbstractEventLoop):
         self.loop = loop
         self.vhosts: dict = {}
+        self.metrics = NodeMetrics()
         self.owners = Owners(self.node_id)
         self.projections = Projections()
         self.local_queues = LocalQueues(self)
