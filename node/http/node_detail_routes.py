@@ -9,6 +9,7 @@ about the node and its users:
     GET  /api/users/without-permissions        users with no permission in any vhost
     POST /api/users/bulk-delete                {"users": [...]}: deletes those that exist
     GET  /api/version                          the RabbitMQ version Warren answers as
+    GET  /api/auth/hash_password/{password}    {"ok": hash} in the node's password_hashing_module
     GET  /api/feature-flags                    RabbitMQ's path of /api/feature_flags
     PUT  /api/feature-flags/{name}/enable
     GET  /api/queues/detailed                  /api/queues (every field is already there)
@@ -37,6 +38,7 @@ from node.http.route_kit import (
 )
 from node.vhosts.definitions import HASHING_ALGORITHM
 from node.vhosts.metadata_store import new_key
+from routing import rabbit_passwords
 
 # Warren's memory parts (node/ops/memory.py MemoryAccount.breakdown), by RabbitMQ's category
 _MEMORY_CATEGORIES = {"queue_procs": "classic_queues", "quorum_queue_procs": "quorum_queues",
@@ -95,6 +97,15 @@ async def users_bulk_delete(request: web.Request) -> web.Response:
     return no_content()
 
 
+@access(ADMIN)
+async def hash_password(request: web.Request) -> web.Response:
+    """{"ok": hash}: the password hashed by the node's password_hashing_module, in the form
+    PUT /api/users and definitions take as password_hash (RabbitMQ's base64 for its modules)."""
+    stored = await api_of(request).node.logins.hash_password(request.match_info["password"])
+    exported = rabbit_passwords.export(stored)
+    return json_response(request, {"ok": exported[1] if exported is not None else stored})
+
+
 @access(MGMT)
 async def bulk_delete_not_get(request: web.Request) -> web.Response:
     """GET /api/users/bulk-delete: 405 as RabbitMQ's, not user 'bulk-delete'."""
@@ -113,6 +124,7 @@ ROUTES = [
     ("POST", "/api/users/bulk-delete", users_bulk_delete),
     ("GET", "/api/users/bulk-delete", bulk_delete_not_get),
     ("GET", "/api/version", version),
+    ("GET", "/api/auth/hash_password/{password}", hash_password),
     ("GET", "/api/feature-flags", cluster_routes.list_feature_flags),
     ("PUT", "/api/feature-flags/{name}/enable", cluster_routes.enable_feature_flag),
     ("GET", "/api/queues/detailed", topology_routes.list_queues),

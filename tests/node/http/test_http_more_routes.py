@@ -5,8 +5,10 @@ replicas, and the read-only odds and ends (node_detail_routes.py)."""
 
 from __future__ import annotations
 
+import base64
 import time
 
+from mgmt_client import Api
 from proton import Message
 from proton.utils import BlockingConnection
 
@@ -192,3 +194,19 @@ def test_topic_permissions_of_one_exchange(api, node):
     api.put("/api/topic-permissions/%2F/guest", {"exchange": "x2", "write": ".*", "read": ".*"})
     assert api.delete(path).status == 204
     assert [e["exchange"] for e in api.get("/api/topic-permissions/%2F/guest").body] == ["x2"]
+
+
+def test_hash_password_gives_a_hash_put_user_takes(api, node):
+    hashed = api.get("/api/auth/hash_password/s3cret").body["ok"]
+    assert api.put("/api/users/hashed", {"password_hash": hashed, "tags": "management"}).status == 201
+    assert Api(node.broker.http_port, "hashed", "s3cret").get("/api/whoami").body["name"] == "hashed"
+
+
+def test_hash_password_in_rabbitmqs_format(broker_factory):
+    node = broker_factory(http_port=0, password_hashing_module="rabbit_password_hashing_sha256")
+    api = Api(node.broker.http_port)
+    hashed = api.get("/api/auth/hash_password/s3cret").body["ok"]
+    assert len(base64.b64decode(hashed)) == 4 + 32  # salt + SHA-256, as RabbitMQ's
+    body = {"password_hash": hashed, "hashing_algorithm": "rabbit_password_hashing_sha256", "tags": "management"}
+    assert api.put("/api/users/r", body).status == 201
+    assert Api(node.broker.http_port, "r", "s3cret").get("/api/whoami").status == 200
