@@ -116,26 +116,33 @@ async def certificate_expiration(request: web.Request) -> web.Response:
     if unit not in _SECONDS:
         raise bad_request("Time unit not recognised. Supported units: days, weeks, months, years.")
     api = api_of(request)
+    cfg = api.node.config
     deadline = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=int(within) * _SECONDS[unit])
+    cert_expiring, ca_expiring = _expiring(cfg.tls_cert, deadline), _expiring(cfg.tls_ca, deadline)
     expiring = []
-    cert_file = api.node.config.tls_cert
-    expiry = _not_after(cert_file) if cert_file else None
-    if expiry is not None and expiry <= deadline:
+    if cert_expiring or ca_expiring:  # every TLS listener serves the same files (node/client/tls.py)
         for listener in api.listeners():
             if listener["protocol"] in ("amqp/ssl", "https", "https/prometheus"):
-                expiring.append({**listener, "certfile": cert_file, "expires": expiry.isoformat()})
+                expiring.append({"node": listener["node"], "protocol": listener["protocol"],
+                                 "interface": listener["ip_address"], "port": listener["port"],
+                                 "certfile": cfg.tls_cert, "cacertfile": cfg.tls_ca,
+                                 "certfile_expires_on": cert_expiring, "cacertfile_expires_on": ca_expiring})  # fmt: skip
     if not expiring:
         return ok(request)
     return failed(request, "Certificates expiring", expired=expiring)
 
 
-def _not_after(path: str) -> datetime.datetime | None:
-    """When the first certificate of a PEM file expires; None when it cannot be read."""
+def _expiring(path: str, deadline: datetime.datetime) -> list[str]:
+    """When each certificate of a PEM file that expires by `deadline` does, as RabbitMQ lists them."""
+    if not path:
+        return []
     try:
         with open(path, "rb") as f:
-            return x509.load_pem_x509_certificate(f.read()).not_valid_after_utc
+            certificates = x509.load_pem_x509_certificates(f.read())
     except (OSError, ValueError):
-        return None
+        return []  # a file the TLS listeners could not load either: they are not running
+    return [c.not_valid_after_utc.strftime("%Y-%m-%dT%H:%M:%SZ") for c in certificates
+            if c.not_valid_after_utc <= deadline]  # fmt: skip
 
 
 # ---------------------------------------------------------------- the node

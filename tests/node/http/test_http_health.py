@@ -61,6 +61,9 @@ def test_certificate_expiration(broker_factory, certs):
     r = api.get(f"{C}/certificate-expiration/200/years")
     assert r.status == 503 and r.body["reason"] == "Certificates expiring"
     assert {x["protocol"] for x in r.body["expired"]} >= {"amqp/ssl"}
+    entry = r.body["expired"][0]
+    assert entry["certfile"] == certs.server_settings("none")["tls_cert"] and entry["certfile_expires_on"]
+    assert entry["cacertfile_expires_on"]  # the CA file's certificate expires within 200 years too
     assert api.get(f"{C}/certificate-expiration/1/fortnights").status == 400
     assert api.get(f"{C}/certificate-expiration/x/days").status == 400
 
