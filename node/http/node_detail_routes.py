@@ -9,6 +9,7 @@ about the node and its users:
     GET  /api/users/without-permissions        users with no permission in any vhost
     POST /api/users/bulk-delete                {"users": [...]}: deletes those that exist
     GET  /api/version                          the RabbitMQ version Warren answers as
+    POST /api/vhosts/{vhost}/start/{node}      204: a vhost runs wherever its node runs
     GET  /api/auth/hash_password/{password}    {"ok": hash} in the node's password_hashing_module
     GET  /api/feature-flags                    RabbitMQ's path of /api/feature_flags
     PUT  /api/feature-flags/{name}/enable
@@ -32,6 +33,7 @@ from node.http.route_kit import (
     api_of,
     bad_request,
     json_response,
+    member_address,
     no_content,
     not_found,
     read_body,
@@ -106,6 +108,21 @@ async def hash_password(request: web.Request) -> web.Response:
     return json_response(request, {"ok": exported[1] if exported is not None else stored})
 
 
+@access(ADMIN)
+async def start_vhost(request: web.Request) -> web.Response:
+    """POST /api/vhosts/{vhost}/start/{node}: RabbitMQ restarts a vhost that failed on a
+    node and answers 204 for one that runs. A Warren vhost runs on every member as long as
+    the member does (its queues start as the metadata applies), so: 204 for a known node."""
+    api = api_of(request)
+    api.vhost(request.match_info["vhost"])  # 404 for an unknown vhost
+    node, name = api.node, request.match_info["node"]
+    member = member_address(node, name)
+    known = [node.node_id] + (node.cluster.members() if node.cluster is not None else [])
+    if member not in known:
+        raise bad_request(f"Unknown node: {name}")
+    return no_content()
+
+
 @access(MGMT)
 async def bulk_delete_not_get(request: web.Request) -> web.Response:
     """GET /api/users/bulk-delete: 405 as RabbitMQ's, not user 'bulk-delete'."""
@@ -124,6 +141,7 @@ ROUTES = [
     ("POST", "/api/users/bulk-delete", users_bulk_delete),
     ("GET", "/api/users/bulk-delete", bulk_delete_not_get),
     ("GET", "/api/version", version),
+    ("POST", "/api/vhosts/{vhost}/start/{node}", start_vhost),
     ("GET", "/api/auth/hash_password/{password}", hash_password),
     ("GET", "/api/feature-flags", cluster_routes.list_feature_flags),
     ("PUT", "/api/feature-flags/{name}/enable", cluster_routes.enable_feature_flag),

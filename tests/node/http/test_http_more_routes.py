@@ -210,3 +210,11 @@ def test_hash_password_in_rabbitmqs_format(broker_factory):
     body = {"password_hash": hashed, "hashing_algorithm": "rabbit_password_hashing_sha256", "tags": "management"}
     assert api.put("/api/users/r", body).status == 201
     assert Api(node.broker.http_port, "r", "s3cret").get("/api/whoami").status == 200
+
+
+def test_starting_a_running_vhost(api, node):
+    assert api.post("/api/vhosts/%2F/start/warren@test").status == 204
+    assert api.post(f"/api/vhosts/%2F/start/{node.broker.node_id}").status == 204
+    r = api.post("/api/vhosts/%2F/start/rabbit@elsewhere")
+    assert r.status == 400 and r.body["reason"] == "Unknown node: rabbit@elsewhere"
+    assert api.post("/api/vhosts/nope/start/warren@test").status == 404
