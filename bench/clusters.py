@@ -264,7 +264,7 @@ class WarrenCluster:
         return f"/queues/{name}"
 
     def index_of(self, node_id: str) -> int:
-        return next(n.index for n in self.c.nodes if n.id == node_id)
+        return next(n.index for n in self.c.nodes if node_id in (n.id, n.name))  # the API names nodes
 
     def version(self) -> str:
         return ""

@@ -306,7 +306,11 @@ class ComposeCluster:
         return f"{node}:{GRPC_PORT}"
 
     def node_of(self, node_id: str | None) -> str | None:
-        return None if node_id is None else node_id.rsplit(":", 1)[0]
+        """The container of a cluster address (warren1:PORT) or of a node name (warren@warren1,
+        how the HTTP API names a queue's leader once it knows the member's name)."""
+        if node_id is None:
+            return None
+        return node_id.split("@", 1)[1] if "@" in node_id else node_id.rsplit(":", 1)[0]
 
     def amqp_url(self, node: str) -> str:
         return f"amqp://{USER}:{PASSWORD}@{self.ip(node)}:5672"

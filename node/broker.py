@@ -28,6 +28,7 @@ from node.cluster.cluster import Cluster
 from node.cluster.kv import KeyValueMachine
 from node.cluster.machine import ClusterMachine, announce_member, local_flags
 from node.cluster.maintenance import Maintenance
+from node.cluster.node_names import NodeNames
 from node.cluster.placement import Placement
 from node.config import Config
 from node.http import prometheus
@@ -112,6 +113,7 @@ class Broker:
         self.queue_service: QueueService | None = None
         self.volatile = VolatileQueues(self.metrics)  # Direct Reply-To's queues: in memory, never in the metadata
         self.alarm_gossip: AlarmGossip | None = None
+        self.node_names: NodeNames | None = None  # members' node names (the HTTP API shows them)
         self.reconciler: QuorumReconciler | None = None  # quorum queues grown to their target group size
         self._recovered: set[str] = set()  # queues with messages in the store at start, until their queue starts
         self._positions: dict[str, bytes] = {}  # their checkpoints (queues/classic/checkpoint.py)
@@ -164,6 +166,7 @@ class Broker:
             self.reconciler.start()
             snapshot_export.register(self.cluster, cfg.data_dir)
             self.alarm_gossip = AlarmGossip(self.cluster, self.loop, self.alarms, cfg.alarm_check_interval)
+            self.node_names = NodeNames(self.cluster, self.loop, cfg.node_name, self.background)
             await metadata_ready(self.cluster, self.metadata, self.feature_flags, cfg)
             self._drop_orphans()
             self._announcer = self.loop.create_task(
@@ -290,6 +293,8 @@ class Broker:
             self.queue_service.close()
         if self.alarm_gossip is not None:
             self.alarm_gossip.close()
+        if self.node_names is not None:
+            self.node_names.close()
         if self.cluster is not None:
             await self.cluster.stop()
         if self.store is not None and not self.store.closed:

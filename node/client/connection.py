@@ -30,6 +30,7 @@ from routing.permissions import check as check_permission
 if TYPE_CHECKING:
     from metadata.projections import Projections
     from node.client.login import LoginService
+    from node.cluster.node_names import NodeNames
     from node.config import Config
     from node.ops.alarms import Alarms
     from node.ops.metrics import NodeMetrics
@@ -53,6 +54,7 @@ class ClientNode(Protocol):
     projections: Projections
     owners: Owners  # of exclusive queues
     volatile: VolatileQueues  # Direct Reply-To
+    node_names: NodeNames | None  # members' node names (the /management node's queue replies)
     auth: Authenticator
     logins: LoginService
     alarms: Alarms  # publishers wait while one is active
@@ -103,11 +105,15 @@ class ConnectionHandler(ConnectionOpening, LinkAttaching, TokenCredentials, asyn
         self.management_pairs: dict | None = None  # node/client/management/node_link.py, made on first use
         self._preparing: set[asyncio.Task] = set()  # ATTACHes waiting for a v1 address's declaration
         self.fed_publishers: list[Publisher] = []  # took messages from the input being dispatched
+        # what the HTTP API shows (RabbitMQ's connection fields): socket reads and writes, and their bytes
+        self.connected_at = 0
+        self.recv_oct = self.recv_cnt = self.send_oct = self.send_cnt = 0
 
     # ------------------------------------------------------------ asyncio side
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        self.connected_at = self.node.now_ms()
         limit = self.node.config.max_write_buffer
         transport.set_write_buffer_limits(high=limit, low=limit // 2)  # type: ignore[attr-defined]
         peer = transport.get_extra_info("peername") or ("?", 0)
@@ -138,6 +144,8 @@ class ConnectionHandler(ConnectionOpening, LinkAttaching, TokenCredentials, asyn
             self.engine.sasl_mechanisms = list(self.node.config.auth_mechanisms)
 
     def data_received(self, data: bytes) -> None:
+        self.recv_oct += len(data)
+        self.recv_cnt += 1
         try:
             events = self.engine.receive_data(data)
             while True:
@@ -227,6 +235,8 @@ class ConnectionHandler(ConnectionOpening, LinkAttaching, TokenCredentials, asyn
         data = self.engine.data_to_send()
         if data:
             self.transport.write(data)
+            self.send_oct += len(data)
+            self.send_cnt += 1
         if self.engine.closed:
             self._closed = True
             self.transport.close()
@@ -380,6 +390,11 @@ class ConnectionHandler(ConnectionOpening, LinkAttaching, TokenCredentials, asyn
             "peer_host": self.peer[0],
             "peer_port": self.peer[1],
             "channels": len(self.engine.sessions),
+            "connected_at": self.connected_at,
+            "recv_oct": self.recv_oct,
+            "recv_cnt": self.recv_cnt,
+            "send_oct": self.send_oct,
+            "send_cnt": self.send_cnt,
         }
 
 

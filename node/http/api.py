@@ -22,7 +22,9 @@ vhosts, users, permissions), `node/http/cluster_routes.py` (the cluster),
 `node/http/policy_routes.py` (policies, operator policies),
 `node/http/message_routes.py` (publish, get, consumers),
 `node/http/topic_permission_routes.py` and the limits, TLS and maintenance
-routes. They are built from `node/http/route_kit.py` (access levels, errors,
+routes, the health checks (`node/http/health_routes.py`), runtime parameters, sessions and
+channels, quorum replicas and the node's details (`parameter_routes.py`, `session_routes.py`,
+`quorum_routes.py`, `node_detail_routes.py`). They are built from `node/http/route_kit.py` (access levels, errors,
 responses, request parsing), as this module's middleware is; JSON shapes are
 in `node/http/formats.py`.
 """
@@ -40,11 +42,16 @@ from aiohttp import web
 from node.client.login import LoginsBusy
 from node.http import (
     cluster_routes,
+    health_routes,
     limit_routes,
     maintenance_routes,
     message_routes,
+    node_detail_routes,
     node_routes,
+    parameter_routes,
     policy_routes,
+    quorum_routes,
+    session_routes,
     tls_routes,
     topic_permission_routes,
     topology_routes,
@@ -84,15 +91,20 @@ SHUTDOWN_TIMEOUT = 1.0  # seconds a stopping node waits for requests in flight
 
 # Every route the API serves, by module, in the order they are matched.
 ROUTES = [
+    *node_detail_routes.ROUTES,  # first: /api/users/without-permissions is no user, /api/queues/detailed no vhost
     *node_routes.ROUTES,
+    *session_routes.ROUTES,
     *cluster_routes.ROUTES,  # /api/cluster
     *topology_routes.ROUTES,
     *limit_routes.ROUTES,
     *policy_routes.ROUTES,
+    *parameter_routes.ROUTES,
     *message_routes.ROUTES,
     *topic_permission_routes.ROUTES,
     *tls_routes.ROUTES,
     *maintenance_routes.ROUTES,
+    *health_routes.ROUTES,
+    *quorum_routes.ROUTES,
 ]
 
 # ---------------------------------------------------------------- the API
@@ -100,11 +112,13 @@ ROUTES = [
 
 class ManagementAPI:
     """Authentication, authorisation and errors around the handlers; owns the
-    counter samples behind the rates in /api/overview."""
+    counter samples behind the rates in /api/overview and the queues' message_stats."""
 
     def __init__(self, node: ManagementNode):
         self.node = node
         self.rates = fmt.Rates()
+        self.churn = fmt.Rates()  # of fmt.churn_counters
+        self.queue_rates: dict[tuple[str, str], fmt.Rates] = {}  # by (vhost, queue): its message_stats rates
         self._timer: Periodic | None = None
 
     def application(self) -> web.Application:
@@ -118,11 +132,28 @@ class ManagementAPI:
         return app
 
     def start_sampling(self) -> None:
-        self._timer = Periodic(self.node.loop, SAMPLE_INTERVAL, self._sample, "sampling the message rates")
+        self._timer = Periodic(self.node.loop, SAMPLE_INTERVAL, self.sample, "sampling the message rates")
         self._timer.start()
 
-    def _sample(self) -> None:
+    def sample(self) -> None:
+        """Samples the node's and each queue's counters now (every SAMPLE_INTERVAL once sampling)."""
         self.rates.sample(fmt.message_counters(self.node.metrics))
+        self.churn.sample(fmt.churn_counters(self.node))
+        seen = set()
+        for vhost in self.node.vhosts.values():
+            for queue in vhost.queues.values():
+                counters = fmt.queue_counters(queue)
+                if counters is not None:
+                    key = (vhost.name, queue.name)
+                    seen.add(key)
+                    self.queue_rates.setdefault(key, fmt.Rates()).sample(counters)
+        for key in self.queue_rates.keys() - seen:  # deleted queues
+            del self.queue_rates[key]
+
+    def queue_rates_of(self, queue: Any) -> dict[str, float] | None:
+        """Per second, of the queue's counters since the older of its last two samples."""
+        counters, rates = fmt.queue_counters(queue), self.queue_rates.get((queue.vhost, queue.name))
+        return rates.rates(counters) if counters is not None and rates is not None else None
 
     def stop_sampling(self) -> None:
         if self._timer is not None:

@@ -14,6 +14,7 @@ import hashlib
 import json
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
@@ -114,6 +115,25 @@ class Rates:
         return {k: max(0.0, (v - old.get(k, v)) / elapsed) for k, v in counters.items()}
 
 
+def queue_counters(queue: Queue) -> dict[str, int] | None:
+    """A queue's message counters under RabbitMQ's names; None for a queue that keeps none."""
+    stats = queue.stats
+    if stats is None:
+        return None
+    return {"publish": stats.published, "deliver": stats.delivered, "deliver_get": stats.delivered,
+            "redeliver": stats.redelivered, "ack": stats.acknowledged}  # fmt: skip
+
+
+def churn_counters(node: ScrapedNode) -> dict[str, int]:
+    """What RabbitMQ's overview `churn_rates` count; a channel is an AMQP 1.0 session."""
+    m = node.metrics
+    sessions = sum(len(c.engine.sessions) for c in node.connections)
+    return {"connection_created": m.connections_opened, "connection_closed": m.connections_opened - len(node.connections),
+            "channel_created": m.sessions_opened, "channel_closed": max(0, m.sessions_opened - sessions),
+            "queue_declared": m.queues_declared, "queue_created": m.queues_created,
+            "queue_deleted": m.queues_deleted}  # fmt: skip
+
+
 def message_counters(metrics: Any) -> dict[str, int]:
     """Node counters under the names of RabbitMQ's message_stats."""
     return {
@@ -130,7 +150,10 @@ def message_counters(metrics: Any) -> dict[str, int]:
 # ---------------------------------------------------------------- objects
 
 
-def queue_json(queue: Queue, node_name: str) -> dict:
+def queue_json(queue: Queue, node_name: str, name_of: Callable[[str], str] = str,
+               rates: dict[str, float] | None = None) -> dict:  # fmt: skip
+    """`name_of`: a member's node name from its cluster address (node/cluster/node_names.py);
+    `rates`: per second, of `queue_counters`."""
     info = queue.info()
     ready = info.get("message_count", queue.message_count)
     unacked = info.get("messages_unacknowledged", 0)
@@ -153,21 +176,15 @@ def queue_json(queue: Queue, node_name: str) -> dict:
         **policy_json(queue),
     }
     if "members" in info:  # a replicated queue: its Raft leader and members (RabbitMQ's fields)
-        out["leader"] = out["node"] = info["leader"]
+        out["leader"] = out["node"] = name_of(info["leader"]) if info["leader"] is not None else None
         out["leader_elected"] = info.get("leader_elected", True)  # False: the first member, until one is
-        out["members"] = out["online"] = list(info["members"])
+        out["members"] = out["online"] = [name_of(m) for m in info["members"]]
         out["consumer_details"] = info.get("consumer_details", [])
     if "epoch" in info:  # a replicated stream's epoch (node/vhosts/stream_replication.py)
         out["epoch"] = info["epoch"]
-    stats = queue.stats
-    if stats is not None:
-        out["message_stats"] = {
-            "publish": stats.published,
-            "deliver": stats.delivered,
-            "deliver_get": stats.delivered,
-            "redeliver": stats.redelivered,
-            "ack": stats.acknowledged,
-        }
+    counters = queue_counters(queue)
+    if counters is not None:
+        out["message_stats"] = _details(counters, rates)
     return out
 
 
@@ -267,6 +284,11 @@ def connection_json(conn: Any, node_name: str, alarms_active: bool) -> dict:
         "peer_host": info["peer_host"],
         "peer_port": info["peer_port"],
         "channels": info["channels"],
+        "connected_at": info["connected_at"],
+        "recv_oct": info["recv_oct"],
+        "recv_cnt": info["recv_cnt"],
+        "send_oct": info["send_oct"],
+        "send_cnt": info["send_cnt"],
         "state": connection_state(conn, alarms_active),
         "ssl": info.get("ssl", False),
         "peer_cert_subject": info.get("peer_cert_subject"),
@@ -360,7 +382,9 @@ def node_json(node: ManagementNode, started_at: float, resources: dict) -> dict:
         "disk_free_limit": alarms.disk_free_limit,
         "disk_free_alarm": alarms.disk or "disk" in alarms.forced,
         "fd_used": resources.get("fd_used", 0),
+        "fd_total": resources.get("fd_total", 0),
         "sockets_used": len(node.connections),
+        "sockets_total": resources.get("fd_total", 0),  # a socket is a file descriptor: the same bound
         "processors": resources.get("processors", 1),
         "uptime": int((time.time() - started_at) * 1000),
         "db_dir": cfg.data_dir,
@@ -391,7 +415,8 @@ def cluster_name(node: ScrapedNode) -> str:
     return node.projections.global_parameters.get("cluster_name", node.config.node_name)
 
 
-def overview_json(node: ManagementNode, vhosts: list[Any], rates: dict[str, float], listeners: list[dict]) -> dict:
+def overview_json(node: ManagementNode, vhosts: list[Any], rates: dict[str, float], listeners: list[dict],
+                  churn_rates: dict[str, float] | None = None) -> dict:  # fmt: skip
     cfg = node.config
     ready = sum(q.message_count for v in vhosts for q in v.queues.values())
     unacked = sum(q.unacked_count for v in vhosts for q in v.queues.values())
@@ -406,6 +431,7 @@ def overview_json(node: ManagementNode, vhosts: list[Any], rates: dict[str, floa
         "disable_stats": False,
         "enable_queue_totals": True,
         "message_stats": _details(message_counters(node.metrics), rates),
+        "churn_rates": _details(churn_counters(node), churn_rates),
         "queue_totals": _details(
             {"messages": ready + unacked, "messages_ready": ready, "messages_unacknowledged": unacked}
         ),  # fmt: skip
@@ -413,7 +439,11 @@ def overview_json(node: ManagementNode, vhosts: list[Any], rates: dict[str, floa
         "statistics_db_event_queue": 0,
         "node": cfg.node_name,
         "listeners": listeners,
-        "contexts": [
-            {"node": cfg.node_name, "description": "Warren Management", "path": "/", "port": str(node.http_port)}
-        ],  # fmt: skip
+        "contexts": contexts(node),
     }
+
+
+def contexts(node: ManagementNode) -> list[dict]:
+    """The HTTP listeners' contexts, as RabbitMQ's overview and nodes show them."""
+    return [{"node": node.config.node_name, "description": "Warren Management", "path": "/",
+             "port": str(node.http_port)}]  # fmt: skip

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from node.client.tls import TlsContexts
     from node.cluster.cluster import Cluster
     from node.cluster.maintenance import Maintenance
+    from node.cluster.node_names import NodeNames
     from node.cluster.placement import Placement
     from node.config import Config
     from node.ops.alarms import Alarms
@@ -65,10 +66,12 @@ class ManagementNode(ScrapedNode, Protocol):
     # the metadata: read in the projections (ScrapedNode), changed through the store
     metadata: MetadataStore
     definitions: DefinitionsFile
-    alarm_check: Periodic | None  # GET /api/health/checks/alarms (node_routes.py)
+    alarm_check: Periodic | None  # GET /api/health/checks/alarms (health_routes.py)
     quorum: QuorumQueues  # quorum queue members (cluster_routes.py)
     maintenance: Maintenance  # drain and revive (maintenance_routes.py)
     placement: Placement  # rebalance
+    node_names: NodeNames | None  # members' node names; None until the cluster runs
+    memory: MemoryAccount  # GET /api/nodes/{node}/memory (node_detail_routes.py)
     tls: TlsContexts | None  # None without tls_cert (tls_routes.py)
 
     def now_ms(self) -> int: ...

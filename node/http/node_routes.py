@@ -1,5 +1,5 @@
 """Management API handlers for the node itself and its access control:
-overview, nodes, health checks, definitions, connections, vhosts, users and
+overview, nodes, definitions, connections, vhosts, users and
 permissions. Served by `node/http/api.py`, which authenticates and
 authorises each request from the handler's @access level first.
 
@@ -12,6 +12,7 @@ the definitions file before the answer.
 from __future__ import annotations
 
 import os
+import resource
 import shutil
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +36,7 @@ from node.http.route_kit import (
     is_admin,
     is_monitor,
     json_response,
+    list_response,
     no_content,
     not_found,
     read_body,
@@ -59,7 +61,8 @@ async def overview(request: web.Request) -> web.Response:
     api = api_of(request)
     vhosts = api.visible_vhosts(request[USER])
     rates = api.rates.rates(fmt.message_counters(api.node.metrics))
-    return json_response(request, fmt.overview_json(api.node, vhosts, rates, api.listeners()))
+    churn = api.churn.rates(fmt.churn_counters(api.node))
+    return json_response(request, fmt.overview_json(api.node, vhosts, rates, api.listeners(), churn))
 
 
 @access(MGMT)
@@ -80,9 +83,11 @@ def _node(api: ManagementAPI) -> dict:
         "mem_used": node.alarms.memory_used,  # what the memory alarm compares (node/ops/memory.py)
         "disk_free": shutil.disk_usage(node.config.data_dir).free,
         "fd_used": fds,
+        "fd_total": resource.getrlimit(resource.RLIMIT_NOFILE)[0],
         "processors": os.cpu_count() or 1,
     }
-    return fmt.node_json(node, node.started_at, resources)
+    return {**fmt.node_json(node, node.started_at, resources), "listeners": api.listeners(),
+            "contexts": fmt.contexts(node)}  # fmt: skip
 
 
 @access(MONITOR)
@@ -96,28 +101,6 @@ async def node(request: web.Request) -> web.Response:
     if request.match_info["node"] != api.node.config.node_name:
         raise not_found()
     return json_response(request, _node(api))
-
-
-@access(MGMT)
-async def alarms_check(request: web.Request) -> web.Response:
-    """/api/health/checks/alarms: 200 without alarms, 503 with, and 503 while
-    this node's alarm check itself fails (then nobody knows)."""
-    node = api_of(request).node
-    check = node.alarm_check
-    if check is not None and check.failing:
-        body = {"status": "failed", "reason": f"the resource alarm check is failing ({check.failures} in a row): "
-                                              f"{check.last_error}"}  # fmt: skip
-        return json_response(request, body, status=503)
-    if request.path.endswith("/local-alarms"):
-        raised = [(node.config.node_name, name) for name in node.alarms.describe()]
-    else:
-        raised = [(node.config.node_name if member == node.node_id else member, name)
-                  for member, name in node.alarms.cluster_wide(node.node_id)]  # fmt: skip
-    if not raised:
-        return json_response(request, {"status": "ok"})
-    body = {"status": "failed", "reason": "resource alarm(s) in effect in the cluster",
-            "alarms": [{"node": node, "resource": name} for node, name in raised]}  # fmt: skip
-    return json_response(request, body, status=503)
 
 
 @access(ADMIN)
@@ -191,14 +174,14 @@ def _connection(request: web.Request) -> Any:
 
 @access(MGMT)
 async def list_connections(request: web.Request) -> web.Response:
-    return json_response(request, _connections(api_of(request), request[USER]))
+    return list_response(request, _connections(api_of(request), request[USER]))
 
 
 @access(VHOST)
 async def vhost_connections(request: web.Request) -> web.Response:
     api = api_of(request)
     vhost = api.vhost(request.match_info["vhost"])
-    return json_response(request, _connections(api, request[USER], vhost.name))
+    return list_response(request, _connections(api, request[USER], vhost.name))
 
 
 @access(MGMT)
@@ -228,7 +211,7 @@ async def close_connection(request: web.Request) -> web.Response:
 async def list_vhosts(request: web.Request) -> web.Response:
     api = api_of(request)
     node_name = api.node.config.node_name
-    return json_response(request, [fmt.vhost_json(v, node_name) for v in api.visible_vhosts(request[USER])])
+    return list_response(request, [fmt.vhost_json(v, node_name) for v in api.visible_vhosts(request[USER])])
 
 
 @access(VHOST_VISIBLE)
@@ -417,8 +400,6 @@ ROUTES = [
     ("GET", "/api/whoami", whoami),
     ("GET", "/api/nodes", nodes),
     ("GET", "/api/nodes/{node}", node),
-    ("GET", "/api/health/checks/alarms", alarms_check),
-    ("GET", "/api/health/checks/local-alarms", alarms_check),
     ("GET", "/api/definitions", definitions),
     ("POST", "/api/definitions", import_definitions),
     ("GET", "/api/definitions/{vhost}", vhost_definitions),

@@ -29,13 +29,12 @@ from node.http.route_kit import (
     access,
     api_of,
     bad_request,
+    check_policymaker,
     created_or_updated,
-    is_admin,
     json_response,
     no_content,
     not_found,
     read_body,
-    refused,
 )
 from node.vhosts.metadata_store import new_key
 from routing import policies
@@ -101,12 +100,6 @@ async def _delete(request: web.Request, operator: bool) -> web.Response:
     return no_content()
 
 
-def _check_policymaker(request: web.Request) -> None:
-    user = request[USER]
-    if not is_admin(user) and "policymaker" not in user.tags:
-        raise refused("Not policymaker or administrator user")
-
-
 # ---------------------------------------------------------------- policies
 
 
@@ -128,13 +121,13 @@ async def get_policy(request: web.Request) -> web.Response:
 
 @access(VHOST)
 async def put_policy(request: web.Request) -> web.Response:
-    _check_policymaker(request)
+    check_policymaker(request)
     return await _put(request, False)
 
 
 @access(VHOST)
 async def delete_policy(request: web.Request) -> web.Response:
-    _check_policymaker(request)
+    check_policymaker(request)
     return await _delete(request, False)
 
 

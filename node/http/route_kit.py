@@ -10,6 +10,7 @@ in a circle (tests/test_layout.py checks it).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +28,8 @@ if TYPE_CHECKING:
     from node.http.management_node import ManagementNode
 
 REFUSED_STATUS = 401  # RabbitMQ 4 answers 401, not 403, to an authenticated user it refuses
+DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE = 100, 500  # rabbit_mgmt_util's
+MAX_FILTER_LENGTH = 1024  # the longest ?name= regular expression
 MANAGEMENT_TAGS = frozenset({"administrator", "monitoring", "policymaker", "management"})
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -86,16 +89,98 @@ def access(level: str) -> Callable[[Handler], Handler]:
 def json_response(request: web.Request, data: Any, status: int = 200) -> web.Response:
     """`data` as JSON, sorted and trimmed per ?sort=, ?sort_reverse= and
     ?columns= as RabbitMQ does."""
+    if isinstance(data, list):
+        data = _sorted(request, data)
+    return _json(request, data, status)
+
+
+def list_response(request: web.Request, items: list[dict]) -> web.Response:
+    """A listing that pages, as RabbitMQ's queues, exchanges, vhosts,
+    connections, channels and bindings (rabbit_mgmt_util reply_list_or_paginate):
+    with ?page= (and ?page_size=, at most 500, default 100) the answer is an
+    object with the page's `items` and the counts, after ?name= kept the items
+    whose name holds it (a case-insensitive regular expression with
+    ?use_regex=true); without ?page= the sorted list, unfiltered."""
     query = request.query
-    if isinstance(data, list) and "sort" in query:
-        key = query["sort"]
-        data = sorted(data, key=lambda item: _sort_key(item.get(key)), reverse=query.get("sort_reverse") == "true")
-    columns = [c for c in query.get("columns", "").split(",") if c]
-    return web.Response(text=fmt.dumps(fmt.select_columns(data, columns)), status=status,
-                        content_type="application/json")  # fmt: skip
+    page, size = _page_params(query)
+    items = _sorted(request, items)
+    if page is None:
+        return _json(request, items)
+    total = len(items)
+    name = query.get("name")
+    if name:
+        items = [i for i in items if _name_matches(name, str(i.get("name", "")), query.get("use_regex") == "true")]
+    start = (page - 1) * size
+    if start > len(items):
+        raise ApiError(400, "page_out_of_range",
+                       f"Page out of range, page: {page} page size: {size}, len: {len(items)}")  # fmt: skip
+    chosen = items[start : start + size]
+    return _json(request, {"total_count": total, "item_count": len(chosen), "filtered_count": len(items),
+                           "page": page, "page_size": size, "page_count": -(-len(items) // size),
+                           "items": chosen})  # fmt: skip
+
+
+def _page_params(query: Any) -> tuple[int | None, int]:
+    raw_page, raw_size = query.get("page"), query.get("page_size")
+    if raw_page is None:
+        return None, DEFAULT_PAGE_SIZE
+    try:
+        page = int(raw_page)
+        size = DEFAULT_PAGE_SIZE if raw_size is None else int(raw_size)
+    except ValueError:
+        raise bad_request("Pagination parameters are invalid") from None
+    if page < 1 or not 0 < size <= MAX_PAGE_SIZE:
+        raise ApiError(400, "invalid_pagination_parameters",
+                       f"Invalid pagination parameters: page number {page}, page size {size}")  # fmt: skip
+    name = query.get("name", "")
+    if query.get("use_regex") == "true":
+        if len(name) > MAX_FILTER_LENGTH:
+            raise ApiError(400, "invalid_pagination_parameters", "name filter regex is too long")
+        try:
+            re.compile(name)
+        except re.error as e:
+            raise bad_request(f"invalid name filter regex: {e}") from None
+    return page, size
+
+
+def _name_matches(pattern: str, name: str, regex: bool) -> bool:
+    if regex:
+        return re.search(pattern, name, re.IGNORECASE) is not None
+    return pattern.lower() in name.lower()
+
+
+def _sorted(request: web.Request, items: list) -> list:
+    """?sort= names a field, dotted into nested objects (message_stats.publish);
+    a missing one sorts as 0, before everything else, as in RabbitMQ."""
+    key = request.query.get("sort")
+    if not key:
+        return items
+    path = key.split(".")
+    return sorted(
+        items, key=lambda item: _sort_key(_dotted(item, path)), reverse=request.query.get("sort_reverse") == "true"
+    )
+
+
+def _dotted(item: Any, path: list[str]) -> Any:
+    for part in path:
+        if not isinstance(item, dict):
+            return 0
+        item = item.get(part, 0)
+    return item
+
+
+def _json(request: web.Request, data: Any, status: int = 200) -> web.Response:
+    columns = [c for c in request.query.get("columns", "").split(",") if c]
+    if columns and isinstance(data, dict) and "items" in data and "page_count" in data:
+        data = {**data, "items": fmt.select_columns(data["items"], columns)}  # a page's items lose columns
+    else:
+        data = fmt.select_columns(data, columns)
+    return web.Response(text=fmt.dumps(data), status=status, content_type="application/json")
 
 
 def _sort_key(value: Any) -> tuple:
+    if value is None:
+        return (0, 0, "")
     return (0, value, "") if isinstance(value, int | float) else (1, 0, str(value))
 
 
@@ -165,6 +250,18 @@ def check_permission(request: web.Request, vhost: str, kind: str, resource: str,
     permissions.check(permission, user.name, vhost, kind, resource, what)
 
 
+def member_name(node: ManagementNode, member: str) -> str:
+    """A cluster member's node name (warren@host) from its cluster address, as RabbitMQ names nodes."""
+    return node.node_names.name_of(member) if node.node_names is not None else member
+
+
+def member_address(node: ManagementNode, name: str) -> str:
+    """A member's cluster address from its node name or address."""
+    if name == node.config.node_name:
+        return node.node_id
+    return node.node_names.member_of(name) if node.node_names is not None else name
+
+
 # ---------------------------------------------------------------- who is asking
 
 
@@ -185,6 +282,12 @@ def permission_of(node: ManagementNode, user: Any, vhost: str) -> permissions.Pe
 def token_scopes(user: Any) -> Any:
     """A token user's scopes (its topic scopes decide topic access), None for a user."""
     return user.grant.scopes if isinstance(user, TokenUser) else None
+
+
+def check_policymaker(request: web.Request) -> None:
+    user = request[USER]
+    if not is_admin(user) and "policymaker" not in user.tags:
+        raise refused("Not policymaker or administrator user")
 
 
 def is_admin(user: Any) -> bool:

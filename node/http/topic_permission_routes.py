@@ -6,6 +6,7 @@ only:
     GET    /api/topic-permissions/{vhost}/{user}
     PUT    /api/topic-permissions/{vhost}/{user}     {"exchange", "write", "read"}
     DELETE /api/topic-permissions/{vhost}/{user}     every exchange (?exchange=X: one)
+    GET|PUT|DELETE /api/topic-permissions/{vhost}/{user}/{exchange}   that exchange's only
     GET    /api/users/{user}/topic-permissions
     GET    /api/vhosts/{vhost}/topic-permissions
 
@@ -71,6 +72,9 @@ async def of_vhost(request: web.Request) -> web.Response:
 async def get_one(request: web.Request) -> web.Response:
     user, vhost = _user_and_vhost(request)
     found = _listing(request, user, vhost)
+    exchange = request.match_info.get("exchange")
+    if exchange is not None:  # /api/topic-permissions/{vhost}/{user}/{exchange}
+        found = [e for e in found if e["exchange"] == exchange]
     if not found:
         raise not_found()
     return json_response(request, found)
@@ -81,6 +85,11 @@ async def put_one(request: web.Request) -> web.Response:
     user, vhost = _user_and_vhost(request)
     body = await read_body(request)
     exchange = body.get("exchange")
+    in_path = request.match_info.get("exchange")
+    if in_path is not None:
+        if exchange not in (None, in_path):
+            raise bad_request(f"the body's exchange '{exchange}' is not the path's '{in_path}'")
+        exchange = in_path
     if not isinstance(exchange, str) or not exchange:
         raise bad_request("'exchange' is mandatory (the topic exchange the patterns apply to)")
     patterns = []
@@ -101,7 +110,7 @@ async def put_one(request: web.Request) -> web.Response:
 @access(ADMIN)
 async def delete_one(request: web.Request) -> web.Response:
     user, vhost = _user_and_vhost(request)
-    exchange = request.query.get("exchange", "")
+    exchange = request.match_info.get("exchange") or request.query.get("exchange", "")
     if not _listing(request, user, vhost) or (exchange and not any(
             e["exchange"] == exchange for e in _listing(request, user, vhost))):  # fmt: skip
         raise not_found()
@@ -114,6 +123,9 @@ ROUTES = [
     ("GET", "/api/topic-permissions/{vhost}/{user}", get_one),
     ("PUT", "/api/topic-permissions/{vhost}/{user}", put_one),
     ("DELETE", "/api/topic-permissions/{vhost}/{user}", delete_one),
+    ("GET", "/api/topic-permissions/{vhost}/{user}/{exchange}", get_one),
+    ("PUT", "/api/topic-permissions/{vhost}/{user}/{exchange}", put_one),
+    ("DELETE", "/api/topic-permissions/{vhost}/{user}/{exchange}", delete_one),
     ("GET", "/api/users/{user}/topic-permissions", of_user),
     ("GET", "/api/vhosts/{vhost}/topic-permissions", of_vhost),
 ]

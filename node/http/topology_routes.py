@@ -33,6 +33,8 @@ from node.http.route_kit import (
     created_or_updated,
     exchange_name,
     json_response,
+    list_response,
+    member_name,
     no_content,
     not_found,
     query_flag,
@@ -52,8 +54,14 @@ if TYPE_CHECKING:
 
 
 def _queues(api: ManagementAPI, vhosts: list[Any]) -> list[dict]:
-    node_name = api.node.config.node_name
-    return [fmt.queue_json(v.queues[name], node_name) for v in vhosts for name in sorted(v.queues)]
+    return [_queue_json(api, v.queues[name]) for v in vhosts for name in sorted(v.queues)]
+
+
+def _queue_json(api: ManagementAPI, queue: Any) -> dict:
+    node = api.node
+    out = fmt.queue_json(queue, node.config.node_name, lambda member: member_name(node, member),
+                         api.queue_rates_of(queue))  # fmt: skip
+    return {**out, "memory": node.memory.held_by(queue)}
 
 
 @access(MGMT)
@@ -61,7 +69,7 @@ async def list_queues(request: web.Request) -> web.Response:
     api = api_of(request)
     vhosts = api.visible_vhosts(request[USER])
     await refresh_counts([q for v in vhosts for q in v.queues.values()])  # those other nodes host
-    return json_response(request, _queues(api, vhosts))
+    return list_response(request, _queues(api, vhosts))
 
 
 @access(VHOST)
@@ -69,7 +77,7 @@ async def vhost_queues(request: web.Request) -> web.Response:
     api = api_of(request)
     vhost = api.vhost(request.match_info["vhost"])
     await refresh_counts(list(vhost.queues.values()))
-    return json_response(request, _queues(api, [vhost]))
+    return list_response(request, _queues(api, [vhost]))
 
 
 def _queue(request: web.Request) -> tuple[Any, Any]:
@@ -84,7 +92,7 @@ def _queue(request: web.Request) -> tuple[Any, Any]:
 async def get_queue(request: web.Request) -> web.Response:
     _, queue = _queue(request)
     await refresh_counts([queue])
-    return json_response(request, fmt.queue_json(queue, api_of(request).node.config.node_name))
+    return json_response(request, _queue_json(api_of(request), queue))
 
 
 @access(VHOST)
@@ -150,12 +158,12 @@ def _exchanges(vhosts: list[Any]) -> list[dict]:
 
 @access(MGMT)
 async def list_exchanges(request: web.Request) -> web.Response:
-    return json_response(request, _exchanges(api_of(request).visible_vhosts(request[USER])))
+    return list_response(request, _exchanges(api_of(request).visible_vhosts(request[USER])))
 
 
 @access(VHOST)
 async def vhost_exchanges(request: web.Request) -> web.Response:
-    return json_response(request, _exchanges([api_of(request).vhost(request.match_info["vhost"])]))
+    return list_response(request, _exchanges([api_of(request).vhost(request.match_info["vhost"])]))
 
 
 def _exchange(request: web.Request) -> tuple[Any, Any]:
@@ -228,12 +236,12 @@ _KINDS = {"q": "queue", "e": "exchange"}
 @access(MGMT)
 async def list_bindings(request: web.Request) -> web.Response:
     vhosts = api_of(request).visible_vhosts(request[USER])
-    return json_response(request, [b for v in vhosts for b in fmt.vhost_bindings(v)])
+    return list_response(request, [b for v in vhosts for b in fmt.vhost_bindings(v)])
 
 
 @access(VHOST)
 async def vhost_bindings(request: web.Request) -> web.Response:
-    return json_response(request, fmt.vhost_bindings(api_of(request).vhost(request.match_info["vhost"])))
+    return list_response(request, fmt.vhost_bindings(api_of(request).vhost(request.match_info["vhost"])))
 
 
 def _binding_ends(request: web.Request) -> tuple[Any, str, str, str]:

@@ -18,14 +18,16 @@ import os
 import sys
 from typing import Any
 
-from node.ops import ctl_cluster, ctl_maintenance, ctl_topology
+from node.ops import ctl_cluster, ctl_diagnostics, ctl_maintenance, ctl_runtime, ctl_topology
 from node.ops.ctl_kit import EX_USAGE, Client, Command, CtlError, Done, Listing, Report, table
 
 # Every command, by module, in the order `warren ctl --help` lists them.
 COMMANDS: dict[str, tuple[Command, str]] = {
     **ctl_cluster.COMMANDS,
     **ctl_maintenance.COMMANDS,
+    **ctl_diagnostics.COMMANDS,
     **ctl_topology.COMMANDS,
+    **ctl_runtime.COMMANDS,
 }
 
 
@@ -85,12 +87,28 @@ _ARGS: dict[str, list[tuple[str, dict]]] = {
     "list_operator_policies": [("columns", {"nargs": "*"})],
     "export_definitions": [("path", {})],
     "import_definitions": [("path", {})],
+    "list_consumers": [("columns", {"nargs": "*"})],
+    "list_channels": [("columns", {"nargs": "*"})],
+    "set_parameter": [("component", {}), ("name", {}), ("value", {})],
+    "clear_parameter": [("component", {}), ("name", {})],
+    "set_global_parameter": [("name", {}), ("value", {})],
+    "set_cluster_name": [("name", {})],
+    "close_all_connections": [("explanation", {}), ("--global", {"action": "store_true", "dest": "all_vhosts"}),
+                              ("--limit", {"type": int, "default": None})],
+    "quorum_status": [("name", {})],
+    "stream_status": [("name", {})],
+    "peek": [("name", {}), ("position", {"type": int})],
+    "check_port_listener": [("listen_port", {"type": int, "metavar": "port"})],
+    "check_protocol_listener": [("protocols", {"nargs": "+", "metavar": "protocol"})],
+    "check_certificate_expiration": [("--within", {"type": int, "default": 4}),
+                                     ("--unit", {"default": "weeks", "choices": ["days", "weeks", "months", "years"]})],
 }
 _VHOST_SCOPED = {"list_queues", "list_exchanges", "list_bindings", "list_permissions", "set_permissions",
                  "clear_permissions", "purge_queue", "delete_queue", "add_member", "delete_member", "set_vhost_limits",
                  "clear_vhost_limits", "set_policy", "clear_policy", "list_policies", "set_operator_policy",
                  "clear_operator_policy", "list_operator_policies", "set_topic_permissions", "clear_topic_permissions",
-                 "list_topic_permissions"}  # fmt: skip
+                 "list_topic_permissions", "list_consumers", "list_parameters", "set_parameter", "clear_parameter",
+                 "close_all_connections", "quorum_status", "stream_status", "peek"}  # fmt: skip
 
 
 # ---------------------------------------------------------------- entry point

@@ -156,11 +156,11 @@ class Listing:
 
 # The fields of the HTTP API's objects (node/http/formats.py), per listing.
 CONNECTION_COLUMNS = ("name node type user vhost protocol host port peer_host peer_port channels state ssl peer_cert_subject "
-                      "frame_max channel_max timeout client_properties")  # fmt: skip
+                      "frame_max channel_max timeout client_properties connected_at recv_oct recv_cnt send_oct send_cnt")  # fmt: skip
 QUEUE_COLUMNS = (
     "name vhost type durable auto_delete exclusive arguments node state messages messages_ready "
     "messages_unacknowledged message_bytes_ready consumers policy operator_policy effective_policy_definition "
-    "exclusive_consumer_tag message_stats"
+    "exclusive_consumer_tag message_stats memory leader members"
 )
 EXCHANGE_COLUMNS = "name vhost type durable auto_delete internal arguments"
 BINDING_COLUMNS = ("source_name source_kind destination_name destination_kind routing_key arguments source vhost "

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import psutil
 
+from node.vhosts.quorum_groups import group_name
 from queues.classic import ClassicQueue
 
 if TYPE_CHECKING:
@@ -142,6 +143,14 @@ class MemoryAccount:
             "connections": sum(_write_buffered(c) for c in node.connections),
             "stores": self._store_bytes(),
         }
+
+    def held_by(self, queue: Any) -> int:
+        """What one queue holds here (a queue led elsewhere: 0), as `breakdown` counts it."""
+        if isinstance(queue, ClassicQueue):
+            return queue.held_bytes
+        if self.node.quorum.queues.get(group_name(queue.vhost, queue.name)) is queue:
+            return _quorum_held(queue)
+        return 0
 
     def _accounted(self) -> int:
         parts = self.breakdown()

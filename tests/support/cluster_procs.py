@@ -45,6 +45,8 @@ class Node:
         self.http_port = http_port
         self.grpc_port = grpc_port
         self.id = f"127.0.0.1:{grpc_port}"
+        self.name = f"warren-{index}@localhost"  # its --node-name: how the HTTP API names it
+        self.ids_by_name: dict[str, str] = {}  # every node of its cluster (ClusterProcesses sets it)
         self.log_path = data_dir.parent / f"n{index}.log"
         self.proc: subprocess.Popen | None = None
 
@@ -54,6 +56,20 @@ class Node:
 
     def http(self, method: str, path: str, body: Any = None, timeout: float = 10.0) -> Any:
         return http(self.http_port, method, path, body, timeout)
+
+    def by_address(self, queue: dict | None) -> dict | None:
+        """A queue's JSON with its node, leader and members by cluster address (the HTTP API
+        names them by node name once it knows them), as the tests compare them with `id`."""
+        if queue is None:
+            return None
+        out = dict(queue)
+        for key in ("node", "leader"):
+            if isinstance(out.get(key), str):
+                out[key] = self.ids_by_name.get(out[key], out[key])
+        for key in ("members", "online"):
+            if isinstance(out.get(key), list):
+                out[key] = [self.ids_by_name.get(m, m) for m in out[key]]
+        return out
 
     def status(self, timeout: float = 5.0) -> dict | None:
         """/api/cluster, or None when the node does not answer."""
@@ -78,6 +94,8 @@ class ClusterProcesses:
         ports = free_ports(3 * n)
         self.seeded = seeded
         self.nodes = [Node(i, root / f"n{i}", *ports[3 * i : 3 * i + 3]) for i in range(n)]
+        for node in self.nodes:
+            node.ids_by_name = {n.name: n.id for n in self.nodes}
         self.extra_args = list(extra_args or [])
         self.env = dict(os.environ, **(env or {}))
         self.node_env: dict[int, dict[str, str]] = {}  # extra environment of node i, read at each spawn

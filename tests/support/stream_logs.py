@@ -35,7 +35,7 @@ def two_replica_stream(cluster, name: str) -> tuple[int, int, int]:
 
 def info(node, name: str) -> dict | None:
     try:
-        return node.http("GET", f"/api/queues/%2F/{name}")
+        return node.by_address(node.http("GET", f"/api/queues/%2F/{name}"))
     except (HttpError, OSError):
         return None
 

@@ -149,8 +149,9 @@ class RequestLink(ManagementLink):
     def caller(self) -> request.Caller:
         h = self.handler
         vhost = h.vhost
-        return request.Caller(vhost, h.user, h.permission(vhost.name), h, h.node.node_id, h.node.projections,
-                              h.node.volatile)  # fmt: skip
+        names = h.node.node_names
+        return request.Caller(vhost, h.user, h.permission(vhost.name), h, h.node.config.node_name, h.node.projections,
+                              h.node.volatile, names.name_of if names is not None else str)  # fmt: skip
 
     def top_up(self) -> None:
         """Grants request credit again once half is used, unless replies

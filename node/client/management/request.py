@@ -43,6 +43,7 @@ import inspect
 import logging
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, unquote
@@ -127,6 +128,7 @@ class Caller:
     node_name: str
     projections: Any
     reply_queues: Any
+    name_of: Callable[[str], str] = str  # a cluster member's node name, from its address
 
     def check(self, kind: str, resource: str, what: str) -> None:
         permissions.check(self.permission, self.user, self.vhost.name, kind, resource, what)
@@ -241,9 +243,11 @@ _BINDING_FIELDS = {"source": str, "destination_queue": str, "destination_exchang
 # ---------------------------------------------------------------- queues
 
 
-def queue_info(queue: Any, node_name: str) -> dict[str, Any]:
-    """The reply body describing a queue; `node_name` leads the queues not led elsewhere."""
-    leader = getattr(queue, "leader", node_name)
+def queue_info(queue: Any, node_name: str, name_of: Callable[[str], str] = str) -> dict[str, Any]:
+    """The reply body describing a queue; `node_name` leads the queues not led elsewhere; a
+    replicated queue's leader and replicas by node name (`name_of` their addresses), as RabbitMQ."""
+    leader = getattr(queue, "leader", None)
+    leader = node_name if leader is None else name_of(leader)
     return {
         "name": queue.name,
         "vhost": queue.vhost,
@@ -255,7 +259,7 @@ def queue_info(queue: Any, node_name: str) -> dict[str, Any]:
         "message_count": ULong(queue.message_count),
         "consumer_count": UInt(queue.consumer_count),
         "leader": leader,
-        "replicas": Array(list(getattr(queue, "replicas", None) or [leader])),
+        "replicas": Array([name_of(r) for r in getattr(queue, "replicas", None) or []] or [leader]),
         **_policy_info(queue),
     }
 
@@ -275,7 +279,7 @@ async def get_queue(caller: Caller, name: str, body: Any) -> tuple[str, Any]:
         return OK, _reply_address_info(caller, name)
     queue = _queue(caller, name)
     await refresh_counts([queue])  # a queue another node hosts: its counts from there
-    return OK, queue_info(queue, caller.node_name)
+    return OK, queue_info(queue, caller.node_name, caller.name_of)
 
 
 def _reply_address_info(caller: Caller, name: str) -> dict[str, Any]:
@@ -317,7 +321,7 @@ async def _declare_queue(caller: Caller, name: str, props: dict) -> tuple[str, A
         if hasattr(existing, "touch"):
             existing.touch()  # a redeclaration counts as use (x-expires)
         await refresh_counts([existing])
-        return OK, queue_info(existing, caller.node_name)
+        return OK, queue_info(existing, caller.node_name, caller.name_of)
     dlx = arguments.get("x-dead-letter-exchange")
     if dlx is not None:
         if not isinstance(dlx, str):
@@ -326,7 +330,7 @@ async def _declare_queue(caller: Caller, name: str, props: dict) -> tuple[str, A
         caller.check("read", name, "queue")
         caller.check("write", dlx, "exchange")
     queue, _ = await vhost.declare_queue(name, durable, caller.owner if exclusive else None, auto_delete, arguments)
-    return CREATED, queue_info(queue, caller.node_name)
+    return CREATED, queue_info(queue, caller.node_name, caller.name_of)
 
 
 def assert_equivalent(queue: Any, vhost: str, durable: bool, exclusive: bool, auto_delete: bool,

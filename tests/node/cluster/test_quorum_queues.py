@@ -29,12 +29,12 @@ def enable_quorum_queues(cluster) -> None:
 def declare(cluster, i: int, name: str, **arguments) -> dict:
     cluster[i].http("PUT", f"/api/queues/%2F/{name}", {"durable": True,
                                                        "arguments": {"x-queue-type": "quorum", **arguments}})
-    return cluster[i].http("GET", f"/api/queues/%2F/{name}")
+    return cluster[i].by_address(cluster[i].http("GET", f"/api/queues/%2F/{name}"))
 
 
 def info(node, name: str) -> dict | None:
     try:
-        return node.http("GET", f"/api/queues/%2F/{name}")
+        return node.by_address(node.http("GET", f"/api/queues/%2F/{name}"))
     except (HttpError, OSError):
         return None
 

@@ -27,7 +27,8 @@ def test_counts_of_a_queue_this_node_does_not_host(cluster):
         m.declare_queue(ClassicQueueSpecification(name="cq"))
         info = m.queue_info("qq")
     # the declaring node is the first member, and hosts the classic queue: `outside` hosts neither
-    outside = next(i for i, node in enumerate(cluster.nodes) if node.id not in info.members)
+    members = [cluster[0].ids_by_name.get(m, m) for m in info.members]  # node names, as cluster ids
+    outside = next(i for i, node in enumerate(cluster.nodes) if node.id not in members)
     assert outside != 0
     publish(cluster[0].amqp_port, "qq", 1000)
     publish(cluster[0].amqp_port, "cq", 300)
@@ -54,8 +55,10 @@ def test_a_quorum_consumer_settling_with_modified_gets_every_message_through_any
         m = conn.management()
         m.declare_queue(QuorumQueueSpecification(name="qq", quorum_initial_group_size=2))
         info = m.queue_info("qq")
-    hosts = [i for i in range(3) if cluster[i].id in info.members]
-    leader = next(i for i in hosts if cluster[i].id == info.leader)
+    ids = cluster[0].ids_by_name  # the replies name nodes by node name
+    members, leader_id = [ids.get(m, m) for m in info.members], ids.get(info.leader, info.leader)
+    hosts = [i for i in range(3) if cluster[i].id in members]
+    leader = next(i for i in hosts if cluster[i].id == leader_id)
     node = {"leader": leader, "follower": next(i for i in hosts if i != leader),
             "outside": next(i for i in range(3) if i not in hosts)}[through]  # fmt: skip
     publish(cluster[0].amqp_port, "qq", 1000)

@@ -28,7 +28,7 @@ def declare(cluster, i: int, name: str, **arguments) -> None:
 def leader(cluster, i: int, name: str) -> str | None:
     """The leader of queue `name` as node i knows it, once one is elected."""
     try:
-        q = cluster[i].http("GET", f"/api/queues/%2F/{name}")
+        q = cluster[i].by_address(cluster[i].http("GET", f"/api/queues/%2F/{name}"))
     except (HttpError, OSError):
         return None
     return q["leader"] if q.get("leader_elected") else None

@@ -113,7 +113,7 @@ def test_declare_queue_with_arguments_and_read_its_info(broker):
         assert info.arguments == {"x-max-length": 10, "x-max-length-bytes": 10_000, "x-message-ttl": 60_000,
                                   "x-dead-letter-exchange": "dlx", "x-overflow": "reject-publish",
                                   "x-queue-type": "classic"}  # fmt: skip
-        node = broker.broker.node_id  # the leader's cluster id
+        node = broker.broker.config.node_name  # the leader, by node name as RabbitMQ
         assert info.leader == node and list(info.members) == [node]
         assert (info.message_count, info.consumer_count) == (0, 0)
         assert broker.queue("args-q").config.max_length == 10

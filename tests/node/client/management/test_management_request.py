@@ -33,6 +33,7 @@ class LocalNode:
     def __init__(self, loop: asyncio.AbstractEventLoop):
         self.loop = loop
         self.vhosts: dict = {}
+        self.metrics = NodeMetrics()
         self.owners = Owners(self.node_id)
         self.metrics = NodeMetrics()
         self.projections = Projections()
