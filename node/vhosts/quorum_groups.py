@@ -202,9 +202,24 @@ class QuorumQueues:
                                   "no longer leads", 409)  # fmt: skip
         if not add and len(members) == 1:
             raise MembershipError(f"queue '{name}' would have no replica left", 409)
-        await self._cluster.change_group_members(group, "add" if add else "rem", member, timeout=15)
         new = [*members, member] if add else [m for m in members if m != member]
+        if add and len(members) == 1:
+            return await self._grow_single(vhost, name, group, members, new, member)
+        await self._cluster.change_group_members(group, "add" if add else "rem", member, timeout=15)
         await self.node.metadata.run(mc.SetQueueReplicas(new_key(), vhost, name, tuple(new)))
+        return new
+
+    async def _grow_single(self, vhost: str, name: str, group: str, members: list[str], new: list[str],
+                           member: str) -> list[str]:  # fmt: skip
+        """A one-member group counts the new member at once (pysyncobj applies a membership change
+        when it appends it), so the change commits only with the new member's answer: the metadata
+        names it first, which opens the group there, and is put back if the change does not commit."""
+        await self.node.metadata.run(mc.SetQueueReplicas(new_key(), vhost, name, tuple(new)))
+        try:
+            await self._cluster.change_group_members(group, "add", member, timeout=15)
+        except Exception:
+            await self.node.metadata.run(mc.SetQueueReplicas(new_key(), vhost, name, tuple(members)))
+            raise
         return new
 
     async def _serve_member_call(self, peer: str, args: dict) -> dict:

@@ -9,10 +9,6 @@ between members), onto the members holding the fewest replicas first, never
 past the cluster's size. It runs every `interval` seconds; a pass costs a walk
 of the metadata's quorum queues. Growing only, as RabbitMQ does by default
 (its auto-remove is off): a replica is removed only by an operator.
-
-A queue with a single replica is not grown: adding a member to a one-member
-Raft group needs the new member's vote before the metadata tells it to open
-the group (the same limit as `warren ctl add_member`); it is logged once.
 """
 
 from __future__ import annotations
@@ -49,11 +45,9 @@ def target_of(arguments: Mapping[str, Any]) -> int | None:
 
 
 def plan(state: MetadataState, leads: Callable[[str], bool], arguments_of: Callable[[str, str], Mapping | None],
-         reachable: Callable[[str], bool], single: list | None = None) -> list[Growth]:  # fmt: skip
+         reachable: Callable[[str], bool]) -> list[Growth]:  # fmt: skip
     """What one pass adds: for each quorum queue this node leads below its target, the
-    reachable members without a replica, those holding the fewest replicas first. Queues
-    below target with one replica are appended to `single` instead (see the module doc)."""
-    single = [] if single is None else single
+    reachable members without a replica, those holding the fewest replicas first."""
     held = Counter(m for vh in state.vhosts.values() for q in vh.queues.values() if q.type == "quorum"
                    for m in q.replicas)  # fmt: skip
     candidates = [m for m in state.members if reachable(m)]
@@ -65,9 +59,6 @@ def plan(state: MetadataState, leads: Callable[[str], bool], arguments_of: Calla
             arguments = arguments_of(vh.name, q.name)
             target = target_of(arguments if arguments is not None else q.arguments_map)
             if target is None or len(q.replicas) >= target:
-                continue
-            if len(q.replicas) < 2:
-                single.append((vh.name, q.name))
                 continue
             spare = sorted((m for m in candidates if m not in q.replicas), key=lambda m: (held[m], m))
             add = tuple(spare[: target - len(q.replicas)])
@@ -87,7 +78,6 @@ class QuorumReconciler:
         self._add_member = add_member
         self._tasks = BackgroundTasks(loop, log)
         self.passes = 0  # completed passes (tests and health checks read it)
-        self._warned: set[tuple[str, str]] = set()  # single-replica queues below their target, logged once
 
     def start(self) -> None:
         if self._interval > 0:
@@ -98,13 +88,8 @@ class QuorumReconciler:
 
     async def reconcile(self) -> list[dict]:
         """One pass; a member that cannot be added is logged and tried again next pass."""
-        done, single = [], []
-        growths = plan(self._state(), self._leads, self._arguments_of, self._reachable, single)
-        for vhost, name in set(single) - self._warned:
-            log.warning("quorum queue '%s' in vhost '%s' has one replica: it is not grown to its target group "
-                        "size (declare it with x-quorum-initial-group-size 2 or more)", name, vhost)  # fmt: skip
-        self._warned |= set(single)
-        for growth in growths:
+        done = []
+        for growth in plan(self._state(), self._leads, self._arguments_of, self._reachable):
             for node in growth.add:
                 try:
                     await self._add_member(growth.vhost, growth.name, node)
