@@ -14,7 +14,7 @@ class Config:
     node_name: str = "warren@localhost"
     data_dir: str = "./data"
     listen_host: str = "0.0.0.0"
-    # Listener ports; 0 picks a free port (Broker.*_port holds the bound one),
+    # Listener ports; 0 picks a free port (the node records the bound one),
     # and a negative port turns that listener off.
     amqp_port: int = 5672
     http_port: int = 15672  # management HTTP API (node/http/api.py)

@@ -1,6 +1,6 @@
 """The node's part in the cluster: its Raft groups, their transport, their log.
 
-    Cluster (one per node, owned by the Broker, on the node's loop)
+    Cluster (one per node, built by node/broker.py, on the node's loop)
       - NodeTransport (raft/transport.py) on the cluster port: every group's
         messages to and from the peers, one gRPC stream per peer,
         authenticated by the cluster secret, optionally over mutual TLS
@@ -9,7 +9,7 @@
         write in flight, what the loop wrote meanwhile in the next); the
         transport sends nothing a sync has not covered (`before_flush` gate)
       - the metadata RaftGroup (raft/group.py), replicating records into the
-        Machine given to the constructor (the Broker gives
+        Machine given to the constructor (node/broker.py gives
         node/cluster/machine.py's ClusterMachine: the metadata machine and
         the key-value probe side by side); the group's
         snapshot is <data_dir>/cluster/metadata/snapshot

@@ -202,8 +202,11 @@ async def refresh_counts(queues: Any, timeout: float = COUNT_WAIT) -> None:
 
 
 async def _consumers_applied(queue: Any, timeout: float) -> None:
+    applied = queue.consumers_applied()
+    if applied.done():  # nothing in flight, as for nearly every queue of a listing: no timer task
+        return
     try:
-        await asyncio.wait_for(queue.consumers_applied(), timeout)
+        await asyncio.wait_for(applied, timeout)
     except TimeoutError:
         pass  # the log is stuck (no leader): read what this replica has
 
