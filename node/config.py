@@ -109,6 +109,9 @@ class Config:
     product: str = "RabbitMQ"  # what clients that check the server's identity expect
     product_version: str = "4.2.0"
     log_level: str = "info"
+    # RabbitMQ's `cluster_name`: set as the global parameter cluster_name at every start when given;
+    # empty leaves it alone (unset, each node reports its own name, as RabbitMQ's default)
+    cluster_name: str = ""
     # Clustering (node/cluster/cluster.py). The node's cluster id is advertise_host:grpc_port,
     # the address its peers dial; it must not change across restarts.
     seeds: list[str] = field(default_factory=list)  # peers' "host:port" (grpc); none: a single-member cluster

@@ -45,6 +45,7 @@ async def metadata_ready(cluster: Cluster, metadata: MetadataStore, flags: Featu
             if await metadata.created(bootstrap):
                 await _enable_default_flags(metadata, flags)
                 await _seed_cluster_id(metadata)
+            await _seed_cluster_name(metadata, cfg.cluster_name)
             return
         except ClusterError as e:
             if loop.time() >= deadline:
@@ -62,6 +63,18 @@ async def _seed_cluster_id(metadata: MetadataStore) -> None:
         await metadata.run(mc.SetGlobalParameter(new_key(), "internal_cluster_id", value))
     except MetadataRefused as e:  # the global_parameters flag is off
         log.warning("no internal_cluster_id on this new cluster: %s", e)
+
+
+async def _seed_cluster_name(metadata: MetadataStore, name: str) -> None:
+    """Setting cluster_name, as RabbitMQ seeds its configured cluster_name at
+    every boot: the configuration wins over a name set at run time. Unchanged
+    names cost nothing (the machine answers without an effect)."""
+    if not name:
+        return
+    try:
+        await metadata.run(mc.SetGlobalParameter(new_key(), "cluster_name", name))
+    except MetadataRefused as e:  # the global_parameters flag is off
+        log.warning("setting cluster_name %r not applied: %s", name, e)
 
 
 async def _enable_default_flags(metadata: MetadataStore, flags: FeatureFlagRegistry) -> None:

@@ -159,3 +159,15 @@ def test_cluster_name_is_the_global_parameter(api, node):
     exported = {g["name"]: g["value"] for g in api.get("/api/definitions").body["global_parameters"]}
     # with the permanent id a new cluster seeds, as RabbitMQ's export has it
     assert exported["cluster_name"] == "blue" and exported["internal_cluster_id"].startswith("rabbitmq-cluster-id-")
+
+
+def test_the_cluster_name_setting_is_set_at_every_start(broker_factory, tmp_path):
+    """RabbitMQ's `cluster_name` setting: the configured name wins at each boot
+    over one set at run time; without it the node's name stays the default."""
+    data = tmp_path / "named"
+    first = broker_factory(data, cluster_name="east")
+    api = Api(first.broker.http_port)
+    assert api.get("/api/cluster-name").body == {"name": "east"}
+    assert api.put("/api/cluster-name", {"name": "west"}).status == 204
+    first.stop()
+    assert Api(broker_factory(data, cluster_name="east").broker.http_port).get("/api/cluster-name").body == {"name": "east"}
