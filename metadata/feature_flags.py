@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from metadata.commands import AddMember
 
 __all__ = [
+    "CONSISTENT_HASH_EXCHANGE",
     "CREDIT_API_V2",
     "EXCHANGE_POLICIES",
     "FLAGS",
@@ -72,6 +73,7 @@ STREAM_COMMIT_NOTICES = "stream_commit_notices"
 VHOST_DEFAULT_QUEUE_TYPE = "vhost_default_queue_type"
 GLOBAL_PARAMETERS = "global_parameters"
 QUORUM_CONSUMER_TIMEOUT = "quorum_consumer_timeout"
+CONSISTENT_HASH_EXCHANGE = "consistent_hash_exchange"
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,6 +200,9 @@ FLAGS = FeatureFlagRegistry([
                 "Quorum queues time out consumers holding a message unsettled too long: the leader's ticks are"
                 " quorum.tick version 2, carrying the timeout (x-consumer-timeout, consumer-timeout, consumer_timeout)",
                 STABLE, "0.3.0", depends_on=(QUORUM_QUEUE_V1,)),
+    FeatureFlag(CONSISTENT_HASH_EXCHANGE,
+                "The x-consistent-hash exchange type (members without it could not route through one)",
+                STABLE, "0.3.0", depends_on=(WARREN_METADATA_RAFT_V1,)),
 ])  # fmt: skip
 
 

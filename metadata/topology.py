@@ -26,7 +26,7 @@ from typing import Any
 from metadata import commands as c
 from metadata import effects as fx
 from metadata.effects import CREATED, OK, Effect, Result
-from metadata.feature_flags import QUORUM_QUEUE_V1, STREAM_QUEUE, STREAM_REPLICATION
+from metadata.feature_flags import CONSISTENT_HASH_EXCHANGE, QUORUM_QUEUE_V1, STREAM_QUEUE, STREAM_REPLICATION
 from metadata.pmap import EMPTY
 from metadata.state import BindingRecord, ExchangeRecord, MetadataState, QueueRecord, StreamRecord, VHostState
 from queues.base import QueueArgumentError
@@ -34,7 +34,7 @@ from queues.classic import ClassicQueueConfig
 from queues.equivalence import first_difference, inequivalent
 from queues.stream.config import StreamConfig
 from routing.errors import RoutingError
-from routing.exchange_types import new_index
+from routing.exchange_types import check_exchange_arguments, new_index
 from routing.model import ALTERNATE_EXCHANGE, DEFAULT_EXCHANGE, Binding, DestinationKind, ExchangeType
 from routing.table import MAX_NAME_BYTES, RESERVED_PREFIX
 
@@ -94,9 +94,15 @@ def declare_exchange(state: MetadataState, cmd: c.DeclareExchange) -> Outcome:
         exchange_type = ExchangeType(cmd.type)
     except ValueError:
         raise Refused(fx.INVALID_FIELD, f"invalid exchange type '{cmd.type}'") from None
+    if exchange_type is ExchangeType.CONSISTENT_HASH and not state.flag_enabled(CONSISTENT_HASH_EXCHANGE):
+        raise Refused(fx.NOT_IMPLEMENTED, f"exchange type '{cmd.type}' needs feature flag '{CONSISTENT_HASH_EXCHANGE}'")
     alternate = arguments.get(ALTERNATE_EXCHANGE)
     if alternate is not None and not isinstance(alternate, str):
         raise Refused(fx.INVALID_FIELD, f"invalid {ALTERNATE_EXCHANGE} argument {alternate!r}")
+    try:
+        check_exchange_arguments(exchange_type, arguments)
+    except RoutingError as e:
+        raise Refused(e.condition, e.description or str(e)) from None
     if cmd.name == DEFAULT_EXCHANGE:
         raise Refused(fx.NOT_ALLOWED, "operation not permitted on the default exchange")
     current = vh.exchanges.get(cmd.name)

@@ -2,7 +2,8 @@
 
 Each index is built when bindings change so that routing a message is a
 lookup, not a scan of the bindings: direct is a dict by key, fanout a set,
-topic a trie, headers a list of pre-compiled patterns. `match` returns a
+topic a trie, headers a list of pre-compiled patterns, consistent hash a
+ring of buckets (routing/consistent_hash.py). `match` returns a
 collection of destinations it may own: callers iterate it and never keep it.
 
 Counts (destination -> number of bindings) are kept because one destination
@@ -15,15 +16,19 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
+from routing.consistent_hash import ConsistentHashIndex
+from routing.consistent_hash import check_arguments as check_consistent_hash_arguments
 from routing.errors import PreconditionFailed
 from routing.headers import HeadersMatcher
+from routing.message_facts import MessageFacts, application_properties
 from routing.model import Binding, Destination, DestinationKind, ExchangeType
 from routing.topic import TopicTrie
 
-# A message's application-properties, or a function that decodes them: only
-# a headers exchange with bindings calls it, so a publish to any other
-# exchange never pays for decoding them (they may be megabytes).
-Headers = Mapping[str, Any] | Callable[[], Mapping[str, Any] | None] | None
+# A message's application-properties, a function that decodes them, or the
+# message (routing/message_facts.py): only a headers or consistent hash exchange
+# reads them, so a publish to any other exchange never pays for decoding them
+# (they may be megabytes).
+Headers = MessageFacts
 Choice = Callable[[Sequence[Destination]], Destination]
 
 _NOTHING: tuple[Destination, ...] = ()
@@ -122,11 +127,8 @@ class HeadersIndex:
     def match(self, routing_key: str, headers: Headers) -> Collection[Destination]:
         if not self._compiled:
             return _NOTHING
-        if callable(headers):
-            headers = headers()
-        if headers is None:
-            headers = {}
-        return [dest for matcher, dest in self._compiled.values() if matcher.matches(headers)]
+        values = application_properties(headers) or {}
+        return [dest for matcher, dest in self._compiled.values() if matcher.matches(values)]
 
 
 class LocalRandomIndex:
@@ -162,10 +164,17 @@ class LocalRandomIndex:
         return (self._choice(pool),)
 
 
-Index = DirectIndex | FanoutIndex | TopicIndex | HeadersIndex | LocalRandomIndex
+Index = DirectIndex | FanoutIndex | TopicIndex | HeadersIndex | LocalRandomIndex | ConsistentHashIndex
 
 
-def new_index(exchange_type: ExchangeType, choice: Choice) -> Index:
+def check_exchange_arguments(exchange_type: ExchangeType, arguments: Mapping[str, Any]) -> None:
+    """The arguments an exchange type reads itself, refused (PreconditionFailed)
+    when bad; the others' arguments are stored and ignored, as RabbitMQ's."""
+    if exchange_type is ExchangeType.CONSISTENT_HASH:
+        check_consistent_hash_arguments(arguments)
+
+
+def new_index(exchange_type: ExchangeType, choice: Choice, arguments: Mapping[str, Any] | None = None) -> Index:
     if exchange_type is ExchangeType.DIRECT:
         return DirectIndex()
     if exchange_type is ExchangeType.FANOUT:
@@ -174,4 +183,6 @@ def new_index(exchange_type: ExchangeType, choice: Choice) -> Index:
         return TopicIndex()
     if exchange_type is ExchangeType.HEADERS:
         return HeadersIndex()
+    if exchange_type is ExchangeType.CONSISTENT_HASH:
+        return ConsistentHashIndex(arguments or {})
     return LocalRandomIndex(choice)

@@ -23,6 +23,7 @@ class ExchangeType(StrEnum):
     TOPIC = "topic"
     HEADERS = "headers"
     LOCAL_RANDOM = "x-local-random"
+    CONSISTENT_HASH = "x-consistent-hash"
 
 
 class DestinationKind(StrEnum):

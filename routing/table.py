@@ -31,7 +31,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from routing.errors import InvalidArgument, NotAllowed, NotFound, PreconditionFailed
-from routing.exchange_types import Choice, Headers, Index, new_index
+from routing.exchange_types import Choice, Headers, Index, check_exchange_arguments, new_index
 from routing.model import (
     ALTERNATE_EXCHANGE,
     DEFAULT_EXCHANGE,
@@ -176,6 +176,7 @@ class RoutingTable:
         alternate = (arguments or {}).get(ALTERNATE_EXCHANGE)
         if alternate is not None and not isinstance(alternate, str):
             raise InvalidArgument(f"invalid {ALTERNATE_EXCHANGE} argument {alternate!r}")
+        check_exchange_arguments(exchange_type, arguments or {})
         wanted = Exchange(name, exchange_type, durable, auto_delete, internal, arguments or {})
         if name == DEFAULT_EXCHANGE:
             raise NotAllowed("operation not permitted on the default exchange")
@@ -187,7 +188,7 @@ class RoutingTable:
             raise NotAllowed(f"exchange name '{name}' contains reserved prefix '{RESERVED_PREFIX}*'")
         if len(name.encode()) > MAX_NAME_BYTES:
             raise InvalidArgument(f"exchange name longer than {MAX_NAME_BYTES} bytes")
-        self._exchanges[name] = _ExchangeState(wanted, new_index(exchange_type, self._choice))
+        self._exchanges[name] = _ExchangeState(wanted, new_index(exchange_type, self._choice, wanted.arguments))
         self._memo.clear()
         return wanted
 

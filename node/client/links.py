@@ -170,8 +170,8 @@ class Publisher:
             return self._reply_to(key), "", key  # v1's /queue with the reply address as subject
         # a refusal rejects the message with unauthorized-access
         topic_access.check(self.handler, target.exchange, key, "write")
-        # application-properties are decoded only if a headers exchange asks (routing/exchange_types.py)
-        return vhost.route(target.exchange, key, lambda: msg.application_properties), target.exchange, key
+        # sections are decoded only if a headers or consistent hash exchange asks (routing/message_facts.py)
+        return vhost.route(target.exchange, key, msg), target.exchange, key
 
     def _carbon_copies(self, msg: Message, queues: list[Queue], exchange: str, key: str) -> list[Queue]:
         """Sender-selected distribution (RabbitMQ 4.1+): the x-cc annotation's strings are more
@@ -183,7 +183,7 @@ class Publisher:
             raise InvalidArgument(f"message annotation x-cc must be a list of strings, got {cc!r:.100}")
         for extra in cc:  # each key is checked as the address's own is
             topic_access.check(self.handler, exchange, extra, "write")
-        return self.handler.vhost.route_keys(exchange, [key, *cc], lambda: msg.application_properties)
+        return self.handler.vhost.route_keys(exchange, [key, *cc], msg)
 
     def _reply_to(self, name: str) -> list:
         """A Direct Reply-To address (node/vhosts/volatile_queues.py): none at

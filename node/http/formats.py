@@ -33,6 +33,7 @@ EXCHANGE_TYPES = (
     ("headers", "AMQP headers exchange, as per the AMQP specification"),
     ("topic", "AMQP topic exchange, as per the AMQP specification"),
     ("x-local-random", "Local random exchange"),
+    ("x-consistent-hash", "Consistent Hashing Exchange"),
 )
 
 

@@ -141,7 +141,7 @@ async def publish(request: web.Request) -> web.Response:
                                 scopes=token_scopes(request[USER]))  # fmt: skip
     node = api.node
     node.metrics.published += 1
-    queues = vhost.route(name, key, message.application_properties)
+    queues = vhost.route(name, key, message)
     if not queues:
         node.metrics.unroutable += 1
         return json_response(request, {"routed": False})

@@ -11,6 +11,7 @@ from amqp.types import Long, Symbol, UInt
 from metadata import commands as c
 from metadata import effects as fx
 from metadata.effects import CREATED, OK
+from metadata.feature_flags import CONSISTENT_HASH_EXCHANGE
 
 NOT_FOUND = Condition.NOT_FOUND
 PRECONDITION_FAILED = Condition.PRECONDITION_FAILED
@@ -79,6 +80,19 @@ def test_exchange_validation(state):
     refused(state, c.DeclareExchange(k(), "nowhere", "e"), NOT_FOUND)
     assert step(state, x("é" * 127))[1] == CREATED
     assert step(state, x("l", "x-local-random"))[1] == CREATED
+
+
+def test_a_consistent_hash_exchange_needs_its_flag_and_valid_arguments():
+    """Members without the flag would refuse the type: the machine must too."""
+    state = cluster("/")
+    error = refused(state, x("h", "x-consistent-hash"), Condition.NOT_IMPLEMENTED)
+    assert "needs feature flag 'consistent_hash_exchange'" in error.description
+    state = run(state, c.EnableFeatureFlag(k(), CONSISTENT_HASH_EXCHANGE))
+    refused(state, x("h", "x-consistent-hash", arguments={"hash-property": "user_id"}), PRECONDITION_FAILED)
+    state = run(state, x("h", "x-consistent-hash", arguments={"hash-header": "user"}))
+    state = run(state, q("q"))
+    assert "must be an integer" in refused(state, b("h", "q", "heavy"), PRECONDITION_FAILED).description
+    assert step(state, b("h", "q", "3"))[1] == CREATED
 
 
 def test_delete_exchange(state):

@@ -99,7 +99,7 @@ def test_declare_is_idempotent_and_checks_equivalence(table):
 
 def test_declare_invalid(table):
     with pytest.raises(InvalidArgument) as info:
-        table.declare_exchange("x", "x-consistent-hash")
+        table.declare_exchange("x", "x-recent-history")
     assert info.value.condition == Condition.INVALID_FIELD
     with pytest.raises(InvalidArgument):
         table.declare_exchange("x", "direct", arguments={"alternate-exchange": 42})

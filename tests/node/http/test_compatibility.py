@@ -163,7 +163,7 @@ def test_an_argument_no_queue_type_knows_is_kept_as_rabbitmq_keeps_it(api, node)
 
 def test_exchange_and_binding_arguments_as_the_table_says(api, node):
     walk(of_kind("exchange argument"), lambda e, k, v: api.put(
-        f"/api/exchanges/%2F/compat-{next(_names)}", {"type": "fanout", "arguments": {k: v}}))  # fmt: skip
+        f"/api/exchanges/%2F/compat-{next(_names)}", {"type": e.get("exchange_type", "fanout"), "arguments": {k: v}}))  # fmt: skip
     assert api.put("/api/queues/%2F/bound", {"durable": True}).status == 201
     walk(of_kind("binding argument"), lambda e, k, v: api.post(
         "/api/bindings/%2F/e/amq.headers/q/bound", {"routing_key": "", "arguments": {k: v, "h": "1"}}))  # fmt: skip
