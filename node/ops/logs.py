@@ -80,13 +80,13 @@ RABBIT_KEYS = {
     "log.file": "log_file",
     "log.file.level": "log_file_level",
     "log.file.formatter": "log_file_format",
-    "log.file.format": "log_file_format",
+    "log.file.format": "log_file_format",  # a short spelling of the formatter key (not RabbitMQ's)
     "log.file.rotation.size": "log_file_rotation_size",
     "log.file.rotation.count": "log_file_rotation_count",
     "log.console": "log_console",
     "log.console.level": "log_console_level",
     "log.console.formatter": "log_console_format",
-    "log.console.format": "log_console_format",
+    "log.console.format": "log_console_format",  # likewise
     "log.console.stdio": "log_console_stdio",
     "log.default.level": "log_level",
 }
