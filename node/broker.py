@@ -35,6 +35,7 @@ from node.http import prometheus
 from node.http.api import ManagementAPI, start_sites
 from node.ops import snapshot_export
 from node.ops.alarms import Alarms
+from node.ops.logs import NodeLogs
 from node.ops.memory import MemoryAccount
 from node.ops.metrics import NodeMetrics
 from node.ops.periodic import Periodic
@@ -60,8 +61,9 @@ log = logging.getLogger("warren.node")
 
 
 class Broker:
-    def __init__(self, config: Config):
+    def __init__(self, config: Config, logs: NodeLogs | None = None):
         self.config = config
+        self.logs = logs  # its log outputs when node/main.py installed them (log_tail); None in a host process
         self.loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]
         self.connections: set[ConnectionHandler] = set()
         self.vhosts: dict[str, VHost] = {}

@@ -8,6 +8,8 @@ import os
 import tomllib
 from dataclasses import dataclass, field, fields
 
+from node.ops import logs
+
 
 @dataclass
 class Config:
@@ -108,7 +110,22 @@ class Config:
     permit_amqp_address_v1: bool = True
     product: str = "RabbitMQ"  # what clients that check the server's identity expect
     product_version: str = "4.2.0"
-    log_level: str = "info"
+    # Logs (node/ops/logs.py, docs/operations.md "Logs"); RabbitMQ's dotted log.* keys, quoted, are
+    # accepted in the TOML file too ("log.file.level" = "debug"). Levels are RabbitMQ's names.
+    log_level: str = "info"  # the default level (log.default.level) of the outputs that set none
+    log_console: bool = True  # log.console
+    log_console_level: str = ""  # log.console.level; "": log_level
+    log_console_format: str = "plain"  # log.console.formatter: plain (key=value) or json
+    log_console_stdio: str = "stderr"  # log.console.stdio (stdout carries the startup line)
+    log_file: str = ""  # log.file: the file output, a relative name in log_dir; "" or false: none
+    log_dir: str = ""  # log.dir
+    log_file_level: str = ""  # log.file.level, RabbitMQ's =level, !=level, <=level, <level too; "": log_level
+    log_file_format: str = "plain"  # log.file.formatter
+    log_file_rotation_size: int = 0  # log.file.rotation.size: bytes before the file rotates; 0: never
+    log_file_rotation_count: int = 5  # log.file.rotation.count: rotated files kept (0: the file starts over)
+    # category -> level (connection, channel, queue, user, ra, upgrade: log.connection.level, ...);
+    # a category's level wins over the outputs' for its records. WARREN_LOG_CATEGORIES: a JSON object
+    log_categories: dict = field(default_factory=dict)
     # RabbitMQ's `cluster_name`: set as the global parameter cluster_name at every start when given;
     # empty leaves it alone (unset, each node reports its own name, as RabbitMQ's default)
     cluster_name: str = ""
@@ -172,7 +189,14 @@ def load(config_file: str | None = None, env: dict | None = None, overrides: dic
     if config_file:
         with open(config_file, "rb") as f:
             data = tomllib.load(f)
-        for key, value in data.items():
+        # RabbitMQ's log.CATEGORY.level keys after the rest: they add to log_categories wherever it is
+        for key, value in sorted(data.items(), key=lambda item: item[0].startswith("log.")):
+            if key.startswith("log."):  # RabbitMQ's name of a log setting
+                logs.apply_rabbit_key(cfg, key, value, config_file)
+                continue
+            if key == "log" and isinstance(value, dict):
+                raise ValueError(f"unknown setting 'log' in {config_file}: quote RabbitMQ's log keys "
+                                 f"(\"log.file\" = ...) or use Warren's names (log_file = ...)")  # fmt: skip
             key = key.replace("-", "_")
             if key not in names:
                 raise ValueError(f"unknown setting {key!r} in {config_file}")
@@ -187,4 +211,5 @@ def load(config_file: str | None = None, env: dict | None = None, overrides: dic
             setattr(cfg, key, value)
     if isinstance(cfg.consumer_timeout, bool) or not isinstance(cfg.consumer_timeout, int) or cfg.consumer_timeout < 0:
         raise ValueError(f"consumer_timeout must be 0 (none) or a number of milliseconds, got {cfg.consumer_timeout!r}")
+    logs.check_settings(cfg)
     return cfg

@@ -15,31 +15,12 @@ from node.cluster.enabled_flags import DowngradeRefused
 from node.config import Config
 from node.ops.allocator import apply_malloc_settings
 from node.ops.gc_settings import apply_gc_settings
+from node.ops.logs import NodeLogs
+from node.ops.logs import install as install_logs
 
 
-class _KeyValueFormatter(logging.Formatter):
-    """One structured line per record: ts=... level=... logger=... msg=..."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        line = (
-            f"ts={self.formatTime(record, '%Y-%m-%dT%H:%M:%S')}.{int(record.msecs):03d} "
-            f"level={record.levelname.lower()} logger={record.name} msg={record.getMessage()!r}"
-        )
-        if record.exc_info:
-            line += " exc=" + repr(self.formatException(record.exc_info))
-        return line
-
-
-def setup_logging(level: str) -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(_KeyValueFormatter())
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(level.upper())
-
-
-async def serve(cfg: Config) -> None:
-    broker = Broker(cfg)
+async def serve(cfg: Config, logs: NodeLogs) -> None:
+    broker = Broker(cfg, logs)
     await broker.start()
     tuned = apply_gc_settings(cfg.gc_gen0_threshold)
     if tuned:
@@ -71,15 +52,19 @@ def reload_tls(broker: Broker) -> None:
 
 
 def run(cfg: Config) -> int:
-    setup_logging(cfg.log_level)
+    try:
+        logs = install_logs(cfg)
+    except OSError as e:  # the log file cannot be opened: a setting to fix, as for a bad value
+        print(f"warren: cannot open the log file: {e}", file=sys.stderr, flush=True)
+        return 78  # EX_CONFIG
     # before any thread of the node allocates: glibc creates an arena per such thread
     applied = apply_malloc_settings(cfg.malloc_arena_max, cfg.malloc_mmap_threshold)
     if applied:
         logging.getLogger("warren.memory").info("malloc settings: %s", applied)
     try:
-        uvloop.run(serve(cfg))
+        uvloop.run(serve(cfg, logs))
     except DowngradeRefused as e:
-        logging.getLogger("warren").error("refusing to start: %s", e)
+        logging.getLogger("warren.upgrade").error("refusing to start: %s", e)
         print(f"warren: refusing to start: {e}", file=sys.stderr, flush=True)
         return 78  # EX_CONFIG: the data needs another build, a restart will not help
     return 0

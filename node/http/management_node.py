@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from node.cluster.placement import Placement
     from node.config import Config
     from node.ops.alarms import Alarms
+    from node.ops.logs import NodeLogs
     from node.ops.memory import MemoryAccount
     from node.ops.metrics import NodeMetrics
     from node.ops.periodic import Periodic
@@ -73,6 +74,7 @@ class ManagementNode(ScrapedNode, Protocol):
     node_names: NodeNames | None  # members' node names; None until the cluster runs
     memory: MemoryAccount  # GET /api/nodes/{node}/memory (node_detail_routes.py)
     tls: TlsContexts | None  # None without tls_cert (tls_routes.py)
+    logs: NodeLogs | None  # GET /api/nodes/{node}/log-tail; None: a node whose host process owns logging
 
     def now_ms(self) -> int: ...
 

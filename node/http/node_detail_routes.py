@@ -3,6 +3,8 @@ about the node and its users:
 
     GET  /api/nodes/{node}/memory[/relative]   the memory breakdown (node/ops/memory.py) under
                                                RabbitMQ's category names; relative: percentages
+    GET  /api/nodes/{node}/log-tail?lines=N    Warren's: the node's last N log lines (50; at most
+                                               1000), `warren ctl log_tail` (node/ops/log_tail.py)
     GET  /api/extensions                       management UI extensions: [] (Warren has no UI)
     GET  /api/all-configuration                RabbitMQ's old name of /api/definitions (GET, POST)
     GET  /api/deprecated-features[/used]       []: Warren has none of RabbitMQ's deprecated features
@@ -17,6 +19,8 @@ about the node and its users:
 """
 
 from __future__ import annotations
+
+import asyncio
 
 import psutil
 from aiohttp import web
@@ -38,6 +42,7 @@ from node.http.route_kit import (
     not_found,
     read_body,
 )
+from node.ops.log_tail import MAX_LINES
 from node.vhosts.definitions import HASHING_ALGORITHM
 from node.vhosts.metadata_store import new_key
 from routing import rabbit_passwords
@@ -62,6 +67,30 @@ async def node_memory(request: web.Request) -> web.Response:
         memory["total"] = {"rss": psutil.Process().memory_info().rss, "allocated": held, "erlang": held}
     memory["strategy"] = "allocated"
     return json_response(request, {"memory": memory})
+
+
+DEFAULT_TAIL_LINES = 50  # rabbitmq-diagnostics log_tail's default
+
+
+@access(MONITOR)
+async def node_log_tail(request: web.Request) -> web.Response:
+    """The last lines of the node's log file, or of its console when it has no file."""
+    node = api_of(request).node
+    if request.match_info["node"] != node.config.node_name:
+        raise not_found()
+    raw = request.query.get("lines", str(DEFAULT_TAIL_LINES))
+    try:
+        lines = int(raw)
+    except ValueError:
+        raise bad_request(f"lines must be a whole number, got {raw!r}") from None
+    if not 0 < lines <= MAX_LINES:
+        raise bad_request(f"lines must be 1 to {MAX_LINES}, got {lines}")
+    logs = node.logs
+    source = logs.source if logs is not None else None
+    if logs is None or source is None:
+        raise not_found("the node has no log output to read: log_file and log_console are both off")
+    tail = await asyncio.to_thread(logs.tail, lines)  # a file read: off the event loop
+    return json_response(request, {"node": node.config.node_name, "source": source, "lines": tail})
 
 
 @access(MGMT)
@@ -132,6 +161,7 @@ async def bulk_delete_not_get(request: web.Request) -> web.Response:
 ROUTES = [
     ("GET", "/api/nodes/{node}/memory", node_memory),
     ("GET", "/api/nodes/{node}/memory/relative", node_memory),
+    ("GET", "/api/nodes/{node}/log-tail", node_log_tail),
     ("GET", "/api/extensions", extensions),
     ("GET", "/api/all-configuration", node_routes.definitions),
     ("POST", "/api/all-configuration", node_routes.import_definitions),

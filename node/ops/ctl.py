@@ -42,9 +42,10 @@ def _print_status(s: dict) -> None:
     print("Totals: " + ", ".join(f"{k}={v}" for k, v in {**s["object_totals"], **s["queue_totals"]}.items()))
 
 
-# Positional arguments; their dests must differ from the options' (host,
-# port, user, password, json, timeout), which share one namespace.
-_ARGS: dict[str, list[tuple[str, dict]]] = {
+# Positional arguments and options (a tuple of names: an option and its short
+# form); their dests must differ from the common options' (host, port, user,
+# password, json, timeout), which share one namespace.
+_ARGS: dict[str, list[tuple[str | tuple[str, ...], dict]]] = {
     "list_connections": [("columns", {"nargs": "*"})],
     "list_queues": [("columns", {"nargs": "*"})],
     "list_exchanges": [("columns", {"nargs": "*"})],
@@ -100,6 +101,7 @@ _ARGS: dict[str, list[tuple[str, dict]]] = {
     "peek": [("name", {}), ("position", {"type": int})],
     "check_port_listener": [("listen_port", {"type": int, "metavar": "port"})],
     "check_protocol_listener": [("protocols", {"nargs": "+", "metavar": "protocol"})],
+    "log_tail": [(("--number", "-N"), {"type": int, "default": 50})],
     "check_certificate_expiration": [("--within", {"type": int, "default": 4}),
                                      ("--unit", {"default": "weeks", "choices": ["days", "weeks", "months", "years"]})],
 }
@@ -139,7 +141,7 @@ def add_parser(sub: Any) -> None:
         if name in _VHOST_SCOPED:
             p.add_argument("-p", "--vhost", default="/", help="virtual host (default /)")
         for arg, kw in _ARGS.get(name, []):
-            p.add_argument(arg, **kw)
+            p.add_argument(*((arg,) if isinstance(arg, str) else arg), **kw)
 
 
 def _settings(args: argparse.Namespace) -> None:

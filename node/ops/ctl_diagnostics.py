@@ -10,7 +10,7 @@ import socket
 import time
 from urllib.parse import quote
 
-from node.ops.ctl_kit import EX_UNAVAILABLE, Client, CommandTable, CtlError, Done, Listing
+from node.ops.ctl_kit import EX_UNAVAILABLE, Client, CommandTable, CtlError, Done, Listing, Report
 
 COMMANDS = CommandTable()
 CHECKS = "/api/health/checks"
@@ -117,3 +117,10 @@ def listeners(client: Client, args: argparse.Namespace) -> Listing:
     rows = client.get("/api/overview")["listeners"]
     return Listing(rows, ["node", "protocol", "ip_address", "port"], "Listeners of the node ...",
                    "node protocol ip_address port")  # fmt: skip
+
+
+@COMMANDS.command("log_tail", "the node's last log lines (--number N, default 50): its log file, else its console's")
+def log_tail(client: Client, args: argparse.Namespace) -> Report:
+    node = client.get("/api/overview")["node"]
+    lines = client.get(f"/api/nodes/{quote(node, safe='')}/log-tail?lines={args.number}")["lines"]
+    return Report(lines, "\n".join([f"Last {args.number} log lines on node {node} ...", *lines]))
