@@ -19,6 +19,9 @@ class Config:
     amqp_port: int = 5672
     http_port: int = 15672  # management HTTP API (node/http/api.py)
     metrics_port: int = 15692  # Prometheus /metrics (node/http/prometheus.py)
+    # /metrics per object (queue, vhost labels) instead of aggregated: RabbitMQ's
+    # prometheus.return_per_object_metrics, false as there (/metrics/per-object always is)
+    prometheus_return_per_object_metrics: bool = False
     # TLS listeners (node/client/tls.py), started only when tls_cert is set
     amqps_port: int = 5671
     https_port: int = 15671  # the management API over TLS
