@@ -61,6 +61,7 @@ __all__ = [
     "SetPermissions",
     "SetPolicy",
     "SetTopicPermissions",
+    "SetVHostDeletionProtection",
     "StreamElect",
     "Unbind",
     "check_fields",
@@ -143,6 +144,19 @@ class AddVHostWithQueueType(AddVHost):
     which does not know the field, leaves it as it is."""
 
     default_queue_type: str = ""
+
+
+@command("metadata.set_vhost_deletion_protection", version=1)
+@dataclass(frozen=True, slots=True)
+class SetVHostDeletionProtection(MetadataCommand):
+    """Protects a vhost from deletion, or lifts it (RabbitMQ 4.1's
+    protected_from_deletion metadata): while protected, DeleteVHost is
+    refused. Refused until the vhost_deletion_protection feature flag is
+    enabled, since a member without it would delete the vhost anyway."""
+
+    idempotency_key: str
+    name: str
+    protected: bool
 
 
 @command("metadata.delete_vhost", version=1)
@@ -483,7 +497,7 @@ COMMANDS: tuple[type[MetadataCommand], ...] = (
     SetPolicy, ClearPolicy, EnableFeatureFlag, AddMember, RemoveMember, Fence, Bootstrap, SetQueueReplicas,
     SetLimit, ClearLimit,
     SetOperatorPolicy, ClearOperatorPolicy, SetTopicPermissions, ClearTopicPermissions,
-    StreamElect, SetGlobalParameter,
+    StreamElect, SetGlobalParameter, SetVHostDeletionProtection,
 )  # fmt: skip
 
 

@@ -43,6 +43,7 @@ __all__ = [
     "STREAM_REPLICATION",
     "TOPIC_PERMISSIONS",
     "VHOST_DEFAULT_QUEUE_TYPE",
+    "VHOST_DELETION_PROTECTION",
     "VHOST_MAX_QUEUES",
     "WARREN_METADATA_RAFT_V1",
     "FeatureFlag",
@@ -72,6 +73,7 @@ STREAM_COMMIT_NOTICES = "stream_commit_notices"
 VHOST_DEFAULT_QUEUE_TYPE = "vhost_default_queue_type"
 GLOBAL_PARAMETERS = "global_parameters"
 QUORUM_CONSUMER_TIMEOUT = "quorum_consumer_timeout"
+VHOST_DELETION_PROTECTION = "vhost_deletion_protection"
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,6 +200,10 @@ FLAGS = FeatureFlagRegistry([
                 "Quorum queues time out consumers holding a message unsettled too long: the leader's ticks are"
                 " quorum.tick version 2, carrying the timeout (x-consumer-timeout, consumer-timeout, consumer_timeout)",
                 STABLE, "0.3.0", depends_on=(QUORUM_QUEUE_V1,)),
+    FeatureFlag(VHOST_DELETION_PROTECTION,
+                "A vhost protected from deletion (metadata.set_vhost_deletion_protection), whose deletion every"
+                " member then refuses",
+                STABLE, "0.3.0", depends_on=(WARREN_METADATA_RAFT_V1,)),
 ])  # fmt: skip
 
 

@@ -55,6 +55,7 @@ from node.http import (
     tls_routes,
     topic_permission_routes,
     topology_routes,
+    vhost_protection_routes,
 )
 from node.http import formats as fmt
 from node.http.route_kit import (
@@ -92,6 +93,7 @@ SHUTDOWN_TIMEOUT = 1.0  # seconds a stopping node waits for requests in flight
 # Every route the API serves, by module, in the order they are matched.
 ROUTES = [
     *node_detail_routes.ROUTES,  # first: /api/users/without-permissions is no user, /api/queues/detailed no vhost
+    *vhost_protection_routes.ROUTES,
     *node_routes.ROUTES,
     *session_routes.ROUTES,
     *cluster_routes.ROUTES,  # /api/cluster

@@ -313,11 +313,14 @@ def vhost_json(vhost: Any, node_name: str) -> dict:
     metadata: dict[str, Any] = {"description": description, "tags": tags}
     if vhost.default_queue_type:  # RabbitMQ's metadata holds it only when set
         metadata["default_queue_type"] = vhost.default_queue_type
+    if vhost.protected_from_deletion:
+        metadata["protected_from_deletion"] = True
     return {
         "name": vhost.name,
         "description": description,
         "tags": tags,
         "default_queue_type": vhost.default_queue_type or "classic",
+        "protected_from_deletion": vhost.protected_from_deletion,
         "metadata": metadata,
         "tracing": False,
         "cluster_state": {node_name: "running"},

@@ -89,6 +89,7 @@ class VHost:
         self.description = description
         self.tags: list[str] = list(tags or [])
         self.default_queue_type = ""  # from the metadata; "" for none (classic)
+        self.protected_from_deletion = False  # from the metadata: its deletion is refused
         self.queues: dict[str, Queue] = {}
         self._empty_table = RoutingTable(name)
 

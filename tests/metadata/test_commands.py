@@ -54,6 +54,7 @@ SAMPLES = [
     c.ClearOperatorPolicy("k23", "/", "cap"),
     c.SetTopicPermissions("k24", "guest", "/", "amq.topic", "^eu\\.", ".*"),
     c.ClearTopicPermissions("k25", "guest", "/", "amq.topic"),
+    c.SetVHostDeletionProtection("k26", "/", True),
 ]
 
 
