@@ -41,6 +41,7 @@ from aiohttp import web
 
 from node.client.login import LoginsBusy
 from node.http import (
+    auth_attempt_routes,
     cluster_routes,
     health_routes,
     limit_routes,
@@ -107,6 +108,7 @@ ROUTES = [
     *maintenance_routes.ROUTES,
     *health_routes.ROUTES,
     *quorum_routes.ROUTES,
+    *auth_attempt_routes.ROUTES,
 ]
 
 # ---------------------------------------------------------------- the API

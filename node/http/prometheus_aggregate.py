@@ -24,7 +24,10 @@ PER_OBJECT_LABELS = frozenset({"vhost", "queue", "raft_cluster", "exchange", "co
 # Families RabbitMQ leaves out of its aggregated page: one constant series
 # per object (with its queue_type and membership), whose sum says nothing a
 # total does not (rabbitmq_queues).
-PER_OBJECT_ONLY = frozenset({"queue_info", "exchange_name"})
+# The attempts by source are the attempts by protocol, split (RabbitMQ's
+# mutually_exclusive_mf leaves them out of its aggregated page likewise).
+PER_OBJECT_ONLY = frozenset({"queue_info", "exchange_name", "auth_attempts_detailed", "auth_attempts_detailed_succeeded",
+                             "auth_attempts_detailed_failed"})  # fmt: skip
 
 
 def aggregated(families: Iterable[Metric], prefix: str = "rabbitmq_") -> Iterator[Metric]:
