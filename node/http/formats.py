@@ -175,6 +175,9 @@ def queue_json(queue: Queue, node_name: str, name_of: Callable[[str], str] = str
         "exclusive_consumer_tag": None,
         **policy_json(queue),
     }
+    capacity = queue.consumer_capacity
+    if capacity is not None:  # RabbitMQ reports one value under both names
+        out["consumer_capacity"] = out["consumer_utilisation"] = capacity
     if "members" in info:  # a replicated queue: its Raft leader and members (RabbitMQ's fields)
         out["leader"] = out["node"] = name_of(info["leader"]) if info["leader"] is not None else None
         out["leader_elected"] = info.get("leader_elected", True)  # False: the first member, until one is
