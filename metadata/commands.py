@@ -44,6 +44,7 @@ __all__ = [
     "ClearTopicPermissions",
     "DeclareExchange",
     "DeclareQueue",
+    "DeclareQueueByUser",
     "DeleteExchange",
     "DeleteQueue",
     "DeleteUser",
@@ -252,6 +253,17 @@ class DeclareQueue(MetadataCommand):
     arguments: bytes = EMPTY_MAP
     leader: str = ""
     replicas: tuple[str, ...] = ()
+
+
+@command("metadata.declare_queue", version=2)
+@dataclass(frozen=True, slots=True)
+class DeclareQueueByUser(DeclareQueue):
+    """DeclareQueue with the user who declared the queue, kept in its record
+    (RabbitMQ's queue option `user`: GET /api/users/{user}/queues lists by
+    it); a redeclaration keeps the first user. Refused until the
+    queue_declaring_user feature flag is enabled."""
+
+    user: str = ""
 
 
 @command("metadata.delete_queue", version=1)
@@ -497,7 +509,7 @@ COMMANDS: tuple[type[MetadataCommand], ...] = (
     SetPolicy, ClearPolicy, EnableFeatureFlag, AddMember, RemoveMember, Fence, Bootstrap, SetQueueReplicas,
     SetLimit, ClearLimit,
     SetOperatorPolicy, ClearOperatorPolicy, SetTopicPermissions, ClearTopicPermissions,
-    StreamElect, SetGlobalParameter, SetVHostDeletionProtection,
+    StreamElect, SetGlobalParameter, SetVHostDeletionProtection, DeclareQueueByUser,
 )  # fmt: skip
 
 

@@ -44,6 +44,7 @@ __all__ = [
     "TOPIC_PERMISSIONS",
     "VHOST_DEFAULT_QUEUE_TYPE",
     "VHOST_DELETION_PROTECTION",
+    "QUEUE_DECLARING_USER",
     "VHOST_MAX_QUEUES",
     "WARREN_METADATA_RAFT_V1",
     "FeatureFlag",
@@ -74,6 +75,7 @@ VHOST_DEFAULT_QUEUE_TYPE = "vhost_default_queue_type"
 GLOBAL_PARAMETERS = "global_parameters"
 QUORUM_CONSUMER_TIMEOUT = "quorum_consumer_timeout"
 VHOST_DELETION_PROTECTION = "vhost_deletion_protection"
+QUEUE_DECLARING_USER = "queue_declaring_user"
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,6 +205,10 @@ FLAGS = FeatureFlagRegistry([
     FeatureFlag(VHOST_DELETION_PROTECTION,
                 "A vhost protected from deletion (metadata.set_vhost_deletion_protection), whose deletion every"
                 " member then refuses",
+                STABLE, "0.3.0", depends_on=(WARREN_METADATA_RAFT_V1,)),
+    FeatureFlag(QUEUE_DECLARING_USER,
+                "A queue's record keeps the user who declared it (metadata.declare_queue version 2), which"
+                " GET /api/users/{user}/queues lists",
                 STABLE, "0.3.0", depends_on=(WARREN_METADATA_RAFT_V1,)),
 ])  # fmt: skip
 

@@ -424,6 +424,7 @@ _HANDLERS: dict[type, Callable[[MetadataState, Any], Outcome]] = {
     c.DeclareExchange: topology.declare_exchange,
     c.DeleteExchange: topology.delete_exchange,
     c.DeclareQueue: topology.declare_queue,
+    c.DeclareQueueByUser: topology.declare_queue,
     c.DeleteQueue: topology.delete_queue,
     c.Bind: topology.bind,
     c.Unbind: topology.unbind,

@@ -69,6 +69,7 @@ SNAPSHOT_FORMAT = 1
 MIGRATIONS: dict[tuple[type, int], Callable[[list[Any]], list[Any]]] = {
     (VHostRecord, 1): lambda fields: [*fields, ""],  # format 2 added default_queue_type
     (VHostRecord, 2): lambda fields: [*fields, False],  # format 3 added protected_from_deletion
+    (QueueRecord, 1): lambda fields: [*fields, ""],  # format 2 added the declaring user
 }
 
 # record class -> the steps down, newest first: (older format, its fields from
@@ -82,6 +83,7 @@ DOWNGRADES: dict[type, tuple[tuple[int, Callable[[list[Any]], list[Any] | None]]
         (2, lambda fields: None if fields[4] else fields[:4]),  # not protected_from_deletion
         (1, lambda fields: None if fields[3] else fields[:3]),  # no default_queue_type
     ),
+    QueueRecord: ((1, lambda fields: None if fields[9] else fields[:9]),),  # no declaring user
 }
 
 

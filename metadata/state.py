@@ -118,7 +118,8 @@ class QueueRecord(_Arguments):
     arguments: bytes
     leader: str
     replicas: tuple[str, ...] = ()
-    format: int = 1
+    user: str = ""  # format 2: who declared it ("" unknown: declared before the queue_declaring_user flag)
+    format: int = 2
 
 
 @dataclass(frozen=True, slots=True)

@@ -281,6 +281,8 @@ def _every_command(state: MetadataState):
         c.EnableFeatureFlag(k(), "vhost_deletion_protection"),
         c.SetVHostDeletionProtection(k(), "v", True),
         c.SetVHostDeletionProtection(k(), "v", False),
+        c.EnableFeatureFlag(k(), "queue_declaring_user"),
+        c.DeclareQueueByUser(k(), "v", "by-u", leader="n1", user="u"),
         c.DeleteQueue(k(), "v", "q"),
         c.DeleteExchange(k(), "v", "x"),
         c.EnableFeatureFlag(k(), "credit_api_v2"),
