@@ -249,6 +249,11 @@ async def put_vhost(request: web.Request) -> web.Response:
     node = api.node
     current = node.vhosts.get(name)
     created = current is None
+    # RabbitMQ's PUT does not read it (its own route sets it): a vhost's own value, as a GET
+    # shows it, is accepted back; another would be ignored there, so it is refused here
+    protected = body.get("protected_from_deletion", current is not None and current.protected_from_deletion)
+    if protected != (current is not None and current.protected_from_deletion):
+        raise bad_request(f"protected_from_deletion is set by POST and DELETE /api/vhosts/{name}/deletion/protection")
     if not created:  # keep what the request does not mention
         description = description if "description" in body else current.description
         tags = tags if "tags" in body else list(current.tags)

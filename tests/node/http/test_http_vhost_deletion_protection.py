@@ -74,3 +74,15 @@ def test_refused_naming_the_flag_while_it_is_off(broker_factory, monkeypatch):
     reply = api.post(PROTECTION)
     assert reply.status == 400 and FLAG in reply.body["reason"]
     assert api.delete("/api/vhosts/v1").status == 204
+
+
+def test_put_accepts_the_current_value_back_and_refuses_another(api):
+    assert api.put("/api/vhosts/v1").status == 201
+    assert api.post(PROTECTION).status == 204
+    body = api.get("/api/vhosts/v1").body
+    assert api.put("/api/vhosts/v1", body).status == 204  # a GET's body put back
+    reply = api.put("/api/vhosts/v1", {"protected_from_deletion": False})
+    assert reply.status == 400 and "/api/vhosts/v1/deletion/protection" in reply.body["reason"]
+    assert api.get(PROTECTION).body["protected_from_deletion"] is True
+    assert api.put("/api/vhosts/v2", {"protected_from_deletion": True}).status == 400
+    assert api.get("/api/vhosts/v2").status == 404
