@@ -54,14 +54,14 @@ def test_prometheus_scrapes_every_node_as_rabbitmq_s_dashboards_expect(cluster):
         assert {t["labels"]["job"] for t in targets} == {"rabbitmq-server", "rabbitmq-server-detailed"}
         assert {t["labels"]["namespace"] for t in targets} == {"warren"}
         # the Overview's variables and joins, as it writes them
-        nodes = 'count(rabbitmq_identity_info{namespace="warren", rabbitmq_endpoint="per-object"})'
+        nodes = 'count(rabbitmq_identity_info{namespace="warren", rabbitmq_endpoint="aggregated"})'
         until(lambda: value(c, nodes) == 3, "identity_info from every node")
         assert value(c, "count(count by (rabbitmq_cluster_permanent_id) (rabbitmq_identity_info))") == 1
         assert value(c, 'count(rabbitmq_identity_info{rabbitmq_endpoint="detailed"})') == 3
         joined = (
             "count(rabbitmq_erlang_uptime_seconds * on(instance, job) group_left(rabbitmq_version, "
             "erlang_version) rabbitmq_build_info * on(instance, job) group_left(rabbitmq_cluster, "
-            'rabbitmq_node) rabbitmq_identity_info{namespace="warren", rabbitmq_endpoint="per-object"})'
+            'rabbitmq_node) rabbitmq_identity_info{namespace="warren", rabbitmq_endpoint="aggregated"})'
         )
         assert value(c, joined) == 3
     finally:

@@ -44,6 +44,7 @@ __all__ = [
     "ClearTopicPermissions",
     "DeclareExchange",
     "DeclareQueue",
+    "DeclareQueueByUser",
     "DeleteExchange",
     "DeleteQueue",
     "DeleteUser",
@@ -61,6 +62,7 @@ __all__ = [
     "SetPermissions",
     "SetPolicy",
     "SetTopicPermissions",
+    "SetVHostDeletionProtection",
     "StreamElect",
     "Unbind",
     "check_fields",
@@ -143,6 +145,19 @@ class AddVHostWithQueueType(AddVHost):
     which does not know the field, leaves it as it is."""
 
     default_queue_type: str = ""
+
+
+@command("metadata.set_vhost_deletion_protection", version=1)
+@dataclass(frozen=True, slots=True)
+class SetVHostDeletionProtection(MetadataCommand):
+    """Protects a vhost from deletion, or lifts it (RabbitMQ 4.1's
+    protected_from_deletion metadata): while protected, DeleteVHost is
+    refused. Refused until the vhost_deletion_protection feature flag is
+    enabled, since a member without it would delete the vhost anyway."""
+
+    idempotency_key: str
+    name: str
+    protected: bool
 
 
 @command("metadata.delete_vhost", version=1)
@@ -238,6 +253,17 @@ class DeclareQueue(MetadataCommand):
     arguments: bytes = EMPTY_MAP
     leader: str = ""
     replicas: tuple[str, ...] = ()
+
+
+@command("metadata.declare_queue", version=2)
+@dataclass(frozen=True, slots=True)
+class DeclareQueueByUser(DeclareQueue):
+    """DeclareQueue with the user who declared the queue, kept in its record
+    (RabbitMQ's queue option `user`: GET /api/users/{user}/queues lists by
+    it); a redeclaration keeps the first user. Refused until the
+    queue_declaring_user feature flag is enabled."""
+
+    user: str = ""
 
 
 @command("metadata.delete_queue", version=1)
@@ -483,7 +509,7 @@ COMMANDS: tuple[type[MetadataCommand], ...] = (
     SetPolicy, ClearPolicy, EnableFeatureFlag, AddMember, RemoveMember, Fence, Bootstrap, SetQueueReplicas,
     SetLimit, ClearLimit,
     SetOperatorPolicy, ClearOperatorPolicy, SetTopicPermissions, ClearTopicPermissions,
-    StreamElect, SetGlobalParameter,
+    StreamElect, SetGlobalParameter, SetVHostDeletionProtection, DeclareQueueByUser,
 )  # fmt: skip
 
 

@@ -114,6 +114,7 @@ class VHostAdded:
     description: str = ""
     tags: tuple[str, ...] = ()
     default_queue_type: str = ""
+    protected_from_deletion: bool = False  # never, for a new vhost: VHostUpdated's shape
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +123,7 @@ class VHostUpdated:
     description: str = ""
     tags: tuple[str, ...] = ()
     default_queue_type: str = ""
+    protected_from_deletion: bool = False
 
 
 @dataclass(frozen=True, slots=True)

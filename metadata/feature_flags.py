@@ -44,6 +44,8 @@ __all__ = [
     "STREAM_REPLICATION",
     "TOPIC_PERMISSIONS",
     "VHOST_DEFAULT_QUEUE_TYPE",
+    "VHOST_DELETION_PROTECTION",
+    "QUEUE_DECLARING_USER",
     "VHOST_MAX_QUEUES",
     "WARREN_METADATA_RAFT_V1",
     "FeatureFlag",
@@ -74,6 +76,8 @@ VHOST_DEFAULT_QUEUE_TYPE = "vhost_default_queue_type"
 GLOBAL_PARAMETERS = "global_parameters"
 QUORUM_CONSUMER_TIMEOUT = "quorum_consumer_timeout"
 CONSISTENT_HASH_EXCHANGE = "consistent_hash_exchange"
+VHOST_DELETION_PROTECTION = "vhost_deletion_protection"
+QUEUE_DECLARING_USER = "queue_declaring_user"
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,6 +206,14 @@ FLAGS = FeatureFlagRegistry([
                 STABLE, "0.3.0", depends_on=(QUORUM_QUEUE_V1,)),
     FeatureFlag(CONSISTENT_HASH_EXCHANGE,
                 "The x-consistent-hash exchange type (members without it could not route through one)",
+                STABLE, "0.3.0", depends_on=(WARREN_METADATA_RAFT_V1,)),
+    FeatureFlag(VHOST_DELETION_PROTECTION,
+                "A vhost protected from deletion (metadata.set_vhost_deletion_protection), whose deletion every"
+                " member then refuses",
+                STABLE, "0.3.0", depends_on=(WARREN_METADATA_RAFT_V1,)),
+    FeatureFlag(QUEUE_DECLARING_USER,
+                "A queue's record keeps the user who declared it (metadata.declare_queue version 2), which"
+                " GET /api/users/{user}/queues lists",
                 STABLE, "0.3.0", depends_on=(WARREN_METADATA_RAFT_V1,)),
 ])  # fmt: skip
 

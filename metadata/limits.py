@@ -139,7 +139,7 @@ def check_command(command: Any) -> None:
     elif kind is mc.PutUser:
         check_name("user", command.name)
         check_password_hash(command.password_hash)
-    elif kind is mc.DeclareQueue:
+    elif kind is mc.DeclareQueue or kind is mc.DeclareQueueByUser:
         check_name("queue", command.name)
     elif kind is mc.DeclareExchange:
         check_name("exchange", command.name)

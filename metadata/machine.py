@@ -23,6 +23,7 @@ metadata/topology.py.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 import re
@@ -38,6 +39,7 @@ from metadata.feature_flags import (
     OPERATOR_POLICIES,
     TOPIC_PERMISSIONS,
     VHOST_DEFAULT_QUEUE_TYPE,
+    VHOST_DELETION_PROTECTION,
     VHOST_MAX_QUEUES,
 )
 from metadata.snapshot import decode_state, encode_state
@@ -116,18 +118,37 @@ def _add_vhost(state: MetadataState, cmd: c.AddVHost | c.AddVHostWithQueueType) 
         queue_type = cmd.default_queue_type
     else:  # version 1 does not know the field: it stays as it was
         queue_type = vh.record.default_queue_type if vh is not None else ""
-    record = VHostRecord(cmd.name, cmd.description, cmd.tags, queue_type)
+    protected = vh is not None and vh.record.protected_from_deletion  # only its own command changes it
+    record = VHostRecord(cmd.name, cmd.description, cmd.tags, queue_type, protected)
     if vh is None:
         return state.with_vhost(VHostState.new(record)), CREATED, (fx.VHostAdded(cmd.name, cmd.description, cmd.tags,
                                                                                   queue_type),)  # fmt: skip
     if vh.record == record:
         return state, OK, ()
-    effect = fx.VHostUpdated(cmd.name, cmd.description, cmd.tags, queue_type)
-    return state.with_vhost(vh.replace(record=record)), OK, (effect,)
+    return state.with_vhost(vh.replace(record=record)), OK, (_vhost_updated(record),)
+
+
+def _vhost_updated(record: VHostRecord) -> fx.VHostUpdated:
+    return fx.VHostUpdated(record.name, record.description, record.tags, record.default_queue_type,
+                           record.protected_from_deletion)  # fmt: skip
+
+
+def _set_vhost_deletion_protection(state: MetadataState, cmd: c.SetVHostDeletionProtection) -> Outcome:
+    if VHOST_DELETION_PROTECTION not in state.feature_flags:
+        raise Refused(fx.PRECONDITION_FAILED,
+                      f"protecting a vhost from deletion needs the feature flag {VHOST_DELETION_PROTECTION}")  # fmt: skip
+    vh = vhost_of(state, cmd.name)
+    if vh.record.protected_from_deletion == cmd.protected:
+        return state, OK, ()
+    record = dataclasses.replace(vh.record, protected_from_deletion=cmd.protected)
+    return state.with_vhost(vh.replace(record=record)), OK, (_vhost_updated(record),)
 
 
 def _delete_vhost(state: MetadataState, cmd: c.DeleteVHost) -> Outcome:
     vh = vhost_of(state, cmd.name)
+    if vh.record.protected_from_deletion:  # RabbitMQ's rabbit_vhost:delete refuses it likewise
+        raise Refused(fx.PRECONDITION_FAILED,
+                      f"Refusing to delete virtual host '{cmd.name}' because it is protected from deletion")  # fmt: skip
     effects: list[Effect] = [topology.queue_deleted(q) for q in vh.queues.values()]
     effects.append(fx.VHostDeleted(cmd.name))
     permissions = state.permissions
@@ -403,6 +424,7 @@ _HANDLERS: dict[type, Callable[[MetadataState, Any], Outcome]] = {
     c.DeclareExchange: topology.declare_exchange,
     c.DeleteExchange: topology.delete_exchange,
     c.DeclareQueue: topology.declare_queue,
+    c.DeclareQueueByUser: topology.declare_queue,
     c.DeleteQueue: topology.delete_queue,
     c.Bind: topology.bind,
     c.Unbind: topology.unbind,
@@ -422,6 +444,7 @@ _HANDLERS: dict[type, Callable[[MetadataState, Any], Outcome]] = {
     c.SetLimit: _set_limit,
     c.ClearLimit: _clear_limit,
     c.SetGlobalParameter: _set_global_parameter,
+    c.SetVHostDeletionProtection: _set_vhost_deletion_protection,
 }
 assert set(_HANDLERS) == set(c.COMMANDS)
 

@@ -52,6 +52,7 @@ class VHostInfo:
     description: str = ""
     tags: tuple[str, ...] = ()
     default_queue_type: str = ""  # "" for none (classic)
+    protected_from_deletion: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,7 +144,7 @@ class Projections:
             self._APPLY[type(effect)](self, effect)
 
     def _vhost_added(self, e: fx.VHostAdded | fx.VHostUpdated) -> None:
-        self.vhosts[e.name] = VHostInfo(e.name, e.description, e.tags, e.default_queue_type)
+        self.vhosts[e.name] = VHostInfo(e.name, e.description, e.tags, e.default_queue_type, e.protected_from_deletion)
         if e.name not in self.tables:
             self.tables[e.name] = RoutingTable(e.name, choice=self._choice, is_local=self._is_local)
 
@@ -288,7 +289,8 @@ class Projections:
 
     def _rebuild_vhost(self, vh: VHostState) -> None:
         name = vh.name
-        self.vhosts[name] = VHostInfo(name, vh.record.description, vh.record.tags, vh.record.default_queue_type)
+        r = vh.record
+        self.vhosts[name] = VHostInfo(name, r.description, r.tags, r.default_queue_type, r.protected_from_deletion)
         table = self.tables[name] = RoutingTable(name, choice=self._choice, is_local=self._is_local)
         for q in vh.queues.values():
             table.add_queue(q.name)

@@ -24,7 +24,7 @@ a restore.
 Versioned twice: SNAPSHOT_FORMAT for this layout, and each record's `format`
 for its own fields. A record read in an older format is migrated by the
 functions registered in MIGRATIONS (a vhost record's format 1 lacks its
-default queue type); a record is written in the oldest format that holds it
+default queue type, format 2 its protection from deletion); a record is written in the oldest format that holds it
 (DOWNGRADES), so builds before a new field read a state that does not use it.
 A newer format, snapshot layout or machine version than this build knows is
 refused (SnapshotFormatError), never guessed at.
@@ -68,15 +68,22 @@ SNAPSHOT_FORMAT = 1
 # excluded) into the next format's.
 MIGRATIONS: dict[tuple[type, int], Callable[[list[Any]], list[Any]]] = {
     (VHostRecord, 1): lambda fields: [*fields, ""],  # format 2 added default_queue_type
+    (VHostRecord, 2): lambda fields: [*fields, False],  # format 3 added protected_from_deletion
+    (QueueRecord, 1): lambda fields: [*fields, ""],  # format 2 added the declaring user
 }
 
-# record class -> (older format, its fields from the current ones, or None when
-# the record uses what that format lacks). A record is written in the oldest
-# format that holds it, so the snapshot of a state that uses nothing new reads
-# on the builds before it: a mixed-version cluster whose new feature flag is
-# still off installs it on every member.
-DOWNGRADES: dict[type, tuple[int, Callable[[list[Any]], list[Any] | None]]] = {
-    VHostRecord: (1, lambda fields: None if fields[3] else fields[:3]),  # no default_queue_type
+# record class -> the steps down, newest first: (older format, its fields from
+# the next newer format's, or None when the record uses what that format
+# lacks). A record is written in the oldest format that holds it, so the
+# snapshot of a state that uses nothing new reads on the builds before it: a
+# mixed-version cluster whose new feature flag is still off installs it on
+# every member.
+DOWNGRADES: dict[type, tuple[tuple[int, Callable[[list[Any]], list[Any] | None]], ...]] = {
+    VHostRecord: (
+        (2, lambda fields: None if fields[4] else fields[:4]),  # not protected_from_deletion
+        (1, lambda fields: None if fields[3] else fields[:3]),  # no default_queue_type
+    ),
+    QueueRecord: ((1, lambda fields: None if fields[9] else fields[:9]),),  # no declaring user
 }
 
 
@@ -103,13 +110,13 @@ _LAYOUTS = {cls: _layout(cls) for cls in (VHostRecord, UserRecord, PermissionRec
 
 def _record(rec: Any) -> list[Any]:
     _, names, _ = _LAYOUTS[type(rec)]
-    fields = [getattr(rec, n) for n in names]
-    downgrade = DOWNGRADES.get(type(rec))
-    if downgrade is not None:
-        older = downgrade[1](fields)
-        if older is not None:
-            return [downgrade[0], *older]
-    return [rec.format, *fields]
+    fmt, fields = rec.format, [getattr(rec, n) for n in names]
+    for older_format, downgrade in DOWNGRADES.get(type(rec), ()):
+        older = downgrade(fields)
+        if older is None:
+            break
+        fmt, fields = older_format, older
+    return [fmt, *fields]
 
 
 def _unrecord(cls: type, value: Any) -> Any:

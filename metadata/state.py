@@ -73,7 +73,8 @@ class VHostRecord:
     description: str = ""
     tags: tuple[str, ...] = ()
     default_queue_type: str = ""  # format 2; "" for none (classic)
-    format: int = 2
+    protected_from_deletion: bool = False  # format 3: DeleteVHost is refused (RabbitMQ 4.1's protection)
+    format: int = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +118,8 @@ class QueueRecord(_Arguments):
     arguments: bytes
     leader: str
     replicas: tuple[str, ...] = ()
-    format: int = 1
+    user: str = ""  # format 2: who declared it ("" unknown: declared before the queue_declaring_user flag)
+    format: int = 2
 
 
 @dataclass(frozen=True, slots=True)

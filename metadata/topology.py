@@ -26,7 +26,13 @@ from typing import Any
 from metadata import commands as c
 from metadata import effects as fx
 from metadata.effects import CREATED, OK, Effect, Result
-from metadata.feature_flags import CONSISTENT_HASH_EXCHANGE, QUORUM_QUEUE_V1, STREAM_QUEUE, STREAM_REPLICATION
+from metadata.feature_flags import (
+    CONSISTENT_HASH_EXCHANGE,
+    QUEUE_DECLARING_USER,
+    QUORUM_QUEUE_V1,
+    STREAM_QUEUE,
+    STREAM_REPLICATION,
+)
 from metadata.pmap import EMPTY
 from metadata.state import BindingRecord, ExchangeRecord, MetadataState, QueueRecord, StreamRecord, VHostState
 from queues.base import QueueArgumentError
@@ -158,6 +164,8 @@ def delete_exchange(state: MetadataState, cmd: c.DeleteExchange) -> Outcome:
 
 
 def declare_queue(state: MetadataState, cmd: c.DeclareQueue) -> Outcome:
+    if isinstance(cmd, c.DeclareQueueByUser) and not state.flag_enabled(QUEUE_DECLARING_USER):
+        raise Refused(fx.PRECONDITION_FAILED, f"a queue's declaring user needs the feature flag {QUEUE_DECLARING_USER}")
     vh = vhost_of(state, cmd.vhost)
     if not cmd.name:
         raise Refused(fx.INVALID_FIELD, "empty queue name (the proposer names server-named queues)")
@@ -190,8 +198,9 @@ def declare_queue(state: MetadataState, cmd: c.DeclareQueue) -> Outcome:
         if cmd.leader not in replicas:
             raise Refused(fx.INVALID_FIELD, f"stream '{cmd.name}': its leader is not among its replicas")
         streams = streams.set(cmd.name, StreamRecord(cmd.vhost, cmd.name, cmd.leader, replicas, 1))
+    user = cmd.user if isinstance(cmd, c.DeclareQueueByUser) else ""
     record = QueueRecord(cmd.vhost, cmd.name, cmd.type, cmd.durable, cmd.auto_delete, cmd.exclusive_owner,
-                         cmd.arguments, cmd.leader, replicas)  # fmt: skip
+                         cmd.arguments, cmd.leader, replicas, user)  # fmt: skip
     effect = fx.QueueDeclared(cmd.vhost, cmd.name, cmd.type, cmd.durable, cmd.auto_delete, cmd.exclusive_owner,
                               frozen_map(arguments), cmd.leader, replicas)  # fmt: skip
     vh = vh.replace(queues=vh.queues.set(cmd.name, record), streams=streams)

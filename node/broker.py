@@ -18,6 +18,7 @@ from metadata import commands as mc
 from metadata.machine import MetadataMachine
 from metadata.projections import Projections
 from node import __version__
+from node.client.auth_attempts import AuthAttempts
 from node.client.connection import ConnectionHandler, server_properties
 from node.client.login import FailureDelays, LoginService
 from node.client.tls import TlsContexts
@@ -76,7 +77,8 @@ class Broker:
         self.auth.password_hashing = config.password_hashing_module
         self.logins = LoginService(self.auth, config.login_workers, config.login_max_pending,
                                    FailureDelays(config.login_failure_delay, config.login_failure_delay_max,
-                                                 config.login_failure_addresses))  # fmt: skip
+                                                 config.login_failure_addresses),
+                                   AuthAttempts(config.track_auth_attempt_source))  # fmt: skip
         self.auth.tokens = verifier_from_config(config)  # OAuth 2 (node/client/tokens.py); None unless enabled
         self._server: asyncio.base_events.Server | None = None
         self._tls_server: asyncio.base_events.Server | None = None

@@ -21,6 +21,9 @@ class Config:
     amqp_port: int = 5672
     http_port: int = 15672  # management HTTP API (node/http/api.py)
     metrics_port: int = 15692  # Prometheus /metrics (node/http/prometheus.py)
+    # /metrics per object (queue, vhost labels) instead of aggregated: RabbitMQ's
+    # prometheus.return_per_object_metrics, false as there (/metrics/per-object always is)
+    prometheus_return_per_object_metrics: bool = False
     # TLS listeners (node/client/tls.py), started only when tls_cert is set
     amqps_port: int = 5671
     https_port: int = 15671  # the management API over TLS
@@ -76,6 +79,9 @@ class Config:
     alarm_check_interval: float = 1.0
     # Logins (node/client/login.py): PBKDF2 runs in worker threads, never on the loop
     login_workers: int = 1  # threads hashing passwords (each takes up to one core while busy)
+    # count authentication attempts by remote address and user name as well as by protocol
+    # (RabbitMQ's track_auth_attempt_source, off as there: the table grows with every name tried)
+    track_auth_attempt_source: bool = False
     login_max_pending: int = 1000  # logins in progress at once; more are refused (SASL sys-temp, HTTP 503)
     # how new passwords are hashed: warren_pbkdf2_sha256, or RabbitMQ's rabbit_password_hashing_sha256
     # (or _sha512), which a RabbitMQ importing Warren's definitions can verify (docs/security.md)

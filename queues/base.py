@@ -196,6 +196,15 @@ class Queue(ABC):
         proxy (the node hosting the queue applies them), needs no more."""
         self.effective_arguments = dict(arguments)
 
+    @property
+    def consumer_capacity(self) -> float | None:
+        """RabbitMQ's consumer_capacity (and consumer_utilisation): whether the
+        queue could hand a message to a consumer at once, 1.0 or 0.0 (0.0 with
+        no consumers); None where this type does not know (not reported).
+        RabbitMQ's is a moving average of that over time; Warren's is the
+        present value, what a reader sampling it over time averages itself."""
+        return None
+
     def consumer_activity(self, consumer: Consumer) -> str:
         """RabbitMQ's activity status of an attached consumer: "up", or for a
         single-active-consumer queue "single_active" / "waiting"."""

@@ -125,7 +125,7 @@ class LinkAttaching:
         auto-delete classic queue the broker names (configure permission on it)."""
         queue = "amq.gen-" + base64.urlsafe_b64encode(os.urandom(16)).decode().rstrip("=")
         self.check_access("configure", queue, "queue")
-        await self.vhost.declare_queue(queue, False, self, True, {})
+        await self.vhost.declare_queue(queue, False, self, True, {}, self.user or "")
         return queue
 
     def _attach_consumer_late(self, link: Any, attach: Any, queue_name: str) -> None:

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from node.client.auth_attempts import AuthAttempts
 from routing.oauth import Grant
 from routing.users import Authenticator, hash_password
 
@@ -95,7 +96,8 @@ def source_key(peer: str) -> str:
 class LoginService:
     """The node's logins: `await login(...)` gives the user name or None."""
 
-    def __init__(self, auth: Authenticator, workers: int, max_pending: int, delays: FailureDelays):
+    def __init__(self, auth: Authenticator, workers: int, max_pending: int, delays: FailureDelays,
+                 attempts: AuthAttempts | None = None):  # fmt: skip
         self.auth = auth
         self.max_pending = max_pending
         self.delays = delays
@@ -104,9 +106,8 @@ class LoginService:
         self.hashing = 0  # of which waiting for or running PBKDF2
         self.delayed = 0  # logins that waited because of earlier failures (a counter)
         self.refused_busy = 0  # logins refused because max_pending were already waiting
-        # verdicts by protocol ("amqp10", "http"): rabbitmq_auth_attempts_*_total
-        self.succeeded: dict[str, int] = {}
-        self.failed: dict[str, int] = {}
+        # verdicts by protocol ("amqp10", "http"), and by source when tracked
+        self.attempts = attempts if attempts is not None else AuthAttempts()
 
     async def login(self, mechanism: str, response: bytes | None, peer: str, external: str | None = None) -> str | None:
         """The user name, or None when refused. Raises LoginsBusy when
@@ -145,8 +146,7 @@ class LoginService:
             name = self.auth.conclude(attempt, peer)
         finally:
             self.pending -= 1
-        verdicts = self.failed if name is None else self.succeeded
-        verdicts[protocol] = verdicts.get(protocol, 0) + 1
+        self.attempts.record(protocol, name is not None, peer, attempt.name or "")
         if name is None:
             if attempt.refusal:
                 log.info("token refused from %s: %s", peer, attempt.refusal)

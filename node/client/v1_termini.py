@@ -70,7 +70,7 @@ async def _declare(handler: ConnectionHandler, queue: str, durable: bool) -> Non
     if queue in vhost.queues:
         return
     try:
-        await vhost.declare_queue(queue, durable, None, False, {})
+        await vhost.declare_queue(queue, durable, None, False, {}, handler.user or "")
     except PreconditionFailed:
         pass  # declared meanwhile by someone else, otherwise: it is used as it is
 

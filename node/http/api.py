@@ -41,6 +41,7 @@ from aiohttp import web
 
 from node.client.login import LoginsBusy
 from node.http import (
+    auth_attempt_routes,
     cluster_routes,
     health_routes,
     limit_routes,
@@ -55,6 +56,7 @@ from node.http import (
     tls_routes,
     topic_permission_routes,
     topology_routes,
+    vhost_protection_routes,
 )
 from node.http import formats as fmt
 from node.http.route_kit import (
@@ -92,6 +94,7 @@ SHUTDOWN_TIMEOUT = 1.0  # seconds a stopping node waits for requests in flight
 # Every route the API serves, by module, in the order they are matched.
 ROUTES = [
     *node_detail_routes.ROUTES,  # first: /api/users/without-permissions is no user, /api/queues/detailed no vhost
+    *vhost_protection_routes.ROUTES,
     *node_routes.ROUTES,
     *session_routes.ROUTES,
     *cluster_routes.ROUTES,  # /api/cluster
@@ -105,6 +108,7 @@ ROUTES = [
     *maintenance_routes.ROUTES,
     *health_routes.ROUTES,
     *quorum_routes.ROUTES,
+    *auth_attempt_routes.ROUTES,
 ]
 
 # ---------------------------------------------------------------- the API

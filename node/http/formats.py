@@ -176,6 +176,9 @@ def queue_json(queue: Queue, node_name: str, name_of: Callable[[str], str] = str
         "exclusive_consumer_tag": None,
         **policy_json(queue),
     }
+    capacity = queue.consumer_capacity
+    if capacity is not None:  # RabbitMQ reports one value under both names
+        out["consumer_capacity"] = out["consumer_utilisation"] = capacity
     if "members" in info:  # a replicated queue: its Raft leader and members (RabbitMQ's fields)
         out["leader"] = out["node"] = name_of(info["leader"]) if info["leader"] is not None else None
         out["leader_elected"] = info.get("leader_elected", True)  # False: the first member, until one is
@@ -314,11 +317,14 @@ def vhost_json(vhost: Any, node_name: str) -> dict:
     metadata: dict[str, Any] = {"description": description, "tags": tags}
     if vhost.default_queue_type:  # RabbitMQ's metadata holds it only when set
         metadata["default_queue_type"] = vhost.default_queue_type
+    if vhost.protected_from_deletion:
+        metadata["protected_from_deletion"] = True
     return {
         "name": vhost.name,
         "description": description,
         "tags": tags,
         "default_queue_type": vhost.default_queue_type or "classic",
+        "protected_from_deletion": vhost.protected_from_deletion,
         "metadata": metadata,
         "tracing": False,
         "cluster_state": {node_name: "running"},

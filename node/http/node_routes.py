@@ -29,6 +29,7 @@ from node.http.route_kit import (
     USER,
     VHOST,
     VHOST_VISIBLE,
+    ApiError,
     access,
     api_of,
     bad_request,
@@ -43,7 +44,7 @@ from node.http.route_kit import (
     refused,
 )
 from node.vhosts.definitions import HASHING_ALGORITHM, DefinitionsError, check_default_queue_type, vhost_command
-from node.vhosts.metadata_store import new_key
+from node.vhosts.metadata_store import MetadataRefused, new_key
 from routing import permissions, rabbit_passwords
 from routing.oauth import TokenUser
 
@@ -248,6 +249,11 @@ async def put_vhost(request: web.Request) -> web.Response:
     node = api.node
     current = node.vhosts.get(name)
     created = current is None
+    # RabbitMQ's PUT does not read it (its own route sets it): a vhost's own value, as a GET
+    # shows it, is accepted back; another would be ignored there, so it is refused here
+    protected = body.get("protected_from_deletion", current is not None and current.protected_from_deletion)
+    if protected != (current is not None and current.protected_from_deletion):
+        raise bad_request(f"protected_from_deletion is set by POST and DELETE /api/vhosts/{name}/deletion/protection")
     if not created:  # keep what the request does not mention
         description = description if "description" in body else current.description
         tags = tags if "tags" in body else list(current.tags)
@@ -260,8 +266,15 @@ async def put_vhost(request: web.Request) -> web.Response:
 
 @access(ADMIN)
 async def delete_vhost(request: web.Request) -> web.Response:
-    """Deletes everything in it and disconnects its clients."""
-    if not await api_of(request).node.delete_vhost(request.match_info["vhost"]):
+    """Deletes everything in it and disconnects its clients; a vhost protected
+    from deletion is refused with 412, as RabbitMQ's (vhost_protection_routes.py)."""
+    try:
+        deleted = await api_of(request).node.delete_vhost(request.match_info["vhost"])
+    except MetadataRefused as e:
+        if e.condition != Condition.PRECONDITION_FAILED:
+            raise
+        raise ApiError(412, "precondition_failed", e.description) from None
+    if not deleted:
         raise not_found()
     return no_content()
 

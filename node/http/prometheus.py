@@ -2,11 +2,14 @@
 names, types and labels of RabbitMQ 4's rabbitmq_prometheus plugin, so its
 dashboards and alerts work unchanged:
 
-- `/metrics` and `/metrics/per-object`: every family, per object (RabbitMQ's
-  `/metrics` with return_per_object_metrics on; Warren's `/metrics` always
-  had the per-queue series, so it keeps them). rabbitmq_identity_info says
-  which endpoint served it in `rabbitmq_endpoint` ("per-object"), as the
-  dashboards' endpoint variable reads it.
+- `/metrics`: every family aggregated, without per-object labels
+  (node/http/prometheus_aggregate.py), as RabbitMQ's default; per object
+  with `config.prometheus_return_per_object_metrics` (RabbitMQ's
+  prometheus.return_per_object_metrics).
+- `/metrics/per-object`: every family, per object. rabbitmq_identity_info
+  says which endpoint served a page in `rabbitmq_endpoint` ("aggregated",
+  "per-object", "detailed", "memory-breakdown"), as the dashboards'
+  endpoint variable reads it.
 - `/metrics/detailed?family=...&vhost=...&queue=...`: the families of the
   groups asked for (node/http/prometheus_core.py), named rabbitmq_detailed_*
   (those of the cluster-wide groups rabbitmq_cluster_*), for the vhosts and
@@ -32,6 +35,7 @@ from prometheus_client.exposition import choose_encoder
 
 from node import __version__
 from node.http.formats import cluster_name
+from node.http.prometheus_aggregate import aggregated
 from node.http.prometheus_core import CLUSTER_GROUPS, QUEUE_GROUPS, RAW_GROUPS, queue_info, raw_groups
 from node.http.prometheus_global import global_families
 from node.http.prometheus_memory import memory_families
@@ -44,7 +48,8 @@ if TYPE_CHECKING:
     from node.http.management_node import ScrapedNode
 
 PREFIX, DETAILED_PREFIX, CLUSTER_PREFIX = "rabbitmq_", "rabbitmq_detailed_", "rabbitmq_cluster_"
-PER_OBJECT = "per-object"  # the rabbitmq_endpoint of /metrics and /metrics/per-object
+PER_OBJECT = "per-object"  # the rabbitmq_endpoint of /metrics/per-object (and /metrics, per object)
+AGGREGATED = "aggregated"  # that of /metrics, aggregated
 MAX_QUEUE_PATTERN = 2000  # characters of `/metrics/detailed?queue=`, as RabbitMQ's limit
 
 
@@ -72,6 +77,19 @@ def identity(node: ScrapedNode, endpoint: str) -> Iterator[Metric]:
 
 def per_object(node: ScrapedNode) -> Iterator[Metric]:
     yield from identity(node, PER_OBJECT)
+    yield from _families(node)
+
+
+def metrics(node: ScrapedNode) -> Iterator[Metric]:
+    """`/metrics`: per object, or aggregated (RabbitMQ's default)."""
+    if node.config.prometheus_return_per_object_metrics:
+        yield from per_object(node)
+    else:
+        yield from identity(node, AGGREGATED)
+        yield from aggregated(_families(node), PREFIX)
+
+
+def _families(node: ScrapedNode) -> Iterator[Metric]:
     yield from _totals(node)
     for group in raw_groups(list(RAW_GROUPS)):
         yield from group(node, PREFIX, EVERYTHING)
@@ -156,7 +174,10 @@ def application(node: ScrapedNode) -> web.Application:
         encode, content_type = choose_encoder(request.headers.get("Accept", ""))
         return web.Response(body=encode(_Page(families)), headers={"Content-Type": content_type})
 
-    async def metrics(request: web.Request) -> web.Response:
+    async def metrics_page(request: web.Request) -> web.Response:
+        return respond(request, lambda: metrics(node))
+
+    async def per_object_page(request: web.Request) -> web.Response:
         return respond(request, lambda: per_object(node))
 
     async def detailed_page(request: web.Request) -> web.Response:
@@ -171,8 +192,8 @@ def application(node: ScrapedNode) -> web.Application:
         return respond(request, lambda: memory_breakdown(node))
 
     app = web.Application()
-    app.router.add_get("/metrics", metrics)
-    app.router.add_get("/metrics/per-object", metrics)
+    app.router.add_get("/metrics", metrics_page)
+    app.router.add_get("/metrics/per-object", per_object_page)
     app.router.add_get("/metrics/detailed", detailed_page)
     app.router.add_get("/metrics/memory-breakdown", memory)
     return app

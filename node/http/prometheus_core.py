@@ -5,8 +5,7 @@ group is a function of the node, the name prefix ("rabbitmq_" on `/metrics`,
 
 Left out, for want of a meaning in Warren (docs/compatibility.md): Erlang's
 process, scheduler and garbage-collector gauges, the persister's I/O
-counters, the per-process reductions, the authentication attempts by source
-(auth_attempt_detailed_metrics: Warren counts them by protocol only), the
+counters, the per-process reductions, the
 per-channel and per-exchange families (Warren keeps no per-channel or
 per-exchange counters), per-connection packet counts, and the per-queue
 delivery counters.
@@ -23,6 +22,7 @@ from typing import TYPE_CHECKING
 import psutil
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
+from node.client.auth_attempts import Counts
 from node.http.prometheus_global import QUEUE_TYPES
 from node.http.prometheus_raft import queue_role
 from node.http.prometheus_scope import Scope
@@ -78,19 +78,37 @@ def node_limits(node: ScrapedNode, prefix: str, _scope: Scope) -> Iterator[Metri
 def auth_attempts(node: ScrapedNode, prefix: str, _scope: Scope) -> Iterator[Metric]:
     """Logins over AMQP ("amqp10") and the management API ("http": every request
     authenticates, as RabbitMQ's counts them), by verdict."""
-    logins = node.logins
-    protocols = sorted(set(logins.succeeded) | set(logins.failed) | {"amqp10", "http"})
-    for name, doc, count in (
-        ("auth_attempts", "Total number of authentication attempts",
-         lambda p: logins.succeeded.get(p, 0) + logins.failed.get(p, 0)),
-        ("auth_attempts_succeeded", "Total number of successful authentication attempts",
-         lambda p: logins.succeeded.get(p, 0)),
-        ("auth_attempts_failed", "Total number of failed authentication attempts", lambda p: logins.failed.get(p, 0)),
-    ):  # fmt: skip
-        family = CounterMetricFamily(prefix + name, doc, labels=["protocol"])
+    by_protocol = node.logins.attempts.by_protocol
+    protocols = sorted(set(by_protocol) | {"amqp10", "http"})
+    for family in _attempt_families(prefix + "auth_attempts", ["protocol"]):
         for protocol in protocols:
-            family.add_metric([protocol], count(protocol))
+            family.add_metric([protocol], family.count(by_protocol.get(protocol, Counts())))
         yield family
+
+
+def auth_attempts_detailed(node: ScrapedNode, prefix: str, _scope: Scope) -> Iterator[Metric]:
+    """By remote address, user name and protocol: only with
+    track_auth_attempt_source, per object only (node/client/auth_attempts.py)."""
+    by_source = node.logins.attempts.by_source
+    for family in _attempt_families(prefix + "auth_attempts_detailed", ["remote_address", "username", "protocol"]):
+        for key, counts in by_source.items():
+            family.add_metric(list(key), family.count(counts))
+        yield family
+
+
+class _AttemptFamily(CounterMetricFamily):
+    def __init__(self, name: str, doc: str, labels: list[str], count: Callable[[Counts], int]):
+        super().__init__(name, doc, labels=labels)
+        self.count = count
+
+
+def _attempt_families(name: str, labels: list[str]) -> list[_AttemptFamily]:
+    return [
+        _AttemptFamily(name, "Total number of authentication attempts", labels, lambda c: c.total),
+        _AttemptFamily(name + "_succeeded", "Total number of successful authentication attempts", labels,
+                       lambda c: c.succeeded),
+        _AttemptFamily(name + "_failed", "Total number of failed authentication attempts", labels, lambda c: c.failed),
+    ]  # fmt: skip
 
 
 def _queues(node: ScrapedNode, scope: Scope) -> Iterator[tuple[list[str], Queue]]:
@@ -187,6 +205,7 @@ RAW_GROUPS: dict[str, Group] = {
     "node_coarse_metrics": node_coarse,
     "node_metrics": node_limits,
     "auth_attempt_metrics": auth_attempts,
+    "auth_attempt_detailed_metrics": auth_attempts_detailed,
     "queue_coarse_metrics": queue_coarse,
     "queue_consumer_count": queue_consumer_count,
     "queue_metrics": queue_metrics,

@@ -80,6 +80,24 @@ async def vhost_queues(request: web.Request) -> web.Response:
     return list_response(request, _queues(api, [vhost]))
 
 
+@access(MGMT)
+async def user_queues(request: web.Request) -> web.Response:
+    """GET /api/users/{user}/queues (RabbitMQ's rabbit_mgmt_wm_user_queues):
+    the queues the user declared, in the vhosts the asker may see; [] for a
+    user who declared none, or whose queues were declared before the
+    queue_declaring_user feature flag (their records name no user)."""
+    api, user = api_of(request), request.match_info["user"]
+    state = api.node.metadata.state
+    queues = []
+    for vhost in api.visible_vhosts(request[USER]):
+        for name in sorted(vhost.queues):
+            record = state.queue(vhost.name, name)
+            if record is not None and record.user == user:
+                queues.append(vhost.queues[name])
+    await refresh_counts(queues)
+    return list_response(request, [_queue_json(api, q) for q in queues])
+
+
 def _queue(request: web.Request) -> tuple[Any, Any]:
     vhost = api_of(request).vhost(request.match_info["vhost"])
     queue = vhost.queues.get(request.match_info["name"])
@@ -109,7 +127,7 @@ async def put_queue(request: web.Request) -> web.Response:
     if "type" in body and "x-queue-type" not in arguments:
         arguments["x-queue-type"] = body["type"]
     check_permission(request, vhost.name, "configure", name, "queue")
-    queue, created = await vhost.declare_queue(name, durable, None, auto_delete, arguments)
+    queue, created = await vhost.declare_queue(name, durable, None, auto_delete, arguments, request[USER].name)
     if not created and hasattr(queue, "touch"):
         queue.touch()
     return created_or_updated(created)
@@ -334,6 +352,7 @@ _B = "/api/bindings/{vhost}/e/{source}/{kind:[eq]}/{destination}"
 
 ROUTES = [
     ("GET", "/api/queues", list_queues),
+    ("GET", "/api/users/{user}/queues", user_queues),
     ("GET", "/api/queues/{vhost}", vhost_queues),
     ("GET", _Q, get_queue),
     ("PUT", _Q, put_queue),

@@ -30,6 +30,7 @@ from node.vhosts.definitions_check import (
     check,
     check_default_queue_type,
     default_queue_type,
+    deletion_protection,
     limits_of,
     password_hash,
 )
@@ -115,6 +116,8 @@ class DefinitionsFile:
         metadata: dict[str, Any] = {"description": vhost.description, "tags": list(vhost.tags)}
         if vhost.default_queue_type:
             metadata["default_queue_type"] = vhost.default_queue_type
+        if vhost.protected_from_deletion:
+            metadata["protected_from_deletion"] = True
         return {"name": vhost.name, "description": vhost.description, "tags": list(vhost.tags),
                 "limits": self._limits("vhost", vhost.name), "metadata": metadata}  # fmt: skip
 
@@ -156,6 +159,9 @@ class DefinitionsFile:
                 description = v.get("description", metadata.get("description", current and current.description))
                 tags = v.get("tags", metadata.get("tags", current and current.tags))
                 await run(vhost_command(v["name"], description or "", _tags(tags), default_queue_type(v)))
+                protect = deletion_protection(v)  # lifted only where it holds: no feature flag needed then
+                if protect or (protect is False and current is not None and current.protected_from_deletion):
+                    await run(mc.SetVHostDeletionProtection(new_key(), v["name"], protect))
             for p in doc.get("permissions", []):
                 await run(mc.SetPermissions(new_key(), p["user"], p["vhost"], p["configure"], p["write"], p["read"]))
             for t in doc.get("topic_permissions", []):

@@ -21,6 +21,7 @@ from metadata.feature_flags import (
     OPERATOR_POLICIES,
     TOPIC_PERMISSIONS,
     VHOST_DEFAULT_QUEUE_TYPE,
+    VHOST_DELETION_PROTECTION,
     VHOST_MAX_QUEUES,
 )
 from metadata.machine import LIMITS
@@ -97,6 +98,7 @@ def check(doc: Any, flags: set[str] | frozenset[str], vhost_only: bool = False) 
         if v.get("tracing"):
             raise DefinitionsError(f"vhost '{v['name']}': tracing is not implemented by Warren")
         check_default_queue_type(default_queue_type(v), f"vhost '{v['name']}': ")
+        deletion_protection(v)
         limits_of(v.get("limits"), "vhost", f"vhost '{v['name']}'")
     for u in doc.get("users", []):
         password_hash(u)
@@ -125,6 +127,7 @@ def _check_flags(doc: dict, flags: set[str] | frozenset[str]) -> None:
         TOPIC_PERMISSIONS: bool(doc.get("topic_permissions")),
         GLOBAL_PARAMETERS: bool(doc.get("global_parameters")),
         VHOST_DEFAULT_QUEUE_TYPE: any(default_queue_type(v) is not None for v in doc.get("vhosts", [])),
+        VHOST_DELETION_PROTECTION: any(deletion_protection(v) for v in doc.get("vhosts", [])),
         VHOST_MAX_QUEUES: any("max-queues" in (limits_of(p["value"], "vhost", "") or {})
                               for p in parameters if p["component"] == VHOST_LIMITS)
         or any("max-queues" in (limits_of(v.get("limits"), "vhost", "") or {}) for v in doc.get("vhosts", [])),
@@ -149,6 +152,18 @@ def default_queue_type(vhost: dict) -> Any:
     if isinstance(metadata, dict) and "default_queue_type" in metadata:
         return metadata["default_queue_type"]
     return vhost.get("default_queue_type")
+
+
+def deletion_protection(vhost: dict) -> bool | None:
+    """A vhost entry's metadata `protected_from_deletion` (RabbitMQ 4.1 exports
+    it there): True, False, or None when the entry does not say."""
+    metadata = vhost.get("metadata")
+    if not isinstance(metadata, dict) or "protected_from_deletion" not in metadata:
+        return None
+    value = metadata["protected_from_deletion"]
+    if not isinstance(value, bool):
+        raise DefinitionsError(f"vhost '{vhost['name']}': protected_from_deletion must be true or false")
+    return value
 
 
 def limits_of(value: Any, scope: str, where: str) -> dict[str, int] | None:

@@ -112,6 +112,7 @@ class LocalQueues:
             vhost = self._vhost(record.name)
             vhost.description, vhost.tags = record.description, list(record.tags)
             vhost.default_queue_type = record.default_queue_type
+            vhost.protected_from_deletion = record.protected_from_deletion
             for name in [n for n in vhost.queues if n not in vh.queues]:
                 self._stop(vhost, name)
             for q in vh.queues.values():
@@ -135,6 +136,7 @@ class LocalQueues:
         vhost = self._vhost(e.name)
         vhost.description, vhost.tags = e.description, list(e.tags)
         vhost.default_queue_type = e.default_queue_type
+        vhost.protected_from_deletion = e.protected_from_deletion
 
     def _vhost_deleted(self, e: fx.VHostDeleted) -> None:
         self._drop_vhost(e.name)

@@ -23,7 +23,7 @@ from amqp.errors import Condition
 from amqp.types import Symbol, Timestamp
 from metadata import commands as mc
 from metadata import limits
-from metadata.feature_flags import QUORUM_CONSUMER_TIMEOUT
+from metadata.feature_flags import QUEUE_DECLARING_USER, QUORUM_CONSUMER_TIMEOUT
 from node.vhosts.metadata_store import new_key as mc_key
 from queues.arguments import check_declare as check_queue_type_arguments
 from queues.base import Outcome, Queue, QueueArgumentError, QueueMessage, consumer_timeout_of
@@ -89,6 +89,7 @@ class VHost:
         self.description = description
         self.tags: list[str] = list(tags or [])
         self.default_queue_type = ""  # from the metadata; "" for none (classic)
+        self.protected_from_deletion = False  # from the metadata: its deletion is refused
         self.queues: dict[str, Queue] = {}
         self._empty_table = RoutingTable(name)
 
@@ -106,9 +107,11 @@ class VHost:
         exclusive_owner: Any = None,
         auto_delete: bool = False,
         arguments: dict | None = None,
+        user: str = "",
     ) -> tuple[Queue, bool]:
         """Returns (queue, created). Redeclaring with other properties fails
-        with precondition-failed, as in RabbitMQ."""
+        with precondition-failed, as in RabbitMQ. `user`: who declares it, kept
+        in its record once the queue_declaring_user flag is on ("" unknown)."""
         arguments = self.with_default_type(durable, exclusive_owner is not None, auto_delete, arguments)
         _check_arguments("queue", arguments, queue=True)
         qtype = arguments.get("x-queue-type", "classic")
@@ -141,9 +144,14 @@ class VHost:
         except QueueArgumentError as e:
             raise InvalidArgument(str(e)) from None
         owner_id = None if exclusive_owner is None else self.node.owners.id_of(exclusive_owner)
-        created = await self.node.metadata.created(mc.DeclareQueue(
-            mc_key(), self.name, name, qtype, durable, auto_delete, owner_id, arguments,
-            leader=replicas[0] if replicas else self.node.node_id, replicas=replicas))  # fmt: skip
+        leader = replicas[0] if replicas else self.node.node_id
+        if user and QUEUE_DECLARING_USER in self.node.projections.feature_flags:
+            command = mc.DeclareQueueByUser(mc_key(), self.name, name, qtype, durable, auto_delete, owner_id, arguments,
+                                            leader, replicas, user)  # fmt: skip
+        else:  # version 1, which every member applies while the flag is off
+            command = mc.DeclareQueue(mc_key(), self.name, name, qtype, durable, auto_delete, owner_id, arguments,
+                                      leader, replicas)  # fmt: skip
+        created = await self.node.metadata.created(command)
         queue = self.queues.get(name)
         if queue is None:
             record = self.node.metadata.state.queue(self.name, name)

@@ -125,6 +125,12 @@ class ClassicQueue(QueueRecovery, QueueFigures, Queue):
     def consumer_count(self) -> int:
         return len(self._flow.consumers)
 
+    @property
+    def consumer_capacity(self) -> float:
+        """1.0 while some consumer may receive (it has credit and, under
+        x-single-active-consumer, is the active one), else 0.0."""
+        return 1.0 if any(self._flow.active.values()) else 0.0
+
     def link_state(self, consumer: Consumer) -> tuple[int, int, bool] | None:
         """(delivery_count, credit, drain) of an attached consumer."""
         cs = self._flow.get(consumer)

@@ -200,6 +200,12 @@ class QuorumQueue(Queue):
     def consumer_count(self) -> int:
         return qq.overview(self.state)["consumers"]
 
+    @property
+    def consumer_capacity(self) -> float:
+        """1.0 while a consumer is in service (has credit and may receive), as
+        the replicated state holds it on every member, else 0.0."""
+        return 1.0 if any(self.state.service.values()) else 0.0
+
     def info(self) -> dict:
         out = super().info()
         out.update(leader=self.leader, leader_elected=self._qh.leader_of(self.group) is not None,

@@ -54,6 +54,8 @@ SAMPLES = [
     c.ClearOperatorPolicy("k23", "/", "cap"),
     c.SetTopicPermissions("k24", "guest", "/", "amq.topic", "^eu\\.", ".*"),
     c.ClearTopicPermissions("k25", "guest", "/", "amq.topic"),
+    c.SetVHostDeletionProtection("k26", "/", True),
+    c.DeclareQueueByUser("k27", "/", "q", "classic", True, False, None, TYPED, "n1", (), "guest"),
 ]
 
 
@@ -74,7 +76,8 @@ def test_roundtrip(cmd):
 
 # Classes renamed after their records were defined keep the kind on the wire;
 # a later version of a command is a class of its own.
-_KINDS_OF_RENAMED = {c.Fence: ("noop", 1), c.AddVHostWithQueueType: ("add_vhost", 2)}
+_KINDS_OF_RENAMED = {c.Fence: ("noop", 1), c.AddVHostWithQueueType: ("add_vhost", 2),
+                     c.DeclareQueueByUser: ("declare_queue", 2)}  # fmt: skip
 
 
 def _snake(name: str) -> str:

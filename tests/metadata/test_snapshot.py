@@ -109,7 +109,7 @@ def test_refuses_what_it_cannot_read():
         with pytest.raises(SnapshotFormatError):
             decode_state(bad)
     # A record from a newer release.
-    newer = value[:4] + [[[[3, "/", "", [], "", 0], [], [], [], []]]] + value[5:]
+    newer = value[:4] + [[[[4, "/", "", [], "", False, 0], [], [], [], []]]] + value[5:]
     with pytest.raises(SnapshotFormatError, match="newer"):
         decode_state(codec.dumps(newer))
 

@@ -113,8 +113,9 @@ class NodeProcess:
                 self.proc.wait(10)
 
 
-def scrape(broker_thread: Any) -> str:
-    with urllib.request.urlopen(f"http://127.0.0.1:{broker_thread.broker.metrics_port}/metrics", timeout=10) as r:
+def scrape(broker_thread: Any, path: str = "/metrics/per-object") -> str:
+    """A Prometheus page: the per-object one unless `path` says (/metrics is aggregated by default)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{broker_thread.broker.metrics_port}{path}", timeout=10) as r:
         return r.read().decode()
 
 

@@ -329,7 +329,8 @@ async def _declare_queue(caller: Caller, name: str, props: dict) -> tuple[str, A
         # dead-lettering reads from this queue and publishes to that exchange
         caller.check("read", name, "queue")
         caller.check("write", dlx, "exchange")
-    queue, _ = await vhost.declare_queue(name, durable, caller.owner if exclusive else None, auto_delete, arguments)
+    queue, _ = await vhost.declare_queue(name, durable, caller.owner if exclusive else None, auto_delete, arguments,
+                                         caller.user)  # fmt: skip
     return CREATED, queue_info(queue, caller.node_name, caller.name_of)
 
 

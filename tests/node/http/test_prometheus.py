@@ -53,10 +53,11 @@ def test_every_metric_is_exposed_in_the_text_format(node):
         assert f"\n{name}" in text or text.startswith(name), name
         assert f"# TYPE {name} " in text, name
     assert sample(text, "rabbitmq_identity_info", rabbitmq_node="warren@test") == 1
-    assert sample(text, "rabbitmq_queue_messages_ready", vhost="/", queue="q") == 0
+    assert sample(text, "rabbitmq_queue_messages_ready") == 0  # aggregated, RabbitMQ's default
+    assert 'queue="q"' not in text
     assert sample(text, "rabbitmq_global_messages_received_total", **AMQP10) == 0
-    per_object = urllib.request.urlopen(f"http://127.0.0.1:{node.broker.metrics_port}/metrics/per-object").read()
-    assert b"rabbitmq_queue_messages_ready{" in per_object
+    per_object = scrape(node)
+    assert sample(per_object, "rabbitmq_queue_messages_ready", vhost="/", queue="q") == 0
 
 
 def test_values_follow_publishing_and_consuming(node):
@@ -202,3 +203,31 @@ def test_counters_carry_the_real_queue_type_and_drops_count_as_disabled(node):
         assert sample(text, "rabbitmq_global_messages_dead_lettered_rejected_total", **at_most_once) == 0
     at_least_once = {"queue_type": "rabbit_quorum_queue", "dead_letter_strategy": "at_least_once"}
     assert sample(text, "rabbitmq_global_messages_dead_lettered_maxlen_total", **at_least_once) == 0
+
+
+def test_aggregated_metrics_sum_each_family_over_its_objects(node):
+    """/metrics without return_per_object_metrics (RabbitMQ's default): one
+    series per family and remaining labels, the per-queue values summed;
+    rabbitmq_queue_info, one constant per queue, is left out as RabbitMQ does."""
+    node.declare_queue("a")
+    node.declare_queue("b")
+    conn = BlockingConnection(node.url, timeout=10)
+    try:
+        for address, n in (("/queues/a", 2), ("/queues/b", 3)):
+            sender = conn.create_sender(address)
+            for i in range(n):
+                sender.send(Message(body=f"m{i}"))
+        aggregated = scrape(node, "/metrics")
+        per_object = scrape(node)
+    finally:
+        conn.close()
+    assert sample(per_object, "rabbitmq_queue_messages_ready", vhost="/", queue="a") == 2
+    assert sample(per_object, "rabbitmq_queue_messages_ready", vhost="/", queue="b") == 3
+    assert sample(aggregated, "rabbitmq_queue_messages_ready") == 5
+    assert sample(aggregated, "rabbitmq_queue_messages") == 5
+    ready = [line for line in aggregated.splitlines() if line.startswith("rabbitmq_queue_messages_ready ")]
+    assert ready == ["rabbitmq_queue_messages_ready 5.0"]
+    assert "rabbitmq_queue_info" in per_object and "rabbitmq_queue_info" not in aggregated
+    # families that label no object keep their labels
+    assert sample(aggregated, "rabbitmq_global_messages_received_total", **AMQP10) == 5
+    assert sample(aggregated, "rabbitmq_identity_info", rabbitmq_endpoint="aggregated") == 1

@@ -13,6 +13,7 @@ import pathlib
 import re
 import urllib.request
 
+import pytest
 from mgmt_client import scrape
 from proton import Message
 from proton.utils import BlockingConnection
@@ -56,17 +57,16 @@ def traffic(node) -> BlockingConnection:
     return conn
 
 
-def test_every_metric_the_dashboards_query_has_a_series(node):
-    conn = traffic(node)
-    try:
-        found = series(scrape(node))
-    finally:
-        conn.close()
+def check_dashboards(text: str, endpoint: str) -> None:
+    """Every dashboard finds each metric it queries in `text`, a page whose
+    rabbitmq_endpoint (the dashboards' endpoint variable) is `endpoint`."""
+    found = series(text)
+    (identity,) = found["rabbitmq_identity_info"]
+    assert identity["rabbitmq_endpoint"] == endpoint
     for name, dashboard in DASHBOARDS.items():
         missing = [m for m in dashboard["metrics"] if m not in found and not NO_STREAM_PROTOCOL.fullmatch(m)]
-        assert not missing, f"{name} ({dashboard['commit'][:12]}): no series for {missing}"
+        assert not missing, f"{name} ({dashboard['commit'][:12]}) at {endpoint}: no series for {missing}"
         # the selectors' labels are on rabbitmq_identity_info, which every query joins
-        identity = found["rabbitmq_identity_info"][0]
         assert set(dashboard["selector_labels"]) - SCRAPE_LABELS <= identity.keys(), name
         # the histogram buckets the Overview's message size panels pick by `le`
         les = {s["le"] for s in found.get("rabbitmq_message_size_bytes_bucket", [])}
@@ -74,14 +74,34 @@ def test_every_metric_the_dashboards_query_has_a_series(node):
     # what the Overview's joins carry over from build_info and identity_info
     assert {"rabbitmq_version", "erlang_version"} <= found["rabbitmq_build_info"][0].keys()
     assert {"rabbitmq_cluster", "rabbitmq_node", "rabbitmq_endpoint"} <= identity.keys()
-    # the endpoint variable lists every rabbitmq_endpoint but memory-breakdown's
-    assert identity["rabbitmq_endpoint"] == "per-object"
+
+
+# The endpoint values the dashboards' endpoint variable lists (label_values of
+# rabbitmq_identity_info, memory-breakdown's left out) that a scrape of the
+# rabbitmq_-named families gives: /metrics aggregated (RabbitMQ's default),
+# /metrics per object (return_per_object_metrics) and /metrics/per-object.
+@pytest.mark.parametrize(("per_object_setting", "path", "endpoint"), [
+    (False, "/metrics", "aggregated"),
+    (True, "/metrics", "per-object"),
+    (False, "/metrics/per-object", "per-object"),
+])  # fmt: skip
+def test_every_metric_the_dashboards_query_has_a_series(broker_factory, per_object_setting, path, endpoint):
+    node = broker_factory(http_port=0, metrics_port=0, prometheus_return_per_object_metrics=per_object_setting)
+    conn = traffic(node)
+    try:
+        text = scrape(node, path)
+    finally:
+        conn.close()
+    check_dashboards(text, endpoint)
+    # the per-object labels are there exactly when the endpoint says so
+    queues = {s.get("queue") for s in series(text)["rabbitmq_queue_messages_ready"]}
+    assert queues == ({"qq", "cq"} if endpoint == "per-object" else {None})
 
 
 def test_identity_carries_the_endpoint_and_the_cluster_permanent_id(node):
     port = node.broker.metrics_port
     ids = set()
-    for path, endpoint in (("/metrics", "per-object"), ("/metrics/per-object", "per-object"),
+    for path, endpoint in (("/metrics", "aggregated"), ("/metrics/per-object", "per-object"),
                            ("/metrics/detailed?family=queue_coarse_metrics", "detailed"),
                            ("/metrics/memory-breakdown", "memory-breakdown")):  # fmt: skip
         with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as r:
