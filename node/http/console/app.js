@@ -13,6 +13,9 @@ const PAGES = {
   connection: () => import("./pages/connection.js"),
   queues: () => import("./pages/queues.js"),
   queue: () => import("./pages/queue.js"),
+  exchanges: () => import("./pages/exchanges.js"),
+  exchange: () => import("./pages/exchange.js"),
+  admin: () => import("./pages/admin.js"),
 };
 
 // The top bar, in this order; a name without a module in PAGES is left out.

@@ -23,8 +23,9 @@ function append(el, children) {
   }
 }
 
-// A <table>: columns are [label, row => cell (text or node)]; rows any values.
-export function table(columns, rows, { test, empty = "None" } = {}) {
+// A <table>: columns are [label, row => cell (text or node)]; rows any values;
+// rowTest(row) names each row's data-test.
+export function table(columns, rows, { test, empty = "None", rowTest } = {}) {
   if (!rows.length) return h("p", { class: "empty", "data-test": test }, empty);
   return h(
     "table",
@@ -33,7 +34,7 @@ export function table(columns, rows, { test, empty = "None" } = {}) {
     h(
       "tbody",
       {},
-      rows.map((row) => h("tr", {}, columns.map(([, cell]) => h("td", {}, cell(row))))),
+      rows.map((row) => h("tr", { "data-test": rowTest?.(row) }, columns.map(([, cell]) => h("td", {}, cell(row))))),
     ),
   );
 }

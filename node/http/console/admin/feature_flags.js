@@ -3,7 +3,8 @@
 // /api/feature_flags/NAME/enable, which enables its dependencies first).
 // An unavailable flag names the nodes that do not support it yet.
 
-import { errorLine, fill, h, seg, table } from "../forms.js";
+import { errorLine, fill } from "../forms.js";
+import { enc, h, table } from "../ui.js";
 
 export async function render(el, ctx) {
   const flags = await ctx.api.get("/api/feature_flags");
@@ -11,12 +12,12 @@ export async function render(el, ctx) {
   const refresh = () => render(el, ctx);
 
   function enableButton(flag) {
-    const button = h("button", { type: "button", test: "feature-flag-enable" }, "Enable");
+    const button = h("button", { type: "button", "data-test": "feature-flag-enable" }, "Enable");
     button.addEventListener("click", async () => {
       button.disabled = true;
       error.clear();
       try {
-        await ctx.api.put(`/api/feature_flags/${seg(flag.name)}/enable`, {});
+        await ctx.api.put(`/api/feature_flags/${enc(flag.name)}/enable`, {});
         ctx.toast(`Feature flag ${flag.name} enabled`, "ok");
         await refresh();
       } catch (e) {
@@ -29,7 +30,7 @@ export async function render(el, ctx) {
 
   const columns = [
     ["Name", (f) => h("code", {}, f.name)],
-    ["State", (f) => h("span", { test: "feature-flag-state", class: `state-${f.state}` }, f.state)],
+    ["State", (f) => h("span", { "data-test": "feature-flag-state", class: `state-${f.state}` }, f.state)],
     ["Stability", (f) => f.stability],
     ["Description", (f) => f.desc],
     ["", (f) => {
@@ -38,6 +39,6 @@ export async function render(el, ctx) {
       return "";
     }],
   ];
-  fill(el, error, table({ test: "feature-flags-table", columns, rows: flags,
+  fill(el, error, table(columns, flags, { test: "feature-flags-table",
                                     rowTest: (f) => `feature-flag-${f.name}` }));
 }

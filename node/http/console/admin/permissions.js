@@ -2,7 +2,8 @@
 // host (GET /api/permissions); set them (PUT /api/permissions/V/U) or clear
 // them (DELETE). Listing needs the administrator tag, as in RabbitMQ.
 
-import { dangerButton, errorLine, fill, form, h, seg, table } from "../forms.js";
+import { actionForm, deleteButton, errorLine, fill } from "../forms.js";
+import { enc, h, table } from "../ui.js";
 
 export async function render(el, ctx) {
   const permissions = await ctx.api.get("/api/permissions");
@@ -12,15 +13,15 @@ export async function render(el, ctx) {
   const columns = [
     ["User", (p) => p.user],
     ["Virtual host", (p) => p.vhost],
-    ["Configure", (p) => h("code", { test: "permission-configure" }, p.configure)],
-    ["Write", (p) => h("code", { test: "permission-write" }, p.write)],
-    ["Read", (p) => h("code", { test: "permission-read" }, p.read)],
+    ["Configure", (p) => h("code", { "data-test": "permission-configure" }, p.configure)],
+    ["Write", (p) => h("code", { "data-test": "permission-write" }, p.write)],
+    ["Read", (p) => h("code", { "data-test": "permission-read" }, p.read)],
   ];
   if (ctx.canChange) {
-    columns.push(["", (p) => dangerButton({
-      label: "Clear", test: "permission-delete",
+    columns.push(["", (p) => deleteButton({
+      label: "Clear", test: "permission-delete", question: `Clear the permissions of ${p.user} in ${p.vhost}?`,
       act: async () => {
-        await ctx.api.del(`/api/permissions/${seg(p.vhost)}/${seg(p.user)}`);
+        await ctx.api.del(`/api/permissions/${enc(p.vhost)}/${enc(p.user)}`);
         ctx.toast(`Permissions of ${p.user} in ${p.vhost} cleared`, "ok");
         await refresh();
       },
@@ -31,7 +32,7 @@ export async function render(el, ctx) {
   let create = null;
   if (ctx.canChange) {
     const [users, vhosts] = await Promise.all([ctx.api.get("/api/users"), ctx.api.get("/api/vhosts")]);
-    create = form({
+    create = actionForm({
       test: "permission-set", legend: "Set permissions", submit: "Set permissions",
       fields: [
         { name: "user", label: "User", type: "select", options: users.map((u) => u.name) },
@@ -41,7 +42,7 @@ export async function render(el, ctx) {
         { name: "read", label: "Read regexp", value: ".*" },
       ],
       onSubmit: async (v) => {
-        await ctx.api.put(`/api/permissions/${seg(v.vhost)}/${seg(v.user)}`,
+        await ctx.api.put(`/api/permissions/${enc(v.vhost)}/${enc(v.user)}`,
                           { configure: v.configure, write: v.write, read: v.read });
         ctx.toast(`Permissions of ${v.user} in ${v.vhost} set`, "ok");
         await refresh();
@@ -49,6 +50,6 @@ export async function render(el, ctx) {
     });
   }
 
-  fill(el, error, table({ test: "permissions-table", columns, rows: permissions,
+  fill(el, error, table(columns, permissions, { test: "permissions-table",
                                     rowTest: (p) => `permission-${p.user}-${p.vhost}` }), create);
 }

@@ -4,7 +4,8 @@
 // delete. The API validates the definition's keys and answers RabbitMQ's
 // reason when it refuses one; the form shows it.
 
-import { dangerButton, errorLine, fill, form, h, parseJson, seg, table } from "../forms.js";
+import { actionForm, deleteButton, errorLine, fill, parseJson } from "../forms.js";
+import { enc, h, table } from "../ui.js";
 
 const APPLY_TO = ["all", "queues", "classic_queues", "quorum_queues", "streams", "exchanges"];
 
@@ -16,17 +17,17 @@ export async function renderPolicies(el, ctx, kind) {
 
   const columns = [
     ["Virtual host", (p) => p.vhost],
-    ["Name", (p) => h("span", { test: `${kind.test}-name` }, p.name)],
+    ["Name", (p) => h("span", { "data-test": `${kind.test}-name` }, p.name)],
     ["Pattern", (p) => h("code", {}, p.pattern)],
     ["Apply to", (p) => p["apply-to"]],
     ["Priority", (p) => String(p.priority)],
-    ["Definition", (p) => h("code", { test: `${kind.test}-definition` }, JSON.stringify(p.definition))],
+    ["Definition", (p) => h("code", { "data-test": `${kind.test}-definition` }, JSON.stringify(p.definition))],
   ];
   if (ctx.canChange) {
-    columns.push(["", (p) => dangerButton({
-      label: "Delete", test: `${kind.test}-delete`,
+    columns.push(["", (p) => deleteButton({
+      label: "Delete", test: `${kind.test}-delete`, question: `Delete ${kind.noun.toLowerCase()} ${p.name} in ${p.vhost}?`,
       act: async () => {
-        await ctx.api.del(`${kind.base}/${seg(p.vhost)}/${seg(p.name)}`);
+        await ctx.api.del(`${kind.base}/${enc(p.vhost)}/${enc(p.name)}`);
         ctx.toast(`${kind.noun} ${p.name} deleted`, "ok");
         await refresh();
       },
@@ -37,7 +38,7 @@ export async function renderPolicies(el, ctx, kind) {
   let create = null;
   if (ctx.canChange) {
     const vhosts = await ctx.api.get("/api/vhosts");
-    create = form({
+    create = actionForm({
       test: `${kind.test}-create`, legend: `Add or update ${kind.article} ${kind.noun}`, submit: `Save ${kind.noun}`,
       fields: [
         { name: "vhost", label: "Virtual host", type: "select", options: vhosts.map((v) => v.name) },
@@ -50,13 +51,13 @@ export async function renderPolicies(el, ctx, kind) {
       onSubmit: async (v) => {
         const body = { pattern: v.pattern, "apply-to": v["apply-to"], priority: v.priority ?? 0,
                        definition: parseJson(v.definition, "Definition") };
-        await ctx.api.put(`${kind.base}/${seg(v.vhost)}/${seg(v.name)}`, body);
+        await ctx.api.put(`${kind.base}/${enc(v.vhost)}/${enc(v.name)}`, body);
         ctx.toast(`${kind.noun} ${v.name} saved`, "ok");
         await refresh();
       },
     });
   }
 
-  fill(el, error, table({ test: `${kind.test}-table`, columns, rows: policies,
+  fill(el, error, table(columns, policies, { test: `${kind.test}-table`,
                                     rowTest: (p) => `${kind.test}-${p.vhost}-${p.name}` }), create);
 }

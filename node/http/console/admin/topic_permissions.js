@@ -3,7 +3,8 @@
 // (PUT /api/topic-permissions/V/U with the exchange in the body) or clear one
 // exchange's entry (DELETE /api/topic-permissions/V/U/X).
 
-import { dangerButton, errorLine, fill, form, h, seg, table } from "../forms.js";
+import { actionForm, deleteButton, errorLine, fill } from "../forms.js";
+import { enc, h, table } from "../ui.js";
 
 export async function render(el, ctx) {
   const entries = await ctx.api.get("/api/topic-permissions");
@@ -14,14 +15,14 @@ export async function render(el, ctx) {
     ["User", (p) => p.user],
     ["Virtual host", (p) => p.vhost],
     ["Exchange", (p) => p.exchange],
-    ["Write", (p) => h("code", { test: "topic-permission-write" }, p.write)],
-    ["Read", (p) => h("code", { test: "topic-permission-read" }, p.read)],
+    ["Write", (p) => h("code", { "data-test": "topic-permission-write" }, p.write)],
+    ["Read", (p) => h("code", { "data-test": "topic-permission-read" }, p.read)],
   ];
   if (ctx.canChange) {
-    columns.push(["", (p) => dangerButton({
-      label: "Clear", test: "topic-permission-delete",
+    columns.push(["", (p) => deleteButton({
+      label: "Clear", test: "topic-permission-delete", question: `Clear the topic permissions of ${p.user} on ${p.exchange} in ${p.vhost}?`,
       act: async () => {
-        await ctx.api.del(`/api/topic-permissions/${seg(p.vhost)}/${seg(p.user)}/${seg(p.exchange)}`);
+        await ctx.api.del(`/api/topic-permissions/${enc(p.vhost)}/${enc(p.user)}/${enc(p.exchange)}`);
         ctx.toast(`Topic permissions of ${p.user} on ${p.exchange} cleared`, "ok");
         await refresh();
       },
@@ -32,7 +33,7 @@ export async function render(el, ctx) {
   let create = null;
   if (ctx.canChange) {
     const [users, vhosts] = await Promise.all([ctx.api.get("/api/users"), ctx.api.get("/api/vhosts")]);
-    create = form({
+    create = actionForm({
       test: "topic-permission-set", legend: "Set topic permissions", submit: "Set topic permissions",
       fields: [
         { name: "user", label: "User", type: "select", options: users.map((u) => u.name) },
@@ -42,7 +43,7 @@ export async function render(el, ctx) {
         { name: "read", label: "Read regexp", value: ".*" },
       ],
       onSubmit: async (v) => {
-        await ctx.api.put(`/api/topic-permissions/${seg(v.vhost)}/${seg(v.user)}`,
+        await ctx.api.put(`/api/topic-permissions/${enc(v.vhost)}/${enc(v.user)}`,
                           { exchange: v.exchange, write: v.write, read: v.read });
         ctx.toast(`Topic permissions of ${v.user} on ${v.exchange} set`, "ok");
         await refresh();
@@ -50,6 +51,6 @@ export async function render(el, ctx) {
     });
   }
 
-  fill(el, error, table({ test: "topic-permissions-table", columns, rows: entries,
+  fill(el, error, table(columns, entries, { test: "topic-permissions-table",
                                     rowTest: (p) => `topic-permission-${p.user}-${p.vhost}-${p.exchange}` }), create);
 }

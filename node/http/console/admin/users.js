@@ -3,7 +3,8 @@
 // delete. Tags are RabbitMQ's: administrator, monitoring, policymaker,
 // management, or any other word (which grants no management access).
 
-import { dangerButton, errorLine, fill, form, h, seg, table } from "../forms.js";
+import { actionForm, deleteButton, errorLine, fill } from "../forms.js";
+import { enc, h, table } from "../ui.js";
 
 const TAG_HELP = "comma-separated: administrator, monitoring, policymaker, management";
 
@@ -13,15 +14,15 @@ export async function render(el, ctx) {
   const refresh = () => render(el, ctx);
 
   const columns = [
-    ["Name", (u) => h("span", { test: "user-name" }, u.name)],
-    ["Tags", (u) => (ctx.canChange ? tagsForm(u) : h("span", { test: "user-tags" }, u.tags.join(", ")))],
+    ["Name", (u) => h("span", { "data-test": "user-name" }, u.name)],
+    ["Tags", (u) => (ctx.canChange ? tagsForm(u) : h("span", { "data-test": "user-tags" }, u.tags.join(", ")))],
     ["Password", (u) => (u.password_hash ? "set" : "none (cannot log in with a password)")],
   ];
   if (ctx.canChange) {
-    columns.push(["", (u) => dangerButton({
-      label: "Delete", test: "user-delete",
+    columns.push(["", (u) => deleteButton({
+      label: "Delete", test: "user-delete", question: `Delete user ${u.name}?`,
       act: async () => {
-        await ctx.api.del(`/api/users/${seg(u.name)}`);
+        await ctx.api.del(`/api/users/${enc(u.name)}`);
         ctx.toast(`User ${u.name} deleted`, "ok");
         await refresh();
       },
@@ -30,18 +31,18 @@ export async function render(el, ctx) {
   }
 
   function tagsForm(u) {
-    return form({
+    return actionForm({
       test: "user-tags", submit: "Set tags", keep: true, inline: true,
       fields: [{ name: "tags", label: `Tags of ${u.name}`, value: u.tags.join(", ") }],
       onSubmit: async (v) => {
-        await ctx.api.put(`/api/users/${seg(u.name)}`, { tags: v.tags });
+        await ctx.api.put(`/api/users/${enc(u.name)}`, { tags: v.tags });
         ctx.toast(`Tags of ${u.name} set`, "ok");
         await refresh();
       },
     });
   }
 
-  const create = ctx.canChange ? form({
+  const create = ctx.canChange ? actionForm({
     test: "user-create", legend: "Add a user", submit: "Add user",
     fields: [
       { name: "name", label: "Username", required: true },
@@ -52,12 +53,12 @@ export async function render(el, ctx) {
       // without a password the user exists but cannot log in with one (OAuth 2 only)
       const body = { tags: v.tags };
       if (v.password) body.password = v.password;
-      await ctx.api.put(`/api/users/${seg(v.name)}`, body);
+      await ctx.api.put(`/api/users/${enc(v.name)}`, body);
       ctx.toast(`User ${v.name} added`, "ok");
       await refresh();
     },
   }) : null;
 
-  fill(el, error, table({ test: "users-table", columns, rows: users, rowTest: (u) => `user-${u.name}` }),
+  fill(el, error, table(columns, users, { test: "users-table", rowTest: (u) => `user-${u.name}` }),
                      create);
 }

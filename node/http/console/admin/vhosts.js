@@ -2,7 +2,8 @@
 // limits max-connections and max-queues (GET /api/vhost-limits); create one
 // with all of these, set or clear a limit, delete one.
 
-import { dangerButton, errorLine, fill, form, h, seg, table } from "../forms.js";
+import { actionForm, deleteButton, errorLine, fill } from "../forms.js";
+import { enc, h, table } from "../ui.js";
 
 const QUEUE_TYPES = ["classic", "quorum", "stream"];
 const LIMITS = ["max-connections", "max-queues"];
@@ -16,19 +17,19 @@ export async function render(el, ctx) {
   const refresh = () => render(el, ctx);
 
   const columns = [
-    ["Name", (v) => h("span", { test: "vhost-name" }, v.name)],
+    ["Name", (v) => h("span", { "data-test": "vhost-name" }, v.name)],
     ["Description", (v) => v.description || ""],
-    ["Default queue type", (v) => h("span", { test: "vhost-default-queue-type" }, v.default_queue_type)],
+    ["Default queue type", (v) => h("span", { "data-test": "vhost-default-queue-type" }, v.default_queue_type)],
     ["Messages", (v) => String(v.messages ?? 0)],
   ];
   if (ctx.canChange) {
     for (const limit of LIMITS) {
-      columns.push([limit, (v) => h("span", { test: `vhost-${limit}` }, String(limitsOf[v.name]?.[limit] ?? "—"))]);
+      columns.push([limit, (v) => h("span", { "data-test": `vhost-${limit}` }, String(limitsOf[v.name]?.[limit] ?? "—"))]);
     }
-    columns.push(["", (v) => dangerButton({
-      label: "Delete", test: "vhost-delete",
+    columns.push(["", (v) => deleteButton({
+      label: "Delete", test: "vhost-delete", question: `Delete virtual host ${v.name} and everything in it?`,
       act: async () => {
-        await ctx.api.del(`/api/vhosts/${seg(v.name)}`);
+        await ctx.api.del(`/api/vhosts/${enc(v.name)}`);
         ctx.toast(`Virtual host ${v.name} deleted`, "ok");
         await refresh();
       },
@@ -37,7 +38,7 @@ export async function render(el, ctx) {
   }
 
   async function setLimit(vhost, limit, value) {
-    const path = `/api/vhost-limits/${seg(vhost)}/${limit}`;
+    const path = `/api/vhost-limits/${enc(vhost)}/${limit}`;
     if (value === null) {
       if (limitsOf[vhost]?.[limit] !== undefined) await ctx.api.del(path);
     } else {
@@ -46,7 +47,7 @@ export async function render(el, ctx) {
   }
 
   const forms = !ctx.canChange ? [] : [
-    form({
+    actionForm({
       test: "vhost-create", legend: "Add a virtual host", submit: "Add virtual host",
       fields: [
         { name: "name", label: "Name", required: true },
@@ -56,7 +57,7 @@ export async function render(el, ctx) {
         { name: "max-queues", label: "Max queues", type: "number", help: "empty: no limit" },
       ],
       onSubmit: async (v) => {
-        await ctx.api.put(`/api/vhosts/${seg(v.name)}`, { description: v.description,
+        await ctx.api.put(`/api/vhosts/${enc(v.name)}`, { description: v.description,
                                                            default_queue_type: v.default_queue_type });
         for (const limit of LIMITS) {
           if (v[limit] !== null) await setLimit(v.name, limit, v[limit]);
@@ -65,7 +66,7 @@ export async function render(el, ctx) {
         await refresh();
       },
     }),
-    form({
+    actionForm({
       test: "vhost-limit", legend: "Set a limit", submit: "Set limit",
       fields: [
         { name: "vhost", label: "Virtual host", type: "select", options: vhosts.map((v) => v.name) },
@@ -80,6 +81,6 @@ export async function render(el, ctx) {
     }),
   ];
 
-  fill(el, error, table({ test: "vhosts-table", columns, rows: vhosts, rowTest: (v) => `vhost-${v.name}` }),
+  fill(el, error, table(columns, vhosts, { test: "vhosts-table", rowTest: (v) => `vhost-${v.name}` }),
                      ...forms);
 }

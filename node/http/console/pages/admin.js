@@ -4,7 +4,8 @@
 // read (a refusal shows the API's reason) and offers forms only to the tags
 // that may change it; the API checks every action anyway.
 
-import { errorText, fill, h, hasTag, tagsOf } from "../forms.js";
+import { errorText, fill, hasTag, tagsOf } from "../forms.js";
+import { h } from "../ui.js";
 
 export const title = "Admin";
 
@@ -28,11 +29,11 @@ function defaultSection(user) {
 export async function render(el, ctx) {
   const current = ctx.args[0] || defaultSection(ctx.user);
   const entry = SECTIONS.find(([name]) => name === current);
-  const tabs = h("nav", { class: "tabs", "aria-label": "admin sections", test: "admin-tabs" },
+  const tabs = h("nav", { class: "tabs", "aria-label": "admin sections", "data-test": "admin-tabs" },
     h("ul", {}, SECTIONS.map(([name, label]) => h("li", {},
-      h("a", { href: `#/admin/${name}`, test: `admin-tab-${name}`,
+      h("a", { href: `#/admin/${name}`, "data-test": `admin-tab-${name}`,
                "aria-current": name === current ? "page" : undefined }, label)))));
-  const body = h("section", { test: `admin-${current}` });
+  const body = h("section", { "data-test": `admin-${current}` });
   fill(el, h("h1", {}, "Admin"), tabs, body);
   if (!entry) {
     body.append(h("p", { class: "error", role: "alert" }, `No admin section '${current}'.`));
@@ -43,7 +44,7 @@ export async function render(el, ctx) {
   body.append(h("h2", {}, label));
   if (!canChange) {
     const tags = tagsOf(ctx.user).join(", ") || "none";
-    body.append(h("p", { class: "notice", test: "admin-read-only" },
+    body.append(h("p", { class: "notice", "data-test": "admin-read-only" },
       `Read-only: changing ${label.toLowerCase()} needs the ${tag} tag (your tags: ${tags}).`));
   }
   const content = h("div", {});
@@ -52,6 +53,6 @@ export async function render(el, ctx) {
   try {
     await module.render(content, { ...ctx, canChange });
   } catch (e) {  // the listing itself was refused (or failed): say why, in the API's words
-    content.replaceChildren(h("p", { class: "error", role: "alert", test: "admin-error" }, errorText(e)));
+    content.replaceChildren(h("p", { class: "error", role: "alert", "data-test": "admin-error" }, errorText(e)));
   }
 }

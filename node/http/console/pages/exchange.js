@@ -2,7 +2,8 @@
 // routes to and those that route to it, with forms to bind, unbind, publish a
 // message (POST /api/exchanges/V/X/publish) and delete the exchange.
 
-import { dangerButton, errorLine, fill, form, h, parseJson, seg, table } from "../forms.js";
+import { actionForm, deleteButton, errorLine, fill, parseJson } from "../forms.js";
+import { enc, h, table } from "../ui.js";
 import { DEFAULT_EXCHANGE_PATH, exchangeHash, exchangeLabel, exchangeSegment } from "../names.js";
 
 export const title = "Exchange";
@@ -16,10 +17,10 @@ export async function render(el, ctx) {
     return;
   }
   const name = rawName === DEFAULT_EXCHANGE_PATH ? "" : rawName;
-  const base = `/api/exchanges/${seg(vhost)}/${exchangeSegment(name)}`;
+  const base = `/api/exchanges/${enc(vhost)}/${exchangeSegment(name)}`;
   const exchange = await ctx.api.get(base);
   const error = errorLine("exchange-error");
-  const bindings = h("div", { test: "exchange-bindings" });
+  const bindings = h("div", { "data-test": "exchange-bindings" });
 
   async function loadBindings() {
     try {
@@ -40,28 +41,28 @@ export async function render(el, ctx) {
       [end === "source" ? "From exchange" : "To", (b) => other(b, end)],
       ["Routing key", (b) => h("code", {}, b.routing_key)],
       ["Arguments", (b) => (Object.keys(b.arguments || {}).length ? h("code", {}, JSON.stringify(b.arguments)) : "")],
-      ["", (b) => (b.source === "" ? "" : dangerButton({  // the default exchange's bindings cannot be removed
-        label: "Unbind", test: "binding-delete",
+      ["", (b) => (b.source === "" ? "" : deleteButton({  // the default exchange's bindings cannot be removed
+        label: "Unbind", test: "binding-delete", question: `Remove the binding to ${b.destination} (key "${b.routing_key}")?`,
         act: async () => {
-          await ctx.api.del(`/api/bindings/${seg(vhost)}/e/${exchangeSegment(b.source)}/${KINDS[b.destination_type]}/`
-                            + `${seg(b.destination)}/${seg(b.properties_key)}`);
+          await ctx.api.del(`/api/bindings/${enc(vhost)}/e/${exchangeSegment(b.source)}/${KINDS[b.destination_type]}/`
+                            + `${enc(b.destination)}/${enc(b.properties_key)}`);
           ctx.toast("Binding removed", "ok");
           await loadBindings();
         },
         onError: (e) => error.show(e),
       }))],
     ];
-    return table({ test, columns, rows, empty: "No bindings.",
+    return table(columns, rows, { test, empty: "No bindings.",
                    rowTest: (b) => `binding-${b.destination_type}-${b[end]}-${b.routing_key}` });
   }
 
   function other(b, end) {
     if (end === "source") return h("a", { href: exchangeHash(vhost, b.source) }, exchangeLabel(b.source));
     if (b.destination_type === "exchange") return h("a", { href: exchangeHash(vhost, b.destination) }, b.destination);
-    return h("a", { href: `#/queue/${seg(vhost)}/${seg(b.destination)}` }, `queue ${b.destination}`);
+    return h("a", { href: `#/queue/${enc(vhost)}/${enc(b.destination)}` }, `queue ${b.destination}`);
   }
 
-  const bind = form({
+  const bind = actionForm({
     test: "binding-create", legend: "Add a binding from this exchange", submit: "Bind",
     fields: [
       { name: "kind", label: "To", type: "select", options: [["queue", "queue"], ["exchange", "exchange"]] },
@@ -70,15 +71,15 @@ export async function render(el, ctx) {
       { name: "arguments", label: "Arguments (JSON)", type: "textarea", placeholder: '{"x-match": "all"}' },
     ],
     onSubmit: async (v) => {
-      await ctx.api.post(`/api/bindings/${seg(vhost)}/e/${exchangeSegment(name)}/${KINDS[v.kind]}/${seg(v.destination)}`,
+      await ctx.api.post(`/api/bindings/${enc(vhost)}/e/${exchangeSegment(name)}/${KINDS[v.kind]}/${enc(v.destination)}`,
                          { routing_key: v.routing_key, arguments: parseJson(v.arguments, "Arguments") });
       ctx.toast("Binding added", "ok");
       await loadBindings();
     },
   });
 
-  const result = h("p", { test: "publish-result", role: "status" });
-  const publish = form({
+  const result = h("p", { "data-test": "publish-result", role: "status" });
+  const publish = actionForm({
     test: "publish", legend: "Publish a message", submit: "Publish message", keep: true,
     fields: [
       { name: "routing_key", label: "Routing key" },
@@ -102,10 +103,10 @@ export async function render(el, ctx) {
     },
   });
 
-  const remove = builtinName(name) ? null : h("section", { test: "exchange-delete-section" },
+  const remove = builtinName(name) ? null : h("section", { "data-test": "exchange-delete-section" },
     h("h2", {}, "Delete this exchange"),
-    dangerButton({
-      label: "Delete", test: "exchange-delete",
+    deleteButton({
+      label: "Delete", test: "exchange-delete", question: `Delete exchange ${name} in ${vhost}?`,
       act: async () => {
         await ctx.api.del(base);
         ctx.toast(`Exchange ${name} deleted`, "ok");
@@ -115,7 +116,7 @@ export async function render(el, ctx) {
     }));
 
   fill(el, 
-    h("h1", {}, "Exchange ", h("span", { test: "exchange-name" }, exchangeLabel(name)), ` in ${vhost}`),
+    h("h1", {}, "Exchange ", h("span", { "data-test": "exchange-name" }, exchangeLabel(name)), ` in ${vhost}`),
     details(exchange), error, bindings, name === "" ? null : bind, publish, result, remove);
   await loadBindings();
 }
@@ -127,8 +128,8 @@ function builtinName(name) {
 function details(x) {
   const rows = [["Type", x.type], ["Durable", yes(x.durable)], ["Auto-delete", yes(x.auto_delete)],
                 ["Internal", yes(x.internal)], ["Arguments", JSON.stringify(x.arguments || {})]];
-  return h("table", { class: "details", test: "exchange-details" },
-    h("tbody", {}, rows.map(([k, v]) => h("tr", {}, h("th", { scope: "row" }, k), h("td", { test: `exchange-${k}` }, v)))));
+  return h("table", { class: "details", "data-test": "exchange-details" },
+    h("tbody", {}, rows.map(([k, v]) => h("tr", {}, h("th", { scope: "row" }, k), h("td", { "data-test": `exchange-${k}` }, v)))));
 }
 
 function yes(flag) {

@@ -3,7 +3,8 @@
 // vhost with thousands of exchanges sends only the rows shown; and a form
 // that declares an exchange (PUT /api/exchanges/V/X).
 
-import { dangerButton, errorLine, fill, form, h, parseJson, seg, table } from "../forms.js";
+import { actionForm, deleteButton, errorLine, fill, parseJson } from "../forms.js";
+import { enc, h, table } from "../ui.js";
 import { exchangeHash, exchangeLabel, exchangeSegment } from "../names.js";
 
 export const title = "Exchanges";
@@ -14,18 +15,22 @@ const TYPES = ["direct", "fanout", "topic", "headers"];
 export async function render(el, ctx) {
   const state = { page: 1, pageSize: 50, name: "", regex: false, vhost: "", sort: "name", reverse: false };
   const vhosts = (await ctx.api.get("/api/vhosts")).map((v) => v.name);
-  const listing = h("div", { test: "exchanges-listing" });
+  const listing = h("div", { "data-test": "exchanges-listing" });
   const error = errorLine("exchanges-error");
 
   async function load() {
     error.clear();
     const query = { page: state.page, page_size: state.pageSize, sort: state.sort, sort_reverse: state.reverse };
     if (state.name) Object.assign(query, { name: state.name, use_regex: state.regex });
-    const path = state.vhost ? `/api/exchanges/${seg(state.vhost)}` : "/api/exchanges";
+    const path = state.vhost ? `/api/exchanges/${enc(state.vhost)}` : "/api/exchanges";
     let page;
     try {
       page = await ctx.api.get(path, query);
     } catch (e) {
+      if (e.error === "page_out_of_range" && state.page > 1) {  // deletions emptied this page: back to the first
+        state.page = 1;
+        return load();
+      }
       error.show(e);
       return;
     }
@@ -36,8 +41,8 @@ export async function render(el, ctx) {
     listing.replaceChildren(exchangeTable(page.items, state, load), pager(page, state, load));
   }
 
-  const filter = form({
-    test: "exchanges-filter", legend: "Filter", submit: "Apply", keep: true, inline: true,
+  const filter = actionForm({
+    test: "exchanges-filter", legend: "Filter", submit: "Apply", keep: true,
     fields: [
       { name: "vhost", label: "Virtual host", type: "select", options: [["", "(all)"], ...vhosts] },
       { name: "name", label: "Name contains", placeholder: "text or regular expression" },
@@ -51,7 +56,7 @@ export async function render(el, ctx) {
     },
   });
 
-  const create = form({
+  const create = actionForm({
     test: "exchange-create", legend: "Add an exchange", submit: "Add exchange",
     fields: [
       { name: "vhost", label: "Virtual host", type: "select", options: vhosts, value: vhosts[0] },
@@ -65,7 +70,7 @@ export async function render(el, ctx) {
     onSubmit: async (values) => {
       const body = { type: values.type, durable: values.durable, auto_delete: values.auto_delete,
                      internal: values.internal, arguments: parseJson(values.arguments, "Arguments") };
-      await ctx.api.put(`/api/exchanges/${seg(values.vhost)}/${exchangeSegment(values.name)}`, body);
+      await ctx.api.put(`/api/exchanges/${enc(values.vhost)}/${exchangeSegment(values.name)}`, body);
       ctx.toast(`Exchange ${values.name} declared`, "ok");
       await load();
     },
@@ -77,7 +82,7 @@ export async function render(el, ctx) {
   // The column headings sort on the server; a second click reverses.
   function exchangeTable(items, state, reload) {
     const sortable = (label, field) => h("button", {
-      type: "button", class: "sort", test: `exchanges-sort-${field}`,
+      type: "button", class: "sort", "data-test": `exchanges-sort-${field}`,
       onclick: () => {
         state.reverse = state.sort === field ? !state.reverse : false;
         state.sort = field;
@@ -85,22 +90,22 @@ export async function render(el, ctx) {
       },
     }, label, state.sort === field ? (state.reverse ? " ▼" : " ▲") : "");
     const columns = [
-      [sortable("Name", "name"), (x) => h("a", { href: exchangeHash(x.vhost, x.name), test: "exchange-link" },
+      [sortable("Name", "name"), (x) => h("a", { href: exchangeHash(x.vhost, x.name), "data-test": "exchange-link" },
                                          exchangeLabel(x.name))],
       [sortable("Virtual host", "vhost"), (x) => x.vhost],
       [sortable("Type", "type"), (x) => x.type],
       ["Features", (x) => features(x)],
-      ["", (x) => builtin(x) ? "" : dangerButton({
-        label: "Delete", test: "exchange-delete",
+      ["", (x) => builtin(x) ? "" : deleteButton({
+        label: "Delete", test: "exchange-delete", question: `Delete exchange ${x.name} in ${x.vhost}?`,
         act: async () => {
-          await ctx.api.del(`/api/exchanges/${seg(x.vhost)}/${exchangeSegment(x.name)}`);
+          await ctx.api.del(`/api/exchanges/${enc(x.vhost)}/${exchangeSegment(x.name)}`);
           ctx.toast(`Exchange ${x.name} deleted`, "ok");
           await reload();
         },
         onError: (e) => error.show(e),
       })],
     ];
-    return table({ test: "exchanges-table", columns, rows: items, empty: "No exchange matches.",
+    return table(columns, items, { test: "exchanges-table", empty: "No exchange matches.",
                    rowTest: (x) => `exchange-${x.vhost}-${x.name}` });
   }
 }
@@ -124,11 +129,11 @@ function pager(page, state, reload) {
     state.page = n;
     reload();
   };
-  return h("nav", { class: "pager", "aria-label": "pages", test: "exchanges-pager" },
-    h("button", { type: "button", test: "exchanges-prev", disabled: page.page <= 1, onclick: go(page.page - 1) },
+  return h("nav", { class: "pager", "aria-label": "pages", "data-test": "exchanges-pager" },
+    h("button", { type: "button", "data-test": "exchanges-prev", disabled: page.page <= 1, onclick: go(page.page - 1) },
       "Previous"),
-    h("span", { test: "exchanges-page" },
+    h("span", { "data-test": "exchanges-page" },
       ` Page ${page.page} of ${Math.max(page.page_count, 1)} (${page.filtered_count} of ${page.total_count} match) `),
-    h("button", { type: "button", test: "exchanges-next", disabled: page.page >= page.page_count,
+    h("button", { type: "button", "data-test": "exchanges-next", disabled: page.page >= page.page_count,
                   onclick: go(page.page + 1) }, "Next"));
 }
