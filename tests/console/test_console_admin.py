@@ -30,6 +30,16 @@ def test_create_retag_and_delete_a_user(console, api):
     assert api.get("/api/users/alice").body["tags"] == ["management", "policymaker"]
     assert api.as_user("alice", "s3cret").get("/api/whoami").status == 200  # the password was kept
 
+    console.test_id("user-limit-user").select_option("alice")
+    console.test_id("user-limit-value").fill("2")
+    console.test_id("user-limit-submit").click()
+    expect(console.test_id("user-alice").locator('[data-test="user-max-connections"]')).to_have_text("2")
+    assert api.get("/api/user-limits/alice").body == [{"user": "alice", "value": {"max-connections": 2}}]
+    console.test_id("user-limit-user").select_option("alice")  # an empty value clears it
+    console.test_id("user-limit-submit").click()
+    expect(console.test_id("user-alice").locator('[data-test="user-max-connections"]')).to_have_text("—")
+    assert api.get("/api/user-limits/alice").body == []
+
     console.test_id("user-alice").locator('[data-test="user-delete"]').click()  # the fixture accepts confirm()
     expect(console.test_id("user-alice")).to_have_count(0)
     assert api.get("/api/users/alice").status == 404

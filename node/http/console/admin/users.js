@@ -1,7 +1,9 @@
 // Users: name and tags (GET /api/users), create with a password and tags,
 // change a user's tags (PUT /api/users/U with tags only: the password stays),
-// delete. Tags are RabbitMQ's: administrator, monitoring, policymaker,
-// management, or any other word (which grants no management access).
+// delete; and each user's max-connections limit (GET /api/user-limits, the
+// only user limit Warren has). Tags are RabbitMQ's: administrator,
+// monitoring, policymaker, management, or any other word (which grants no
+// management access).
 
 import { actionForm, deleteButton, errorLine, fill } from "../forms.js";
 import { enc, h, table } from "../ui.js";
@@ -10,6 +12,7 @@ const TAG_HELP = "comma-separated: administrator, monitoring, policymaker, manag
 
 export async function render(el, ctx) {
   const users = await ctx.api.get("/api/users");
+  const limits = Object.fromEntries((await ctx.api.get("/api/user-limits")).map((l) => [l.user, l.value]));
   const error = errorLine("users-error");
   const refresh = () => render(el, ctx);
 
@@ -17,6 +20,8 @@ export async function render(el, ctx) {
     ["Name", (u) => h("span", { "data-test": "user-name" }, u.name)],
     ["Tags", (u) => (ctx.canChange ? tagsForm(u) : h("span", { "data-test": "user-tags" }, u.tags.join(", ")))],
     ["Password", (u) => (u.password_hash ? "set" : "none (cannot log in with a password)")],
+    ["Max connections", (u) => h("span", { "data-test": "user-max-connections" },
+                                 String(limits[u.name]?.["max-connections"] ?? "—"))],
   ];
   if (ctx.canChange) {
     columns.push(["", (u) => deleteButton({
@@ -59,6 +64,21 @@ export async function render(el, ctx) {
     },
   }) : null;
 
-  fill(el, error, table(columns, users, { test: "users-table", rowTest: (u) => `user-${u.name}` }),
-                     create);
+  const limit = ctx.canChange ? actionForm({
+    test: "user-limit", legend: "Set a user's connection limit", submit: "Set limit",
+    fields: [
+      { name: "user", label: "User", type: "select", options: users.map((u) => u.name) },
+      { name: "value", label: "Max connections", type: "number",
+        help: "empty clears the limit; a negative number means none" },
+    ],
+    onSubmit: async (v) => {
+      const path = `/api/user-limits/${enc(v.user)}/max-connections`;
+      if (v.value !== null) await ctx.api.put(path, { value: v.value });
+      else if (limits[v.user]?.["max-connections"] !== undefined) await ctx.api.del(path);
+      ctx.toast(`Connection limit of ${v.user} ${v.value === null ? "cleared" : "set"}`, "ok");
+      await refresh();
+    },
+  }) : null;
+
+  fill(el, error, table(columns, users, { test: "users-table", rowTest: (u) => `user-${u.name}` }), create, limit);
 }
