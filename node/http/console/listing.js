@@ -14,7 +14,7 @@ import { h } from "./ui.js";
 const PAGE_SIZES = [20, 50, 100, 500];
 const states = new Map();
 
-export function listing(el, ctx, { path, columns, test, refreshMs = 5000, defaultSort = "name" }) {
+export function listing(el, ctx, { path, columns, test, rowTest, refreshMs = 5000, defaultSort = "name" }) {
   const state = states.get(path) || { page: 1, pageSize: 100, name: "", regex: false, sort: defaultSort, reverse: false };
   states.set(path, state);
 
@@ -33,7 +33,7 @@ export function listing(el, ctx, { path, columns, test, refreshMs = 5000, defaul
   filterForm.addEventListener("submit", (ev) => {
     ev.preventDefault();
     Object.assign(state, { name: filter.value, regex: regex.checked, pageSize: Number(size.value), page: 1 });
-    load();
+    reload();
   });
   size.addEventListener("change", () => filterForm.requestSubmit());
 
@@ -42,11 +42,11 @@ export function listing(el, ctx, { path, columns, test, refreshMs = 5000, defaul
   const next = h("button", { type: "button", class: "secondary", "data-test": `${test}-next` }, "Next");
   prev.addEventListener("click", () => {
     state.page--;
-    load();
+    reload();
   });
   next.addEventListener("click", () => {
     state.page++;
-    load();
+    reload();
   });
   const body = h("div");
   el.append(filterForm, h("div", { class: "pager" }, prev, summary, next), body);
@@ -59,7 +59,7 @@ export function listing(el, ctx, { path, columns, test, refreshMs = 5000, defaul
       state.reverse = active ? !state.reverse : false;
       state.sort = col.sort;
       state.page = 1;
-      load();
+      reload();
     });
     const sortOrder = active ? (state.reverse ? "descending" : "ascending") : null;
     return h("th", { scope: "col", class: col.num ? "num" : null, "aria-sort": sortOrder }, button);
@@ -89,12 +89,17 @@ export function listing(el, ctx, { path, columns, test, refreshMs = 5000, defaul
     next.disabled = page >= pages;
     const table = h("table", { "data-test": test },
       h("thead", {}, h("tr", {}, columns.map(header))),
-      h("tbody", {}, items.map((row) => h("tr", {}, columns.map((c) => h("td", { class: c.num ? "num" : null }, c.cell(row)))))),
+      h("tbody", {}, items.map((row) => h("tr", { "data-test": rowTest?.(row) }, columns.map((c) => h("td", { class: c.num ? "num" : null }, c.cell(row)))))),
     ); // prettier-ignore
     // a refresh redraws the header: keep the keyboard's place on a sort button
     const focused = document.activeElement?.dataset?.sort;
     body.replaceChildren(items.length ? table : h("p", { class: "empty", "data-test": test }, state.name ? "Nothing matches the filter." : "None yet."));
     if (focused) body.querySelector(`button[data-sort="${focused}"]`)?.focus();
+  }
+
+  // a click's load: what the API refuses (a filter that is no regular expression) is shown, not thrown
+  function reload() {
+    load().catch((e) => ctx.toast(e.reason || e.message, "error"));
   }
 
   ctx.every(refreshMs, load);
