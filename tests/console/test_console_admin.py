@@ -195,3 +195,21 @@ def test_a_monitoring_user_gets_admin_read_only_and_the_apis_refusals(open_conso
     console.go("#/admin/operator-policies")
     expect(console.test_id("admin-error")).to_have_text("Not administrator user")
     assert console.test_id("who").inner_text() == "watcher (monitoring)"
+
+
+def test_a_policymaker_lands_on_policies_and_makes_one(open_console, node, api):
+    node.add_user("pm", "pw", ("policymaker",))
+    node.set_permissions("pm", "/")
+    console = open_console("pm", "pw")
+    console.test_id("nav-admin").click()
+    expect(console.test_id("admin-tab-policies")).to_have_attribute("aria-current", "page")
+    expect(console.test_id("admin-read-only")).to_have_count(0)
+    form = console.test_id("policy-create")
+    form.get_by_label("Name", exact=True).fill("pm-cap")
+    form.get_by_label("Pattern").fill("^pm\\.")
+    form.get_by_label("Definition (JSON)").fill('{"max-length": 1}')
+    console.test_id("policy-create-submit").click()
+    expect(console.test_id("policy-/-pm-cap")).to_be_visible()
+    assert api.get("/api/policies/%2F/pm-cap").body["definition"] == {"max-length": 1}
+    console.test_id("admin-tab-users").click()  # users are the administrator's
+    expect(console.test_id("admin-error")).to_have_text("Not administrator user")

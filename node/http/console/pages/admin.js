@@ -20,10 +20,11 @@ const SECTIONS = [
   ["feature-flags", "Feature flags", () => import("../admin/feature_flags.js"), "administrator"],
 ];
 
-// The first section this user may change (a policymaker lands on policies).
+// The first section this user may change (a policymaker lands on policies);
+// for one who may change none, the virtual hosts, which every management user may list.
 function defaultSection(user) {
   const mine = SECTIONS.find(([, , , tag]) => hasTag(user, tag));
-  return (mine || SECTIONS[0])[0];
+  return mine ? mine[0] : "vhosts";
 }
 
 export async function render(el, ctx) {
