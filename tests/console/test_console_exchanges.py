@@ -64,7 +64,7 @@ def test_publish_from_an_exchange_page_reaches_a_bound_queue(console, api):
     assert api.get("/api/exchanges/%2F/orders").status == 404
 
 
-def test_bindings_to_an_exchange_and_the_default_exchange(console, api):
+def test_bindings_to_an_exchange_and_publishing_through_the_default_exchange(console, api):
     for name, kind in (("upstream", "fanout"), ("downstream", "direct")):
         assert api.put(f"/api/exchanges/%2F/{name}", {"type": kind}).status == 201
     assert api.put("/api/queues/%2F/plain", {"durable": True}).status == 201
@@ -75,10 +75,16 @@ def test_bindings_to_an_exchange_and_the_default_exchange(console, api):
     expect(console.test_id("bindings-source")).to_contain_text("downstream")
     console.go("#/exchange/%2F/downstream")  # seen from the other end
     expect(console.test_id("bindings-destination")).to_contain_text("upstream")
-    # the default exchange: every queue bound by its name, which cannot be unbound
+    # the default exchange: bound to every queue by its name, said once rather than listed per queue
     console.go("#/exchange/%2F/amq.default")
     expect(console.test_id("exchange-name")).to_have_text("(AMQP default)")
-    expect(console.test_id("binding-queue-plain-plain")).to_be_visible()
+    expect(console.test_id("bindings-source")).to_contain_text("bound to every queue")
+    console.test_id("publish").get_by_label("Routing key").fill("plain")  # the queue's name
+    console.test_id("publish-payload").fill("by name")
+    console.test_id("publish-submit").click()
+    expect(console.test_id("publish-result")).to_have_text("Message published and routed.")
+    got = api.post("/api/queues/%2F/plain/get", {"count": 1, "ackmode": "ack_requeue_false", "encoding": "auto"})
+    assert [m["payload"] for m in got.body] == ["by name"]
     expect(console.test_id("binding-delete")).to_have_count(0)
     expect(console.test_id("binding-create")).to_have_count(0)
     expect(console.test_id("exchange-delete")).to_have_count(0)

@@ -24,10 +24,14 @@ export async function render(el, ctx) {
 
   async function loadBindings() {
     try {
-      const [out, into] = await Promise.all([ctx.api.get(`${base}/bindings/source`),
+      // the default exchange is bound to every queue: a vhost of 10,000 queues would list 10,000 rows
+      const [out, into] = await Promise.all([name === "" ? null : ctx.api.get(`${base}/bindings/source`),
                                              ctx.api.get(`${base}/bindings/destination`)]);
       bindings.replaceChildren(
-        h("h2", {}, "Bindings from this exchange"), bindingTable("bindings-source", out, "destination"),
+        h("h2", {}, "Bindings from this exchange"),
+        out ? bindingTable("bindings-source", out, "destination") : h("p", { "data-test": "bindings-source" },
+          "The default exchange is bound to every queue, with the queue's name as the routing key; "
+          + "these bindings cannot be removed, and no other can be added."),
         h("h2", {}, "Bindings to this exchange"), bindingTable("bindings-destination", into, "source"));
     } catch (e) {
       error.show(e);
@@ -41,7 +45,7 @@ export async function render(el, ctx) {
       [end === "source" ? "From exchange" : "To", (b) => other(b, end)],
       ["Routing key", (b) => h("code", {}, b.routing_key)],
       ["Arguments", (b) => (Object.keys(b.arguments || {}).length ? h("code", {}, JSON.stringify(b.arguments)) : "")],
-      ["", (b) => (b.source === "" ? "" : deleteButton({  // the default exchange's bindings cannot be removed
+      ["", (b) => deleteButton({
         label: "Unbind", test: "binding-delete", question: `Remove the binding to ${b.destination} (key "${b.routing_key}")?`,
         act: async () => {
           await ctx.api.del(`/api/bindings/${enc(vhost)}/e/${exchangeSegment(b.source)}/${KINDS[b.destination_type]}/`
@@ -50,7 +54,7 @@ export async function render(el, ctx) {
           await loadBindings();
         },
         onError: (e) => error.show(e),
-      }))],
+      })],
     ];
     return table(columns, rows, { test, empty: "No bindings.",
                    rowTest: (b) => `binding-${b.destination_type}-${b[end]}-${b.routing_key}` });
@@ -115,10 +119,11 @@ export async function render(el, ctx) {
       onError: (e) => error.show(e),
     }));
 
-  fill(el, 
+  fill(el,
     h("h1", {}, "Exchange ", h("span", { "data-test": "exchange-name" }, exchangeLabel(name)), ` in ${vhost}`),
     details(exchange), error, bindings, name === "" ? null : bind, publish, result, remove);
   await loadBindings();
+  ctx.every(5000, loadBindings);  // bindings made elsewhere (a client, another operator) appear
 }
 
 function builtinName(name) {
