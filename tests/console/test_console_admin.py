@@ -65,6 +65,7 @@ def test_create_and_delete_a_vhost_with_its_queue_type_and_limits(console, api):
     create = console.test_id("vhost-create")
     create.get_by_label("Name", exact=True).fill("shop")
     create.get_by_label("Description").fill("the shop")
+    create.get_by_label("Tags").fill("retail, eu")
     create.get_by_label("Default queue type").select_option("quorum")
     create.get_by_label("Max connections").fill("5")
     create.get_by_label("Max queues").fill("10")
@@ -72,7 +73,8 @@ def test_create_and_delete_a_vhost_with_its_queue_type_and_limits(console, api):
     row = console.test_id("vhost-shop")
     expect(row.locator('[data-test="vhost-max-queues"]')).to_have_text("10")
     body = api.get("/api/vhosts/shop").body
-    assert (body["description"], body["default_queue_type"]) == ("the shop", "quorum")
+    assert (body["description"], body["tags"], body["default_queue_type"]) == ("the shop", ["retail", "eu"], "quorum")
+    expect(row.locator('[data-test="vhost-tags"]')).to_have_text("retail, eu")
     assert api.get("/api/vhost-limits/shop").body == [{"vhost": "shop", "value": {"max-connections": 5,
                                                                                   "max-queues": 10}}]  # fmt: skip
 

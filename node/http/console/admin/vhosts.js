@@ -1,4 +1,4 @@
-// Virtual hosts: description, default queue type, message counts and the
+// Virtual hosts: description, tags, default queue type, message counts and the
 // limits max-connections and max-queues (GET /api/vhost-limits); create one
 // with all of these, set or clear a limit, delete one.
 
@@ -19,6 +19,7 @@ export async function render(el, ctx) {
   const columns = [
     ["Name", (v) => h("span", { "data-test": "vhost-name" }, v.name)],
     ["Description", (v) => v.description || ""],
+    ["Tags", (v) => h("span", { "data-test": "vhost-tags" }, (v.tags || []).join(", "))],
     ["Default queue type", (v) => h("span", { "data-test": "vhost-default-queue-type" }, v.default_queue_type)],
     ["Messages", (v) => String(v.messages ?? 0)],
   ];
@@ -52,12 +53,13 @@ export async function render(el, ctx) {
       fields: [
         { name: "name", label: "Name", required: true },
         { name: "description", label: "Description" },
+        { name: "tags", label: "Tags", help: "comma-separated" },
         { name: "default_queue_type", label: "Default queue type", type: "select", options: QUEUE_TYPES },
         { name: "max-connections", label: "Max connections", type: "number", help: "empty: no limit" },
         { name: "max-queues", label: "Max queues", type: "number", help: "empty: no limit" },
       ],
       onSubmit: async (v) => {
-        await ctx.api.put(`/api/vhosts/${enc(v.name)}`, { description: v.description,
+        await ctx.api.put(`/api/vhosts/${enc(v.name)}`, { description: v.description, tags: v.tags,
                                                            default_queue_type: v.default_queue_type });
         for (const limit of LIMITS) {
           if (v[limit] !== null) await setLimit(v.name, limit, v[limit]);
