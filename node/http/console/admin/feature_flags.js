@@ -39,6 +39,6 @@ export async function render(el, ctx) {
       return "";
     }],
   ];
-  fill(el, error, table(columns, flags, { test: "feature-flags-table",
-                                    rowTest: (f) => `feature-flag-${f.name}` }));
+  const rows = table(columns, flags, { test: "feature-flags-table", rowTest: (f) => `feature-flag-${f.name}` });
+  fill(el, error, rows);
 }

@@ -50,6 +50,6 @@ export async function render(el, ctx) {
     });
   }
 
-  fill(el, error, table(columns, permissions, { test: "permissions-table",
-                                    rowTest: (p) => `permission-${p.user}-${p.vhost}` }), create);
+  const rows = table(columns, permissions, { test: "permissions-table", rowTest: (p) => `permission-${p.user}-${p.vhost}` });
+  fill(el, error, rows, create);
 }

@@ -58,6 +58,6 @@ export async function renderPolicies(el, ctx, kind) {
     });
   }
 
-  fill(el, error, table(columns, policies, { test: `${kind.test}-table`,
-                                    rowTest: (p) => `${kind.test}-${p.vhost}-${p.name}` }), create);
+  const rows = table(columns, policies, { test: `${kind.test}-table`, rowTest: (p) => `${kind.test}-${p.vhost}-${p.name}` });
+  fill(el, error, rows, create);
 }

@@ -51,6 +51,6 @@ export async function render(el, ctx) {
     });
   }
 
-  fill(el, error, table(columns, entries, { test: "topic-permissions-table",
-                                    rowTest: (p) => `topic-permission-${p.user}-${p.vhost}-${p.exchange}` }), create);
+  const rows = table(columns, entries, { test: "topic-permissions-table", rowTest: (p) => `topic-permission-${p.user}-${p.vhost}-${p.exchange}` });
+  fill(el, error, rows, create);
 }

@@ -83,6 +83,5 @@ export async function render(el, ctx) {
     }),
   ];
 
-  fill(el, error, table(columns, vhosts, { test: "vhosts-table", rowTest: (v) => `vhost-${v.name}` }),
-                     ...forms);
+  fill(el, error, table(columns, vhosts, { test: "vhosts-table", rowTest: (v) => `vhost-${v.name}` }), ...forms);
 }
