@@ -216,7 +216,7 @@ export async function render(el, ctx) {
     h("section", { class: "card" }, h("h2", {}, "Message rates, last 10 minutes"), chart),
     h("div", { class: "actions" }, purge, remove),
     h("div", { class: "grid2" }, h("section", { class: "card" }, h("h2", {}, "Details"), detailsBox), streamBox),
-    q0.type === "quorum" ? h("section", { class: "card" }, h("h2", {}, "Replicas"), replicasBox, replicaForm) : null,
+    q0.type === "quorum" ? h("section", { class: "card" }, h("h2", {}, "Replicas"), replicasBox, replicaForm) : "",
     h("section", { class: "card" }, h("h2", {}, "Consumers"), consumersBox),
     h("section", { class: "card" }, h("h2", {}, "Bindings"), bindingsBox),
     h("div", { class: "grid2" }, publish, get),
