@@ -86,6 +86,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         node = NodeProcess(Path(tmp) / "data")
         stop = threading.Event()
+        traffic = None
         try:
             port = node.http_port
             call(port, "PUT", "/api/queues/%2F/orders", {"arguments": {"x-queue-type": "quorum"}})
@@ -116,6 +117,8 @@ def main() -> None:
                 b.close()
         finally:
             stop.set()
+            if traffic is not None:
+                traffic.join(15)  # its connection closes before the node stops
             node.stop()
 
 

@@ -239,7 +239,8 @@ export async function render(el, ctx) {
     ]);
     const now = Date.now();
     countsBox.replaceChildren(counts(q));
-    lineChart(chart, { series: remember(key, q.message_stats, now), unit: "msg/s", windowMs: WINDOW_MS, now });
+    if (q.message_stats) lineChart(chart, { series: remember(key, q.message_stats, now), unit: "msg/s", windowMs: WINDOW_MS, now });
+    else chart.replaceChildren(h("p", { class: "hint" }, `The API reports no message rates for a ${q.type} queue.`));
     detailsBox.replaceChildren(details(q));
     streamBox.replaceChildren(streamFacts(q) || "");
     const mine = consumers.filter((c) => c.queue.name === name);
