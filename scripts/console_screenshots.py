@@ -39,6 +39,13 @@ SHOTS = [
     ("queues.png", "#/queues"),
     ("queue-quorum.png", "#/queue/%2F/orders"),
     ("queue-stream.png", "#/queue/%2F/events"),
+    ("exchanges.png", "#/exchanges"),
+    ("exchange.png", "#/exchange/%2F/shop"),
+    ("admin-users.png", "#/admin/users"),
+    ("admin-vhosts.png", "#/admin/vhosts"),
+    ("admin-permissions.png", "#/admin/permissions"),
+    ("admin-policies.png", "#/admin/policies"),
+    ("admin-feature-flags.png", "#/admin/feature-flags"),
 ]
 AUTH = "Basic " + b64encode(b"guest:guest").decode()
 
@@ -93,6 +100,15 @@ def main() -> None:
             call(port, "PUT", "/api/queues/%2F/events", {"arguments": {"x-queue-type": "stream"}})
             for name in ("audit-log", "billing", "emails", "invoices"):
                 call(port, "PUT", f"/api/queues/%2F/{name}", {})
+            call(port, "PUT", "/api/exchanges/%2F/shop", {"type": "topic"})  # the exchange and admin pages
+            call(port, "POST", "/api/bindings/%2F/e/shop/q/invoices", {"routing_key": "invoice.*"})
+            call(port, "POST", "/api/bindings/%2F/e/shop/q/emails", {"routing_key": "*.created"})
+            call(port, "PUT", "/api/vhosts/staging", {"description": "pre-production", "default_queue_type": "quorum"})
+            call(port, "PUT", "/api/vhost-limits/staging/max-queues", {"value": 500})
+            call(port, "PUT", "/api/users/ops", {"password": "ops-secret", "tags": "monitoring"})
+            call(port, "PUT", "/api/permissions/staging/ops", {"configure": "^$", "write": "^$", "read": ".*"})
+            call(port, "PUT", "/api/policies/%2F/orders-cap", {"pattern": "^orders$", "apply-to": "quorum_queues",
+                                                               "definition": {"max-length": 100000}})  # fmt: skip
             traffic = threading.Thread(target=flow, args=(node.url, stop), daemon=True)
             traffic.start()
             with sync_playwright() as pw:
