@@ -39,7 +39,8 @@ export async function renderPolicies(el, ctx, kind) {
   if (ctx.canChange) {
     const vhosts = await ctx.api.get("/api/vhosts");
     create = actionForm({
-      test: `${kind.test}-create`, legend: `Add or update ${kind.article} ${kind.noun}`, submit: `Save ${kind.noun}`,
+      test: `${kind.test}-create`, legend: `Add or update ${kind.article} ${kind.noun.toLowerCase()}`,
+      submit: `Save ${kind.noun.toLowerCase()}`,
       fields: [
         { name: "vhost", label: "Virtual host", type: "select", options: vhosts.map((v) => v.name) },
         { name: "name", label: "Name", required: true },
