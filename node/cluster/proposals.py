@@ -108,8 +108,12 @@ class Proposer:
                 self.cluster.host.kick()  # the metadata group
             else:
                 self.cluster.host.kick(group)
+            # asyncio.timeout_at, not wait_for: on Python 3.11 wait_for returns the
+            # answer when a cancellation comes in the turn it arrived, and the
+            # cancelled caller runs on (a proposing loop then never ends)
             try:
-                return await asyncio.wait_for(fut, max(0.0, deadline - loop.time()))
+                async with asyncio.timeout_at(deadline):
+                    return await fut
             except TimeoutError:
                 raise self.unavailable(timeout) from None
         finally:

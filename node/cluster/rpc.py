@@ -75,8 +75,9 @@ class NodeRpc:
             async with self._pinned(peer):
                 await self._until_connected(peer, deadline)
                 self._send(peer, CHANNEL, {"id": call_id, "method": method, "args": args})
-                try:
-                    reply = await asyncio.wait_for(fut, max(0.0, deadline - self._loop.time()))
+                try:  # timeout_at, not wait_for: see Proposer.submit (a cancellation is never lost)
+                    async with asyncio.timeout_at(deadline):
+                        reply = await fut
                 except TimeoutError:
                     raise RpcUnreachable(f"{peer} did not answer {method!r} in time") from None
         finally:

@@ -103,6 +103,30 @@ def test_a_single_node_commits_alone_and_keeps_its_id_and_data(tmp_path):
     uvloop.run(main())
 
 
+def test_a_proposal_cancelled_as_its_answer_arrives_is_cancelled(tmp_path):
+    """A task cancelled in the loop turn its proposal's answer came in stays
+    cancelled. asyncio.wait_for (Python 3.11) returned the answer then and
+    dropped the cancellation, so a task that proposes in a loop (the member
+    announcer) ran on, and the node's stop, awaiting it, never ended."""
+
+    async def main():
+        node = _node(tmp_path, "a")
+        await node.start()
+        try:
+            loop = asyncio.get_running_loop()
+            answers = []
+            task = loop.create_task(node.proposer.submit(answers.append, loop.time() + 10, 10))
+            await asyncio.sleep(0)  # the task now waits for the answer
+            answers[0]("result", ProposalOutcome.SUCCESS)
+            task.cancel()  # in the same loop turn
+            with pytest.raises(asyncio.CancelledError):
+                await task
+        finally:
+            await node.stop()
+
+    uvloop.run(main())
+
+
 @contextlib.asynccontextmanager
 async def three_nodes(tmp_path, seeded: bool = True):
     from node.cluster.identity import free_port
