@@ -1,0 +1,85 @@
+"""The console's Raft and audit routes on a 3-node cluster (in this process, real gRPC
+and pysyncobj): the leader of a quorum queue reports each member's match index and
+lag, a follower names the leader and leaves the lag to it; a node cut off from
+another shows the partition, then the heal, on its audit timeline."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from cluster_procs import free_ports
+from mgmt_client import Api
+from quorum_nodes import quorum_queue, until
+
+from node.vhosts.quorum_groups import group_name
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
+
+
+@pytest.fixture
+def three(broker_factory, tmp_path):
+    ports = free_ports(3)
+    seeds = [f"127.0.0.1:{p}" for p in ports]
+
+    def one(i: int):
+        return broker_factory(tmp_path / f"n{i}", node_name=f"warren-{i}@localhost", grpc_port=ports[i], seeds=seeds,
+                              cluster_secret="raft-page", advertise_host="127.0.0.1", http_port=0, metrics_port=-1,
+                              snapshot_interval=0.2)  # fmt: skip
+
+    with ThreadPoolExecutor(3) as pool:
+        return list(pool.map(one, range(3)))
+
+
+def _group(node, queue: str) -> dict:
+    [g] = Api(node.broker.http_port).get(f"/api/raft/groups?type=quorum&name={queue}").body["items"]
+    return g
+
+
+def test_the_leader_reports_each_members_match_index_and_lag(three):
+    leader, follower, _, _ = quorum_queue(three, "rq")
+    for i in range(20):
+        assert Api(leader.broker.http_port).post("/api/exchanges/%2F/amq.default/publish", {
+            "routing_key": "rq", "payload": str(i), "payload_encoding": "string", "properties": {}}).status == 200  # fmt: skip
+    group = group_name("/", "rq")
+
+    def caught_up() -> bool:
+        g = _group(leader, "rq")
+        return all(m["lag"] == 0 for m in g["members"])
+
+    until(caught_up, "every follower matched the leader's log")
+    g = _group(leader, "rq")
+    assert g["name"] == group and g["role"] == "leader" and g["leader"] == leader.config.node_name
+    assert g["commit_index"] >= 20 and len(g["members"]) == 3
+    assert all(m["match_index"] >= g["commit_index"] for m in g["members"])
+    assert [m["node"] for m in g["members"] if m["leader"]] == [leader.config.node_name]
+
+    f = _group(follower, "rq")
+    assert f["role"] == "follower" and f["leader"] == leader.config.node_name and f["term"] == g["term"]
+    assert all(m["lag"] is None for m in f["members"])  # only the leader knows the others' logs
+    [me] = [m for m in f["members"] if m["self"]]
+    assert me["node"] == follower.config.node_name and me["match_index"] is not None
+
+    meta = Api(leader.broker.http_port).get("/api/raft/groups?type=metadata").body["items"][0]
+    assert sorted(m["node"] for m in meta["members"]) == [f"warren-{i}@localhost" for i in range(3)]
+
+
+def test_a_partition_and_its_heal_show_on_the_audit_timeline(three):
+    cut_off = three[2].broker.cluster.node_id
+    api = Api(three[0].broker.http_port)
+    until(lambda: len(api.get("/api/audit/timeline?minutes=1").body["members"]) == 3, "every member on the timeline")
+    three[0].call(three[0].broker.cluster.partition, [cut_off])
+
+    def lane() -> list[dict]:
+        t = api.get("/api/audit/timeline?minutes=1").body
+        return next(m for m in t["members"] if m["address"] == cut_off)["spans"]
+
+    until(lambda: lane()[-1]["state"] == "unreachable", "the cut-off member shown unreachable")
+    three[0].call(three[0].broker.cluster.heal)
+    until(lambda: lane()[-1]["state"] == "reachable", "the member reachable again")
+    t = api.get("/api/audit/timeline?minutes=1").body
+    assert [s["state"] for s in lane()][-3:] == ["reachable", "unreachable", "reachable"]
+    [p] = t["partitions"]
+    assert p["unreachable"] == ["warren-2@localhost"] and p["end_ms"] > p["start_ms"]
+    self_lane = next(m for m in t["members"] if m["address"] == three[0].broker.cluster.node_id)
+    assert {s["state"] for s in self_lane["spans"]} == {"self"}
