@@ -24,8 +24,9 @@ vhosts, users, permissions), `node/http/cluster_routes.py` (the cluster),
 `node/http/topic_permission_routes.py` and the limits, TLS and maintenance
 routes, the health checks (`node/http/health_routes.py`), runtime parameters, sessions and
 channels, quorum replicas and the node's details (`parameter_routes.py`, `session_routes.py`,
-`quorum_routes.py`, `node_detail_routes.py`), and Warren's own routes for the console's Raft
-and audit views (`raft_routes.py`, `audit_routes.py`). They are built from `node/http/route_kit.py` (access levels, errors,
+`quorum_routes.py`, `node_detail_routes.py`), Warren's own routes for the console's Raft
+and audit views (`raft_routes.py`, `audit_routes.py`), and the web console's page and files
+(`console_routes.py`, no login: its data calls are API calls). They are built from `node/http/route_kit.py` (access levels, errors,
 responses, request parsing), as this module's middleware is; JSON shapes are
 in `node/http/formats.py`.
 """
@@ -44,6 +45,7 @@ from node.client.login import LoginsBusy
 from node.http import (
     audit_routes,
     cluster_routes,
+    console_routes,
     health_routes,
     limit_routes,
     maintenance_routes,
@@ -110,6 +112,7 @@ ROUTES = [
     *quorum_routes.ROUTES,
     *raft_routes.ROUTES,  # /api/raft/groups: every replicated group, for the console
     *audit_routes.ROUTES,  # /api/audit/timeline: this node's snapshots, for the console
+    *console_routes.ROUTES,  # last: the web console's page and files, outside /api/
 ]
 
 # ---------------------------------------------------------------- the API
@@ -132,7 +135,8 @@ class ManagementAPI:
             app.router.add_route(method, path, handler)
             # RabbitMQ's router ignores one trailing slash, and clients' helpers
             # send it (DELETE /api/vhosts/v/): the same handler, no redirect
-            app.router.add_route(method, path + "/", handler)
+            if not path.endswith("/"):  # the console's "/" has no twin "//"
+                app.router.add_route(method, path + "/", handler)
         app[API] = self
         return app
 

@@ -1,0 +1,8 @@
+// connections: being written (issue 33).
+import { h } from "../ui.js";
+
+export const title = "Connections";
+
+export async function render(el) {
+  el.append(h("h1", {}, title), h("p", { class: "hint" }, "This page is coming."));
+}

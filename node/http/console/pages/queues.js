@@ -1,0 +1,8 @@
+// queues: being written (issue 33).
+import { h } from "../ui.js";
+
+export const title = "Queues";
+
+export async function render(el) {
+  el.append(h("h1", {}, title), h("p", { class: "hint" }, "This page is coming."));
+}
