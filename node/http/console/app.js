@@ -13,6 +13,9 @@ const PAGES = {
   connection: () => import("./pages/connection.js"),
   queues: () => import("./pages/queues.js"),
   queue: () => import("./pages/queue.js"),
+  cluster: () => import("./pages/cluster.js"),
+  raft: () => import("./pages/raft.js"),
+  audit: () => import("./pages/audit.js"),
 };
 
 // The top bar, in this order; a name without a module in PAGES is left out.
