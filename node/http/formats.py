@@ -182,6 +182,10 @@ def queue_json(queue: Queue, node_name: str, name_of: Callable[[str], str] = str
         out["consumer_details"] = info.get("consumer_details", [])
     if "epoch" in info:  # a replicated stream's epoch (node/vhosts/stream_replication.py)
         out["epoch"] = info["epoch"]
+    if "segments" in info:  # a stream's log: RabbitMQ's committed_offset and segments, and Warren's
+        # first_offset (the oldest kept: retention moves it) and log_bytes (its segment files' size)
+        for key in ("first_offset", "committed_offset", "segments", "log_bytes"):
+            out[key] = info[key]
     counters = queue_counters(queue)
     if counters is not None:
         out["message_stats"] = _details(counters, rates)

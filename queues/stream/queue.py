@@ -355,6 +355,7 @@ class StreamQueue(Queue):
         info["first_offset"] = self.log.first_offset
         info["committed_offset"] = self.committed_end - 1
         info["segments"] = len(self.log.segments)
+        info["log_bytes"] = self.log.bytes  # the segment files' size on this node
         if self.role is not None:  # replicated: shown as a quorum queue's leader and members
             info.update(leader=self.role.me, members=list(self.role.replicas), epoch=self.role.epoch)
         return info

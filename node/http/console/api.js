@@ -80,6 +80,9 @@ export async function call(method, path, { query, body, auth } = {}) {
       headers,
       body: body === undefined ? undefined : JSON.stringify(body),
       cache: "no-store",
+      // no cookies, and above all no browser login dialog: the API's 401 carries a
+      // Basic challenge, which the browser answers with a prompt unless told to omit
+      credentials: "omit",
     });
   } catch (e) {
     throw new ApiError(0, `the node does not answer (${e.message})`, "network");

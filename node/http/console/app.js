@@ -192,11 +192,14 @@ document.getElementById("logout").addEventListener("click", () => {
   showLogin();
 });
 
-window.addEventListener("hashchange", route);
-const fragmentToken = tokenFromFragment();
-if (fragmentToken) {
+// Every navigation, the first included: a token in the fragment logs in first.
+function navigate() {
+  const token = tokenFromFragment();
+  if (!token) return route();
+  clearSession();
   showLogin();
-  login(bearerAuth(fragmentToken), document.querySelector('[data-test="login-message"]'));
-} else {
-  route();
+  login(bearerAuth(token), document.querySelector('[data-test="login-message"]'));
 }
+
+window.addEventListener("hashchange", navigate);
+navigate();

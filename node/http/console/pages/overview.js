@@ -24,9 +24,9 @@ const RATES = [
 const history = RATES.map(([name]) => ({ name, points: [] }));
 
 function remember(stats, now) {
-  RATES.forEach(([, field], i) => {
+  RATES.forEach(([, stat], i) => {
     const points = history[i].points;
-    points.push([now, stats?.[`${field}_details`]?.rate ?? 0]);
+    points.push([now, stats?.[`${stat}_details`]?.rate ?? 0]);
     while (points.length && points[0][0] < now - WINDOW_MS) points.shift();
   });
 }
