@@ -14,10 +14,13 @@ thousands of quorum queues answers as fast as with ten.
 
 What a row can say depends on where it is read. Every node knows each group's
 members from the metadata; a group this node is a member of (`local`) adds its
-own role, term, commit and applied index; only the leader knows how far each
-member has matched its log, so `match_index` and `lag` (commit index minus
-match index, never negative) are filled in on the leader's node and null
-elsewhere (`leader` names the node to ask).
+own role, term, commit and applied index. Only the leader knows how far each
+member has matched its log: `match_index` and `lag` (the leader's commit index
+minus the member's match index, never negative) come from this node when it
+leads, else from the leader, asked once per leader for the page's groups
+(node/ops/raft_progress.py, with `leader_term` and `leader_commit_index` as it
+answered); a leader that does not answer within a second leaves them null. A
+stream's replicas' ends are known on its leader's node only.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from node.http.route_kit import (
     json_response,
     member_name,
 )
+from node.ops import raft_progress
 from node.vhosts.quorum_groups import group_name
 from raft.status import GroupStatus, Role
 
@@ -95,8 +99,32 @@ async def raft_groups(request: web.Request) -> web.Response:
             400, "page_out_of_range", f"Page out of range, page: {page} page size: {size}, len: {len(chosen)}"
         )
     items = [_describe(node, *e) for e in chosen[(page - 1) * size : page * size]]
+    await _lag_from_leaders(node, items)
     return json_response(request, {"total_count": total, "filtered_count": len(chosen), "item_count": len(items),
                                    "page": page, "page_size": size, "page_count": pages, "items": items})  # fmt: skip
+
+
+async def _lag_from_leaders(node: Any, items: list[dict]) -> None:
+    """Fills in the members' match index and lag of the Raft groups another member
+    leads, as that leader reports them (node/ops/raft_progress.py)."""
+    cluster = node.cluster
+    wanted: dict[str, list[str]] = {}
+    for row in items:
+        leader = next((m["address"] for m in row["members"] if m["leader"]), None)
+        if row["type"] != "stream" and leader is not None and leader != node.node_id and cluster is not None:
+            wanted.setdefault(leader, []).append(row["name"])
+    if not wanted:
+        return
+    known = await raft_progress.from_leaders(cluster, wanted)
+    for row in items:
+        p = known.get(row["name"])
+        if p is None:
+            continue
+        row["leader_term"], row["leader_commit_index"] = p["term"], p["commit_index"]
+        for m in row["members"]:
+            match = p["match_index"].get(m["address"])
+            if match is not None:
+                m["match_index"], m["lag"] = match, max(0, p["commit_index"] - match)
 
 
 # ---------------------------------------------------------------- one group

@@ -125,10 +125,10 @@ class _Lane:
         self.spans.append({"start_ms": start, "end_ms": end, **value})
 
 
-def timeline(directory: str, now_ms: int, window_ms: int, max_records: int, max_bytes: int,
-             name_of: Callable[[str], str] = lambda m: m) -> dict:  # fmt: skip
+def timeline(directory: str, now_ms: int, window_ms: int, max_records: int, max_bytes: int) -> dict:
     """The timeline of the records in `directory` over [now_ms - window_ms, now_ms].
-    `name_of` turns a member id (host:port) into the name to show."""
+    Members are named by their ids (host:port) as the records name them; `named()`
+    puts the node names in, on the node that answers the request."""
     records, cut = read_newest(directory, now_ms - window_ms, max_records, max_bytes)
     out: dict[str, Any] = {"from_ms": now_ms - window_ms, "to_ms": now_ms, "records": len(records), "cut": cut,
                            "members": [], "partitions": [], "leaders": [], "leader_changes": [], "versions": [],
@@ -165,17 +165,17 @@ def timeline(directory: str, now_ms: int, window_ms: int, max_records: int, max_
             for m in meta.get("members") or ():
                 state = "self" if m == me else ("reachable" if m in reachable else "unreachable")
                 if state == "unreachable":
-                    unreachable.append(name_of(m))
+                    unreachable.append(m)
                 reach.setdefault(m, _Lane()).add(start, end, {"state": state})
             partitions.add(start, end, {"unreachable": sorted(unreachable)})
         for g in r["groups"]:
             name, leader, term = g["name"], g.get("leader"), g.get("term")
-            shown = name_of(leader) if leader else None
+            shown = leader or None
             leaders.setdefault(name, _Lane()).add(start, end, {"leader": shown, "term": term})
             before = last_leader.get(name)
             if before is not None and leader is not None and before[0] is not None and before[0] != leader:
                 changes[name] = changes.get(name, 0) + 1
-                out["leader_changes"].append({"group": name, "at_ms": start, "from_leader": name_of(before[0]),
+                out["leader_changes"].append({"group": name, "at_ms": start, "from_leader": before[0],
                                               "from_term": before[1], "to_leader": shown, "to_term": term})  # fmt: skip
             if leader is not None:
                 last_leader[name] = (leader, term)
@@ -186,8 +186,8 @@ def timeline(directory: str, now_ms: int, window_ms: int, max_records: int, max_
         prev = r
     last = records[-1]
     out["node"], out["member_id"], out["interval_ms"] = last["node"], last["member_id"], last["interval_ms"]
-    out["members"] = [{"node": name_of(m), "address": m, "spans": lane.spans, "truncated": lane.truncated}
-                      for m, lane in sorted(reach.items(), key=lambda kv: name_of(kv[0]))]  # fmt: skip
+    out["members"] = [{"node": m, "address": m, "spans": lane.spans, "truncated": lane.truncated}
+                      for m, lane in sorted(reach.items())]  # fmt: skip
     out["partitions"] = [s for s in partitions.spans if s["unreachable"]]
     out["versions"] = versions.spans
     out["alarms"] = [s for s in alarms.spans if s["alarms"]]
@@ -196,4 +196,22 @@ def timeline(directory: str, now_ms: int, window_ms: int, max_records: int, max_
                        "truncated": leaders[n].truncated} for n in shown]  # fmt: skip
     out["groups_total"] = len(leaders)
     out["leader_changes"] = out["leader_changes"][-MAX_SPANS:]
+    for c in out["leader_changes"]:
+        c["label"] = labels.get(c["group"], c["group"])
+    return out
+
+
+def named(out: dict, name_of: Callable[[str], str]) -> dict:
+    """`out` (a `timeline()`) with every member id turned into `name_of(id)`, in place."""
+    for m in out["members"]:
+        m["node"] = name_of(m["address"])
+    out["members"].sort(key=lambda m: m["node"])
+    for p in out["partitions"]:
+        p["unreachable"] = sorted(name_of(m) for m in p["unreachable"])
+    for lane in out["leaders"]:
+        for span in lane["spans"]:
+            if span["leader"] is not None:
+                span["leader"] = name_of(span["leader"])
+    for c in out["leader_changes"]:
+        c["from_leader"], c["to_leader"] = name_of(c["from_leader"]), name_of(c["to_leader"])
     return out

@@ -53,3 +53,13 @@ def test_a_bad_window_is_400(node, api, minutes):
 def test_needs_a_monitoring_user(node, api):
     node.add_user("mgmt", "pw", ("management",))
     assert api.as_user("mgmt", "pw").get("/api/audit/timeline").status == 401
+
+
+def test_node_names_this_node_or_a_member(broker_factory):
+    node = broker_factory(http_port=0, snapshot_interval=0.2)
+    api = Api(node.broker.http_port)
+    _until(lambda: api.get("/api/audit/timeline?node=warren@test").body["records"] >= 1, "a record")
+    by_address = api.get(f"/api/audit/timeline?node={node.broker.cluster.node_id}").body
+    assert by_address["node"] == "warren@test" and by_address["snapshot_interval"] == 0.2
+    r = api.get("/api/audit/timeline?node=warren@elsewhere")
+    assert r.status == 404 and "not a cluster member" in r.body["reason"]

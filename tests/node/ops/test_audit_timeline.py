@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from node.ops.audit_timeline import read_newest, timeline
+from node.ops.audit_timeline import named, read_newest, timeline
 
 A, B, C = "10.0.0.1:25672", "10.0.0.2:25672", "10.0.0.3:25672"
 NAMES = {A: "warren@a", B: "warren@b", C: "warren@c"}
@@ -37,8 +37,8 @@ def write(directory, *files: list[dict]) -> None:
 
 
 def run(tmp_path, now_index: int, window_s: int = 3600, max_records: int = 1000, max_bytes: int = 1 << 26) -> dict:
-    return timeline(str(tmp_path / "snapshots"), T0 + now_index * 1000, window_s * 1000, max_records, max_bytes,
-                    lambda m: NAMES.get(m, m))  # fmt: skip
+    out = timeline(str(tmp_path / "snapshots"), T0 + now_index * 1000, window_s * 1000, max_records, max_bytes)
+    return named(out, lambda m: NAMES.get(m, m))
 
 
 def test_a_partition_shows_on_the_members_lane_and_as_a_partition(tmp_path):
@@ -61,6 +61,7 @@ def test_leader_changes_terms_and_quorum_groups_are_named(tmp_path):
     assert meta["group"] == "metadata" and meta["changes"] == 1
     assert [(s["leader"], s["term"]) for s in meta["spans"]] == [("warren@a", 1), ("warren@b", 2)]
     assert qq["group"] == "qq.1" and qq["label"] == "orders" and qq["changes"] == 1
+    assert [c["label"] for c in t["leader_changes"]] == ["metadata", "orders"]
     assert [(c["group"], c["from_leader"], c["to_leader"], c["at_ms"] - T0) for c in t["leader_changes"]] == [
         ("metadata", "warren@a", "warren@b", 1000), ("qq.1", "warren@a", "warren@b", 2000)]  # fmt: skip
 
