@@ -4,8 +4,9 @@ own browser download is never used; scripts/ensure-browser.sh installs the
 browser when it is missing), against a real node in this process.
 
     chromium        (session) one launched browser for the whole run: launches are the slow part
-    open_console    a factory: open_console(user, password, login=True) -> Console, a fresh
-                    browser context (own sessionStorage) on the node's console
+    open_console    a factory: open_console(user, password, login=True, port=None) -> Console, a
+                    fresh browser context (own sessionStorage) on the `node` fixture's console,
+                    or on the node listening on HTTP `port` (a node of a cluster)
     console         open_console() as guest, logged in, the overview drawn
 
 The node fixtures (`node`, `api`, `broker_factory`, ...) are tests/node/conftest.py's,
@@ -80,19 +81,22 @@ def log_in(page, user: str, password: str) -> None:
 
 
 @pytest.fixture
-def open_console(chromium, node):
-    """open_console(user="guest", password="guest", login=True) -> Console on `node`'s console."""
+def open_console(chromium, request):
+    """open_console(user="guest", password="guest", login=True, port=None) -> Console on the
+    console of the `node` fixture's node, or of the node whose HTTP port is `port` (a cluster's)."""
     from playwright.sync_api import expect
 
     contexts = []
     consoles = []
 
-    def open_(user: str = "guest", password: str = "guest", login: bool = True) -> Console:
+    def open_(user: str = "guest", password: str = "guest", login: bool = True, port: int | None = None) -> Console:
+        if port is None:
+            port = request.getfixturevalue("node").broker.http_port
         context = chromium.new_context(viewport={"width": 1366, "height": 800})
         context.set_default_timeout(TIMEOUT_MS)
         contexts.append(context)
         page = context.new_page()
-        console = Console(page, f"http://127.0.0.1:{node.broker.http_port}/", [])
+        console = Console(page, f"http://127.0.0.1:{port}/", [])
         page.on("pageerror", lambda e: console.errors.append(str(e)))
         page.on("dialog", lambda d: d.accept())  # confirm() of delete, purge, close: yes
         consoles.append(console)

@@ -6,8 +6,7 @@
 //                  windowMs: 600000})   // the x axis: the last windowMs up to now
 
 const NS = "http://www.w3.org/2000/svg";
-const W = 640;
-const H = 180;
+const H = 200;
 const PAD = { left: 48, right: 8, top: 8, bottom: 20 };
 
 function svg(tag, attrs, text) {
@@ -29,6 +28,8 @@ function label(v) {
 }
 
 export function lineChart(el, { series, unit = "", windowMs = 600_000, now = Date.now() }) {
+  // drawn at the element's width in pixels, so text is never stretched
+  const W = Math.max(320, el.clientWidth || 640);
   const t0 = now - windowMs;
   const max = niceMax(Math.max(0, ...series.flatMap((s) => s.points.filter(([t]) => t >= t0).map(([, v]) => v))));
   const x = (t) => PAD.left + ((t - t0) / windowMs) * (W - PAD.left - PAD.right);

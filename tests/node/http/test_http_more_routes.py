@@ -218,3 +218,21 @@ def test_starting_a_running_vhost(api, node):
     r = api.post("/api/vhosts/%2F/start/rabbit@elsewhere")
     assert r.status == 400 and r.body["reason"] == "Unknown node: rabbit@elsewhere"
     assert api.post("/api/vhosts/nope/start/warren@test").status == 404
+
+
+def test_a_stream_reports_its_log(api, node):
+    """committed_offset and segments as RabbitMQ's stream queues; first_offset and
+    log_bytes, Warren's: what the console's stream view shows."""
+    assert api.put("/api/queues/%2F/log-s", {"arguments": {"x-queue-type": "stream",
+                                                           "x-stream-max-segment-size-bytes": 200}}).status == 201  # fmt: skip
+    empty = api.get("/api/queues/%2F/log-s").body
+    assert (empty["first_offset"], empty["committed_offset"], empty["log_bytes"]) == (0, -1, 0)
+    for i in range(6):
+        body = {"routing_key": "log-s", "payload": "x" * 100, "payload_encoding": "string", "properties": {}}
+        assert api.post("/api/exchanges/%2F/amq.default/publish", body).body == {"routed": True}
+    q = api.get("/api/queues/%2F/log-s").body
+    assert q["first_offset"] == 0 and q["committed_offset"] == 5
+    assert q["segments"] > 1  # 100-byte messages in 200-byte segments
+    assert q["log_bytes"] > 600
+    api.put("/api/queues/%2F/classic")
+    assert "segments" not in api.get("/api/queues/%2F/classic").body

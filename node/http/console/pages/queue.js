@@ -210,7 +210,7 @@ export async function render(el, ctx) {
     }, ctx.toast); // prettier-ignore
 
   el.append(
-    h("p", {}, h("a", { href: "#/queues" }, "Queues and streams"), ` / virtual host ${vhost}`),
+    h("p", {}, h("a", { href: "#/queues" }, "Queues and streams"), ` › in virtual host "${vhost}"`),
     h("h1", { "data-test": "queue-name" }, name),
     countsBox,
     h("section", { class: "card" }, h("h2", {}, "Message rates, last 10 minutes"), chart),
