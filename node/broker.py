@@ -166,7 +166,7 @@ class Broker:
             self.reconciler.start()
             snapshot_export.register(self.cluster, cfg.data_dir)
             timeline_service.register(self.cluster, cfg.data_dir, cfg.snapshot_interval)
-            raft_progress.register(self.cluster)
+            raft_progress.register(self.cluster, self.vhosts)
             self.alarm_gossip = AlarmGossip(self.cluster, self.loop, self.alarms, cfg.alarm_check_interval)
             self.node_names = NodeNames(self.cluster, self.loop, cfg.node_name, self.background)
             await metadata_ready(self.cluster, self.metadata, self.feature_flags, cfg)

@@ -20,7 +20,7 @@ minus the member's match index, never negative) come from this node when it
 leads, else from the leader, asked once per leader for the page's groups
 (node/ops/raft_progress.py, with `leader_term` and `leader_commit_index` as it
 answered); a leader that does not answer within a second leaves them null. A
-stream's replicas' ends are known on its leader's node only.
+stream's leader is asked the same for its replicas' ends.
 """
 
 from __future__ import annotations
@@ -105,26 +105,37 @@ async def raft_groups(request: web.Request) -> web.Response:
 
 
 async def _lag_from_leaders(node: Any, items: list[dict]) -> None:
-    """Fills in the members' match index and lag of the Raft groups another member
-    leads, as that leader reports them (node/ops/raft_progress.py)."""
+    """Fills in the members' match index and lag of the groups and streams another
+    member leads, as that leader reports them (node/ops/raft_progress.py)."""
     cluster = node.cluster
-    wanted: dict[str, list[str]] = {}
+    if cluster is None:
+        return
+    wanted: dict[str, dict[str, list]] = {}
     for row in items:
         leader = next((m["address"] for m in row["members"] if m["leader"]), None)
-        if row["type"] != "stream" and leader is not None and leader != node.node_id and cluster is not None:
-            wanted.setdefault(leader, []).append(row["name"])
+        if leader is None or leader == node.node_id:
+            continue
+        ask = wanted.setdefault(leader, {"groups": [], "streams": []})
+        if row["type"] == "stream":
+            ask["streams"].append([row["vhost"], row["queue"]])
+        else:
+            ask["groups"].append(row["name"])
     if not wanted:
         return
-    known = await raft_progress.from_leaders(cluster, wanted)
+    groups, streams = await raft_progress.from_leaders(cluster, wanted)
     for row in items:
-        p = known.get(row["name"])
-        if p is None:
-            continue
-        row["leader_term"], row["leader_commit_index"] = p["term"], p["commit_index"]
-        for m in row["members"]:
-            match = p["match_index"].get(m["address"])
-            if match is not None:
-                m["match_index"], m["lag"] = match, max(0, p["commit_index"] - match)
+        p = streams.get((row["vhost"], row["queue"])) if row["type"] == "stream" else groups.get(row["name"])
+        if p is not None:
+            row["leader_term"], row["leader_commit_index"] = p["term"], p["commit_index"]
+            _fill(row["members"], p)
+
+
+def _fill(members: list[dict], p: dict) -> None:
+    """Each member's match index and lag from a leader's progress."""
+    for m in members:
+        match = p["match_index"].get(m["address"])
+        if match is not None:
+            m["match_index"], m["lag"] = match, max(0, p["commit_index"] - match)
 
 
 # ---------------------------------------------------------------- one group
@@ -183,28 +194,26 @@ def _stream_row(node: Any, vhost: str, name: str) -> dict:
     me = node.node_id
     leader = record.leader if record is not None else None
     queue = node.vhosts[vhost].queues.get(name) if vhost in node.vhosts else None
-    role = getattr(queue, "role", None)  # StreamQueue: its StreamLeader while this node leads
+    leading = raft_progress.stream_progress(queue, me)
     replica = getattr(queue, "replica", None)  # StreamFollower: this node's copy
-    committed = ends = None
-    if role is not None and leader == me:
-        committed = queue.committed_end
-        ends = {**role.ends, me: queue.log.next_offset}
+    members = [_member(node, m, leader, None, None) for m in (record.replicas if record is not None else ())]
+    committed = own_end = None
+    if leading is not None:
+        committed, own_end = leading["commit_index"], leading["last_index"]
+        _fill(members, leading)
     elif replica is not None:
-        committed = replica.committed_end
-        ends = {me: replica.log.next_offset}
-    rows = []
-    for m in record.replicas if record is not None else ():
-        match = ends.get(m) if ends is not None else None
-        lag = max(0, committed - match) if role is not None and leader == me and match is not None else None
-        rows.append(_member(node, m, leader, match, lag))
-    local_role = ("leader" if leader == me else "follower") if ends is not None else None
+        committed, own_end = replica.committed_end, replica.log.next_offset
+        for m in members:
+            if m["self"]:
+                m["match_index"] = own_end
+    local = leading is not None or replica is not None
     return {
-        "name": name, "type": "stream", "vhost": vhost, "queue": name, "local": ends is not None,
-        "role": local_role, "leader": member_name(node, leader) if leader is not None else None,
+        "name": name, "type": "stream", "vhost": vhost, "queue": name, "local": local,
+        "role": ("leader" if leading is not None else "follower") if local else None,
+        "leader": member_name(node, leader) if leader is not None else None,
         "term": record.epoch if record is not None else None,
-        "commit_index": committed, "last_applied": None,
-        "last_index": ends.get(me) if ends is not None else None,
-        "members": rows,
+        "commit_index": committed, "last_applied": None, "last_index": own_end,
+        "members": members,
     }  # fmt: skip
 
 

@@ -5,15 +5,17 @@ so a console on one node draws every node's timeline and no file crosses the net
 
 The files are read in a worker thread, never on the event loop, at most MAX_RECORDS
 records and MAX_BYTES of file per timeline, and at most CONCURRENT timelines at a time
-in this process (TimelineBusy beyond: the caller answers 503 and the user retries).
+per node (its event loop); up to MAX_WAITING more wait their turn (a console asks
+every member at once, several consoles may be open), beyond them TimelineBusy (the
+caller answers 503 and the user retries).
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-import threading
 import time
+import weakref
 from typing import TYPE_CHECKING
 
 from audit.schema import SNAPSHOT_DIR
@@ -27,8 +29,19 @@ MAX_MINUTES = 7 * 24 * 60
 MAX_RECORDS = 5000  # 7 hours at the default 5 s period
 MAX_BYTES = 64 * 1024 * 1024
 CONCURRENT = 2
+MAX_WAITING = 8
 CALL_TIMEOUT = 30.0  # seconds another member may take to answer
-_slots = threading.BoundedSemaphore(CONCURRENT)  # a thread-safe count: shared by every node of the process
+
+
+class _Gate:
+    """CONCURRENT timelines at a time on one loop, MAX_WAITING more in line."""
+
+    def __init__(self) -> None:
+        self.slots = asyncio.Semaphore(CONCURRENT)
+        self.waiting = 0
+
+
+_gates: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Gate] = weakref.WeakKeyDictionary()  # per node
 
 
 class TimelineBusy(Exception):
@@ -56,15 +69,22 @@ def window_minutes(raw: object) -> int:
 async def local(data_dir: str, minutes: int, interval: float) -> dict:
     """This node's timeline over the last `minutes`, members named by their ids;
     `interval` is its setting snapshot_interval (0: it writes none), shown with it."""
-    if not _slots.acquire(blocking=False):
+    loop = asyncio.get_running_loop()
+    gate = _gates.setdefault(loop, _Gate())
+    if gate.slots.locked() and gate.waiting >= MAX_WAITING:
         raise TimelineBusy()
+    gate.waiting += 1
+    try:
+        await gate.slots.acquire()
+    finally:
+        gate.waiting -= 1
     try:
         directory = os.path.join(data_dir, SNAPSHOT_DIR)
         now_ms = int(time.time() * 1000)
-        out = await asyncio.get_running_loop().run_in_executor(
+        out = await loop.run_in_executor(
             None, audit_timeline.timeline, directory, now_ms, minutes * 60_000, MAX_RECORDS, MAX_BYTES)  # fmt: skip
     finally:
-        _slots.release()
+        gate.slots.release()
     out["snapshot_interval"] = interval
     return out
 

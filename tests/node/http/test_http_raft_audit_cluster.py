@@ -96,3 +96,24 @@ def test_a_partition_and_its_heal_show_on_the_audit_timeline(three):
     assert theirs["node"] == "warren-2@localhost" and theirs["member_id"] == cut_off
     assert theirs["snapshot_interval"] == 0.2 and theirs["records"] >= 3
     assert {m["node"] for m in theirs["members"]} == {f"warren-{i}@localhost" for i in range(3)}
+
+
+def test_a_streams_replicas_ends_come_from_its_leader_on_any_node(three):
+    api = Api(three[0].broker.http_port)
+    assert api.put("/api/queues/%2F/rs", {"arguments": {"x-queue-type": "stream"}}).status == 201
+    for i in range(5):
+        assert api.post("/api/exchanges/%2F/amq.default/publish", {
+            "routing_key": "rs", "payload": str(i), "payload_encoding": "string", "properties": {}}).status == 200  # fmt: skip
+
+    def rows() -> list[dict]:
+        out = []
+        for n in three:
+            [g] = Api(n.broker.http_port).get("/api/raft/groups?type=stream&name=rs").body["items"]
+            out.append(g)
+        return out
+
+    until(lambda: all(m["lag"] == 0 and m["match_index"] == 5 for g in rows() for m in g["members"]),
+          "every node shows every replica at the end")  # fmt: skip
+    views = rows()
+    assert len({g["leader"] for g in views}) == 1 and all(len(g["members"]) == 3 for g in views)
+    assert all(g["commit_index"] == 5 or g.get("leader_commit_index") == 5 for g in views)
