@@ -18,6 +18,12 @@ def _wait_for_leaders(api: Api) -> None:
 
 
 @pytest.fixture
+def node(broker_factory):
+    """No snapshot writer: it reads every group's status on its own timer (test_only_the_pages_groups_are_read)."""
+    return broker_factory(http_port=0, metrics_port=0, snapshot_interval=0)
+
+
+@pytest.fixture
 def groups_node(node, api):
     for name in ("qq-a", "qq-b", "qq-c"):
         assert api.put(f"/api/queues/%2F/{name}", {"arguments": {"x-queue-type": "quorum"}}).status == 201
@@ -80,3 +86,14 @@ def test_needs_a_monitoring_user(node, api):
     assert r.status == 401 and r.body["error"] == "not_authorised"
     node.add_user("mon", "pw", ("monitoring",))
     assert api.as_user("mon", "pw").get("/api/raft/groups").status == 200
+
+
+def test_only_the_pages_groups_are_read(groups_node, api, monkeypatch):
+    from raft.group import RaftGroup
+
+    read = []
+    status = RaftGroup.status
+    monkeypatch.setattr(RaftGroup, "status", lambda self: read.append(self) or status(self))
+    page = api.get("/api/raft/groups?type=quorum&page_size=1&page=3").body
+    assert [g["queue"] for g in page["items"]] == ["qq-c"] and page["page_count"] == 3
+    assert len(read) == 1  # one group's status of the four this node hosts
