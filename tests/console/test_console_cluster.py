@@ -74,3 +74,13 @@ def test_the_audit_page_draws_the_nodes_timeline(console, api):
     expect(console.test_id("audit-about")).to_contain_text("one every 0.2 s")
     expect(console.test_id("audit-events")).to_contain_text("No leader change")
     expect(console.test_id("audit-window")).to_have_value("15")
+
+
+def test_a_monitoring_user_sees_the_cluster_but_cannot_drain_or_rebalance(open_console, node):
+    node.add_user("watcher", "pw", ("monitoring",))
+    console = open_console("watcher", "pw")
+    console.go("#/cluster")
+    expect(console.test_id("state-warren@test")).to_have_text("serving")
+    expect(console.page.get_by_text("Administrators may drain and revive a node.")).to_be_visible()
+    expect(console.test_id("drain")).to_have_count(0)
+    expect(console.test_id("rebalance")).to_have_count(0)
