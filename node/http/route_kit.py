@@ -101,22 +101,55 @@ def list_response(request: web.Request, items: list[dict]) -> web.Response:
     object with the page's `items` and the counts, after ?name= kept the items
     whose name holds it (a case-insensitive regular expression with
     ?use_regex=true); without ?page= the sorted list, unfiltered."""
-    query = request.query
-    page, size = _page_params(query)
+    page, size = _page_params(request.query)
     items = _sorted(request, items)
     if page is None:
         return _json(request, items)
+    total, filtered, chosen = _page_of(request, items, page, size, lambda i: str(i.get("name", "")))
+    return _page_json(request, total, filtered, page, size, chosen)
+
+
+async def costly_list_response(request: web.Request, objects: list, keys: dict[str, Callable[[Any], Any]],
+                               build: Callable[[Any], dict],
+                               prepare: Callable[[list], Awaitable[None]]) -> web.Response:  # fmt: skip
+    """list_response for objects whose JSON is costly (queues: counts asked of
+    other nodes, rates, memory): with ?page= and no ?sort= or a sort on one of
+    `keys` (each reads its field from an object, as `keys["name"]` its name),
+    only the page's objects are prepared and built, so the first page of
+    10,000 queues costs what 100 do; otherwise every object, then list_response.
+    The answer is the same either way."""
+    query = request.query
+    page, size = _page_params(query)
+    sort = query.get("sort")
+    if page is None or (sort and sort not in keys):
+        await prepare(objects)
+        return list_response(request, [build(o) for o in objects])
+    if sort:
+        field = keys[sort]
+        objects = sorted(objects, key=lambda o: _sort_key(field(o)), reverse=query.get("sort_reverse") == "true")
+    total, filtered, chosen = _page_of(request, objects, page, size, lambda o: str(keys["name"](o)))
+    await prepare(chosen)
+    return _page_json(request, total, filtered, page, size, [build(o) for o in chosen])
+
+
+def _page_of(request: web.Request, items: list, page: int, size: int,
+             name_of: Callable[[Any], str]) -> tuple[int, int, list]:  # fmt: skip
+    """(all, those ?name= keeps, the page's) of sorted `items`."""
+    query = request.query
     total = len(items)
     name = query.get("name")
     if name:
-        items = [i for i in items if _name_matches(name, str(i.get("name", "")), query.get("use_regex") == "true")]
+        items = [i for i in items if _name_matches(name, name_of(i), query.get("use_regex") == "true")]
     start = (page - 1) * size
     if start > len(items):
         raise ApiError(400, "page_out_of_range",
                        f"Page out of range, page: {page} page size: {size}, len: {len(items)}")  # fmt: skip
-    chosen = items[start : start + size]
-    return _json(request, {"total_count": total, "item_count": len(chosen), "filtered_count": len(items),
-                           "page": page, "page_size": size, "page_count": -(-len(items) // size),
+    return total, len(items), items[start : start + size]
+
+
+def _page_json(request: web.Request, total: int, filtered: int, page: int, size: int, chosen: list) -> web.Response:
+    return _json(request, {"total_count": total, "item_count": len(chosen), "filtered_count": filtered,
+                           "page": page, "page_size": size, "page_count": -(-filtered // size),
                            "items": chosen})  # fmt: skip
 
 

@@ -30,6 +30,7 @@ from node.http.route_kit import (
     body_arguments,
     body_bool,
     check_permission,
+    costly_list_response,
     created_or_updated,
     exchange_name,
     json_response,
@@ -53,10 +54,6 @@ if TYPE_CHECKING:
 # ---------------------------------------------------------------- queues
 
 
-def _queues(api: ManagementAPI, vhosts: list[Any]) -> list[dict]:
-    return [_queue_json(api, v.queues[name]) for v in vhosts for name in sorted(v.queues)]
-
-
 def _queue_json(api: ManagementAPI, queue: Any) -> dict:
     node = api.node
     out = fmt.queue_json(queue, node.config.node_name, lambda member: member_name(node, member),
@@ -64,20 +61,25 @@ def _queue_json(api: ManagementAPI, queue: Any) -> dict:
     return {**out, "memory": node.memory.held_by(queue)}
 
 
+# Fields a queue listing sorts by without building each queue's JSON (costly_list_response).
+_QUEUE_KEYS = {"name": lambda q: q.name, "vhost": lambda q: q.vhost, "type": lambda q: q.type_name}
+
+
+async def _queue_list(request: web.Request, vhosts: list[Any]) -> web.Response:
+    api = api_of(request)
+    queues = [v.queues[name] for v in vhosts for name in sorted(v.queues)]
+    # refresh_counts: the counts of those other nodes host, asked for the queues shown only
+    return await costly_list_response(request, queues, _QUEUE_KEYS, lambda q: _queue_json(api, q), refresh_counts)
+
+
 @access(MGMT)
 async def list_queues(request: web.Request) -> web.Response:
-    api = api_of(request)
-    vhosts = api.visible_vhosts(request[USER])
-    await refresh_counts([q for v in vhosts for q in v.queues.values()])  # those other nodes host
-    return list_response(request, _queues(api, vhosts))
+    return await _queue_list(request, api_of(request).visible_vhosts(request[USER]))
 
 
 @access(VHOST)
 async def vhost_queues(request: web.Request) -> web.Response:
-    api = api_of(request)
-    vhost = api.vhost(request.match_info["vhost"])
-    await refresh_counts(list(vhost.queues.values()))
-    return list_response(request, _queues(api, [vhost]))
+    return await _queue_list(request, [api_of(request).vhost(request.match_info["vhost"])])
 
 
 def _queue(request: web.Request) -> tuple[Any, Any]:

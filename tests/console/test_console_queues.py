@@ -130,6 +130,7 @@ def test_a_quorum_queue_shows_its_replicas_and_a_stream_its_log(console, api, no
     expect(facts).to_contain_text("First offset0")
     expect(facts).to_contain_text("Last (committed) offset3")
     expect(facts).to_contain_text("Segments1")
+    expect(console.page.locator("main")).not_to_contain_text("null")  # no section of another type left behind
 
 
 def listing_request(console, action):

@@ -46,3 +46,47 @@ def test_sort_by_a_nested_field(api, node):
     node.call(lambda: None)
     rows = api.get("/api/queues?sort=message_stats.publish&columns=name").body
     assert {r["name"] for r in rows} == {"s1", "s2"}
+
+
+def _declare_mixed(api) -> None:
+    api.put("/api/vhosts/v2")
+    for i in range(12):
+        vhost = "%2F" if i % 3 else "v2"
+        kind = ("classic", "quorum", "stream")[i % 3]
+        api.put(f"/api/queues/{vhost}/m{i:02d}-{kind}", {"arguments": {"x-queue-type": kind}})
+
+
+def _page_from_the_whole_list(api, query: dict) -> list:
+    """What a page holds by the rules: the whole sorted list (no ?page=), filtered, sliced."""
+    sort = "".join(f"&{k}={query[k]}" for k in ("sort", "sort_reverse") if k in query)
+    items = api.get(f"/api/queues?columns=name,vhost,type{sort}").body
+    name = query.get("name", "")
+    items = [q for q in items if name in q["name"]]
+    size, page = int(query.get("page_size", 100)), int(query["page"])
+    return items[(page - 1) * size : page * size]
+
+
+def test_a_queue_page_sorted_by_name_vhost_or_type_builds_only_its_queues(api, node, monkeypatch):
+    """The page is what the whole list says (costly_list_response), and only its queues' JSON is made."""
+    _declare_mixed(api)
+    from node.http import formats
+
+    built = []
+    real = formats.queue_json
+    monkeypatch.setattr(
+        formats, "queue_json", lambda queue, *a, **kw: built.append(queue.name) or real(queue, *a, **kw)
+    )
+    for query in ({"page": 1, "page_size": 5}, {"page": 2, "page_size": 5, "sort": "name"},
+                  {"page": 1, "page_size": 4, "sort": "vhost", "sort_reverse": "true"},
+                  {"page": 3, "page_size": 2, "sort": "type"}, {"page": 1, "page_size": 3, "name": "quorum"}):  # fmt: skip
+        built.clear()
+        params = "&".join(f"{k}={v}" for k, v in query.items())
+        r = api.get(f"/api/queues?{params}&columns=name,vhost,type").body
+        assert len(built) == r["item_count"] <= query["page_size"], query
+        assert r["total_count"] == 12
+        assert r["items"] == _page_from_the_whole_list(api, query), query
+    built.clear()
+    r = api.get("/api/queues?page=1&page_size=5&sort=messages&columns=name").body
+    assert len(built) == 12 and r["item_count"] == 5  # a sort on a count needs every queue's
+    built.clear()
+    assert api.get("/api/queues/v2?page=1&page_size=2").body["filtered_count"] == 4 and len(built) == 2

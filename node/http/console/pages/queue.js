@@ -216,7 +216,7 @@ export async function render(el, ctx) {
     h("section", { class: "card" }, h("h2", {}, "Message rates, last 10 minutes"), chart),
     h("div", { class: "actions" }, purge, remove),
     h("div", { class: "grid2" }, h("section", { class: "card" }, h("h2", {}, "Details"), detailsBox), streamBox),
-    q0.type === "quorum" ? h("section", { class: "card" }, h("h2", {}, "Replicas"), replicasBox, replicaForm) : null,
+    q0.type === "quorum" ? h("section", { class: "card" }, h("h2", {}, "Replicas"), replicasBox, replicaForm) : "",
     h("section", { class: "card" }, h("h2", {}, "Consumers"), consumersBox),
     h("section", { class: "card" }, h("h2", {}, "Bindings"), bindingsBox),
     h("div", { class: "grid2" }, publish, get),
@@ -239,7 +239,8 @@ export async function render(el, ctx) {
     ]);
     const now = Date.now();
     countsBox.replaceChildren(counts(q));
-    lineChart(chart, { series: remember(key, q.message_stats, now), unit: "msg/s", windowMs: WINDOW_MS, now });
+    if (q.message_stats) lineChart(chart, { series: remember(key, q.message_stats, now), unit: "msg/s", windowMs: WINDOW_MS, now });
+    else chart.replaceChildren(h("p", { class: "hint" }, `The API reports no message rates for a ${q.type} queue.`));
     detailsBox.replaceChildren(details(q));
     streamBox.replaceChildren(streamFacts(q) || "");
     const mine = consumers.filter((c) => c.queue.name === name);
