@@ -39,6 +39,9 @@ SHOTS = [
     ("queues.png", "#/queues"),
     ("queue-quorum.png", "#/queue/%2F/orders"),
     ("queue-stream.png", "#/queue/%2F/events"),
+    ("cluster.png", "#/cluster"),
+    ("raft.png", "#/raft"),
+    ("audit.png", "#/audit/15"),
 ]
 AUTH = "Basic " + b64encode(b"guest:guest").decode()
 
