@@ -104,3 +104,13 @@ def test_an_oauth_token_logs_in_as_a_bearer(chromium, oauth_node, issuer):
         assert "access_token" not in page.url  # dropped from the address bar and history
     finally:
         context.close()
+
+
+def test_unknown_pages_and_malformed_routes_are_said_so(console):
+    for route in ("#/no-such-page", "#/toString", "#/constructor/x"):
+        console.go(route)
+        expect(console.page.locator("main h1")).to_have_text("Not found")
+    console.go("#/queue/%2F/%E0%A4%A")  # a malformed escape: the name as typed, which no queue has
+    expect(console.test_id("page-error")).to_contain_text("Not found")
+    console.go("#/overview")
+    expect(console.page.locator('[data-page="overview"] h1')).to_have_text("Overview")

@@ -98,6 +98,19 @@ def test_purge_then_delete_a_queue(console, api):
     expect(console.page.get_by_role("link", name="doomed", exact=True)).to_have_count(0)
 
 
+def test_an_action_the_api_refuses_is_shown_and_the_session_stays(open_console, node, api):
+    """RabbitMQ's 401 "not_authorised" for a refused action is no failed login: the page says why."""
+    node.add_user("watcher", "pw", ("monitoring",))
+    node.set_permissions("watcher", "/", configure="^$", write="^$", read=".*")
+    assert api.put("/api/queues/%2F/kept").status == 201
+    console = open_console("watcher", "pw")
+    open_queue(console, "kept")
+    console.test_id("delete-queue").click()
+    expect(console.test_id("toast").last).to_contain_text("configure access to queue 'kept'")
+    expect(console.test_id("queue-name")).to_have_text("kept")  # still logged in, still here
+    assert api.get("/api/queues/%2F/kept").status == 200
+
+
 def test_declare_a_queue_from_the_list_page(console, api):
     console.go("#/queues")
     page = console.page
@@ -174,7 +187,7 @@ def test_the_queue_list_is_paged_filtered_and_sorted_by_the_server(console, node
     expect(rows).to_have_count(5)
 
     sort = console.test_id("queues").get_by_role("button", name=re.compile("^Name"))
-    query = listing_request(console, sort.click)  # the active sort again: reversed
+    query = listing_request(console, lambda: sort.press("Enter"))  # the keyboard; the active sort again: reversed
     assert query["sort"] == "name" and query["sort_reverse"] == "true"
     expect(rows.first.locator("td").nth(1)).to_have_text("q-149")
     expect(console.test_id("queues").locator('th[aria-sort="descending"]')).to_have_count(1)

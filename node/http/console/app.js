@@ -69,11 +69,22 @@ function every(ms, fn) {
   timers.push(timer);
 }
 
+function decode(part) {
+  try {
+    return decodeURIComponent(part);
+  } catch {
+    return part; // a malformed escape typed into the address bar: taken as it is
+  }
+}
+
 function parseHash() {
   const parts = location.hash.replace(/^#\/?/, "").split("/");
-  const name = parts[0] || "overview";
-  return { name, args: parts.slice(1).map((a) => decodeURIComponent(a)) };
+  const name = decode(parts[0]) || "overview";
+  return { name, args: parts.slice(1).map(decode) };
 }
+
+// Own keys only: "#/toString" names no page.
+const hasPage = (name) => Object.hasOwn(PAGES, name);
 
 async function route() {
   const session = loadSession();
@@ -84,7 +95,7 @@ async function route() {
   drawNav(name, session.user);
   const el = h("section", { class: "page", "data-page": name });
   main.replaceChildren(el);
-  if (!PAGES[name]) {
+  if (!hasPage(name)) {
     el.append(h("h1", {}, "Not found"), h("p", {}, `There is no page "${name}".`));
     return;
   }
@@ -110,7 +121,7 @@ async function route() {
 
 function drawNav(current, user) {
   top.hidden = false;
-  const links = NAV.filter(([name]) => PAGES[name]).map(([name, label]) =>
+  const links = NAV.filter(([name]) => hasPage(name)).map(([name, label]) =>
     h("a", { href: `#/${name}`, "data-test": `nav-${name}`, "aria-current": current === name ? "page" : false }, label),
   );
   document.getElementById("nav").replaceChildren(...links);

@@ -227,7 +227,7 @@ def test_a_stream_reports_its_log(api, node):
                                                            "x-stream-max-segment-size-bytes": 200}}).status == 201  # fmt: skip
     empty = api.get("/api/queues/%2F/log-s").body
     assert (empty["first_offset"], empty["committed_offset"], empty["log_bytes"]) == (0, -1, 0)
-    for i in range(6):
+    for _ in range(6):
         body = {"routing_key": "log-s", "payload": "x" * 100, "payload_encoding": "string", "properties": {}}
         assert api.post("/api/exchanges/%2F/amq.default/publish", body).body == {"routed": True}
     q = api.get("/api/queues/%2F/log-s").body
