@@ -34,7 +34,7 @@ from node.cluster.placement import Placement
 from node.config import Config
 from node.http import prometheus
 from node.http.api import ManagementAPI, start_sites
-from node.ops import snapshot_export
+from node.ops import raft_progress, snapshot_export, timeline_service
 from node.ops.alarms import Alarms
 from node.ops.logs import NodeLogs
 from node.ops.memory import MemoryAccount
@@ -169,6 +169,8 @@ class Broker:
                 add_member=lambda vhost, name, member: self.quorum.change_member(vhost, name, member, True))
             self.reconciler.start()
             snapshot_export.register(self.cluster, cfg.data_dir)
+            timeline_service.register(self.cluster, cfg.data_dir, cfg.snapshot_interval)
+            raft_progress.register(self.cluster, self.vhosts)
             self.alarm_gossip = AlarmGossip(self.cluster, self.loop, self.alarms, cfg.alarm_check_interval)
             self.node_names = NodeNames(self.cluster, self.loop, cfg.node_name, self.background)
             await metadata_ready(self.cluster, self.metadata, self.feature_flags, cfg)

@@ -14,9 +14,11 @@ from node.client.tls import TlsError
 from node.cluster.enabled_flags import DowngradeRefused
 from node.config import Config
 from node.ops.allocator import apply_malloc_settings
+from node.ops.first_run import console_lines
 from node.ops.gc_settings import apply_gc_settings
 from node.ops.logs import NodeLogs
 from node.ops.logs import install as install_logs
+from routing.users import check_password
 
 
 async def serve(cfg: Config, logs: NodeLogs) -> None:
@@ -25,6 +27,7 @@ async def serve(cfg: Config, logs: NodeLogs) -> None:
     tuned = apply_gc_settings(cfg.gc_gen0_threshold)
     if tuned:
         logging.getLogger("warren.memory").info("garbage collector: %s", tuned)
+
     # Tests and scripts parse this line: the amqp URL first, then the ports.
     def port(value: int | None) -> int | str:
         return value if value is not None else "off"
@@ -34,6 +37,8 @@ async def serve(cfg: Config, logs: NodeLogs) -> None:
     print(f"warren {cfg.node_name} listening on {scheme}://{cfg.listen_host}:{amqp} http={port(broker.http_port)} "
           f"metrics={port(broker.metrics_port)} amqps={port(broker.amqps_port)} https={port(broker.https_port)} "
           f"metrics_tls={port(broker.metrics_tls_port)}", flush=True)  # fmt: skip
+    for line in await first_run_lines(cfg, broker):
+        print(line, flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -41,6 +46,16 @@ async def serve(cfg: Config, logs: NodeLogs) -> None:
     loop.add_signal_handler(signal.SIGHUP, lambda: reload_tls(broker))
     await stop.wait()
     await broker.stop()
+
+
+async def first_run_lines(cfg: Config, broker: Broker) -> list[str]:
+    """Where the console is, and the default login while it still works (checked
+    off the loop: the password hash is slow on purpose)."""
+    user = broker.auth.users.get(cfg.default_user)
+    works = user is not None and await asyncio.get_running_loop().run_in_executor(
+        None, check_password, cfg.default_password, user.password_hash)  # fmt: skip
+    return console_lines(cfg.listen_host, broker.http_port, broker.https_port, cfg.default_user if works else None,
+                         cfg.default_password, cfg.default_user in broker.auth.loopback_users)  # fmt: skip
 
 
 def reload_tls(broker: Broker) -> None:

@@ -46,6 +46,9 @@ SHOTS = [
     ("admin-permissions.png", "#/admin/permissions"),
     ("admin-policies.png", "#/admin/policies"),
     ("admin-feature-flags.png", "#/admin/feature-flags"),
+    ("cluster.png", "#/cluster"),
+    ("raft.png", "#/raft"),
+    ("audit.png", "#/audit/15"),
 ]
 AUTH = "Basic " + b64encode(b"guest:guest").decode()
 

@@ -24,7 +24,8 @@ vhosts, users, permissions), `node/http/cluster_routes.py` (the cluster),
 `node/http/topic_permission_routes.py` and the limits, TLS and maintenance
 routes, the health checks (`node/http/health_routes.py`), runtime parameters, sessions and
 channels, quorum replicas and the node's details (`parameter_routes.py`, `session_routes.py`,
-`quorum_routes.py`, `node_detail_routes.py`), and the web console's page and files
+`quorum_routes.py`, `node_detail_routes.py`), Warren's own routes for the console's Raft
+and audit views (`raft_routes.py`, `audit_routes.py`), and the web console's page and files
 (`console_routes.py`, no login: its data calls are API calls). They are built from `node/http/route_kit.py` (access levels, errors,
 responses, request parsing), as this module's middleware is; JSON shapes are
 in `node/http/formats.py`.
@@ -42,6 +43,7 @@ from aiohttp import web
 
 from node.client.login import LoginsBusy
 from node.http import (
+    audit_routes,
     auth_attempt_routes,
     cluster_routes,
     console_routes,
@@ -54,6 +56,7 @@ from node.http import (
     parameter_routes,
     policy_routes,
     quorum_routes,
+    raft_routes,
     session_routes,
     tls_routes,
     topic_permission_routes,
@@ -111,6 +114,8 @@ ROUTES = [
     *health_routes.ROUTES,
     *quorum_routes.ROUTES,
     *auth_attempt_routes.ROUTES,
+    *raft_routes.ROUTES,  # /api/raft/groups: every replicated group, for the console
+    *audit_routes.ROUTES,  # /api/audit/timeline: this node's snapshots, for the console
     *console_routes.ROUTES,  # last: the web console's page and files, outside /api/
 ]
 

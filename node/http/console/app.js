@@ -16,6 +16,9 @@ const PAGES = {
   exchanges: () => import("./pages/exchanges.js"),
   exchange: () => import("./pages/exchange.js"),
   admin: () => import("./pages/admin.js"),
+  cluster: () => import("./pages/cluster.js"),
+  raft: () => import("./pages/raft.js"),
+  audit: () => import("./pages/audit.js"),
 };
 
 // The top bar, in this order; a name without a module in PAGES is left out.
