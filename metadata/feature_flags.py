@@ -29,6 +29,7 @@ from metadata.commands import AddMember
 __all__ = [
     "CONSISTENT_HASH_EXCHANGE",
     "CREDIT_API_V2",
+    "DELAYED_MESSAGE_EXCHANGE",
     "EXCHANGE_POLICIES",
     "FLAGS",
     "OPERATOR_POLICIES",
@@ -74,6 +75,7 @@ VHOST_DEFAULT_QUEUE_TYPE = "vhost_default_queue_type"
 GLOBAL_PARAMETERS = "global_parameters"
 QUORUM_CONSUMER_TIMEOUT = "quorum_consumer_timeout"
 CONSISTENT_HASH_EXCHANGE = "consistent_hash_exchange"
+DELAYED_MESSAGE_EXCHANGE = "delayed_message_exchange"
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,6 +204,9 @@ FLAGS = FeatureFlagRegistry([
                 STABLE, "0.3.0", depends_on=(QUORUM_QUEUE_V1,)),
     FeatureFlag(CONSISTENT_HASH_EXCHANGE,
                 "The x-consistent-hash exchange type (members without it could not route through one)",
+                STABLE, "0.3.0", depends_on=(WARREN_METADATA_RAFT_V1,)),
+    FeatureFlag(DELAYED_MESSAGE_EXCHANGE,
+                "The x-delayed-message exchange type (members without it would route delayed messages at once)",
                 STABLE, "0.3.0", depends_on=(WARREN_METADATA_RAFT_V1,)),
 ])  # fmt: skip
 

@@ -40,6 +40,8 @@ from node.ops.metrics import NodeMetrics
 from node.ops.periodic import Periodic
 from node.ops.state_snapshot import SnapshotWriter, collect
 from node.vhosts.definitions import DefinitionsFile
+from node.vhosts.delayed_messages import KEY_PREFIX as DELAYED_KEY_PREFIX
+from node.vhosts.delayed_messages import DelayedMessages
 from node.vhosts.local_queues import LocalQueues, Owners
 from node.vhosts.metadata_ready import metadata_ready
 from node.vhosts.metadata_store import MetadataStore, new_key
@@ -112,6 +114,8 @@ class Broker:
         self.placement = Placement(self, config.queue_leader_locator)  # quorum-queue leader locators, rebalance
         self.queue_service: QueueService | None = None
         self.volatile = VolatileQueues(self.metrics)  # Direct Reply-To's queues: in memory, never in the metadata
+        self.delayed = DelayedMessages(self)  # what x-delayed-message exchanges hold until due
+        self._delayed_keys: list[str] = []  # their store keys found at start, until the metadata is caught up
         self.alarm_gossip: AlarmGossip | None = None
         self.node_names: NodeNames | None = None  # members' node names (the HTTP API shows them)
         self.reconciler: QuorumReconciler | None = None  # quorum queues grown to their target group size
@@ -139,6 +143,8 @@ class Broker:
                              memory_used=self.memory.held, store_full=lambda: self.committer.out_of_space)
         self.definitions = DefinitionsFile(self)
         self._recovered = set(self.store.indexed_queues())  # a seek per queue: no message is read
+        self._delayed_keys = [key for key in self._recovered if key.startswith(DELAYED_KEY_PREFIX)]
+        self._recovered.difference_update(self._delayed_keys)
         self._positions = self.store.take_positions()  # the queues' checkpoints, each used once
         self.alarm_check = Periodic(self.loop, cfg.alarm_check_interval, self.alarms.check, "the resource alarm check")
         self.alarm_check.start()
@@ -201,6 +207,8 @@ class Broker:
             self.store.delete_queue(orphan)
         self._recovered = set()
         self._positions = {}
+        self.delayed.recover(self._delayed_keys)  # a deleted delayed exchange's messages go too
+        self._delayed_keys = []
 
     async def _start_amqp(self, ports: tuple[int, int] | None = None) -> None:
         """The plain AMQP listener and, with TLS configured, AMQPS (on `ports`, default the
@@ -297,6 +305,7 @@ class Broker:
             self.node_names.close()
         if self.cluster is not None:
             await self.cluster.stop()
+        self.delayed.stop()
         if self.store is not None and not self.store.closed:
             self._save_positions()
         if self.committer is not None:

@@ -120,6 +120,7 @@ class RoutingTable:
         self._queues: set[str] = set()
         self._memo = RouteMemo()  # cleared by every change below
         self._exchanges: dict[str, _ExchangeState] = {}
+        self.delayed_exchanges: set[str] = set()  # x-delayed-message: a publish looks for a delay (vhost.py)
         # Bindings indexed both ways; dicts used as insertion-ordered sets.
         self._by_source: dict[str, dict[Binding, None]] = {}
         self._by_destination: dict[Destination, dict[Binding, None]] = {}
@@ -189,6 +190,8 @@ class RoutingTable:
         if len(name.encode()) > MAX_NAME_BYTES:
             raise InvalidArgument(f"exchange name longer than {MAX_NAME_BYTES} bytes")
         self._exchanges[name] = _ExchangeState(wanted, new_index(exchange_type, self._choice, wanted.arguments))
+        if exchange_type is ExchangeType.DELAYED_MESSAGE:
+            self.delayed_exchanges.add(name)
         self._memo.clear()
         return wanted
 
@@ -202,6 +205,7 @@ class RoutingTable:
         if if_unused and name in self._by_source:
             raise PreconditionFailed(f"exchange '{name}' in vhost '{self.vhost}' in use")
         del self._exchanges[name]
+        self.delayed_exchanges.discard(name)
         self._memo.clear()
         outgoing = self._by_source.get(name, {})
         incoming = self._by_destination.get(Destination(EXCHANGE, name), {})
@@ -420,6 +424,7 @@ class RoutingTable:
             if state is None or not state.exchange.auto_delete or name in self._by_source:
                 continue
             del self._exchanges[name]
+            self.delayed_exchanges.discard(name)
             incoming = list(self._by_destination.get(Destination(EXCHANGE, name), ()))
             for binding in incoming:
                 self._unlink(binding)

@@ -34,6 +34,7 @@ EXCHANGE_TYPES = (
     ("topic", "AMQP topic exchange, as per the AMQP specification"),
     ("x-local-random", "Local random exchange"),
     ("x-consistent-hash", "Consistent Hashing Exchange"),
+    ("x-delayed-message", "Delayed Message Exchange"),
 )
 
 
@@ -204,7 +205,8 @@ def policy_definition_json(policy: Any, operator: bool = False) -> dict:
             "definition": plain(policy.definition), "priority": policy.priority}  # fmt: skip
 
 
-def exchange_json(vhost: str, exchange: Any) -> dict:
+def exchange_json(vhost: str, exchange: Any, delayed: dict[str, int] | None = None) -> dict:
+    """`delayed`: an x-delayed-message exchange's counters on this node (node/vhosts/delayed_messages.py)."""
     builtin = exchange.name == "" or exchange.name.startswith("amq.")
     out = {
         "name": exchange.name,
@@ -217,6 +219,11 @@ def exchange_json(vhost: str, exchange: Any) -> dict:
     }
     if builtin:
         out["user_who_performed_action"] = BUILTIN_USER
+    if str(exchange.type) == "x-delayed-message":
+        # the plugin's exchange info (the management UI shows it); the counts are this node's
+        delayed = delayed or {}
+        out["messages_delayed"] = delayed.get("messages_delayed", 0)
+        out["message_stats"] = {"publish_in": delayed.get("published", 0), "publish_out": delayed.get("routed", 0)}
     return out
 
 

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from node.ops.metrics import NodeMetrics
     from node.ops.periodic import Periodic
     from node.vhosts.definitions import DefinitionsFile
+    from node.vhosts.delayed_messages import DelayedMessages
     from node.vhosts.metadata_store import MetadataStore
     from node.vhosts.quorum_groups import QuorumQueues
     from node.vhosts.vhost import VHost
@@ -73,6 +74,7 @@ class ManagementNode(ScrapedNode, Protocol):
     node_names: NodeNames | None  # members' node names; None until the cluster runs
     memory: MemoryAccount  # GET /api/nodes/{node}/memory (node_detail_routes.py)
     tls: TlsContexts | None  # None without tls_cert (tls_routes.py)
+    delayed: DelayedMessages  # what x-delayed-message exchanges hold (topology_routes.py)
 
     def now_ms(self) -> int: ...
 

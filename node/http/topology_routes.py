@@ -149,21 +149,24 @@ async def queue_bindings(request: web.Request) -> web.Response:
 # ---------------------------------------------------------------- exchanges
 
 
-def _exchanges(vhosts: list[Any]) -> list[dict]:
+def _exchanges(delayed: Any, vhosts: list[Any]) -> list[dict]:
     out = []
     for vhost in vhosts:
-        out += sorted((fmt.exchange_json(vhost.name, x) for x in vhost.routing.exchanges()), key=lambda x: x["name"])
+        listed = (fmt.exchange_json(vhost.name, x, delayed.stats(vhost.name, x.name)) for x in vhost.routing.exchanges())
+        out += sorted(listed, key=lambda x: x["name"])
     return out
 
 
 @access(MGMT)
 async def list_exchanges(request: web.Request) -> web.Response:
-    return list_response(request, _exchanges(api_of(request).visible_vhosts(request[USER])))
+    api = api_of(request)
+    return list_response(request, _exchanges(api.node.delayed, api.visible_vhosts(request[USER])))
 
 
 @access(VHOST)
 async def vhost_exchanges(request: web.Request) -> web.Response:
-    return list_response(request, _exchanges([api_of(request).vhost(request.match_info["vhost"])]))
+    api = api_of(request)
+    return list_response(request, _exchanges(api.node.delayed, [api.vhost(request.match_info["vhost"])]))
 
 
 def _exchange(request: web.Request) -> tuple[Any, Any]:
@@ -177,7 +180,8 @@ def _exchange(request: web.Request) -> tuple[Any, Any]:
 @access(VHOST)
 async def get_exchange(request: web.Request) -> web.Response:
     vhost, exchange = _exchange(request)
-    return json_response(request, fmt.exchange_json(vhost.name, exchange))
+    delayed = api_of(request).node.delayed.stats(vhost.name, exchange.name)
+    return json_response(request, fmt.exchange_json(vhost.name, exchange, delayed))
 
 
 @access(VHOST)

@@ -31,6 +31,7 @@ from queues.classic import ClassicQueueConfig
 from queues.equivalence import first_difference, inequivalent
 from queues.quorum import QuorumConfig
 from queues.stream.config import check_stream_declaration
+from routing.delayed import delay_of
 from routing.errors import InvalidArgument, NotFound, PreconditionFailed, RoutingError
 from routing.exchange_types import Headers
 from routing.table import RoutingTable
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
 
     from metadata.projections import Projections
     from node.ops.metrics import NodeMetrics
+    from node.vhosts.delayed_messages import DelayedMessages
     from node.vhosts.local_queues import LocalQueues, Owners
     from node.vhosts.metadata_store import MetadataStore
     from node.vhosts.streams import StreamQueues
@@ -78,6 +80,7 @@ class VHostNode(Protocol):
     local_queues: LocalQueues
     streams: StreamQueues
     placement: LeaderLocator
+    delayed: DelayedMessages
 
     def background(self, coro: Any, what: str) -> None: ...
 
@@ -259,12 +262,25 @@ class VHost:
 
     def route(self, exchange: str, routing_key: str, headers: Headers) -> list[Queue]:
         """`headers`: the application-properties, or a function that decodes
-        them when a headers exchange needs them."""
+        them when a headers exchange needs them. A message with a delay published to
+        an x-delayed-message exchange goes to its DelayedExchange, which routes it
+        once due (node/vhosts/delayed_messages.py)."""
+        routing = self.routing
+        if exchange in routing.delayed_exchanges and delay_of(headers) > 0:
+            return [self.node.delayed.exchange(self.name, exchange)]  # type: ignore[list-item]
+        get = self.queues.get
+        return [q for q in map(get, routing.targets(exchange, routing_key, headers)) if q is not None]
+
+    def route_now(self, exchange: str, routing_key: str, headers: Headers) -> list[Queue]:
+        """As `route`, never delaying: a delayed message that is due."""
         get = self.queues.get  # one lookup per target queue (the table remembers the names per key)
         return [q for q in map(get, self.routing.targets(exchange, routing_key, headers)) if q is not None]
 
     def route_keys(self, exchange: str, routing_keys: list[str], headers: Headers) -> list[Queue]:
         """As `route`, for a message with several routing keys (x-cc)."""
+        if exchange in self.routing.delayed_exchanges and delay_of(headers) > 0:
+            raise InvalidArgument(f"message annotation x-cc is not supported with x-delay (exchange '{exchange}' "
+                                  f"holds one routing key per delayed message)")  # fmt: skip
         get = self.queues.get
         return [q for q in map(get, sorted(self.routing.route_keys(exchange, routing_keys, headers))) if q is not None]
 
