@@ -40,7 +40,6 @@ from node.ops.metrics import NodeMetrics
 from node.ops.periodic import Periodic
 from node.ops.state_snapshot import SnapshotWriter, collect
 from node.vhosts.definitions import DefinitionsFile
-from node.vhosts.delayed_messages import KEY_PREFIX as DELAYED_KEY_PREFIX
 from node.vhosts.delayed_messages import DelayedMessages
 from node.vhosts.local_queues import LocalQueues, Owners
 from node.vhosts.metadata_ready import metadata_ready
@@ -115,7 +114,7 @@ class Broker:
         self.queue_service: QueueService | None = None
         self.volatile = VolatileQueues(self.metrics)  # Direct Reply-To's queues: in memory, never in the metadata
         self.delayed = DelayedMessages(self)  # what x-delayed-message exchanges hold until due
-        self._delayed_keys: list[str] = []  # their store keys found at start, until the metadata is caught up
+        self.delayed_check: Periodic | None = None  # keeps the delayed exchanges' queues and schedulers in step
         self.alarm_gossip: AlarmGossip | None = None
         self.node_names: NodeNames | None = None  # members' node names (the HTTP API shows them)
         self.reconciler: QuorumReconciler | None = None  # quorum queues grown to their target group size
@@ -143,8 +142,6 @@ class Broker:
                              memory_used=self.memory.held, store_full=lambda: self.committer.out_of_space)
         self.definitions = DefinitionsFile(self)
         self._recovered = set(self.store.indexed_queues())  # a seek per queue: no message is read
-        self._delayed_keys = [key for key in self._recovered if key.startswith(DELAYED_KEY_PREFIX)]
-        self._recovered.difference_update(self._delayed_keys)
         self._positions = self.store.take_positions()  # the queues' checkpoints, each used once
         self.alarm_check = Periodic(self.loop, cfg.alarm_check_interval, self.alarms.check, "the resource alarm check")
         self.alarm_check.start()
@@ -175,6 +172,8 @@ class Broker:
             self.node_names = NodeNames(self.cluster, self.loop, cfg.node_name, self.background)
             await metadata_ready(self.cluster, self.metadata, self.feature_flags, cfg)
             self._drop_orphans()
+            self.delayed_check = Periodic(self.loop, 1.0, self.delayed.check, "the delayed exchanges' check")
+            self.delayed_check.start()
             self._announcer = self.loop.create_task(
                 announce_member(self.cluster, self.cluster_machine, self.feature_flags))
             if cfg.definitions_file:
@@ -207,8 +206,6 @@ class Broker:
             self.store.delete_queue(orphan)
         self._recovered = set()
         self._positions = {}
-        self.delayed.recover(self._delayed_keys)  # a deleted delayed exchange's messages go too
-        self._delayed_keys = []
 
     async def _start_amqp(self, ports: tuple[int, int] | None = None) -> None:
         """The plain AMQP listener and, with TLS configured, AMQPS (on `ports`, default the
@@ -303,9 +300,11 @@ class Broker:
             self.alarm_gossip.close()
         if self.node_names is not None:
             self.node_names.close()
+        if self.delayed_check is not None:
+            self.delayed_check.stop()
+        self.delayed.stop()
         if self.cluster is not None:
             await self.cluster.stop()
-        self.delayed.stop()
         if self.store is not None and not self.store.closed:
             self._save_positions()
         if self.committer is not None:

@@ -1,309 +1,360 @@
-"""This node's delayed messages: what x-delayed-message exchanges hold until due.
+"""This node's side of x-delayed-message exchanges: their delayed messages are kept,
+replicated, in an internal quorum queue per exchange, and routed once due.
 
-A message published to a delayed exchange with a positive delay (routing/delayed.py)
-is not routed: node/vhosts/vhost.py hands it to that exchange's `DelayedExchange`
-here, as if it were a queue. It is written to the node's message store (the classic
-queues' RocksDB, under its own store key, the due time in the record's expiry field)
-and the publisher is confirmed (accepted) once that write is fsynced. Its due time and
-store sequence enter the exchange's DelayIndex (routing/delay_index.py), which keeps
-the earliest due in memory and only counts the rest, so bodies stay on disk and memory
-stays bounded whatever the number of delays. A timer set to the earliest due time
-reads the due bodies back and routes each as the exchange's x-delayed-type would route
-it then (VHost.route_now); the message is deleted once every target queue confirmed it
-(at least once: a crash between the confirms and the delete routes it again after the
-restart, never zero times). A target that did not confirm (lost in flight, no space)
-has the message routed again a second later; a message that reaches no queue, or that
-a queue refuses (x-overflow reject-publish), is dropped, as the plugin drops it.
+Each delayed exchange is backed by a quorum queue named "amq.delayed." + the
+exchange's name (`backing_name`), declared with the exchange (node/vhosts/vhost.py)
+and kept in step with it by `check` (declared if missing, deleted once its exchange is
+gone). No new consensus: the queue's Raft group replicates the messages and its
+machine keeps their bodies out of memory (queues/quorum/), as for any quorum queue.
 
-At start the store's index (due time and sequence, no body) is read back for every
-delayed exchange that still exists; the stored messages of exchanges deleted meanwhile
-are dropped, and so are an exchange's once it is deleted (noticed at its next timer).
+In: a message with a positive delay (routing/delayed.py) published to the exchange
+goes to the backing queue instead of being routed (`DelayedPublish`, which node/vhosts/vhost.py's
+`route` hands the publisher), with its due time (the node's clock + x-delay) in the
+annotation x-opt-delay-until; the publisher is accepted once the queue confirms it,
+i.e. once a majority of its members stored it.
 
-What this does not do yet: replicate. The messages are kept by the node that took the
-publish, as the plugin keeps them, durably (a restart loses none) but not on other
-nodes: docs/architecture.md, "Delayed messages", says what replication adds.
+Out: every node with a member of the backing queue attaches one consumer to it, a
+`DelayScheduler`, with credit for everything. It keeps each message it receives
+checked out, drops the body and keeps only the due time and the message id (a
+DelayIndex entry, routing/delay_index.py). A timer set to the earliest due time
+releases the due messages back to the queue, which delivers them again at once (a
+returned message goes first), bodies and all; a message that is due when it arrives
+is routed as the exchange's x-delayed-type routes it then (VHost.route_now) and
+settled (accepted, removed from the queue) only once every target queue confirmed it.
+A target that did not confirm (lost in flight, out of space) has it released and
+routed again a second later; a message that reaches no queue, or that a queue refuses
+(x-overflow reject-publish), is settled and dropped, as the plugin drops it.
+
+So nothing is lost when a node dies: its scheduler's messages are still in the queue,
+checked out to a consumer of a node that is gone, and the queue's leader gives them
+back (queues/quorum/: consumers of a down node are detached), to be delivered to the
+other members' schedulers. A message may be routed twice (at least once), when a node
+dies between its targets' confirms and its settlement.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from amqp.message import Message
-from queues.base import ConfirmCallback, Outcome, QueueMessage
-from queues.classic.persistence import decode_record, store_key
-from routing.delay_index import Delay, DelayIndex, Reload, Retry, Routed, Routing
-from routing.delayed import delay_of
+from amqp.types import Symbol
+from queues.base import ACCEPT, RELEASE, ConfirmCallback, Outcome, QueueMessage
+from routing.delay_index import Delay, DelayIndex, Take
 from routing.errors import NotFound, RoutingError
+from routing.table import MAX_NAME_BYTES
 
-__all__ = ["DelayedExchange", "DelayedMessages", "DelayedNode"]
+if TYPE_CHECKING:
+    import asyncio
+
+__all__ = ["BACKING_PREFIX", "DelayScheduler", "DelayedMessages", "DelayedPublish", "backing_name"]
 
 log = logging.getLogger("warren.delayed")
 
-KEY_PREFIX = "delayed:"
-ROUTE_BATCH = 500  # due messages read and routed per timer turn
+BACKING_PREFIX = "amq.delayed."
+DUE = Symbol("x-opt-delay-until")  # the due time (ms since the epoch) of a held message
+# The scheduler holds every message checked out; the queue's consumer timeout (RabbitMQ's 30
+# minutes) would give them all back every so often: the longest delay instead (about 49.7 days).
+BACKING_ARGUMENTS = {"x-queue-type": "quorum", "x-consumer-timeout": 2**32 - 1}
+CREDIT = 1 << 30  # the scheduler's credit: everything the queue holds
+ROUTE_BATCH = 1000  # due messages released per timer turn
 RETRY_S = 1.0  # a message whose targets did not all confirm is routed again this much later
 
 
+def backing_name(exchange: str) -> str:
+    return BACKING_PREFIX + exchange
+
+
+def check_name(exchange: str) -> None:
+    """A delayed exchange's name leaves room for its queue's prefix."""
+    if len(backing_name(exchange).encode()) > MAX_NAME_BYTES:
+        raise RoutingError(f"a delayed exchange's name is at most {MAX_NAME_BYTES - len(BACKING_PREFIX)} bytes "
+                           f"(its messages' queue is named '{BACKING_PREFIX}' + the name)")  # fmt: skip
+
+
 class DelayedNode(Protocol):
-    """What the delayed messages use of the node (node/broker.py)."""
+    """What the delayed exchanges use of the node (node/broker.py)."""
 
     loop: asyncio.AbstractEventLoop
-    store: Any  # storage.message_store.MessageStore
-    persistence: Any  # queues.classic.persistence.StorePersistence
-
     vhosts: dict[str, Any]  # name -> node/vhosts/vhost.py's VHost
 
     def now_ms(self) -> int: ...
 
-
-def _exists(node: DelayedNode, vhost: str, exchange: str) -> bool:
-    held = node.vhosts.get(vhost)
-    return held is not None and exchange in held.routing.delayed_exchanges
+    def background(self, coro: Any, what: str) -> None: ...
 
 
-def _route_now(node: DelayedNode, vhost: str, exchange: str, routing_key: str, message: Message) -> list[Any]:
-    """The queues `exchange` routes the message to now, without delaying it again;
-    RoutingError when the exchange (or its vhost) is gone."""
-    held = node.vhosts.get(vhost)
-    if held is None:
-        raise NotFound(f"no vhost '{vhost}'")
-    return held.route_now(exchange, routing_key, message)
+class Counters:
+    __slots__ = ("published", "routed", "dropped")
 
-
-def delayed_store_key(vhost: str, exchange: str) -> str:
-    return KEY_PREFIX + store_key(vhost, exchange)
+    def __init__(self) -> None:
+        self.published = 0  # delayed messages taken and confirmed through this node (publish in)
+        self.routed = 0  # routed once due by this node's scheduler, confirmed by the targets (publish out)
+        self.dropped = 0  # due, and reaching no queue or refused by one
 
 
 class DelayedMessages:
-    """Every delayed exchange's messages on this node."""
+    """Every delayed exchange of this node: the publishers' side, the schedulers, the counts."""
 
-    def __init__(self, node: DelayedNode, window: int = 10_000):
+    def __init__(self, node: DelayedNode):
         self._node = node
-        self._window = window
-        self._exchanges: dict[tuple[str, str], DelayedExchange] = {}
-
-    def exchange(self, vhost: str, name: str) -> DelayedExchange:
-        held = self._exchanges.get((vhost, name))
-        if held is None:
-            held = self._exchanges[vhost, name] = DelayedExchange(self._node, vhost, name, self._window, self._gone)
-        return held
-
-    def count(self, vhost: str, name: str) -> int:
-        held = self._exchanges.get((vhost, name))
-        return 0 if held is None else len(held.index)
-
-    def stats(self, vhost: str, name: str) -> dict[str, int] | None:
-        held = self._exchanges.get((vhost, name))
-        return None if held is None else held.counters()
-
-    def recover(self, keys: list[str]) -> list[str]:
-        """At start, once the metadata is caught up: `keys` are the store keys with
-        messages; the delayed exchanges' come back, those of deleted exchanges go.
-        Returns the keys that were not delayed exchanges' (the caller's)."""
-        others = []
-        for key in keys:
-            if not key.startswith(KEY_PREFIX):
-                others.append(key)
-                continue
-            vhost, name = _parse(key[len(KEY_PREFIX) :])
-            if vhost is not None and _exists(self._node, vhost, name):
-                self.exchange(vhost, name).recover()
-            else:
-                self._node.store.delete_queue(key)
-        return others
-
-    def stop(self) -> None:
-        for held in self._exchanges.values():
-            held.stop()
-
-    def _gone(self, held: DelayedExchange) -> None:
-        if self._exchanges.get((held.vhost, held.name)) is held:
-            del self._exchanges[held.vhost, held.name]
-
-
-def _parse(key: str) -> tuple[str | None, str]:
-    """store_key's f"{len(vhost)}:{vhost}/{name}" read back."""
-    size, sep, rest = key.partition(":")
-    if not sep or not size.isdigit() or len(rest) < int(size) + 1:
-        return None, ""
-    n = int(size)
-    return rest[:n], rest[n + 1 :]
-
-
-class DelayedExchange:
-    """One delayed exchange's messages on this node; a publisher sees it as a queue
-    (`publish` with a confirm callback)."""
-
-    type_name = "x-delayed-message"
-    remote = False
-    publish_hold = None
-
-    def __init__(self, node: DelayedNode, vhost: str, name: str, window: int,
-                 gone: Callable[[DelayedExchange], None]):  # fmt: skip
-        self._node = node
-        self.vhost = vhost
-        self.name = name
-        self.key = delayed_store_key(vhost, name)
-        self.index = DelayIndex(window)
-        self._gone = gone
-        self._next_seq = 1
-        self._timer: asyncio.TimerHandle | None = None
-        self._timer_at: int | None = None
-        self._stopped = False
-        self.published = 0  # messages taken and confirmed (publish in)
-        self.routed = 0  # messages routed once due and confirmed by their targets (publish out)
-        self.dropped = 0  # due messages that reached no queue or that a queue refused
-
-    def counters(self) -> dict[str, int]:
-        return {"messages_delayed": len(self.index), "published": self.published, "routed": self.routed,
-                "dropped": self.dropped}  # fmt: skip
+        self._schedulers: dict[tuple[str, str], DelayScheduler] = {}
+        self._counters: dict[tuple[str, str], Counters] = {}
+        self._reconciling = False
 
     # ------------------------------------------------------------ in
 
-    def publish(self, message: QueueMessage, confirm: ConfirmCallback | None) -> None:
-        now = self._node.now_ms()
-        due = now + delay_of(Message.from_bytes(message.payload))
-        seq = self._next_seq
-        self._next_seq += 1
-        stored = QueueMessage(seq, message.payload, True, due, 0, False, message.exchange, list(message.routing_keys))
-        persistence = self._node.persistence
-        ticket = persistence.put(self.key, seq, stored)
+    def publisher(self, vhost: Any, exchange: str, delay: int) -> DelayedPublish:
+        """Where a message delayed by `delay` ms goes: the exchange's backing queue."""
+        queue = vhost.queues.get(backing_name(exchange))
+        if queue is None:
+            raise NotFound(f"the queue that holds the delayed messages of exchange '{exchange}' in vhost "
+                           f"'{vhost.name}' is not there yet (declared with the exchange): try again")  # fmt: skip
+        return DelayedPublish(queue, self._node.now_ms() + delay, self.counters(vhost.name, exchange))
 
-        def durable() -> None:
-            # into the index only once on disk: a reload (routing/delay_index.py) reads the disk
-            self.index.apply(Delay(seq, due))
-            self.published += 1
-            self._arm()
-            if confirm is not None:
-                confirm(Outcome.ACCEPTED)
+    def counters(self, vhost: str, exchange: str) -> Counters:
+        counters = self._counters.get((vhost, exchange))
+        if counters is None:
+            counters = self._counters[vhost, exchange] = Counters()
+        return counters
 
-        def failed() -> None:
-            if confirm is not None:
-                confirm(Outcome.NO_SPACE)
+    # ------------------------------------------------------------ counts
 
-        persistence.on_durable(ticket, durable, failed)
+    def stats(self, vhost: str, exchange: str) -> dict[str, int]:
+        """messages_delayed (the backing queue's messages, wherever its members are) and
+        this node's counters."""
+        held = self._node.vhosts.get(vhost)
+        queue = held.queues.get(backing_name(exchange)) if held is not None else None
+        delayed = 0 if queue is None else queue.message_count + queue.unacked_count
+        counters = self._counters.get((vhost, exchange)) or Counters()
+        return {"messages_delayed": delayed, "published": counters.published, "routed": counters.routed,
+                "dropped": counters.dropped}  # fmt: skip
 
-    def recover(self) -> None:
-        entries = []
-        last = 0
-        for seq, _size, _flags, due in self._node.store.iter_index(self.key):
-            entries.append((due, seq))
-            last = seq
-        self._next_seq = max(self._next_seq, last + 1)
-        self.index.load(entries)
-        self._arm()
+    # ------------------------------------------------------------ keeping in step
+
+    def check(self) -> None:
+        """Attaches a scheduler to each backing queue with a member here (and drops those
+        whose queue went); declares the missing backing queues and deletes the orphans."""
+        wanted: dict[tuple[str, str], Any] = {}
+        missing: list[tuple[Any, str]] = []
+        orphans: list[tuple[Any, str]] = []
+        for vhost in list(self._node.vhosts.values()):
+            delayed = vhost.routing.delayed_exchanges
+            for exchange in delayed:
+                queue = vhost.queues.get(backing_name(exchange))
+                if queue is None:
+                    missing.append((vhost, exchange))
+                elif not queue.remote and queue.type_name == "quorum":
+                    wanted[vhost.name, exchange] = queue
+            for name in [n for n in vhost.queues if n.startswith(BACKING_PREFIX)]:
+                if name[len(BACKING_PREFIX) :] not in delayed:
+                    orphans.append((vhost, name))
+        for key, scheduler in list(self._schedulers.items()):
+            if wanted.get(key) is not scheduler.queue or scheduler.stopped:
+                scheduler.stop()
+                del self._schedulers[key]
+        for key, queue in wanted.items():
+            if key not in self._schedulers:
+                scheduler = DelayScheduler(self._node, key[0], key[1], queue, self.counters(*key))
+                self._schedulers[key] = scheduler
+                scheduler.start()
+        if (missing or orphans) and not self._reconciling:
+            self._reconciling = True
+            self._node.background(self._reconcile(missing, orphans), "keeping delayed exchanges' queues in step")
+
+    async def _reconcile(self, missing: list[tuple[Any, str]], orphans: list[tuple[Any, str]]) -> None:
+        try:
+            for vhost, exchange in missing:
+                if exchange in vhost.routing.delayed_exchanges:
+                    await vhost.declare_queue(backing_name(exchange), durable=True, arguments=dict(BACKING_ARGUMENTS))
+            for vhost, name in orphans:
+                if name[len(BACKING_PREFIX) :] not in vhost.routing.delayed_exchanges and name in vhost.queues:
+                    await vhost.delete_queue(name)
+        except RoutingError as e:  # raced with another node or a user: the next check looks again
+            log.info("delayed exchanges' queues: %s", e)
+        finally:
+            self._reconciling = False
+        self.check()
 
     def stop(self) -> None:
-        self._stopped = True
+        for scheduler in self._schedulers.values():
+            scheduler.stop()
+        self._schedulers.clear()
+
+
+class DelayedPublish:
+    """What a publisher sees of a delayed exchange for one message: a queue, the backing
+    one, that takes the message with its due time (and holds the publisher when it does)."""
+
+    type_name = "x-delayed-message"
+    remote = False
+
+    def __init__(self, queue: Any, due: int, counters: Counters):
+        self.queue = queue
+        self.due = due
+        self._counters = counters
+
+    @property
+    def publish_hold(self) -> Any:
+        return getattr(self.queue, "publish_hold", None)
+
+    def publish(self, message: QueueMessage, confirm: ConfirmCallback | None) -> None:
+        counters = self._counters
+
+        def confirmed(outcome: Outcome) -> None:
+            if outcome is Outcome.ACCEPTED:
+                counters.published += 1
+            if confirm is not None:
+                confirm(outcome)
+
+        # durable whatever the header says: the delay is a promise; the TTL counts from routing
+        held = QueueMessage(0, message.payload, True, None, 0, False, message.exchange, list(message.routing_keys),
+                            annotations={DUE: self.due})  # fmt: skip
+        self.queue.publish(held, confirmed)
+
+
+class DelayScheduler:
+    """The consumer of one backing queue on this node: holds what it receives until due,
+    then routes it (see the module's docstring)."""
+
+    presettled = False
+
+    def __init__(self, node: DelayedNode, vhost: str, exchange: str, queue: Any, counters: Counters):
+        self._node = node
+        self.vhost = vhost
+        self.exchange = exchange
+        self.queue = queue
+        self.counters = counters
+        self.index = DelayIndex()
+        self.stopped = False
+        self._received = 0  # deliveries: the link's delivery-count, for the credit top-ups
+        self._granted_at = 0
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at: int | None = None
+
+    def start(self) -> None:
+        self.queue.attach_consumer(self)
+        self.queue.credit(self, 0, CREDIT, False, False)
+
+    def stop(self) -> None:
+        if self.stopped:
+            return
+        self.stopped = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if not self.queue.deleted:
+            self.queue.detach_consumer(self)  # what it held goes back to the queue
+
+    # ------------------------------------------------------------ Consumer
+
+    def deliver(self, queue: Any, message: QueueMessage) -> None:
+        self._received += 1
+        if self._received - self._granted_at >= CREDIT // 2:
+            self._granted_at = self._received
+            queue.credit(self, self._received & 0xFFFFFFFF, CREDIT, False, False)
+        if self.stopped:
+            return
+        due = (message.annotations or {}).get(DUE)
+        now = self._node.now_ms()
+        if isinstance(due, int) and due > now:
+            self.index.apply(Delay(message.seq, due))  # the body is dropped: the queue keeps it
+            self._arm()
+        else:  # due (or published straight to the queue: routed at once)
+            self._route(message)
+
+    def credit_reply(self, delivery_count: int, credit: int, available: int, drain: bool) -> None:
+        pass  # the scheduler never asks for one (no echo, no drain)
+
+    def queue_deleted(self) -> None:
+        self.stopped = True  # DelayedMessages.check drops it
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
 
+    def timed_out(self, description: str) -> None:
+        # a policy's consumer-timeout gave every held message back: the next check attaches anew
+        self.queue_deleted()
+
     # ------------------------------------------------------------ out
 
     def _arm(self) -> None:
-        if self._stopped:
-            return
-        if self.index.needs_reload:
-            self._reload()
         due = self.index.next_due()
-        if due is None or (self._timer is not None and self._timer_at is not None and self._timer_at <= due):
+        if due is None or self.stopped or (self._timer is not None and self._timer_at is not None
+                                            and self._timer_at <= due):  # fmt: skip
             return
         if self._timer is not None:
             self._timer.cancel()
         self._timer_at = due
-        delay = max(0, due - self._node.now_ms()) / 1000
-        self._timer = self._node.loop.call_later(delay, self._fire)
-
-    def _reload(self) -> None:
-        """The window ran dry: the earliest stored messages back from the index (no bodies)."""
-        self.index.apply(_reload_command(self._node.store.iter_index(self.key)))
+        self._timer = self._node.loop.call_later(max(0, due - self._node.now_ms()) / 1000, self._fire)
 
     def _fire(self) -> None:
         self._timer = None
         self._timer_at = None
-        if self._stopped:
+        if self.stopped:
             return
-        if not _exists(self._node, self.vhost, self.name):
-            self._drop_all()
-            return
-        now = self._node.now_ms()
-        due = self.index.due(now, ROUTE_BATCH)
-        if due:
-            self.index.apply(Routing(tuple(ref for _, ref in due)))
-            records = self._node.persistence.read(self.key, [ref for _, ref in due])
-            for (at, ref), record in zip(due, records, strict=True):
-                if record is None:  # deleted meanwhile (cannot happen while in flight): nothing to route
-                    self.index.apply(Routed((ref,)))
-                    continue
-                self._route(at, ref, decode_record(ref, record))
+        refs = self.index.apply(Take(self._node.now_ms(), ROUTE_BATCH))
+        if refs:
+            # back to the queue, which delivers them again at once, with their bodies: routed then
+            self.queue.settle(self, list(refs), RELEASE)
         self._arm()
 
-    def _route(self, due: int, ref: int, stored: QueueMessage) -> None:
-        key = stored.routing_keys[0] if stored.routing_keys else ""
+    def _route(self, message: QueueMessage) -> None:
+        ref = message.seq
+        key = message.routing_keys[0] if message.routing_keys else ""
         try:
-            message = Message.from_bytes(stored.payload)
-            queues = _route_now(self._node, self.vhost, self.name, key, message)
-        except RoutingError:
-            self._drop_all()  # the exchange is gone
+            parsed = Message.from_bytes(message.payload)
+            vhost = self._node.vhosts.get(self.vhost)
+            if vhost is None:
+                raise NotFound(f"no vhost '{self.vhost}'")
+            queues = vhost.route_now(self.exchange, key, parsed)
+        except RoutingError:  # the exchange is gone: its queue goes too (DelayedMessages.check)
             return
         except Exception:
             log.exception("delayed message %s of exchange '%s' in vhost '%s' could not be routed; dropped",
-                          ref, self.name, self.vhost)  # fmt: skip
-            self.dropped += 1
-            self._delete(ref)
+                          ref, self.exchange, self.vhost)  # fmt: skip
+            self._settled(ref, dropped=True)
             return
         if not queues:
-            self.dropped += 1  # unroutable once due: the plugin drops it too
-            self._delete(ref)
+            self._settled(ref, dropped=True)  # unroutable once due: the plugin drops it too
             return
-        header = message.header
+        header = parsed.header
         ttl = header.ttl if header is not None else None
         expires_at = self._node.now_ms() + ttl if ttl is not None else None  # the TTL counts from routing
         durable = bool(header is not None and header.durable)
-        outcomes: list[Outcome] = []
-
-        def confirmed(outcome: Outcome) -> None:
-            outcomes.append(outcome)
-            if len(outcomes) < len(queues) or self._stopped:
-                return
-            if all(o is Outcome.ACCEPTED for o in outcomes):
-                self.routed += 1
-                self._delete(ref)
-            elif Outcome.REJECTED in outcomes and not {Outcome.UNKNOWN, Outcome.NO_SPACE} & set(outcomes):
-                self.dropped += 1  # refused by a queue (reject-publish): as a publisher would be told
-                self._delete(ref)
-            else:  # lost in flight or no space: routed again (at least once)
-                self._node.loop.call_later(RETRY_S, self._retry, due, ref)
-
+        on_outcome = _all_outcomes(len(queues), lambda outcomes: self._confirmed(ref, outcomes))
         for q in queues:
-            q.publish(QueueMessage(0, stored.payload, durable, expires_at, 0, False, self.name, [key]), confirmed)
+            q.publish(QueueMessage(0, message.payload, durable, expires_at, 0, False, self.exchange, [key]), on_outcome)
 
-    def _retry(self, due: int, ref: int) -> None:
-        if self._stopped or not self.index.is_in_flight(ref):
-            return
-        self.index.apply(Retry(((due, ref),)))
-        self._arm()
+    def _confirmed(self, ref: int, outcomes: list[Outcome]) -> None:
+        if self.stopped:
+            return  # detached: the queue gave the message back, another scheduler routes it again
+        if all(o is Outcome.ACCEPTED for o in outcomes):
+            self._settled(ref, dropped=False)
+        elif Outcome.REJECTED in outcomes and not {Outcome.UNKNOWN, Outcome.NO_SPACE} & set(outcomes):
+            self._settled(ref, dropped=True)  # refused by a queue (reject-publish), as a publisher is told
+        else:  # lost in flight or no space: released, so delivered and routed again (at least once)
+            self._node.loop.call_later(RETRY_S, self._retry, ref)
 
-    def _delete(self, ref: int) -> None:
-        persistence = self._node.persistence
-        ticket = persistence.remove(self.key, ref)
-        # out of the index once the delete is on disk, so that a reload never reads it back
-        persistence.on_durable(ticket, lambda: self._deleted(ref), lambda: self._deleted(ref))
+    def _retry(self, ref: int) -> None:
+        if not self.stopped:
+            self.queue.settle(self, [ref], RELEASE)
 
-    def _deleted(self, ref: int) -> None:
-        self.index.apply(Routed((ref,)))
-        if self.index.needs_reload:
-            self._arm()
-
-    def _drop_all(self) -> None:
-        self.stop()
-        self._node.store.delete_queue(self.key)
-        self._gone(self)
+    def _settled(self, ref: int, dropped: bool) -> None:
+        if dropped:
+            self.counters.dropped += 1
+        else:
+            self.counters.routed += 1
+        if not self.stopped:
+            self.queue.settle(self, [ref], ACCEPT)
 
 
-def _reload_command(rows: Any) -> Reload:
-    return Reload(tuple((due, seq) for seq, _size, _flags, due in rows))
+def _all_outcomes(n: int, done: Callable[[list[Outcome]], None]) -> ConfirmCallback:
+    outcomes: list[Outcome] = []
+
+    def one(outcome: Outcome) -> None:
+        outcomes.append(outcome)
+        if len(outcomes) == n:
+            done(outcomes)
+
+    return one

@@ -12,6 +12,7 @@ are applied, on every node alike.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 import time
@@ -24,6 +25,7 @@ from amqp.types import Symbol, Timestamp
 from metadata import commands as mc
 from metadata import limits
 from metadata.feature_flags import QUORUM_CONSUMER_TIMEOUT
+from node.vhosts import delayed_messages
 from node.vhosts.metadata_store import new_key as mc_key
 from queues.arguments import check_declare as check_queue_type_arguments
 from queues.base import Outcome, Queue, QueueArgumentError, QueueMessage, consumer_timeout_of
@@ -218,13 +220,25 @@ class VHost:
                                auto_delete: bool = False, internal: bool = False,
                                arguments: dict | None = None) -> bool:  # fmt: skip
         _check_arguments("exchange", arguments)
-        return await self.node.metadata.created(mc.DeclareExchange(
+        delayed = str(type) == "x-delayed-message"
+        if delayed:
+            delayed_messages.check_name(name)
+        created = await self.node.metadata.created(mc.DeclareExchange(
             mc_key(), self.name, name, str(type), durable, auto_delete, internal, dict(arguments or {})))  # fmt: skip
+        if delayed:  # its messages' queue, before a delayed message comes (node/vhosts/delayed_messages.py)
+            await self.declare_queue(delayed_messages.backing_name(name), True,
+                                     arguments=dict(delayed_messages.BACKING_ARGUMENTS))  # fmt: skip
+            self.node.delayed.check()
+        return created
 
     async def delete_exchange(self, name: str) -> bool:
         if self.routing.exchange(name) is None:
             return False
         await self.node.metadata.run(mc.DeleteExchange(mc_key(), self.name, name))
+        backing = delayed_messages.backing_name(name)
+        if backing in self.queues and name not in self.routing.delayed_exchanges:  # a delayed one's messages go too
+            with contextlib.suppress(NotFound):
+                await self.delete_queue(backing)
         return True
 
     async def bind(self, source: str, kind: str, destination: str, key: str = "",
@@ -266,8 +280,10 @@ class VHost:
         an x-delayed-message exchange goes to its DelayedExchange, which routes it
         once due (node/vhosts/delayed_messages.py)."""
         routing = self.routing
-        if exchange in routing.delayed_exchanges and delay_of(headers) > 0:
-            return [self.node.delayed.exchange(self.name, exchange)]  # type: ignore[list-item]
+        if exchange in routing.delayed_exchanges:
+            delay = delay_of(headers)
+            if delay > 0:
+                return [self.node.delayed.publisher(self, exchange, delay)]  # type: ignore[list-item]
         get = self.queues.get
         return [q for q in map(get, routing.targets(exchange, routing_key, headers)) if q is not None]
 

@@ -1,110 +1,73 @@
-"""The delayed messages' pure index (routing/delay_index.py): due order, the
-bounded window with the rest spilled to disk, in-flight messages, retries and
-reloads; and reading x-delay and x-delayed-type (routing/delayed.py)."""
+"""The delayed messages' pure index (routing/delay_index.py): due order, batches,
+the size of an entry; and reading x-delay and x-delayed-type (routing/delayed.py)."""
 
 from __future__ import annotations
 
 import random
+import tracemalloc
 
 import pytest
 
 from amqp.message import Message
-from routing.delay_index import Delay, DelayIndex, Reload, Retry, Routed, Routing
+from routing.delay_index import Delay, DelayIndex, Take
 from routing.delayed import check_arguments, delay_of
 from routing.errors import PreconditionFailed
 
 
-class Disk:
-    """What the host keeps on disk: (due, ref) per stored message, as its index."""
-
-    def __init__(self) -> None:
-        self.rows: dict[int, int] = {}
-
-    def entries(self) -> tuple[tuple[int, int], ...]:
-        return tuple((due, ref) for ref, due in self.rows.items())
-
-
-def drain(index: DelayIndex, disk: Disk, now: int, batch: int = 7) -> list[tuple[int, int]]:
-    """Routes everything due by `now` as the host does, reloading when the window runs dry."""
-    out = []
-    while True:
-        if index.needs_reload:
-            index.apply(Reload(disk.entries()))
-        due = index.due(now, batch)
-        if not due:
-            return out
-        index.apply(Routing(tuple(ref for _, ref in due)))
-        for _, ref in due:
-            del disk.rows[ref]
-        index.apply(Routed(tuple(ref for _, ref in due)))
-        out += due
-        assert index.in_memory <= index.window_size
-
-
 def test_due_messages_come_out_in_due_order_whatever_order_they_came_in():
-    index, disk = DelayIndex(window=1000), Disk()
-    dues = [500, 100, 300, 100, 200]
-    for ref, due in enumerate(dues):
-        disk.rows[ref] = due
+    index = DelayIndex()
+    for ref, due in enumerate([500, 100, 300, 100, 200]):
         index.apply(Delay(ref, due))
     assert index.next_due() == 100 and len(index) == 5
-    assert index.due(99, 10) == []
-    assert drain(index, disk, 250) == [(100, 1), (100, 3), (200, 4)]
+    assert index.apply(Take(99, 10)) == ()
+    assert index.apply(Take(250, 10)) == (1, 3, 4)  # due 100, 100 (in ref order), 200
     assert index.next_due() == 300 and len(index) == 2
-    assert drain(index, disk, 10_000) == [(300, 2), (500, 0)]
+    assert index.apply(Take(10_000, 1)) == (2,)  # at most `limit` a turn
+    assert index.apply(Take(10_000, 10)) == (0,)
     assert len(index) == 0 and index.next_due() is None
 
 
-def test_a_million_delays_keep_only_the_window_in_memory_and_still_come_out_in_order():
+def test_many_delays_come_out_in_order_in_batches():
     rng = random.Random(7)
-    index, disk = DelayIndex(window=64), Disk()
-    n = 20_000  # the bound is the window's, not n's: the same holds for millions
+    index = DelayIndex()
+    dues = {ref: rng.randrange(1_000_000) for ref in range(20_000)}
+    for ref, due in dues.items():
+        index.apply(Delay(ref, due))
+    out: list[int] = []
+    now = 0
+    while len(index):
+        now += 50_000
+        while batch := index.apply(Take(now, 500)):
+            assert all(dues[ref] <= now for ref in batch)
+            out += batch
+    assert [dues[ref] for ref in out] == sorted(dues.values()) and len(out) == len(dues)
+
+
+def test_the_index_holds_one_small_integer_per_message_never_a_body():
+    """A million pending delays must not cost their bodies: each entry is the due time and
+    the reference packed in one integer (tens of bytes), whatever the message's size."""
+    index = DelayIndex()
+    n = 100_000
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
     for ref in range(n):
-        due = rng.randrange(1_000_000)
-        disk.rows[ref] = due
-        index.apply(Delay(ref, due))
-        assert index.in_memory <= 64
-    assert len(index) == n and index.spilled == n - 64
-    out = drain(index, disk, 2_000_000, batch=50)
-    assert len(out) == n and out == sorted(out)
-
-
-def test_a_message_due_earlier_than_the_window_enters_it_and_pushes_the_latest_to_disk():
-    index, disk = DelayIndex(window=3), Disk()
-    for ref, due in enumerate([10, 20, 30, 40]):
-        disk.rows[ref] = due
-        index.apply(Delay(ref, due))
-    assert index.spilled == 1 and index.in_memory == 3
-    disk.rows[9] = 5
-    index.apply(Delay(9, 5))
-    assert index.due(100, 10) == [(5, 9), (10, 0), (20, 1)]  # 30 was pushed out
-    assert index.spilled == 2
-    assert [ref for _, ref in drain(index, disk, 100)] == [9, 0, 1, 2, 3]
-
-
-def test_messages_in_flight_stay_counted_are_skipped_by_a_reload_and_come_back_on_retry():
-    index, disk = DelayIndex(window=2), Disk()
-    for ref, due in enumerate([10, 20, 30]):
-        disk.rows[ref] = due
-        index.apply(Delay(ref, due))
-    index.apply(Routing((0, 1)))  # the host routes them; the targets have not confirmed yet
-    assert len(index) == 3 and index.in_flight == 2 and index.needs_reload
-    index.apply(Reload(disk.entries()))  # both still on disk: not loaded twice
-    assert index.due(100, 10) == [(30, 2)] and index.spilled == 0
-    index.apply(Retry(((10, 0),)))  # a target lost it: routed again
-    index.apply(Routed((1,)))
-    assert index.due(100, 10) == [(10, 0), (30, 2)] and len(index) == 2
+        index.apply(Delay(1 << 40 | ref, 1_700_000_000_000 + ref))  # realistic ids and epoch-ms due times
+    per_message = (tracemalloc.get_traced_memory()[0] - before) / n
+    tracemalloc.stop()
+    assert per_message < 64, per_message  # a 64-bit id and a due time: no tuple, no body
+    assert index.entries()[:2] == [(1_700_000_000_000, 1 << 40), (1_700_000_000_001, 1 << 40 | 1)]
 
 
 def test_commands_applied_in_the_same_order_give_the_same_state():
-    commands = [Delay(1, 50), Delay(2, 10), Delay(3, 30), Routing((2,)), Retry(((10, 2),)), Routing((2,)), Routed((2,))]
-    a, b = DelayIndex(window=2), DelayIndex(window=2)
-    for command in commands:
-        a.apply(command)
-        b.apply(command)
-    assert a.due(10**9, 10) == b.due(10**9, 10) == [(30, 3)] and a.spilled == b.spilled == 1
+    commands = [Delay(1, 50), Delay(2, 10), Delay(3, 30), Take(20, 5), Delay(4, 5), Take(40, 1)]
+    a, b = DelayIndex(), DelayIndex()
+    results = [(a.apply(command), b.apply(command)) for command in commands]
+    assert all(x == y for x, y in results) and results[3][0] == (2,) and results[5][0] == (4,)
+    assert a.entries() == b.entries() == [(30, 3), (50, 1)]
     with pytest.raises(TypeError):
         a.apply("nonsense")  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        a.apply(Delay(1 << 64, 5))
 
 
 def test_x_delay_is_read_from_the_annotation_then_the_application_property():

@@ -83,6 +83,10 @@ def test_the_count_of_delayed_messages_shows_while_they_wait(api, node):
     assert {x["name"]: x for x in api.get("/api/exchanges").body}["slow"] == info  # the listings show it too
     assert info["messages_delayed"] == 5 and info["message_stats"]["publish_in"] == 5
     assert api.get("/api/queues/%2F/f").body["messages"] == 0
+    backing = api.get("/api/queues/%2F/amq.delayed.slow").body  # where they wait, replicated
+    assert backing["type"] == "quorum" and backing["messages"] == 5
+    assert api.delete("/api/exchanges/%2F/slow").status == 204
+    assert api.get("/api/queues/%2F/amq.delayed.slow").status == 404  # the delayed messages go with it
 
 
 def test_a_delayed_topic_exchange_routes_by_key_once_due(api, node):
