@@ -166,7 +166,7 @@ class DelayedMessages:
         try:
             for vhost, exchange in missing:
                 if exchange in vhost.routing.delayed_exchanges:
-                    await vhost.declare_queue(backing_name(exchange), durable=True, arguments=dict(BACKING_ARGUMENTS))
+                    await vhost.declare_queue(backing_name(exchange), True, arguments=dict(BACKING_ARGUMENTS), internal=True)
             for vhost, name in orphans:
                 if name[len(BACKING_PREFIX) :] not in vhost.routing.delayed_exchanges and name in vhost.queues:
                     await vhost.delete_queue(name)

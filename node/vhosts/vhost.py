@@ -34,7 +34,7 @@ from queues.equivalence import first_difference, inequivalent
 from queues.quorum import QuorumConfig
 from queues.stream.config import check_stream_declaration
 from routing.delayed import delay_of
-from routing.errors import InvalidArgument, NotFound, PreconditionFailed, RoutingError
+from routing.errors import InvalidArgument, NotAllowed, NotFound, PreconditionFailed, RoutingError
 from routing.exchange_types import Headers
 from routing.table import RoutingTable
 
@@ -111,9 +111,15 @@ class VHost:
         exclusive_owner: Any = None,
         auto_delete: bool = False,
         arguments: dict | None = None,
+        *,
+        internal: bool = False,
     ) -> tuple[Queue, bool]:
         """Returns (queue, created). Redeclaring with other properties fails
-        with precondition-failed, as in RabbitMQ."""
+        with precondition-failed, as in RabbitMQ. `internal`: a delayed exchange's own
+        queue, whose name no one else may take."""
+        if name.startswith(delayed_messages.BACKING_PREFIX) and not internal:
+            raise NotAllowed(f"queue name '{name}' contains reserved prefix '{delayed_messages.BACKING_PREFIX}*' "
+                             f"(the queues of x-delayed-message exchanges)")  # fmt: skip
         arguments = self.with_default_type(durable, exclusive_owner is not None, auto_delete, arguments)
         _check_arguments("queue", arguments, queue=True)
         qtype = arguments.get("x-queue-type", "classic")
@@ -227,7 +233,7 @@ class VHost:
             mc_key(), self.name, name, str(type), durable, auto_delete, internal, dict(arguments or {})))  # fmt: skip
         if delayed:  # its messages' queue, before a delayed message comes (node/vhosts/delayed_messages.py)
             await self.declare_queue(delayed_messages.backing_name(name), True,
-                                     arguments=dict(delayed_messages.BACKING_ARGUMENTS))  # fmt: skip
+                                     arguments=dict(delayed_messages.BACKING_ARGUMENTS), internal=True)  # fmt: skip
             self.node.delayed.check()
         return created
 

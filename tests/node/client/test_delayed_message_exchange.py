@@ -139,3 +139,28 @@ def test_delayed_messages_survive_a_restart(broker_factory, tmp_path):
         conn.close()
     assert sorted(bodies) == sorted(f"m{i}" for i in range(20)) and arrived - sent_at >= 1500
     settled(api, "kept")
+
+
+def test_the_delayed_messages_queue_is_the_exchanges_own(api, node):
+    """No policy reaches it (a catch-all TTL or length limit would drop delayed messages), no
+    one else may declare a queue under its prefix, and a definitions export leaves it out
+    (declaring the exchange brings it)."""
+    assert api.put("/api/policies/%2F/all", {"pattern": "^amq[.]delayed[.]", "apply-to": "queues",
+                                             "definition": {"message-ttl": 50, "max-length": 1}}).status == 201  # fmt: skip
+    declare(api, "guarded", "fanout", {"g": ""})
+    publish(node.url, "/exchanges/guarded", [delayed(f"m{i}", 400) for i in range(3)])
+    backing = api.get("/api/queues/%2F/amq.delayed.guarded").body
+    assert backing["policy"] is None and backing["messages"] == 3
+    assert api.delete("/api/policies/%2F/all").status == 204
+    conn = BlockingConnection(node.url, timeout=10)
+    try:
+        receiver = conn.create_receiver("/queues/g", credit=10)
+        assert sorted(receiver.receive(timeout=10).body for _ in range(3)) == ["m0", "m1", "m2"]
+        receiver.accept()
+    finally:
+        conn.close()
+    reply = api.put("/api/queues/%2F/amq.delayed.mine", {"durable": True})
+    assert reply.status in (400, 403) and "amq.delayed." in str(reply.body)
+    exported = api.get("/api/definitions").body
+    assert "amq.delayed.guarded" not in [q["name"] for q in exported["queues"]]
+    assert "guarded" in [x["name"] for x in exported["exchanges"]]
