@@ -206,8 +206,9 @@ FLAGS = FeatureFlagRegistry([
                 "The x-consistent-hash exchange type (members without it could not route through one)",
                 STABLE, "0.3.0", depends_on=(WARREN_METADATA_RAFT_V1,)),
     FeatureFlag(DELAYED_MESSAGE_EXCHANGE,
-                "The x-delayed-message exchange type (members without it would route delayed messages at once)",
-                STABLE, "0.3.0", depends_on=(WARREN_METADATA_RAFT_V1,)),
+                "The x-delayed-message exchange type (members without it would route delayed messages at once);"
+                " its messages wait in a quorum queue with a consumer timeout",
+                STABLE, "0.3.0", depends_on=(QUORUM_QUEUE_V1, QUORUM_CONSUMER_TIMEOUT)),
 ])  # fmt: skip
 
 
