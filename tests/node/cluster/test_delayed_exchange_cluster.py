@@ -35,6 +35,8 @@ def test_killing_the_delay_groups_leader_loses_no_delayed_message(cluster):
     backing = "amq.delayed.dx"
     cluster.wait_for(lambda: (info(first, backing) or {}).get("leader_elected"), 20, "the delay group's leader")
     cluster.wait_for(lambda: (info(first, "target") or {}).get("leader_elected"), 20, "the target's leader")
+    # one scheduler (a consumer) per member: each holds its share of the delayed messages
+    cluster.wait_for(lambda: (info(first, backing) or {}).get("consumers") == 3, 20, "a scheduler on every member")
     leader_id = info(first, backing)["leader"]
     assert sorted(info(first, backing)["members"]) == sorted(n.id for n in cluster.nodes)
     leader = next(i for i, n in enumerate(cluster.nodes) if n.id == leader_id)
@@ -50,6 +52,8 @@ def test_killing_the_delay_groups_leader_loses_no_delayed_message(cluster):
         conn.close()
     # every member's scheduler holds some of them (one consumer per member): kill the leader's node
     assert publisher.http("GET", "/api/exchanges/%2F/dx")["messages_delayed"] == COUNT
+    held = info(cluster[leader], backing)
+    assert held["messages_unacknowledged"] + held["messages_ready"] == COUNT
     cluster.kill9(leader)
     survivor = cluster[(leader + 2) % 3]
     conn = BlockingConnection(url(survivor), timeout=30)
