@@ -21,12 +21,29 @@ from routing.errors import PreconditionFailed
 from routing.message_facts import MessageFacts, application_properties
 from routing.model import ExchangeType
 
-__all__ = ["DELAY", "DELAYED_TYPE", "UNDERLYING", "check_arguments", "delay_of", "underlying_type"]
+__all__ = [
+    "BACKING_PREFIX",
+    "DELAY",
+    "DELAYED_TYPE",
+    "UNDERLYING",
+    "backing_name",
+    "check_arguments",
+    "delay_of",
+    "underlying_type",
+]
 
 DELAYED_TYPE = "x-delayed-type"
 DELAY = "x-delay"
 UNDERLYING = (ExchangeType.DIRECT, ExchangeType.FANOUT, ExchangeType.TOPIC, ExchangeType.HEADERS)
+# a delayed exchange's messages wait in a quorum queue of its own (node/vhosts/delayed_messages.py)
+BACKING_PREFIX = "amq.delayed."
 MAX_DELAY = 2**32 - 1  # ms (about 49.7 days): a longer delay is held this long, as the plugin's timer caps it
+
+
+def backing_name(exchange: str) -> str:
+    """The queue that holds a delayed exchange's delayed messages; routing hands it the
+    messages that reach the exchange with a delay (routing/table.py's walk, node/vhosts/vhost.py)."""
+    return BACKING_PREFIX + exchange
 
 
 def check_arguments(arguments: Mapping[str, Any]) -> None:

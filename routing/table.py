@@ -30,6 +30,7 @@ import random
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
 
+from routing.delayed import backing_name, delay_of
 from routing.errors import InvalidArgument, NotAllowed, NotFound, PreconditionFailed
 from routing.exchange_types import Choice, Headers, Index, check_exchange_arguments, new_index
 from routing.model import (
@@ -332,7 +333,7 @@ class RoutingTable:
         if state.exchange_bindings == 0 and (dests or state.alternate is None):
             # The common case: queues only, no graph to walk.
             return {name for _, name in dests}
-        return self._walk(exchange, state, dests, routing_key, headers)
+        return _walk(self._exchanges, self.delayed_exchanges, exchange, state, dests, routing_key, headers)
 
     def route_keys(self, exchange: str, routing_keys: list[str], headers: Headers = None) -> set[str]:
         """As `route`, for a message with several routing keys (the x-cc annotation): the
@@ -361,40 +362,6 @@ class RoutingTable:
             if state.exchange.type in KEY_DETERMINED and state.exchange_bindings == 0 and state.alternate is None:
                 self._memo.put(exchange, routing_key, names)
         return names
-
-    def _walk(
-        self,
-        exchange: str,
-        state: _ExchangeState,
-        dests: Collection[Destination],
-        routing_key: str,
-        headers: Headers,
-    ) -> set[str]:
-        queues: set[str] = set()
-        seen = {exchange}
-        pending: list[_ExchangeState] = []
-        while True:
-            if dests:
-                for kind, name in dests:
-                    if kind is QUEUE:
-                        queues.add(name)
-                    elif name not in seen:
-                        seen.add(name)
-                        self._push(name, pending)
-            elif state.alternate is not None and state.alternate not in seen:
-                # RabbitMQ follows the alternate exchange only when the
-                # exchange itself matched no destination at all.
-                seen.add(state.alternate)
-                self._push(state.alternate, pending)
-            if not pending:
-                return queues
-            state = pending.pop()
-            dests = state.index.match(routing_key, headers)
-
-    def _push(self, name: str, pending: list[_ExchangeState]) -> None:
-        state = self._exchanges.get(name)
-        if state is not None:  # a dangling alternate-exchange is ignored
-            pending.append(state)
 
     # -- internals ------------------------------------------------------------
 
@@ -461,3 +428,39 @@ def _assert_equivalent(current: Exchange, wanted: Exchange) -> None:
                 f"inequivalent arg '{field}' for exchange '{current.name}': "
                 f"received {want!r} but current is {have!r}"
             )
+
+
+def _walk(exchanges: Mapping[str, _ExchangeState], delayed: set[str], exchange: str, state: _ExchangeState,
+          dests: Collection[Destination], routing_key: str, headers: Headers) -> set[str]:  # fmt: skip
+    """The queues reached through exchange-to-exchange bindings and alternate exchanges."""
+    queues: set[str] = set()
+    seen = {exchange}
+    pending: list[_ExchangeState] = []
+
+    def push(name: str) -> None:
+        if name in delayed and delay_of(headers) > 0:
+            # a delayed exchange reached with a delayed message holds it: its queue
+            # (routing/delayed.py) stands for the exchange and its bindings
+            queues.add(backing_name(name))
+            return
+        state = exchanges.get(name)
+        if state is not None:  # a dangling alternate-exchange is ignored
+            pending.append(state)
+
+    while True:
+        if dests:
+            for kind, name in dests:
+                if kind is QUEUE:
+                    queues.add(name)
+                elif name not in seen:
+                    seen.add(name)
+                    push(name)
+        elif state.alternate is not None and state.alternate not in seen:
+            # RabbitMQ follows the alternate exchange only when the
+            # exchange itself matched no destination at all.
+            seen.add(state.alternate)
+            push(state.alternate)
+        if not pending:
+            return queues
+        state = pending.pop()
+        dests = state.index.match(routing_key, headers)

@@ -42,6 +42,7 @@ from amqp.message import Message
 from amqp.types import Symbol
 from queues.base import ACCEPT, RELEASE, ConfirmCallback, Outcome, QueueMessage
 from routing.delay_index import Delay, DelayIndex, Take
+from routing.delayed import BACKING_PREFIX, backing_name
 from routing.errors import NotFound, RoutingError
 from routing.table import MAX_NAME_BYTES
 
@@ -52,7 +53,6 @@ __all__ = ["BACKING_PREFIX", "DelayScheduler", "DelayedMessages", "DelayedPublis
 
 log = logging.getLogger("warren.delayed")
 
-BACKING_PREFIX = "amq.delayed."
 DUE = Symbol("x-opt-delay-until")  # the due time (ms since the epoch) of a held message
 # The scheduler holds every message checked out; the queue's consumer timeout (RabbitMQ's 30
 # minutes) would give them all back every so often: the longest delay instead (about 49.7 days).
@@ -60,10 +60,6 @@ BACKING_ARGUMENTS = {"x-queue-type": "quorum", "x-consumer-timeout": 2**32 - 1}
 CREDIT = 1 << 30  # the scheduler's credit: everything the queue holds
 ROUTE_BATCH = 1000  # due messages released per timer turn
 RETRY_S = 1.0  # a message whose targets did not all confirm is routed again this much later
-
-
-def backing_name(exchange: str) -> str:
-    return BACKING_PREFIX + exchange
 
 
 def check_name(exchange: str) -> None:
@@ -166,7 +162,9 @@ class DelayedMessages:
         try:
             for vhost, exchange in missing:
                 if exchange in vhost.routing.delayed_exchanges:
-                    await vhost.declare_queue(backing_name(exchange), True, arguments=dict(BACKING_ARGUMENTS), internal=True)
+                    await vhost.declare_queue(
+                        backing_name(exchange), True, arguments=dict(BACKING_ARGUMENTS), internal=True
+                    )
             for vhost, name in orphans:
                 if name[len(BACKING_PREFIX) :] not in vhost.routing.delayed_exchanges and name in vhost.queues:
                     await vhost.delete_queue(name)

@@ -17,7 +17,7 @@ import logging
 import random
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from amqp.errors import Condition
@@ -33,7 +33,7 @@ from queues.classic import ClassicQueueConfig
 from queues.equivalence import first_difference, inequivalent
 from queues.quorum import QuorumConfig
 from queues.stream.config import check_stream_declaration
-from routing.delayed import delay_of
+from routing.delayed import BACKING_PREFIX, delay_of
 from routing.errors import InvalidArgument, NotAllowed, NotFound, PreconditionFailed, RoutingError
 from routing.exchange_types import Headers
 from routing.table import RoutingTable
@@ -282,29 +282,43 @@ class VHost:
 
     def route(self, exchange: str, routing_key: str, headers: Headers) -> list[Queue]:
         """`headers`: the application-properties, or a function that decodes
-        them when a headers exchange needs them. A message with a delay published to
-        an x-delayed-message exchange goes to its DelayedExchange, which routes it
-        once due (node/vhosts/delayed_messages.py)."""
+        them when a headers exchange needs them. A message with a delay that reaches
+        an x-delayed-message exchange (published to it, or through exchange-to-exchange
+        bindings: the table names the exchange's queue) goes to that exchange's queue
+        with its due time, to be routed once due (node/vhosts/delayed_messages.py)."""
         routing = self.routing
-        if exchange in routing.delayed_exchanges:
-            delay = delay_of(headers)
-            if delay > 0:
-                return [self.node.delayed.publisher(self, exchange, delay)]  # type: ignore[list-item]
-        get = self.queues.get
+        if routing.delayed_exchanges:
+            if exchange in routing.delayed_exchanges:
+                delay = delay_of(headers)
+                if delay > 0:
+                    return [self.node.delayed.publisher(self, exchange, delay)]  # type: ignore[list-item]
+            return self._resolve(routing.targets(exchange, routing_key, headers), headers)
+        get = self.queues.get  # one lookup per target queue (the table remembers the names per key)
         return [q for q in map(get, routing.targets(exchange, routing_key, headers)) if q is not None]
 
     def route_now(self, exchange: str, routing_key: str, headers: Headers) -> list[Queue]:
-        """As `route`, never delaying: a delayed message that is due."""
-        get = self.queues.get  # one lookup per target queue (the table remembers the names per key)
-        return [q for q in map(get, self.routing.targets(exchange, routing_key, headers)) if q is not None]
+        """As `route`, not delaying a message published to a delayed exchange: one that is due."""
+        return self._resolve(self.routing.targets(exchange, routing_key, headers), headers)
 
     def route_keys(self, exchange: str, routing_keys: list[str], headers: Headers) -> list[Queue]:
         """As `route`, for a message with several routing keys (x-cc)."""
         if exchange in self.routing.delayed_exchanges and delay_of(headers) > 0:
             raise InvalidArgument(f"message annotation x-cc is not supported with x-delay (exchange '{exchange}' "
                                   f"holds one routing key per delayed message)")  # fmt: skip
+        return self._resolve(sorted(self.routing.route_keys(exchange, routing_keys, headers)), headers)
+
+    def _resolve(self, names: Iterable[str], headers: Headers) -> list[Queue]:
+        """Queue objects by name; a delayed exchange's queue, named by the walk for a
+        delayed message that reached that exchange, takes it with its due time."""
         get = self.queues.get
-        return [q for q in map(get, sorted(self.routing.route_keys(exchange, routing_keys, headers))) if q is not None]
+        queues = [q for q in map(get, names) if q is not None]
+        if self.routing.delayed_exchanges:
+            delayed = self.node.delayed
+            for i, q in enumerate(queues):
+                if q.name.startswith(BACKING_PREFIX):
+                    name = q.name[len(BACKING_PREFIX) :]
+                    queues[i] = delayed.publisher(self, name, delay_of(headers))  # type: ignore[assignment]
+        return queues
 
     # ------------------------------------------------------------ QueueHost
 

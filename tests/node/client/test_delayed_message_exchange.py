@@ -164,3 +164,23 @@ def test_the_delayed_messages_queue_is_the_exchanges_own(api, node):
     exported = api.get("/api/definitions").body
     assert "amq.delayed.guarded" not in [q["name"] for q in exported["queues"]]
     assert "guarded" in [x["name"] for x in exported["exchanges"]]
+
+
+def test_a_delayed_message_reaching_the_exchange_through_another_is_delayed_too(api, node):
+    """As the plugin does: the delayed exchange holds what an exchange-to-exchange binding brings."""
+    declare(api, "inner", "direct", {"iq": "k"})
+    assert api.put("/api/exchanges/%2F/front", {"type": "fanout"}).status == 201
+    assert api.post("/api/bindings/%2F/e/front/e/inner", {"routing_key": ""}).status == 201
+    conn = BlockingConnection(node.url, timeout=10)
+    try:
+        receiver = conn.create_receiver("/queues/iq", credit=10)
+        sent_at = node.broker.now_ms()
+        publish(node.url, "/exchanges/front/k", [delayed("through", 300), delayed("direct", None)])
+        assert receiver.receive(timeout=5).body == "direct"
+        late = receiver.receive(timeout=10)
+        arrived = node.broker.now_ms()
+        receiver.accept()
+    finally:
+        conn.close()
+    assert late.body == "through" and arrived - sent_at >= 300
+    assert settled(api, "inner")["message_stats"] == {"publish_in": 1, "publish_out": 1}
