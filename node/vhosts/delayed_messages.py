@@ -206,8 +206,9 @@ class DelayedPublish:
                 confirm(outcome)
 
         # durable whatever the header says: the delay is a promise; the TTL counts from routing
+        annotations = {**(message.annotations or {}), DUE: self.due}  # a dead letter's x-opt-deaths kept
         held = QueueMessage(0, message.payload, True, None, 0, False, message.exchange, list(message.routing_keys),
-                            annotations={DUE: self.due})  # fmt: skip
+                            annotations=annotations)  # fmt: skip
         self.queue.publish(held, confirmed)
 
 
@@ -321,8 +322,10 @@ class DelayScheduler:
         expires_at = self._node.now_ms() + ttl if ttl is not None else None  # the TTL counts from routing
         durable = bool(header is not None and header.durable)
         on_outcome = _all_outcomes(len(queues), lambda outcomes: self._confirmed(ref, outcomes))
+        annotations = {k: v for k, v in (message.annotations or {}).items() if k != DUE} or None
         for q in queues:
-            q.publish(QueueMessage(0, message.payload, durable, expires_at, 0, False, self.exchange, [key]), on_outcome)
+            q.publish(QueueMessage(0, message.payload, durable, expires_at, 0, False, self.exchange, [key],
+                                   annotations=annotations), on_outcome)  # fmt: skip
 
     def _confirmed(self, ref: int, outcomes: list[Outcome]) -> None:
         if self.stopped:

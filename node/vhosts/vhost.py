@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from amqp.errors import Condition
+from amqp.message import Message
 from amqp.types import Symbol, Timestamp
 from metadata import commands as mc
 from metadata import limits
@@ -382,8 +383,10 @@ class VHost:
         annotations[Symbol("x-last-death-exchange")] = message.exchange
         try:
             targets: list[Queue] = []
+            # a delayed dead-letter exchange reads the message's x-delay (and its x-delayed-type its headers)
+            facts = Message.from_bytes(message.payload) if dlx in self.routing.delayed_exchanges else None
             for key in keys:
-                for q in self.route(dlx, key, None):
+                for q in self.route(dlx, key, facts):
                     if q not in targets:
                         targets.append(q)
         except RoutingError:

@@ -184,3 +184,23 @@ def test_a_delayed_message_reaching_the_exchange_through_another_is_delayed_too(
         conn.close()
     assert late.body == "through" and arrived - sent_at >= 300
     assert settled(api, "inner")["message_stats"] == {"publish_in": 1, "publish_out": 1}
+
+
+def test_a_dead_letter_sent_to_a_delayed_exchange_waits_its_x_delay_and_keeps_its_death_history(api, node):
+    declare(api, "retry-later", "direct", {"retried": "work"})
+    assert api.put("/api/queues/%2F/work", {"durable": True, "arguments": {
+        "x-message-ttl": 50, "x-dead-letter-exchange": "retry-later"}}).status == 201  # fmt: skip
+    conn = BlockingConnection(node.url, timeout=10)
+    try:
+        receiver = conn.create_receiver("/queues/retried", credit=10)
+        sent_at = node.broker.now_ms()
+        publish(node.url, "/queues/work", [delayed("retry-me", 400)])
+        got = receiver.receive(timeout=10)
+        arrived = node.broker.now_ms()
+        receiver.accept()
+    finally:
+        conn.close()
+    assert got.body == "retry-me" and arrived - sent_at >= 50 + 400
+    deaths = got.annotations[symbol("x-opt-deaths")]
+    assert deaths[0][symbol("queue")] == "work" and deaths[0][symbol("reason")] == "expired"
+    assert symbol("x-opt-delay-until") not in got.annotations  # the hold's own annotation stays behind
