@@ -42,7 +42,7 @@ from amqp.message import Message
 from amqp.types import Symbol
 from queues.base import ACCEPT, RELEASE, ConfirmCallback, Outcome, QueueMessage
 from routing.delay_index import Delay, DelayIndex, Take
-from routing.delayed import BACKING_PREFIX, backing_name
+from routing.delayed import BACKING_PREFIX, backing_name, delay_of
 from routing.errors import NotFound, RoutingError
 from routing.table import MAX_NAME_BYTES
 
@@ -107,6 +107,14 @@ class DelayedMessages:
             raise NotFound(f"the queue that holds the delayed messages of exchange '{exchange}' in vhost "
                            f"'{vhost.name}' is not there yet (declared with the exchange): try again")  # fmt: skip
         return DelayedPublish(queue, self._node.now_ms() + delay, self.counters(vhost.name, exchange))
+
+    def resolve(self, vhost: Any, queues: list[Any], headers: Any) -> list[Any]:
+        """`queues` as routing found them, with each delayed exchange's queue (named by the
+        table's walk for a delayed message that reached the exchange) as its DelayedPublish."""
+        for i, queue in enumerate(queues):
+            if queue.name.startswith(BACKING_PREFIX):
+                queues[i] = self.publisher(vhost, queue.name[len(BACKING_PREFIX) :], delay_of(headers))
+        return queues
 
     def counters(self, vhost: str, exchange: str) -> Counters:
         counters = self._counters.get((vhost, exchange))

@@ -34,7 +34,7 @@ from queues.classic import ClassicQueueConfig
 from queues.equivalence import first_difference, inequivalent
 from queues.quorum import QuorumConfig
 from queues.stream.config import check_stream_declaration
-from routing.delayed import BACKING_PREFIX, delay_of
+from routing.delayed import delay_of
 from routing.errors import InvalidArgument, NotAllowed, NotFound, PreconditionFailed, RoutingError
 from routing.exchange_types import Headers
 from routing.table import RoutingTable
@@ -311,15 +311,8 @@ class VHost:
     def _resolve(self, names: Iterable[str], headers: Headers) -> list[Queue]:
         """Queue objects by name; a delayed exchange's queue, named by the walk for a
         delayed message that reached that exchange, takes it with its due time."""
-        get = self.queues.get
-        queues = [q for q in map(get, names) if q is not None]
-        if self.routing.delayed_exchanges:
-            delayed = self.node.delayed
-            for i, q in enumerate(queues):
-                if q.name.startswith(BACKING_PREFIX):
-                    name = q.name[len(BACKING_PREFIX) :]
-                    queues[i] = delayed.publisher(self, name, delay_of(headers))  # type: ignore[assignment]
-        return queues
+        queues = [q for q in map(self.queues.get, names) if q is not None]
+        return self.node.delayed.resolve(self, queues, headers) if self.routing.delayed_exchanges else queues
 
     # ------------------------------------------------------------ QueueHost
 
