@@ -205,8 +205,14 @@ def policy_definition_json(policy: Any, operator: bool = False) -> dict:
             "definition": plain(policy.definition), "priority": policy.priority}  # fmt: skip
 
 
-def exchange_json(vhost: str, exchange: Any, delayed: dict[str, int] | None = None) -> dict:
-    """`delayed`: an x-delayed-message exchange's counters on this node (node/vhosts/delayed_messages.py)."""
+def exchange_counters(delayed: dict[str, int]) -> dict[str, int]:
+    """A delayed exchange's counters (node/vhosts/delayed_messages.py) under RabbitMQ's exchange message_stats names."""
+    return {"publish_in": delayed.get("published", 0), "publish_out": delayed.get("routed", 0)}
+
+
+def exchange_json(vhost: str, exchange: Any, delayed: dict[str, int] | None = None,
+                  rates: dict[str, float] | None = None) -> dict:  # fmt: skip
+    """`delayed`: an x-delayed-message exchange's counts on this node, `rates` theirs per second."""
     builtin = exchange.name == "" or exchange.name.startswith("amq.")
     out = {
         "name": exchange.name,
@@ -223,7 +229,7 @@ def exchange_json(vhost: str, exchange: Any, delayed: dict[str, int] | None = No
         # the plugin's exchange info (the management UI shows it); the counts are this node's
         delayed = delayed or {}
         out["messages_delayed"] = delayed.get("messages_delayed", 0)
-        out["message_stats"] = {"publish_in": delayed.get("published", 0), "publish_out": delayed.get("routed", 0)}
+        out["message_stats"] = _details(exchange_counters(delayed), rates)
     return out
 
 

@@ -149,24 +149,23 @@ async def queue_bindings(request: web.Request) -> web.Response:
 # ---------------------------------------------------------------- exchanges
 
 
-def _exchanges(delayed: Any, vhosts: list[Any]) -> list[dict]:
+def _exchanges(api: Any, vhosts: list[Any]) -> list[dict]:
     out = []
     for vhost in vhosts:
-        listed = (fmt.exchange_json(vhost.name, x, delayed.stats(vhost.name, x.name)) for x in vhost.routing.exchanges())
-        out += sorted(listed, key=lambda x: x["name"])
+        out += sorted((api.exchange_json(vhost.name, x) for x in vhost.routing.exchanges()), key=lambda x: x["name"])
     return out
 
 
 @access(MGMT)
 async def list_exchanges(request: web.Request) -> web.Response:
     api = api_of(request)
-    return list_response(request, _exchanges(api.node.delayed, api.visible_vhosts(request[USER])))
+    return list_response(request, _exchanges(api, api.visible_vhosts(request[USER])))
 
 
 @access(VHOST)
 async def vhost_exchanges(request: web.Request) -> web.Response:
     api = api_of(request)
-    return list_response(request, _exchanges(api.node.delayed, [api.vhost(request.match_info["vhost"])]))
+    return list_response(request, _exchanges(api, [api.vhost(request.match_info["vhost"])]))
 
 
 def _exchange(request: web.Request) -> tuple[Any, Any]:
@@ -180,8 +179,7 @@ def _exchange(request: web.Request) -> tuple[Any, Any]:
 @access(VHOST)
 async def get_exchange(request: web.Request) -> web.Response:
     vhost, exchange = _exchange(request)
-    delayed = api_of(request).node.delayed.stats(vhost.name, exchange.name)
-    return json_response(request, fmt.exchange_json(vhost.name, exchange, delayed))
+    return json_response(request, api_of(request).exchange_json(vhost.name, exchange))
 
 
 @access(VHOST)
