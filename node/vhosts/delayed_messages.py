@@ -234,6 +234,7 @@ class DelayScheduler:
         self.counters = counters
         self.index = DelayIndex()
         self.stopped = False
+        self._detached = False
         self._received = 0  # deliveries: the link's delivery-count, for the credit top-ups
         self._granted_at = 0
         self._timer: asyncio.TimerHandle | None = None
@@ -244,13 +245,9 @@ class DelayScheduler:
         self.queue.credit(self, 0, CREDIT, False, False)
 
     def stop(self) -> None:
-        if self.stopped:
-            return
-        self.stopped = True
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        if not self.queue.deleted:
+        self._halt()
+        if not self._detached and not self.queue.deleted:
+            self._detached = True
             self.queue.detach_consumer(self)  # what it held goes back to the queue
 
     # ------------------------------------------------------------ Consumer
@@ -274,14 +271,18 @@ class DelayScheduler:
         pass  # the scheduler never asks for one (no echo, no drain)
 
     def queue_deleted(self) -> None:
-        self.stopped = True  # DelayedMessages.check drops it
+        self._halt()  # DelayedMessages.check drops it
+
+    def timed_out(self, description: str) -> None:
+        # held longer than the queue's consumer timeout (the longest delay): every held message
+        # went back to the queue; DelayedMessages.check detaches this one and attaches anew
+        self._halt()
+
+    def _halt(self) -> None:
+        self.stopped = True
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-
-    def timed_out(self, description: str) -> None:
-        # a policy's consumer-timeout gave every held message back: the next check attaches anew
-        self.queue_deleted()
 
     # ------------------------------------------------------------ out
 
