@@ -29,6 +29,7 @@ from metadata.commands import AddMember
 __all__ = [
     "CONSISTENT_HASH_EXCHANGE",
     "CREDIT_API_V2",
+    "DELAYED_MESSAGE_EXCHANGE",
     "EXCHANGE_POLICIES",
     "FLAGS",
     "OPERATOR_POLICIES",
@@ -78,6 +79,7 @@ QUORUM_CONSUMER_TIMEOUT = "quorum_consumer_timeout"
 CONSISTENT_HASH_EXCHANGE = "consistent_hash_exchange"
 VHOST_DELETION_PROTECTION = "vhost_deletion_protection"
 QUEUE_DECLARING_USER = "queue_declaring_user"
+DELAYED_MESSAGE_EXCHANGE = "delayed_message_exchange"
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,6 +217,10 @@ FLAGS = FeatureFlagRegistry([
                 "A queue's record keeps the user who declared it (metadata.declare_queue version 2), which"
                 " GET /api/users/{user}/queues lists",
                 STABLE, "0.3.0", depends_on=(WARREN_METADATA_RAFT_V1,)),
+    FeatureFlag(DELAYED_MESSAGE_EXCHANGE,
+                "The x-delayed-message exchange type (members without it would route delayed messages at once);"
+                " its messages wait in a quorum queue with a consumer timeout",
+                STABLE, "0.3.0", depends_on=(QUORUM_QUEUE_V1, QUORUM_CONSUMER_TIMEOUT)),
 ])  # fmt: skip
 
 

@@ -28,6 +28,7 @@ from metadata import effects as fx
 from metadata.effects import CREATED, OK, Effect, Result
 from metadata.feature_flags import (
     CONSISTENT_HASH_EXCHANGE,
+    DELAYED_MESSAGE_EXCHANGE,
     QUEUE_DECLARING_USER,
     QUORUM_QUEUE_V1,
     STREAM_QUEUE,
@@ -39,6 +40,7 @@ from queues.base import QueueArgumentError
 from queues.classic import ClassicQueueConfig
 from queues.equivalence import first_difference, inequivalent
 from queues.stream.config import StreamConfig
+from routing.delayed import underlying_type
 from routing.errors import RoutingError
 from routing.exchange_types import check_exchange_arguments, new_index
 from routing.model import ALTERNATE_EXCHANGE, DEFAULT_EXCHANGE, Binding, DestinationKind, ExchangeType
@@ -102,6 +104,8 @@ def declare_exchange(state: MetadataState, cmd: c.DeclareExchange) -> Outcome:
         raise Refused(fx.INVALID_FIELD, f"invalid exchange type '{cmd.type}'") from None
     if exchange_type is ExchangeType.CONSISTENT_HASH and not state.flag_enabled(CONSISTENT_HASH_EXCHANGE):
         raise Refused(fx.NOT_IMPLEMENTED, f"exchange type '{cmd.type}' needs feature flag '{CONSISTENT_HASH_EXCHANGE}'")
+    if exchange_type is ExchangeType.DELAYED_MESSAGE and not state.flag_enabled(DELAYED_MESSAGE_EXCHANGE):
+        raise Refused(fx.NOT_IMPLEMENTED, f"exchange type '{cmd.type}' needs feature flag '{DELAYED_MESSAGE_EXCHANGE}'")
     alternate = arguments.get(ALTERNATE_EXCHANGE)
     if alternate is not None and not isinstance(alternate, str):
         raise Refused(fx.INVALID_FIELD, f"invalid {ALTERNATE_EXCHANGE} argument {alternate!r}")
@@ -308,7 +312,15 @@ def queue_deleted(queue: QueueRecord) -> fx.QueueDeleted:
 
 # -- bindings ----------------------------------------------------------------------
 
-_VALIDATORS = {t: new_index(t, lambda pool: pool[0]) for t in ExchangeType}
+_VALIDATORS = {t: new_index(t, lambda pool: pool[0]) for t in ExchangeType if t is not ExchangeType.DELAYED_MESSAGE}
+
+
+def _validator(source: ExchangeRecord) -> Any:
+    """What checks a binding of `source`: a delayed exchange's bindings are its x-delayed-type's."""
+    exchange_type = ExchangeType(source.type)
+    if exchange_type is ExchangeType.DELAYED_MESSAGE:
+        exchange_type = underlying_type(source.arguments_map)
+    return _VALIDATORS[exchange_type]
 
 
 def _binding_checks(vh: VHostState, cmd: c.Bind | c.Unbind) -> tuple[ExchangeRecord, dict[str, Any]]:
@@ -340,7 +352,7 @@ def bind(state: MetadataState, cmd: c.Bind) -> Outcome:
     vh = vhost_of(state, cmd.vhost)
     source, arguments = _binding_checks(vh, cmd)
     try:
-        _VALIDATORS[ExchangeType(source.type)].validate(
+        _validator(source).validate(
             Binding(cmd.source, cmd.destination_kind, cmd.destination, cmd.binding_key, arguments)
         )
     except RoutingError as e:

@@ -42,6 +42,7 @@ from node.ops.metrics import NodeMetrics
 from node.ops.periodic import Periodic
 from node.ops.state_snapshot import SnapshotWriter, collect
 from node.vhosts.definitions import DefinitionsFile
+from node.vhosts.delayed_messages import DelayedMessages
 from node.vhosts.local_queues import LocalQueues, Owners
 from node.vhosts.metadata_ready import metadata_ready
 from node.vhosts.metadata_store import MetadataStore, new_key
@@ -116,6 +117,7 @@ class Broker:
         self.placement = Placement(self, config.queue_leader_locator)  # quorum-queue leader locators, rebalance
         self.queue_service: QueueService | None = None
         self.volatile = VolatileQueues(self.metrics)  # Direct Reply-To's queues: in memory, never in the metadata
+        self.delayed = DelayedMessages(self)  # what x-delayed-message exchanges hold until due
         self.alarm_gossip: AlarmGossip | None = None
         self.node_names: NodeNames | None = None  # members' node names (the HTTP API shows them)
         self.reconciler: QuorumReconciler | None = None  # quorum queues grown to their target group size
@@ -175,6 +177,7 @@ class Broker:
             self.node_names = NodeNames(self.cluster, self.loop, cfg.node_name, self.background)
             await metadata_ready(self.cluster, self.metadata, self.feature_flags, cfg)
             self._drop_orphans()
+            self.delayed.start(self.loop)
             self._announcer = self.loop.create_task(
                 announce_member(self.cluster, self.cluster_machine, self.feature_flags))
             if cfg.definitions_file:
@@ -301,6 +304,7 @@ class Broker:
             self.alarm_gossip.close()
         if self.node_names is not None:
             self.node_names.close()
+        self.delayed.stop()
         if self.cluster is not None:
             await self.cluster.stop()
         if self.store is not None and not self.store.closed:

@@ -18,6 +18,8 @@ from typing import Any
 
 from routing.consistent_hash import ConsistentHashIndex
 from routing.consistent_hash import check_arguments as check_consistent_hash_arguments
+from routing.delayed import check_arguments as check_delayed_arguments
+from routing.delayed import underlying_type
 from routing.errors import PreconditionFailed
 from routing.headers import HeadersMatcher
 from routing.message_facts import MessageFacts, application_properties
@@ -172,9 +174,14 @@ def check_exchange_arguments(exchange_type: ExchangeType, arguments: Mapping[str
     when bad; the others' arguments are stored and ignored, as RabbitMQ's."""
     if exchange_type is ExchangeType.CONSISTENT_HASH:
         check_consistent_hash_arguments(arguments)
+    elif exchange_type is ExchangeType.DELAYED_MESSAGE:
+        check_delayed_arguments(arguments)
 
 
 def new_index(exchange_type: ExchangeType, choice: Choice, arguments: Mapping[str, Any] | None = None) -> Index:
+    if exchange_type is ExchangeType.DELAYED_MESSAGE:
+        # routes as its x-delayed-type; the delay itself is node/vhosts/vhost.py's (routing/delayed.py)
+        exchange_type = underlying_type(arguments or {})
     if exchange_type is ExchangeType.DIRECT:
         return DirectIndex()
     if exchange_type is ExchangeType.FANOUT:

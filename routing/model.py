@@ -24,6 +24,7 @@ class ExchangeType(StrEnum):
     HEADERS = "headers"
     LOCAL_RANDOM = "x-local-random"
     CONSISTENT_HASH = "x-consistent-hash"
+    DELAYED_MESSAGE = "x-delayed-message"
 
 
 class DestinationKind(StrEnum):

@@ -30,6 +30,7 @@ import random
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
 
+from routing.delayed import backing_name, delay_of
 from routing.errors import InvalidArgument, NotAllowed, NotFound, PreconditionFailed
 from routing.exchange_types import Choice, Headers, Index, check_exchange_arguments, new_index
 from routing.model import (
@@ -120,6 +121,7 @@ class RoutingTable:
         self._queues: set[str] = set()
         self._memo = RouteMemo()  # cleared by every change below
         self._exchanges: dict[str, _ExchangeState] = {}
+        self.delayed_exchanges: set[str] = set()  # x-delayed-message: a publish looks for a delay (vhost.py)
         # Bindings indexed both ways; dicts used as insertion-ordered sets.
         self._by_source: dict[str, dict[Binding, None]] = {}
         self._by_destination: dict[Destination, dict[Binding, None]] = {}
@@ -189,6 +191,8 @@ class RoutingTable:
         if len(name.encode()) > MAX_NAME_BYTES:
             raise InvalidArgument(f"exchange name longer than {MAX_NAME_BYTES} bytes")
         self._exchanges[name] = _ExchangeState(wanted, new_index(exchange_type, self._choice, wanted.arguments))
+        if exchange_type is ExchangeType.DELAYED_MESSAGE:
+            self.delayed_exchanges.add(name)
         self._memo.clear()
         return wanted
 
@@ -202,6 +206,7 @@ class RoutingTable:
         if if_unused and name in self._by_source:
             raise PreconditionFailed(f"exchange '{name}' in vhost '{self.vhost}' in use")
         del self._exchanges[name]
+        self.delayed_exchanges.discard(name)
         self._memo.clear()
         outgoing = self._by_source.get(name, {})
         incoming = self._by_destination.get(Destination(EXCHANGE, name), {})
@@ -328,7 +333,7 @@ class RoutingTable:
         if state.exchange_bindings == 0 and (dests or state.alternate is None):
             # The common case: queues only, no graph to walk.
             return {name for _, name in dests}
-        return self._walk(exchange, state, dests, routing_key, headers)
+        return _walk(self._exchanges, self.delayed_exchanges, exchange, state, dests, routing_key, headers)
 
     def route_keys(self, exchange: str, routing_keys: list[str], headers: Headers = None) -> set[str]:
         """As `route`, for a message with several routing keys (the x-cc annotation): the
@@ -358,40 +363,6 @@ class RoutingTable:
                 self._memo.put(exchange, routing_key, names)
         return names
 
-    def _walk(
-        self,
-        exchange: str,
-        state: _ExchangeState,
-        dests: Collection[Destination],
-        routing_key: str,
-        headers: Headers,
-    ) -> set[str]:
-        queues: set[str] = set()
-        seen = {exchange}
-        pending: list[_ExchangeState] = []
-        while True:
-            if dests:
-                for kind, name in dests:
-                    if kind is QUEUE:
-                        queues.add(name)
-                    elif name not in seen:
-                        seen.add(name)
-                        self._push(name, pending)
-            elif state.alternate is not None and state.alternate not in seen:
-                # RabbitMQ follows the alternate exchange only when the
-                # exchange itself matched no destination at all.
-                seen.add(state.alternate)
-                self._push(state.alternate, pending)
-            if not pending:
-                return queues
-            state = pending.pop()
-            dests = state.index.match(routing_key, headers)
-
-    def _push(self, name: str, pending: list[_ExchangeState]) -> None:
-        state = self._exchanges.get(name)
-        if state is not None:  # a dangling alternate-exchange is ignored
-            pending.append(state)
-
     # -- internals ------------------------------------------------------------
 
     def _binding(
@@ -420,6 +391,7 @@ class RoutingTable:
             if state is None or not state.exchange.auto_delete or name in self._by_source:
                 continue
             del self._exchanges[name]
+            self.delayed_exchanges.discard(name)
             incoming = list(self._by_destination.get(Destination(EXCHANGE, name), ()))
             for binding in incoming:
                 self._unlink(binding)
@@ -456,3 +428,39 @@ def _assert_equivalent(current: Exchange, wanted: Exchange) -> None:
                 f"inequivalent arg '{field}' for exchange '{current.name}': "
                 f"received {want!r} but current is {have!r}"
             )
+
+
+def _walk(exchanges: Mapping[str, _ExchangeState], delayed: set[str], exchange: str, state: _ExchangeState,
+          dests: Collection[Destination], routing_key: str, headers: Headers) -> set[str]:  # fmt: skip
+    """The queues reached through exchange-to-exchange bindings and alternate exchanges."""
+    queues: set[str] = set()
+    seen = {exchange}
+    pending: list[_ExchangeState] = []
+
+    def push(name: str) -> None:
+        if name in delayed and delay_of(headers) > 0:
+            # a delayed exchange reached with a delayed message holds it: its queue
+            # (routing/delayed.py) stands for the exchange and its bindings
+            queues.add(backing_name(name))
+            return
+        state = exchanges.get(name)
+        if state is not None:  # a dangling alternate-exchange is ignored
+            pending.append(state)
+
+    while True:
+        if dests:
+            for kind, name in dests:
+                if kind is QUEUE:
+                    queues.add(name)
+                elif name not in seen:
+                    seen.add(name)
+                    push(name)
+        elif state.alternate is not None and state.alternate not in seen:
+            # RabbitMQ follows the alternate exchange only when the
+            # exchange itself matched no destination at all.
+            seen.add(state.alternate)
+            push(state.alternate)
+        if not pending:
+            return queues
+        state = pending.pop()
+        dests = state.index.match(routing_key, headers)

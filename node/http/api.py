@@ -131,6 +131,7 @@ class ManagementAPI:
         self.rates = fmt.Rates()
         self.churn = fmt.Rates()  # of fmt.churn_counters
         self.queue_rates: dict[tuple[str, str], fmt.Rates] = {}  # by (vhost, queue): its message_stats rates
+        self.exchange_rates: dict[tuple[str, str], fmt.Rates] = {}  # by (vhost, exchange): delayed exchanges'
         self._timer: Periodic | None = None
 
     def application(self) -> web.Application:
@@ -162,11 +163,24 @@ class ManagementAPI:
                     self.queue_rates.setdefault(key, fmt.Rates()).sample(counters)
         for key in self.queue_rates.keys() - seen:  # deleted queues
             del self.queue_rates[key]
+        exchanges = {(v.name, x) for v in self.node.vhosts.values() for x in v.routing.delayed_exchanges}
+        for key in exchanges:
+            self.exchange_rates.setdefault(key, fmt.Rates()).sample(fmt.exchange_counters(self.node.delayed.stats(*key)))
+        for key in self.exchange_rates.keys() - exchanges:
+            del self.exchange_rates[key]
 
     def queue_rates_of(self, queue: Any) -> dict[str, float] | None:
         """Per second, of the queue's counters since the older of its last two samples."""
         counters, rates = fmt.queue_counters(queue), self.queue_rates.get((queue.vhost, queue.name))
         return rates.rates(counters) if counters is not None and rates is not None else None
+
+    def exchange_json(self, vhost: str, exchange: Any) -> dict:
+        """An exchange's JSON; a delayed one's with its counts and their rates."""
+        if str(exchange.type) != "x-delayed-message":
+            return fmt.exchange_json(vhost, exchange)
+        stats = self.node.delayed.stats(vhost, exchange.name)
+        rates = self.exchange_rates.get((vhost, exchange.name))
+        return fmt.exchange_json(vhost, exchange, stats, rates.rates(fmt.exchange_counters(stats)) if rates else None)
 
     def stop_sampling(self) -> None:
         if self._timer is not None:

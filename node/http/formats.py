@@ -34,6 +34,7 @@ EXCHANGE_TYPES = (
     ("topic", "AMQP topic exchange, as per the AMQP specification"),
     ("x-local-random", "Local random exchange"),
     ("x-consistent-hash", "Consistent Hashing Exchange"),
+    ("x-delayed-message", "Delayed Message Exchange"),
 )
 
 
@@ -211,7 +212,14 @@ def policy_definition_json(policy: Any, operator: bool = False) -> dict:
             "definition": plain(policy.definition), "priority": policy.priority}  # fmt: skip
 
 
-def exchange_json(vhost: str, exchange: Any) -> dict:
+def exchange_counters(delayed: dict[str, int]) -> dict[str, int]:
+    """A delayed exchange's counters (node/vhosts/delayed_messages.py) under RabbitMQ's exchange message_stats names."""
+    return {"publish_in": delayed.get("published", 0), "publish_out": delayed.get("routed", 0)}
+
+
+def exchange_json(vhost: str, exchange: Any, delayed: dict[str, int] | None = None,
+                  rates: dict[str, float] | None = None) -> dict:  # fmt: skip
+    """`delayed`: an x-delayed-message exchange's counts on this node, `rates` theirs per second."""
     builtin = exchange.name == "" or exchange.name.startswith("amq.")
     out = {
         "name": exchange.name,
@@ -224,6 +232,11 @@ def exchange_json(vhost: str, exchange: Any) -> dict:
     }
     if builtin:
         out["user_who_performed_action"] = BUILTIN_USER
+    if str(exchange.type) == "x-delayed-message":
+        # the plugin's exchange info (the management UI shows it); the counts are this node's
+        delayed = delayed or {}
+        out["messages_delayed"] = delayed.get("messages_delayed", 0)
+        out["message_stats"] = _details(exchange_counters(delayed), rates)
     return out
 
 

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from node.ops.metrics import NodeMetrics
     from node.ops.periodic import Periodic
     from node.vhosts.definitions import DefinitionsFile
+    from node.vhosts.delayed_messages import DelayedMessages
     from node.vhosts.metadata_store import MetadataStore
     from node.vhosts.quorum_groups import QuorumQueues
     from node.vhosts.vhost import VHost
@@ -75,6 +76,7 @@ class ManagementNode(ScrapedNode, Protocol):
     memory: MemoryAccount  # GET /api/nodes/{node}/memory (node_detail_routes.py)
     tls: TlsContexts | None  # None without tls_cert (tls_routes.py)
     logs: NodeLogs | None  # GET /api/nodes/{node}/log-tail; None: a node whose host process owns logging
+    delayed: DelayedMessages  # what x-delayed-message exchanges hold (topology_routes.py)
 
     def now_ms(self) -> int: ...
 

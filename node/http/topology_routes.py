@@ -169,21 +169,23 @@ async def queue_bindings(request: web.Request) -> web.Response:
 # ---------------------------------------------------------------- exchanges
 
 
-def _exchanges(vhosts: list[Any]) -> list[dict]:
+def _exchanges(api: Any, vhosts: list[Any]) -> list[dict]:
     out = []
     for vhost in vhosts:
-        out += sorted((fmt.exchange_json(vhost.name, x) for x in vhost.routing.exchanges()), key=lambda x: x["name"])
+        out += sorted((api.exchange_json(vhost.name, x) for x in vhost.routing.exchanges()), key=lambda x: x["name"])
     return out
 
 
 @access(MGMT)
 async def list_exchanges(request: web.Request) -> web.Response:
-    return list_response(request, _exchanges(api_of(request).visible_vhosts(request[USER])))
+    api = api_of(request)
+    return list_response(request, _exchanges(api, api.visible_vhosts(request[USER])))
 
 
 @access(VHOST)
 async def vhost_exchanges(request: web.Request) -> web.Response:
-    return list_response(request, _exchanges([api_of(request).vhost(request.match_info["vhost"])]))
+    api = api_of(request)
+    return list_response(request, _exchanges(api, [api.vhost(request.match_info["vhost"])]))
 
 
 def _exchange(request: web.Request) -> tuple[Any, Any]:
@@ -197,7 +199,7 @@ def _exchange(request: web.Request) -> tuple[Any, Any]:
 @access(VHOST)
 async def get_exchange(request: web.Request) -> web.Response:
     vhost, exchange = _exchange(request)
-    return json_response(request, fmt.exchange_json(vhost.name, exchange))
+    return json_response(request, api_of(request).exchange_json(vhost.name, exchange))
 
 
 @access(VHOST)

@@ -31,6 +31,7 @@ from metadata import effects as fx
 from metadata.effects import Effect, Result
 from metadata.feature_flags import EXCHANGE_POLICIES, QUORUM_QUEUE_POLICIES
 from metadata.state import MetadataState
+from node.vhosts.delayed_messages import BACKING_PREFIX
 from queues.base import QueueArgumentError
 from routing import policies
 
@@ -89,6 +90,10 @@ class PolicyApplier:
     def effective(self, queue: Any) -> policies.Effective:
         projections = self.projections
         qtype = queue.type_name
+        if queue.name.startswith(BACKING_PREFIX):
+            # a delayed exchange's own queue: a policy's TTL, length limit or consumer timeout
+            # would drop or churn the delayed messages (node/vhosts/delayed_messages.py)
+            return policies.effective(queue.arguments)
         policy = policies.choose(projections.vhost_policies(queue.vhost), "queue", queue.name, qtype)
         operator = policies.choose(projections.vhost_policies(queue.vhost, operator=True), "queue", queue.name, qtype)
         return policies.effective(queue.arguments, policy, operator)

@@ -12,18 +12,21 @@ are applied, on every node alike.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from amqp.errors import Condition
+from amqp.message import Message
 from amqp.types import Symbol, Timestamp
 from metadata import commands as mc
 from metadata import limits
 from metadata.feature_flags import QUEUE_DECLARING_USER, QUORUM_CONSUMER_TIMEOUT
+from node.vhosts import delayed_messages
 from node.vhosts.metadata_store import new_key as mc_key
 from queues.arguments import check_declare as check_queue_type_arguments
 from queues.base import Outcome, Queue, QueueArgumentError, QueueMessage, consumer_timeout_of
@@ -31,6 +34,7 @@ from queues.classic import ClassicQueueConfig
 from queues.equivalence import first_difference, inequivalent
 from queues.quorum import QuorumConfig
 from queues.stream.config import check_stream_declaration
+from routing.delayed import delay_of
 from routing.errors import InvalidArgument, NotFound, PreconditionFailed, RoutingError
 from routing.exchange_types import Headers
 from routing.table import RoutingTable
@@ -40,6 +44,7 @@ if TYPE_CHECKING:
 
     from metadata.projections import Projections
     from node.ops.metrics import NodeMetrics
+    from node.vhosts.delayed_messages import DelayedMessages
     from node.vhosts.local_queues import LocalQueues, Owners
     from node.vhosts.metadata_store import MetadataStore
     from node.vhosts.streams import StreamQueues
@@ -78,6 +83,7 @@ class VHostNode(Protocol):
     local_queues: LocalQueues
     streams: StreamQueues
     placement: LeaderLocator
+    delayed: DelayedMessages
 
     def background(self, coro: Any, what: str) -> None: ...
 
@@ -108,10 +114,14 @@ class VHost:
         auto_delete: bool = False,
         arguments: dict | None = None,
         user: str = "",
+        *,
+        internal: bool = False,
     ) -> tuple[Queue, bool]:
-        """Returns (queue, created). Redeclaring with other properties fails
-        with precondition-failed, as in RabbitMQ. `user`: who declares it, kept
-        in its record once the queue_declaring_user flag is on ("" unknown)."""
+        """Returns (queue, created); a redeclaration with other properties is precondition-failed, as in
+        RabbitMQ. `user`: who declares it, kept once the queue_declaring_user flag is on ("" unknown).
+        `internal`: a delayed exchange's own queue, whose reserved name no one else may take."""
+        if not internal:
+            delayed_messages.check_queue_name(name)
         arguments = self.with_default_type(durable, exclusive_owner is not None, auto_delete, arguments)
         _check_arguments("queue", arguments, queue=True)
         qtype = arguments.get("x-queue-type", "classic")
@@ -223,13 +233,24 @@ class VHost:
                                auto_delete: bool = False, internal: bool = False,
                                arguments: dict | None = None) -> bool:  # fmt: skip
         _check_arguments("exchange", arguments)
-        return await self.node.metadata.created(mc.DeclareExchange(
+        if delayed := str(type) == "x-delayed-message":
+            delayed_messages.check_name(name)
+        created = await self.node.metadata.created(mc.DeclareExchange(
             mc_key(), self.name, name, str(type), durable, auto_delete, internal, dict(arguments or {})))  # fmt: skip
+        if delayed:  # its messages' queue, before a delayed message comes (node/vhosts/delayed_messages.py)
+            await self.declare_queue(delayed_messages.backing_name(name), True,
+                                     arguments=dict(delayed_messages.BACKING_ARGUMENTS), internal=True)  # fmt: skip
+            self.node.delayed.check()
+        return created
 
     async def delete_exchange(self, name: str) -> bool:
         if self.routing.exchange(name) is None:
             return False
         await self.node.metadata.run(mc.DeleteExchange(mc_key(), self.name, name))
+        backing = delayed_messages.backing_name(name)
+        if backing in self.queues and name not in self.routing.delayed_exchanges:  # a delayed one's messages go too
+            with contextlib.suppress(NotFound):
+                await self.delete_queue(backing)
         return True
 
     async def bind(self, source: str, kind: str, destination: str, key: str = "",
@@ -267,14 +288,36 @@ class VHost:
 
     def route(self, exchange: str, routing_key: str, headers: Headers) -> list[Queue]:
         """`headers`: the application-properties, or a function that decodes
-        them when a headers exchange needs them."""
+        them when a headers exchange needs them. A message with a delay that reaches
+        an x-delayed-message exchange (published to it, or through exchange-to-exchange
+        bindings: the table names the exchange's queue) goes to that exchange's queue
+        with its due time, to be routed once due (node/vhosts/delayed_messages.py)."""
+        routing = self.routing
+        if routing.delayed_exchanges:
+            if exchange in routing.delayed_exchanges:
+                delay = delay_of(headers)
+                if delay > 0:
+                    return [self.node.delayed.publisher(self, exchange, delay)]  # type: ignore[list-item]
+            return self._resolve(routing.targets(exchange, routing_key, headers), headers)
         get = self.queues.get  # one lookup per target queue (the table remembers the names per key)
-        return [q for q in map(get, self.routing.targets(exchange, routing_key, headers)) if q is not None]
+        return [q for q in map(get, routing.targets(exchange, routing_key, headers)) if q is not None]
+
+    def route_now(self, exchange: str, routing_key: str, headers: Headers) -> list[Queue]:
+        """As `route`, not delaying a message published to a delayed exchange: one that is due."""
+        return self._resolve(self.routing.targets(exchange, routing_key, headers), headers)
 
     def route_keys(self, exchange: str, routing_keys: list[str], headers: Headers) -> list[Queue]:
         """As `route`, for a message with several routing keys (x-cc)."""
-        get = self.queues.get
-        return [q for q in map(get, sorted(self.routing.route_keys(exchange, routing_keys, headers))) if q is not None]
+        if exchange in self.routing.delayed_exchanges and delay_of(headers) > 0:
+            raise InvalidArgument(f"message annotation x-cc is not supported with x-delay (exchange '{exchange}' "
+                                  f"holds one routing key per delayed message)")  # fmt: skip
+        return self._resolve(sorted(self.routing.route_keys(exchange, routing_keys, headers)), headers)
+
+    def _resolve(self, names: Iterable[str], headers: Headers) -> list[Queue]:
+        """Queue objects by name; a delayed exchange's queue, named by the walk for a
+        delayed message that reached that exchange, takes it with its due time."""
+        queues = [q for q in map(self.queues.get, names) if q is not None]
+        return self.node.delayed.resolve(self, queues, headers) if self.routing.delayed_exchanges else queues
 
     # ------------------------------------------------------------ QueueHost
 
@@ -338,8 +381,10 @@ class VHost:
         annotations[Symbol("x-last-death-exchange")] = message.exchange
         try:
             targets: list[Queue] = []
+            # a delayed dead-letter exchange reads the message's x-delay (and its x-delayed-type its headers)
+            facts = Message.from_bytes(message.payload) if dlx in self.routing.delayed_exchanges else None
             for key in keys:
-                for q in self.route(dlx, key, None):
+                for q in self.route(dlx, key, facts):
                     if q not in targets:
                         targets.append(q)
         except RoutingError:

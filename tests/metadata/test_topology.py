@@ -11,7 +11,7 @@ from amqp.types import Long, Symbol, UInt
 from metadata import commands as c
 from metadata import effects as fx
 from metadata.effects import CREATED, OK
-from metadata.feature_flags import CONSISTENT_HASH_EXCHANGE
+from metadata.feature_flags import CONSISTENT_HASH_EXCHANGE, DELAYED_MESSAGE_EXCHANGE
 
 NOT_FOUND = Condition.NOT_FOUND
 PRECONDITION_FAILED = Condition.PRECONDITION_FAILED
@@ -93,6 +93,20 @@ def test_a_consistent_hash_exchange_needs_its_flag_and_valid_arguments():
     state = run(state, q("q"))
     assert "must be an integer" in refused(state, b("h", "q", "heavy"), PRECONDITION_FAILED).description
     assert step(state, b("h", "q", "3"))[1] == CREATED
+
+
+def test_a_delayed_message_exchange_needs_its_flag_and_an_x_delayed_type():
+    """Members without the flag would route delayed messages at once: the machine refuses the type until then."""
+    state = cluster("/")
+    delayed = {"x-delayed-type": "topic"}
+    error = refused(state, x("d", "x-delayed-message", arguments=delayed), Condition.NOT_IMPLEMENTED)
+    assert "needs feature flag 'delayed_message_exchange'" in error.description
+    state = run(state, c.EnableFeatureFlag(k(), DELAYED_MESSAGE_EXCHANGE))
+    assert "x-delayed-type" in refused(state, x("d", "x-delayed-message"), PRECONDITION_FAILED).description
+    bad = refused(state, x("d", "x-delayed-message", arguments={"x-delayed-type": "x-delayed-message"}),
+                  PRECONDITION_FAILED)  # fmt: skip
+    assert "x-delayed-type" in bad.description
+    assert step(state, x("d", "x-delayed-message", arguments=delayed))[1] == CREATED
 
 
 def test_delete_exchange(state):

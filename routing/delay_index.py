@@ -1,0 +1,74 @@
+"""The delayed messages one scheduler holds, ordered by due time: a pure state
+machine (no I/O, no clock: time comes in commands), in the style of the quorum
+queues' machine, that node/vhosts/delayed_messages.py drives.
+
+Each message is known by a reference (`ref`: the quorum queue's message id under
+which its body stays stored and replicated) and its due time (ms). Bodies are never
+here: an entry is one integer, the due time and the reference packed together
+(due << 64 | ref), in a heap, so that a million pending delays cost tens of
+megabytes, not their bodies, and the earliest due is found in O(1) and taken in
+O(log n).
+
+- Delay(ref, due): a message to hold until `due`.
+- Take(now, limit): the messages due by `now` (at most `limit`, earliest first) leave
+  the index; `apply` returns their refs, for the host to route.
+
+A scheduler whose consumer loses its messages (timed out, detached) is dropped
+whole with its index: no entry is ever removed but by Take.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+
+__all__ = ["Delay", "DelayIndex", "Take"]
+
+_REF_BITS = 64
+_REF_MASK = (1 << _REF_BITS) - 1
+
+
+@dataclass(frozen=True, slots=True)
+class Delay:
+    ref: int
+    due: int
+
+
+@dataclass(frozen=True, slots=True)
+class Take:
+    now: int
+    limit: int
+
+
+Command = Delay | Take
+
+
+class DelayIndex:
+    def __init__(self) -> None:
+        self._heap: list[int] = []  # due << 64 | ref
+
+    def __len__(self) -> int:
+        return len(self._heap)
+
+    def next_due(self) -> int | None:
+        """When the earliest held message is due, or None."""
+        return self._heap[0] >> _REF_BITS if self._heap else None
+
+    def entries(self) -> list[tuple[int, int]]:
+        """(due, ref) of every held message, earliest first (tests, diagnostics)."""
+        return sorted((e >> _REF_BITS, e & _REF_MASK) for e in self._heap)
+
+    def apply(self, command: Command) -> tuple[int, ...]:
+        if isinstance(command, Delay):
+            if not 0 <= command.ref <= _REF_MASK or command.due < 0:
+                raise ValueError(f"a delay needs a ref of at most 64 bits and a due time >= 0: {command!r}")
+            heapq.heappush(self._heap, command.due << _REF_BITS | command.ref)
+            return ()
+        if isinstance(command, Take):
+            taken = []
+            bound = (command.now + 1) << _REF_BITS  # every entry due by `now` is below it
+            heap = self._heap
+            while heap and heap[0] < bound and len(taken) < command.limit:
+                taken.append(heapq.heappop(heap) & _REF_MASK)
+            return tuple(taken)
+        raise TypeError(f"not a delay index command: {command!r}")
