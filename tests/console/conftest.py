@@ -64,7 +64,7 @@ def chromium():
 class Console:
     page: object  # playwright.sync_api.Page
     url: str  # the console's root, "http://127.0.0.1:PORT/"
-    errors: list  # uncaught JavaScript errors of the page; the fixtures fail a test that leaves any
+    errors: list  # uncaught JavaScript errors and requests to other origins; the fixture fails a test with any
 
     def go(self, hash_route: str) -> None:
         """Navigates in the page, as a click on a link would: "#/queues"."""
@@ -98,6 +98,9 @@ def open_console(chromium, request):
         page = context.new_page()
         console = Console(page, f"http://127.0.0.1:{port}/", [])
         page.on("pageerror", lambda e: console.errors.append(str(e)))
+        # offline by design: a request to any other origin (a CDN, a web font) is an error too
+        page.on("request", lambda r, c=console: None if r.url.startswith((c.url, "data:")) else
+                c.errors.append(f"request to another origin: {r.url}"))  # fmt: skip
         page.on("dialog", lambda d: d.accept())  # confirm() of delete, purge, close: yes
         consoles.append(console)
         page.goto(console.url)
@@ -110,7 +113,7 @@ def open_console(chromium, request):
     errors = [e for c in consoles for e in c.errors]
     for context in contexts:
         context.close()
-    assert not errors, f"uncaught JavaScript errors in the console: {errors}"
+    assert not errors, f"uncaught JavaScript errors or foreign requests in the console: {errors}"
 
 
 @pytest.fixture

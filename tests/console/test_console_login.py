@@ -114,3 +114,22 @@ def test_unknown_pages_and_malformed_routes_are_said_so(console):
     expect(console.test_id("page-error")).to_contain_text("Not found")
     console.go("#/overview")
     expect(console.page.locator('[data-page="overview"] h1')).to_have_text("Overview")
+
+
+def test_the_console_over_https(chromium, broker_factory, own_certs):
+    """The HTTPS management port serves the same console, and its API calls go over TLS too."""
+    node = broker_factory(**own_certs.server_settings("peer"))
+    context = chromium.new_context(ignore_https_errors=True)  # the test CA is not the browser's
+    try:
+        page = context.new_page()
+        api_urls = []
+        page.on("request", lambda r: api_urls.append(r.url) if "/api/" in r.url else None)
+        page.goto(f"https://localhost:{node.broker.https_port}/")
+        page.get_by_label("Username").fill("guest")
+        page.get_by_label("Password").fill("guest")
+        page.get_by_role("button", name="Log in", exact=True).click()
+        expect(page.locator('[data-page="overview"] h1')).to_have_text("Overview")
+        expect(page.locator('[data-test="listeners"]')).to_contain_text("https")
+        assert api_urls and all(u.startswith(f"https://localhost:{node.broker.https_port}/api/") for u in api_urls)
+    finally:
+        context.close()
