@@ -39,6 +39,7 @@ __all__ = [
     "QUORUM_QUEUE_PUBLISH_BATCH",
     "QUORUM_QUEUE_V1",
     "QUEUE_PROXY_RECORDS",
+    "SHOVELS",
     "STREAM_COMMIT_NOTICES",
     "STREAM_QUEUE",
     "STREAM_REPLICATION",
@@ -74,6 +75,7 @@ VHOST_DEFAULT_QUEUE_TYPE = "vhost_default_queue_type"
 GLOBAL_PARAMETERS = "global_parameters"
 QUORUM_CONSUMER_TIMEOUT = "quorum_consumer_timeout"
 CONSISTENT_HASH_EXCHANGE = "consistent_hash_exchange"
+SHOVELS = "shovels"
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,6 +204,10 @@ FLAGS = FeatureFlagRegistry([
                 STABLE, "0.3.0", depends_on=(QUORUM_QUEUE_V1,)),
     FeatureFlag(CONSISTENT_HASH_EXCHANGE,
                 "The x-consistent-hash exchange type (members without it could not route through one)",
+                STABLE, "0.3.0", depends_on=(WARREN_METADATA_RAFT_V1,)),
+    FeatureFlag(SHOVELS,
+                "Dynamic shovels: `shovel` runtime parameters (metadata.set_parameter) kept in the metadata, each"
+                " run by one member chosen from it",
                 STABLE, "0.3.0", depends_on=(WARREN_METADATA_RAFT_V1,)),
 ])  # fmt: skip
 

@@ -39,7 +39,7 @@ def list_channels(client: Client, args: argparse.Namespace) -> Listing:
                    "pid user consumer_count messages_unacknowledged name number connection_details vhost")  # fmt: skip
 
 
-@COMMANDS.command("list_parameters", "runtime parameters of a vhost (vhost-limits, operator_policy)")
+@COMMANDS.command("list_parameters", "runtime parameters of a vhost (vhost-limits, operator_policy, shovel)")
 def list_parameters(client: Client, args: argparse.Namespace) -> Listing:
     rows = [p for p in client.get("/api/parameters") if p["vhost"] == args.vhost]
     return Listing(rows, ["component", "name", "value"], f"Listing runtime parameters for vhost {args.vhost} ...",

@@ -54,6 +54,8 @@ SAMPLES = [
     c.ClearOperatorPolicy("k23", "/", "cap"),
     c.SetTopicPermissions("k24", "guest", "/", "amq.topic", "^eu\\.", ".*"),
     c.ClearTopicPermissions("k25", "guest", "/", "amq.topic"),
+    c.SetParameter("k1d", "/", "shovel", "s1", "{\"ack-mode\": \"on-confirm\"}"),
+    c.ClearParameter("k1e", "/", "shovel", "s1"),
 ]
 
 
