@@ -39,6 +39,8 @@ from node.ops.memory import MemoryAccount
 from node.ops.metrics import NodeMetrics
 from node.ops.periodic import Periodic
 from node.ops.state_snapshot import SnapshotWriter, collect
+from node.shovel.manager import ShovelManager
+from node.shovel.node_port import ShovelNodePort, start_shovels
 from node.vhosts.definitions import DefinitionsFile
 from node.vhosts.local_queues import LocalQueues, Owners
 from node.vhosts.metadata_ready import metadata_ready
@@ -121,6 +123,7 @@ class Broker:
         self.snapshots: SnapshotWriter | None = None
         self.feature_flags = local_flags(config.enable_test_faults)  # what this node supports
         self._announcer: asyncio.Task | None = None
+        self.shovels: ShovelManager | None = None  # dynamic shovels (node/shovel/), once the AMQP port listens
 
     # ------------------------------------------------------------ lifecycle
 
@@ -180,6 +183,9 @@ class Broker:
             # management first: once the AMQP port accepts, the whole node is up
             await self._start_http()
             await self._start_amqp()
+            self.shovels = start_shovels(ShovelNodePort(self.cluster, self.metadata, self.projections, self.vhosts,
+                                                        lambda: self.amqp_port, cfg.node_name),
+                                         self.cluster, self.metadata_machine, self.loop)  # fmt: skip
         except BaseException:
             await self.stop()
             raise
@@ -261,6 +267,8 @@ class Broker:
         return True
 
     async def stop(self) -> None:
+        if self.shovels is not None:
+            self.shovels.stop()
         if self.snapshots is not None:
             await self.snapshots.stop()
             self.snapshots = None
