@@ -15,7 +15,7 @@ side dials this node's own AMQP listener. Settlement follows the ack-mode:
 - no-ack: the source gives pre-settled deliveries, the copy goes pre-settled.
 
 At most `src-prefetch-count` source deliveries are unfinished at a time (the
-link credit, topped up as they finish). `src-delete-after` N stops after N
+link credit, granted again in batches as they finish: `_Transfer._grant`). `src-delete-after` N stops after N
 messages transferred (`queue-length`: the source queue's length when the
 shovel first starts), and the shovel then deletes its own parameter, as
 RabbitMQ's does.
@@ -170,15 +170,21 @@ class _Transfer:
         return None if limit is None else limit - self.runner.status.transferred - self.in_flight
 
     def _grant(self) -> None:
-        """Keeps prefetch-count deliveries coming: credit is topped up once half is used."""
+        """Keeps up to prefetch-count deliveries coming, granted in batches of at least half of it.
+
+        Credit is granted only once the last grant is used up: RabbitMQ 3.x's
+        AMQP 1.0 plugin takes a new link-credit as counting from its own
+        delivery-count, transfers still on the wire included [2.6.7 has it
+        count from ours], and would overrun a grant made while any is in flight."""
+        if self.src_link.link_credit > 0:
+            return
         prefetch = self.definition.prefetch
         want = prefetch - self.in_flight
         remaining = self._remaining()
         if remaining is not None:
             want = min(want, remaining)
-        link = self.src_link
-        if want > 0 and (link.link_credit <= prefetch // 2 or want < link.link_credit):
-            link.flow(link_credit=want)
+        if want > 0 and (want >= (prefetch + 1) // 2 or want == remaining or self.in_flight == 0):
+            self.src_link.flow(link_credit=want)
             self.src.flush()
 
     def _fail(self, error: BaseException) -> None:
