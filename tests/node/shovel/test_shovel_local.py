@@ -5,6 +5,7 @@ src-delete-after; status at /api/shovels."""
 from __future__ import annotations
 
 import pytest
+from mgmt_client import sample, scrape
 from shovel_helpers import nothing_left, publish, receive, wait_until
 
 LOCAL = {"src-protocol": "local", "src-uri": "amqp://", "src-queue": "from",
@@ -98,3 +99,16 @@ def test_a_missing_destination_is_reported_and_retried(node, queues):
     assert [m.body for m in receive(node.url, "/queues/absent", 1)] == ["arrives"]
     assert api.delete("/api/shovels/vhost/%2F/broken/restart").status == 204
     assert api.delete("/api/shovels/vhost/%2F/nope/restart").status == 404
+
+
+def test_prometheus_counts_the_shovels_by_state(node, queues):
+    api = queues
+    assert sample(scrape(node), "rabbitmq_shovel_dynamic", status="running") == 0
+    assert api.put("/api/parameters/shovel/%2F/ok", {"value": LOCAL}).status == 201
+    broken = {**LOCAL, "dest-queue": "absent", "reconnect-delay": 30}
+    assert api.put("/api/parameters/shovel/%2F/broken", {"value": broken}).status == 201
+    wait_until(lambda: sorted(s["state"] for s in api.get("/api/shovels").body) == ["running", "terminated"],
+               what="one running, one failed")  # fmt: skip
+    text = scrape(node)
+    assert sample(text, "rabbitmq_shovel_dynamic", status="running") == 1
+    assert sample(text, "rabbitmq_shovel_dynamic", status="terminated") == 1
