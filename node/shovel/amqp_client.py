@@ -187,8 +187,12 @@ class AmqpClient:
                 future.set_result(event)
         if type(event) is ev.ConnectionClosed:
             self._end(f"connection closed by the peer: {_error_text(event.error) or 'no error'}")
-        else:
+            return
+        try:
             self.on_event(event)
+        except Exception as e:  # the owner's bug (or a message it cannot read) ends this connection, not the reader
+            log.exception("shovel connection: handling %s failed", type(event).__name__)
+            self._end(f"internal error: {type(e).__name__}: {e}")
 
     async def _tick(self) -> None:
         while self.closed is None:

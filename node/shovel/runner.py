@@ -98,10 +98,14 @@ class ShovelRunner:
                 log.info("shovel %s/%s transferred %d messages: done", self.vhost, self.name, self.status.transferred)
                 await self._on_done()
                 return
-            except (ClientError, OSError) as e:
+            except (ClientError, OSError, LookupError) as e:  # LookupError: queue-length of a missing queue
                 self.status.set(TERMINATED, str(e))
                 log.warning("shovel %s/%s: %s; reconnecting in %s s", self.vhost, self.name, e,
                             self.definition.reconnect_delay)  # fmt: skip
+            except Exception as e:  # a bug of ours costs this attempt, never the shovel
+                self.status.set(TERMINATED, f"internal error: {type(e).__name__}: {e}")
+                log.exception("shovel %s/%s failed; restarting in %s s", self.vhost, self.name,
+                              self.definition.reconnect_delay)  # fmt: skip
             self.status.restarts += 1
             self._uri_turn += 1  # several URIs: the next one next time
             await asyncio.sleep(self.definition.reconnect_delay)

@@ -76,3 +76,28 @@ def test_the_shovel_moves_to_another_node_when_its_node_dies(cluster):
     assert sorted(seen) == list(range(N))
     assert duplicates <= PREFETCH
     cluster.wait_for(lambda: survivor.http("GET", "/api/queues/%2F/src")["messages"] == 0, 20, "src drained")
+
+
+def test_a_node_cut_off_stops_its_shovel_and_the_majority_runs_it(cluster):
+    for name in ("cut-src", "cut-dst"):
+        cluster[0].http("PUT", f"/api/queues/%2F/{name}", {"durable": True, "arguments": {"x-queue-type": "quorum"}})
+    value = {"src-protocol": "local", "src-uri": "amqp://", "src-queue": "cut-src", "dest-protocol": "local",
+             "dest-uri": "amqp://", "dest-queue": "cut-dst", "reconnect-delay": 0.5}  # fmt: skip
+    cluster[0].http("PUT", "/api/parameters/shovel/%2F/cut", {"value": value})
+    by_name = {n.name: n.index for n in cluster.nodes}
+    cluster.wait_for(lambda: [s["state"] for s in shovels(cluster[0])] == ["running"], 30, "the shovel running")
+    runner = by_name[shovels(cluster[0])[0]["node"]]
+    cluster.partition(runner)
+    others = [n for n in cluster.nodes if n.index != runner]
+    cluster.wait_for(lambda: [(s["state"], s["node"]) for s in shovels(others[0])] in
+                     ([("running", others[0].name)], [("running", others[1].name)]), 30,
+                     "the majority running the shovel")  # fmt: skip
+    # the node cut off runs nothing: it sees no member running the shovel
+    cluster.wait_for(lambda: [s["node"] for s in shovels(cluster[runner])] == [""], 10, "the cut node stopped it")
+    conn = BlockingConnection(url(others[0]), timeout=30)
+    conn.create_sender("/queues/cut-src").send(Message(body="after the cut", durable=True))
+    receiver = conn.create_receiver("/queues/cut-dst", credit=1)
+    assert receiver.receive(timeout=30).body == "after the cut"
+    receiver.accept()
+    conn.close()
+    cluster.heal()
