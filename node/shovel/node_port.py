@@ -23,9 +23,11 @@ def start_shovels(port: ShovelNodePort, cluster: Any, machine: Any, loop: Any) -
 
 class ShovelNodePort:
     def __init__(self, cluster: Any, metadata: Any, projections: Any, vhosts: dict[str, Any],
-                 amqp_port: Callable[[], int | None], node_name: str) -> None:  # fmt: skip
+                 amqp_port: Callable[[], int | None], node_name: str, listen_host: str) -> None:  # fmt: skip
         self._cluster, self._metadata, self._projections, self._vhosts = cluster, metadata, projections, vhosts
         self._amqp_port, self._node_name = amqp_port, node_name
+        # where a local shovel dials this node: the listening address, loopback when it listens on all
+        self.local_host = "127.0.0.1" if listen_host in ("", "0.0.0.0", "::") else listen_host
 
     @property
     def node_id(self) -> str:

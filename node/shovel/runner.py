@@ -50,6 +50,7 @@ class ShovelPorts(Protocol):
 
     node_id: str
     amqp_port: int | None
+    local_host: str  # the address a local shovel dials this node's AMQP listener at
 
     def cluster_name(self) -> str: ...
 
@@ -117,7 +118,7 @@ class ShovelRunner:
             port = self.ports.amqp_port
             if port is None:
                 raise ClientError("this node has no plain AMQP listener for a local shovel")
-            return await AmqpClient.connect(uri, local_vhost(uri, self.vhost), container, "127.0.0.1", port)
+            return await AmqpClient.connect(uri, local_vhost(uri, self.vhost), container, self.ports.local_host, port)
         return await AmqpClient.connect(uri, None, container)
 
     async def _session(self) -> None:
