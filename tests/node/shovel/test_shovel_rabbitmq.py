@@ -59,3 +59,23 @@ def test_a_rabbitmq_classic_queue_moves_into_warren_on_confirm(rabbit, node, api
     [status] = api.get("/api/shovels").body
     assert status["state"] == "running" and status["forwarded"] == 600
     assert status["src_uri"] == f"amqp://guest@127.0.0.1:{rabbit.amqp_port}"
+
+
+def test_warren_to_rabbitmq_through_an_exchange_address(rabbit, node, api):
+    """The other way, with the plugin's /exchange/X/KEY address: back out to RabbitMQ on-confirm."""
+    rabbit.declare_queue("returns", durable=True)
+    rabbit.api("POST", "/api/bindings/%2F/e/amq.direct/q/returns", {"routing_key": "back"})
+    rabbit_url = f"amqp://guest:guest@127.0.0.1:{rabbit.amqp_port}"
+    assert api.put("/api/queues/%2F/outbox", {"durable": True}).status == 201
+    bodies = [f"r{i}" for i in range(200)]
+    publish(node.url, "/queues/outbox", bodies)
+    shovel = {"src-protocol": "local", "src-uri": "amqp://", "src-queue": "outbox",
+              "dest-protocol": "amqp10", "dest-uri": rabbit_url, "dest-address": "/exchange/amq.direct/back",
+              "src-delete-after": "queue-length"}  # fmt: skip
+    assert api.put("/api/parameters/shovel/%2F/to-rabbit", {"value": shovel}).status == 201
+    got = [m.body for m in receive(rabbit_url, "/amq/queue/returns", 200, timeout=60)]
+    assert got == bodies
+    deadline = time.monotonic() + 20  # done: the shovel deletes itself
+    while api.get("/api/parameters/shovel/%2F/to-rabbit").status != 404:
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
