@@ -17,7 +17,16 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
-__all__ = ["ACK_MODES", "DefinitionError", "Endpoint", "ShovelDefinition", "mask_uri", "parse"]
+__all__ = [
+    "ACK_MODES",
+    "DefinitionError",
+    "Endpoint",
+    "ShovelDefinition",
+    "amqp10_to_local",
+    "encode",
+    "mask_uri",
+    "parse",
+]
 
 ACK_MODES = ("on-confirm", "on-publish", "no-ack")
 PROTOCOLS = ("amqp10", "local")
@@ -179,3 +188,19 @@ def parse(value: Any) -> ShovelDefinition:
 def encode(value: dict) -> str:
     """The JSON text a valid value is stored as (keys sorted: the same value, the same text)."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def amqp10_to_local(src_uri: str, src_address: str, dest_queue: str, *, ack_mode: str = "on-confirm",
+                    prefetch: int = DEFAULT_PREFETCH, delete_after: int | str = "never",
+                    reconnect_delay: float = DEFAULT_RECONNECT_DELAY, forward_headers: bool = False) -> dict:  # fmt: skip
+    """The value of a shovel moving another broker's queue (`src_address`, as
+    that broker spells it: `/amq/queue/NAME` on RabbitMQ 3.x) into this
+    cluster's `dest_queue`: what a migration PUTs to
+    /api/parameters/shovel/VHOST/NAME; its progress is in GET /api/shovels.
+    Checked here, so a bad argument raises DefinitionError before any request."""
+    value = {"src-protocol": "amqp10", "src-uri": src_uri, "src-address": src_address,
+             "dest-protocol": "local", "dest-uri": "amqp://", "dest-queue": dest_queue, "ack-mode": ack_mode,
+             "src-prefetch-count": prefetch, "src-delete-after": delete_after, "reconnect-delay": reconnect_delay,
+             "dest-add-forward-headers": forward_headers}  # fmt: skip
+    parse(value)
+    return value

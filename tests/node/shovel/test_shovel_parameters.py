@@ -80,3 +80,11 @@ def test_definitions_carry_shovels(api):
     bad = {**doc, "parameters": [{"vhost": "/", "component": "shovel", "name": "b", "value": {**GOOD, "x": 1}}]}
     r = api.post("/api/definitions", bad)
     assert r.status == 400 and "'x'" in r.body["reason"], r.body
+
+
+def test_a_migration_builds_its_value_through_the_python_api(api):
+    value = definition.amqp10_to_local("amqp://u:p@rabbit:5672", "/amq/queue/orders", "orders", delete_after=10)
+    assert definition.parse(value).source.address == "/amq/queue/orders"
+    assert api.put("/api/parameters/shovel/%2F/migrate-orders", {"value": value}).status == 201
+    with pytest.raises(definition.DefinitionError, match="ack-mode"):
+        definition.amqp10_to_local("amqp://rabbit", "/amq/queue/q", "q", ack_mode="later")
