@@ -88,3 +88,11 @@ def test_a_migration_builds_its_value_through_the_python_api(api):
     assert api.put("/api/parameters/shovel/%2F/migrate-orders", {"value": value}).status == 201
     with pytest.raises(definition.DefinitionError, match="ack-mode"):
         definition.amqp10_to_local("amqp://rabbit", "/amq/queue/q", "q", ack_mode="later")
+
+
+def test_a_bad_name_or_an_oversized_value_is_refused(api):
+    r = api.put("/api/parameters/shovel/%2F/" + "n" * 300, {"value": GOOD})
+    assert r.status == 400 and "255" in r.body["reason"], r.body
+    big = {**GOOD, "src-uri": ["amqp://"] * 10000}
+    r = api.put("/api/parameters/shovel/%2F/big", {"value": big})
+    assert r.status == 400 and "bytes" in r.body["reason"], r.body
