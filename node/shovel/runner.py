@@ -43,6 +43,7 @@ __all__ = ["ShovelPorts", "ShovelRunner", "ShovelStatus"]
 log = logging.getLogger("warren.shovel")
 
 STARTING, RUNNING, TERMINATED = "starting", "running", "terminated"
+ACCEPTED, RELEASED = d.Accepted(), d.Released()
 
 
 class ShovelPorts(Protocol):
@@ -217,29 +218,32 @@ class _Transfer:
 
     def _send_waiting(self) -> None:
         link, settled = self.dest_link, self.mode != "on-confirm"
-        sent = False
+        done = []
         while self.waiting and link.link_credit > 0:
             delivery, payload = self.waiting.popleft()
             copy = link.send(delivery.tag, payload, settled=settled, message_format=delivery.message_format)
-            sent = True
             if settled:
-                self.dest.flush()  # on-publish: settled at the source once written
-                self._finish(delivery, d.Accepted())
+                done.append(delivery)
             else:
                 self.copies[copy.id] = delivery
-        if sent:
-            self.dest.flush()
+        self.dest.flush()
+        # on-publish: settled at the source once the copies are written
+        for delivery in done:
+            self._finish(delivery, ACCEPTED)
+        if done:
+            self.src.flush()
 
     def _finish(self, delivery: Any, outcome: Any) -> None:
-        """A source delivery is done: settled there (unless it came pre-settled), counted, credit topped up."""
+        """A source delivery is done: settled there (unless it came pre-settled), counted, credit
+        topped up. The caller flushes the source connection."""
         self.in_flight -= 1
         if not delivery.settled:
             self.src_link.session.settle(delivery, outcome)
-            self.src.flush()
         if type(outcome) is d.Accepted:
             self.runner.status.transferred += 1
         remaining = self._remaining()
         if remaining is not None and remaining <= 0 and self.in_flight == 0:
+            self.src.flush()
             self._fail(_Finished())
             return
         self._grant()
@@ -257,6 +261,7 @@ class _Transfer:
                 delivery = self.copies.pop(copy.id, None)
                 if delivery is not None:
                     self._finish(delivery, _source_outcome(copy.state))
+            self.src.flush()
         elif kind is ev.LinkDetached and event.link is getattr(self, "dest_link", None):
             self._fail(ClientError(f"the destination detached: {event.error}"))
         elif kind is ev.SessionEnded or kind is ev.ConnectionClosed:
@@ -266,6 +271,8 @@ class _Transfer:
 def _source_outcome(state: Any) -> Any:
     """What the source is told of a copy the destination settled: accepted and
     rejected pass through; anything else releases it back to the source."""
-    if type(state) in (d.Accepted, d.Rejected):
+    if type(state) is d.Accepted:
+        return ACCEPTED  # one object: the session merges consecutive settlements into one DISPOSITION
+    if type(state) is d.Rejected:
         return state
-    return d.Released()
+    return RELEASED
