@@ -112,3 +112,20 @@ def test_prometheus_counts_the_shovels_by_state(node, queues):
     text = scrape(node)
     assert sample(text, "rabbitmq_shovel_dynamic", status="running") == 1
     assert sample(text, "rabbitmq_shovel_dynamic", status="terminated") == 1
+
+
+def test_a_list_of_uris_is_tried_in_turn(node, queues):
+    api = queues
+    good = f"amqp://guest:guest@127.0.0.1:{node.port}"
+    value = {**amqp10(node.port), "src-uri": ["amqp://guest:guest@127.0.0.1:1", good], "reconnect-delay": 0.1}
+    publish(node.url, "/queues/from", ["via the second uri"])
+    assert api.put("/api/parameters/shovel/%2F/two-uris", {"value": value}).status == 201
+    assert [m.body for m in receive(node.url, "/queues/to", 1)] == ["via the second uri"]
+
+
+def test_a_refused_login_is_the_reason(node, queues):
+    api = queues
+    value = {**amqp10(node.port), "src-uri": f"amqp://guest:wrong@127.0.0.1:{node.port}", "reconnect-delay": 60}
+    assert api.put("/api/parameters/shovel/%2F/bad-login", {"value": value}).status == 201
+    wait_until(lambda: "login refused" in (api.get("/api/shovels").body or [{}])[0].get("reason", ""),
+               what="the login error")  # fmt: skip
