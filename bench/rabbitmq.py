@@ -8,7 +8,7 @@ everything of its own, so that it never clashes with Warren or a system RabbitMQ
   Erlang distribution 25682 (all configurable);
 * its own node name, data (mnesia), log, pid, config, enabled-plugins and
   Erlang cookie ($HOME) under a fresh temporary directory, removed on stop;
-* plugins ``rabbitmq_amqp1_0`` and ``rabbitmq_management``.
+* plugins ``rabbitmq_amqp1_0`` and ``rabbitmq_management`` (and any in ``plugins``, e.g. ``rabbitmq_shovel``).
 
 The AMQP 1.0 plugin of 3.x addresses an existing queue as ``/amq/queue/NAME``
 (``/queue/NAME`` would auto-create a *non-durable* queue), so the benchmark
@@ -52,10 +52,11 @@ class RabbitNode:
     def __init__(self, *, amqp_port: int = 5682, mgmt_port: int = 15682, dist_port: int = 25682,
                  nodename: str = "warren_bench_rabbit@localhost", host: str = "127.0.0.1",
                  base_dir: str | None = None, keep: bool = False, user: str = "guest",
-                 password: str = "guest", tls: dict | None = None):
+                 password: str = "guest", tls: dict | None = None, plugins: tuple[str, ...] = ()):
         self.amqp_port, self.mgmt_port, self.dist_port = amqp_port, mgmt_port, dist_port
         # {"port", "cert", "key", "ca"}: an AMQPS listener (listeners.ssl.default) beside the plain one
         self.tls = tls
+        self.plugins = ("rabbitmq_amqp1_0", "rabbitmq_management", *plugins)  # more: e.g. rabbitmq_shovel
         self.nodename, self.host = nodename, host
         self.user, self.password = user, password
         self._base_arg, self.keep = base_dir, keep
@@ -93,7 +94,7 @@ class RabbitNode:
         for d in ("mnesia", "log"):
             os.makedirs(os.path.join(b, d), exist_ok=True)
         with open(os.path.join(b, "enabled_plugins"), "w") as f:
-            f.write("[rabbitmq_amqp1_0,rabbitmq_management].\n")
+            f.write(f"[{','.join(self.plugins)}].\n")
         with open(os.path.join(b, "rabbitmq.conf"), "w") as f:
             f.write(
                 f"management.tcp.port = {self.mgmt_port}\n"

@@ -39,6 +39,7 @@ __all__ = [
     "Bootstrap",
     "ClearLimit",
     "ClearOperatorPolicy",
+    "ClearParameter",
     "ClearPermissions",
     "ClearPolicy",
     "ClearTopicPermissions",
@@ -53,12 +54,14 @@ __all__ = [
     "MetadataCommand",
     "Fence",
     "GLOBAL_PARAMETER_NAMES",
+    "PARAMETER_COMPONENTS",
     "PutUser",
     "RemoveMember",
     "SetQueueReplicas",
     "SetGlobalParameter",
     "SetLimit",
     "SetOperatorPolicy",
+    "SetParameter",
     "SetPermissions",
     "SetPolicy",
     "SetTopicPermissions",
@@ -446,6 +449,36 @@ class SetGlobalParameter(MetadataCommand):
     value: str
 
 
+# The vhost runtime parameter components kept as parameters (RabbitMQ's
+# set_parameter): only `shovel` (node/shovel/). vhost-limits and
+# operator_policy have their own commands (SetLimit, SetOperatorPolicy).
+PARAMETER_COMPONENTS = ("shovel",)
+
+
+@command("metadata.set_parameter", version=1)
+@dataclass(frozen=True, slots=True)
+class SetParameter(MetadataCommand):
+    """A vhost runtime parameter (RabbitMQ's set_parameter) of a component in
+    PARAMETER_COMPONENTS: `value` is its JSON text, checked before proposing
+    (node/shovel/definition.py for a shovel). Refused until the shovels
+    feature flag is enabled."""
+
+    idempotency_key: str
+    vhost: str
+    component: str
+    name: str
+    value: str
+
+
+@command("metadata.clear_parameter", version=1)
+@dataclass(frozen=True, slots=True)
+class ClearParameter(MetadataCommand):
+    idempotency_key: str
+    vhost: str
+    component: str
+    name: str
+
+
 # -- cluster -------------------------------------------------------------------
 
 
@@ -509,7 +542,7 @@ COMMANDS: tuple[type[MetadataCommand], ...] = (
     SetPolicy, ClearPolicy, EnableFeatureFlag, AddMember, RemoveMember, Fence, Bootstrap, SetQueueReplicas,
     SetLimit, ClearLimit,
     SetOperatorPolicy, ClearOperatorPolicy, SetTopicPermissions, ClearTopicPermissions,
-    StreamElect, SetGlobalParameter, SetVHostDeletionProtection, DeclareQueueByUser,
+    StreamElect, SetGlobalParameter, SetVHostDeletionProtection, DeclareQueueByUser, SetParameter, ClearParameter,
 )  # fmt: skip
 
 

@@ -38,6 +38,8 @@ __all__ = [
     "ExchangeDeleted",
     "FeatureFlagEnabled",
     "GlobalParameterSet",
+    "ParameterCleared",
+    "ParameterSet",
     "MemberAdded",
     "MemberRemoved",
     "MemberUpdated",
@@ -323,10 +325,25 @@ class GlobalParameterSet:
     value: str
 
 
+@dataclass(frozen=True, slots=True)
+class ParameterSet:
+    vhost: str
+    component: str
+    name: str
+    value: str  # JSON text
+
+
+@dataclass(frozen=True, slots=True)
+class ParameterCleared:
+    vhost: str
+    component: str
+    name: str
+
+
 Effect = (
     VHostAdded | VHostUpdated | VHostDeleted | UserPut | UserDeleted | PermissionsSet | PermissionsCleared
     | ExchangeDeclared | ExchangeDeleted | QueueDeclared | QueueDeleted | BindingAdded | BindingRemoved
     | PolicySet | PolicyCleared | FeatureFlagEnabled | MemberAdded | MemberUpdated | MemberRemoved
-    | LimitSet | LimitCleared | GlobalParameterSet
+    | LimitSet | LimitCleared | GlobalParameterSet | ParameterSet | ParameterCleared
     | TopicPermissionsSet | TopicPermissionsCleared
 )  # fmt: skip

@@ -40,6 +40,7 @@ __all__ = [
     "QUORUM_QUEUE_PUBLISH_BATCH",
     "QUORUM_QUEUE_V1",
     "QUEUE_PROXY_RECORDS",
+    "SHOVELS",
     "STREAM_COMMIT_NOTICES",
     "STREAM_QUEUE",
     "STREAM_REPLICATION",
@@ -80,6 +81,7 @@ CONSISTENT_HASH_EXCHANGE = "consistent_hash_exchange"
 VHOST_DELETION_PROTECTION = "vhost_deletion_protection"
 QUEUE_DECLARING_USER = "queue_declaring_user"
 DELAYED_MESSAGE_EXCHANGE = "delayed_message_exchange"
+SHOVELS = "shovels"
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,6 +223,10 @@ FLAGS = FeatureFlagRegistry([
                 "The x-delayed-message exchange type (members without it would route delayed messages at once);"
                 " its messages wait in a quorum queue with a consumer timeout",
                 STABLE, "0.3.0", depends_on=(QUORUM_QUEUE_V1, QUORUM_CONSUMER_TIMEOUT)),
+    FeatureFlag(SHOVELS,
+                "Dynamic shovels: `shovel` runtime parameters (metadata.set_parameter) kept in the metadata, each"
+                " run by one member chosen from it",
+                STABLE, "0.3.0", depends_on=(WARREN_METADATA_RAFT_V1,)),
 ])  # fmt: skip
 
 

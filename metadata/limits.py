@@ -3,7 +3,7 @@ checked where requests come in (the HTTP API, the /management node, the
 definitions file), before a command is proposed. The machine itself does not
 apply them: commands already in a log stay valid whatever the bounds become.
 
-- Names of vhosts, users, queues, exchanges and policies: at most 255 bytes
+- Names of vhosts, users, queues, exchanges, policies and runtime parameters: at most 255 bytes
   of UTF-8 (AMQP 0-9-1's shortstr, which RabbitMQ applies to every name), no
   NUL and no other control character.
 - Stored password hashes: Warren's PBKDF2-SHA256 format only, with an
@@ -31,6 +31,7 @@ MAX_HASH_ITERATIONS = 1_000_000
 MAX_SALT_BYTES = 64
 DIGEST_BYTES = 32  # SHA-256
 MAX_ARGUMENT_DEPTH = 8  # nested lists and maps in one argument value
+MAX_PARAMETER_BYTES = 65536  # a runtime parameter's JSON (a shovel's: a few hundred bytes)
 
 # argument -> (smallest, largest) for the integer arguments of queues
 QUEUE_INTEGER_ARGUMENTS = {
@@ -145,3 +146,7 @@ def check_command(command: Any) -> None:
         check_name("exchange", command.name)
     elif issubclass(kind, mc.SetPolicy):  # operator policies too
         check_name("policy", command.name)
+    elif kind is mc.SetParameter:
+        check_name("parameter", command.name)
+        if len(command.value) > MAX_PARAMETER_BYTES:
+            raise Invalid(f"a parameter value is at most {MAX_PARAMETER_BYTES} bytes of JSON, got {len(command.value)}")

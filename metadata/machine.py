@@ -37,6 +37,7 @@ from metadata.effects import CREATED, OK, Effect, Error, Result
 from metadata.feature_flags import (
     GLOBAL_PARAMETERS,
     OPERATOR_POLICIES,
+    SHOVELS,
     TOPIC_PERMISSIONS,
     VHOST_DEFAULT_QUEUE_TYPE,
     VHOST_DELETION_PROTECTION,
@@ -48,6 +49,7 @@ from metadata.state import (
     LimitRecord,
     MemberRecord,
     MetadataState,
+    ParameterRecord,
     PermissionRecord,
     PolicyRecord,
     TopicPermissionRecord,
@@ -157,7 +159,12 @@ def _delete_vhost(state: MetadataState, cmd: c.DeleteVHost) -> Outcome:
     topic = state.topic_permissions
     for key in [k for k in topic if k[1] == cmd.name]:
         topic = topic.discard(key)
-    new = state.replace(vhosts=state.vhosts.discard(cmd.name), permissions=permissions, topic_permissions=topic)
+    parameters = state.parameters
+    for key in [k for k in parameters if k[0] == cmd.name]:  # a deleted vhost takes its shovels with it
+        parameters = parameters.discard(key)
+        effects.append(fx.ParameterCleared(*key))
+    new = state.replace(vhosts=state.vhosts.discard(cmd.name), permissions=permissions, topic_permissions=topic,
+                        parameters=parameters)  # fmt: skip
     return _without_limits(new, "vhost", cmd.name), OK, tuple(effects)
 
 
@@ -355,6 +362,38 @@ def _set_global_parameter(state: MetadataState, cmd: c.SetGlobalParameter) -> Ou
     return new, CREATED if current is None else OK, (fx.GlobalParameterSet(cmd.name, cmd.value),)
 
 
+# -- vhost runtime parameters (shovels) ----------------------------------------------
+
+
+def _check_parameter(state: MetadataState, vhost: str, component: str, name: str) -> None:
+    if SHOVELS not in state.feature_flags:
+        raise Refused(fx.PRECONDITION_FAILED, f"runtime parameters need the feature flag {SHOVELS}")
+    if component not in c.PARAMETER_COMPONENTS:
+        raise Refused(fx.INVALID_FIELD, f"unknown parameter component '{component}' (known: "
+                                        f"{', '.join(c.PARAMETER_COMPONENTS)})")  # fmt: skip
+    _check_name(name, "parameter")
+    vhost_of(state, vhost)
+
+
+def _set_parameter(state: MetadataState, cmd: c.SetParameter) -> Outcome:
+    _check_parameter(state, cmd.vhost, cmd.component, cmd.name)
+    key = (cmd.vhost, cmd.component, cmd.name)
+    record = ParameterRecord(cmd.vhost, cmd.component, cmd.name, cmd.value)
+    current = state.parameters.get(key)
+    if current == record:
+        return state, OK, ()
+    new = state.replace(parameters=state.parameters.set(key, record))
+    return new, CREATED if current is None else OK, (fx.ParameterSet(*key, cmd.value),)
+
+
+def _clear_parameter(state: MetadataState, cmd: c.ClearParameter) -> Outcome:
+    _check_parameter(state, cmd.vhost, cmd.component, cmd.name)
+    key = (cmd.vhost, cmd.component, cmd.name)
+    if key not in state.parameters:
+        raise Refused(fx.NOT_FOUND, f"no {cmd.component} parameter '{cmd.name}' in vhost '{cmd.vhost}'")
+    return state.replace(parameters=state.parameters.discard(key)), OK, (fx.ParameterCleared(*key),)
+
+
 # -- cluster -------------------------------------------------------------------------
 
 
@@ -445,6 +484,8 @@ _HANDLERS: dict[type, Callable[[MetadataState, Any], Outcome]] = {
     c.ClearLimit: _clear_limit,
     c.SetGlobalParameter: _set_global_parameter,
     c.SetVHostDeletionProtection: _set_vhost_deletion_protection,
+    c.SetParameter: _set_parameter,
+    c.ClearParameter: _clear_parameter,
 }
 assert set(_HANDLERS) == set(c.COMMANDS)
 

@@ -91,6 +91,7 @@ class Projections:
         self.members: dict[str, MemberInfo] = {}
         self.limits: dict[tuple[str, str, str], int] = {}  # (scope "vhost" | "user", name, limit) -> value
         self.global_parameters: dict[str, str] = {}
+        self.parameters: dict[tuple[str, str, str], str] = {}  # (vhost, component, name) -> JSON text
         self.applied_index = 0
         self._waiters: list[tuple[int, int, Callable[[], None]]] = []
         self._order = itertools.count()
@@ -227,6 +228,12 @@ class Projections:
     def _global_parameter_set(self, e: fx.GlobalParameterSet) -> None:
         self.global_parameters[e.name] = e.value
 
+    def _parameter_set(self, e: fx.ParameterSet) -> None:
+        self.parameters[(e.vhost, e.component, e.name)] = e.value
+
+    def _parameter_cleared(self, e: fx.ParameterCleared) -> None:
+        self.parameters.pop((e.vhost, e.component, e.name), None)
+
     def _limit_set(self, e: fx.LimitSet) -> None:
         self.limits[(e.scope, e.name, e.limit)] = e.value
 
@@ -268,6 +275,8 @@ class Projections:
         fx.LimitSet: _limit_set,
         fx.LimitCleared: _limit_cleared,
         fx.GlobalParameterSet: _global_parameter_set,
+        fx.ParameterSet: _parameter_set,
+        fx.ParameterCleared: _parameter_cleared,
     }
 
     # -- wholesale rebuild -------------------------------------------------------------
@@ -284,6 +293,7 @@ class Projections:
         self.members = {m.node: MemberInfo(m.node, m.version, m.supported_flags) for m in state.members.values()}
         self.limits = {k: x.value for k, x in state.limits.items()}
         self.global_parameters = {p.name: p.value for p in state.global_parameters.values()}
+        self.parameters = {k: p.value for k, p in state.parameters.items()}
         if self.authenticator is not None:
             self._sync_authenticator(self.authenticator)
 

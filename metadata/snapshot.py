@@ -2,7 +2,7 @@
 
     ["warren.metadata", SNAPSHOT_FORMAT, machine_version, recent_limit,
      vhosts, users, permissions, members, feature_flags,
-     recent_previous, recent (, limits (, topic_permissions (, global_parameters)))]
+     recent_previous, recent (, limits (, topic_permissions (, global_parameters (, parameters))))]
 
     vhosts       [[vhost record, [exchange], [queue], [binding], [policy] (, [operator policy]
                  (, [stream]))], ...]
@@ -12,7 +12,7 @@
     a record     [format, field, field, ...]   (its dataclass fields in order, format first)
     recent       [[key, digest, result], ...]  result: ["ok"] | ["created"] | ["error", condition, description]
     limits       [limit record, ...], topic_permissions [topic permission
-                 record, ...] and global_parameters [record, ...]: each written only when it or a later element has
+                 record, ...], global_parameters [record, ...] and parameters [record, ...]: each written only when it or a later element has
                  something, so a state without them gives the bytes it gave before
                  they existed, and snapshots from before them restore with none
 
@@ -48,6 +48,7 @@ from metadata.state import (
     LimitRecord,
     MemberRecord,
     MetadataState,
+    ParameterRecord,
     PermissionRecord,
     PolicyRecord,
     QueueRecord,
@@ -105,7 +106,8 @@ def _layout(cls: type) -> tuple[int, tuple[str, ...], tuple[int, ...]]:
 
 _LAYOUTS = {cls: _layout(cls) for cls in (VHostRecord, UserRecord, PermissionRecord, ExchangeRecord, QueueRecord,
                                           BindingRecord, PolicyRecord, MemberRecord, LimitRecord,
-                                          TopicPermissionRecord, StreamRecord, GlobalParameterRecord)}  # fmt: skip
+                                          TopicPermissionRecord, StreamRecord, GlobalParameterRecord,
+                                          ParameterRecord)}  # fmt: skip
 
 
 def _record(rec: Any) -> list[Any]:
@@ -185,7 +187,8 @@ def encode_state(state: MetadataState) -> bytes:
     ]  # fmt: skip
     optional = [[_record(x) for x in state.limits.values()],
                 [_record(t) for t in state.topic_permissions.values()],
-                [_record(g) for g in state.global_parameters.values()]]
+                [_record(g) for g in state.global_parameters.values()],
+                [_record(p) for p in state.parameters.values()]]  # fmt: skip
     while optional and not optional[-1]:
         optional.pop()
     value.extend(optional)
@@ -213,11 +216,12 @@ def decode_state(data: bytes) -> MetadataState:
 
 def _decode(value: list[Any]) -> MetadataState:
     (_, _, machine_version, recent_limit, vhosts, users, permissions, members, flags, previous, recent, *rest) = value
-    if len(rest) > 3:
+    if len(rest) > 4:
         raise SnapshotFormatError(f"a snapshot of {len(value)} elements")
     limits = rest[0] if rest else []
     topic = [_unrecord(TopicPermissionRecord, v) for v in (rest[1] if len(rest) > 1 else [])]
     global_parameters = [_unrecord(GlobalParameterRecord, v) for v in (rest[2] if len(rest) > 2 else [])]
+    parameters = [_unrecord(ParameterRecord, v) for v in (rest[3] if len(rest) > 3 else [])]
     return MetadataState(
         vhosts=PMap((vh.name, vh) for vh in map(_decode_vhost, vhosts)),
         users=PMap((u.name, u) for u in (_unrecord(UserRecord, v) for v in users)),
@@ -231,6 +235,7 @@ def _decode(value: list[Any]) -> MetadataState:
         machine_version=int(machine_version),
         limits=PMap(((x.scope, x.name, x.limit), x) for x in (_unrecord(LimitRecord, v) for v in limits)),
         global_parameters=PMap((g.name, g) for g in global_parameters),
+        parameters=PMap(((p.vhost, p.component, p.name), p) for p in parameters),
     )
 
 

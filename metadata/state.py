@@ -37,6 +37,7 @@ __all__ = [
     "BindingRecord",
     "ExchangeRecord",
     "GlobalParameterRecord",
+    "ParameterRecord",
     "LimitRecord",
     "MemberRecord",
     "MetadataState",
@@ -196,6 +197,15 @@ class GlobalParameterRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class ParameterRecord:
+    vhost: str
+    component: str
+    name: str
+    value: str  # JSON text
+    format: int = 1
+
+
+@dataclass(frozen=True, slots=True)
 class MemberRecord:
     node: str
     version: str
@@ -266,6 +276,7 @@ class MetadataState:
     feature_flags: tuple[str, ...] = ()  # enabled, sorted
     limits: PMap[tuple[str, str, str], LimitRecord] = _empty()  # (scope, name, limit) ->
     global_parameters: PMap[str, GlobalParameterRecord] = _empty()
+    parameters: PMap[tuple[str, str, str], ParameterRecord] = _empty()  # (vhost, component, name) ->
     # Idempotency keys of recent commands, in two generations: when `recent`
     # holds `recent_limit` keys it becomes `recent_previous` and a new one
     # starts, so between limit and 2 x limit keys are remembered. Bounded by

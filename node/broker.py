@@ -41,6 +41,8 @@ from node.ops.memory import MemoryAccount
 from node.ops.metrics import NodeMetrics
 from node.ops.periodic import Periodic
 from node.ops.state_snapshot import SnapshotWriter, collect
+from node.shovel.manager import ShovelManager
+from node.shovel.node_port import ShovelNodePort, start_shovels
 from node.vhosts.definitions import DefinitionsFile
 from node.vhosts.delayed_messages import DelayedMessages
 from node.vhosts.local_queues import LocalQueues, Owners
@@ -127,6 +129,7 @@ class Broker:
         self.snapshots: SnapshotWriter | None = None
         self.feature_flags = local_flags(config.enable_test_faults)  # what this node supports
         self._announcer: asyncio.Task | None = None
+        self.shovels: ShovelManager | None = None  # dynamic shovels (node/shovel/), once the AMQP port listens
 
     # ------------------------------------------------------------ lifecycle
 
@@ -189,6 +192,9 @@ class Broker:
             # management first: once the AMQP port accepts, the whole node is up
             await self._start_http()
             await self._start_amqp()
+            self.shovels = start_shovels(ShovelNodePort(self.cluster, self.metadata, self.projections, self.vhosts,
+                                                        lambda: self.amqp_port, cfg.node_name, cfg.listen_host),
+                                         self.cluster, self.metadata_machine, self.loop)  # fmt: skip
         except BaseException:
             await self.stop()
             raise
@@ -270,6 +276,8 @@ class Broker:
         return True
 
     async def stop(self) -> None:
+        if self.shovels is not None:
+            self.shovels.stop()
         if self.snapshots is not None:
             await self.snapshots.stop()
             self.snapshots = None
@@ -295,16 +303,10 @@ class Broker:
             self._announcer = None
         if self.reconciler is not None:
             self.reconciler.stop()
-        self.quorum.close()
-        self.placement.close()
-        self.streams.close()
-        if self.queue_service is not None:
-            self.queue_service.close()
-        if self.alarm_gossip is not None:
-            self.alarm_gossip.close()
-        if self.node_names is not None:
-            self.node_names.close()
-        self.delayed.stop()
+        self.delayed.stop()  # its schedulers are consumers of quorum queues: gone before the queues close
+        for part in (self.quorum, self.placement, self.streams, self.queue_service, self.alarm_gossip, self.node_names):
+            if part is not None:  # the optional ones exist once start got that far
+                part.close()
         if self.cluster is not None:
             await self.cluster.stop()
         if self.store is not None and not self.store.closed:

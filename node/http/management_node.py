@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from node.ops.memory import MemoryAccount
     from node.ops.metrics import NodeMetrics
     from node.ops.periodic import Periodic
+    from node.shovel.manager import ShovelManager
     from node.vhosts.definitions import DefinitionsFile
     from node.vhosts.delayed_messages import DelayedMessages
     from node.vhosts.metadata_store import MetadataStore
@@ -48,6 +49,7 @@ class ScrapedNode(Protocol):
     logins: LoginService  # its verdicts by protocol (rabbitmq_auth_attempts_*)
     projections: Projections  # the metadata as read (rabbitmq_identity_info's cluster name and id)
     started_at: float  # time.time() when the node started (rabbitmq_erlang_uptime_seconds)
+    shovels: ShovelManager | None  # dynamic shovels' status (shovel_routes.py, rabbitmq_shovel_*); None until started
 
 
 class ManagementNode(ScrapedNode, Protocol):

@@ -9,16 +9,18 @@
 
 The components Warren has are RabbitMQ's `vhost-limits` (name "limits",
 value {"max-connections": N, "max-queues": N}: the vhost's limits, replaced
-as a whole) and `operator_policy` (value {"pattern", "definition",
-"priority", "apply-to"}: an operator policy); another component (`shovel`,
-`federation-upstream`, ...) is 400 naming it, as RabbitMQ answers for a
-plugin it does not run. Global parameters are the ones the metadata keeps
+as a whole), `operator_policy` (value {"pattern", "definition",
+"priority", "apply-to"}: an operator policy) and `shovel` (a dynamic shovel,
+node/shovel/definition.py checks its keys; kept as a metadata parameter);
+another component (`federation-upstream`, ...) is 400 naming it, as
+RabbitMQ answers for a plugin it does not run. Global parameters are the ones the metadata keeps
 (metadata/commands.py GLOBAL_PARAMETER_NAMES); they cannot be cleared.
 Listing and reading take a policymaker or an administrator, as RabbitMQ's.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from aiohttp import web
@@ -39,10 +41,11 @@ from node.http.route_kit import (
     not_found,
     read_body,
 )
+from node.shovel import definition as shovel_definition
 from node.vhosts.metadata_store import new_key
 
-VHOST_LIMITS, OPERATOR_POLICY = "vhost-limits", "operator_policy"
-COMPONENTS = (VHOST_LIMITS, OPERATOR_POLICY)
+VHOST_LIMITS, OPERATOR_POLICY, SHOVEL = "vhost-limits", "operator_policy", "shovel"
+COMPONENTS = (VHOST_LIMITS, OPERATOR_POLICY, SHOVEL)
 LIMIT_NAMES = ("max-connections", "max-queues")
 _MAX_VALUE = 2**31 - 1
 
@@ -71,6 +74,11 @@ def _parameters(request: web.Request, component: str | None = None, vhost: str |
                 value = {"pattern": p.pattern, "definition": dict(p.definition), "priority": p.priority,
                          "apply-to": p.apply_to}  # fmt: skip
                 out.append({"vhost": name, "component": OPERATOR_POLICY, "name": p.name, "value": value})
+    if component in (None, SHOVEL):
+        wanted = set(names)
+        for (vhost, kind, name), value in sorted(node.projections.parameters.items()):
+            if kind == SHOVEL and vhost in wanted:
+                out.append({"vhost": vhost, "component": SHOVEL, "name": name, "value": json.loads(value)})
     return out
 
 
@@ -117,6 +125,12 @@ async def put_parameter(request: web.Request) -> web.Response:
                 await run(mc.ClearLimit(new_key(), "vhost", vhost, limit))
         for limit, n in limits.items():
             await run(mc.SetLimit(new_key(), "vhost", vhost, limit, n))
+    elif component == SHOVEL:
+        try:
+            shovel_definition.parse(value)
+        except shovel_definition.DefinitionError as e:
+            raise bad_request(f"shovel '{name}': {e}") from None
+        await run(mc.SetParameter(new_key(), vhost, SHOVEL, name, shovel_definition.encode(value)))
     else:
         if not isinstance(value, dict):
             raise bad_request("an operator_policy value is an object: pattern, definition, priority, apply-to")
@@ -145,6 +159,8 @@ async def delete_parameter(request: web.Request) -> web.Response:
     if parameter["component"] == VHOST_LIMITS:
         for limit in parameter["value"]:
             await run(mc.ClearLimit(new_key(), "vhost", vhost, limit))
+    elif parameter["component"] == SHOVEL:
+        await run(mc.ClearParameter(new_key(), vhost, SHOVEL, parameter["name"]))
     else:
         await run(mc.ClearOperatorPolicy(new_key(), vhost, parameter["name"]))
     return no_content()

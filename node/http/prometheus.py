@@ -96,6 +96,7 @@ def _families(node: ScrapedNode) -> Iterator[Metric]:
     yield from queue_info(node, PREFIX, EVERYTHING)
     yield from global_families(node)
     yield from _alarms(node)
+    yield from _shovels(node)
     yield from raft_families(node.cluster, node.vhosts)
 
 
@@ -160,6 +161,15 @@ def _alarms(node: ScrapedNode) -> Iterator[Metric]:
                             "Memory the node holds, as the memory alarm counts it against "
                             "rabbitmq_resident_memory_limit_bytes (mem_used in /api/nodes)",
                             alarms.memory_used)  # fmt: skip
+
+
+def _shovels(node: ScrapedNode) -> Iterator[Metric]:
+    """RabbitMQ's rabbitmq_shovel_dynamic: the dynamic shovels this node runs, by state."""
+    family = GaugeMetricFamily("rabbitmq_shovel_dynamic", "Number of dynamic shovels", labels=["status"])
+    rows = node.shovels.local_status() if node.shovels is not None else []
+    for state in ("running", "starting", "terminated"):
+        family.add_metric([state], sum(1 for r in rows if r["state"] == state))
+    yield family
 
 
 class _Page:

@@ -39,7 +39,7 @@ def list_channels(client: Client, args: argparse.Namespace) -> Listing:
                    "pid user consumer_count messages_unacknowledged name number connection_details vhost")  # fmt: skip
 
 
-@COMMANDS.command("list_parameters", "runtime parameters of a vhost (vhost-limits, operator_policy)")
+@COMMANDS.command("list_parameters", "runtime parameters of a vhost (vhost-limits, operator_policy, shovel)")
 def list_parameters(client: Client, args: argparse.Namespace) -> Listing:
     rows = [p for p in client.get("/api/parameters") if p["vhost"] == args.vhost]
     return Listing(rows, ["component", "name", "value"], f"Listing runtime parameters for vhost {args.vhost} ...",
@@ -60,6 +60,26 @@ def clear_parameter(client: Client, args: argparse.Namespace) -> Done:
     return Done(
         f'Clearing runtime parameter "{args.name}" for component "{args.component}" on vhost "{args.vhost}" ...'
     )
+
+
+@COMMANDS.command("shovel_status", "every dynamic shovel's status, wherever it runs (rabbitmqctl shovel_status)")
+def shovel_status(client: Client, args: argparse.Namespace) -> Listing:
+    rows = []
+    for s in client.get("/api/shovels"):
+        row = {"name": s["name"], "vhost": s["vhost"], "type": s["type"], "state": s["state"],
+               "source_protocol": s.get("src_protocol", ""), "source": s.get("src_uri", ""),
+               "destination_protocol": s.get("dest_protocol", ""), "destination": s.get("dest_uri", ""),
+               "termination_reason": s.get("reason", "") if s["state"] == "terminated" else "",
+               "last_changed": s["timestamp"], "node": s["node"], "forwarded": s.get("forwarded", 0),
+               "remaining": s.get("remaining", "")}  # fmt: skip
+        for old, new in (("src_address", "source_address"), ("src_queue", "source_queue"),
+                         ("dest_address", "destination_address"), ("dest_queue", "destination_queue")):  # fmt: skip
+            if old in s:
+                row[new] = s[old]
+        rows.append(row)
+    columns = ["name", "vhost", "type", "state", "source_protocol", "source", "destination_protocol", "destination",
+               "termination_reason", "last_changed"]  # fmt: skip
+    return Listing(rows, columns, "Shovel status ...", " ".join(columns) + " node forwarded remaining")
 
 
 @COMMANDS.command("list_global_parameters", "global runtime parameters")

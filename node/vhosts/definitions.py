@@ -11,8 +11,8 @@ refuses a document before anything of it is applied.
 Round trips with RabbitMQ: users keep RabbitMQ's password hash
 (rabbit_password_hashing_sha256 or _sha512, routing/rabbit_passwords.py)
 until their password changes, and export it as RabbitMQ wrote it; vhost
-limits and operator policies travel as `parameters` (components vhost-limits
-and operator_policy), as RabbitMQ keeps them.
+limits, operator policies and shovels travel as `parameters` (components
+vhost-limits, operator_policy and shovel), as RabbitMQ keeps them.
 """
 
 from __future__ import annotations
@@ -22,9 +22,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from metadata import commands as mc
 from node import __version__
+from node.shovel import definition as shovel_definition
 from node.vhosts.definitions_check import (
     HASHING_ALGORITHM,
     OPERATOR_POLICY,
+    SHOVEL,
     VHOST_LIMITS,
     DefinitionsError,
     check,
@@ -84,6 +86,10 @@ class DefinitionsFile:
         doc["parameters"] += [{"vhost": p["vhost"], "component": OPERATOR_POLICY, "name": p.pop("name"),
                                "value": {k: p[k] for k in ("pattern", "definition", "priority", "apply-to")}}
                               for p in self._policies(vhosts, True)]  # fmt: skip
+        names = {v.name for v in vhosts}
+        doc["parameters"] += [{"vhost": vh, "component": component, "name": name, "value": json.loads(value)}
+                              for (vh, component, name), value in sorted(projections.parameters.items())
+                              if vh in names]  # fmt: skip
         if vhost is None:
             doc["global_parameters"] = [{"name": n, "value": v} for n, v in sorted(projections.global_parameters.items())]
         doc.update(policies=self._policies(vhosts, False), queues=[], exchanges=[], bindings=[])
@@ -183,6 +189,10 @@ class DefinitionsFile:
         for command, p in policies:
             await run(command(new_key(), where(p), p["name"], p["pattern"], p.get("apply-to", "all"),
                               p["definition"], int(p.get("priority", 0))))  # fmt: skip
+        for p in doc.get("parameters", []):
+            if p["component"] == SHOVEL:  # checked by definitions_check
+                self._vhost_named(where(p))
+                await run(mc.SetParameter(new_key(), where(p), SHOVEL, p["name"], shovel_definition.encode(p["value"])))
         for q in doc.get("queues", []):
             v = self._vhost_named(where(q))
             arguments = dict(q.get("arguments") or {})

@@ -6,8 +6,8 @@ nothing is accepted and then ignored.
 
 RabbitMQ's export (rabbit_definitions) is the shape: top-level version keys,
 users (with `limits`), vhosts (with `metadata` and `limits`), permissions,
-topic_permissions, `parameters` (vhost-limits and operator_policy are the
-components Warren implements), `global_parameters`, policies, queues,
+topic_permissions, `parameters` (vhost-limits, operator_policy and shovel
+are the components Warren implements), `global_parameters`, policies, queues,
 exchanges, bindings.
 """
 
@@ -19,6 +19,7 @@ from metadata.commands import GLOBAL_PARAMETER_NAMES
 from metadata.feature_flags import (
     GLOBAL_PARAMETERS,
     OPERATOR_POLICIES,
+    SHOVELS,
     TOPIC_PERMISSIONS,
     VHOST_DEFAULT_QUEUE_TYPE,
     VHOST_DELETION_PROTECTION,
@@ -26,11 +27,12 @@ from metadata.feature_flags import (
 )
 from metadata.machine import LIMITS
 from metadata.topology import QUEUE_TYPES
+from node.shovel import definition as shovel_definition
 from routing import policies, rabbit_passwords
 from routing.users import hash_password
 
 HASHING_ALGORITHM = "warren_pbkdf2_sha256"  # routing/users.py's format
-VHOST_LIMITS, OPERATOR_POLICY = "vhost-limits", "operator_policy"  # the parameter components Warren implements
+VHOST_LIMITS, OPERATOR_POLICY, SHOVEL = "vhost-limits", "operator_policy", "shovel"  # the components Warren has
 
 # Keys that describe the document and ask for nothing: the exporting product
 # and version, and what RabbitMQ 4 adds to say where it came from (a vhost's
@@ -114,9 +116,14 @@ def _check_parameter(p: dict) -> None:
         value = p["value"]
         if not isinstance(value, dict) or "pattern" not in value or "definition" not in value:
             raise DefinitionsError(f"{where}: the value must be an object with pattern and definition")
+    elif p["component"] == SHOVEL:
+        try:
+            shovel_definition.parse(p["value"])
+        except shovel_definition.DefinitionError as e:
+            raise DefinitionsError(f"{where}: {e}") from None
     else:
         raise DefinitionsError(f"{where}: Warren does not implement the '{p['component']}' component "
-                               f"(only {VHOST_LIMITS} and {OPERATOR_POLICY})")  # fmt: skip
+                               f"(only {VHOST_LIMITS}, {OPERATOR_POLICY} and {SHOVEL})")  # fmt: skip
 
 
 def _check_flags(doc: dict, flags: set[str] | frozenset[str]) -> None:
@@ -126,6 +133,7 @@ def _check_flags(doc: dict, flags: set[str] | frozenset[str]) -> None:
                                                                       for p in parameters),  # fmt: skip
         TOPIC_PERMISSIONS: bool(doc.get("topic_permissions")),
         GLOBAL_PARAMETERS: bool(doc.get("global_parameters")),
+        SHOVELS: any(p["component"] == SHOVEL for p in parameters),
         VHOST_DEFAULT_QUEUE_TYPE: any(default_queue_type(v) is not None for v in doc.get("vhosts", [])),
         VHOST_DELETION_PROTECTION: any(deletion_protection(v) for v in doc.get("vhosts", [])),
         VHOST_MAX_QUEUES: any("max-queues" in (limits_of(p["value"], "vhost", "") or {})

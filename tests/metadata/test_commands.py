@@ -56,6 +56,8 @@ SAMPLES = [
     c.ClearTopicPermissions("k25", "guest", "/", "amq.topic"),
     c.SetVHostDeletionProtection("k26", "/", True),
     c.DeclareQueueByUser("k27", "/", "q", "classic", True, False, None, TYPED, "n1", (), "guest"),
+    c.SetParameter("k1d", "/", "shovel", "s1", "{\"ack-mode\": \"on-confirm\"}"),
+    c.ClearParameter("k1e", "/", "shovel", "s1"),
 ]
 
 

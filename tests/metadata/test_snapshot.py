@@ -103,7 +103,7 @@ def test_refuses_what_it_cannot_read():
         codec.dumps([snapshot.MAGIC, 2, 1, 10]),  # a newer layout
         codec.dumps([snapshot.MAGIC, 1, 99, 10]),  # a newer machine
         codec.dumps(value[:10]),  # an element short
-        codec.dumps(value + [[]] * (15 - len(value))),  # past the last optional element
+        codec.dumps(value + [[]] * (16 - len(value))),  # past the last optional element
         codec.dumps(value[:4] + [[["junk"]]] + value[5:]),
     ):
         with pytest.raises(SnapshotFormatError):

@@ -36,7 +36,7 @@ def test_vhost_limits_and_operator_policies_are_parameters(api, node):
 
 def test_parameters_refuse_what_warren_has_not(api, node):
     r = api.put("/api/parameters/shovel/%2F/s", {"value": {"src-uri": "amqp://"}})
-    assert r.status == 400 and "component shovel not found" in r.body["reason"]
+    assert r.status == 400 and "src-protocol" in r.body["reason"]
     assert api.get("/api/parameters/federation-upstream").status == 400
     assert api.put("/api/parameters/vhost-limits/%2F/limits", {"value": {"max-channels": 1}}).status == 400
     assert api.put("/api/parameters/vhost-limits/%2F/limits", {}).status == 400

@@ -60,6 +60,9 @@ def walk(api, node):
     api.put("/api/operator-policies/%2F/walk-op", {"pattern": "^nothing$", "definition": {"max-length": 1}})
     api.put("/api/parameters/vhost-limits/%2F/limits", {"value": {"max-queues": 100}})
     api.put("/api/global-parameters/cluster_name", {"value": "walk"})
+    api.put("/api/parameters/shovel/%2F/walk-s", {"value": {"src-protocol": "local", "src-uri": "amqp://",
+                                                             "src-queue": "walk-q", "dest-protocol": "local",
+                                                             "dest-uri": "amqp://", "dest-queue": "walk-s-dest"}})
     api.put("/api/topic-permissions/%2F/guest", {"exchange": "amq.topic", "write": ".*", "read": ".*"})
     api.put("/api/user-limits/guest/max-connections", {"value": 100})
     conn = BlockingConnection(f"amqp://guest:guest@127.0.0.1:{node.broker.amqp_port}", timeout=10)
@@ -78,7 +81,7 @@ def walk(api, node):
 
 _NAMES = {"/api/parameters/": "limits", "/api/global-parameters/": "cluster_name", "/api/policies/": "walk-p",
           "/api/operator-policies/": "walk-op", "/api/vhost-limits/": "max-queues", "/api/user-limits/": "max-connections",
-          "/api/feature-flags/": "all"}  # fmt: skip
+          "/api/feature-flags/": "all", "/api/shovels/": "walk-s"}  # fmt: skip
 
 
 def _fill(path: str, values: dict) -> str:

@@ -27,7 +27,20 @@ def test_parameters_global_parameters_and_cluster_name(node_process):
     ok(node_process.ctl("clear_parameter", "vhost-limits", "limits"))
     assert as_json(node_process.ctl("--json", "list_parameters")) == []
     r = node_process.ctl("set_parameter", "shovel", "s", "{}")
-    assert r.returncode == 65 and "component shovel not found" in r.stderr
+    assert r.returncode == 65 and "src-protocol" in r.stderr
+    shovel = {"src-protocol": "local", "src-uri": "amqp://", "src-queue": "ctl-from", "dest-protocol": "local",
+              "dest-uri": "amqp://", "dest-queue": "ctl-absent", "reconnect-delay": 60}  # fmt: skip
+    ok(node_process.ctl("set_parameter", "shovel", "s", json.dumps(shovel)))
+    deadline = time.monotonic() + 20
+    while (rows := as_json(node_process.ctl("--json", "shovel_status")))[0]["state"] != "terminated":
+        assert time.monotonic() < deadline, rows
+        time.sleep(0.1)
+    [row] = rows
+    assert row["name"] == "s" and row["vhost"] == "/" and row["source_protocol"] == "local"
+    assert "ctl-from" in row["termination_reason"] or "ctl-absent" in row["termination_reason"]
+    assert "Shovel status" in ok(node_process.ctl("shovel_status"))
+    ok(node_process.ctl("clear_parameter", "shovel", "s"))
+    assert as_json(node_process.ctl("--json", "shovel_status")) == []
     assert node_process.ctl("set_parameter", "vhost-limits", "limits", "{nope").returncode == 65
     ok(node_process.ctl("set_cluster_name", "east"))
     assert {"name": "cluster_name", "value": "east"} in as_json(node_process.ctl("--json", "list_global_parameters"))

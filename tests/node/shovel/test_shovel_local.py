@@ -1,0 +1,131 @@
+"""Shovels between two queues of one Warren node: over the `local` protocol
+and over amqp10 URIs to the same node, in each ack-mode, with
+src-delete-after; status at /api/shovels."""
+
+from __future__ import annotations
+
+import pytest
+from mgmt_client import sample, scrape
+from shovel_helpers import nothing_left, publish, receive, wait_until
+
+LOCAL = {"src-protocol": "local", "src-uri": "amqp://", "src-queue": "from",
+         "dest-protocol": "local", "dest-uri": "amqp://", "dest-queue": "to"}  # fmt: skip
+
+
+def amqp10(port: int) -> dict:
+    uri = f"amqp://guest:guest@127.0.0.1:{port}"
+    return {"src-protocol": "amqp10", "src-uri": uri, "src-address": "/amq/queue/from",
+            "dest-protocol": "amqp10", "dest-uri": uri, "dest-address": "/queues/to"}  # fmt: skip
+
+
+@pytest.fixture
+def queues(api):
+    for q in ("from", "to"):
+        assert api.put(f"/api/queues/%2F/{q}", {"durable": True}).status == 201
+    return api
+
+
+@pytest.mark.parametrize("ack_mode", ["on-confirm", "on-publish", "no-ack"])
+@pytest.mark.parametrize("protocol", ["local", "amqp10"])
+def test_messages_move_in_order(node, queues, ack_mode, protocol):
+    api = queues
+    bodies = [f"m{i}" for i in range(300)]
+    publish(node.url, "/queues/from", bodies)
+    value = LOCAL if protocol == "local" else amqp10(node.port)
+    assert api.put("/api/parameters/shovel/%2F/mover", {"value": {**value, "ack-mode": ack_mode,
+                                                                   "src-prefetch-count": 25}}).status == 201  # fmt: skip
+    got = receive(node.url, "/queues/to", len(bodies))
+    assert [m.body for m in got] == bodies
+    assert nothing_left(node.url, "/queues/from")
+    wait_until(lambda: [s.get("forwarded") for s in api.get("/api/shovels").body] == [300], what="the count")
+    [status] = api.get("/api/shovels/%2F").body
+    assert status["state"] == "running" and status["type"] == "dynamic" and status["vhost"] == "/"
+    assert status["node"] == "warren@test" and status["name"] == "mover"
+    if protocol == "amqp10":
+        assert "guest:guest" not in status["src_uri"] and status["src_address"] == "/amq/queue/from"
+    else:
+        assert status["src_queue"] == "from" and status["dest_queue"] == "to"
+    # messages published later follow
+    publish(node.url, "/queues/from", ["late"])
+    assert [m.body for m in receive(node.url, "/queues/to", 1)] == ["late"]
+    assert api.delete("/api/shovels/vhost/%2F/mover").status == 204
+    wait_until(lambda: api.get("/api/shovels").body == [], what="the shovel to stop")
+    publish(node.url, "/queues/from", ["stays"])
+    assert nothing_left(node.url, "/queues/to")
+
+
+def test_src_delete_after_a_count_stops_and_deletes_the_shovel(node, queues):
+    api = queues
+    publish(node.url, "/queues/from", [f"m{i}" for i in range(20)])
+    value = {**LOCAL, "src-delete-after": 7, "src-prefetch-count": 3}
+    assert api.put("/api/parameters/shovel/%2F/seven", {"value": value}).status == 201
+    wait_until(lambda: api.get("/api/parameters/shovel/%2F/seven").status == 404, what="the shovel to finish")
+    assert [m.body for m in receive(node.url, "/queues/to", 7)] == [f"m{i}" for i in range(7)]
+    assert nothing_left(node.url, "/queues/to")
+    assert [m.body for m in receive(node.url, "/queues/from", 13)] == [f"m{i}" for i in range(7, 20)]
+
+
+def test_src_delete_after_queue_length_moves_what_was_there(node, queues):
+    api = queues
+    publish(node.url, "/queues/from", [f"m{i}" for i in range(12)])
+    value = {**LOCAL, "src-delete-after": "queue-length"}
+    assert api.put("/api/parameters/shovel/%2F/drain", {"value": value}).status == 201
+    wait_until(lambda: api.get("/api/parameters/shovel/%2F/drain").status == 404, what="the shovel to finish")
+    assert [m.body for m in receive(node.url, "/queues/to", 12)] == [f"m{i}" for i in range(12)]
+
+
+def test_forward_headers_name_the_shovel(node, queues):
+    api = queues
+    publish(node.url, "/queues/from", ["x"])
+    assert (
+        api.put("/api/parameters/shovel/%2F/fw", {"value": {**LOCAL, "dest-add-forward-headers": True}}).status == 201
+    )
+    [m] = receive(node.url, "/queues/to", 1)
+    assert m.body == "x"
+    assert m.annotations["x-opt-shovel-name"] == "fw" and m.annotations["x-opt-shovel-type"] == "dynamic"
+    assert m.annotations["x-opt-shovelled-by"]
+
+
+def test_a_missing_destination_is_reported_and_retried(node, queues):
+    api = queues
+    value = {**LOCAL, "dest-queue": "absent", "reconnect-delay": 0.2}
+    assert api.put("/api/parameters/shovel/%2F/broken", {"value": value}).status == 201
+    wait_until(lambda: "no queue 'absent'" in (api.get("/api/shovels").body or [{}])[0].get("reason", ""),
+               what="the error")  # fmt: skip
+    [status] = api.get("/api/shovels").body
+    assert status["state"] in ("terminated", "starting")
+    assert api.put("/api/queues/%2F/absent", {"durable": True}).status == 201
+    publish(node.url, "/queues/from", ["arrives"])
+    assert [m.body for m in receive(node.url, "/queues/absent", 1)] == ["arrives"]
+    assert api.delete("/api/shovels/vhost/%2F/broken/restart").status == 204
+    assert api.delete("/api/shovels/vhost/%2F/nope/restart").status == 404
+
+
+def test_prometheus_counts_the_shovels_by_state(node, queues):
+    api = queues
+    assert sample(scrape(node), "rabbitmq_shovel_dynamic", status="running") == 0
+    assert api.put("/api/parameters/shovel/%2F/ok", {"value": LOCAL}).status == 201
+    broken = {**LOCAL, "dest-queue": "absent", "reconnect-delay": 30}
+    assert api.put("/api/parameters/shovel/%2F/broken", {"value": broken}).status == 201
+    wait_until(lambda: sorted(s["state"] for s in api.get("/api/shovels").body) == ["running", "terminated"],
+               what="one running, one failed")  # fmt: skip
+    text = scrape(node)
+    assert sample(text, "rabbitmq_shovel_dynamic", status="running") == 1
+    assert sample(text, "rabbitmq_shovel_dynamic", status="terminated") == 1
+
+
+def test_a_list_of_uris_is_tried_in_turn(node, queues):
+    api = queues
+    good = f"amqp://guest:guest@127.0.0.1:{node.port}"
+    value = {**amqp10(node.port), "src-uri": ["amqp://guest:guest@127.0.0.1:1", good], "reconnect-delay": 0.1}
+    publish(node.url, "/queues/from", ["via the second uri"])
+    assert api.put("/api/parameters/shovel/%2F/two-uris", {"value": value}).status == 201
+    assert [m.body for m in receive(node.url, "/queues/to", 1)] == ["via the second uri"]
+
+
+def test_a_refused_login_is_the_reason(node, queues):
+    api = queues
+    value = {**amqp10(node.port), "src-uri": f"amqp://guest:wrong@127.0.0.1:{node.port}", "reconnect-delay": 60}
+    assert api.put("/api/parameters/shovel/%2F/bad-login", {"value": value}).status == 201
+    wait_until(lambda: "login refused" in (api.get("/api/shovels").body or [{}])[0].get("reason", ""),
+               what="the login error")  # fmt: skip
