@@ -35,7 +35,7 @@ from node.config import Config
 from node.http import prometheus
 from node.http.api import ManagementAPI, start_sites
 from node.ops import raft_progress, snapshot_export, timeline_service
-from node.ops.alarms import Alarms
+from node.ops.alarms import Alarms, any_store_full
 from node.ops.logs import NodeLogs
 from node.ops.memory import MemoryAccount
 from node.ops.metrics import NodeMetrics
@@ -58,6 +58,7 @@ from node.vhosts.volatile_queues import VolatileQueues
 from queues.classic import ClassicQueue, StorePersistence, classic_queue, payload_size
 from queues.quorum.queue import QuorumQueue
 from routing.users import HASHING_ALGORITHMS, Authenticator
+from storage.faults import DiskFaults
 from storage.group_commit import GroupCommitter
 from storage.message_store import MessageStore
 
@@ -114,7 +115,8 @@ class Broker:
         self.owners = Owners()
         self.quorum = QuorumQueues(self, config.quorum_consumer_lag_max, config.quorum_snapshot_entries,
                                    config.quorum_consumer_lease, config.consumer_timeout)  # fmt: skip
-        self.streams = StreamQueues(self, config.data_dir)
+        self.disk_faults = DiskFaults() if config.enable_test_faults else None  # tests' injected disk errors
+        self.streams = StreamQueues(self, config.data_dir, self.disk_faults)
         self.maintenance = Maintenance(self, self.streams.handover.hand_over)  # warren ctl drain / revive
         self.placement = Placement(self, config.queue_leader_locator)  # quorum-queue leader locators, rebalance
         self.queue_service: QueueService | None = None
@@ -140,12 +142,13 @@ class Broker:
         enabled_flags.check_known(cfg.data_dir, self.feature_flags, __version__)  # before any file is opened
         enabled_flags.EnabledFlagsFile(cfg.data_dir, self.metadata_machine, __version__)
         self.store = MessageStore(os.path.join(cfg.data_dir, "messages"), size_of=payload_size)
-        # a full disk is waited out (publishes rejected meanwhile), not fatal: storage/group_commit.py
+        self.store.inject_faults(self.disk_faults, "messages")  # a full disk is waited out: storage/group_commit.py
         self.committer = GroupCommitter(self.store, self.loop, retry_full=cfg.alarm_check_interval)
         self.persistence = StorePersistence(self.store, self.committer)
         self.memory = MemoryAccount(self)
+        full = lambda: any_store_full(self.committer, self.cluster, self.streams.disk, self.alarms.disk_free)  # noqa: E731
         self.alarms = Alarms(cfg.data_dir, cfg.memory_high_watermark, cfg.disk_free_limit, self._alarm_changed,
-                             memory_used=self.memory.held, store_full=lambda: self.committer.out_of_space)
+                             memory_used=self.memory.held, store_full=full)
         self.definitions = DefinitionsFile(self)
         self._recovered = set(self.store.indexed_queues())  # a seek per queue: no message is read
         self._positions = self.store.take_positions()  # the queues' checkpoints, each used once
@@ -156,7 +159,7 @@ class Broker:
             # probe beside it (node/cluster/machine.py)
             probe = KeyValueMachine() if cfg.enable_test_faults else None
             self.cluster_machine = ClusterMachine(metadata=self.metadata_machine, kv=probe)
-            self.cluster = Cluster.from_config(cfg, self.cluster_machine)
+            self.cluster = Cluster.from_config(cfg, self.cluster_machine, self.disk_faults)
             await self.cluster.start()
             self.owners.node_id = self.cluster.node_id
             self.metadata = MetadataStore(self.metadata_machine, self.cluster.propose)

@@ -77,6 +77,24 @@ Failure is fail-stop: a write or fsync error leaves the disk state unknown,
 so the log refuses every later write, drops the held messages (they are
 never sent) and fails the pending `sync_point()` futures; the node must stop.
 
+Except a full disk (ENOSPC, EDQUOT), which is waited out: the write raises
+`JournalFullError` (a storage StoreFullError), RocksDB's sticky error is
+cleared by reopening it, and the same batch is written again once there is
+room (the node's GroupCommitter does both, `retry_full`; a batch that
+`flush()` itself wrote on the loop is handed to it through `on_stall`).
+Meanwhile, `out_of_space` is set and nothing it did not write counts as
+written: `durable_seq()` does not move, so no leader counts itself for the
+entries (`durable_index()`), `after_durable` callbacks wait, and the
+`sync_point()` futures of the turns waiting for those writes fail with
+`NotDurable`, as do new ones until a write lands: the transport drops those
+turns' messages (acks, votes), as a lossy network would, and sends on.
+pysyncobj goes on in memory (a follower takes entries, applies what its
+leader says is committed: a majority elsewhere stored it); it is never told
+of a write that failed, which is what keeps its assumption that an appended
+entry is persisted true for every message it sends. `flush()` raises
+`JournalFullError` at once while out of space (a snapshot waits: pysyncobj
+retries it). The node raises its disk alarm meanwhile (node/ops/alarms.py).
+
 Threading contract: everything but `write()` runs on the loop thread; `write()`
 may run on one other thread, one batch at a time, in `seal()` order.
 """
@@ -93,8 +111,9 @@ from rocksdict import Options
 
 from storage.batch import BatchWriter, SealedBatch, Ticket
 from storage.batch_store import BatchStore
+from storage.message_store import StoreFullError
 
-__all__ = ["DurableLog", "JournalError", "RaftJournal"]
+__all__ = ["DurableLog", "JournalError", "JournalFullError", "NotDurable", "RaftJournal"]
 
 from .journal_format import (
     _BLOB,
@@ -105,7 +124,12 @@ from .journal_format import (
     _MAX_GROUP_NAME,
     _U16,
     JournalError,
+    NotDurable,
 )
+
+
+class JournalFullError(JournalError, StoreFullError):
+    """A Raft log write failed for want of space; the batch is kept and written again."""
 
 
 def _blob_prefix(group: str) -> bytes:
@@ -146,12 +170,22 @@ class DurableLog(BatchStore):
             sync=sync,
             error=JournalError,
             on_failure=self._write_failed,
+            full_error=JournalFullError,
             tune=_bound_memory,
         )
         super().__init__(batches)
         # Callbacks waiting for a flush, in submission order; tickets ascend.
         self._held: deque[tuple[Ticket, Callable[[], None], asyncio.Future[None] | None]] = deque()
         self._failed: JournalError | None = None
+        # set (by write(), on the committer's thread) while a write failed for want of space
+        # and none has landed since; cleared by the next write that lands
+        self._full: JournalFullError | None = None
+        # a batch flush() wrote on the loop that failed for want of space goes here, with
+        # the error: the GroupCommitter writes it again (else the log fail-stops)
+        self.on_stall: Callable[[SealedBatch, JournalFullError], None] | None = None
+        # groups whose journal was closed or dropped, with the ticket of their last write:
+        # one reopened while out of space may be loaded from disk only if that write is durable
+        self._touched: dict[str, Ticket] = {}
         # notified when a write lands (or fails): flush() on the loop waits on it for a batch
         # a GroupCommitter is writing on its thread, which must reach the disk first
         self._written = threading.Condition()
@@ -173,7 +207,12 @@ class DurableLog(BatchStore):
         if group in self._journals:
             raise JournalError(f"raft group {group!r} already has an open journal")
         if self.has_pending() or self._batches.has_unwritten():
-            self.flush()
+            try:
+                self.flush()
+            except JournalFullError:
+                # out of space: what is on disk is the whole journal unless this group wrote since
+                if self._touched.get(group, 0) > self._batches.durable_seq():
+                    raise
         journal = RaftJournal(self, group, _group_prefix(group))
         self._journals[group] = journal
         return journal
@@ -183,7 +222,8 @@ class DurableLog(BatchStore):
         if group in self._journals:
             raise JournalError(f"raft group {group!r} still has an open journal")
         prefix = _group_prefix(group)
-        return self._delete_range(prefix, prefix + b"\xff")
+        ticket = self._touched[group] = self._delete_range(prefix, prefix + b"\xff")
+        return ticket
 
     # -- side data of a group, synced with its journal ------------------------------
 
@@ -262,6 +302,9 @@ class DurableLog(BatchStore):
         if ticket <= self._batches.durable_seq() and not self._held:
             return None
         fut = asyncio.get_running_loop().create_future()
+        if self._full is not None:
+            fut.set_exception(NotDurable(str(self._full)))  # not written for now: the turn is dropped
+            return fut
 
         def done() -> None:
             if not fut.done():
@@ -291,6 +334,29 @@ class DurableLog(BatchStore):
             deliver()
             n += 1
         return n
+
+    def drop_unwritten_turns(self) -> int:
+        """Out of space: fail the `sync_point()` futures still waiting with NotDurable (the
+        transport drops their turns); `after_durable` callbacks stay for the write to come.
+        On the loop; returns how many failed."""
+        kept: deque = deque()
+        dropped = 0
+        err = NotDurable(str(self._full) if self._full is not None else "the raft log is out of space")
+        for entry in self._held:
+            fut = entry[2]
+            if fut is None:
+                kept.append(entry)
+            else:
+                dropped += 1
+                if not fut.done():
+                    fut.set_exception(err)
+        self._held = kept
+        return dropped
+
+    @property
+    def out_of_space(self) -> JournalFullError | None:
+        """The error of a write that failed for want of space, while no write has landed since."""
+        return self._full
 
     def held(self) -> int:
         """Number of callbacks waiting for a flush."""
@@ -330,21 +396,40 @@ class DurableLog(BatchStore):
         if batches.has_unwritten():
             with self._written:
                 landed = self._written.wait_for(
-                    lambda: not batches.has_unwritten() or self._failed is not None, _IN_FLIGHT_WAIT
+                    lambda: not batches.has_unwritten() or self._failed is not None or self._full is not None,
+                    _IN_FLIGHT_WAIT,
                 )
             self._check_ok()
+            if self._full is not None:
+                raise self._full  # a batch waits for space: nothing can be written past it
             if not landed:
                 raise JournalError(
                     f"{self._unwritten()} are sealed but not written after {_IN_FLIGHT_WAIT} s; cannot flush past them"
                 )
-        durable = self._write_pending()
+        batch = batches.seal()
+        if batch is not None:
+            try:
+                self.write(batch)
+            except JournalFullError as e:
+                if self.on_stall is None:
+                    self._fail(e)  # nobody to write it again
+                else:
+                    self.on_stall(batch, e)
+                raise
         self.release_durable()
-        return durable
+        return batches.durable_seq()
 
     def write(self, batch: SealedBatch) -> None:
         """Apply a sealed batch and fsync the WAL; may run off the loop thread."""
-        super().write(batch)  # a failure fail-stops the log first (_write_failed)
+        try:
+            super().write(batch)  # a failure fail-stops the log first (_write_failed)
+        except JournalFullError as e:
+            with self._written:
+                self._full = e  # waited out: the same batch is written again (module docstring)
+                self._written.notify_all()
+            raise
         with self._written:
+            self._full = None
             self._written.notify_all()
 
     def _write_failed(self, err: Exception) -> None:
@@ -357,7 +442,7 @@ class DurableLog(BatchStore):
     # -- lifecycle ---------------------------------------------------------------
 
     def _write_before_close(self) -> None:
-        if self._failed is None:  # after a failure nothing more is written
+        if self._failed is None and self._full is None:  # after a failure nothing more is written
             self.flush()
 
     # -- used by RaftJournal -------------------------------------------------------
@@ -386,6 +471,10 @@ class DurableLog(BatchStore):
 
     def _closed_journal(self, group: str) -> None:
         self._journals.pop(group, None)
+        self._touched[group] = self._batches.pending_seq()
+        durable = self._batches.durable_seq()
+        if len(self._touched) > 64:  # forget the groups whose writes are all on disk
+            self._touched = {g: t for g, t in self._touched.items() if t > durable}
 
     def _fail(self, err: JournalError) -> None:
         self._failed = err

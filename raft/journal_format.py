@@ -21,3 +21,9 @@ _IN_FLIGHT_WAIT = 30.0  # seconds flush() waits for a batch another thread is wr
 
 class JournalError(Exception):
     """The Raft log store failed or holds something this Warren cannot read."""
+
+
+class NotDurable(Exception):
+    """The writes a message waited for will not be durable for now (the Raft log
+    is out of space): raft/outbound.py drops the messages of that turn, as a lossy
+    network would, rather than send an answer for what is not on disk."""

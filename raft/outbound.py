@@ -6,7 +6,9 @@ of at most `max_frame_bytes` and handed to the peer's link in order. The turns o
 fsync releases together go out together, in one frame per peer (a busy node seals
 several turns per fsync, and each gRPC write costs about as much as a small
 message's whole Raft path). A failed gate stops all sending for good
-(`NodeTransport.failed`).
+(`NodeTransport.failed`), except a gate that fails with `NotDurable` (the Raft log is
+out of space, raft/journal.py): that turn's gated messages are dropped, as a lossy
+network would drop them, and sending goes on.
 
 What needs no durable write behind it skips the gate (`enqueue(gated=False)`): a
 leader's AppendEntries. The gate is there for answers (an ack, a vote) that must
@@ -27,6 +29,7 @@ from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
 from .grpc_link import PeerLink
+from .journal_format import NotDurable
 from .proto import cluster_pb2
 
 if TYPE_CHECKING:
@@ -54,6 +57,9 @@ class Outbound:
     def enqueue(self, link: PeerLink, kind: int, group: str, payload: bytes, gated: bool = True) -> bool:
         if not link.up or self._nt.failed is not None or self._nt.is_partitioned(link.peer):
             return False
+        if gated and self._nt.gate_closed():
+            self._nt.stats.dropped_not_durable += 1  # it would answer for writes not on disk: lost, as on a network
+            return True
         if len(payload) > self._nt.options.max_message_bytes:
             log.error("message of %d bytes for %s/%s is over max_message_bytes", len(payload), link.peer, group)
             return False
@@ -115,11 +121,15 @@ class Outbound:
         try:
             while self._held:
                 waits, sealed = self._held[0]
-                for w in waits:
-                    await w
+                try:
+                    for w in waits:
+                        await w
+                except NotDurable:
+                    self._drop(self._held.popleft()[1])
+                    continue
                 self._unhold(self._held.popleft()[1])
                 # the later turns the same write made durable leave with this one
-                while self._held and all(isinstance(w, asyncio.Future) and w.done() for w in self._held[0][0]):
+                while self._held and all(_landed(w) for w in self._held[0][0]):
                     for w in self._held[0][0]:
                         w.result()  # a failed gate fails here, before anything of its turn leaves
                     more = self._held.popleft()[1]
@@ -132,6 +142,13 @@ class Outbound:
             self._fail(e)
         finally:
             self._gate_task = None
+
+    def _drop(self, sealed: list[tuple[PeerLink, int, list]]) -> None:
+        """A turn whose writes did not land: its messages never leave."""
+        self._unhold(sealed)
+        for link, _, items in sealed:
+            link.queued_bytes -= sum(len(item[2]) for item in items)
+            self._nt.stats.dropped_not_durable += len(items)
 
     def _fail(self, e: BaseException) -> None:
         log.error("durability gate failed; the transport sends nothing more", exc_info=e)
@@ -169,6 +186,11 @@ class Outbound:
             link.push(frame, size)
             if link.outbox_bytes > self._nt.options.max_outbox_bytes:
                 link.kill(f"{link.outbox_bytes} bytes unsent")
+
+
+def _landed(w: Awaitable[object]) -> bool:
+    """A gate future that is done and did not fail with NotDurable (that turn is dropped instead)."""
+    return isinstance(w, asyncio.Future) and w.done() and (w.cancelled() or not isinstance(w.exception(), NotDurable))
 
 
 def _per_link(sealed: list[tuple[PeerLink, int, list]]) -> list[tuple[PeerLink, int, list]]:

@@ -63,7 +63,10 @@ hook returns None when nothing it wrote is waiting for disk, or an awaitable
 that completes once every write made before the call is durable; the sealed
 messages (and every later flush, to keep the order) wait for it. If the
 awaitable raises, the transport stops sending anything (fail-stop: nothing
-may be acknowledged from a journal that could not sync) and calls `on_error`.
+may be acknowledged from a journal that could not sync) and calls `on_error`,
+unless it raises `NotDurable` (a full disk, waited out by the journal): then
+that turn's messages are dropped and the later ones go on; while `gate_closed()`
+says so, gated messages are dropped as they are queued.
 
 Fault switch: `partition(peers)` drops all traffic to and from those peers
 (our stream to them ends, theirs to us is cut and refused; pysyncobj sees
@@ -117,6 +120,7 @@ class TransportStats:
     messages_received: int = 0
     flushes: int = 0
     dropped_on_reconnect: int = 0  # accepted by send() but never written: their session ended
+    dropped_not_durable: int = 0  # answers for Raft log writes that failed for want of space
     dropped_unknown_group: int = 0
     dropped_not_member: int = 0
     rejected_messages: int = 0  # undecodable payloads from authenticated peers
@@ -153,6 +157,9 @@ class NodeTransport:
         self.stats = TransportStats()
         self.port: int | None = None
         self.before_flush: list[Callable[[], Awaitable[object] | None]] = []
+        # True while the gate cannot open (the Raft log is out of space): gated messages are
+        # dropped as they are queued, so the ungated ones (alarm gossip) are not stuck behind them
+        self.gate_closed: Callable[[], bool] = lambda: False
         # Non-Raft node-to-node messages (cross-node publish/deliver, later):
         # on_node_message(peer, channel, payload), called on the loop.
         self.on_node_message: Callable[[str, str, bytes], None] | None = None

@@ -52,6 +52,7 @@ from collections.abc import Callable
 
 from rocksdict import Options, Rdict, WriteBatch, WriteOptions
 
+from storage.faults import DiskFaults
 from storage.rocks import WalSyncer
 
 __all__ = ["BatchWriter", "SealedBatch", "Ticket", "is_no_space"]
@@ -161,6 +162,9 @@ class BatchWriter:
         self._on_failure = on_failure
         self._full_error = full_error  # None: the owner treats a full disk like any failure
         self._sync = sync
+        # injected faults (storage/faults.py), for tests: set by the owner with the store's name
+        self.faults: DiskFaults | None = None
+        self.fault_store = ""
         opts = self._opts = Options(raw_mode=True)
         opts.create_if_missing(True)
         if tune is not None:
@@ -292,7 +296,11 @@ class BatchWriter:
         if self.needs_reopen:
             raise self._full_error(f"{self._label} is out of space: reopen() it before writing again")
         try:
+            if self.faults is not None:
+                self.faults.check(self.fault_store, "write")
             db.write(batch.take_write_batch(), self._write_opt)
+            if self.faults is not None:
+                self.faults.check(self.fault_store, "fsync")
             if self._wal is not None:
                 self._wal.sync()
         except Exception as e:

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Protocol, Self
 
 from storage.batch import BatchWriter, SealedBatch, Ticket
+from storage.faults import DiskFaults
 
 __all__ = ["BatchStore", "GroupCommitStore"]
 
@@ -126,6 +127,10 @@ class BatchStore(ABC):
     @property
     def path(self) -> str:
         return self._batches.path
+
+    def inject_faults(self, faults: DiskFaults | None, store: str) -> None:
+        """Tests: ask `faults` before each write and fsync, as `store` (storage/faults.py)."""
+        self._batches.faults, self._batches.fault_store = faults, store
 
     # -- lifecycle ---------------------------------------------------------------
 

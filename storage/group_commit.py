@@ -72,6 +72,8 @@ class GroupCommitter:
         on_error: Callable[[BaseException], None] | None = None,
         on_written: Callable[[], None] | None = None,
         retry_full: float | None = None,
+        on_full: Callable[[], None] | None = None,
+        name: str = "message store",
     ) -> None:
         self._store = store
         self._loop = loop if loop is not None else asyncio.get_running_loop()
@@ -87,6 +89,8 @@ class GroupCommitter:
         self._closed = False
         self._failed: StoreError | None = None
         self._retry_full = retry_full
+        self._on_full = on_full  # on the loop when a write first fails for want of space
+        self._name = name  # in the log lines
         self._stalled: SealedBatch | None = None  # failed for want of space, to be written again
         self._full_error: StoreFullError | None = None
         self._retry_handle: asyncio.TimerHandle | None = None
@@ -147,8 +151,8 @@ class GroupCommitter:
             if self._failed is None and self._stalled is None:
                 await self.flush()
             elif self._stalled is not None:
-                log.error("message store closed out of space: writes %d..%d were never written (none was confirmed)",
-                          self._stalled.base + 1, self._store.pending_seq())  # fmt: skip
+                log.error("%s closed out of space: writes %d..%d were never written (none was confirmed)",
+                          self._name, self._stalled.base + 1, self._store.pending_seq())  # fmt: skip
         finally:
             self._closed = True
             if self._retry_handle is not None:
@@ -209,7 +213,7 @@ class GroupCommitter:
             self._fail(exc)
             return
         if self._stalled is not None:
-            log.warning("message store writes again: writes up to %d are durable", batch.ticket if batch else 0)
+            log.warning("%s writes again: writes up to %d are durable", self._name, batch.ticket if batch else 0)
             self._stalled = self._full_error = None
         self.commits += 1
         if self._on_written is not None:
@@ -252,11 +256,26 @@ class GroupCommitter:
 
     # -- out of space ----------------------------------------------------------
 
+    def stall(self, batch: SealedBatch, err: StoreFullError) -> None:
+        """The store wrote `batch` itself, on the loop, and it failed for want of space
+        (raft.journal.DurableLog.flush): wait it out like one of this committer's own
+        writes. With no write in flight; without `retry_full` the committer fails."""
+        if self._retry_full is None or self._in_flight is not None:
+            self._fail(err)
+            return
+        self._stall(batch, err)
+
     def _stall(self, batch: SealedBatch, err: StoreFullError) -> None:
-        if self._stalled is None:
+        first = self._stalled is None
+        if first:
             log.error("%s; writes wait for space (retried every %ss) and waiting publishes are rejected",
                       err, self._retry_full)  # fmt: skip
         self._stalled, self._full_error = batch, err
+        if self._retry_handle is not None:
+            self._retry_handle.cancel()
+            self._retry_handle = None
+        if first and self._on_full is not None:
+            self._on_full()
         # Those waiting are told now; callbacks without on_failed stay for the write that will come.
         kept = []
         for entry in self._waiters:
@@ -283,7 +302,7 @@ class GroupCommitter:
             if room and self._store.needs_reopen:
                 self._store.reopen()
         except (OSError, StoreError) as e:
-            log.warning("message store still cannot write: %s", e)
+            log.warning("%s still cannot write: %s", self._name, e)
             room = False
         if not room:
             self._retry_handle = self._loop.call_later(self._retry_full, self._retry)

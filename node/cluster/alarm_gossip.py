@@ -56,7 +56,9 @@ class AlarmGossip:
         payload = json.dumps({"v": VERSION, "alarms": self.alarms.describe()}).encode()
         for member in cluster.members():
             if member != cluster.node_id:
-                self._transport.send_node_message(member, CHANNEL, payload)
+                # answers for nothing in the Raft log: ungated, so a node whose log is out of
+                # space (its gated messages dropped) still tells the others of its disk alarm
+                self._transport.send_node_message(member, CHANNEL, payload, gated=False)
 
     def _on_message(self, peer: str, payload: bytes) -> None:
         try:

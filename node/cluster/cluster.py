@@ -58,6 +58,7 @@ from node.cluster.rpc import NodeRpc
 from raft.group import Machine, ProposalOutcome, RaftGroup, Role
 from raft.journal import DurableLog
 from raft.transport import NodeTransport, TlsConfig, TransportOptions
+from storage.faults import DiskFaults
 from storage.group_commit import GroupCommitter
 
 if TYPE_CHECKING:
@@ -99,6 +100,8 @@ class Cluster:
         raft_overrides: dict[str, Any] | None = None,
         transport_options: TransportOptions | None = None,
         handover_timeout: float = 5.0,
+        retry_full: float = 1.0,
+        disk_faults: DiskFaults | None = None,
     ) -> None:
         self.data_dir = data_dir
         self.machine = machine
@@ -112,6 +115,8 @@ class Cluster:
         self.command_timeout = command_timeout
         self.handover_timeout = handover_timeout
         self._transport_options = transport_options
+        self._retry_full = retry_full  # seconds between the tries of a Raft log write that found the disk full
+        self._disk_faults = disk_faults  # injected test faults (storage/faults.py), with enable_test_faults
         self.identity = NodeIdentity(data_dir, advertise_host or default_advertise_host(listen_host))
         self._advertise_given = bool(advertise_host)
         self.host = GroupHost(self, machine, tick_interval,
@@ -149,7 +154,7 @@ class Cluster:
         return self.host.metadata
 
     @classmethod
-    def from_config(cls, cfg: Config, machine: Machine) -> Cluster:
+    def from_config(cls, cfg: Config, machine: Machine, disk_faults: DiskFaults | None = None) -> Cluster:
         tls_files = (cfg.cluster_tls_cert, cfg.cluster_tls_key, cfg.cluster_tls_ca)
         if any(tls_files) and not all(tls_files):
             raise ValueError("cluster TLS needs all of cluster_tls_cert, cluster_tls_key and cluster_tls_ca")
@@ -167,7 +172,9 @@ class Cluster:
                    tls=TlsConfig(*tls_files) if all(tls_files) else None, tick_interval=cfg.cluster_tick_interval,
                    command_timeout=cfg.cluster_command_timeout,
                    snapshot_entries=cfg.cluster_snapshot_entries,
-                   handover_timeout=cfg.shutdown_handover_timeout)  # fmt: skip
+                   handover_timeout=cfg.shutdown_handover_timeout,
+                   retry_full=cfg.alarm_check_interval if cfg.alarm_check_interval > 0 else 1.0,
+                   disk_faults=disk_faults)  # fmt: skip
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -190,11 +197,16 @@ class Cluster:
         try:
             await self.transport.start()
             self.log = DurableLog(os.path.join(self.data_dir, "raft"))
+            self.log.inject_faults(self._disk_faults, "raft")
             # one fsync in flight at a time, on its own thread: the loop goes on meanwhile, and
-            # what it writes during one fsync goes out together in the next
-            self._committer = GroupCommitter(self.log, self.loop, on_error=self.fatal,
-                                             on_written=self.host.written)  # fmt: skip
+            # what it writes during one fsync goes out together in the next. A full disk is
+            # waited out, not fatal (raft/journal.py): the write is tried again every retry_full s
+            self._committer = GroupCommitter(self.log, self.loop, on_error=self.fatal, on_written=self.host.written,
+                                             retry_full=self._retry_full, on_full=self._log_full,
+                                             name="raft log")  # fmt: skip
+            self.log.on_stall = self._committer.stall
             self.transport.before_flush.append(self.log.sync_point)
+            self.transport.gate_closed = lambda: self.log is not None and self.log.out_of_space is not None
             self.rpc = NodeRpc(self.transport, self.membership.serve_call)
             self.liveness = GroupLiveness(self, skip=METADATA)
             self.host.open_metadata([m for m in members if m != node_id])
@@ -259,6 +271,17 @@ class Cluster:
                 self.log.close()
             except Exception:
                 log.exception("closing the raft log failed")
+
+    def _log_full(self) -> None:
+        """The Raft log is out of space: what waited for the failed write to answer for it is dropped."""
+        dropped = self.log.drop_unwritten_turns()
+        log.error("the raft log is out of space: this node acknowledges nothing new until a write lands"
+                  " (%d turns of messages dropped); the disk alarm is raised", dropped)  # fmt: skip
+
+    @property
+    def out_of_space(self) -> bool:
+        """A Raft log write failed for want of space and none has landed since."""
+        return self._committer is not None and self._committer.out_of_space
 
     def fatal(self, e: BaseException) -> None:
         """The log, the transport or a group failed: nothing more may be acknowledged (fail-stop)."""

@@ -20,6 +20,12 @@ Test-only, answered 404 unless the node runs with --enable-test-faults:
     GET  /api/cluster/test/kv/{key}     ?consistent=true fences first; 404 for a missing key
     GET  /api/cluster/test/kv           every key
     POST /api/cluster/test/alarm        {"resource": "memory", "on": true}: raise or clear a forced alarm
+    GET  /api/cluster/test/disk_fault   the armed disk faults and how many fired, per store
+    POST /api/cluster/test/disk_fault   {"store": "raft" | "stream" | "messages", "op": "write" | "fsync",
+                                        "error": "ENOSPC" | "EDQUOT" | "EIO", "count": N}: the store's
+                                        next N writes (or fsyncs) fail with that error; "count": null
+                                        fails every one until cleared (storage/faults.py)
+    DELETE /api/cluster/test/disk_fault ?store=S: disarm S's faults (default every store's)
 
 A command that cannot commit in time answers 503 with error "no_quorum"
 ("cluster has no majority: 1 of 3 members reachable": it was not applied) or
@@ -52,6 +58,7 @@ from node.http.route_kit import (
     read_body,
 )
 from node.ops import snapshot_export
+from storage.faults import STORES, DiskFaults
 
 
 def _cluster(request: web.Request) -> Cluster:
@@ -212,6 +219,43 @@ async def force_alarm(request: web.Request) -> web.Response:
     return json_response(request, {"alarms": alarms.describe()})
 
 
+def _disk_faults(request: web.Request) -> DiskFaults:
+    _test_cluster(request)
+    faults = api_of(request).node.disk_faults
+    if faults is None:
+        raise not_found()
+    return faults
+
+
+@access(MONITOR)
+async def get_disk_faults(request: web.Request) -> web.Response:
+    return json_response(request, _disk_faults(request).describe())
+
+
+@access(ADMIN)
+async def arm_disk_fault(request: web.Request) -> web.Response:
+    faults = _disk_faults(request)
+    body = await read_body(request)
+    count = body.get("count", 1)
+    if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 1):
+        raise bad_request("'count' must be a whole number of at least 1, or null (until cleared)")
+    try:
+        faults.arm(_string(body, "store"), body.get("op", "write"), body.get("error", "ENOSPC"), count)
+    except (ValueError, TypeError) as e:
+        raise bad_request(str(e)) from None
+    return json_response(request, faults.describe())
+
+
+@access(ADMIN)
+async def clear_disk_faults(request: web.Request) -> web.Response:
+    faults = _disk_faults(request)
+    store = request.query.get("store")
+    if store is not None and store not in STORES:
+        raise bad_request(f"unknown store {store!r}: one of {', '.join(STORES)}")
+    faults.clear(store)
+    return json_response(request, faults.describe())
+
+
 # ---------------------------------------------------------------- quorum queue members
 
 
@@ -369,6 +413,9 @@ ROUTES = [
     ("GET", "/api/cluster/test/kv/{key}", get_kv),
     ("PUT", "/api/cluster/test/kv/{key}", put_kv),
     ("POST", "/api/cluster/test/alarm", force_alarm),
+    ("GET", "/api/cluster/test/disk_fault", get_disk_faults),
+    ("POST", "/api/cluster/test/disk_fault", arm_disk_fault),
+    ("DELETE", "/api/cluster/test/disk_fault", clear_disk_faults),
     ("POST", "/api/quorum-queues/{op:grow|shrink}", grow_or_shrink),
     ("GET", "/api/snapshots", list_snapshots),
     ("GET", "/api/snapshots/{member}/{name}", read_snapshot),

@@ -6,9 +6,11 @@ clears, on the same links: publishers resume without reconnecting.
 Memory: what the node holds (node/ops/memory.py counts it: queues, buffers,
 RocksDB, the interpreter's baseline), against `memory_limit`, so the alarm
 clears once a backlog drains. Disk: free space on the data directory's
-filesystem below `disk_free_limit`, or a message-store write that failed with
-ENOSPC and waits for space (storage/group_commit.py): the alarm stays raised
-until that write went through.
+filesystem below `disk_free_limit`, or a store write that failed with ENOSPC
+(or EDQUOT) and waits for space (`any_store_full`): the message store's or the
+Raft log's (storage/group_commit.py, raft/journal.py; the alarm stays raised
+until that write went through) or a stream's (queues/stream/disk.py: until a
+check sees room for it).
 
 Alarms are cluster-wide, as in RabbitMQ: an alarm of any member blocks the
 publishers of every member. Each node tells the others its own alarms
@@ -20,6 +22,7 @@ from __future__ import annotations
 import logging
 import shutil
 from collections.abc import Callable
+from typing import Protocol
 
 import psutil
 
@@ -97,3 +100,19 @@ class Alarms:
         return [(this_node, a) for a in self.describe()] + [
             (member, a) for member, alarms in sorted(self.remote.items()) for a in alarms
         ]
+
+
+class _Committer(Protocol):
+    @property
+    def out_of_space(self) -> bool: ...
+
+
+class _StreamsDisk(Protocol):
+    def out_of_space(self, free: int | None) -> bool: ...
+
+
+def any_store_full(messages: _Committer, raft_log: _Committer | None, streams: _StreamsDisk, free: int | None) -> bool:
+    """The disk alarm's second input: a write of the message store, the Raft log (the
+    cluster, once started) or a stream failed for want of space and waits for it."""
+    streams_full = streams.out_of_space(free)  # asked every check: it clears waits that now fit
+    return messages.out_of_space or (raft_log is not None and raft_log.out_of_space) or streams_full

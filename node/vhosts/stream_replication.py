@@ -25,6 +25,7 @@ from metadata.feature_flags import STREAM_COMMIT_NOTICES
 from metadata.state import QueueRecord, StreamRecord
 from queues.stream import wire
 from queues.stream.config import StreamConfig
+from queues.stream.disk import StreamDisk
 from queues.stream.leader import StreamLeader
 from queues.stream.log_epoch import raise_log_epoch
 from queues.stream.queue import StreamQueue
@@ -69,8 +70,9 @@ class RolesNode(ProxyNode, Protocol):
 
 
 class StreamRoles:
-    def __init__(self, node: RolesNode, directory_of: Any) -> None:
+    def __init__(self, node: RolesNode, directory_of: Any, disk: StreamDisk | None = None) -> None:
         self.node = node
+        self.disk = disk if disk is not None else StreamDisk()  # the node's streams' disk (queues/stream/disk.py)
         self.directory_of = directory_of  # (vhost, name) -> the stream's directory on this node
         self.replicas: dict[tuple[str, str], StreamReplica] = {}
         self._requests = itertools.count(1)
@@ -169,7 +171,7 @@ class StreamRoles:
 
     def _lead(self, vhost: VHost, record: StreamRecord, arguments: dict, committed: int | None) -> StreamQueue:
         directory = self.directory_of(vhost.name, record.name)
-        queue = StreamQueue(vhost.name, record.name, arguments, directory, vhost, self.node.loop)
+        queue = StreamQueue(vhost.name, record.name, arguments, directory, vhost, self.node.loop, self.disk)
         raise_log_epoch(directory, record.epoch)  # before it takes a publish of this epoch
         role = StreamLeader(queue, self.node.node_id, record.epoch, record.replicas, self.send, self._notices)
         queue.role = role
@@ -185,7 +187,7 @@ class StreamRoles:
     def _follow(self, vhost: str, record: StreamRecord, arguments: dict) -> StreamReplica:
         replica = StreamReplica(vhost, record.name, self.directory_of(vhost, record.name),
                                 StreamConfig.from_arguments(arguments), record.leader, record.epoch, self.send,
-                                self.node.loop)  # fmt: skip
+                                self.node.loop, self.disk)  # fmt: skip
         self.replicas[(vhost, record.name)] = replica
         replica.fetch()
         return replica

@@ -22,7 +22,9 @@ from node.vhosts.stream_failover import FailoverNode, StreamFailover
 from node.vhosts.stream_handover import HandOverNode, StreamHandOver
 from node.vhosts.stream_replication import RolesNode, StreamRoles
 from queues.stream.config import StreamConfig
+from queues.stream.disk import StreamDisk
 from queues.stream.queue import StreamQueue
+from storage.faults import DiskFaults
 
 if TYPE_CHECKING:
     from metadata.state import QueueRecord
@@ -59,11 +61,12 @@ class StreamsNode(RolesNode, FailoverNode, HandOverNode, Protocol):
 
 
 class StreamQueues:
-    def __init__(self, node: StreamsNode, data_dir: str) -> None:
+    def __init__(self, node: StreamsNode, data_dir: str, disk_faults: DiskFaults | None = None) -> None:
         self.node = node
         self._data_dir = data_dir
         self._open: weakref.WeakSet[StreamQueue] = weakref.WeakSet()
-        self.roles = StreamRoles(node, self.directory)
+        self.disk = StreamDisk(disk_faults)  # streams waiting for space (the disk alarm), test faults
+        self.roles = StreamRoles(node, self.directory, self.disk)
         self.failover = StreamFailover(node, self.roles)
         self.handover = StreamHandOver(node, self.roles)  # maintenance mode's drain
 
@@ -90,7 +93,8 @@ class StreamQueues:
 
     def start(self, vhost: VHost, name: str, arguments: dict[str, Any]) -> StreamQueue:
         """A stream of one node (no stream_replication when it was declared)."""
-        queue = StreamQueue(vhost.name, name, arguments, self.directory(vhost.name, name), vhost, self.node.loop)
+        queue = StreamQueue(vhost.name, name, arguments, self.directory(vhost.name, name), vhost, self.node.loop,
+                            self.disk)  # fmt: skip
         self._open.add(queue)
         return queue
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from queues.stream.chunk import HEADER, ChunkHeader, Record, decode_records, encode_chunk
 from queues.stream.config import StreamConfig
 from queues.stream.segment import INDEX_ENTRY, Segment
+from storage.faults import DiskFaults
 
 __all__ = ["ChunkRef", "StreamLog", "WritePlan"]
 
@@ -222,12 +223,17 @@ class StreamLog:
         self.allocated_offset = offset
 
     @staticmethod
-    def write(plans: list[WritePlan]) -> None:
-        """The worker thread: the chunks and index entries, then one fsync per segment."""
+    def write(plans: list[WritePlan], faults: DiskFaults | None = None) -> None:
+        """The worker thread: the chunks and index entries, then one fsync per segment
+        (`faults`: injected test faults, asked before each, storage/faults.py)."""
         for p in plans:
             entry = INDEX_ENTRY.pack(p.first_offset, p.timestamp, p.position, p.count, len(p.chunk))
+            if faults is not None:
+                faults.check("stream", "write")
             p.segment.write(p.position, p.slot, p.chunk, entry)
         for segment in {id(p.segment): p.segment for p in plans}.values():
+            if faults is not None:
+                faults.check("stream", "fsync")
             segment.sync()
 
     @staticmethod

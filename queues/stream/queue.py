@@ -29,6 +29,7 @@ from queues.base import ConfirmCallback, Consumer, Outcome, Queue, QueueMessage,
 from queues.classic.config import ClassicQueueCounters
 from queues.stream.chunk import record_head, record_prefix
 from queues.stream.config import StreamConfig
+from queues.stream.disk import StreamDisk
 from queues.stream.log import StreamLog, WritePlan
 from queues.stream.readers import StreamReaders
 from queues.stream.spec import ReadSpec
@@ -111,8 +112,9 @@ class StreamQueue(Queue):
     type_name = "stream"
 
     def __init__(self, vhost: str, name: str, arguments: dict, directory: str, host: Any,
-                 loop: asyncio.AbstractEventLoop) -> None:  # fmt: skip
+                 loop: asyncio.AbstractEventLoop, disk: StreamDisk | None = None) -> None:  # fmt: skip
         super().__init__(vhost, name, True, None, False, arguments)
+        self.disk = disk if disk is not None else StreamDisk()  # the node's: a full disk raises the alarm
         self.config = StreamConfig.from_arguments(arguments)
         self.stats = ClassicQueueCounters()  # the same counters as a classic queue's (metrics, snapshots)
         self.host = host
@@ -175,7 +177,7 @@ class StreamQueue(Queue):
         self._in_flight = True
         if self.role is not None:
             self.role.flushing(plans)  # replicas write them while this node does
-        future = self.loop.run_in_executor(None, StreamLog.write, plans)
+        future = self.loop.run_in_executor(None, StreamLog.write, plans, self.disk.faults)
         future.add_done_callback(lambda f: self._written(f, plans, confirms))
 
     def _written(self, future: asyncio.Future, plans: list[WritePlan], confirms: list) -> None:
@@ -195,12 +197,15 @@ class StreamQueue(Queue):
             self.log.abandon()  # the next flush writes where the committed chunks end
             if self.role is not None:
                 self.role.abandoned()
-            outcome = Outcome.NO_SPACE if isinstance(error, OSError) and error.errno == 28 else Outcome.REJECTED
+            # a full disk: rejected as no space, and the stream waits for room (the disk alarm)
+            full = self.disk.failed(f"{self.vhost}/{self.name}", sum(len(p.chunk) for p in plans), error)
+            outcome = Outcome.NO_SPACE if full else Outcome.REJECTED
             for confirm in confirms:
                 if confirm is not None:
                     confirm(outcome)
             return
         self.log.commit(plans)
+        self.disk.wrote(f"{self.vhost}/{self.name}")
         self._unconfirmed.append((self.log.next_offset, confirms))
         if self.role is None:
             self.advance(self.log.next_offset)

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from queues.stream import wire
 from queues.stream.chunk import ChunkHeader
 from queues.stream.config import StreamConfig
+from queues.stream.disk import StreamDisk
 from queues.stream.log import StreamLog, WritePlan
 from queues.stream.log_epoch import read_log_epoch, write_log_epoch
 
@@ -39,8 +40,10 @@ FENCE_S = 10.0  # how long a stop holds when no new epoch follows
 
 class StreamReplica:
     def __init__(self, vhost: str, name: str, directory: str, config: StreamConfig, leader: str, epoch: int,
-                 send: Callable[[str, object], None], loop: asyncio.AbstractEventLoop) -> None:  # fmt: skip
+                 send: Callable[[str, object], None], loop: asyncio.AbstractEventLoop,
+                 disk: StreamDisk | None = None) -> None:  # fmt: skip
         self.vhost = vhost
+        self.disk = disk if disk is not None else StreamDisk()  # the node's: a full disk raises the alarm
         self.name = name
         self.directory = directory
         self.log = StreamLog(directory, config)
@@ -105,7 +108,7 @@ class StreamReplica:
         if new_epoch is not None:
             write_log_epoch(self.directory, new_epoch)
         if plans:
-            StreamLog.write(plans)
+            StreamLog.write(plans, self.disk.faults)
 
     def _written(self, future: asyncio.Future, plans: list[WritePlan], committed: int, new_epoch: int | None) -> None:
         self._writing = False
@@ -117,10 +120,12 @@ class StreamReplica:
         if error is not None:
             log.error("stream %s/%s: replica write failed: %s", self.vhost, self.name, error)
             self.log.abandon()
+            self.disk.failed(f"{self.vhost}/{self.name} (replica)", sum(len(p.chunk) for p in plans), error)
             return  # the retry timer fetches again
         if new_epoch is not None:
             self.log_epoch = new_epoch
         StreamLog.commit(plans)
+        self.disk.wrote(f"{self.vhost}/{self.name} (replica)")
         self.log.apply_retention(int(time.time() * 1000))  # the leader's rule on the same segments
         moved = self._learn_committed(committed)
         self.fetch()
