@@ -2,15 +2,21 @@
 through the test-fault hook, storage/faults.py) stays up: it raises the disk
 alarm, holds its publishers, keeps serving reads, refuses metadata changes
 cleanly, and once the log writes again takes publishes with every confirmed
-message there. An EIO is still fail-stop."""
+message there. An EIO is still fail-stop. The last test fills a real small
+tmpfs holding the node's data directory, and frees it."""
 
 from __future__ import annotations
+
+import os
 
 from mgmt_client import Api
 from proton import Message
 from proton.utils import BlockingConnection
+from tmpfs import fill, mount_tmpfs  # tests/support/
 
 QQ = {"x-queue-type": "quorum"}
+MiB = 1024 * 1024
+BIG = "b" * (64 * 1024)  # more than the free space fill() leaves: the write meets ENOSPC
 
 
 def _publish(sender, n: int, start: int = 0) -> list:
@@ -121,3 +127,36 @@ def test_the_disk_fault_hook_checks_its_input_and_exists_only_with_test_faults(b
     plain = broker_factory(tmp_path / "plain")
     assert Api(plain.broker.http_port).get("/api/cluster/test/disk_fault").status == 404
     assert Api(plain.broker.http_port).post("/api/cluster/test/disk_fault", {"store": "raft"}).status == 404
+
+
+def test_a_real_full_filesystem_under_a_quorum_queue_is_waited_out(broker_factory, tmp_path):
+    with mount_tmpfs(tmp_path / "fs", 96 * MiB) as fs:
+        node = broker_factory(os.path.join(fs, "data"), disk_free_limit=0, alarm_check_interval=0.05)
+        try:
+            _fill_and_free(node, fs)
+        finally:
+            node.stop()  # before the filesystem goes
+
+
+def _fill_and_free(node, fs) -> None:
+    broker = node.broker
+    node.call(node.vhost.declare_queue, "qq", True, None, False, QQ)
+    conn = BlockingConnection(node.url, timeout=20)
+    sender = conn.create_sender("/queues/qq")
+    assert all(d.remote_state == d.ACCEPTED for d in _publish(sender, 30))
+
+    filler = fill(fs)
+    waiting = [sender.link.send(Message(id=100 + i, body=BIG, durable=True)) for i in range(3)]
+    conn.wait(lambda: broker.cluster.out_of_space, timeout=20, msg="the raft log write did not fail")
+    conn.wait(lambda: broker.alarms.disk, timeout=20, msg="no disk alarm")
+    conn.wait(lambda: sender.link.credit <= 0, timeout=20, msg="the publisher was not held")
+    assert broker.cluster.failed is None and not any(d.settled for d in waiting)
+
+    os.remove(filler)
+    conn.wait(lambda: all(d.settled for d in waiting), timeout=30, msg="the held publishes were not settled")
+    assert all(d.remote_state == d.ACCEPTED for d in waiting)
+    conn.wait(lambda: sender.link.credit > 0, timeout=20, msg="publishing did not resume")
+    assert all(d.remote_state == d.ACCEPTED for d in _publish(sender, 10, start=200))
+    assert broker.cluster.failed is None
+    conn.close()
+    assert _drain(node.url, "/queues/qq", 43) == [*range(30), 100, 101, 102, *range(200, 210)]
