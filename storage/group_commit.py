@@ -92,6 +92,7 @@ class GroupCommitter:
         self._on_full = on_full  # on the loop when a write first fails for want of space
         self._name = name  # in the log lines
         self._stalled: SealedBatch | None = None  # failed for want of space, to be written again
+        self._stall_after: tuple[SealedBatch, StoreFullError] | None = None  # stall() during a write
         self._full_error: StoreFullError | None = None
         self._retry_handle: asyncio.TimerHandle | None = None
         # Min-heap of (ticket, registration order, callback or future, on_failed or None).
@@ -219,6 +220,10 @@ class GroupCommitter:
         if self._on_written is not None:
             self._on_written()
         self._release(self._store.durable_seq())
+        if self._stall_after is not None:  # the store's own write after this one failed for want of space
+            stalled, self._stall_after = self._stall_after, None
+            self._stall(*stalled)
+            return
         # Writes that accumulated during the fsync (and any made by the
         # callbacks just run) go out now, as the next group.
         # After close() such writes are the store owner's to commit.
@@ -260,8 +265,12 @@ class GroupCommitter:
         """The store wrote `batch` itself, on the loop, and it failed for want of space
         (raft.journal.DurableLog.flush): wait it out like one of this committer's own
         writes. With no write in flight; without `retry_full` the committer fails."""
-        if self._retry_full is None or self._in_flight is not None:
+        if self._retry_full is None:
             self._fail(err)
+            return
+        if self._in_flight is not None:
+            # its write landed (the store's flush waits for that) but _written has not run yet
+            self._stall_after = (batch, err)
             return
         self._stall(batch, err)
 
