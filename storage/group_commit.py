@@ -39,6 +39,9 @@ batches still reach the disk in seal order. While out of space, whoever waits
 for a ticket not yet durable hears the failure: `durable()` raises
 StoreFullError and `on_durable`'s `on_failed` runs (a publish is rejected);
 a callback without `on_failed` waits and runs once its write is durable.
+`on_full` hears (on the loop) when a write first fails so; a batch the store
+wrote itself on the loop that failed so is handed over with `stall()` (the
+Raft log's flush, raft/journal.py) and waited out the same way.
 """
 
 from __future__ import annotations

@@ -354,7 +354,8 @@ class Cluster:
 
     def status(self) -> dict:
         """This node's view of the metadata group."""
-        base = {"node": self.node_id, "group": METADATA, "failed": None if self.failed is None else str(self.failed)}
+        base = {"node": self.node_id, "group": METADATA, "failed": None if self.failed is None else str(self.failed),
+                "raft_log_out_of_space": self.out_of_space}  # fmt: skip
         group = self.group
         if group is None:
             return {**base, "role": "stopped", "members": []}

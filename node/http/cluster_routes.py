@@ -1,6 +1,7 @@
 """Management API handlers for the cluster (node/cluster/cluster.py).
 
-    GET  /api/cluster                   this node's view: role, term, leader, indexes, members
+    GET  /api/cluster                   this node's view: role, term, leader, indexes, members, failed,
+                                        raft_log_out_of_space (a log write waits for disk space)
     POST /api/cluster/join              {"seed": "host:port"}: reset this node, join seed's cluster
     POST /api/cluster/forget            {"node": "host:port"}: remove a (stopped) member
 

@@ -66,6 +66,7 @@ def test_a_full_raft_log_holds_publishers_keeps_reads_and_loses_no_confirmed_mes
 
     # the node serves: its API, a classic queue's consumer; a metadata change fails cleanly
     assert api.get("/api/overview").status == 200
+    assert api.get("/api/cluster").body["raft_log_out_of_space"] is True
     assert api.get("/api/cluster/test/disk_fault").body["fired"]["raft"] >= 1
     assert _drain(node.url, "/queues/classic", 5) == list(range(5))
     refused = api.put("/api/queues/%2F/later", {"durable": True, "arguments": QQ})
@@ -78,6 +79,7 @@ def test_a_full_raft_log_holds_publishers_keeps_reads_and_loses_no_confirmed_mes
     conn.wait(lambda: sender.link.credit > 0, timeout=20, msg="publishing did not resume")
     node.call(broker.alarms.check)
     assert not broker.alarms.disk and not broker.cluster.out_of_space and broker.cluster.failed is None
+    assert api.get("/api/cluster").body["raft_log_out_of_space"] is False
     after = _publish(sender, 10, start=200)
     assert all(d.remote_state == d.ACCEPTED for d in after)
     conn.close()
