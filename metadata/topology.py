@@ -93,7 +93,7 @@ def declare_exchange(state: MetadataState, cmd: c.DeclareExchange) -> Outcome:
     try:
         exchange_type = ExchangeType(cmd.type)
     except ValueError:
-        raise Refused(fx.INVALID_FIELD, f"invalid exchange type '{cmd.type}'") from None
+        raise Refused(fx.INVALID_FIELD, f"unknown exchange type '{cmd.type}'") from None
     alternate = arguments.get(ALTERNATE_EXCHANGE)
     if alternate is not None and not isinstance(alternate, str):
         raise Refused(fx.INVALID_FIELD, f"invalid {ALTERNATE_EXCHANGE} argument {alternate!r}")

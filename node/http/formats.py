@@ -256,9 +256,11 @@ def default_binding_json(vhost: str, queue: str) -> dict:
 
 
 def vhost_bindings(vhost: Any) -> list[dict]:
-    out = [default_binding_json(vhost.name, q) for q in sorted(vhost.queues)]
+    """In RabbitMQ's order (its default sort of a bindings listing): by source (the
+    default exchange's first), destination, routing key and properties key."""
+    out = [default_binding_json(vhost.name, q) for q in vhost.queues]
     out += [binding_json(vhost.name, b) for b in vhost.routing.list_bindings()]
-    return out
+    return sorted(out, key=lambda b: (b["source"], b["destination"], b["routing_key"], b["properties_key"]))
 
 
 def connection_state(conn: Any, alarms_active: bool) -> str:
@@ -313,7 +315,7 @@ def vhost_json(vhost: Any, node_name: str) -> dict:
     metadata: dict[str, Any] = {"description": description, "tags": tags}
     if vhost.default_queue_type:  # RabbitMQ's metadata holds it only when set
         metadata["default_queue_type"] = vhost.default_queue_type
-    return {
+    out = {
         "name": vhost.name,
         "description": description,
         "tags": tags,
@@ -321,10 +323,10 @@ def vhost_json(vhost: Any, node_name: str) -> dict:
         "metadata": metadata,
         "tracing": False,
         "cluster_state": {node_name: "running"},
-        "messages": ready + unacked,
-        "messages_ready": ready,
-        "messages_unacknowledged": unacked,
     }
+    if vhost.queues:  # RabbitMQ's counts are its queues' statistics: a vhost without queues has none
+        out.update(messages=ready + unacked, messages_ready=ready, messages_unacknowledged=unacked)
+    return out
 
 
 def user_json(user: Any, hashing_algorithm: str) -> dict:

@@ -332,7 +332,8 @@ async def delete_user(request: web.Request) -> web.Response:
 
 
 def _permissions(api: ManagementAPI, user: str | None = None, vhost: str | None = None) -> list[dict]:
-    items = sorted(api.node.auth.permissions.items())
+    # by vhost, then user: RabbitMQ's default sort of a permissions listing
+    items = sorted(api.node.auth.permissions.items(), key=lambda item: (item[0][1], item[0][0]))
     return [fmt.permission_json(u, v, p) for (u, v), p in items
             if (user is None or u == user) and (vhost is None or v == vhost)]  # fmt: skip
 
