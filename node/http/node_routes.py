@@ -32,6 +32,7 @@ from node.http.route_kit import (
     access,
     api_of,
     bad_request,
+    body_bool,
     created_or_updated,
     is_admin,
     is_monitor,
@@ -236,7 +237,8 @@ async def put_vhost(request: web.Request) -> web.Response:
     description = body.get("description", "")
     if not isinstance(description, str):
         raise bad_request("'description' must be a string")
-    if body.get("tracing"):  # RabbitMQ's firehose tracer: not built, so not accepted
+    # RabbitMQ's firehose tracer: not built, so not accepted; false (rabbitmqadmin sends "false") is
+    if body_bool(body, "tracing", False):
         raise bad_request("tracing is not implemented by Warren")
     # RabbitMQ reads the older spelling defaultqueuetype when default_queue_type is absent
     field = "default_queue_type" if "default_queue_type" in body else "defaultqueuetype"

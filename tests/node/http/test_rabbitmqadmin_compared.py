@@ -231,7 +231,8 @@ def pair(rabbit, node, rabbitmqadmin, tmp_path) -> Pair:
     p.same("declare", "permission", "vhost=adm", "user=guest", "configure=.*", "write=.*", "read=.*")
     yield p
     # RabbitMQ is shared by the module: leave it as the next test expects it
-    for path in ("/api/vhosts/adm", "/api/users/adm-bob", "/api/users/adm-carol", "/api/vhosts/adm-imported"):
+    for path in ("/api/vhosts/adm", "/api/users/adm-bob", "/api/users/adm-carol", "/api/vhosts/adm-imported",
+                 "/api/vhosts/adm-other", "/api/vhosts/adm-traced"):  # fmt: skip
         try:
             rabbit.api("DELETE", path)
         except RuntimeError:
@@ -250,11 +251,14 @@ def test_declare_list_and_delete_every_object_kind(pair):
     p.same(*V, "declare", "queue", "name=q.classic")
     p.same(*V, "declare", "queue", "name=q.quorum", "queue_type=quorum")
     p.same(*V, "declare", "queue", "name=q.args", "durable=false", 'arguments={"x-max-length": 10}')
+    # node=: where a classic queue lives; each side's own node name
+    p.w.values["{node}"], p.r.values["{node}"] = p.w.node_name, p.r.node_name
+    p.same(*V, "declare", "queue", "name=q.node", "node={node}", "auto_delete=true")
     p.same(*V, "declare", "binding", "source=x.topic", "destination=q.classic", "routing_key=a.*")
     p.same(*V, "declare", "binding", "source=x.topic", "destination=x.fan", "destination_type=exchange",
            "routing_key=#")  # fmt: skip
     p.same(*V, "declare", "binding", "source=x.fan", "destination=q.quorum", 'arguments={"k": "v"}')
-    p.same("declare", "user", "name=adm-bob", "password=bob-pw", "tags=management")
+    p.same("declare", "user", "name=adm-bob", "password=bob-pw", "tags=management,policymaker")
     p.same("declare", "user", "name=adm-carol", f"password_hash={CAROL_HASH}",
            "hashing_algorithm=rabbit_password_hashing_sha256", "tags=")  # fmt: skip
     p.same("declare", "permission", "vhost=adm", "user=adm-bob", "configure=^q", "write=.*", "read=")
@@ -308,6 +312,10 @@ def test_declare_list_and_delete_every_object_kind(pair):
     p.same(*V, "delete", "parameter", "component=vhost-limits", "name=limits")
     p.same("delete", "permission", "vhost=adm", "user=adm-bob")
     p.same("delete", "user", "name=adm-carol")
+    p.same("declare", "vhost", "name=adm-other", "tracing=false")
+    p.same("list", "vhosts", "name", "tracing")
+    p.same("delete", "vhost", "name=adm-other")
+    p.same("list", "vhosts", "name", "tracing")
     for kind in ("exchanges", "queues", "bindings"):
         p.same(*V, "list", kind, wait=kind == "queues")
     for kind in ("users", "permissions", "parameters", "policies", "operator_policies", "vhost_limits"):
@@ -356,6 +364,13 @@ def test_refusals_print_what_rabbitmq_prints(pair):
     p.same("frobnicate")
     p.same(*V, "declare", "queue", "name=q2", 'arguments={"x-max-length":')
     p.same("-f", "nonsense", "list", "queues")
+    # what Warren does not do, refused naming the field where RabbitMQ does it
+    w, r = p.both("declare", "vhost", "name=adm-traced", "tracing=true")  # the firehose tracer
+    assert (w.rc, w.err, r.rc) == (1, "*** tracing is not implemented by Warren\n\n", 0)
+    p.same(*V, "declare", "queue", "name=q.elsewhere", "node=elsewhere@nowhere")  # no such node
+    p.w.values["{node}"], p.r.values["{node}"] = p.w.node_name, p.r.node_name
+    w, r = p.both(*V, "declare", "queue", "name=q.qq", "queue_type=quorum", "node={node}")  # a quorum queue's leader
+    assert (w.rc, r.rc) == (1, 0) and "placed by x-queue-leader-locator" in w.err
 
 
 # ---------------------------------------------------------------- formats, columns, sorting
