@@ -119,6 +119,8 @@ class ManagementAPI:
         self.rates = fmt.Rates()
         self.churn = fmt.Rates()  # of fmt.churn_counters
         self.queue_rates: dict[tuple[str, str], fmt.Rates] = {}  # by (vhost, queue): its message_stats rates
+        self.queue_counts: dict[tuple[str, str], fmt.Rates] = {}  # by (vhost, queue): its message counts
+        self.vhost_counts: dict[str, fmt.Rates] = {}  # by vhost: the message counts of its queues
         self._timer: Periodic | None = None
 
     def application(self) -> web.Application:
@@ -149,11 +151,38 @@ class ManagementAPI:
                     self.queue_rates.setdefault(key, fmt.Rates()).sample(counters)
         for key in self.queue_rates.keys() - seen:  # deleted queues
             del self.queue_rates[key]
+        self._sample_counts()
+
+    def _sample_counts(self) -> None:
+        """Each queue's and vhost's message counts, for their `messages_details` rates."""
+        queues, vhosts = {}, {}
+        for vhost in self.node.vhosts.values():
+            counts = [fmt.queue_counts(q) for q in vhost.queues.values()]
+            for queue, c in zip(vhost.queues.values(), counts, strict=True):
+                queues[(vhost.name, queue.name)] = c
+            vhosts[vhost.name] = {k: sum(c[k] for c in counts) for k in fmt.message_counts(0, 0)}
+        for samples, now in ((self.queue_counts, queues), (self.vhost_counts, vhosts)):
+            for key in samples.keys() - now.keys():  # deleted
+                del samples[key]
+            for key, counts in now.items():
+                samples.setdefault(key, fmt.Rates()).sample(counts)
 
     def queue_rates_of(self, queue: Any) -> dict[str, float] | None:
         """Per second, of the queue's counters since the older of its last two samples."""
         counters, rates = fmt.queue_counters(queue), self.queue_rates.get((queue.vhost, queue.name))
         return rates.rates(counters) if counters is not None and rates is not None else None
+
+    def count_rates_of(self, queue: Any) -> dict[str, float] | None:
+        """Per second, of the queue's message counts since the older of its last two samples."""
+        samples = self.queue_counts.get((queue.vhost, queue.name))
+        return samples.rates(fmt.queue_counts(queue), signed=True) if samples is not None else None
+
+    def vhost_count_rates_of(self, vhost: Any) -> dict[str, float] | None:
+        samples = self.vhost_counts.get(vhost.name)
+        if samples is None:
+            return None
+        counts = [fmt.queue_counts(q) for q in vhost.queues.values()]
+        return samples.rates({k: sum(c[k] for c in counts) for k in fmt.message_counts(0, 0)}, signed=True)
 
     def stop_sampling(self) -> None:
         if self._timer is not None:

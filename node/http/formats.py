@@ -80,13 +80,14 @@ def select_columns(value: Any, columns: list[str] | None) -> Any:
     return out
 
 
-def _details(stats: dict[str, int], rates: dict[str, float] | None = None) -> dict:
+def _details(stats: dict[str, int], rates: dict[str, float] | None = None, signed: bool = False) -> dict:
     """{"publish": n, "publish_details": {"rate": r}, ...} as RabbitMQ writes
     its message_stats."""
     out: dict = {}
     for key, value in stats.items():
         out[key] = value
-        out[key + "_details"] = {"rate": round((rates or {}).get(key, 0.0), 1)}
+        rate = round((rates or {}).get(key, 0.0), 1)
+        out[key + "_details"] = {"rate": rate if signed else max(0.0, rate)}
     return out
 
 
@@ -105,14 +106,31 @@ class Rates:
     def sample(self, counters: dict[str, int]) -> None:
         self._samples.append((self.clock(), dict(counters)))
 
-    def rates(self, counters: dict[str, int]) -> dict[str, float]:
+    def rates(self, counters: dict[str, int], signed: bool = False) -> dict[str, float]:
+        """`signed`: of counts that go down too (a queue's messages), not only up."""
         if not self._samples:
             return {}
         then, old = self._samples[0]
         elapsed = self.clock() - then
         if elapsed <= 0:
             return {}
-        return {k: max(0.0, (v - old.get(k, v)) / elapsed) for k, v in counters.items()}
+        low = float("-inf") if signed else 0.0
+        return {k: max(low, (v - old.get(k, v)) / elapsed) for k, v in counters.items()}
+
+
+def message_counts(ready: int, unacked: int) -> dict[str, int]:
+    """A queue's or vhost's message counts under RabbitMQ's names."""
+    return {"messages": ready + unacked, "messages_ready": ready, "messages_unacknowledged": unacked}
+
+
+def queue_counts(queue: Queue) -> dict[str, int]:
+    """What this node knows of a queue's counts now (a listing refreshes a remote queue's first)."""
+    return message_counts(queue.message_count, queue.unacked_count)
+
+
+def counts_json(counts: dict[str, int], rates: dict[str, float] | None) -> dict:
+    """The counts with their `*_details` rates of change, per second (signed)."""
+    return _details(counts, rates, signed=True)
 
 
 def queue_counters(queue: Queue) -> dict[str, int] | None:
@@ -151,9 +169,9 @@ def message_counters(metrics: Any) -> dict[str, int]:
 
 
 def queue_json(queue: Queue, node_name: str, name_of: Callable[[str], str] = str,
-               rates: dict[str, float] | None = None) -> dict:  # fmt: skip
+               rates: dict[str, float] | None = None, count_rates: dict[str, float] | None = None) -> dict:  # fmt: skip
     """`name_of`: a member's node name from its cluster address (node/cluster/node_names.py);
-    `rates`: per second, of `queue_counters`."""
+    `rates`: per second, of `queue_counters`; `count_rates`: of `queue_counts`."""
     info = queue.info()
     ready = info.get("message_count", queue.message_count)
     unacked = info.get("messages_unacknowledged", 0)
@@ -167,9 +185,7 @@ def queue_json(queue: Queue, node_name: str, name_of: Callable[[str], str] = str
         "arguments": plain(queue.arguments),
         "node": node_name,
         "state": "running",
-        "messages": ready + unacked,
-        "messages_ready": ready,
-        "messages_unacknowledged": unacked,
+        **counts_json(message_counts(ready, unacked), count_rates),
         "message_bytes_ready": info.get("message_bytes_ready", 0),
         "consumers": info.get("consumer_count", queue.consumer_count),
         "exclusive_consumer_tag": None,
@@ -307,7 +323,8 @@ def connection_json(conn: Any, node_name: str, alarms_active: bool) -> dict:
     return out
 
 
-def vhost_json(vhost: Any, node_name: str) -> dict:
+def vhost_json(vhost: Any, node_name: str, count_rates: dict[str, float] | None = None) -> dict:
+    """`count_rates`: per second, of the vhost's message counts."""
     ready = sum(q.message_count for q in vhost.queues.values())
     unacked = sum(q.unacked_count for q in vhost.queues.values())
     description = getattr(vhost, "description", "")
@@ -325,7 +342,7 @@ def vhost_json(vhost: Any, node_name: str) -> dict:
         "cluster_state": {node_name: "running"},
     }
     if vhost.queues:  # RabbitMQ's counts are its queues' statistics: a vhost without queues has none
-        out.update(messages=ready + unacked, messages_ready=ready, messages_unacknowledged=unacked)
+        out.update(counts_json(message_counts(ready, unacked), count_rates))
     return out
 
 
@@ -418,7 +435,7 @@ def cluster_name(node: ScrapedNode) -> str:
 
 
 def overview_json(node: ManagementNode, vhosts: list[Any], rates: dict[str, float], listeners: list[dict],
-                  churn_rates: dict[str, float] | None = None) -> dict:  # fmt: skip
+                  churn_rates: dict[str, float] | None = None, count_rates: dict[str, float] | None = None) -> dict:  # fmt: skip
     cfg = node.config
     ready = sum(q.message_count for v in vhosts for q in v.queues.values())
     unacked = sum(q.unacked_count for v in vhosts for q in v.queues.values())
@@ -434,9 +451,7 @@ def overview_json(node: ManagementNode, vhosts: list[Any], rates: dict[str, floa
         "enable_queue_totals": True,
         "message_stats": _details(message_counters(node.metrics), rates),
         "churn_rates": _details(churn_counters(node), churn_rates),
-        "queue_totals": _details(
-            {"messages": ready + unacked, "messages_ready": ready, "messages_unacknowledged": unacked}
-        ),  # fmt: skip
+        "queue_totals": counts_json(message_counts(ready, unacked), count_rates),
         "object_totals": object_totals(node, vhosts),
         "statistics_db_event_queue": 0,
         "node": cfg.node_name,

@@ -63,7 +63,11 @@ async def overview(request: web.Request) -> web.Response:
     vhosts = api.visible_vhosts(request[USER])
     rates = api.rates.rates(fmt.message_counters(api.node.metrics))
     churn = api.churn.rates(fmt.churn_counters(api.node))
-    return json_response(request, fmt.overview_json(api.node, vhosts, rates, api.listeners(), churn))
+    counts: dict[str, float] = {}  # the visible vhosts' count rates, summed
+    for vhost in vhosts:
+        for key, rate in (api.vhost_count_rates_of(vhost) or {}).items():
+            counts[key] = counts.get(key, 0.0) + rate
+    return json_response(request, fmt.overview_json(api.node, vhosts, rates, api.listeners(), churn, counts))
 
 
 @access(MGMT)
@@ -212,13 +216,15 @@ async def close_connection(request: web.Request) -> web.Response:
 async def list_vhosts(request: web.Request) -> web.Response:
     api = api_of(request)
     node_name = api.node.config.node_name
-    return list_response(request, [fmt.vhost_json(v, node_name) for v in api.visible_vhosts(request[USER])])
+    return list_response(request, [fmt.vhost_json(v, node_name, api.vhost_count_rates_of(v))
+                                   for v in api.visible_vhosts(request[USER])])  # fmt: skip
 
 
 @access(VHOST_VISIBLE)
 async def get_vhost(request: web.Request) -> web.Response:
     api = api_of(request)
-    return json_response(request, fmt.vhost_json(api.vhost(request.match_info["vhost"]), api.node.config.node_name))
+    vhost = api.vhost(request.match_info["vhost"])
+    return json_response(request, fmt.vhost_json(vhost, api.node.config.node_name, api.vhost_count_rates_of(vhost)))
 
 
 @access(ADMIN)

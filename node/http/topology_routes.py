@@ -61,7 +61,7 @@ def _queues(api: ManagementAPI, vhosts: list[Any]) -> list[dict]:
 def _queue_json(api: ManagementAPI, queue: Any) -> dict:
     node = api.node
     out = fmt.queue_json(queue, node.config.node_name, lambda member: member_name(node, member),
-                         api.queue_rates_of(queue))  # fmt: skip
+                         api.queue_rates_of(queue), api.count_rates_of(queue))  # fmt: skip
     return {**out, "memory": node.memory.held_by(queue)}
 
 
