@@ -157,10 +157,9 @@ class ManagementAPI:
         """Each queue's and vhost's message counts, for their `messages_details` rates."""
         queues, vhosts = {}, {}
         for vhost in self.node.vhosts.values():
-            counts = [fmt.queue_counts(q) for q in vhost.queues.values()]
-            for queue, c in zip(vhost.queues.values(), counts, strict=True):
-                queues[(vhost.name, queue.name)] = c
-            vhosts[vhost.name] = {k: sum(c[k] for c in counts) for k in fmt.message_counts(0, 0)}
+            for queue in vhost.queues.values():
+                queues[(vhost.name, queue.name)] = fmt.queue_counts(queue)
+            vhosts[vhost.name] = fmt.vhost_counts(vhost)
         for samples, now in ((self.queue_counts, queues), (self.vhost_counts, vhosts)):
             for key in samples.keys() - now.keys():  # deleted
                 del samples[key]
@@ -179,10 +178,7 @@ class ManagementAPI:
 
     def vhost_count_rates_of(self, vhost: Any) -> dict[str, float] | None:
         samples = self.vhost_counts.get(vhost.name)
-        if samples is None:
-            return None
-        counts = [fmt.queue_counts(q) for q in vhost.queues.values()]
-        return samples.rates({k: sum(c[k] for c in counts) for k in fmt.message_counts(0, 0)}, signed=True)
+        return samples.rates(fmt.vhost_counts(vhost), signed=True) if samples is not None else None
 
     def stop_sampling(self) -> None:
         if self._timer is not None:

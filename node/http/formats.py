@@ -128,6 +128,12 @@ def queue_counts(queue: Queue) -> dict[str, int]:
     return message_counts(queue.message_count, queue.unacked_count)
 
 
+def vhost_counts(vhost: Any) -> dict[str, int]:
+    """The message counts of a vhost's queues, summed."""
+    return message_counts(sum(q.message_count for q in vhost.queues.values()),
+                          sum(q.unacked_count for q in vhost.queues.values()))  # fmt: skip
+
+
 def counts_json(counts: dict[str, int], rates: dict[str, float] | None) -> dict:
     """The counts with their `*_details` rates of change, per second (signed)."""
     return _details(counts, rates, signed=True)
@@ -325,8 +331,6 @@ def connection_json(conn: Any, node_name: str, alarms_active: bool) -> dict:
 
 def vhost_json(vhost: Any, node_name: str, count_rates: dict[str, float] | None = None) -> dict:
     """`count_rates`: per second, of the vhost's message counts."""
-    ready = sum(q.message_count for q in vhost.queues.values())
-    unacked = sum(q.unacked_count for q in vhost.queues.values())
     description = getattr(vhost, "description", "")
     tags = list(getattr(vhost, "tags", []))
     metadata: dict[str, Any] = {"description": description, "tags": tags}
@@ -342,7 +346,7 @@ def vhost_json(vhost: Any, node_name: str, count_rates: dict[str, float] | None 
         "cluster_state": {node_name: "running"},
     }
     if vhost.queues:  # RabbitMQ's counts are its queues' statistics: a vhost without queues has none
-        out.update(counts_json(message_counts(ready, unacked), count_rates))
+        out.update(counts_json(vhost_counts(vhost), count_rates))
     return out
 
 

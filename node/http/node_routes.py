@@ -243,7 +243,8 @@ async def put_vhost(request: web.Request) -> web.Response:
     description = body.get("description", "")
     if not isinstance(description, str):
         raise bad_request("'description' must be a string")
-    # RabbitMQ's firehose tracer: not built, so not accepted; false (rabbitmqadmin sends "false") is
+    # RabbitMQ's firehose tracer is not built: tracing is refused, false accepted (also the
+    # string "false" that rabbitmqadmin sends)
     if body_bool(body, "tracing", False):
         raise bad_request("tracing is not implemented by Warren")
     # RabbitMQ reads the older spelling defaultqueuetype when default_queue_type is absent
