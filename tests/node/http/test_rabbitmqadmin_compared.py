@@ -359,6 +359,16 @@ def test_refusals_print_what_rabbitmq_prints(pair):
     p.same("frobnicate")
     p.same(*V, "declare", "queue", "name=q2", 'arguments={"x-max-length":')
     p.same("-f", "nonsense", "list", "queues")
+    # who may: a wrong password, and a management user asking for the users (administrator only)
+    p.same("-p", "wrong", "list", "vhosts")
+    p.same("declare", "user", "name=adm-bob", "password=bob-pw", "tags=management")
+    p.same("-u", "adm-bob", "-p", "bob-pw", "list", "users")
+    p.same("-u", "adm-bob", "-p", "bob-pw", "list", "vhosts")  # none of them his: no permissions yet
+    p.same("-u", "adm-bob", "-p", "bob-pw", *V, "declare", "queue", "name=bobs")
+    p.same("declare", "permission", "vhost=adm", "user=adm-bob", "configure=^q", "write=.*", "read=.*")
+    p.same("-u", "adm-bob", "-p", "bob-pw", *V, "declare", "queue", "name=q-bob")  # configure ^q: allowed
+    p.same("-u", "adm-bob", "-p", "bob-pw", *V, "declare", "queue", "name=bobs")  # refused
+    p.same("-u", "adm-bob", "-p", "bob-pw", *V, "list", "queues", "name")
     # what Warren does not do, refused naming the field where RabbitMQ does it
     w, r = p.both("declare", "vhost", "name=adm-traced", "tracing=true")  # the firehose tracer
     assert (w.rc, w.err, r.rc) == (1, "*** tracing is not implemented by Warren\n\n", 0)
@@ -393,7 +403,7 @@ def test_every_output_format_columns_and_sorting(pair):
         p.same("-f", fmt, "-d", "2", *V, "list", "bindings", mask=("properties_key",))
         p.same("-f", fmt, *V, "-S", "name", "-R", "list", "queues", "name")
         p.same("-f", fmt, *V, "--sort", "name", "list", "exchanges", "name", "type", "durable", "internal")
-    p.same("-q", "-f", "tsv", *V, "list", "queues", "name")  # -q: no header line
+    p.same("-q", "-f", "tsv", "--vhost", "adm", "list", "queues", "name")  # -q: no header line
     p.same("-q", *V, "declare", "queue", "name=q-d")  # -q: no "queue declared"
     p.same("-f", "tsv", "list", "nodes", "name", "type", "running", mask=("name",))
 
