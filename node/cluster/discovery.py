@@ -40,7 +40,7 @@ import socket
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from node.cluster.errors import ClusterError
+from node.cluster.errors import ClusterError, MembershipError
 from node.cluster.identity import seed_naming_this_node
 
 if TYPE_CHECKING:
@@ -190,7 +190,12 @@ class PeerDiscovery:
         timeout = max(0.1, min(ASK_TIMEOUT, deadline - c.loop.time()))
         try:
             answer = await c.call(peer, "discover", {}, timeout)
-        except ClusterError as e:  # unreachable, or no such call: not an answer
+        except MembershipError as e:
+            if "unknown cluster call" in str(e):  # a Warren before discovery: always in a cluster
+                return {"state": "member"}
+            log.info("peer discovery: no state from %s: %s", peer, e)
+            return None
+        except ClusterError as e:  # unreachable, or stopping: not an answer
             log.info("peer discovery: no state from %s: %s", peer, e)
             return None
         return answer if isinstance(answer, dict) else None
