@@ -46,7 +46,7 @@ from node.cluster.identity import seed_naming_this_node
 if TYPE_CHECKING:
     from node.cluster.cluster import Cluster
 
-__all__ = ["PeerDiscovery", "Resolver", "node_id_of", "parse_seeds_dns", "resolve_addresses"]
+__all__ = ["DiscoveryFailed", "PeerDiscovery", "Resolver", "node_id_of", "parse_seeds_dns", "resolve_addresses"]
 
 log = logging.getLogger("warren.cluster")
 
@@ -54,6 +54,10 @@ Resolver = Callable[[str], list[str]]  # a DNS name -> its addresses (blocking: 
 
 ASK_TIMEOUT = 2.0  # seconds one round waits for a peer's state
 MARKER = "discovering"  # in <data_dir>/cluster while a blank node's discovery has not decided
+
+
+class DiscoveryFailed(ClusterError):
+    """No cluster to join or form within seeds_dns_timeout: the node does not start (main.py exits 69)."""
 
 
 def resolve_addresses(name: str) -> list[str]:
@@ -134,7 +138,7 @@ class PeerDiscovery:
             if own is not None:
                 return own.rpartition(":")[0].strip("[]")
             if loop.time() >= deadline:
-                raise ClusterError(f"peer discovery: {self.name} never resolved to an address of this machine"
+                raise DiscoveryFailed(f"peer discovery: {self.name} never resolved to an address of this machine"
                                    f" within {self.timeout:g}s (set --advertise-host)")  # fmt: skip
             await asyncio.sleep(self.retry_interval)
 
@@ -160,7 +164,7 @@ class PeerDiscovery:
                 log.info("peer discovery: %s does not list this node (%s) yet", self.name, c.node_id)
             if loop.time() >= deadline:
                 self.state = "member"
-                raise ClusterError(f"peer discovery: no cluster to join or form from {self.name} within"
+                raise DiscoveryFailed(f"peer discovery: no cluster to join or form from {self.name} within"
                                    f" {self.timeout:g}s (nodes known: {', '.join(sorted(self.known))})")  # fmt: skip
             await asyncio.sleep(self.retry_interval)  # DNS has no event to await: poll it
 

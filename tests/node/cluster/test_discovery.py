@@ -167,3 +167,17 @@ def test_a_node_that_finds_no_cluster_in_time_fails_and_stays_blank(tmp_path):
             await again.stop()
 
     uvloop.run(main())
+
+
+@pytest.mark.slow
+def test_a_node_process_that_finds_no_peers_in_time_exits_69_saying_why(tmp_path):
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, "-m", "node.cli", "server", "--data-dir", str(tmp_path / "data"), "--listen-host",
+           "127.0.0.1", "--amqp-port", "-1", "--http-port", "-1", "--metrics-port", "-1", "--grpc-port",
+           str(free_port("127.0.0.1")), "--cluster-secret", SECRET, "--seeds-dns", "no-such-name.invalid",
+           "--seeds-dns-timeout", "0.5", "--seeds-dns-retry-interval", "0.1"]  # fmt: skip
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert run.returncode == 69, run.stderr[-2000:]
+    assert "not starting: peer discovery: no-such-name.invalid never resolved" in run.stderr
