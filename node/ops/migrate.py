@@ -30,7 +30,7 @@ from typing import Any
 from urllib.parse import quote
 
 from node.ops import ctl, migrate_source
-from node.ops.ctl_kit import EX_DATAERR, EX_USAGE, Client, CtlError
+from node.ops.ctl_kit import EX_DATAERR, EX_UNAVAILABLE, EX_USAGE, Client, CtlError
 from node.ops.migrate_progress import Display, QueueProgress
 from node.shovel.definition import amqp10_to_local
 
@@ -132,8 +132,17 @@ class Migration:
 
     def _watch(self) -> int:
         while True:
-            left = migrate_source.source_queues(self.source)
-            status = {(s["vhost"], s["name"]): s for s in self.warren.get("/api/shovels")}
+            try:
+                left = migrate_source.source_queues(self.source)
+                status = {(s["vhost"], s["name"]): s for s in self.warren.get("/api/shovels")}
+            except CtlError as e:
+                if e.code != EX_UNAVAILABLE:
+                    raise
+                # a node restarting or a cluster electing: the shovels live in
+                # Warren's metadata and go on; this only watches them
+                self.display.say(f"unreachable, retrying: {e}")
+                time.sleep(self.args.interval)
+                continue
             for p in self.queues:
                 s = status.get((p.vhost, PREFIX + p.name), {})
                 p.update(left.get((p.vhost, p.name), 0), int(s.get("forwarded") or 0), s.get("state", "absent"),
