@@ -9,7 +9,7 @@ import ssl
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
-from node.ops.ctl_kit import EX_USAGE, Client, CtlError
+from node.ops.ctl_kit import EX_DATAERR, EX_USAGE, Client, CtlError
 
 # the definitions sections whose items have a name, which --skip SECTION:NAME can leave out
 _SINGULAR = {
@@ -69,7 +69,7 @@ def queue_address(version: str, name: str) -> str:
     try:
         major = int(version.split(".")[0])
     except ValueError:
-        raise CtlError(f"RabbitMQ reports version {version!r}, not one this migration knows", EX_USAGE) from None
+        raise CtlError(f"RabbitMQ reports version {version!r}, not one this migration knows", EX_DATAERR) from None
     return f"/queues/{quote(name, safe='')}" if major >= 4 else f"/amq/queue/{name}"
 
 
@@ -129,7 +129,7 @@ def source_version(client: Client) -> str:
     overview = client.get("/api/overview")
     version = overview.get("rabbitmq_version") if isinstance(overview, dict) else None
     if not isinstance(version, str):
-        raise CtlError(f"{client.base} does not look like RabbitMQ's management API (no rabbitmq_version)", EX_USAGE)
+        raise CtlError(f"{client.base} does not look like RabbitMQ's management API (no rabbitmq_version)", EX_DATAERR)
     return version
 
 
