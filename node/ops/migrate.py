@@ -35,6 +35,7 @@ from node.ops.migrate_progress import Display, QueueProgress
 from node.shovel.definition import amqp10_to_local
 
 PREFIX = "migrate-"  # the shovels this command makes, so that --stop finds them
+STATS_LAG = 15.0  # seconds: RabbitMQ's queue statistics come every 5 s by default
 
 
 def _q(name: str) -> str:
@@ -90,6 +91,7 @@ class Migration:
         self.amqp = migrate_source.amqp_uri(args.source, args.amqp)
         self.skip = migrate_source.parse_skip(args.skip)
         self.queues: list[QueueProgress] = []
+        self._empty_since: dict[str, float] = {}
 
     def run(self) -> int:
         version = migrate_source.source_version(self.source)
@@ -130,6 +132,17 @@ class Migration:
                                 prefetch=self.args.prefetch)  # fmt: skip
         self.warren.put(f"/api/parameters/shovel/{_q(vhost)}/{_q(PREFIX + name)}", {"value": value})
 
+    def _drained(self, p: QueueProgress) -> bool:
+        """RabbitMQ holds none of the queue's messages (ready or unacknowledged),
+        and Warren confirmed at least what was there, or RabbitMQ has said 0
+        for longer than its statistics lag (a consumer still on RabbitMQ may
+        have taken some)."""
+        if p.left:
+            self._empty_since.pop(p.label, None)
+            return False
+        since = self._empty_since.setdefault(p.label, time.monotonic())
+        return p.moved >= p.initial or time.monotonic() - since >= STATS_LAG
+
     def _watch(self) -> int:
         while True:
             try:
@@ -148,9 +161,7 @@ class Migration:
                 p.update(left.get((p.vhost, p.name), 0), int(s.get("forwarded") or 0), s.get("state", "absent"),
                          s.get("reason") or "")  # fmt: skip
             self.display.report(self.queues)
-            # drained: RabbitMQ holds none (ready or unacknowledged), and Warren
-            # confirmed at least what was there (its statistics lag)
-            if not self.args.follow and all(p.left == 0 and p.moved >= p.initial for p in self.queues):
+            if not self.args.follow and all(self._drained(p) for p in self.queues):
                 break
             time.sleep(self.args.interval)  # the APIs have no event to wait on
         for p in self.queues:

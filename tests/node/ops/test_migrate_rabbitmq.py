@@ -152,3 +152,45 @@ def test_what_warren_refuses_stops_the_migration_by_name(rabbit, node, api):
     # a --skip naming nothing is an error, not a silent no-op
     wrong = run(migrate_cmd(rabbit, node, "--skip", "policies:nope"))
     assert wrong.returncode == 64 and "no such item" in wrong.stderr
+
+
+def test_three_vhosts_twenty_queues_and_every_user_logs_in_with_their_password(rabbit, node, api):
+    """The issue's estate: 3 vhosts, 20 queues, users, policies and bindings."""
+    api_r = rabbit.api
+    vhosts = ["/", "shop", "billing"]
+    users = {"alice": "alice-pw", "bob": "bob-pw", "carol": "carol-pw"}
+    for name, password in users.items():
+        api_r("PUT", f"/api/users/{name}", {"password": password, "tags": "management"})
+    queues = {}
+    for i in range(20):
+        vhost = vhosts[i % 3]
+        queues.setdefault(vhost, []).append(f"q{i}")
+    for vhost in vhosts:
+        v = "%2F" if vhost == "/" else vhost
+        if vhost != "/":
+            api_r("PUT", f"/api/vhosts/{v}", {})
+            api_r("PUT", f"/api/permissions/{v}/guest", {"configure": ".*", "write": ".*", "read": ".*"})
+        for user in users:
+            api_r("PUT", f"/api/permissions/{v}/{user}", {"configure": "", "write": ".*", "read": ".*"})
+        api_r("PUT", f"/api/policies/{v}/limit", {"pattern": "^q", "definition": {"max-length": 5000},
+                                                  "apply-to": "queues"})  # fmt: skip
+        api_r("PUT", f"/api/exchanges/{v}/events", {"type": "direct", "durable": True})
+        for q in queues[vhost]:
+            api_r("PUT", f"/api/queues/{v}/{q}", {"durable": True})
+            api_r("POST", f"/api/bindings/{v}/e/events/q/{q}", {"routing_key": q})
+            http_publish(rabbit, v, q, [f"{vhost}:{q}:{n}" for n in range(3)])
+    for vhost in vhosts:
+        rabbit_counts(rabbit, {q: 3 for q in queues[vhost]}, vhost)
+    done = run(migrate_cmd(rabbit, node))
+    assert done.returncode == 0, done.stderr + done.stdout
+    assert "done: 60 messages moved from 20 queue(s)" in done.stdout
+    for vhost in vhosts:
+        v = "%2F" if vhost == "/" else vhost
+        for q in queues[vhost]:
+            assert api.get(f"/api/queues/{v}/{q}").body["messages"] == 3
+            [b] = [b for b in api.get(f"/api/queues/{v}/{q}/bindings").body if b["source"] == "events"]
+            assert b["routing_key"] == q
+        assert api.get(f"/api/policies/{v}/limit").body["definition"] == {"max-length": 5000}
+    for user, password in users.items():
+        assert api.as_user(user, password).get("/api/whoami").status == 200, user
+    assert api.get("/api/shovels").body == []
