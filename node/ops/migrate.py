@@ -96,14 +96,17 @@ class Migration:
     def run(self) -> int:
         version = migrate_source.source_version(self.source)
         self.display.say(f"RabbitMQ {version} at {self.source.base}")
-        self._import()
+        imported = {(q.get("vhost", "/"), q["name"]) for q in self._import().get("queues") or []}
         backlog = migrate_source.source_queues(self.source)
         for (vhost, name), messages in sorted(backlog.items()):
-            if messages > 0 or self.args.follow:
+            if (vhost, name) not in imported:  # exclusive (not in definitions) or --skip: no queue to fill
+                self.display.say(f"not moved: queue '{name}' in vhost '{vhost}' ({messages} messages) is not "
+                                 "in the imported definitions")  # fmt: skip
+            elif messages > 0 or self.args.follow:
                 self._shovel(vhost, name, migrate_source.queue_address(version, name))
                 self.queues.append(QueueProgress(vhost, name, messages))
         if not self.queues:
-            self.display.say("no messages to move: every RabbitMQ queue is empty")
+            self.display.say("no messages to move: every queue imported is empty in RabbitMQ")
             return 0
         self.display.say(f"shovels made for {len(self.queues)} queue(s), ack-mode on-confirm")
         try:
@@ -112,7 +115,7 @@ class Migration:
             self.display.say("interrupted: the shovels keep running; `warren migrate --stop` deletes them")
             return 0
 
-    def _import(self) -> None:
+    def _import(self) -> dict:
         doc, skipped = migrate_source.prepare(self.source.get("/api/definitions"), self.skip, self.args.queue_type)
         for line in skipped:
             self.display.say(line)
@@ -126,6 +129,7 @@ class Migration:
         counts = ", ".join(f"{len(doc.get(k) or [])} {k}" for k in ("vhosts", "users", "queues", "exchanges",
                                                                      "bindings", "policies"))  # fmt: skip
         self.display.say(f"definitions imported: {counts}")
+        return doc
 
     def _shovel(self, vhost: str, name: str, address: str) -> None:
         value = amqp10_to_local(migrate_source.vhost_uri(self.amqp, vhost), address, name,

@@ -143,7 +143,13 @@ def test_what_warren_refuses_stops_the_migration_by_name(rabbit, node, api):
     assert "policy 'mirror'" in refused.stderr and "'ha-mode'" in refused.stderr
     assert "Nothing was moved" in refused.stderr
     assert api.get("/api/shovels").body == [] and api.get("/api/queues/%2F/orders").status == 404
-    # the operator leaves it out by name: it is said, and the rest moves
+    # a queue left out is said, with the messages that stay behind in RabbitMQ
+    held = run(migrate_cmd(rabbit, node, "--skip", "policies:mirror", "--skip", "queues:orders"))
+    assert held.returncode == 0, held.stderr
+    assert "skipped queue 'orders' in vhost '/'" in held.stdout
+    assert "not moved: queue 'orders' in vhost '/' (1 messages)" in held.stdout
+    assert api.get("/api/queues/%2F/orders").status == 404
+    # the operator leaves the policy out by name: it is said, and the rest moves
     skipped = run(migrate_cmd(rabbit, node, "--skip", "policies:mirror"))
     assert skipped.returncode == 0, skipped.stderr
     assert "skipped policy 'mirror' in vhost '/'" in skipped.stdout
