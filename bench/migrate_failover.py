@@ -114,11 +114,12 @@ def shovels(node) -> list[dict]:
         return []
 
 
-def scenario(cluster, rabbit, n: int, prefetch: int, extra: int | None = None, log=print) -> dict:
+def scenario(cluster, rabbit, n: int, prefetch: int, extra: int | None = None, log=None) -> dict:
     """Runs the whole thing on a started 3-node `cluster` (tests/support/
     cluster_procs.ClusterProcesses) and `rabbit` (bench/rabbitmq.RabbitNode);
     returns the report. Raises AssertionError where a promise is broken."""
     extra = n // 10 if extra is None else extra
+    log = log or (lambda text: print(text, file=sys.stderr, flush=True))
     rabbit_url = f"amqp://guest:guest@127.0.0.1:{rabbit.amqp_port}"
     cluster[0].http("PUT", "/api/feature_flags/quorum_queue_v1/enable", {})
     rabbit.declare_queue(QUEUE, durable=True)

@@ -69,6 +69,10 @@ def main(args: argparse.Namespace) -> int:
         if not args.source:
             raise CtlError("give --from http(s)://user:password@host:port (or --stop)", EX_USAGE)
         return Migration(args, warren, Display(sys.stdout)).run()
+    except KeyboardInterrupt:  # before the watch (which has its own): during the import or the shovels' making
+        print("interrupted: what was imported stays, and so do any shovels made; `warren migrate --stop` "
+              "deletes those", file=sys.stderr)  # fmt: skip
+        return 130
     except CtlError as e:
         print(f"Error: {e}", file=sys.stderr)
         return e.code
