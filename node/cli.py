@@ -1,4 +1,5 @@
-"""The `warren` command: `warren server` runs a node, `warren ctl` manages one."""
+"""The `warren` command: `warren server` runs a node, `warren ctl` manages one,
+`warren migrate` moves a RabbitMQ into one."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from dataclasses import fields
 from audit import cli as audit_cli
 
 from . import __version__, config
-from .ops import ctl
+from .ops import ctl, migrate
 
 SETTING_PREFIX = "setting_"  # argparse dest of the flags made from Config's fields
 
@@ -106,6 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_setting_flags(server)
     server.set_defaults(func=_server)
     ctl.add_parser(sub)
+    migrate.add_parser(sub)
     audit_cli.add_parser(sub)  # pyspark is imported only when `warren audit ...` runs
     return parser
 
