@@ -52,11 +52,14 @@ class RabbitNode:
     def __init__(self, *, amqp_port: int = 5682, mgmt_port: int = 15682, dist_port: int = 25682,
                  nodename: str = "warren_bench_rabbit@localhost", host: str = "127.0.0.1",
                  base_dir: str | None = None, keep: bool = False, user: str = "guest",
-                 password: str = "guest", tls: dict | None = None, plugins: tuple[str, ...] = ()):
+                 password: str = "guest", tls: dict | None = None, plugins: tuple[str, ...] = (),
+                 extra_conf: str = ""):
         self.amqp_port, self.mgmt_port, self.dist_port = amqp_port, mgmt_port, dist_port
         # {"port", "cert", "key", "ca"}: an AMQPS listener (listeners.ssl.default) beside the plain one
         self.tls = tls
         self.plugins = ("rabbitmq_amqp1_0", "rabbitmq_management", *plugins)  # more: e.g. rabbitmq_shovel
+        # more rabbitmq.conf lines (a test sets collect_statistics_interval, for counts it compares)
+        self.extra_conf = extra_conf
         self.nodename, self.host = nodename, host
         self.user, self.password = user, password
         self._base_arg, self.keep = base_dir, keep
@@ -103,6 +106,7 @@ class RabbitNode:
                 "log.console = false\n"
                 "log.file.level = warning\n"
             )
+            f.write(self.extra_conf)
             if self.tls:
                 f.write(f"listeners.ssl.default = {self.host}:{self.tls['port']}\n"
                         f"ssl_options.certfile = {self.tls['cert']}\n"

@@ -101,7 +101,7 @@ def declare_exchange(state: MetadataState, cmd: c.DeclareExchange) -> Outcome:
     try:
         exchange_type = ExchangeType(cmd.type)
     except ValueError:
-        raise Refused(fx.INVALID_FIELD, f"invalid exchange type '{cmd.type}'") from None
+        raise Refused(fx.INVALID_FIELD, f"unknown exchange type '{cmd.type}'") from None
     if exchange_type is ExchangeType.CONSISTENT_HASH and not state.flag_enabled(CONSISTENT_HASH_EXCHANGE):
         raise Refused(fx.NOT_IMPLEMENTED, f"exchange type '{cmd.type}' needs feature flag '{CONSISTENT_HASH_EXCHANGE}'")
     if exchange_type is ExchangeType.DELAYED_MESSAGE and not state.flag_enabled(DELAYED_MESSAGE_EXCHANGE):

@@ -1,4 +1,5 @@
-"""The `warren` command: `warren server` runs a node, `warren ctl` manages one."""
+"""The `warren` command: `warren server` runs a node, `warren ctl` manages one,
+`warren migrate` moves a RabbitMQ into one."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from dataclasses import fields
 from audit import cli as audit_cli
 
 from . import __version__, config
-from .ops import ctl
+from .ops import ctl, migrate
 
 SETTING_PREFIX = "setting_"  # argparse dest of the flags made from Config's fields
 
@@ -32,6 +33,7 @@ def server_config(args: argparse.Namespace) -> config.Config:
         "grpc_port": args.grpc_port,
         "definitions_file": args.definitions,
         "seeds": [s.strip() for s in args.seeds.split(",") if s.strip()] if args.seeds is not None else None,
+        "seeds_dns": args.seeds_dns,
         "cluster_secret": args.cluster_secret,
         "advertise_host": args.advertise_host,
         "cluster_tls_cert": args.cluster_tls_cert,
@@ -91,6 +93,9 @@ def build_parser() -> argparse.ArgumentParser:
     server.add_argument("--metrics-port", type=int)
     server.add_argument("--grpc-port", type=int, help="cluster port (25672); 0 picks a free one on the first boot and keeps it; -1: no cluster, a single node whose metadata store listens on loopback only (no --seeds)")
     server.add_argument("--seeds", help="the other members' cluster addresses, host:port,... (first boot only)")
+    server.add_argument("--seeds-dns", metavar="NAME[:PORT]",
+                        help="peer discovery: join (or form) the cluster of every address NAME resolves to,"
+                        " at PORT (default --grpc-port); first boot only, not with --seeds")  # fmt: skip
     server.add_argument("--cluster-secret", help="shared by every member (WARREN_CLUSTER_SECRET)")
     server.add_argument("--advertise-host", help="the host peers dial for this node (default: --listen-host)")
     server.add_argument("--cluster-tls-cert", help="PEM certificate for mutual TLS between nodes")
@@ -102,6 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_setting_flags(server)
     server.set_defaults(func=_server)
     ctl.add_parser(sub)
+    migrate.add_parser(sub)
     audit_cli.add_parser(sub)  # pyspark is imported only when `warren audit ...` runs
     return parser
 

@@ -138,6 +138,11 @@ class Config:
     # Clustering (node/cluster/cluster.py). The node's cluster id is advertise_host:grpc_port,
     # the address its peers dial; it must not change across restarts.
     seeds: list[str] = field(default_factory=list)  # peers' "host:port" (grpc); none: a single-member cluster
+    # Peer discovery by DNS (node/cluster/discovery.py, RabbitMQ's DNS backend): "NAME" or "NAME:PORT";
+    # a blank node joins the cluster of the nodes NAME resolves to (A/AAAA), or forms it; not with seeds
+    seeds_dns: str = ""
+    seeds_dns_timeout: float = 60.0  # seconds a blank node keeps resolving and asking before it fails to start
+    seeds_dns_retry_interval: float = 1.0  # seconds between its rounds (resolve NAME, ask every node)
     cluster_secret: str = ""  # shared by every member; required with seeds (else generated and kept in data_dir)
     advertise_host: str = ""  # default: listen_host, or this machine's name when listening on all interfaces
     cluster_tls_cert: str = ""  # PEM files for mutual TLS between nodes: all three or none

@@ -11,6 +11,7 @@ import uvloop
 
 from node.broker import Broker
 from node.client.tls import TlsError
+from node.cluster.discovery import DiscoveryFailed
 from node.cluster.enabled_flags import DowngradeRefused
 from node.config import Config
 from node.ops.allocator import apply_malloc_settings
@@ -82,4 +83,8 @@ def run(cfg: Config) -> int:
         logging.getLogger("warren.upgrade").error("refusing to start: %s", e)
         print(f"warren: refusing to start: {e}", file=sys.stderr, flush=True)
         return 78  # EX_CONFIG: the data needs another build, a restart will not help
+    except DiscoveryFailed as e:
+        logging.getLogger("warren.cluster").error("not starting: %s", e)
+        print(f"warren: not starting: {e}", file=sys.stderr, flush=True)
+        return 69  # EX_UNAVAILABLE: the peers may be there on the next try (a restart policy retries)
     return 0

@@ -135,7 +135,7 @@ def validate_pattern(pattern: Any) -> str:
     try:
         re.compile(pattern)
     except (re.error, RecursionError, OverflowError) as e:
-        raise PolicyError(f"invalid pattern {pattern!r}: {e}") from None
+        raise PolicyError(f"pattern should be regular expression but is invalid: {e}") from None
     return pattern
 
 

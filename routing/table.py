@@ -174,7 +174,7 @@ class RoutingTable:
         try:
             exchange_type = ExchangeType(type)
         except ValueError:
-            raise InvalidArgument(f"invalid exchange type '{type}'") from None
+            raise InvalidArgument(f"unknown exchange type '{type}'") from None
         alternate = (arguments or {}).get(ALTERNATE_EXCHANGE)
         if alternate is not None and not isinstance(alternate, str):
             raise InvalidArgument(f"invalid {ALTERNATE_EXCHANGE} argument {alternate!r}")

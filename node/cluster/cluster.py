@@ -24,6 +24,8 @@ its own module in node/cluster/:
     proposals.py    Proposer: propose with retries, fence, why it failed
     membership.py   Membership: join_cluster, forget_cluster_node, group
                     membership changes, the join protocol over node messages
+    discovery.py    PeerDiscovery: --seeds-dns, a blank node joins or forms
+                    the cluster of the nodes a DNS name resolves to
     errors.py       ClusterError and its kinds (mapped to HTTP statuses)
 
 A stopping node hands each group it leads (the metadata group, its quorum queues') to the
@@ -40,6 +42,7 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from node.cluster.discovery import PeerDiscovery, Resolver, resolve_addresses
 from node.cluster.errors import (
     ClusterError,
     ClusterUnavailable,
@@ -100,6 +103,10 @@ class Cluster:
         raft_overrides: dict[str, Any] | None = None,
         transport_options: TransportOptions | None = None,
         handover_timeout: float = 5.0,
+        seeds_dns: str = "",
+        seeds_dns_timeout: float = 60.0,
+        seeds_dns_retry_interval: float = 1.0,
+        resolver: Resolver = resolve_addresses,
         retry_full: float = 1.0,
         disk_faults: DiskFaults | None = None,
     ) -> None:
@@ -123,6 +130,7 @@ class Cluster:
                               {"logCompactionMinEntries": snapshot_entries, **(raft_overrides or {})})  # fmt: skip
         self.proposer = Proposer(self)
         self.membership = Membership(self)
+        self.discovery = PeerDiscovery(self, seeds_dns, port, resolver, seeds_dns_timeout, seeds_dns_retry_interval)
         self.transport: NodeTransport | None = None
         self.log: DurableLog | None = None
         self._committer: GroupCommitter | None = None
@@ -132,7 +140,7 @@ class Cluster:
         self.loop: asyncio.AbstractEventLoop | None = None  # the node's loop, from start() on
         self.running = False
         # calls other parts of the node serve over node messages: method -> handler(peer, args)
-        self.calls: dict[str, Callable[[str, dict], Any]] = {}
+        self.calls: dict[str, Callable[[str, dict], Any]] = {"discover": self.discovery.serve}
 
     @property
     def node_id(self) -> str:
@@ -160,6 +168,12 @@ class Cluster:
             raise ValueError("cluster TLS needs all of cluster_tls_cert, cluster_tls_key and cluster_tls_ca")
         if cfg.seeds and not cfg.cluster_secret:
             raise ValueError("--seeds needs --cluster-secret (the same on every member)")
+        if cfg.seeds_dns and cfg.seeds:
+            raise ValueError("--seeds-dns and --seeds both given: peers come from one of them")
+        if cfg.seeds_dns and not cfg.cluster_secret:
+            raise ValueError("--seeds-dns needs --cluster-secret (the same on every member)")
+        if cfg.seeds_dns and cfg.grpc_port <= 0:
+            raise ValueError("--seeds-dns needs a fixed --grpc-port: the peers' cluster port defaults to it")
         listen_host, port, advertise_host = cfg.listen_host, cfg.grpc_port, cfg.advertise_host
         if cfg.grpc_port < 0:
             # no cluster: a single-member metadata store whose Raft port (any free one,
@@ -172,7 +186,9 @@ class Cluster:
                    tls=TlsConfig(*tls_files) if all(tls_files) else None, tick_interval=cfg.cluster_tick_interval,
                    command_timeout=cfg.cluster_command_timeout,
                    snapshot_entries=cfg.cluster_snapshot_entries,
-                   handover_timeout=cfg.shutdown_handover_timeout,
+                   handover_timeout=cfg.shutdown_handover_timeout, seeds_dns=cfg.seeds_dns,
+                   seeds_dns_timeout=cfg.seeds_dns_timeout,
+                   seeds_dns_retry_interval=cfg.seeds_dns_retry_interval,
                    retry_full=cfg.alarm_check_interval if cfg.alarm_check_interval > 0 else 1.0,
                    disk_faults=disk_faults)  # fmt: skip
 
@@ -183,10 +199,17 @@ class Cluster:
         self.host.bind(self.loop)
         identity = self.identity
         self._own_seed()
+        discovery = self.discovery
+        discover = discovery.enabled and discovery.blank()
+        if discovery.enabled and not self._advertise_given:
+            # peers know this node by its address in the DNS answer
+            identity.advertise_host = await discovery.own_host()
         node_id = identity.choose(self._port, self._listen_host)
         members = identity.load_members()
         if members is None:
             members = sorted({node_id, *self._seeds})
+            if discover:
+                discovery.mark()  # until it decides: a crash before then leaves the node blank
             identity.save_members(members)
         elif self._seeds and set(self._seeds) - set(members):
             log.warning("ignoring seeds %s: this node already belongs to %s (use join_cluster to move it)",
@@ -217,6 +240,12 @@ class Cluster:
         self.host.start_ticking()
         self.liveness.start(self.loop)
         log.info("cluster node %s, members %s", node_id, ",".join(members))
+        if discover:
+            try:
+                await discovery.run()
+            except BaseException:
+                await self.stop()
+                raise
 
     def _own_seed(self) -> None:
         """The seeds often list every member, this node included, as an

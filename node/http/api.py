@@ -134,6 +134,8 @@ class ManagementAPI:
         self.churn = fmt.Rates()  # of fmt.churn_counters
         self.queue_rates: dict[tuple[str, str], fmt.Rates] = {}  # by (vhost, queue): its message_stats rates
         self.exchange_rates: dict[tuple[str, str], fmt.Rates] = {}  # by (vhost, exchange): delayed exchanges'
+        self.queue_counts: dict[tuple[str, str], fmt.Rates] = {}  # by (vhost, queue): its message counts
+        self.vhost_counts: dict[str, fmt.Rates] = {}  # by vhost: the message counts of its queues
         self._timer: Periodic | None = None
 
     def application(self) -> web.Application:
@@ -170,6 +172,20 @@ class ManagementAPI:
             self.exchange_rates.setdefault(key, fmt.Rates()).sample(fmt.exchange_counters(self.node.delayed.stats(*key)))
         for key in self.exchange_rates.keys() - exchanges:
             del self.exchange_rates[key]
+        self._sample_counts()
+
+    def _sample_counts(self) -> None:
+        """Each queue's and vhost's message counts, for their `messages_details` rates."""
+        queues, vhosts = {}, {}
+        for vhost in self.node.vhosts.values():
+            for queue in vhost.queues.values():
+                queues[(vhost.name, queue.name)] = fmt.queue_counts(queue)
+            vhosts[vhost.name] = fmt.vhost_counts(vhost)
+        for samples, now in ((self.queue_counts, queues), (self.vhost_counts, vhosts)):
+            for key in samples.keys() - now.keys():  # deleted
+                del samples[key]
+            for key, counts in now.items():
+                samples.setdefault(key, fmt.Rates()).sample(counts)
 
     def queue_rates_of(self, queue: Any) -> dict[str, float] | None:
         """Per second, of the queue's counters since the older of its last two samples."""
@@ -183,6 +199,14 @@ class ManagementAPI:
         stats = self.node.delayed.stats(vhost, exchange.name)
         rates = self.exchange_rates.get((vhost, exchange.name))
         return fmt.exchange_json(vhost, exchange, stats, rates.rates(fmt.exchange_counters(stats)) if rates else None)
+    def count_rates_of(self, queue: Any) -> dict[str, float] | None:
+        """Per second, of the queue's message counts since the older of its last two samples."""
+        samples = self.queue_counts.get((queue.vhost, queue.name))
+        return samples.rates(fmt.queue_counts(queue), signed=True) if samples is not None else None
+
+    def vhost_count_rates_of(self, vhost: Any) -> dict[str, float] | None:
+        samples = self.vhost_counts.get(vhost.name)
+        return samples.rates(fmt.vhost_counts(vhost), signed=True) if samples is not None else None
 
     def stop_sampling(self) -> None:
         if self._timer is not None:

@@ -82,13 +82,14 @@ def select_columns(value: Any, columns: list[str] | None) -> Any:
     return out
 
 
-def _details(stats: dict[str, int], rates: dict[str, float] | None = None) -> dict:
+def _details(stats: dict[str, int], rates: dict[str, float] | None = None, signed: bool = False) -> dict:
     """{"publish": n, "publish_details": {"rate": r}, ...} as RabbitMQ writes
     its message_stats."""
     out: dict = {}
     for key, value in stats.items():
         out[key] = value
-        out[key + "_details"] = {"rate": round((rates or {}).get(key, 0.0), 1)}
+        rate = round((rates or {}).get(key, 0.0), 1)
+        out[key + "_details"] = {"rate": rate if signed else max(0.0, rate)}
     return out
 
 
@@ -107,14 +108,37 @@ class Rates:
     def sample(self, counters: dict[str, int]) -> None:
         self._samples.append((self.clock(), dict(counters)))
 
-    def rates(self, counters: dict[str, int]) -> dict[str, float]:
+    def rates(self, counters: dict[str, int], signed: bool = False) -> dict[str, float]:
+        """`signed`: of counts that go down too (a queue's messages), not only up."""
         if not self._samples:
             return {}
         then, old = self._samples[0]
         elapsed = self.clock() - then
         if elapsed <= 0:
             return {}
-        return {k: max(0.0, (v - old.get(k, v)) / elapsed) for k, v in counters.items()}
+        low = float("-inf") if signed else 0.0
+        return {k: max(low, (v - old.get(k, v)) / elapsed) for k, v in counters.items()}
+
+
+def message_counts(ready: int, unacked: int) -> dict[str, int]:
+    """A queue's or vhost's message counts under RabbitMQ's names."""
+    return {"messages": ready + unacked, "messages_ready": ready, "messages_unacknowledged": unacked}
+
+
+def queue_counts(queue: Queue) -> dict[str, int]:
+    """What this node knows of a queue's counts now (a listing refreshes a remote queue's first)."""
+    return message_counts(queue.message_count, queue.unacked_count)
+
+
+def vhost_counts(vhost: Any) -> dict[str, int]:
+    """The message counts of a vhost's queues, summed."""
+    return message_counts(sum(q.message_count for q in vhost.queues.values()),
+                          sum(q.unacked_count for q in vhost.queues.values()))  # fmt: skip
+
+
+def counts_json(counts: dict[str, int], rates: dict[str, float] | None) -> dict:
+    """The counts with their `*_details` rates of change, per second (signed)."""
+    return _details(counts, rates, signed=True)
 
 
 def queue_counters(queue: Queue) -> dict[str, int] | None:
@@ -153,9 +177,9 @@ def message_counters(metrics: Any) -> dict[str, int]:
 
 
 def queue_json(queue: Queue, node_name: str, name_of: Callable[[str], str] = str,
-               rates: dict[str, float] | None = None) -> dict:  # fmt: skip
+               rates: dict[str, float] | None = None, count_rates: dict[str, float] | None = None) -> dict:  # fmt: skip
     """`name_of`: a member's node name from its cluster address (node/cluster/node_names.py);
-    `rates`: per second, of `queue_counters`."""
+    `rates`: per second, of `queue_counters`; `count_rates`: of `queue_counts`."""
     info = queue.info()
     ready = info.get("message_count", queue.message_count)
     unacked = info.get("messages_unacknowledged", 0)
@@ -169,9 +193,7 @@ def queue_json(queue: Queue, node_name: str, name_of: Callable[[str], str] = str
         "arguments": plain(queue.arguments),
         "node": node_name,
         "state": "running",
-        "messages": ready + unacked,
-        "messages_ready": ready,
-        "messages_unacknowledged": unacked,
+        **counts_json(message_counts(ready, unacked), count_rates),
         "message_bytes_ready": info.get("message_bytes_ready", 0),
         "consumers": info.get("consumer_count", queue.consumer_count),
         "exclusive_consumer_tag": None,
@@ -277,9 +299,11 @@ def default_binding_json(vhost: str, queue: str) -> dict:
 
 
 def vhost_bindings(vhost: Any) -> list[dict]:
-    out = [default_binding_json(vhost.name, q) for q in sorted(vhost.queues)]
+    """In RabbitMQ's order (its default sort of a bindings listing): by source (the
+    default exchange's first), destination, routing key and properties key."""
+    out = [default_binding_json(vhost.name, q) for q in vhost.queues]
     out += [binding_json(vhost.name, b) for b in vhost.routing.list_bindings()]
-    return out
+    return sorted(out, key=lambda b: (b["source"], b["destination"], b["routing_key"], b["properties_key"]))
 
 
 def connection_state(conn: Any, alarms_active: bool) -> str:
@@ -326,9 +350,8 @@ def connection_json(conn: Any, node_name: str, alarms_active: bool) -> dict:
     return out
 
 
-def vhost_json(vhost: Any, node_name: str) -> dict:
-    ready = sum(q.message_count for q in vhost.queues.values())
-    unacked = sum(q.unacked_count for q in vhost.queues.values())
+def vhost_json(vhost: Any, node_name: str, count_rates: dict[str, float] | None = None) -> dict:
+    """`count_rates`: per second, of the vhost's message counts."""
     description = getattr(vhost, "description", "")
     tags = list(getattr(vhost, "tags", []))
     metadata: dict[str, Any] = {"description": description, "tags": tags}
@@ -336,7 +359,7 @@ def vhost_json(vhost: Any, node_name: str) -> dict:
         metadata["default_queue_type"] = vhost.default_queue_type
     if vhost.protected_from_deletion:
         metadata["protected_from_deletion"] = True
-    return {
+    out = {
         "name": vhost.name,
         "description": description,
         "tags": tags,
@@ -345,10 +368,10 @@ def vhost_json(vhost: Any, node_name: str) -> dict:
         "metadata": metadata,
         "tracing": False,
         "cluster_state": {node_name: "running"},
-        "messages": ready + unacked,
-        "messages_ready": ready,
-        "messages_unacknowledged": unacked,
     }
+    if vhost.queues:  # RabbitMQ's counts are its queues' statistics: a vhost without queues has none
+        out.update(counts_json(vhost_counts(vhost), count_rates))
+    return out
 
 
 def user_json(user: Any, hashing_algorithm: str) -> dict:
@@ -440,7 +463,7 @@ def cluster_name(node: ScrapedNode) -> str:
 
 
 def overview_json(node: ManagementNode, vhosts: list[Any], rates: dict[str, float], listeners: list[dict],
-                  churn_rates: dict[str, float] | None = None) -> dict:  # fmt: skip
+                  churn_rates: dict[str, float] | None = None, count_rates: dict[str, float] | None = None) -> dict:  # fmt: skip
     cfg = node.config
     ready = sum(q.message_count for v in vhosts for q in v.queues.values())
     unacked = sum(q.unacked_count for v in vhosts for q in v.queues.values())
@@ -456,9 +479,7 @@ def overview_json(node: ManagementNode, vhosts: list[Any], rates: dict[str, floa
         "enable_queue_totals": True,
         "message_stats": _details(message_counters(node.metrics), rates),
         "churn_rates": _details(churn_counters(node), churn_rates),
-        "queue_totals": _details(
-            {"messages": ready + unacked, "messages_ready": ready, "messages_unacknowledged": unacked}
-        ),  # fmt: skip
+        "queue_totals": counts_json(message_counts(ready, unacked), count_rates),
         "object_totals": object_totals(node, vhosts),
         "statistics_db_event_queue": 0,
         "node": cfg.node_name,

@@ -47,6 +47,7 @@ from node.http.route_kit import (
 from queues.base import ACCEPT, REJECT, RELEASE, Outcome, Queue, QueueMessage
 from routing import topic_permissions
 
+DEFAULT_PRIORITY = 4  # of an AMQP 1.0 message without one [3.2.1]
 GET_TIMEOUT = 5.0  # seconds a get waits for a queue on another node to answer
 PUBLISH_TIMEOUT = 30.0  # seconds a publish waits for its queues' confirms
 ACKMODES = {
@@ -77,7 +78,11 @@ def build_message(payload: bytes, props: dict) -> Message:
     """An AMQP 1.0 message from RabbitMQ's HTTP publish properties."""
     if not isinstance(props, dict):
         raise bad_request("'properties' must be a JSON object")
-    header: dict[str, Any] = {"durable": props.get("delivery_mode") == 2}
+    # a header only when a field of it is given: a get then shows the delivery mode only
+    # where the publish gave one, as RabbitMQ's properties of a message show what was set
+    header: dict[str, Any] = {}
+    if props.get("delivery_mode") is not None:
+        header["durable"] = props["delivery_mode"] == 2
     if isinstance(props.get("priority"), int):
         header["priority"] = props["priority"]
     expiration = props.get("expiration")
@@ -103,7 +108,7 @@ def build_message(payload: bytes, props: dict) -> Message:
     if props.get("type") is not None:
         headers = {**headers, "x-basic-type": props["type"]}
     app_props = {str(k): v for k, v in headers.items() if v is None or isinstance(v, str | int | float | bool)}
-    return Message.build(payload, header=header, properties=properties or None,
+    return Message.build(payload, header=header or None, properties=properties or None,
                          application_properties=app_props or None, body_kind="data")  # fmt: skip
 
 
@@ -209,8 +214,9 @@ def _get_options(body: dict) -> tuple[int, str, str, int | None]:
     if isinstance(count, bool) or not isinstance(count, int) or count < 1:
         raise bad_request("'count' must be a positive integer")
     ackmode = body.get("ackmode")
-    if ackmode not in ACKMODES:
-        raise bad_request(f"'ackmode' must be one of {', '.join(ACKMODES)}")
+    if ackmode not in ACKMODES:  # RabbitMQ 4's words (3.10 failed with a 500)
+        raise bad_request(f"Invalid ackmode value: {ackmode}. Valid values are: ack_requeue_true, "
+                          "ack_requeue_false, reject_requeue_true, reject_requeue_false")  # fmt: skip
     encoding = body.get("encoding", "auto")
     if encoding not in ("auto", "base64"):
         raise bad_request("'encoding' must be auto or base64")
@@ -287,11 +293,17 @@ def _body_bytes(parsed: Message) -> bytes:
     return bytes(parsed.body_bytes)
 
 
-def properties_json(parsed: Message) -> dict:
-    """The message's properties under RabbitMQ's (AMQP 0.9.1) names."""
-    out: dict[str, Any] = {"delivery_mode": 2 if parsed.durable else 1}
-    if parsed.header is not None and parsed.header.priority is not None:
-        out["priority"] = parsed.priority
+def properties_json(parsed: Message) -> dict | list:
+    """The message's properties under RabbitMQ's (AMQP 0.9.1) names: those it
+    has, as RabbitMQ 4 converts an AMQP 1.0 message (mc_amqpl): the delivery mode
+    where there is a header, the priority where it is not AMQP 1.0's default of 4
+    (which the encoding leaves out, so a 4 given cannot be told from none). None
+    at all is an empty JSON list, as RabbitMQ writes its empty property list."""
+    out: dict[str, Any] = {}
+    if parsed.header is not None:
+        out["delivery_mode"] = 2 if parsed.durable else 1
+        if parsed.priority != DEFAULT_PRIORITY:
+            out["priority"] = parsed.priority
     if parsed.ttl is not None:
         out["expiration"] = str(parsed.ttl)
     for key in ("message_id", "correlation_id", "reply_to", "content_type"):
@@ -310,7 +322,7 @@ def properties_json(parsed: Message) -> dict:
         out["type"] = headers.pop("x-basic-type")
     if headers:
         out["headers"] = fmt.plain(headers)
-    return out
+    return out or []
 
 
 # ---------------------------------------------------------------- consumers

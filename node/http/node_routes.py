@@ -33,6 +33,7 @@ from node.http.route_kit import (
     access,
     api_of,
     bad_request,
+    body_bool,
     created_or_updated,
     is_admin,
     is_monitor,
@@ -63,7 +64,11 @@ async def overview(request: web.Request) -> web.Response:
     vhosts = api.visible_vhosts(request[USER])
     rates = api.rates.rates(fmt.message_counters(api.node.metrics))
     churn = api.churn.rates(fmt.churn_counters(api.node))
-    return json_response(request, fmt.overview_json(api.node, vhosts, rates, api.listeners(), churn))
+    counts: dict[str, float] = {}  # the visible vhosts' count rates, summed
+    for vhost in vhosts:
+        for key, rate in (api.vhost_count_rates_of(vhost) or {}).items():
+            counts[key] = counts.get(key, 0.0) + rate
+    return json_response(request, fmt.overview_json(api.node, vhosts, rates, api.listeners(), churn, counts))
 
 
 @access(MGMT)
@@ -212,13 +217,15 @@ async def close_connection(request: web.Request) -> web.Response:
 async def list_vhosts(request: web.Request) -> web.Response:
     api = api_of(request)
     node_name = api.node.config.node_name
-    return list_response(request, [fmt.vhost_json(v, node_name) for v in api.visible_vhosts(request[USER])])
+    return list_response(request, [fmt.vhost_json(v, node_name, api.vhost_count_rates_of(v))
+                                   for v in api.visible_vhosts(request[USER])])  # fmt: skip
 
 
 @access(VHOST_VISIBLE)
 async def get_vhost(request: web.Request) -> web.Response:
     api = api_of(request)
-    return json_response(request, fmt.vhost_json(api.vhost(request.match_info["vhost"]), api.node.config.node_name))
+    vhost = api.vhost(request.match_info["vhost"])
+    return json_response(request, fmt.vhost_json(vhost, api.node.config.node_name, api.vhost_count_rates_of(vhost)))
 
 
 @access(ADMIN)
@@ -237,7 +244,9 @@ async def put_vhost(request: web.Request) -> web.Response:
     description = body.get("description", "")
     if not isinstance(description, str):
         raise bad_request("'description' must be a string")
-    if body.get("tracing"):  # RabbitMQ's firehose tracer: not built, so not accepted
+    # RabbitMQ's firehose tracer is not built: tracing is refused, false accepted (also the
+    # string "false" that rabbitmqadmin sends)
+    if body_bool(body, "tracing", False):
         raise bad_request("tracing is not implemented by Warren")
     # RabbitMQ reads the older spelling defaultqueuetype when default_queue_type is absent
     field = "default_queue_type" if "default_queue_type" in body else "defaultqueuetype"
@@ -345,7 +354,8 @@ async def delete_user(request: web.Request) -> web.Response:
 
 
 def _permissions(api: ManagementAPI, user: str | None = None, vhost: str | None = None) -> list[dict]:
-    items = sorted(api.node.auth.permissions.items())
+    # by vhost, then user: RabbitMQ's default sort of a permissions listing
+    items = sorted(api.node.auth.permissions.items(), key=lambda item: (item[0][1], item[0][0]))
     return [fmt.permission_json(u, v, p) for (u, v), p in items
             if (user is None or u == user) and (vhost is None or v == vhost)]  # fmt: skip
 

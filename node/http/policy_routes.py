@@ -70,7 +70,7 @@ def parse_policy(body: dict, operator: bool) -> tuple[str, str, dict, int]:
         pattern = policies.validate_pattern(body.get("pattern"))
         definition = policies.validate(body.get("definition"), apply_to, operator)
     except policies.PolicyError as e:
-        raise bad_request(str(e)) from None
+        raise bad_request(f"Validation failed\n\n{e}\n") from None  # RabbitMQ's frame of a parameter's refusal
     return pattern, apply_to, definition, priority
 
 

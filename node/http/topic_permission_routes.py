@@ -37,7 +37,7 @@ from routing import permissions
 def _listing(request: web.Request, user: str | None = None, vhost: str | None = None) -> list[dict]:
     entries = api_of(request).node.projections.topic_permissions
     return [{"user": u, "vhost": v, "exchange": x, "write": w, "read": r}
-            for (u, v, x), (w, r) in sorted(entries.items())
+            for (u, v, x), (w, r) in sorted(entries.items(), key=lambda e: (e[0][1], e[0][0], e[0][2]))  # as RabbitMQ
             if (user is None or u == user) and (vhost is None or v == vhost)]  # fmt: skip
 
 

@@ -35,6 +35,7 @@ from node.http.route_kit import (
     exchange_name,
     json_response,
     list_response,
+    member_address,
     member_name,
     no_content,
     not_found,
@@ -57,7 +58,7 @@ if TYPE_CHECKING:
 def _queue_json(api: ManagementAPI, queue: Any) -> dict:
     node = api.node
     out = fmt.queue_json(queue, node.config.node_name, lambda member: member_name(node, member),
-                         api.queue_rates_of(queue))  # fmt: skip
+                         api.queue_rates_of(queue), api.count_rates_of(queue))  # fmt: skip
     return {**out, "memory": node.memory.held_by(queue)}
 
 
@@ -128,11 +129,30 @@ async def put_queue(request: web.Request) -> web.Response:
     arguments = body_arguments(body)
     if "type" in body and "x-queue-type" not in arguments:
         arguments["x-queue-type"] = body["type"]
+    if "node" in body:
+        _check_node(api, body["node"], vhost.with_default_type(durable, False, auto_delete, arguments))
     check_permission(request, vhost.name, "configure", name, "queue")
     queue, created = await vhost.declare_queue(name, durable, None, auto_delete, arguments, request[USER].name)
     if not created and hasattr(queue, "touch"):
         queue.touch()
     return created_or_updated(created)
+
+
+def _check_node(api: Any, node: Any, arguments: dict) -> None:
+    """RabbitMQ's "node" of a queue declaration: where a classic queue lives. Warren puts
+    a classic queue on the node that serves the declaration, so that node is honoured
+    and another refused; a quorum queue's or stream's members are placed by its leader
+    locator (x-queue-leader-locator), which "node" would not change."""
+    here = api.node.config.node_name
+    if node != here and member_address(api.node, node) == node:  # no member of that name
+        raise bad_request(f"Node {node} could not be contacted")  # RabbitMQ's words
+    if node != here:
+        raise bad_request(f"'node' {node!r}: a queue declared here lives on this node ({here}); "
+                          "declare it through the API of the node it should live on")  # fmt: skip
+    qtype = arguments.get("x-queue-type", "classic")
+    if qtype != "classic":
+        raise bad_request(f"'node' places a classic queue; a {qtype} queue's members are placed by "
+                          "x-queue-leader-locator")  # fmt: skip
 
 
 @access(VHOST)

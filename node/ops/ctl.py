@@ -116,8 +116,8 @@ _VHOST_SCOPED = {"list_queues", "list_exchanges", "list_bindings", "list_permiss
 # ---------------------------------------------------------------- entry point
 
 
-def add_parser(sub: Any) -> None:
-    """Registers `ctl` under the `warren` command."""
+def common_options() -> argparse.ArgumentParser:
+    """The options that say which node and how (also `warren migrate`'s, for Warren)."""
     common = argparse.ArgumentParser(add_help=False)
     # SUPPRESS: an option given after the command keeps, and one given
     # before it is not overwritten by, the other parser's default.
@@ -129,6 +129,12 @@ def add_parser(sub: Any) -> None:
                         help="HTTPS: the CA file that signed the node's certificate (WARREN_CTL_CACERT)")
     common.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="JSON output for scripts")
     common.add_argument("--timeout", type=float, default=argparse.SUPPRESS, help="seconds per request (30)")
+    return common
+
+
+def add_parser(sub: Any) -> None:
+    """Registers `ctl` under the `warren` command."""
+    common = common_options()
     ctl = sub.add_parser("ctl", parents=[common], help="manage a running node (like rabbitmqctl)",
                          description="Manage a running node through its management HTTP API.")  # fmt: skip
     # Not set_defaults(host=...): it would also set the default of the
@@ -144,7 +150,7 @@ def add_parser(sub: Any) -> None:
             p.add_argument(*((arg,) if isinstance(arg, str) else arg), **kw)
 
 
-def _settings(args: argparse.Namespace) -> None:
+def settings(args: argparse.Namespace) -> None:
     """Options not given come from WARREN_CTL_* or the defaults."""
     env = os.environ
     defaults = {"host": env.get("WARREN_CTL_HOST", "localhost"), "port": env.get("WARREN_CTL_PORT", "15672"),
@@ -161,7 +167,7 @@ def _settings(args: argparse.Namespace) -> None:
 
 def main(args: argparse.Namespace) -> int:
     try:
-        _settings(args)
+        settings(args)
     except CtlError as e:
         print(f"Error: {e}", file=sys.stderr)
         return e.code

@@ -159,14 +159,16 @@ CONNECTION_COLUMNS = ("name node type user vhost protocol host port peer_host pe
                       "frame_max channel_max timeout client_properties connected_at recv_oct recv_cnt send_oct send_cnt")  # fmt: skip
 QUEUE_COLUMNS = (
     "name vhost type durable auto_delete exclusive arguments node state messages messages_ready "
-    "messages_unacknowledged message_bytes_ready consumers policy operator_policy effective_policy_definition "
+    "messages_unacknowledged messages_details messages_ready_details messages_unacknowledged_details "
+    "message_bytes_ready consumers policy operator_policy effective_policy_definition "
     "exclusive_consumer_tag message_stats memory leader members consumer_utilisation consumer_capacity"
 )
 EXCHANGE_COLUMNS = "name vhost type durable auto_delete internal arguments"
 BINDING_COLUMNS = ("source_name source_kind destination_name destination_kind routing_key arguments source vhost "
                    "destination destination_type properties_key")  # fmt: skip
 VHOST_COLUMNS = ("name description tags default_queue_type protected_from_deletion metadata tracing cluster_state "
-                 "messages messages_ready messages_unacknowledged")  # fmt: skip
+                 "messages messages_ready messages_unacknowledged messages_details messages_ready_details "
+                 "messages_unacknowledged_details")  # fmt: skip
 USER_COLUMNS = "name tags password_hash hashing_algorithm limits"
 PERMISSION_COLUMNS = "user vhost configure write read"
 

@@ -392,3 +392,42 @@ def test_api_port_zero_binds_a_free_port(node):
     assert node.broker.http_port and node.broker.metrics_port
     assert node.broker.http_port != node.broker.metrics_port
     assert Api(node.broker.http_port).get("/api/whoami").status == 200
+
+
+def test_a_queue_declared_with_node_lives_on_that_node_or_is_refused(api, node):
+    assert api.put("/api/queues/%2F/here", {"node": "warren@test"}).status == 201
+    assert api.get("/api/queues/%2F/here").body["node"] == "warren@test"
+    reply = api.put("/api/queues/%2F/nowhere", {"node": "elsewhere@nowhere"})
+    assert (reply.status, reply.body["reason"]) == (400, "Node elsewhere@nowhere could not be contacted")
+    reply = api.put("/api/queues/%2F/qq", {"node": "warren@test", "arguments": {"x-queue-type": "quorum"}})
+    assert reply.status == 400 and "x-queue-leader-locator" in reply.body["reason"]
+    assert api.get("/api/queues/%2F/nowhere").status == api.get("/api/queues/%2F/qq").status == 404
+
+
+def test_a_vhost_and_its_bindings_and_permissions_as_rabbitmq_lists_them(api, node):
+    assert api.put("/api/vhosts/v", {"tracing": "false"}).status == 201  # rabbitmqadmin's string
+    assert "messages" not in api.get("/api/vhosts/v").body  # no queue, no statistics: none, as RabbitMQ
+    assert api.put("/api/vhosts/v2", {"tracing": "true"}).status == 400
+    api.put("/api/permissions/v/guest", {"configure": ".*", "write": ".*", "read": ".*"})
+    assert [(p["vhost"], p["user"]) for p in api.get("/api/permissions").body] == [("/", "guest"), ("v", "guest")]
+    for name in ("b", "a"):
+        api.put(f"/api/queues/v/{name}")
+    api.put("/api/exchanges/v/x", {"type": "topic"})
+    for key, queue in (("z", "a"), ("m", "b"), ("a", "b")):
+        assert api.post(f"/api/bindings/v/e/x/q/{queue}", {"routing_key": key}).status == 201
+    listed = [(b["source"], b["destination"], b["routing_key"]) for b in api.get("/api/bindings/v").body]
+    assert listed == [("", "a", "a"), ("", "b", "b"), ("x", "a", "z"), ("x", "b", "a"), ("x", "b", "m")]
+    assert api.get("/api/vhosts/v").body["messages"] == 0
+
+
+def test_a_message_got_shows_the_properties_it_was_published_with(api, node):
+    node.declare_queue("p")
+    for props in ({}, {"delivery_mode": 1}, {"priority": 7}):
+        assert api.post("/api/exchanges/%2F/amq.default/publish", {"routing_key": "p", "payload": "x",
+                        "payload_encoding": "string", "properties": props}).body == {"routed": True}  # fmt: skip
+    got = api.post("/api/queues/%2F/p/get", {"count": 3, "ackmode": "ack_requeue_false", "encoding": "auto"}).body
+    # (a priority travels in the AMQP 1.0 header, which carries durability too: delivery_mode 1 comes
+    # with it, where RabbitMQ, keeping AMQP 0-9-1 properties, would show the priority alone)
+    assert [m["properties"] for m in got] == [[], {"delivery_mode": 1}, {"delivery_mode": 1, "priority": 7}]
+    reply = api.post("/api/queues/%2F/p/get", {"count": 1, "ackmode": "nonsense", "encoding": "auto"})
+    assert reply.status == 400 and reply.body["reason"].startswith("Invalid ackmode value: nonsense.")

@@ -166,6 +166,28 @@ def test_queue_message_stats_carry_rates(api, node):
     assert ("/", "rq") not in management.queue_rates
 
 
+def test_queue_and_vhost_message_counts_carry_signed_rates(api, node):
+    api.put("/api/queues/%2F/cq")
+    management = node.broker.management
+    node.call(management.sample)  # the first sample of the counts (then every 5 s)
+    for i in range(6):
+        api.post("/api/exchanges/%2F/amq.default/publish", {"routing_key": "cq", "payload": str(i),
+                                                            "payload_encoding": "string", "properties": {}})  # fmt: skip
+    queue, vhost = api.get("/api/queues/%2F/cq").body, api.get("/api/vhosts/%2F").body
+    totals = api.get("/api/overview").body["queue_totals"]
+    for body in (queue, vhost, totals):
+        assert body["messages"] == body["messages_ready"] == 6 and body["messages_unacknowledged"] == 0
+        assert body["messages_details"]["rate"] > 0 and body["messages_ready_details"]["rate"] > 0
+        assert body["messages_unacknowledged_details"] == {"rate": 0.0}
+    node.call(management.sample)
+    node.call(management.sample)  # both samples now hold 6: the rate is the change since the older
+    api.delete("/api/queues/%2F/cq/contents")
+    assert api.get("/api/queues/%2F/cq").body["messages_details"]["rate"] < 0  # going down: a negative rate
+    api.delete("/api/queues/%2F/cq")
+    node.call(management.sample)
+    assert ("/", "cq") not in management.queue_counts
+
+
 def test_overview_churn_rates(api, node):
     api.put("/api/queues/%2F/c1")
     api.put("/api/queues/%2F/c1")
