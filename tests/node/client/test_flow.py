@@ -228,6 +228,34 @@ def test_credit_is_granted_from_what_the_whole_input_holds(broker_factory):
         client.close()
 
 
+def test_a_sender_that_sends_only_under_credit_is_granted_more_before_it_runs_out(broker_factory):
+    """A conforming sender never sends past its credit, and some clients (RabbitMQ 3.10's
+    shovel plugin among them) stop or fail when it reaches zero: the node grants again once
+    half is used, so a sender writing half its credit at a time always holds the other half
+    and streams without waiting for a grant."""
+    b = broker_factory(publisher_credit=100)
+    b.declare_queue("stream-in")
+    client = RawClient(b.port)
+    try:
+        client.connect()
+        link = client.sender(client.begin(), "/queues/stream-in")  # returns once credit came
+        assert link.link_credit == 100
+        sent = 0
+        for _ in range(20):
+            half = link.link_credit // 2
+            for _ in range(half):
+                sent += 1
+                link.send(struct.pack(">I", sent), Message(body="x").encode())
+            client.flush()
+            link.flow(echo=True)  # the answer comes after the node has read the transfers before it
+            client.wait_for(lambda e: type(e) is ev.LinkFlow and e.link is link and e.echo is False)
+            assert link.link_credit == 100, f"after {sent} messages"
+        assert sent == 1000
+        assert b.queue("stream-in").message_count == 1000
+    finally:
+        client.close()
+
+
 def test_alarm_blocks_publishers_and_lets_consumers_consume(broker):
     broker.declare_queue("alarm-q")
     fill(broker, "alarm-q", 5, prefix="before")
