@@ -20,8 +20,14 @@ Encodings:
   message bytes: the floor, what a purpose-built worker frame could cost
 - `amqp`: one AMQP-encoded list per item (amqp/codec.py), the proxy's old form
 
-Blocking sockets, no event loop: the loop's cost per read (uvloop, one
-data_received per read) is paid per batch, not per record, and comes on top.
+- `link`: node/workers/link.py under uvloop in both processes (records codec,
+  a turn's items in one frame, the receiver answering each with a confirm
+  that its own turn batches): the hop as the node would pay it, event loop
+  included
+
+The other encodings use blocking sockets, no event loop: the loop's cost per
+read (uvloop, one data_received per read) is paid per batch and comes on top;
+`link` shows how much.
 
     .venv/bin/python bench/worker_hop.py [--records 200000] [--body 12] [--batches 1,16,256]
 """
@@ -29,6 +35,7 @@ data_received per read) is paid per batch, not per record, and comes on top.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import pickle
 import socket
@@ -192,12 +199,94 @@ def run(encoding: str, batch: int, records: int, body: int) -> dict:
     }
 
 
+def link_receiver(sock: socket.socket, other: socket.socket, out: Queue) -> None:
+    import uvloop
+
+    from node.workers.link import WorkerLink
+
+    other.close()
+
+    async def serve() -> None:
+        loop = asyncio.get_running_loop()
+        done = loop.create_future()
+        got = 0
+
+        def on_items(items: list) -> None:
+            nonlocal got
+            got += len(items)
+            for it in items:
+                link.send(conf_item(it[3]))
+
+        link = WorkerLink(loop, on_items, done.set_result)  # bound before the first read can call on_items
+        await loop.create_unix_connection(lambda: link, sock=sock)
+        await done
+        out.put((got, time.process_time() - cpu))
+
+    cpu = time.process_time()
+    uvloop.run(serve())
+
+
+def run_link(batch: int, records: int, body: int) -> dict:
+    import uvloop
+
+    from node.workers.link import WorkerLink
+
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    out: Queue = Queue()
+    proc = Process(target=link_receiver, args=(b, a, out))
+    proc.start()
+    b.close()
+    msg = payload(body)
+    rounds = max(1, records // batch)
+    n = rounds * batch
+    window = max(4096, batch * 2)  # records without their confirm, as publisher credit would bound them
+
+    async def send() -> tuple[float, float]:
+        loop = asyncio.get_running_loop()
+        acked = 0
+        room: asyncio.Future | None = None
+        finished = loop.create_future()
+
+        def on_items(items: list) -> None:
+            nonlocal acked, room
+            acked += len(items)
+            if room is not None and not room.done():
+                room.set_result(None)
+            if acked == n:
+                finished.set_result(None)
+
+        _, link = await loop.create_unix_connection(lambda: WorkerLink(loop, on_items, lambda e: None), sock=a)
+        t0 = time.perf_counter()
+        cpu = time.process_time()
+        sent = 0
+        for _ in range(rounds):
+            while sent - acked > window - batch:
+                room = loop.create_future()
+                await room
+            for _ in range(batch):
+                link.send(pub_item(sent, bytes(bytearray(msg))))
+                sent += 1
+            await asyncio.sleep(0)  # end the loop turn: the turn's items go as one frame
+        await finished
+        wall = time.perf_counter() - t0
+        used = time.process_time() - cpu
+        link.close()
+        return wall, used
+
+    wall, send_cpu = uvloop.run(send())
+    got, recv_cpu = out.get()
+    proc.join()
+    assert got == n, (got, n)
+    return {"encoding": "link", "batch": batch, "records": n, "rate": n / wall, "send_us": send_cpu / n * 1e6,
+            "recv_us": recv_cpu / n * 1e6, "bytes": len(proxy_records.encode_batch([pub_item(0, msg)] * batch)) / batch}  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--records", type=int, default=200_000)
     ap.add_argument("--body", type=int, default=12)
     ap.add_argument("--batches", default="1,16,256")
-    ap.add_argument("--encodings", default=",".join(ENCODINGS))
+    ap.add_argument("--encodings", default=",".join([*ENCODINGS, "link"]))
     args = ap.parse_args()
     print(f"{args.body} B bodies, {args.records} records, load average {os.getloadavg()[0]:.1f}")
     print(
@@ -207,7 +296,7 @@ def main() -> None:
     for encoding in args.encodings.split(","):
         for batch in (int(x) for x in args.batches.split(",")):
             records = args.records if batch > 1 else min(args.records, 50_000)
-            r = run(encoding, batch, records, args.body)
+            r = run_link(batch, records, args.body) if encoding == "link" else run(encoding, batch, records, args.body)
             print(
                 f"| {encoding} | {batch} | {r['bytes']:.0f} | {r['rate']:,.0f} | {r['send_us']:.2f} "
                 f"| {r['recv_us']:.2f} | {r['send_us'] + r['recv_us']:.2f} |",
