@@ -8,30 +8,19 @@ is bench/migrate_failover.py's, which runs it with N = 100,000."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 from cluster_procs import free_ports
+from rabbit_setup import bench_module, rabbit_node_class
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
-REPO = Path(__file__).resolve().parents[3]
 N, PREFETCH = 5000, 200
 
 
 @pytest.fixture
 def bench_modules():
-    setup = subprocess.run(["sh", str(REPO / "bench" / "setup.sh")], capture_output=True, text=True, timeout=900)
-    if setup.returncode != 0:
-        pytest.skip(f"bench/setup.sh could not install RabbitMQ: {setup.stderr.strip()[-300:]}")
-    sys.path.insert(0, str(REPO / "bench"))
-    try:
-        import migrate_failover
-        from rabbitmq import RabbitNode
-    finally:
-        sys.path.remove(str(REPO / "bench"))
+    migrate_failover, RabbitNode = bench_module("migrate_failover"), rabbit_node_class()
     return migrate_failover, RabbitNode
 
 

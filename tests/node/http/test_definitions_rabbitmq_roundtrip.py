@@ -11,18 +11,15 @@ import hashlib
 import json
 import os
 import socket
-import subprocess
-import sys
 import urllib.error
 import urllib.request
-from pathlib import Path
 
 import pytest
 from mgmt_client import Api
+from rabbit_setup import rabbit_node_class
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
-REPO = Path(__file__).resolve().parents[3]
 
 
 def free_port() -> int:
@@ -33,14 +30,7 @@ def free_port() -> int:
 
 @pytest.fixture(scope="module")
 def rabbit():
-    setup = subprocess.run(["sh", str(REPO / "bench" / "setup.sh")], capture_output=True, text=True, timeout=900)
-    if setup.returncode != 0:
-        pytest.skip(f"bench/setup.sh could not install RabbitMQ: {setup.stderr.strip()[-300:]}")
-    sys.path.insert(0, str(REPO / "bench"))
-    try:
-        from rabbitmq import RabbitNode
-    finally:
-        sys.path.remove(str(REPO / "bench"))
+    RabbitNode = rabbit_node_class()
     node = RabbitNode(amqp_port=free_port(), mgmt_port=free_port(), dist_port=free_port(),
                       nodename=f"warren_defs_{os.getpid()}@localhost")  # fmt: skip
     with node:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from cluster_procs import free_ports
+from rabbit_setup import rabbit_node_class
 from shovel_helpers import publish, receive, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
@@ -22,14 +23,7 @@ REPO = Path(__file__).resolve().parents[3]
 
 @pytest.fixture
 def rabbit():
-    setup = subprocess.run(["sh", str(REPO / "bench" / "setup.sh")], capture_output=True, text=True, timeout=900)
-    if setup.returncode != 0:
-        pytest.skip(f"bench/setup.sh could not install RabbitMQ: {setup.stderr.strip()[-300:]}")
-    sys.path.insert(0, str(REPO / "bench"))
-    try:
-        from rabbitmq import RabbitNode
-    finally:
-        sys.path.remove(str(REPO / "bench"))
+    RabbitNode = rabbit_node_class()
     amqp, mgmt, dist = free_ports(3)
     node = RabbitNode(
         amqp_port=amqp, mgmt_port=mgmt, dist_port=dist, nodename=f"warren_migrate_{os.getpid()}@localhost"

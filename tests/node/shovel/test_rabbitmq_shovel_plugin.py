@@ -15,32 +15,22 @@ credit to cover that burst: src-prefetch-count at most half of
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 from cluster_procs import free_ports
+from rabbit_setup import rabbit_node_class
 from shovel_helpers import nothing_left, publish, receive, wait_until
 
 from node.config import Config
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
-REPO = Path(__file__).resolve().parents[3]
 MESSAGES = 5000
 
 
 @pytest.fixture(scope="module")
 def rabbit():
-    setup = subprocess.run(["sh", str(REPO / "bench" / "setup.sh")], capture_output=True, text=True, timeout=900)
-    if setup.returncode != 0:
-        pytest.skip(f"bench/setup.sh could not install RabbitMQ: {setup.stderr.strip()[-300:]}")
-    sys.path.insert(0, str(REPO / "bench"))
-    try:
-        from rabbitmq import RabbitNode
-    finally:
-        sys.path.remove(str(REPO / "bench"))
+    RabbitNode = rabbit_node_class()
     amqp, mgmt, dist = free_ports(3)
     node = RabbitNode(amqp_port=amqp, mgmt_port=mgmt, dist_port=dist, plugins=("rabbitmq_shovel",),
                       nodename=f"warren_shovel_plugin_{os.getpid()}@localhost")  # fmt: skip
