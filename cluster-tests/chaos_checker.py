@@ -173,8 +173,19 @@ def fault_timeline(ops: Iterable[Op]) -> str:
 # ---------------------------------------------------------------- metadata
 
 DECLARE_EXCHANGE, DELETE_EXCHANGE, BIND, UNBIND = "declare-exchange", "delete-exchange", "bind", "unbind"
-CREATES = (DECLARE_EXCHANGE, BIND)  # ops that make their object exist
-REMOVES = (DELETE_EXCHANGE, UNBIND)  # ops that make it absent
+DECLARE_QUEUE, DELETE_QUEUE = "declare-queue", "delete-queue"
+ADD_USER, DELETE_USER, ADD_VHOST, DELETE_VHOST = "add-user", "delete-user", "add-vhost", "delete-vhost"
+SET_POLICY, CLEAR_POLICY, SET_PERMISSION, CLEAR_PERMISSION = (
+    "set-policy",
+    "clear-policy",
+    "set-permission",
+    "clear-permission",
+)
+# ops that make their object exist, and the op that removes each
+REMOVE = {DECLARE_EXCHANGE: DELETE_EXCHANGE, BIND: UNBIND, DECLARE_QUEUE: DELETE_QUEUE, ADD_USER: DELETE_USER,
+          ADD_VHOST: DELETE_VHOST, SET_POLICY: CLEAR_POLICY, SET_PERMISSION: CLEAR_PERMISSION}  # fmt: skip
+CREATES = tuple(REMOVE)
+REMOVES = tuple(REMOVE.values())
 PRESENT, ABSENT, EITHER = "present", "absent", "either"
 
 

@@ -481,6 +481,31 @@ class ComposeCluster:
             rules += [["INPUT", "-s", ip, *match], ["OUTPUT", "-d", ip, *match]]
         return rules
 
+    def queue_member(self, queue: str, node: str, add: bool, via: Iterable[str] | None = None,
+                     timeout: float = 30.0) -> None:  # fmt: skip
+        """Add `node` to (remove it from) the quorum queue `queue` in "/" (rabbitmq-queues
+        add_member / delete_member through the HTTP API of the first of `via` that does it;
+        default every node), retried until `timeout`: a membership change is refused while the
+        queue has no leader."""
+        path = f"/api/quorum-queues/%2F/{queue}/members"
+        with self._nemesis("add-member" if add else "delete-member", {"queue": queue, "node": node}, node) as op:
+            deadline, error = time.monotonic() + timeout, None
+            while time.monotonic() < deadline:
+                for through in via or self.nodes:
+                    if through in self.paused:
+                        continue
+                    try:
+                        if add:
+                            self.http(through, "POST", path, {"node": self.node_id(node)}, timeout=10)
+                        else:
+                            self.http(through, "DELETE", f"{path}/{self.node_id(node)}", timeout=10)
+                        op.ok(via=through)
+                        return
+                    except (OSError, HttpError, ClusterError) as e:
+                        error = e
+                time.sleep(0.5)
+            raise ClusterError(f"{'add' if add else 'delete'} member {node} of {queue}: {error}")
+
     def heal(self) -> None:
         """Drop every partition rule in every node that runs."""
         with self._nemesis("heal", sorted(self.partitions)):

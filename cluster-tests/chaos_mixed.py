@@ -13,10 +13,17 @@ The workload (each queue's clients with a history of their own, checked on its o
 - a stream on the third node, publishers on every node, one consumer on its node reading by
   offset (chaos_stream.py); total-queue checker (every confirmed offset read, none twice) and
   check_stream_order (each publisher's messages in publish order);
-- exchanges and bindings changed through random nodes (MetadataWorkload); check_metadata.
+- dead-lettering: a quorum queue whose messages expire at once (x-message-ttl 100 ms),
+  dead-lettered at least once to another quorum queue, publishers on every node and
+  consumers of the target on the others; total-queue checker from the source's confirms to
+  the target's deliveries (copies allowed unmarked: at least once);
+- Direct Reply-To requests (chaos_rpc.py) through a quorum request queue: requesters on
+  every node, responders on the others; check_rpc;
+- exchanges, bindings, queues, users, vhosts, policies and permissions made and removed
+  through random nodes (MetadataWorkload); check_metadata.
 
 Writes (in --out, default cluster-tests/chaos-runs/seed-N): history.json (nemesis and
-metadata), history-<queue type>.json, schedule.txt, report.txt, row.md (the docs/chaos.md
+metadata), history-<queue type>.json, history-rpc.json, schedule.txt, report.txt, row.md (the docs/chaos.md
 table row) and, when a check failed, every node's log. Exit status 1 when any check failed.
 """
 
@@ -36,13 +43,18 @@ from chaos_cluster import ComposeCluster
 from chaos_history import OK, History
 from chaos_nemesis import KINDS, Nemesis, Step, schedule
 from chaos_report import Report
+from chaos_rpc import RpcCheck, RpcWorkload, check_rpc
 from chaos_scenarios import converge, poll
 from chaos_stream import StreamWorkload
 from chaos_workload import MetadataWorkload, QueueWorkload, declare_queue
 
-RATE = 15.0  # messages/s per publisher: 9 publishers on a 2-core machine
+RATE = 10.0  # messages/s per publisher: 12 publishers on a 2-core machine
 METADATA_RATE = 2.0
+RPC_RATE = 4.0  # requests/s per requester
 QUEUE_TYPES = ("quorum", "classic", "stream")
+# a quorum queue whose messages expire at once, dead-lettered to its target queue at least once
+DEAD_LETTER_ARGUMENTS = {"x-message-ttl": 100, "x-dead-letter-exchange": "", "x-dead-letter-strategy": "at-least-once",
+                         "x-overflow": "reject-publish"}  # fmt: skip
 
 
 class MixedRun:
@@ -57,6 +69,8 @@ class MixedRun:
         self.workloads: dict[str, QueueWorkload] = {}
         self.checks: dict[str, QueueCheck] = {}
         self.nemesis: Nemesis | None = None
+        self.rpc: RpcWorkload | None = None
+        self.rpc_check: RpcCheck | None = None
         self.tag = secrets.token_hex(3)  # queue names of their own: a cluster may serve several runs
 
     def run(self) -> Report:
@@ -68,6 +82,8 @@ class MixedRun:
         finally:
             for w in self.workloads.values():
                 w.stop()
+            if self.rpc is not None:
+                self.rpc.stop(drain_timeout=0)
         r.duration = time.monotonic() - r.started
         return r
 
@@ -85,6 +101,17 @@ class MixedRun:
             else:
                 w = QueueWorkload(c, History(), queue, node, list(c.nodes), others, rate=RATE)
             self.workloads[qtype] = w
+        # dead-lettering: messages expire in a quorum queue, at-least-once to another one
+        source, target = f"chaos-mixed-dlx-{self.tag}", f"chaos-mixed-dlx-target-{self.tag}"
+        declare_queue(c, leader, target, "quorum")
+        declare_queue(c, leader, source, "quorum", DEAD_LETTER_ARGUMENTS | {"x-dead-letter-routing-key": target})
+        consumers = [n for n in c.nodes if n != leader]
+        self.workloads["dead-letter"] = QueueWorkload(c, History(), source, leader, list(c.nodes), consumers,
+                                                      rate=RATE, consume_queue=target)  # fmt: skip
+        rpc_queue = f"chaos-mixed-rpc-{self.tag}"
+        declare_queue(c, leader, rpc_queue, "quorum")
+        self.rpc = RpcWorkload(c, History(), rpc_queue, list(c.nodes), consumers, rate=RPC_RATE)
+        self.rpc.start()
         metadata = MetadataWorkload(c, c.history, rate=METADATA_RATE)
         metadata.start()
         for w in self.workloads.values():
@@ -105,13 +132,15 @@ class MixedRun:
         healed = time.monotonic()
         r.check("every queue confirms again after the faults", self._confirming(healed, 60))
         metadata.stop()
+        self.rpc.stop()
         for qtype, w in self.workloads.items():
             drained = w.finish(drain_timeout=90)
             r.check(f"{qtype}: drained after the faults", drained, "" if drained else f"depth {w.queue_depth()}")
-        errors = [e for w in [*self.workloads.values(), metadata] for e in w.errors]
+        errors = [e for w in [*self.workloads.values(), metadata, self.rpc] for e in w.errors]
         r.check("workload clients ran without harness errors", not errors, "; ".join(errors)[:2000])
         for qtype, w in self.workloads.items():
-            q = check_total_queue(w.history.ops())
+            # at least once: a new leader re-sends what it holds, a copy the target cannot mark
+            q = check_total_queue(w.history.ops(), allow_unmarked_duplicates=qtype == "dead-letter")
             self.checks[qtype] = q
             r.check(f"{qtype}: total-queue", q.valid, "; ".join(q.problems()))
             r.check(f"{qtype}: messages flowed", q.confirmed > 0 and q.consumed > 0, f"confirmed {q.confirmed}")
@@ -119,6 +148,11 @@ class MixedRun:
                 s = check_stream_order(w.history.ops())
                 r.check("stream: each publisher's messages read in order, none twice", s.valid,
                         f"{s.read} read; " + "; ".join(s.problems()))  # fmt: skip
+        rpc = self.rpc_check = check_rpc(self.rpc.history.ops())
+        r.check("rpc: every reply reached the requester that asked, or is counted dropped", rpc.valid,
+                rpc.summary())  # fmt: skip
+        r.check("rpc: requests flowed, every confirmed request answered", rpc.received > 0 and rpc.unanswered == 0,
+                rpc.summary())  # fmt: skip
         m = r.check_metadata(metadata.read_all)
         r.check("metadata changes were acknowledged", m.ok > 0, f"ok {m.ok} of {m.ops}")
 
@@ -148,21 +182,25 @@ class MixedRun:
 
     def row(self) -> str:
         """The docs/chaos.md results row: seed | nodes | duration | faults | published |
-        confirmed | lost | duplicated | longest unavailability | metadata violations | result."""
+        confirmed | lost | duplicated | longest unavailability | RPC replies received/dropped |
+        metadata violations | result."""
         t = self.totals()
         kinds: dict[str, int] = {}
         for s in self.steps:
             kinds[s.kind] = kinds.get(s.kind, 0) + 1
         faults = f"{len(self.steps)}: " + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items()))
-        m = self.report.metadata
+        m, rpc = self.report.metadata, self.rpc_check
+        replies = f"{rpc.received}/{rpc.dropped}" if rpc else "?"
         return (f"| {self.seed} | {len(self.c.nodes)} | {self.duration:.0f}s | {faults} | {t['published']} | "
-                f"{t['confirmed']} | {t['lost']} | {t['duplicated']} | {t['unavailability']:.1f}s | "
+                f"{t['confirmed']} | {t['lost']} | {t['duplicated']} | {t['unavailability']:.1f}s | {replies} | "
                 f"{m.violations if m else '?'} | {'ok' if self.report.ok else 'FAILED'} |")  # fmt: skip
 
     def text(self) -> str:
         parts = [self.report.text(), "  schedule:", "    " + self.schedule_text().replace("\n", "\n    ")]
         for qtype, q in self.checks.items():
             parts.append(f"  {qtype}: " + q.summary().replace("\n", "\n    "))
+        if self.rpc_check is not None:
+            parts.append("  rpc: " + self.rpc_check.summary())
         return "\n".join(parts)
 
     def write(self, out: Path) -> None:
@@ -170,6 +208,8 @@ class MixedRun:
         self.c.history.dump(out / "history.json")
         for qtype, w in self.workloads.items():
             w.history.dump(out / f"history-{qtype}.json")
+        if self.rpc is not None:
+            self.rpc.history.dump(out / "history-rpc.json")
         (out / "schedule.txt").write_text(self.schedule_text() + "\n")
         (out / "report.txt").write_text(self.text() + "\n")
         (out / "row.md").write_text(self.row() + "\n")

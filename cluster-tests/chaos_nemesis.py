@@ -32,11 +32,14 @@ The fault kinds (KINDS):
   sends (a queue builds up: delay grows with load) and iptables `statistic` random loss of
   what it exchanges with its peers. `tc netem` (fixed delay, jitter) is what the issue asks
   for, but this machine's kernel has no sch_netem ("Specified qdisc kind is unknown"), so
-  the fixed delay and jitter are left out; the rate limit and the loss are real.
+  the fixed delay and jitter are left out; the rate limit and the loss are real;
+- replica-remove: a membership change under load: one node's replica removed from the
+  workload's quorum queue (delete_member), added back (add_member) when the hold ends.
 
 Not implemented: clock jumps and drift (libfaketime must be preloaded when the process
 starts and Warren's timers read the monotonic clock; left out for lack of time), full
-disks and fsync errors (issue 35 item 3, another branch), membership changes.
+disks and fsync errors (issue 35 item 3, another branch), nodes joining, forgotten and
+rejoining (the compose cluster has a fixed node list until DNS peer discovery, item 6).
 """
 
 from __future__ import annotations
@@ -58,6 +61,7 @@ KINDS = (
     "partition-bridge",
     "partition-one-way",
     "slow-link",
+    "replica-remove",
 )
 QUIET = 10.0  # seconds at the end of a run with no fault, for the cluster to converge
 FIRST = 3.0  # seconds of load before the first fault
@@ -101,7 +105,7 @@ def schedule(seed: int, duration: float, nodes: list[str], kinds: tuple[str, ...
 
 
 def _params(rng: random.Random, kind: str, nodes: list[str]) -> dict[str, Any]:
-    if kind in ("kill9", "pause", "partition-isolate", "partition-one-way"):
+    if kind in ("kill9", "pause", "partition-isolate", "partition-one-way", "replica-remove"):
         return {"node": rng.choice(nodes)}
     if kind == "partition-majority":
         shuffled = rng.sample(nodes, len(nodes))
@@ -187,6 +191,12 @@ class Nemesis:
             c.slow_link(p["node"], p["rate_kbit"], p["loss_pct"])
             self._heal = lambda: c.clear_slow_link(p["node"])
             return p["node"]
+        if step.kind == "replica-remove":
+            if self.queue is None:
+                raise ValueError("replica-remove needs the nemesis's quorum queue")
+            c.queue_member(self.queue, p["node"], add=False)
+            self._heal = lambda: c.queue_member(self.queue, p["node"], add=True)
+            return f"{p['node']} from {self.queue}"
         raise ValueError(f"unknown fault kind {step.kind!r}")
 
     def heal_current(self) -> None:

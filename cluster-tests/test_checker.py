@@ -432,3 +432,29 @@ def test_stream_order_finds_a_publisher_read_out_of_order_and_a_value_read_twice
     assert result.out_of_order == [("publisher-0", 3, 5)]
     assert result.duplicated == {2}
     assert not result.valid and len(result.problems()) == 2
+
+
+def _rpc(process, f, value, type=OK, t=0.0):
+    from chaos_history import Op
+
+    return Op(process, f, type, value, t, t + 0.1)
+
+
+def test_rpc_replies_received_or_counted_dropped():
+    from chaos_rpc import check_rpc
+
+    ops = [_rpc("requester-0", "request", 1), _rpc("requester-1", "request", 2), _rpc("requester-0", "request", 3),
+           _rpc("responder-0", "reply-sent", 1), _rpc("responder-0", "reply-sent", 2),
+           _rpc("requester-0", "reply", 1), _rpc("requester-1", "requester-lost", None, "info")]  # fmt: skip
+    r = check_rpc(ops)
+    assert r.valid and (r.requests, r.replies_sent, r.received, r.dropped, r.unanswered) == (3, 2, 1, 1, 1)
+
+
+def test_rpc_a_reply_to_another_requester_or_received_twice_is_a_violation():
+    from chaos_rpc import check_rpc
+
+    ops = [_rpc("requester-0", "request", 1), _rpc("responder-0", "reply-sent", 1),
+           _rpc("requester-1", "reply", 1), _rpc("requester-1", "reply", 1), _rpc("requester-0", "reply", 9)]  # fmt: skip
+    r = check_rpc(ops)
+    assert r.misrouted == [(1, "requester-1", "requester-0")] * 2
+    assert r.extra == [1, 9] and not r.valid and len(r.problems()) == 2
