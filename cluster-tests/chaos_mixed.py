@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "suppo
 from chaos_checker import ENQUEUE, QueueCheck, check_stream_order, check_total_queue
 from chaos_cluster import ComposeCluster
 from chaos_history import OK, History
-from chaos_nemesis import KINDS, Nemesis, Step, schedule
+from chaos_nemesis import DEFAULT_KINDS, KINDS, Nemesis, Step, schedule
 from chaos_report import Report
 from chaos_rpc import RpcCheck, RpcWorkload, check_rpc
 from chaos_scenarios import converge, poll
@@ -59,7 +59,7 @@ DEAD_LETTER_ARGUMENTS = {"x-message-ttl": 100, "x-dead-letter-exchange": "", "x-
 
 class MixedRun:
     def __init__(self, cluster: ComposeCluster, seed: int, duration: float, steps: list[Step] | None = None,
-                 kinds: tuple[str, ...] = KINDS) -> None:  # fmt: skip
+                 kinds: tuple[str, ...] = DEFAULT_KINDS) -> None:  # fmt: skip
         self.c = cluster
         self.seed, self.duration = seed, duration
         self.steps = schedule(seed, duration, cluster.nodes, kinds) if steps is None else steps
@@ -223,6 +223,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--duration", type=float, default=180.0)
     parser.add_argument("--nodes", type=int, default=3)
     parser.add_argument("--out", default="")
+    parser.add_argument("--kinds", default=",".join(DEFAULT_KINDS),
+                        help=f"comma-separated fault kinds to draw from (known: {','.join(KINDS)})")  # fmt: skip
     parser.add_argument("--source", default="worktree", choices=["worktree", "head"])
     args = parser.parse_args(argv)
     if args.nodes != len(NODES):
@@ -235,7 +237,7 @@ def main(argv: list[str]) -> int:
     cluster = ComposeCluster(prepared.image, History(), artifacts=out, compose=prepared.compose)
     try:
         cluster.up()
-        run = MixedRun(cluster, args.seed, args.duration)
+        run = MixedRun(cluster, args.seed, args.duration, kinds=tuple(k for k in args.kinds.split(",") if k))
         print("schedule:\n" + "\n".join(s.describe() for s in run.steps), flush=True)
         run.run()
         run.write(out)

@@ -63,6 +63,10 @@ KINDS = (
     "slow-link",
     "replica-remove",
 )
+# What a mixed run draws from unless told otherwise: every kind but replica-remove, which loses
+# confirmed messages today (docs/chaos.md, "Open": a quorum queue's replica removed and added
+# back under load leaves messages its consumers never get); `kinds=KINDS` includes it.
+DEFAULT_KINDS = tuple(k for k in KINDS if k != "replica-remove")
 QUIET = 10.0  # seconds at the end of a run with no fault, for the cluster to converge
 FIRST = 3.0  # seconds of load before the first fault
 HOLD = (3.0, 10.0)  # a fault lasts between these many seconds
@@ -81,7 +85,7 @@ class Step:
         return f"t={self.at:6.1f}s {self.kind:<26} hold {self.hold:4.1f}s  {args}"
 
 
-def schedule(seed: int, duration: float, nodes: list[str], kinds: tuple[str, ...] = KINDS) -> list[Step]:
+def schedule(seed: int, duration: float, nodes: list[str], kinds: tuple[str, ...] = DEFAULT_KINDS) -> list[Step]:
     """The random schedule of `seed` over `duration` seconds (see the module docstring)."""
     unknown = sorted(set(kinds) - set(KINDS))
     if unknown:

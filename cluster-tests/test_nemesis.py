@@ -4,7 +4,7 @@ schedule, every fault is healed before the quiet end, the kinds mix, and bad inp
 from __future__ import annotations
 
 import pytest
-from chaos_nemesis import KINDS, QUIET, schedule
+from chaos_nemesis import DEFAULT_KINDS, KINDS, QUIET, schedule
 
 NODES3 = ["warren1", "warren2", "warren3"]
 NODES5 = [f"warren{i}" for i in range(1, 6)]
@@ -29,8 +29,9 @@ def test_faults_one_at_a_time_and_healed_before_the_quiet_end(duration):
 
 
 def test_a_long_run_mixes_every_kind():
-    kinds = {s.kind for seed in range(5) for s in schedule(seed, 180, NODES3)}
+    kinds = {s.kind for seed in range(5) for s in schedule(seed, 180, NODES3, kinds=KINDS)}
     assert kinds == set(KINDS)
+    assert {s.kind for seed in range(5) for s in schedule(seed, 180, NODES3)} == set(DEFAULT_KINDS)
 
 
 def test_targets_are_cluster_nodes_and_splits_cover_them():
