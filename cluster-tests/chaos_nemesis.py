@@ -34,7 +34,8 @@ The fault kinds (KINDS):
   for, but this machine's kernel has no sch_netem ("Specified qdisc kind is unknown"), so
   the fixed delay and jitter are left out; the rate limit and the loss are real;
 - replica-remove: a membership change under load: one node's replica removed from the
-  workload's quorum queue (delete_member), added back (add_member) when the hold ends.
+  workload's quorum queue (delete_member), added back (add_member) when the hold ends; not
+  the leader's (refused): another node when the drawn one leads at the time.
 
 Not implemented: clock jumps and drift (libfaketime must be preloaded when the process
 starts and Warren's timers read the monotonic clock; left out for lack of time), full
@@ -198,9 +199,13 @@ class Nemesis:
         if step.kind == "replica-remove":
             if self.queue is None:
                 raise ValueError("replica-remove needs the nemesis's quorum queue")
-            c.queue_member(self.queue, p["node"], add=False)
-            self._heal = lambda: c.queue_member(self.queue, p["node"], add=True)
-            return f"{p['node']} from {self.queue}"
+            # Warren (like RabbitMQ) refuses to remove the leader's own replica: the drawn node,
+            # or the next one when it leads at the time
+            leader = self._queue_leader()
+            node = p["node"] if p["node"] != leader else next(n for n in sorted(c.nodes) if n != leader)
+            c.queue_member(self.queue, node, add=False)
+            self._heal = lambda: c.queue_member(self.queue, node, add=True)
+            return f"{node} from {self.queue}"
         raise ValueError(f"unknown fault kind {step.kind!r}")
 
     def heal_current(self) -> None:
