@@ -232,12 +232,16 @@ def main(argv: list[str]) -> int:
                      "more need DNS peer discovery (issue 35 item 6)")  # fmt: skip
     if args.duration < 30:
         parser.error(f"--duration {args.duration}: at least 30 seconds")
+    kinds = tuple(k for k in args.kinds.split(",") if k)
+    unknown = sorted(set(kinds) - set(KINDS))
+    if unknown or not kinds:
+        parser.error(f"--kinds {args.kinds!r}: unknown {unknown}; known: {','.join(KINDS)}")
     out = Path(args.out) if args.out else Path(__file__).resolve().parent / "chaos-runs" / f"seed-{args.seed}"
     prepared = prepare_docker(source=args.source)
     cluster = ComposeCluster(prepared.image, History(), artifacts=out, compose=prepared.compose)
     try:
         cluster.up()
-        run = MixedRun(cluster, args.seed, args.duration, kinds=tuple(k for k in args.kinds.split(",") if k))
+        run = MixedRun(cluster, args.seed, args.duration, kinds=kinds)
         print("schedule:\n" + "\n".join(s.describe() for s in run.steps), flush=True)
         run.run()
         run.write(out)
