@@ -2,7 +2,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test test-fast lint bench clean
+.PHONY: install run test test-fast lint bench chaos clean
 
 install: $(STAMP)
 
@@ -25,6 +25,14 @@ test: install lint
 
 test-fast: install
 	$(PY) -m pytest -q -m "not slow"
+
+# One long mixed run of the randomised nemesis on a fresh compose cluster (cluster-tests/chaos_mixed.py):
+# history and report in cluster-tests/chaos-runs/seed-$(SEED); fails when anything is lost or violated.
+SEED ?= 1
+DURATION ?= 180
+NODES ?= 3
+chaos: install
+	$(PY) cluster-tests/chaos_mixed.py --seed $(SEED) --duration $(DURATION) --nodes $(NODES)
 
 bench: install
 	$(PY) bench/codec.py

@@ -173,8 +173,19 @@ def fault_timeline(ops: Iterable[Op]) -> str:
 # ---------------------------------------------------------------- metadata
 
 DECLARE_EXCHANGE, DELETE_EXCHANGE, BIND, UNBIND = "declare-exchange", "delete-exchange", "bind", "unbind"
-CREATES = (DECLARE_EXCHANGE, BIND)  # ops that make their object exist
-REMOVES = (DELETE_EXCHANGE, UNBIND)  # ops that make it absent
+DECLARE_QUEUE, DELETE_QUEUE = "declare-queue", "delete-queue"
+ADD_USER, DELETE_USER, ADD_VHOST, DELETE_VHOST = "add-user", "delete-user", "add-vhost", "delete-vhost"
+SET_POLICY, CLEAR_POLICY, SET_PERMISSION, CLEAR_PERMISSION = (
+    "set-policy",
+    "clear-policy",
+    "set-permission",
+    "clear-permission",
+)
+# ops that make their object exist, and the op that removes each
+REMOVE = {DECLARE_EXCHANGE: DELETE_EXCHANGE, BIND: UNBIND, DECLARE_QUEUE: DELETE_QUEUE, ADD_USER: DELETE_USER,
+          ADD_VHOST: DELETE_VHOST, SET_POLICY: CLEAR_POLICY, SET_PERMISSION: CLEAR_PERMISSION}  # fmt: skip
+CREATES = tuple(REMOVE)
+REMOVES = tuple(REMOVE.values())
 PRESENT, ABSENT, EITHER = "present", "absent", "either"
 
 
@@ -318,3 +329,52 @@ def leader_disagreements(views: dict[str, dict[str, str | None] | None]) -> dict
     if silent and not groups:
         out["*"] = f"no answer from {', '.join(silent)}"
     return out
+
+
+@dataclass
+class StreamOrderCheck:
+    """A stream read by one consumer from its first offset: what each publisher had confirmed
+    must come back in the order it was published, each message once."""
+
+    read: int = 0  # deliveries, in offset order
+    out_of_order: list = field(default_factory=list)  # (publisher, value, after value)
+    duplicated: set = field(default_factory=set)  # values read at two offsets
+
+    @property
+    def valid(self) -> bool:
+        return not (self.out_of_order or self.duplicated)
+
+    def problems(self) -> list[str]:
+        out = []
+        if self.out_of_order:
+            out.append(f"{len(self.out_of_order)} out of publish order: {self.out_of_order[:5]}")
+        if self.duplicated:
+            out.append(f"{len(self.duplicated)} read twice: {_sample(self.duplicated)}")
+        return out
+
+
+def check_stream_order(ops: Iterable[Op], consumer: str = "consumer-0") -> StreamOrderCheck:
+    """Over a stream workload's history (chaos_stream.py): `consumer` reads by offset and
+    resumes after the last offset it saw, so its dequeues are in offset order; a publisher
+    waits for each confirm before the next send and numbers increase, so each publisher's
+    values must be read increasing, and no value twice (lost ones: check_total_queue)."""
+    ops = list(ops)
+    publisher_of = {o.value: o.process for o in ops if o.f == ENQUEUE}
+    reads = [o for o in ops if o.f == DEQUEUE and o.process == consumer and o.value is not None
+             and o.type in (OK, INFO)]  # fmt: skip
+    reads.sort(key=lambda o: (o.start, o.end))
+    result = StreamOrderCheck(read=len(reads))
+    last: dict[str, int] = {}
+    seen: set = set()
+    for o in reads:
+        if o.value in seen:
+            result.duplicated.add(o.value)
+            continue
+        seen.add(o.value)
+        publisher = publisher_of.get(o.value)
+        if publisher is None:
+            continue  # unexpected: check_total_queue reports it
+        if publisher in last and o.value < last[publisher]:
+            result.out_of_order.append((publisher, o.value, last[publisher]))
+        last[publisher] = max(o.value, last.get(publisher, o.value))
+    return result

@@ -214,6 +214,7 @@ class ComposeCluster:
         self._override_dir = tempfile.mkdtemp(prefix="warren-compose-")
         self.partitions: dict[str, set[str]] = {}  # node -> the nodes it drops
         self.paused: dict[str, str] = {}  # node -> how: "freezer" (docker pause) or "sigstop"
+        self.shaped: dict[str, tuple[int, int]] = {}  # node -> (rate kbit/s, loss %) of its slow link
         self._ips: dict[str, str] = {}
 
     # -- compose -----------------------------------------------------------------------------
@@ -315,10 +316,10 @@ class ComposeCluster:
     def amqp_url(self, node: str) -> str:
         return f"amqp://{USER}:{PASSWORD}@{self.ip(node)}:5672"
 
-    def exec(self, node: str, *cmd: str) -> str:
+    def exec(self, node: str, *cmd: str, check: bool = True) -> str:
         code, output = self.container(node).exec_run(list(cmd))
         text = output.decode(errors="replace") if isinstance(output, bytes) else str(output)
-        if code != 0:
+        if check and code != 0:
             raise ClusterError(f"{' '.join(cmd)} in {node} exited {code}: {text.strip()}")
         return text
 
@@ -438,6 +439,73 @@ class ComposeCluster:
                 self.exec(node, "iptables", "-w", "-A", "OUTPUT", "-d", ip, "-j", "DROP")
                 self.partitions.setdefault(node, set()).add(other)
 
+    def partition_one_way(self, node: str, others: Iterable[str] | None = None) -> None:
+        """`node` drops what comes from `others` (default: every other node) and still sends
+        to them: they hear it, it hears nothing of them."""
+        others = [o for o in (others or self.nodes) if o != node]
+        with self._nemesis("partition-one-way", {"node": node, "from": others}, node):
+            for other in others:
+                self.exec(node, "iptables", "-w", "-A", "INPUT", "-s", self.ip(other), "-j", "DROP")
+                self.partitions.setdefault(node, set()).add(other)
+
+    def slow_link(self, node: str, rate_kbit: int, loss_pct: int) -> None:
+        """Slow and lossy links for `node`: a token-bucket rate limit of everything it sends
+        (tc tbf; a queue builds up, so delay grows with load) and random loss of `loss_pct` %
+        of what it exchanges with its peers (iptables statistic). The kernel here has no
+        netem, so neither fixed delay nor jitter."""
+        with self._nemesis("slow-link", {"node": node, "rate_kbit": rate_kbit, "loss_pct": loss_pct}, node):
+            self.exec(node, "tc", "qdisc", "replace", "dev", "eth0", "root", "tbf", "rate", f"{rate_kbit}kbit",
+                      "burst", "32kbit", "latency", "2s")  # fmt: skip
+            self.shaped[node] = (rate_kbit, loss_pct)
+            if loss_pct:
+                for rule in self._loss_rules(node, loss_pct):
+                    self.exec(node, "iptables", "-w", "-A", *rule)
+
+    def clear_slow_link(self, node: str) -> None:
+        with self._nemesis("clear-slow-link", node, node):
+            rate_kbit, loss_pct = self.shaped.pop(node, (0, 0))
+            if node in self.paused or self.state(node) != "running":
+                return  # a killed node's rules went with its network namespace
+            self.exec(node, "tc", "qdisc", "del", "dev", "eth0", "root", check=False)
+            if loss_pct:
+                for rule in self._loss_rules(node, loss_pct):
+                    self.exec(node, "iptables", "-w", "-D", *rule, check=False)
+
+    def _loss_rules(self, node: str, loss_pct: int) -> list[list[str]]:
+        rules = []
+        for other in self.nodes:
+            if other == node:
+                continue
+            ip = self.ip(other)
+            match = ["-m", "statistic", "--mode", "random", "--probability", f"{loss_pct / 100:.2f}", "-j", "DROP"]
+            rules += [["INPUT", "-s", ip, *match], ["OUTPUT", "-d", ip, *match]]
+        return rules
+
+    def queue_member(self, queue: str, node: str, add: bool, via: Iterable[str] | None = None,
+                     timeout: float = 30.0) -> None:  # fmt: skip
+        """Add `node` to (remove it from) the quorum queue `queue` in "/" (rabbitmq-queues
+        add_member / delete_member through the HTTP API of the first of `via` that does it;
+        default every node), retried until `timeout`: a membership change is refused while the
+        queue has no leader."""
+        path = f"/api/quorum-queues/%2F/{queue}/members"
+        with self._nemesis("add-member" if add else "delete-member", {"queue": queue, "node": node}, node) as op:
+            deadline, error = time.monotonic() + timeout, None
+            while time.monotonic() < deadline:
+                for through in via or self.nodes:
+                    if through in self.paused:
+                        continue
+                    try:
+                        if add:
+                            self.http(through, "POST", path, {"node": self.node_id(node)}, timeout=10)
+                        else:
+                            self.http(through, "DELETE", f"{path}/{self.node_id(node)}", timeout=10)
+                        op.ok(via=through)
+                        return
+                    except (OSError, HttpError, ClusterError) as e:
+                        error = e
+                time.sleep(0.5)
+            raise ClusterError(f"{'add' if add else 'delete'} member {node} of {queue}: {error}")
+
     def heal(self) -> None:
         """Drop every partition rule in every node that runs."""
         with self._nemesis("heal", sorted(self.partitions)):
@@ -470,12 +538,20 @@ class ComposeCluster:
         with self._nemesis("stop", node, node):
             self.container(node).stop(timeout=timeout)
 
-    def pause(self, node: str) -> None:
+    def pause(self, node: str, method: str = "freezer") -> None:
         """Freeze every process of the node: docker pause (the cgroup freezer), retried, and
         SIGSTOP to its process when the freezer keeps failing (it can, on cgroup v1, while a
-        thread sits in an fsync). Either way it neither runs nor answers until unpause."""
+        thread sits in an fsync), or SIGSTOP at once with method="sigstop". Either way it
+        neither runs nor answers until unpause."""
+        if method not in ("freezer", "sigstop"):
+            raise ValueError(f"pause method must be 'freezer' or 'sigstop', not {method!r}")
         with self._nemesis("pause", node, node) as op:
             container = self.container(node)
+            if method == "sigstop":
+                container.kill(signal="SIGSTOP")
+                self.paused[node] = "sigstop"
+                op.ok(method="sigstop")
+                return
             error = None
             for _ in range(3):
                 try:

@@ -35,7 +35,24 @@ import threading
 import time
 import urllib.parse
 
-from chaos_checker import BIND, CREATES, DECLARE_EXCHANGE, DELETE_EXCHANGE, UNBIND
+from chaos_checker import (
+    ADD_USER,
+    ADD_VHOST,
+    BIND,
+    CLEAR_PERMISSION,
+    CLEAR_POLICY,
+    CREATES,
+    DECLARE_EXCHANGE,
+    DECLARE_QUEUE,
+    DELETE_EXCHANGE,
+    DELETE_QUEUE,
+    DELETE_USER,
+    DELETE_VHOST,
+    REMOVE,
+    SET_PERMISSION,
+    SET_POLICY,
+    UNBIND,
+)
 from chaos_cluster import ClusterError, ComposeCluster, HttpError
 from chaos_history import FAIL, INFO, OK, History, Op
 from proton import Delivery, Message, Timeout
@@ -62,10 +79,12 @@ class QueueWorkload:
     def __init__(self, cluster: ComposeCluster, history: History, queue: str, queue_node: str,
                  publish_nodes: list[str], consume_nodes: list[str], rate: float = 50.0,
                  send_timeout: float = 5.0, connect_timeout: float = 5.0, heartbeat: float = 4.0,
-                 prefetch: int = 20) -> None:  # fmt: skip
-        """`rate`: messages per second per publisher (at most: each waits for its confirm)."""
+                 prefetch: int = 20, consume_queue: str | None = None) -> None:  # fmt: skip
+        """`rate`: messages per second per publisher (at most: each waits for its confirm).
+        `consume_queue`: where the consumers read, when not `queue` (its dead-letter target)."""
         self.cluster, self.history = cluster, history
         self.queue, self.queue_node = queue, queue_node
+        self.consume_queue = consume_queue or queue
         self.publish_nodes, self.consume_nodes = list(publish_nodes), list(consume_nodes)
         self.rate, self.send_timeout, self.prefetch = rate, send_timeout, prefetch
         self.connect_timeout, self.heartbeat = connect_timeout, heartbeat
@@ -126,13 +145,17 @@ class QueueWorkload:
         return drained
 
     def consumed_all(self) -> bool:
-        """Whether the consumers have everything the queue holds: its node reports it empty."""
-        return self.queue_depth() == 0
+        """Whether the consumers have everything the queue holds: its node reports it empty
+        (and the queue they read, when another)."""
+        return self.queue_depth() == 0 and (
+            self.consume_queue == self.queue or self.queue_depth(self.consume_queue) == 0
+        )
 
-    def queue_depth(self) -> int | None:
+    def queue_depth(self, queue: str | None = None) -> int | None:
         """Messages in the queue (ready and unacknowledged) as its node reports, or None."""
+        name = urllib.parse.quote(queue or self.queue, safe="")
         try:
-            q = self.cluster.http(self.queue_node, "GET", f"/api/queues/%2F/{urllib.parse.quote(self.queue, safe='')}")
+            q = self.cluster.http(self.queue_node, "GET", f"/api/queues/%2F/{name}")
         except Exception:
             return None
         return int(q.get("messages", 0)) if isinstance(q, dict) else None
@@ -206,7 +229,7 @@ class QueueWorkload:
                     self._stop_consuming.wait(RECONNECT_DELAY)
                     continue
                 try:
-                    receiver = conn.create_receiver(queue_address(self.queue), credit=self.prefetch,
+                    receiver = conn.create_receiver(queue_address(self.consume_queue), credit=self.prefetch,
                                                     options=self.source_options(process))  # fmt: skip
                 except Exception as e:
                     self.history.record(process, "attach", FAIL, None, node=node, error=f"{type(e).__name__}: {e}")
@@ -241,10 +264,12 @@ class QueueWorkload:
         _close(conn)
 
 
-def declare_queue(cluster: ComposeCluster, node: str, queue: str, queue_type: str) -> None:
-    """Declare a durable queue of `queue_type` through `node`'s management API."""
+def declare_queue(cluster: ComposeCluster, node: str, queue: str, queue_type: str,
+                  arguments: dict | None = None) -> None:  # fmt: skip
+    """Declare a durable queue of `queue_type` (with more `arguments`) through `node`'s management API."""
     cluster.http(node, "PUT", f"/api/queues/%2F/{urllib.parse.quote(queue, safe='')}",
-                 {"durable": True, "auto_delete": False, "arguments": {"x-queue-type": queue_type}})  # fmt: skip
+                 {"durable": True, "auto_delete": False,
+                  "arguments": {"x-queue-type": queue_type, **(arguments or {})}})  # fmt: skip
 
 
 # ---------------------------------------------------------------- metadata
@@ -284,18 +309,13 @@ def change_outcome(e: BaseException) -> tuple[str, int]:
 def metadata_change(cluster: ComposeCluster, history: History, process: str, f: str, node: str, name: str,
                     source: str = BINDING_SOURCE, routing_key: str = "", timeout: float = 10.0) -> Op:  # fmt: skip
     """One metadata change through `node`'s HTTP API, recorded in `history` with its outcome
-    and returned (meta: the HTTP status). `f` is declare-exchange or delete-exchange (of the
-    durable direct exchange `name`), bind or unbind (`source` to the exchange `name` with
-    `routing_key`)."""
-    q = lambda v: urllib.parse.quote(v, safe="")  # noqa: E731
-    if f in (DECLARE_EXCHANGE, DELETE_EXCHANGE):
-        key, path = exchange_key(name), f"/api/exchanges/%2F/{q(name)}"
-    else:
-        key, path = binding_key(source, name, routing_key), f"/api/bindings/%2F/e/{q(source)}/e/{q(name)}"
-    method, body = {DECLARE_EXCHANGE: ("PUT", {"type": "direct", "durable": True}), DELETE_EXCHANGE: ("DELETE", None),
-                    BIND: ("POST", {"routing_key": routing_key}), UNBIND: ("DELETE", None)}[f]  # fmt: skip
-    if f == UNBIND:
-        path += "/" + (q(routing_key) or "~")  # the binding's properties key (no arguments)
+    and returned (meta: the HTTP status). `f` is one of chaos_checker's CREATES or REMOVES:
+    declare-exchange or delete-exchange (the durable direct exchange `name`), bind or unbind
+    (`source` to the exchange `name` with `routing_key`), declare-queue or delete-queue (a
+    durable classic queue `name`), add-user or delete-user, add-vhost or delete-vhost,
+    set-policy or clear-policy (on "/", matching nothing the workloads use), set-permission or
+    clear-permission (of the user `routing_key` in the vhost `name`)."""
+    key, method, path, body = _change_request(f, name, source, routing_key)
     start = history.now()
     try:
         cluster.http(node, method, path, body, timeout=timeout)
@@ -306,22 +326,68 @@ def metadata_change(cluster: ComposeCluster, history: History, process: str, f: 
     return history.record(process, f, OK, key, start, node=node, status=204 if method == "DELETE" else 201)
 
 
+def _change_request(f: str, name: str, source: str, routing_key: str) -> tuple[str, str, str, object]:
+    """(object key, HTTP method, path, body) of the change `f`."""
+    q = lambda v: urllib.parse.quote(v, safe="")  # noqa: E731
+    if f in (DECLARE_EXCHANGE, DELETE_EXCHANGE):
+        body = {"type": "direct", "durable": True} if f == DECLARE_EXCHANGE else None
+        return exchange_key(name), "PUT" if body else "DELETE", f"/api/exchanges/%2F/{q(name)}", body
+    if f in (BIND, UNBIND):
+        path = f"/api/bindings/%2F/e/{q(source)}/e/{q(name)}"
+        if f == BIND:
+            return binding_key(source, name, routing_key), "POST", path, {"routing_key": routing_key}
+        # the binding's properties key (no arguments)
+        return binding_key(source, name, routing_key), "DELETE", path + "/" + (q(routing_key) or "~"), None
+    if f in (DECLARE_QUEUE, DELETE_QUEUE):
+        body = {"durable": True, "auto_delete": False, "arguments": {"x-queue-type": "classic"}}
+        return f"queue {name}", "PUT" if f == DECLARE_QUEUE else "DELETE", f"/api/queues/%2F/{q(name)}", (
+            body if f == DECLARE_QUEUE else None)  # fmt: skip
+    if f in (ADD_USER, DELETE_USER):
+        body = {"password": "chaos-" + name, "tags": ""} if f == ADD_USER else None
+        return f"user {name}", "PUT" if body else "DELETE", f"/api/users/{q(name)}", body
+    if f in (ADD_VHOST, DELETE_VHOST):
+        return f"vhost {name}", "PUT" if f == ADD_VHOST else "DELETE", f"/api/vhosts/{q(name)}", (
+            {} if f == ADD_VHOST else None)  # fmt: skip
+    if f in (SET_POLICY, CLEAR_POLICY):
+        body = {"pattern": f"^{name}-matches-nothing$", "definition": {"max-length": 1000}, "apply-to": "queues"}
+        return f"policy {name}", "PUT" if f == SET_POLICY else "DELETE", f"/api/policies/%2F/{q(name)}", (
+            body if f == SET_POLICY else None)  # fmt: skip
+    if f in (SET_PERMISSION, CLEAR_PERMISSION):
+        body = {"configure": ".*", "write": ".*", "read": ".*"} if f == SET_PERMISSION else None
+        return permission_key(name, routing_key), "PUT" if body else "DELETE", (
+            f"/api/permissions/{q(name)}/{q(routing_key)}"), body  # fmt: skip
+    raise ValueError(f"unknown metadata change {f!r}")
+
+
+def permission_key(vhost: str, user: str) -> str:
+    return f"permission {user} in {vhost}"
+
+
 def metadata_view(cluster: ComposeCluster, node: str, timeout: float = 10.0) -> set[str]:
-    """The node's exchanges and exchange-to-exchange bindings in "/", keyed as check_metadata
-    names them (exchange_key, binding_key)."""
-    view = {exchange_key(x["name"]) for x in cluster.http(node, "GET", "/api/exchanges/%2F", timeout=timeout)}
-    for b in cluster.http(node, "GET", "/api/bindings/%2F", timeout=timeout):
+    """The node's exchanges, exchange-to-exchange bindings, queues and policies in "/", its
+    users, vhosts and permissions, keyed as check_metadata names them (see _change_request)."""
+    get = lambda path: cluster.http(node, "GET", path, timeout=timeout)  # noqa: E731
+    view = {exchange_key(x["name"]) for x in get("/api/exchanges/%2F")}
+    for b in get("/api/bindings/%2F"):
         if b.get("destination_type") == "exchange":
             view.add(binding_key(b["source"], b["destination"], b["routing_key"]))
+    view |= {f"queue {x['name']}" for x in get("/api/queues/%2F")}
+    view |= {f"user {x['name']}" for x in get("/api/users")}
+    view |= {f"vhost {x['name']}" for x in get("/api/vhosts")}
+    view |= {f"policy {x['name']}" for x in get("/api/policies/%2F")}
+    view |= {permission_key(x["vhost"], x["user"]) for x in get("/api/permissions")}
     return view
 
 
 class MetadataWorkload:
-    """One thread that, `rate` times a second, declares a uniquely named exchange, or binds
-    amq.direct to the workload's own exchange with a unique key, or deletes or unbinds one
-    made earlier, each through a random node that is not paused. An object is never touched
-    again after an unknown outcome; a refused create is tried again (through a random node)
-    half the time, a refused delete later."""
+    """One thread that, `rate` times a second, makes a uniquely named object or removes one
+    made earlier, each through a random node that is not paused. The objects, in turn: an
+    exchange, a binding of amq.direct to the workload's own exchange with a unique key, a
+    classic queue, a user, a vhost, a policy, a permission of the workload's own user in one
+    of the workload's own vhosts (made at the start, never removed: a removed user or vhost
+    takes its permissions along). An object is never touched again after an unknown outcome;
+    a refused create is tried again (through a random node) half the time, a refused delete
+    later."""
 
     def __init__(self, cluster: ComposeCluster, history: History, rate: float = 3.0, timeout: float = 10.0,
                  process: str = "metadata-0", seed: int | None = None) -> None:  # fmt: skip
@@ -329,6 +395,8 @@ class MetadataWorkload:
         self.rate, self.timeout = rate, timeout
         self.prefix = f"chaos-md-{secrets.token_hex(3)}-"
         self.anchor = self.prefix + "anchor"  # the destination of every binding
+        self.anchor_user = self.prefix + "user"  # the user of every permission
+        self.permission_vhosts = [f"{self.prefix}pv{i}" for i in range(4)]  # the vhosts of the permissions
         self._rng = random.Random(seed)
         self._ids = itertools.count(1)
         self._stop = threading.Event()
@@ -359,11 +427,24 @@ class MetadataWorkload:
                              routing_key=routing_key, timeout=self.timeout)  # fmt: skip
         return op.type
 
+    def _new(self, n: int) -> tuple[str, str, str]:
+        """The n-th new object: (create f, name, routing key or user)."""
+        name = f"{self.prefix}{n}"
+        kinds = [(DECLARE_EXCHANGE, name, ""), (BIND, self.anchor, name), (DECLARE_QUEUE, name, ""),
+                 (ADD_USER, name, ""), (ADD_VHOST, name, ""), (SET_POLICY, name, "")]  # fmt: skip
+        if self.permission_vhosts:  # one permission per vhost made at the start: unique objects
+            kinds.append((SET_PERMISSION, self.permission_vhosts[n % len(self.permission_vhosts)], self.anchor_user))
+        return kinds[n % len(kinds)]
+
     def _run(self) -> None:
-        while not self._stop.is_set():  # the bindings' destination first
-            if self._change(DECLARE_EXCHANGE, self.anchor) == OK:
-                break
-            self._stop.wait(0.5)
+        anchors = [(DECLARE_EXCHANGE, self.anchor, ""), (ADD_USER, self.anchor_user, "")]
+        anchors += [(ADD_VHOST, v, "") for v in self.permission_vhosts]
+        for f, name, key in anchors:  # what later changes need, made first
+            while not self._stop.is_set():
+                if self._change(f, name, key) == OK:
+                    break
+                self._stop.wait(0.5)
+        permitted: set[str] = set()  # vhosts with a permission made, or unknown: not set again
         made: list[tuple[str, str, str]] = []  # (create f, name, routing key) acknowledged, to remove
         refused: list[tuple[str, str, str]] = []  # creates refused, to try again
         interval = 1.0 / self.rate
@@ -376,11 +457,14 @@ class MetadataWorkload:
                 obj = made.pop(self._rng.randrange(len(made)))
                 remove = True
             else:
-                n = next(self._ids)
-                obj = (DECLARE_EXCHANGE, f"{self.prefix}{n}", "") if n % 2 else (BIND, self.anchor, f"{self.prefix}{n}")
+                obj = self._new(next(self._ids))
+                if obj[0] == SET_PERMISSION:
+                    if obj[1] in permitted:
+                        continue
+                    permitted.add(obj[1])
                 remove = False
             create_f, name, key = obj
-            f = ({DECLARE_EXCHANGE: DELETE_EXCHANGE, BIND: UNBIND}[create_f]) if remove else create_f
+            f = REMOVE[create_f] if remove else create_f
             outcome = self._change(f, name, key)
             if outcome == OK and f in CREATES:
                 made.append(obj)

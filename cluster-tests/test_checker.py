@@ -407,3 +407,63 @@ def test_a_change_refused_for_no_majority_that_is_applied_anyway_is_a_violation(
     report = Report("refused", h)
     report.check_metadata(lambda: everywhere(), timeout=1)
     assert not report.ok
+
+
+def _stream_history(reads: list[int]) -> list:
+    from chaos_history import Op
+
+    ops = [Op("publisher-0", "enqueue", "ok", v, v, v + 0.5) for v in (1, 3, 5)]
+    ops += [Op("publisher-1", "enqueue", "ok", v, v, v + 0.5) for v in (2, 4)]
+    ops += [Op("consumer-0", "dequeue", "ok", v, 10 + i, 10.1 + i) for i, v in enumerate(reads)]
+    return ops
+
+
+def test_stream_order_holds_when_each_publisher_reads_back_in_order():
+    from chaos_checker import check_stream_order
+
+    result = check_stream_order(_stream_history([1, 2, 3, 5, 4]))  # publishers interleave freely
+    assert result.valid and result.read == 5
+
+
+def test_stream_order_finds_a_publisher_read_out_of_order_and_a_value_read_twice():
+    from chaos_checker import check_stream_order
+
+    result = check_stream_order(_stream_history([1, 5, 3, 2, 2]))
+    assert result.out_of_order == [("publisher-0", 3, 5)]
+    assert result.duplicated == {2}
+    assert not result.valid and len(result.problems()) == 2
+
+
+def _rpc(process, f, value, type=OK, t=0.0):
+    from chaos_history import Op
+
+    return Op(process, f, type, value, t, t + 0.1)
+
+
+def test_rpc_replies_received_or_counted_dropped():
+    from chaos_rpc import check_rpc
+
+    ops = [_rpc("requester-0", "request", 1), _rpc("requester-1", "request", 2), _rpc("requester-0", "request", 3),
+           _rpc("responder-0", "reply-sent", 1), _rpc("responder-0", "reply-sent", 2),
+           _rpc("requester-0", "reply", 1), _rpc("requester-1", "requester-lost", None, "info")]  # fmt: skip
+    r = check_rpc(ops)
+    assert r.valid and (r.requests, r.replies_sent, r.received, r.dropped, r.unanswered) == (3, 2, 1, 1, 1)
+
+
+def test_rpc_a_reply_to_another_requester_or_received_twice_is_a_violation():
+    from chaos_rpc import check_rpc
+
+    ops = [_rpc("requester-0", "request", 1), _rpc("responder-0", "reply-sent", 1),
+           _rpc("requester-1", "reply", 1), _rpc("requester-1", "reply", 1), _rpc("requester-0", "reply", 9)]  # fmt: skip
+    r = check_rpc(ops)
+    assert r.misrouted == [(1, "requester-1", "requester-0")] * 2
+    assert r.extra == [1, 9] and not r.valid and len(r.problems()) == 2
+
+
+def test_rpc_a_reply_whose_send_timed_out_may_still_arrive():
+    from chaos_rpc import check_rpc
+
+    ops = [_rpc("requester-0", "request", 1), _rpc("responder-0", "reply-sent", 1, "info"),
+           _rpc("requester-0", "reply", 1)]  # fmt: skip
+    r = check_rpc(ops)
+    assert r.valid and (r.received, r.dropped, r.unanswered) == (1, 0, 0)
