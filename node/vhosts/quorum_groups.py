@@ -132,8 +132,10 @@ class QuorumQueues:
 
     def _sweep(self) -> None:
         """Consumers the queues still count but whose node is gone: a peer-down
-        seen while no member led (the leader itself paused, say), or this
-        node's own consumers from before a restart."""
+        seen while no member led (the leader itself paused, say), this node's
+        own consumers from before a restart, or those of a member taken off the
+        group (its replica stopped, so nothing there will ever settle or return
+        what they hold; consumers always attach through a member's replica)."""
         self._sweeper = self.node.loop.call_later(SWEEP_INTERVAL, self._sweep)
         cluster = self._cluster
         for group, queue in list(self.queues.items()):
@@ -145,7 +147,8 @@ class QuorumQueues:
                 if member == cluster.node_id:
                     if incarnation != self.incarnation:
                         queue.consumers_gone(incarnation)
-                elif self.is_leader(group) and not cluster.is_reachable(member):
+                elif self.is_leader(group) and (not cluster.is_reachable(member)
+                                                or member not in cluster.groups[group].peers):  # fmt: skip
                     queue.consumers_gone(incarnation)
 
     def start(self, vhost: Any, record: Any, arguments: dict) -> QuorumQueue:

@@ -336,3 +336,33 @@ def test_credit_taken_back_while_a_delivery_is_decided_does_not_starve_the_consu
     finally:
         client.close()
         publisher.close()
+
+
+def test_a_member_taken_off_gives_back_what_its_consumers_held(cluster):
+    """A replica removed while a consumer attached there holds messages unsettled: the
+    leader returns them (the chaos suite's replica-remove nemesis found them stuck)."""
+    enable_quorum_queues(cluster)
+    q = declare(cluster, 0, "qq-taken-off")
+    conn = BlockingConnection(url(cluster[0]), timeout=10)
+    sender = conn.create_sender("/queues/qq-taken-off")
+    for i in range(20):
+        sender.send(Message(id=i, body=f"m{i}", durable=True))
+    conn.close()
+    holder = next(n for n in cluster.nodes if n.id != q["leader"])
+    other = next(n for n in cluster.nodes if n is not holder)
+    held = BlockingConnection(url(holder), timeout=10)  # stays open: its consumer never settles
+    receiver = held.create_receiver("/queues/qq-taken-off", credit=5)
+    taken = [receiver.receive(timeout=10).id for _ in range(5)]
+    out = cluster.ctl(other.index, "delete_member", "qq-taken-off", holder.id)
+    assert out.returncode == 0, out.stderr
+    conn = BlockingConnection(url(other), timeout=10)
+    receiver = conn.create_receiver("/queues/qq-taken-off", credit=20)
+    got = []
+    try:
+        for _ in range(20):
+            got.append(receiver.receive(timeout=15).id)
+            receiver.accept()
+    finally:
+        conn.close()
+        held.close()
+    assert sorted(got) == list(range(20)) and set(taken) <= set(got)
