@@ -48,8 +48,11 @@ def browser_path() -> str:
     return out.stdout.strip().splitlines()[-1].removeprefix("browser: ")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def chromium():
+    """One browser per test module, not per session: Playwright's sync API runs an
+    asyncio loop on the main thread while it is open, and every asyncio test after
+    the console's would then fail ("cannot be called from a running event loop")."""
     from playwright.sync_api import expect, sync_playwright
 
     expect.set_options(timeout=TIMEOUT_MS)
