@@ -86,9 +86,14 @@ def test_a_partition_and_its_heal_show_on_the_audit_timeline(three):
     three[0].call(three[0].broker.cluster.heal)
     until(lambda: lane()[-1]["state"] == "reachable", "the member reachable again")
     t = api.get("/api/audit/timeline?minutes=1").body
-    assert [s["state"] for s in lane()][-3:] == ["reachable", "unreachable", "reachable"]
-    p = t["partitions"][-1]  # (the members may have connected after the first records)
-    assert p["unreachable"] == ["warren-2@localhost"] and p["end_ms"] > p["start_ms"]
+    states = [s["state"] for s in lane()]
+    # reachable, then the cut, then reachable again (on a busy machine a heartbeat missed
+    # before the cut may add an earlier unreachable span: only the order at the end counts)
+    cut = len(states) - 1 - states[::-1].index("unreachable")
+    assert states[-1] == "reachable" and cut > 0 and "reachable" in states[:cut], states
+    # (the members may have connected after the first records)
+    p = next(p for p in reversed(t["partitions"]) if "warren-2@localhost" in p["unreachable"])
+    assert p["end_ms"] > p["start_ms"]
     self_lane = next(m for m in t["members"] if m["address"] == three[0].broker.cluster.node_id)
     assert {s["state"] for s in self_lane["spans"]} == {"self"}
     # the cut-off node's own timeline, computed there and asked for through node 0
