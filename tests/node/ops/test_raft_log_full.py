@@ -12,6 +12,7 @@ import os
 from mgmt_client import Api
 from proton import Message
 from proton.utils import BlockingConnection
+from received import receive_ids
 from tmpfs import fill, mount_tmpfs  # tests/support/
 
 QQ = {"x-queue-type": "quorum"}
@@ -26,12 +27,7 @@ def _publish(sender, n: int, start: int = 0) -> list:
 def _drain(url: str, address: str, n: int) -> list:
     conn = BlockingConnection(url, timeout=20)
     try:
-        receiver = conn.create_receiver(address, credit=50)
-        ids = []
-        for _ in range(n):
-            ids.append(receiver.receive(timeout=20).id)
-            receiver.accept()
-        return ids
+        return receive_ids(conn.create_receiver(address, credit=50), n, timeout=20)
     finally:
         conn.close()
 
