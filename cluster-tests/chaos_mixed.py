@@ -46,7 +46,7 @@ from chaos_report import Report
 from chaos_rpc import RpcCheck, RpcWorkload, check_rpc
 from chaos_scenarios import converge, poll
 from chaos_stream import StreamWorkload
-from chaos_workload import MetadataWorkload, QueueWorkload, declare_queue
+from chaos_workload import MetadataWorkload, QueueWorkload, declare_queue, finish_all
 
 RATE = 10.0  # messages/s per publisher: 12 publishers on a 2-core machine
 METADATA_RATE = 2.0
@@ -133,8 +133,8 @@ class MixedRun:
         r.check("every queue confirms again after the faults", self._confirming(healed, 60))
         metadata.stop()
         self.rpc.stop()
-        for qtype, w in self.workloads.items():
-            drained = w.finish(drain_timeout=90)
+        finished = finish_all(list(self.workloads.values()), drain_timeout=90)
+        for (qtype, w), drained in zip(self.workloads.items(), finished, strict=True):
             r.check(f"{qtype}: drained after the faults", drained, "" if drained else f"depth {w.queue_depth()}")
         errors = [e for w in [*self.workloads.values(), metadata, self.rpc] for e in w.errors]
         r.check("workload clients ran without harness errors", not errors, "; ".join(errors)[:2000])

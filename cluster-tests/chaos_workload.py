@@ -123,12 +123,10 @@ class QueueWorkload:
     def drain(self, quiet: float = 2.0, timeout: float = 60.0) -> bool:
         """Let the consumers run until no delivery came for `quiet` seconds and the queue's node
         reports it empty; False when `timeout` passed first."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if time.monotonic() - self._last_delivery >= quiet and self.consumed_all():
-                return True
-            time.sleep(0.2)
-        return False
+        return drain_all([self], quiet, timeout)[0]
+
+    def drained(self, quiet: float) -> bool:
+        return time.monotonic() - self._last_delivery >= quiet and self.consumed_all()
 
     def stop(self) -> None:
         self._stop_publishing.set()
@@ -138,11 +136,7 @@ class QueueWorkload:
 
     def finish(self, quiet: float = 2.0, drain_timeout: float = 60.0) -> bool:
         """Stop publishing, drain, stop consuming; returns whether the drain completed."""
-        self.stop_publishing()
-        drained = self.drain(quiet, drain_timeout)
-        self.history.record("workload", "drain", OK if drained else INFO, self.queue)
-        self.stop()
-        return drained
+        return finish_all([self], quiet, drain_timeout)[0]
 
     def consumed_all(self) -> bool:
         """Whether the consumers have everything the queue holds: its node reports it empty
@@ -487,3 +481,27 @@ class MetadataWorkload:
 
 __all__ = ["QueueWorkload", "MetadataWorkload", "declare_queue", "queue_address", "metadata_change",
            "metadata_view", "change_outcome", "OK", "FAIL", "INFO"]  # fmt: skip
+
+
+def drain_all(workloads: list[QueueWorkload], quiet: float, timeout: float) -> list[bool]:
+    """Drains several workloads at once (their quiet periods overlap): whether each drained
+    within `timeout`."""
+    deadline = time.monotonic() + timeout
+    done = [False] * len(workloads)
+    while not all(done) and time.monotonic() < deadline:
+        done = [d or w.drained(quiet) for d, w in zip(done, workloads, strict=True)]
+        if not all(done):
+            time.sleep(0.2)
+    return done
+
+
+def finish_all(workloads: list[QueueWorkload], quiet: float = 2.0, drain_timeout: float = 60.0) -> list[bool]:
+    """`finish` of several workloads at once: every publisher stopped, every queue drained
+    together, every client stopped; whether each drained."""
+    for w in workloads:
+        w.stop_publishing()
+    drained = drain_all(workloads, quiet, drain_timeout)
+    for w, ok in zip(workloads, drained, strict=True):
+        w.history.record("workload", "drain", OK if ok else INFO, w.queue)
+        w.stop()
+    return drained

@@ -36,10 +36,10 @@ REPLICA_REMOVE_LOSES = pytest.mark.xfail(
 @pytest.mark.parametrize("kind", [pytest.param(k, marks=REPLICA_REMOVE_LOSES) if k == "replica-remove" else k
                                   for k in KINDS])  # fmt: skip
 def test_each_fault_kind_alone(cluster, kind):
-    """One step of `kind` (its targets drawn as a schedule draws them), 3 s into an 18 s run,
+    """One step of `kind` (its targets drawn as a schedule draws them), 2 s into a 12 s run,
     held 5 s: the fault is applied, healed, and every checker passes."""
-    steps = [dataclasses.replace(schedule(11, 60, cluster.nodes, kinds=(kind,))[0], at=3.0, hold=5.0)]
-    mixed = run(cluster, 11, 18, steps)
+    steps = [dataclasses.replace(schedule(11, 60, cluster.nodes, kinds=(kind,))[0], at=2.0, hold=5.0)]
+    mixed = run(cluster, 11, 12, steps)
     assert [s.kind for s, _ in mixed.nemesis.applied] == [kind]
     assert any(o.process == "nemesis" for o in cluster.history.ops())
 

@@ -44,7 +44,7 @@ from chaos_cluster import ComposeCluster
 from chaos_history import OK, History
 from chaos_report import Report
 from chaos_stream import StreamWorkload
-from chaos_workload import MetadataWorkload, QueueWorkload, declare_queue, queue_address
+from chaos_workload import MetadataWorkload, QueueWorkload, declare_queue, drain_all, queue_address
 from http_json import HttpError
 from proton import Timeout
 from proton.utils import BlockingConnection
@@ -344,9 +344,10 @@ class UpgradeRun:
             w.stop_publishing()
         self.metadata.stop()
         undrained: dict[str, str] = {}
-        for qtype, w in self.workloads.items():
-            self.drained_queues[qtype] = w.drain(quiet=2.0, timeout=60.0)
-            if not self.drained_queues[qtype]:  # what the nodes and the clients say, before the clients stop
+        drained = drain_all(list(self.workloads.values()), quiet=2.0, timeout=60.0)  # together: one quiet period
+        for (qtype, w), ok in zip(self.workloads.items(), drained, strict=True):
+            self.drained_queues[qtype] = ok
+            if not ok:  # what the nodes and the clients say, before the clients stop
                 undrained[qtype] = self._undrained(w)
             w.stop()
         for qtype, w in self.workloads.items():

@@ -49,6 +49,7 @@ class AmqpClient:
         self._waiters: list[tuple[Callable[[Any], bool], asyncio.Future]] = []
         self._tasks = BackgroundTasks(asyncio.get_running_loop(), log)
         self.session: Any = None
+        self._flush_pending = False
 
     @classmethod
     async def connect(cls, uri: str, vhost: str | None = None, container_id: str = "warren-shovel",
@@ -137,9 +138,22 @@ class AmqpClient:
     # ------------------------------------------------------------ I/O
 
     def flush(self) -> None:
+        self._flush_pending = False
         data = self.engine.data_to_send()
         if data and not self._writer.is_closing():
             self._writer.write(data)
+
+    def flush_soon(self) -> None:
+        """Writes what the engine owes the peer at the end of this loop turn: what the other
+        connection's one read makes this one send (a copy per message received, a settlement
+        per confirm) leaves in one write, not one system call per message."""
+        if not self._flush_pending:
+            self._flush_pending = True
+            asyncio.get_running_loop().call_soon(self._flush_if_pending)
+
+    def _flush_if_pending(self) -> None:
+        if self._flush_pending:
+            self.flush()
 
     async def drained(self) -> None:
         """Waits until the written bytes are taken by the transport (backpressure)."""

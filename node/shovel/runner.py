@@ -191,7 +191,7 @@ class _Transfer:
             want = min(want, remaining)
         if want > 0 and (want >= (prefetch + 1) // 2 or want == remaining or self.in_flight == 0):
             self.src_link.flow(link_credit=want)
-            self.src.flush()
+            self.src.flush_soon()
 
     def _fail(self, error: BaseException) -> None:
         if not self.failed.done():
@@ -226,12 +226,12 @@ class _Transfer:
                 done.append(delivery)
             else:
                 self.copies[copy.id] = delivery
-        self.dest.flush()
+        self.dest.flush_soon()
         # on-publish: settled at the source once the copies are written
         for delivery in done:
             self._finish(delivery, ACCEPTED)
         if done:
-            self.src.flush()
+            self.src.flush_soon()
 
     def _finish(self, delivery: Any, outcome: Any) -> None:
         """A source delivery is done: settled there (unless it came pre-settled), counted, credit
@@ -261,7 +261,7 @@ class _Transfer:
                 delivery = self.copies.pop(copy.id, None)
                 if delivery is not None:
                     self._finish(delivery, _source_outcome(copy.state))
-            self.src.flush()
+            self.src.flush_soon()
         elif kind is ev.LinkDetached and event.link is getattr(self, "dest_link", None):
             self._fail(ClientError(f"the destination detached: {event.error}"))
         elif kind is ev.SessionEnded or kind is ev.ConnectionClosed:
