@@ -366,3 +366,39 @@ def test_a_member_taken_off_gives_back_what_its_consumers_held(cluster):
         conn.close()
         held.close()
     assert sorted(got) == list(range(20)) and set(taken) <= set(got)
+
+
+def test_a_member_added_back_lets_go_of_what_its_proxied_consumers_held(cluster):
+    """While a node has no replica its consumers attach through a proxy to a replica on another
+    node; adding the node back replaces the proxy with its own replica and ends those links. The
+    node serving them must hear of it, so that what they held goes back to the queue (the chaos
+    suite's replica-remove nemesis found such messages held by a consumer no link stood for)."""
+    enable_quorum_queues(cluster)
+    q = declare(cluster, 0, "qq-back")
+    leader = next(n for n in cluster.nodes if n.id == q["leader"])
+    member = next(n for n in cluster.nodes if n is not leader)  # removed and added back
+    other = next(n for n in cluster.nodes if n is not leader and n is not member)
+    out = cluster.ctl(other.index, "delete_member", "qq-back", member.id)
+    assert out.returncode == 0, out.stderr
+    conn = BlockingConnection(url(leader), timeout=10)
+    sender = conn.create_sender("/queues/qq-back")
+    for i in range(20):
+        sender.send(Message(id=i, body=f"m{i}", durable=True))
+    conn.close()
+    proxied = BlockingConnection(url(member), timeout=10)  # its consumer never settles
+    receiver = proxied.create_receiver("/queues/qq-back", credit=5)
+    taken = [receiver.receive(timeout=10).id for _ in range(5)]
+    out = cluster.ctl(other.index, "add_member", "qq-back", member.id)
+    assert out.returncode == 0, out.stderr
+    conn = BlockingConnection(url(other), timeout=10)
+    receiver = conn.create_receiver("/queues/qq-back", credit=20)
+    got = []
+    try:
+        for _ in range(20):
+            got.append(receiver.receive(timeout=15).id)
+            receiver.accept()
+    finally:
+        conn.close()
+        with contextlib.suppress(Exception):
+            proxied.close()
+    assert sorted(got) == list(range(20)) and set(taken) <= set(got)
