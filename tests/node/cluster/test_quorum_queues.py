@@ -150,6 +150,25 @@ def test_kill9_of_the_queue_leader_loses_no_confirmed_message(cluster):
     confirmed_survive(cluster, "qq-chaos", cluster.kill9, cluster.restart, "kill")
 
 
+def test_a_replica_removed_and_added_back_under_load_loses_no_confirmed_message(cluster):
+    """The chaos suite's replica-remove nemesis without docker: the consuming node's replica is
+    removed (delete_member, as `warren ctl` and the HTTP API do it) and added back while messages
+    flow; its consumer moves to a proxy and back to the replica, and every confirmed message
+    is consumed."""
+
+    def member(leader: int):
+        return cluster[[i for i in range(3) if i != leader][1]]  # the consuming node
+
+    def change(command: str):
+        def run(leader: int) -> None:
+            out = cluster.ctl(leader, command, "qq-member-back", member(leader).id)
+            assert out.returncode == 0, out.stderr
+
+        return run
+
+    confirmed_survive(cluster, "qq-member-back", change("delete_member"), change("add_member"), "replica removal")
+
+
 def test_delivery_limit_dead_letters_through_the_leader(cluster):
     enable_quorum_queues(cluster)
     cluster[0].http("PUT", "/api/queues/%2F/dead-q", {"durable": True})
