@@ -399,6 +399,8 @@ def test_a_member_added_back_lets_go_of_what_its_proxied_consumers_held(cluster)
     other = next(n for n in cluster.nodes if n is not leader and n is not member)
     out = cluster.ctl(other.index, "delete_member", "qq-back", member.id)
     assert out.returncode == 0, out.stderr
+    cluster.wait_for(lambda: len((info(member, "qq-back") or {}).get("members", [])) == 2, 15,
+                     "the member knows it has no replica")  # fmt: skip
     conn = BlockingConnection(url(leader), timeout=10)
     sender = conn.create_sender("/queues/qq-back")
     for i in range(20):
