@@ -64,10 +64,8 @@ KINDS = (
     "slow-link",
     "replica-remove",
 )
-# What a mixed run draws from unless told otherwise: every kind but replica-remove, which loses
-# confirmed messages today (docs/chaos.md, "Open": a quorum queue's replica removed and added
-# back under load leaves messages its consumers never get); `kinds=KINDS` includes it.
-DEFAULT_KINDS = tuple(k for k in KINDS if k != "replica-remove")
+# What a mixed run draws from unless told otherwise: every kind.
+DEFAULT_KINDS = KINDS
 QUIET = 10.0  # seconds at the end of a run with no fault, for the cluster to converge
 FIRST = 3.0  # seconds of load before the first fault
 HOLD = (3.0, 10.0)  # a fault lasts between these many seconds

@@ -26,15 +26,7 @@ def run(cluster, seed: int, duration: float, steps=None) -> MixedRun:
     return mixed
 
 
-REPLICA_REMOVE_LOSES = pytest.mark.xfail(
-    strict=True,
-    reason="a quorum replica removed and added back under load leaves confirmed messages its consumers "
-    "never get (docs/chaos.md, Open)",
-)
-
-
-@pytest.mark.parametrize("kind", [pytest.param(k, marks=REPLICA_REMOVE_LOSES) if k == "replica-remove" else k
-                                  for k in KINDS])  # fmt: skip
+@pytest.mark.parametrize("kind", KINDS)
 def test_each_fault_kind_alone(cluster, kind):
     """One step of `kind` (its targets drawn as a schedule draws them), 2 s into a 12 s run,
     held 5 s: the fault is applied, healed, and every checker passes."""

@@ -157,10 +157,14 @@ class RemoteQueue(Queue):
         return purged
 
     def delete(self) -> int:
-        """The queue was deleted (through the metadata): end the local consumers' links."""
+        """The queue was deleted (through the metadata), or this node now has a replica of it
+        (a quorum queue's member added back), which replaces this proxy: end the local
+        consumers' links, and tell the node serving each, so that what it holds for them goes
+        back to the queue. In the second case that queue lives on, and would otherwise keep
+        their unsettled messages checked out to consumers no link stands for."""
         self.deleted = True
         for consumer in list(self.consumers):
-            self._service.forget_consumer(self.consumers.pop(consumer))
+            self._service.detach(self.consumers.pop(consumer))
             consumer.queue_deleted()
         return 0
 
@@ -367,10 +371,6 @@ class QueueService:
         self.leases.drop(cid)
         if entry is not None and self._waiting.pop(cid, None) is None:
             self.send(entry[2], ["detach", cid])
-
-    def forget_consumer(self, cid: int) -> None:
-        self._consumers.pop(cid, None)
-        self.leases.drop(cid)
 
     def _unreachable(self, cid: int) -> None:
         entry = self._consumers.pop(cid, None)

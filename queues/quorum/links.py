@@ -24,6 +24,13 @@ from .proposals import Proposer
 
 __all__ = ["LocalLinks"]
 
+# Consumer ids are numbered across every replica of this node's life, as publisher ids are
+# (publishing.py): a member taken off a queue and added back starts a new replica in the same
+# life, and the group may still hold the earlier replica's consumers (the leader detaches them
+# soon after). An Attach of an id the machine knows is ignored, so a new link under an old id
+# would inherit what the old one held and never received.
+_CONSUMER_IDS = itertools.count(1)
+
 
 class LocalLinks:
     def __init__(self, queue: Any, bodies: BodyStore, proposer: Proposer, qh: QuorumHost) -> None:
@@ -31,14 +38,13 @@ class LocalLinks:
         self._bodies = bodies
         self._proposer = proposer
         self._qh = qh  # its incarnation names this node's consumers
-        self._next_id = itertools.count(1)
         self.consumers: dict[str, Consumer] = {}  # consumer id -> local link
         self._ids: dict[Any, str] = {}  # local link -> consumer id
         self._sent: dict[str, set[int]] = {}  # consumer id -> ids handed to its link, not yet settled
         self.gates: dict[str, CreditGate] = {}  # consumer id -> what its client's credit lets through
 
     def add(self, consumer: Consumer) -> str:
-        cid = f"{self._qh.incarnation}/{next(self._next_id)}"
+        cid = f"{self._qh.incarnation}/{next(_CONSUMER_IDS)}"
         self.consumers[cid] = consumer
         self._ids[consumer] = cid
         self.gates[cid] = CreditGate()

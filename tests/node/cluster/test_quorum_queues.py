@@ -150,6 +150,25 @@ def test_kill9_of_the_queue_leader_loses_no_confirmed_message(cluster):
     confirmed_survive(cluster, "qq-chaos", cluster.kill9, cluster.restart, "kill")
 
 
+def test_a_replica_removed_and_added_back_under_load_loses_no_confirmed_message(cluster):
+    """The chaos suite's replica-remove nemesis without docker: the consuming node's replica is
+    removed (delete_member, as `warren ctl` and the HTTP API do it) and added back while messages
+    flow; its consumer moves to a proxy and back to the replica, and every confirmed message
+    is consumed."""
+
+    def member(leader: int):
+        return cluster[[i for i in range(3) if i != leader][1]]  # the consuming node
+
+    def change(command: str):
+        def run(leader: int) -> None:
+            out = cluster.ctl(leader, command, "qq-member-back", member(leader).id)
+            assert out.returncode == 0, out.stderr
+
+        return run
+
+    confirmed_survive(cluster, "qq-member-back", change("delete_member"), change("add_member"), "replica removal")
+
+
 def test_delivery_limit_dead_letters_through_the_leader(cluster):
     enable_quorum_queues(cluster)
     cluster[0].http("PUT", "/api/queues/%2F/dead-q", {"durable": True})
@@ -365,4 +384,43 @@ def test_a_member_taken_off_gives_back_what_its_consumers_held(cluster):
     finally:
         conn.close()
         held.close()
+    assert sorted(got) == list(range(20)) and set(taken) <= set(got)
+
+
+def test_a_member_added_back_lets_go_of_what_its_proxied_consumers_held(cluster):
+    """While a node has no replica its consumers attach through a proxy to a replica on another
+    node; adding the node back replaces the proxy with its own replica and ends those links. The
+    node serving them must hear of it, so that what they held goes back to the queue (the chaos
+    suite's replica-remove nemesis found such messages held by a consumer no link stood for)."""
+    enable_quorum_queues(cluster)
+    q = declare(cluster, 0, "qq-back")
+    leader = next(n for n in cluster.nodes if n.id == q["leader"])
+    member = next(n for n in cluster.nodes if n is not leader)  # removed and added back
+    other = next(n for n in cluster.nodes if n is not leader and n is not member)
+    conn = BlockingConnection(url(leader), timeout=10)
+    sender = conn.create_sender("/queues/qq-back")
+    for i in range(20):
+        sender.send(Message(id=i, body=f"m{i}", durable=True))
+    conn.close()
+    out = cluster.ctl(other.index, "delete_member", "qq-back", member.id)
+    assert out.returncode == 0, out.stderr
+    # a proxy's info has no members: the node uses the queue through another node now
+    cluster.wait_for(lambda: "members" not in (info(member, "qq-back") or {"members": None}), 15,
+                     "the member knows it has no replica")  # fmt: skip
+    proxied = BlockingConnection(url(member), timeout=10)  # its consumer never settles
+    receiver = proxied.create_receiver("/queues/qq-back", credit=5)
+    taken = [receiver.receive(timeout=10).id for _ in range(5)]
+    out = cluster.ctl(other.index, "add_member", "qq-back", member.id)
+    assert out.returncode == 0, out.stderr
+    conn = BlockingConnection(url(other), timeout=10)
+    receiver = conn.create_receiver("/queues/qq-back", credit=20)
+    got = []
+    try:
+        for _ in range(20):
+            got.append(receiver.receive(timeout=15).id)
+            receiver.accept()
+    finally:
+        conn.close()
+        with contextlib.suppress(Exception):
+            proxied.close()
     assert sorted(got) == list(range(20)) and set(taken) <= set(got)

@@ -345,3 +345,16 @@ def test_a_replica_that_installed_a_snapshot_fetches_every_body_its_consumer_nee
     end_of_turn()
     answer(fetches[2])
     assert consumer.got == [b"m0", b"m1", b"m2"]
+
+
+def test_a_replica_started_again_in_the_same_node_life_names_its_consumers_afresh():
+    """A member taken off the queue and added back (the replica-remove nemesis) starts a new
+    replica in the same node life, and the group may still hold the consumers of the one before
+    (the leader detaches them soon after): a new link must not take one of their ids, as an Attach
+    of a known id is ignored and the link would inherit what the old one held and never got."""
+    before, host = make()
+    old = before.links.add(object())
+    before.apply(qq.Attach(old, 0, 1000, host.incarnation, 0), 1)
+    again = QuorumQueue("/", "q", {"x-queue-type": "quorum"}, ("n1",), host=host, quorum_host=host, group="g")
+    again.restore(before.snapshot())
+    assert again.links.add(object()) not in again.state.consumers
