@@ -114,14 +114,16 @@ async def run(count: int, window: int, data: Path) -> dict:
                 publisher.publish(QueueMessage(0, payload, True, None, 0, False, EXCHANGE, ["k"]), confirmed)
             await done
         published_s = time.monotonic() - started
-        stored = lambda: queue.message_count + queue.unacked_count == count  # noqa: E731
+        later = vhost.queues.get("amq.delayed-later." + EXCHANGE)  # absent before the bounded window
+        both = [q for q in (queue, later) if q is not None]
+        stored = lambda: sum(q.message_count + q.unacked_count for q in both) == count  # noqa: E731
         await wait_for(stored, "every message stored", 120)
-        schedulers = list(broker.delayed._schedulers.values())
+        schedulers = broker.delayed.schedulers()
         settle_for = time.monotonic() + 2
         last = None
-        while time.monotonic() < settle_for or last != queue.unacked_count:  # the scheduler's takes at rest
-            last = queue.unacked_count
-            await asyncio.sleep(0.5)
+        while time.monotonic() < settle_for or last != [(q.message_count, q.unacked_count) for q in both]:
+            last = [(q.message_count, q.unacked_count) for q in both]  # the scheduler's takes and moves at rest
+            await asyncio.sleep(1.0)
         gc.collect()
         snap = tracemalloc.take_snapshot()
         rss1 = rss()
@@ -135,8 +137,9 @@ async def run(count: int, window: int, data: Path) -> dict:
             "count": count,
             "window": getattr(cfg, "delayed_message_memory_window", None),
             "publish_s": round(published_s, 1),
-            "ready": queue.message_count,
-            "checked_out": queue.unacked_count,
+            "ready": sum(q.message_count for q in both),
+            "checked_out": sum(q.unacked_count for q in both),
+            "waiting_later": later.message_count if later is not None else 0,
             "held_by_scheduler": held,
             "bytes_per_message": {k: round(v / count, 1) for k, v in sorted(parts.items())},
             "traced_total_per_message": round(sum(parts.values()) / count, 1),
