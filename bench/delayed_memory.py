@@ -78,7 +78,35 @@ async def wait_for(check, what: str, timeout: float) -> None:
         await asyncio.sleep(0.05)  # a bench's poll of counts, not a test's synchronisation
 
 
-async def run(count: int, window: int, data: Path) -> dict:
+async def publish(broker: Broker, vhost, payload: bytes, count: int) -> None:
+    """`count` messages delayed by an hour, in batches of BATCH awaited until stored."""
+    for start in range(0, count, BATCH):
+        n = min(BATCH, count - start)
+        done = asyncio.get_running_loop().create_future()
+        left = [n]
+
+        def confirmed(_outcome, left=left, done=done) -> None:
+            left[0] -= 1
+            if left[0] == 0 and not done.done():
+                done.set_result(None)
+
+        publisher = broker.delayed.publisher(vhost, EXCHANGE, 3_600_000)
+        for _ in range(n):
+            publisher.publish(QueueMessage(0, payload, True, None, 0, False, EXCHANGE, ["k"]), confirmed)
+        await done
+
+
+async def at_rest(queues: list, count: int) -> None:
+    """Every message stored, and the scheduler done taking and moving them."""
+    await wait_for(lambda: sum(q.message_count + q.unacked_count for q in queues) == count, "all stored", 300)
+    settle_for = time.monotonic() + 2
+    last = None
+    while time.monotonic() < settle_for or last != [(q.message_count, q.unacked_count) for q in queues]:
+        last = [(q.message_count, q.unacked_count) for q in queues]
+        await asyncio.sleep(1.0)
+
+
+async def run(count: int, window: int, data: Path, top: int = 0) -> dict:
     cfg = Config(data_dir=str(data), listen_host="127.0.0.1", amqp_port=0, http_port=0, metrics_port=0,
                  grpc_port=0, node_name="warren@bench", amqps_port=0, https_port=0, metrics_tls_port=0)  # fmt: skip
     if window:
@@ -99,52 +127,47 @@ async def run(count: int, window: int, data: Path) -> dict:
         base = tracemalloc.take_snapshot()
         rss0 = rss()
         started = time.monotonic()
-        for start in range(0, count, BATCH):
-            n = min(BATCH, count - start)
-            done = asyncio.get_running_loop().create_future()
-            left = [n]
-
-            def confirmed(_outcome, left=left, done=done) -> None:
-                left[0] -= 1
-                if left[0] == 0 and not done.done():
-                    done.set_result(None)
-
-            publisher = broker.delayed.publisher(vhost, EXCHANGE, 3_600_000)
-            for _ in range(n):
-                publisher.publish(QueueMessage(0, payload, True, None, 0, False, EXCHANGE, ["k"]), confirmed)
-            await done
-        published_s = time.monotonic() - started
         later = vhost.queues.get("amq.delayed-later." + EXCHANGE)  # absent before the bounded window
         both = [q for q in (queue, later) if q is not None]
-        stored = lambda: sum(q.message_count + q.unacked_count for q in both) == count  # noqa: E731
-        await wait_for(stored, "every message stored", 120)
-        schedulers = broker.delayed.schedulers()
-        settle_for = time.monotonic() + 2
-        last = None
-        while time.monotonic() < settle_for or last != [(q.message_count, q.unacked_count) for q in both]:
-            last = [(q.message_count, q.unacked_count) for q in both]  # the scheduler's takes and moves at rest
-            await asyncio.sleep(1.0)
-        gc.collect()
-        snap = tracemalloc.take_snapshot()
-        rss1 = rss()
+        phases = []
+        for upto in (count // 2, count):  # the marginal cost is what a million more would add
+            sent = phases[-1]["count"] if phases else 0
+            await publish(broker, vhost, payload, upto - sent)
+            await at_rest(both, upto)
+            gc.collect()
+            snap = tracemalloc.take_snapshot()
+            parts: dict[str, int] = {}
+            for stat in snap.compare_to(base, "filename"):
+                p = part_of(stat.traceback[0].filename)
+                parts[p] = parts.get(p, 0) + stat.size_diff
+            phases.append({"count": upto, "parts": parts, "rss": rss() - rss0, "snap": snap})
+        published_s = time.monotonic() - started
         tracemalloc.stop()
-        parts: dict[str, int] = {}
-        for stat in snap.compare_to(base, "filename"):
-            p = part_of(stat.traceback[0].filename)
-            parts[p] = parts.get(p, 0) + stat.size_diff
-        held = sum(len(s.index) for s in schedulers)
+        half, full = phases
+        if top:
+            for stat in full["snap"].compare_to(half["snap"], "lineno")[:top]:
+                print(f"{stat.size_diff / (count - half['count']):8.1f} B/msg more  {stat.traceback[0]}",
+                      file=sys.stderr)  # fmt: skip
+        added = count - half["count"]
+        names = sorted(set(full["parts"]) | set(half["parts"]))
+        marginal = {k: round((full["parts"].get(k, 0) - half["parts"].get(k, 0)) / added, 1) for k in names}
         return {
             "count": count,
-            "window": getattr(cfg, "delayed_message_memory_window", None),
-            "publish_s": round(published_s, 1),
+            "window": getattr(broker.delayed, "window", None),  # None: before the bounded window
+            "publish_and_settle_s": round(published_s, 1),
             "ready": sum(q.message_count for q in both),
             "checked_out": sum(q.unacked_count for q in both),
             "waiting_later": later.message_count if later is not None else 0,
-            "held_by_scheduler": held,
-            "bytes_per_message": {k: round(v / count, 1) for k, v in sorted(parts.items())},
-            "traced_total_per_message": round(sum(parts.values()) / count, 1),
-            "rss_per_message": round((rss1 - rss0) / count, 1),
-            "traced_total_mb": round(sum(parts.values()) / 1e6, 1),
+            "held_by_scheduler": sum(len(s.index) for s in broker.delayed._schedulers.values()),
+            "average_bytes_per_message": {k: round(v / count, 1) for k, v in sorted(full["parts"].items())},
+            "average_traced_total": round(sum(full["parts"].values()) / count, 1),
+            "marginal_bytes_per_message": marginal,
+            "marginal_traced_total": round(sum(marginal.values()), 1),
+            "marginal_rss_per_message": round((full["rss"] - half["rss"]) / added, 1),
+            "traced_total_mb": round(sum(full["parts"].values()) / 1e6, 1),
+            "extrapolated_1m_mb": round(
+                (sum(full["parts"].values()) + sum(marginal.values()) * (1_000_000 - count)) / 1e6, 1
+            ),  # fmt: skip
         }
     finally:
         await broker.stop()
@@ -154,9 +177,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--count", type=int, default=200_000)
     ap.add_argument("--window", type=int, default=0)
+    ap.add_argument("--top", type=int, default=0, help="also print the N source lines that grew most")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="warren-delayed-mem-") as tmp:
-        result = asyncio.run(run(args.count, args.window, Path(tmp)))
+        result = asyncio.run(run(args.count, args.window, Path(tmp), args.top))
     print(json.dumps(result, indent=2))
 
 
