@@ -365,10 +365,14 @@ class DelayScheduler:
         and MOVING_MAX; the later queue only for the deliveries owed to it."""
         if self.stopped:
             return
-        room = self.window + min(MOVING_MAX, self.window) - self.checked_out - self.inbox.open - self.later.open
+        extra = min(MOVING_MAX, self.window)
+        room = self.window + extra - self.checked_out - self.inbox.open - self.later.open
+        # each queue's open credit is at most half the extra: the inbox's never starves a lap
+        cap = max(1, extra // 2)
+        room = min(room, cap - src.open)
         if src is self.later:
             room = min(room, src.owed - src.open)
-        if room <= 0 or (room < min(REFILL, self.window) and src.open > 0):
+        if room <= 0 or (room < min(REFILL, cap) and src.open > 0):
             return
         src.credit_end += room
         src.queue.credit(self, src.delivered & 0xFFFFFFFF, src.open, False, False)
