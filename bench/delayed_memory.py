@@ -106,7 +106,7 @@ async def at_rest(queues: list, count: int) -> None:
         await asyncio.sleep(1.0)
 
 
-async def run(count: int, window: int, data: Path, top: int = 0) -> dict:
+async def run(count: int, window: int, data: Path, top: int = 0, trace: bool = True) -> dict:
     cfg = Config(data_dir=str(data), listen_host="127.0.0.1", amqp_port=0, http_port=0, metrics_port=0,
                  grpc_port=0, node_name="warren@bench", amqps_port=0, https_port=0, metrics_tls_port=0)  # fmt: skip
     if window:
@@ -123,8 +123,9 @@ async def run(count: int, window: int, data: Path, top: int = 0) -> dict:
         queue = vhost.queues[backing]
         payload = Message(body=b"x" * 100, durable=True).encode()
         gc.collect()
-        tracemalloc.start(1)
-        base = tracemalloc.take_snapshot()
+        if trace:  # off: RSS alone, without tracemalloc's own records in it
+            tracemalloc.start(1)
+        base = tracemalloc.take_snapshot() if trace else None
         rss0 = rss()
         started = time.monotonic()
         later = vhost.queues.get("amq.delayed-later." + EXCHANGE)  # absent before the bounded window
@@ -135,16 +136,17 @@ async def run(count: int, window: int, data: Path, top: int = 0) -> dict:
             await publish(broker, vhost, payload, upto - sent)
             await at_rest(both, upto)
             gc.collect()
-            snap = tracemalloc.take_snapshot()
+            snap = tracemalloc.take_snapshot() if trace else None
             parts: dict[str, int] = {}
-            for stat in snap.compare_to(base, "filename"):
+            for stat in snap.compare_to(base, "filename") if snap is not None else ():
                 p = part_of(stat.traceback[0].filename)
                 parts[p] = parts.get(p, 0) + stat.size_diff
             phases.append({"count": upto, "parts": parts, "rss": rss() - rss0, "snap": snap})
         published_s = time.monotonic() - started
-        tracemalloc.stop()
+        if trace:
+            tracemalloc.stop()
         half, full = phases
-        if top:
+        if top and trace:
             for stat in full["snap"].compare_to(half["snap"], "lineno")[:top]:
                 print(f"{stat.size_diff / (count - half['count']):8.1f} B/msg more  {stat.traceback[0]}",
                       file=sys.stderr)  # fmt: skip
@@ -177,10 +179,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--count", type=int, default=200_000)
     ap.add_argument("--window", type=int, default=0)
+    ap.add_argument("--rss-only", action="store_true", help="no tracemalloc: RSS alone")
     ap.add_argument("--top", type=int, default=0, help="also print the N source lines that grew most")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="warren-delayed-mem-") as tmp:
-        result = asyncio.run(run(args.count, args.window, Path(tmp), args.top))
+        result = asyncio.run(run(args.count, args.window, Path(tmp), args.top, not args.rss_only))
     print(json.dumps(result, indent=2))
 
 

@@ -28,10 +28,15 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass
 
-__all__ = ["Delay", "DelayIndex", "Keep", "Take"]
+__all__ = ["Delay", "DelayIndex", "Keep", "Take", "entry"]
 
 _REF_BITS = 65
 _REF_MASK = (1 << _REF_BITS) - 1
+
+
+def entry(ref: int, due: int) -> int:
+    """An entry's integer: ordered by due time, then by ref (so ties have an order too)."""
+    return due << _REF_BITS | ref
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +72,13 @@ class DelayIndex:
 
     def last_due(self) -> int | None:
         """When the latest held message is due (O(n): after a Keep, not per message), or None."""
-        return max(self._heap) >> _REF_BITS if self._heap else None
+        last = self.last_entry()
+        return None if last is None else last >> _REF_BITS
+
+    def last_entry(self) -> int | None:
+        """The latest entry (`entry(ref, due)`), O(n), or None: after a Keep, what is past it
+        was given back, even a message due at the same ms as the last kept."""
+        return max(self._heap) if self._heap else None
 
     def entries(self) -> list[tuple[int, int]]:
         """(due, ref) of every held message, earliest first (tests, diagnostics)."""
@@ -77,7 +88,7 @@ class DelayIndex:
         if isinstance(command, Delay):
             if not 0 <= command.ref <= _REF_MASK or command.due < 0:
                 raise ValueError(f"a delay needs a ref of at most {_REF_BITS} bits and a due time >= 0: {command!r}")
-            heapq.heappush(self._heap, command.due << _REF_BITS | command.ref)
+            heapq.heappush(self._heap, entry(command.ref, command.due))
             return ()
         if isinstance(command, Take):
             taken = []

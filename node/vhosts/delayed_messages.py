@@ -61,7 +61,7 @@ from amqp.message import Message
 from amqp.types import Symbol
 from node.ops.periodic import Periodic
 from queues.base import ACCEPT, RELEASE, ConfirmCallback, Outcome, QueueMessage
-from routing.delay_index import Delay, DelayIndex, Keep, Take
+from routing.delay_index import Delay, DelayIndex, Keep, Take, entry
 from routing.delayed import (
     BACKING_PREFIX,
     INTERNAL_PREFIXES,
@@ -328,7 +328,8 @@ class DelayScheduler:
         self.counters = counters
         self.window = window
         self.index = DelayIndex()
-        self.horizon: int | None = None  # held: every message seen due by it; None: no cut since the last lap
+        # held: every message seen whose entry (due, then ref) is at most this one; None: no cut since the lap
+        self.horizon: int | None = None
         self.lapping = False
         self.laps = 0
         self.stopped = False
@@ -405,8 +406,9 @@ class DelayScheduler:
             return
         due = (message.annotations or {}).get(DUE)
         if isinstance(due, int) and due > self._node.now_ms():
-            if self.horizon is None or due <= self.horizon:
-                self.index.apply(Delay(src.tag | message.seq, due))  # the body is dropped: the queue keeps it
+            ref = src.tag | message.seq
+            if self.horizon is None or entry(ref, due) <= self.horizon:  # a tie on `due` is ordered by ref
+                self.index.apply(Delay(ref, due))  # the body is dropped: the queue keeps it
                 if len(self.index) > self.window:
                     self._cut()
                 self._arm()
@@ -439,7 +441,7 @@ class DelayScheduler:
         """The window is full: keep its earliest half, give the rest back (delivered again,
         they are past the new horizon: moved to the later queue)."""
         back = self.index.apply(Keep(max(1, self.window // 2)))
-        self.horizon = self.index.last_due()
+        self.horizon = self.index.last_entry()
         self._give_back(back)
 
     def _give_back(self, refs: tuple[int, ...] | list[int]) -> None:

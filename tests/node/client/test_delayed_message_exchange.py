@@ -12,6 +12,8 @@ from mgmt_client import Api
 from proton import Message, symbol
 from proton.utils import BlockingConnection
 
+from queues.base import QueueMessage
+
 pytestmark = pytest.mark.timeout(90)
 
 
@@ -255,6 +257,30 @@ def test_past_the_memory_window_delays_wait_in_the_later_queue_and_still_arrive_
         assert at - sent_at >= due, (body, at - sent_at)
     assert node.call(lambda: scheduler.laps) >= 2  # the later queue was read in laps
     settled(api, "wide")
+
+
+def test_many_delays_due_the_same_millisecond_past_the_window_are_moved_not_churned(broker_factory, tmp_path):
+    """Messages due at the same ms as the last one a cut kept are ordered by id: those past it are
+    moved to the later queue once, not taken back into the window and given back forever."""
+    node = broker_factory(tmp_path / "data", delayed_message_memory_window=10)
+    api = Api(node.broker.http_port)
+    declare(api, "ties", "direct", {"tq": "k"})
+    payload = Message(body="same ms", durable=True).encode()
+
+    def publish_same_due():  # one DelayedPublish: one due time for all of them
+        delayed_publish = node.broker.delayed.publisher(node.vhost, "ties", 60_000)
+        for _ in range(60):
+            delayed_publish.publish(QueueMessage(0, payload, True, None, 0, False, "ties", ["k"]), None)
+
+    node.call(publish_same_due)
+    later = node.queue("amq.delayed-later.ties")
+    deadline = time.monotonic() + 10
+    while later.message_count < 50 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert later.message_count >= 50, later.message_count  # 10 held at most, the rest on disk
+    [scheduler] = node.call(node.broker.delayed.schedulers)
+    assert node.call(lambda: len(scheduler.index)) <= 10
+    assert exchange_info(api, "ties")["messages_delayed"] == 60
 
 
 def test_delayed_messages_past_the_window_survive_a_restart(broker_factory, tmp_path):
