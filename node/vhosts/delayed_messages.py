@@ -320,6 +320,9 @@ class DelayScheduler:
     docstring)."""
 
     presettled = False
+    # no follower lease (queues/quorum/credit_lease.py): it would check out messages beyond the
+    # credit and hold them in the replica until more is granted, which a finished lap never does
+    leased = False
 
     def __init__(self, node: DelayedNode, vhost: str, exchange: str, inbox: Any, later: Any, counters: Counters,
                  window: int = DEFAULT_WINDOW):  # fmt: skip
