@@ -21,8 +21,8 @@ delayed_message_memory_window, default 100,000): the scheduler holds checked out
 most that many messages, each as its due time and message id only (a DelayIndex
 entry, routing/delay_index.py; the body stays in the queue), and no more than that
 plus as many again (at most MOVING_MAX) are checked out of its queues at once, each
-queue's open credit at most half of that extra (so the inbox's never starves a lap);
-a follower replica may check out up to quorum_consumer_lease more for each. When the
+queue's open credit at most half of that extra (so the inbox's never starves a lap),
+and no follower lease beyond it (`leased = False`, queues/quorum/queue.py). When the
 window is full it keeps the earliest half, gives the rest back, and from then on
 holds only messages before its horizon (the last it kept, by due time then id, so a
 thousand due the same ms are cut too): a later one is moved to the "later" queue
