@@ -166,6 +166,7 @@ async def run(count: int, window: int, data: Path, top: int = 0, trace: bool = T
             "marginal_bytes_per_message": marginal,
             "marginal_traced_total": round(sum(marginal.values()), 1),
             "marginal_rss_per_message": round((full["rss"] - half["rss"]) / added, 1),
+            "rss_growth_mb": {"half": round(half["rss"] / 1e6, 1), "all": round(full["rss"] / 1e6, 1)},
             "traced_total_mb": round(sum(full["parts"].values()) / 1e6, 1),
             "extrapolated_1m_mb": round(
                 (sum(full["parts"].values()) + sum(marginal.values()) * (1_000_000 - count)) / 1e6, 1
