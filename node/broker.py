@@ -121,7 +121,7 @@ class Broker:
         self.placement = Placement(self, config.queue_leader_locator)  # quorum-queue leader locators, rebalance
         self.queue_service: QueueService | None = None
         self.volatile = VolatileQueues(self.metrics)  # Direct Reply-To's queues: in memory, never in the metadata
-        self.delayed = DelayedMessages(self)  # what x-delayed-message exchanges hold until due
+        self.delayed = DelayedMessages(self, config.delayed_message_memory_window)  # what x-delayed-message exchanges hold until due
         self.alarm_gossip: AlarmGossip | None = None
         self.node_names: NodeNames | None = None  # members' node names (the HTTP API shows them)
         self.reconciler: QuorumReconciler | None = None  # quorum queues grown to their target group size

@@ -159,6 +159,10 @@ class Config:
     # sent the moment the client grants more (queues/quorum/credit_lease.py); so does the node of a
     # consumer without a replica (node/vhosts/proxy_lease.py); 0: off
     quorum_consumer_lease: int = 1000
+    # Delayed messages (x-delayed-message) a node's scheduler holds checked out per exchange, as their due
+    # time and id only; those due later wait in the exchange's "later" queue, on disk
+    # (node/vhosts/delayed_messages.py): the node's memory for pending delays stays bounded by it
+    delayed_message_memory_window: int = 100_000
     # Seconds between passes growing quorum queues below their target group size onto reachable
     # members (x-quorum-target-group-size, policy target-group-size: node/vhosts/quorum_reconcile.py); 0: off
     quorum_reconcile_interval: float = 30.0
@@ -222,5 +226,8 @@ def load(config_file: str | None = None, env: dict | None = None, overrides: dic
             setattr(cfg, key, value)
     if isinstance(cfg.consumer_timeout, bool) or not isinstance(cfg.consumer_timeout, int) or cfg.consumer_timeout < 0:
         raise ValueError(f"consumer_timeout must be 0 (none) or a number of milliseconds, got {cfg.consumer_timeout!r}")
+    w = cfg.delayed_message_memory_window
+    if isinstance(w, bool) or not isinstance(w, int) or w < 1:
+        raise ValueError(f"delayed_message_memory_window must be a number of messages >= 1, got {w!r}")
     logs.check_settings(cfg)
     return cfg

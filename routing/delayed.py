@@ -17,16 +17,22 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from routing.errors import PreconditionFailed
+from routing.errors import NotAllowed, PreconditionFailed
 from routing.message_facts import MessageFacts, application_properties
 from routing.model import ExchangeType
 
 __all__ = [
     "BACKING_PREFIX",
+    "INTERNAL_PREFIXES",
+    "LATER_PREFIX",
     "DELAY",
     "DELAYED_TYPE",
     "UNDERLYING",
     "backing_name",
+    "check_internal",
+    "is_internal",
+    "later_name",
+    "queue_names",
     "check_arguments",
     "delay_of",
     "underlying_type",
@@ -37,6 +43,9 @@ DELAY = "x-delay"
 UNDERLYING = (ExchangeType.DIRECT, ExchangeType.FANOUT, ExchangeType.TOPIC, ExchangeType.HEADERS)
 # a delayed exchange's messages wait in a quorum queue of its own (node/vhosts/delayed_messages.py)
 BACKING_PREFIX = "amq.delayed."
+# ... and, past the node's window of held ones, in a second one, read in laps (delayed_messages.py)
+LATER_PREFIX = "amq.delayed-later."
+INTERNAL_PREFIXES = (BACKING_PREFIX, LATER_PREFIX)
 MAX_DELAY = 2**32 - 1  # ms (about 49.7 days): a longer delay is held this long, as the plugin's timer caps it
 
 
@@ -44,6 +53,30 @@ def backing_name(exchange: str) -> str:
     """The queue that holds a delayed exchange's delayed messages; routing hands it the
     messages that reach the exchange with a delay (routing/table.py's walk, node/vhosts/vhost.py)."""
     return BACKING_PREFIX + exchange
+
+
+def later_name(exchange: str) -> str:
+    """The queue where a delayed exchange's messages due after its schedulers' horizon wait."""
+    return LATER_PREFIX + exchange
+
+
+def is_internal(queue: str) -> bool:
+    """One of the delayed exchanges' own queues: no user deletes, purges or reads it."""
+    return queue.startswith(INTERNAL_PREFIXES)
+
+
+def queue_names(exchange: str) -> tuple[str, str]:
+    """A delayed exchange's own queues: its inbox and its later queue."""
+    return backing_name(exchange), later_name(exchange)
+
+
+def check_internal(queue: str, action: str, allowed: bool = False) -> None:
+    """A user may not delete, purge or consume from a delayed exchange's queue: its
+    messages are the exchange's, and go with it (NotAllowed: a 400 naming why, or the
+    AMQP error not-allowed)."""
+    if not allowed and is_internal(queue):
+        raise NotAllowed(f"cannot {action} queue '{queue}': it holds the delayed messages of an "
+                         f"x-delayed-message exchange (deleting the exchange deletes it)")  # fmt: skip
 
 
 def check_arguments(arguments: Mapping[str, Any]) -> None:

@@ -22,6 +22,7 @@ from queues.arguments import consumer_priority
 from queues.base import QueueArgumentError
 from queues.volatile import is_volatile
 from routing import address
+from routing.delayed import check_internal
 from routing.errors import InvalidArgument, NotFound, RoutingError
 
 if TYPE_CHECKING:
@@ -135,6 +136,7 @@ class LinkAttaching:
 
     def _attach_consumer_to(self, link: Any, attach: Any, queue_name: str) -> None:
         self.check_access("read", queue_name, "queue")
+        check_internal(queue_name, "consume from")
         queue = self.vhost.queue(queue_name)
         if queue.exclusive_owner is not None and queue.exclusive_owner is not self:
             raise ResourceLocked(f"cannot obtain exclusive access to locked queue '{queue.name}' in vhost "

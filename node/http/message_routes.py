@@ -46,6 +46,7 @@ from node.http.route_kit import (
 )
 from queues.base import ACCEPT, REJECT, RELEASE, Outcome, Queue, QueueMessage
 from routing import topic_permissions
+from routing.delayed import check_internal
 
 DEFAULT_PRIORITY = 4  # of an AMQP 1.0 message without one [3.2.1]
 GET_TIMEOUT = 5.0  # seconds a get waits for a queue on another node to answer
@@ -238,6 +239,7 @@ async def get_messages(request: web.Request) -> web.Response:
         raise not_found()
     count, ackmode, encoding, truncate = _get_options(await read_body(request))
     check_permission(request, vhost.name, "read", queue.name, "queue")
+    check_internal(queue.name, "get messages from")
     if queue.exclusive_owner is not None:
         raise bad_request(f"queue '{queue.name}' in vhost '{vhost.name}' is exclusive to another connection")
     getter = _Getter(count)

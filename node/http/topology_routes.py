@@ -46,6 +46,7 @@ from node.http.route_kit import (
 )
 from node.vhosts.remote_queue import refresh_counts
 from routing import topic_permissions
+from routing.delayed import check_internal
 from routing.errors import PreconditionFailed
 from routing.model import ALTERNATE_EXCHANGE
 
@@ -171,6 +172,7 @@ async def delete_queue(request: web.Request) -> web.Response:
 async def purge_queue(request: web.Request) -> web.Response:
     vhost, queue = _queue(request)
     check_permission(request, vhost.name, "read", queue.name, "queue")
+    check_internal(queue.name, "purge")
     purged = queue.purge()
     if inspect.isawaitable(purged):  # a quorum queue: answer once the purge is applied
         await purged

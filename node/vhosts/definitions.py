@@ -36,7 +36,7 @@ from node.vhosts.definitions_check import (
     limits_of,
     password_hash,
 )
-from node.vhosts.delayed_messages import BACKING_PREFIX  # a delayed exchange brings its own queue
+from node.vhosts.delayed_messages import INTERNAL_PREFIXES  # a delayed exchange brings its own queue
 from node.vhosts.metadata_store import new_key
 from routing import rabbit_passwords
 
@@ -95,7 +95,7 @@ class DefinitionsFile:
         doc.update(policies=self._policies(vhosts, False), queues=[], exchanges=[], bindings=[])
         for v in vhosts:
             for q in v.queues.values():
-                if q.durable and q.exclusive_owner is None and not q.name.startswith(BACKING_PREFIX):
+                if q.durable and q.exclusive_owner is None and not q.name.startswith(INTERNAL_PREFIXES):
                     doc["queues"].append({"vhost": v.name, "name": q.name, "type": q.type_name, "durable": True,
                                           "auto_delete": q.auto_delete, "arguments": _plain(q.arguments)})  # fmt: skip
             for x in v.routing.exchanges():

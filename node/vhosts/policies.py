@@ -31,7 +31,7 @@ from metadata import effects as fx
 from metadata.effects import Effect, Result
 from metadata.feature_flags import EXCHANGE_POLICIES, QUORUM_QUEUE_POLICIES
 from metadata.state import MetadataState
-from node.vhosts.delayed_messages import BACKING_PREFIX
+from node.vhosts.delayed_messages import INTERNAL_PREFIXES
 from queues.base import QueueArgumentError
 from routing import policies
 
@@ -90,7 +90,7 @@ class PolicyApplier:
     def effective(self, queue: Any) -> policies.Effective:
         projections = self.projections
         qtype = queue.type_name
-        if queue.name.startswith(BACKING_PREFIX):
+        if queue.name.startswith(INTERNAL_PREFIXES):
             # a delayed exchange's own queue: a policy's TTL, length limit or consumer timeout
             # would drop or churn the delayed messages (node/vhosts/delayed_messages.py)
             return policies.effective(queue.arguments)

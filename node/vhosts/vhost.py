@@ -213,8 +213,9 @@ class VHost:
         if existing.exclusive_owner is not None and existing.exclusive_owner is not exclusive_owner:
             raise ResourceLocked(f"cannot obtain exclusive access to locked queue '{existing.name}'")
 
-    async def delete_queue(self, name: str) -> int:
-        """Deletes the queue everywhere; returns how many messages it held."""
+    async def delete_queue(self, name: str, *, internal: bool = False) -> int:
+        """Deletes the queue everywhere; returns how many messages it held (`internal`: a delayed exchange's)."""
+        delayed_messages.check_internal(name, "delete", allowed=internal)
         queue = self.queue(name)
         if queue.remote:  # the count its node reports
             await queue.refresh_counts()
@@ -238,8 +239,8 @@ class VHost:
         created = await self.node.metadata.created(mc.DeclareExchange(
             mc_key(), self.name, name, str(type), durable, auto_delete, internal, dict(arguments or {})))  # fmt: skip
         if delayed:  # its messages' queue, before a delayed message comes (node/vhosts/delayed_messages.py)
-            await self.declare_queue(delayed_messages.backing_name(name), True,
-                                     arguments=dict(delayed_messages.BACKING_ARGUMENTS), internal=True)  # fmt: skip
+            for queue in delayed_messages.queue_names(name):
+                await self.declare_queue(queue, True, arguments=dict(delayed_messages.BACKING_ARGUMENTS), internal=True)
             self.node.delayed.check()
         return created
 
@@ -247,10 +248,9 @@ class VHost:
         if self.routing.exchange(name) is None:
             return False
         await self.node.metadata.run(mc.DeleteExchange(mc_key(), self.name, name))
-        backing = delayed_messages.backing_name(name)
-        if backing in self.queues and name not in self.routing.delayed_exchanges:  # a delayed one's messages go too
-            with contextlib.suppress(NotFound):
-                await self.delete_queue(backing)
+        for backing in () if name in self.routing.delayed_exchanges else delayed_messages.queue_names(name):
+            with contextlib.suppress(NotFound):  # a delayed exchange's messages go with it
+                await self.delete_queue(backing, internal=True)
         return True
 
     async def bind(self, source: str, kind: str, destination: str, key: str = "",

@@ -141,6 +141,8 @@ class QuorumQueue(Queue):
         behind the publishes; never for a drain or a pre-settled consumer."""
         if drain or consumer.presettled or link_credit <= 0 or self._qh.is_leader(self.group):
             return 0
+        if not getattr(consumer, "leased", True):  # a consumer whose credit must be exact (delayed_messages.py)
+            return 0
         return min(link_credit, self._qh.consumer_lease())
 
     def settle(self, consumer: Consumer, seqs: list[int], settlement: Settlement) -> None:

@@ -9,7 +9,7 @@ import tracemalloc
 import pytest
 
 from amqp.message import Message
-from routing.delay_index import Delay, DelayIndex, Take
+from routing.delay_index import Delay, DelayIndex, Keep, Take
 from routing.delayed import check_arguments, delay_of
 from routing.errors import PreconditionFailed
 
@@ -67,7 +67,21 @@ def test_commands_applied_in_the_same_order_give_the_same_state():
     with pytest.raises(TypeError):
         a.apply("nonsense")  # type: ignore[arg-type]
     with pytest.raises(ValueError):
-        a.apply(Delay(1 << 64, 5))
+        a.apply(Delay(1 << 65, 5))  # a 64-bit id and its queue's tag bit at most
+
+
+def test_keep_leaves_the_earliest_and_hands_back_the_rest_for_the_queue():
+    """The scheduler's window is full: it keeps the earliest half and gives the rest back."""
+    index = DelayIndex()
+    for ref, due in enumerate([500, 100, 300, 100, 200, 400]):
+        index.apply(Delay(ref | 1 << 64, due))  # tagged refs (the queue they came from) come back whole
+    assert sorted(index.apply(Keep(3))) == [ref | 1 << 64 for ref in (0, 2, 5)]  # due 500, 300, 400
+    assert len(index) == 3 and index.last_due() == 200 and index.next_due() == 100
+    assert index.apply(Keep(5)) == ()  # room enough: nothing given back
+    assert index.apply(Take(150, 10)) == (1 | 1 << 64, 3 | 1 << 64)  # still a heap after the cut
+    assert index.apply(Keep(0)) == (4 | 1 << 64,) and index.last_due() is None
+    with pytest.raises(ValueError):
+        index.apply(Keep(-1))
 
 
 def test_x_delay_is_read_from_the_annotation_then_the_application_property():

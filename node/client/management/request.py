@@ -57,6 +57,7 @@ from queues.equivalence import shown
 from queues.volatile import is_volatile
 from routing import permissions, topic_permissions
 from routing.address import quote_segment, unquote_segment
+from routing.delayed import check_internal
 from routing.errors import NotFound, PreconditionFailed, RoutingError
 from routing.oauth import TokenRefused
 
@@ -375,6 +376,7 @@ async def purge_queue(caller: Caller, name: str, body: Any) -> tuple[str, Any]:
     caller.check("read", name, "queue")
     queue = _queue(caller, name)
     _exclusive_access(caller, queue)
+    check_internal(name, "purge")
     purged = queue.purge()  # a quorum queue answers once its log applied the purge
     return OK, {"message_count": ULong(await purged if inspect.isawaitable(purged) else purged)}
 

@@ -12,6 +12,8 @@ from mgmt_client import Api
 from proton import Message, symbol
 from proton.utils import BlockingConnection
 
+from queues.base import QueueMessage
+
 pytestmark = pytest.mark.timeout(90)
 
 
@@ -212,3 +214,140 @@ def test_a_dead_letter_sent_to_a_delayed_exchange_waits_its_x_delay_and_keeps_it
     deaths = got.annotations[symbol("x-opt-deaths")]
     assert deaths[0][symbol("queue")] == "work" and deaths[0][symbol("reason")] == "expired"
     assert symbol("x-opt-delay-until") not in got.annotations  # the hold's own annotation stays behind
+
+
+def test_past_the_memory_window_delays_wait_in_the_later_queue_and_still_arrive_in_due_order(broker_factory, tmp_path):
+    """delayed_message_memory_window=10: the node holds checked out at most the window (and as
+    many being moved), its scheduler's index at most the window; the rest wait as ready
+    messages of amq.delayed-later.NAME. Short delays published behind long ones are seen at
+    once (the inbox is read continuously) and every message arrives, none before its due time."""
+    window = 10
+    node = broker_factory(tmp_path / "data", delayed_message_memory_window=window)
+    api = Api(node.broker.http_port)
+    declare(api, "wide", "direct", {"wq": "k"})
+    sent_at = node.broker.now_ms()
+    long = [delayed(f"long{i}", 2500 + 25 * i) for i in range(80)]
+    publish(node.url, "/exchanges/wide/k", long + [delayed(f"short{i}", 300) for i in range(5)])
+    [scheduler] = node.call(node.broker.delayed.schedulers)
+    later = node.queue("amq.delayed-later.wide")
+    inbox = node.queue("amq.delayed.wide")
+    deadline = time.monotonic() + 10  # moves done: each is counted in both queues until settled where it was
+    while (later.message_count < 60 or exchange_info(api, "wide")["messages_delayed"] != 85) and (
+        time.monotonic() < deadline
+    ):
+        time.sleep(0.05)
+    assert later.message_count >= 60  # past the window: on disk, a ready message each
+    assert node.call(lambda: len(scheduler.index)) <= window
+    assert inbox.unacked_count + later.unacked_count <= 2 * window
+    assert exchange_info(api, "wide")["messages_delayed"] == 85  # both queues counted
+    conn = BlockingConnection(node.url, timeout=10)
+    try:
+        receiver = conn.create_receiver("/queues/wq", credit=200)
+        arrivals = []
+        for _ in range(85):
+            arrivals.append((receiver.receive(timeout=30).body, node.broker.now_ms()))
+            receiver.accept()
+    finally:
+        conn.close()
+    bodies = [b for b, _ in arrivals]
+    assert sorted(bodies[:5]) == [f"short{i}" for i in range(5)]  # not stuck behind the long ones
+    assert sorted(bodies) == sorted([f"long{i}" for i in range(80)] + [f"short{i}" for i in range(5)])
+    for body, at in arrivals:
+        due = 300 if body.startswith("short") else 2500 + 25 * int(body[4:])
+        assert at - sent_at >= due, (body, at - sent_at)
+    assert node.call(lambda: scheduler.laps) >= 2  # the later queue was read in laps
+    settled(api, "wide")
+
+
+def test_many_delays_due_the_same_millisecond_past_the_window_are_moved_not_churned(broker_factory, tmp_path):
+    """Messages due at the same ms as the last one a cut kept are ordered by id: those past it are
+    moved to the later queue once, not taken back into the window and given back forever."""
+    node = broker_factory(tmp_path / "data", delayed_message_memory_window=10)
+    api = Api(node.broker.http_port)
+    declare(api, "ties", "direct", {"tq": "k"})
+    payload = Message(body="same ms", durable=True).encode()
+
+    def publish_same_due():  # one DelayedPublish: one due time for all of them
+        delayed_publish = node.broker.delayed.publisher(node.vhost, "ties", 60_000)
+        for _ in range(60):
+            delayed_publish.publish(QueueMessage(0, payload, True, None, 0, False, "ties", ["k"]), None)
+
+    node.call(publish_same_due)
+    later = node.queue("amq.delayed-later.ties")
+    deadline = time.monotonic() + 10
+    while later.message_count < 50 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert later.message_count >= 50, later.message_count  # 10 held at most, the rest on disk
+    [scheduler] = node.call(node.broker.delayed.schedulers)
+    assert node.call(lambda: len(scheduler.index)) <= 10
+    assert exchange_info(api, "ties")["messages_delayed"] == 60
+
+
+def test_delayed_messages_past_the_window_survive_a_restart(broker_factory, tmp_path):
+    """What waits in the later queue is replicated and on disk: after a restart the scheduler
+    takes a lap of it and every message still arrives, none before its due time."""
+    node = broker_factory(tmp_path / "data", delayed_message_memory_window=4)
+    api = Api(node.broker.http_port)
+    declare(api, "kept", "direct", {"kq": "k"})
+    sent_at = node.broker.now_ms()
+    publish(node.url, "/exchanges/kept/k", [delayed(f"m{i}", 2000 + 20 * i) for i in range(30)])
+    later = node.queue("amq.delayed-later.kept")
+    deadline = time.monotonic() + 10
+    while (later.message_count < 20 or exchange_info(api, "kept")["messages_delayed"] != 30) and (
+        time.monotonic() < deadline
+    ):
+        time.sleep(0.05)
+    assert later.message_count >= 20, later.message_count
+    assert exchange_info(api, "kept")["messages_delayed"] == 30
+    node.stop()
+    node = broker_factory(tmp_path / "data", delayed_message_memory_window=4)
+    api = Api(node.broker.http_port)
+    conn = BlockingConnection(node.url, timeout=10)
+    try:
+        receiver = conn.create_receiver("/queues/kq", credit=100)
+        arrivals = []
+        for _ in range(30):
+            arrivals.append((receiver.receive(timeout=20).body, node.broker.now_ms()))
+            receiver.accept()
+    finally:
+        conn.close()
+    assert sorted(b for b, _ in arrivals) == sorted(f"m{i}" for i in range(30))
+    assert all(at - sent_at >= 2000 + 20 * int(b[1:]) for b, at in arrivals)
+    settled(api, "kept")
+
+
+def test_a_bad_memory_window_setting_is_refused_naming_it():
+    from node.config import load
+
+    for bad in ("0", "-3"):
+        with pytest.raises(ValueError, match="delayed_message_memory_window"):
+            load(env={"WARREN_DELAYED_MESSAGE_MEMORY_WINDOW": bad})
+    for bad in (2.5, True, "10"):  # as a TOML file or a flag could give it
+        with pytest.raises(ValueError, match="delayed_message_memory_window"):
+            load(env={}, overrides={"delayed_message_memory_window": bad})
+    assert load(env={"WARREN_DELAYED_MESSAGE_MEMORY_WINDOW": "500"}).delayed_message_memory_window == 500
+
+
+def test_a_delayed_exchanges_queues_cannot_be_deleted_purged_or_read_by_a_user(api, node):
+    """They hold the exchange's messages: refused with a 400 naming why, over HTTP and AMQP;
+    deleting the exchange removes them."""
+    declare(api, "own", "direct", {"oq": "k"})
+    publish(node.url, "/exchanges/own/k", [delayed("kept", 60_000)])
+    for name in ("amq.delayed.own", "amq.delayed-later.own"):
+        reply = api.delete(f"/api/queues/%2F/{name}")
+        assert reply.status == 400 and "x-delayed-message" in str(reply.body), reply.body
+        reply = api.delete(f"/api/queues/%2F/{name}/contents")
+        assert reply.status == 400 and "purge" in str(reply.body), reply.body
+        reply = api.post(f"/api/queues/%2F/{name}/get", {"count": 1, "ackmode": "ack_requeue_false",
+                                                        "encoding": "auto"})  # fmt: skip
+        assert reply.status == 400 and "delayed messages" in str(reply.body), reply.body
+    conn = BlockingConnection(node.url, timeout=10)
+    try:
+        with pytest.raises(Exception, match="x-delayed-message"):
+            conn.create_receiver("/queues/amq.delayed.own", credit=10)
+    finally:
+        conn.close()
+    assert exchange_info(api, "own")["messages_delayed"] == 1  # nothing lost to the attempts
+    assert api.delete("/api/exchanges/%2F/own").status == 204
+    assert api.get("/api/queues/%2F/amq.delayed.own").status == 404
+    assert api.get("/api/queues/%2F/amq.delayed-later.own").status == 404

@@ -69,3 +69,47 @@ def test_killing_the_delay_groups_leader_loses_no_delayed_message(cluster):
     assert got == set(range(COUNT))
     cluster.wait_for(lambda: survivor.http("GET", "/api/exchanges/%2F/dx")["messages_delayed"] == 0, 30,
                      "the delay group emptied")  # fmt: skip
+
+
+def test_delays_waiting_past_a_small_window_survive_killing_a_node(cluster_factory):
+    """delayed_message_memory_window=3 on every node: most delayed messages wait in the
+    exchange's later queue (replicated like the inbox); killing the node that leads it loses
+    none, and every one arrives once due through the schedulers left."""
+    cluster = cluster_factory(3, env={"WARREN_DELAYED_MESSAGE_MEMORY_WINDOW": "3"})
+    cluster.start()
+    first = cluster[0]
+    first.http("PUT", "/api/exchanges/%2F/dx", {"type": "x-delayed-message", "durable": True,
+                                                "arguments": {"x-delayed-type": "direct"}})  # fmt: skip
+    first.http("PUT", "/api/queues/%2F/target", {"durable": True, "arguments": {"x-queue-type": "quorum"}})
+    first.http("POST", "/api/bindings/%2F/e/dx/q/target", {"routing_key": "k"})
+    later = "amq.delayed-later.dx"
+    for name in ("amq.delayed.dx", later, "target"):
+        cluster.wait_for(lambda n=name: (info(first, n) or {}).get("leader_elected"), 20, f"{name}'s leader")
+    cluster.wait_for(lambda: (info(first, later) or {}).get("consumers") == 3, 20, "a scheduler on every member")
+    publisher = next(i for i, n in enumerate(cluster.nodes) if n.id != info(first, later)["leader"])
+    conn = BlockingConnection(url(cluster[publisher]), timeout=20)
+    try:
+        sender = conn.create_sender("/exchanges/dx/k")
+        for i in range(COUNT):
+            msg = Message(id=i, body=f"m{i}", durable=True)
+            msg.annotations = {symbol("x-delay"): 4000 + 50 * i}
+            sender.send(msg)  # accepted once a majority of the inbox's group stored it
+    finally:
+        conn.close()
+    # three schedulers hold at most 3 each: the rest were moved to the later queue
+    cluster.wait_for(lambda: (info(cluster[publisher], later) or {}).get("messages_ready", 0) >= COUNT - 20, 20,
+                     "the delays past the windows in the later queue")  # fmt: skip
+    leader = next(i for i, n in enumerate(cluster.nodes) if n.id == info(cluster[publisher], later)["leader"])
+    cluster.kill9(leader)
+    survivor = cluster[next(i for i in range(3) if i != leader)]
+    conn = BlockingConnection(url(survivor), timeout=30)
+    got: set[int] = set()
+    try:
+        receiver = conn.create_receiver("/queues/target", credit=100)
+        while got != set(range(COUNT)):
+            delivery = receiver.receive(timeout=60)  # awaits each arrival (duplicates allowed: at least once)
+            got.add(delivery.id)
+            receiver.accept()
+    finally:
+        conn.close()
+    assert got == set(range(COUNT))

@@ -105,6 +105,17 @@ def test_the_leader_a_pre_settled_consumer_and_the_setting_at_zero_lease_nothing
         assert len(link.got) == 3 and queue.message_count == 7, setup
 
 
+def test_a_consumer_that_declines_the_lease_gets_exactly_its_credit_on_a_follower():
+    """The delayed exchanges' scheduler (leased = False): nothing is checked out beyond what it
+    asked for, so nothing waits in the replica for a credit it may never grant."""
+    queue, host, link = follower()
+    link.leased = False
+    queue.credit(link, 0, 3, False, False)
+    records = commit(queue, host)
+    assert [r.credit for r in records if isinstance(r, qq.Credit)] == [3]
+    assert len(link.got) == 3 and queue.unacked_count == 3 and queue.message_count == 7
+
+
 def test_competing_consumers_each_get_only_their_credit_and_a_detach_hands_the_held_ones_on():
     queue, host, first = follower()  # first: priority 0, attached first
     second = Link()
