@@ -98,9 +98,7 @@ class Broker:
         self.https_port: int | None = None
         self.metrics_port: int | None = None
         self.metrics_tls_port: int | None = None
-        # monotonic: the uptime counts real seconds, whatever happens to the wall clock
-        # (stepped back by NTP or an operator it went negative; the chaos clock-jump found it)
-        self.started_at = time.monotonic()
+        self.started_at = time.monotonic()  # uptime: real seconds, whatever the wall clock does
         self.management = ManagementAPI(self)
         self._runners: list[Any] = []  # the HTTP sites' runners
         # The Raft side of the node (node/cluster/cluster.py) and the metadata it replicates.
