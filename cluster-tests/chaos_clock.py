@@ -24,6 +24,10 @@ through the entrypoint: its own clock is the real one.
 
 from __future__ import annotations
 
+import time
+import urllib.error
+import urllib.request
+from email.utils import parsedate_to_datetime
 from typing import Any
 
 FAKETIME_FILE = "/tmp/warren-faketime.rc"  # docker-compose.chaos.yml's WARREN_FAKETIME_FILE
@@ -71,21 +75,44 @@ def reset_command(path: str = FAKETIME_FILE) -> list[str]:
     return ["sh", "-c", script]
 
 
+def observed_offset(host: str, port: int = 15672, timeout: float = 5.0) -> float:
+    """The node's wall clock minus this machine's, as the Date header of its HTTP API's
+    answer says (any answer: a 401 has one too); whole seconds, so within about 1 s."""
+    before = time.time()
+    try:
+        with urllib.request.urlopen(f"http://{host}:{port}/api/overview", timeout=timeout) as answer:
+            headers = answer.headers
+    except urllib.error.HTTPError as e:
+        headers = e.headers
+    after = time.time()
+    # the header truncates to the second: +0.5 puts it in the middle of that second
+    return parsedate_to_datetime(headers["Date"]).timestamp() + 0.5 - (before + after) / 2
+
+
 class ClockFaults:
-    """ComposeCluster's clock faults (its `exec`, `container`, `_nemesis` and `clocks`), each
-    recorded in the history as process "nemesis"."""
+    """ComposeCluster's clock faults (its `exec`, `container`, `ip`, `_nemesis` and `clocks`),
+    each recorded in the history as process "nemesis" with the node's clock offset as its HTTP
+    API then showed it (`observed`, seconds; None when it did not answer)."""
 
     clocks: dict[str, str]  # node -> its wall clock's fault ("+60s", "x1.5") until reset
     exec: Any
     container: Any
+    ip: Any
     _nemesis: Any
+
+    def clock_offset(self, node: str) -> float | None:
+        try:
+            return round(observed_offset(self.ip(node)), 1)
+        except (OSError, KeyError, TypeError, ValueError):
+            return None
 
     def clock_jump(self, node: str, seconds: float) -> None:
         """Step `node`'s wall clock `seconds` off the true time (libfaketime's offset file, see
         above); its monotonic clock does not move, as with a real step."""
-        with self._nemesis("clock-jump", {"node": node, "seconds": seconds}, node):
+        with self._nemesis("clock-jump", {"node": node, "seconds": seconds}, node) as op:
             self.exec(node, *jump_command(seconds))
             self.clocks[node] = offset_spec(seconds) + "s"
+            op.ok(observed=self.clock_offset(node))
 
     def clock_drift(self, node: str, rate: float) -> None:
         """From now on `node`'s wall clock runs `rate` times as fast as real time (a writer in its
@@ -96,6 +123,8 @@ class ClockFaults:
 
     def clock_reset(self, node: str) -> None:
         """`node`'s wall clock back to the true time (a drift's writer stopped first)."""
-        with self._nemesis("clock-reset", {"node": node, "was": self.clocks.get(node)}, node):
+        with self._nemesis("clock-reset", {"node": node, "was": self.clocks.get(node)}, node) as op:
+            before = self.clock_offset(node)
             self.exec(node, *reset_command())
             self.clocks.pop(node, None)
+            op.ok(observed_before=before, observed=self.clock_offset(node))
