@@ -3,14 +3,15 @@ clock_drift, clock_reset; the nemesis kinds clock-jump and clock-drift).
 
 Each chaos node runs under libfaketime (deploy/entrypoint.sh, WARREN_FAKETIME_FILE in
 docker-compose.chaos.yml): its wall clock is the real one plus the offset written in
-FAKETIME_FILE ("+60", "-12.5"), which libfaketime reads again at every call
-(FAKETIME_NO_CACHE), so rewriting the file moves the running node's clock at once. Its
-monotonic clocks are never faked (FAKETIME_DONT_FAKE_MONOTONIC).
+FAKETIME_FILE ("+60", "-12.5"), which libfaketime reads again once a second
+(FAKETIME_CACHE_DURATION=1), so rewriting the file moves the running node's clock within a
+second. Its monotonic clocks are never faked (FAKETIME_DONT_FAKE_MONOTONIC).
 
 - a jump writes one offset, "+N" or "-N" seconds;
 - a drift starts a writer process in the container that sets the offset to (rate - 1) times
   the real seconds since the drift began, every DRIFT_EVERY seconds: the node's wall clock
-  runs `rate` times as fast as real time, in steps of at most (rate - 1) * DRIFT_EVERY s.
+  runs `rate` times as fast as real time, in steps of (rate - 1) s, since the node reads the
+  file once a second.
   (libfaketime's own "x<rate>" modifier counts from the process's start, so setting it on a
   node up for minutes jumps its clock first, and with FAKETIME_XRESET the offset it built up
   stays after the rate goes back to 1: neither can be undone exactly, a writer can);
@@ -100,11 +101,18 @@ class ClockFaults:
     ip: Any
     _nemesis: Any
 
-    def clock_offset(self, node: str) -> float | None:
-        try:
-            return round(observed_offset(self.ip(node)), 1)
-        except (OSError, KeyError, TypeError, ValueError):
-            return None
+    def clock_offset(self, node: str, expected: float | None = None, timeout: float = 3.0) -> float | None:
+        """The node's clock offset as its HTTP API shows it; with `expected`, read again until
+        within 1 s of it or `timeout` passes (the node reads the file once a second)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                seen: float | None = round(observed_offset(self.ip(node)), 1)
+            except (OSError, KeyError, TypeError, ValueError):
+                seen = None
+            if expected is None or (seen is not None and abs(seen - expected) < 1) or time.monotonic() > deadline:
+                return seen
+            time.sleep(0.2)
 
     def clock_jump(self, node: str, seconds: float) -> None:
         """Step `node`'s wall clock `seconds` off the true time (libfaketime's offset file, see
@@ -112,7 +120,7 @@ class ClockFaults:
         with self._nemesis("clock-jump", {"node": node, "seconds": seconds}, node) as op:
             self.exec(node, *jump_command(seconds))
             self.clocks[node] = offset_spec(seconds) + "s"
-            op.ok(observed=self.clock_offset(node))
+            op.ok(observed=self.clock_offset(node, expected=seconds))
 
     def clock_drift(self, node: str, rate: float) -> None:
         """From now on `node`'s wall clock runs `rate` times as fast as real time (a writer in its
@@ -127,4 +135,4 @@ class ClockFaults:
             before = self.clock_offset(node)
             self.exec(node, *reset_command())
             self.clocks.pop(node, None)
-            op.ok(observed_before=before, observed=self.clock_offset(node))
+            op.ok(observed_before=before, observed=self.clock_offset(node, expected=0))

@@ -44,7 +44,7 @@ The fault kinds (KINDS):
 
 The clock faults (chaos_clock.py) go through libfaketime (Debian's), preloaded into every
 chaos node by deploy/entrypoint.sh; the nemesis rewrites the offset file the library reads
-at every call. They move the wall clock only (CLOCK_REALTIME: time.time(), what the node
+again once a second. They move the wall clock only (CLOCK_REALTIME: time.time(), what the node
 stamps messages, TTLs, timestamps and snapshots with); CLOCK_MONOTONIC (asyncio's and
 uvloop's timers, Raft's election and heartbeat timeouts, every duration the node measures)
 stays real (FAKETIME_DONT_FAKE_MONOTONIC=1), for three reasons:
