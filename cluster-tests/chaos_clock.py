@@ -103,14 +103,15 @@ class ClockFaults:
 
     def clock_offset(self, node: str, expected: float | None = None, timeout: float = 3.0) -> float | None:
         """The node's clock offset as its HTTP API shows it; with `expected`, read again until
-        within 1 s of it or `timeout` passes (the node reads the file once a second)."""
+        within 0.6 s of it (the Date header's second, and the request) or `timeout` passes (the
+        node reads the file once a second)."""
         deadline = time.monotonic() + timeout
         while True:
             try:
                 seen: float | None = round(observed_offset(self.ip(node)), 1)
             except (OSError, KeyError, TypeError, ValueError):
                 seen = None
-            if expected is None or (seen is not None and abs(seen - expected) < 1) or time.monotonic() > deadline:
+            if expected is None or (seen is not None and abs(seen - expected) <= 0.6) or time.monotonic() > deadline:
                 return seen
             time.sleep(0.2)
 
