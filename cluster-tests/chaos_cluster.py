@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from chaos_clock import ClockFaults
 from chaos_history import History
 from http_json import HttpError, request_json  # tests/support, on sys.path by conftest.py
 
@@ -161,14 +162,14 @@ def stage_context(dest: Path, source: str = "worktree") -> Path:
 
 
 def build_image(tag: str = IMAGE, base: str = BASE_IMAGE, source: str = "worktree") -> str:
-    """Build deploy/Dockerfile on `base` (with iptables) into `tag`; returns the image id."""
+    """Build deploy/Dockerfile on `base` (with iptables, tc and libfaketime) into `tag`; returns the image id."""
     client = _docker()
     with tempfile.TemporaryDirectory(prefix="warren-image-") as tmp:
         ctx = stage_context(Path(tmp) / "ctx", source)
         log: list[str] = []
         image_id = None
         for chunk in client.api.build(path=str(ctx), dockerfile="deploy/Dockerfile", tag=tag, rm=True, forcerm=True,
-                                      buildargs={"BASE_IMAGE": base, "WITH_IPTABLES": "1"}, decode=True):  # fmt: skip
+                                      buildargs={"BASE_IMAGE": base, "WITH_IPTABLES": "1", "WITH_FAKETIME": "1"}, decode=True):  # fmt: skip
             if "stream" in chunk:
                 log.append(chunk["stream"])
             if "aux" in chunk and "ID" in chunk["aux"]:
@@ -190,7 +191,7 @@ def http(host: str, port: int, method: str, path: str, body: Any = None, timeout
 # ---------------------------------------------------------------- the cluster
 
 
-class ComposeCluster:
+class ComposeCluster(ClockFaults):
     """See the module docstring."""
 
     def __init__(self, image: str = IMAGE, history: History | None = None, nodes: Iterable[str] = NODES,
@@ -215,6 +216,7 @@ class ComposeCluster:
         self.partitions: dict[str, set[str]] = {}  # node -> the nodes it drops
         self.paused: dict[str, str] = {}  # node -> how: "freezer" (docker pause) or "sigstop"
         self.shaped: dict[str, tuple[int, int]] = {}  # node -> (rate kbit/s, loss %) of its slow link
+        self.clocks: dict[str, str] = {}  # node -> its wall clock's fault ("+60s", "x1.5") until reset
         self._ips: dict[str, str] = {}
 
     # -- compose -----------------------------------------------------------------------------

@@ -33,14 +33,39 @@ The fault kinds (KINDS):
   what it exchanges with its peers. `tc netem` (fixed delay, jitter) is what the issue asks
   for, but this machine's kernel has no sch_netem ("Specified qdisc kind is unknown"), so
   the fixed delay and jitter are left out; the rate limit and the loss are real;
+- clock-jump: one node's wall clock stepped by +/- 15 s to 5 min (JUMPS), as settimeofday,
+  an NTP step or a VM restored from a snapshot do; stepped back to the true time when the
+  hold ends;
+- clock-drift: one node's wall clock runs fast or slow (RATES: x0.5 to x1.5) for the hold,
+  then is stepped back to the true time (as NTP would once it noticed);
 - replica-remove: a membership change under load: one node's replica removed from the
   workload's quorum queue (delete_member), added back (add_member) when the hold ends; not
   the leader's (refused): another node when the drawn one leads at the time.
 
-Not implemented: clock jumps and drift (libfaketime must be preloaded when the process
-starts and Warren's timers read the monotonic clock; left out for lack of time), full
-disks and fsync errors (issue 35 item 3, another branch), nodes joining, forgotten and
-rejoining (the compose cluster has a fixed node list until DNS peer discovery, item 6).
+The clock faults (chaos_clock.py) go through libfaketime (Debian's), preloaded into every
+chaos node by deploy/entrypoint.sh; the nemesis rewrites the offset file the library reads
+again once a second. They move the wall clock only (CLOCK_REALTIME: time.time(), what the node
+stamps messages, TTLs, timestamps and snapshots with); CLOCK_MONOTONIC (asyncio's and
+uvloop's timers, Raft's election and heartbeat timeouts, every duration the node measures)
+stays real (FAKETIME_DONT_FAKE_MONOTONIC=1), for three reasons:
+- a real step never moves the monotonic clock: that is what it is for;
+- a real monotonic clock's rate errs by at most 500 ppm (the kernel's limit on NTP's slew;
+  an oscillator worse than that makes NTP give up and step the wall clock instead), while a
+  drift of x0.5-x1.5 only exists between the wall clock and the monotonic one; and a node
+  whose monotonic clock runs fast or slow is a node whose timeouts are short or long, which
+  the pause and slow-link kinds already stress;
+- libfaketime 0.9.10 (bookworm's) cannot fake the monotonic clock of a Python process:
+  glibc hands the faked deadline of a timed wait (threading's sem_clockwait) straight to the
+  kernel and threading.Event().wait(0.2) hangs (libfaketime issue 390). With the monotonic
+  clock left alone, the one call it breaks is time.sleep() (clock_nanosleep with an
+  absolute monotonic deadline gets EINVAL: issue 426), which the node never makes.
+A drift is written by a process in the container (chaos_clock.py) rather than with
+libfaketime's "x" rate, which counts from the process's start and keeps its offset after
+the rate is set back.
+
+Not implemented: full disks and fsync errors (issue 35 item 3, another branch), nodes
+joining, forgotten and rejoining (the compose cluster has a fixed node list until DNS peer
+discovery, item 6).
 """
 
 from __future__ import annotations
@@ -62,6 +87,8 @@ KINDS = (
     "partition-bridge",
     "partition-one-way",
     "slow-link",
+    "clock-jump",
+    "clock-drift",
     "replica-remove",
 )
 # What a mixed run draws from unless told otherwise: every kind.
@@ -70,6 +97,8 @@ QUIET = 10.0  # seconds at the end of a run with no fault, for the cluster to co
 FIRST = 3.0  # seconds of load before the first fault
 HOLD = (3.0, 10.0)  # a fault lasts between these many seconds
 GAP = (2.0, 6.0)  # and the next one starts this long after it is healed
+JUMPS = (15, 30, 60, 120, 300)  # a clock jump's size in seconds (either way)
+RATES = (0.5, 0.8, 0.95, 1.05, 1.2, 1.5)  # a drifting clock's rate (slow or fast)
 
 
 @dataclass(frozen=True)
@@ -122,6 +151,10 @@ def _params(rng: random.Random, kind: str, nodes: list[str]) -> dict[str, Any]:
     if kind == "slow-link":
         return {"node": rng.choice(nodes), "rate_kbit": rng.choice((256, 512, 1024, 4096)),
                 "loss_pct": rng.choice((0, 1, 5, 10))}  # fmt: skip
+    if kind == "clock-jump":
+        return {"node": rng.choice(nodes), "seconds": rng.choice((-1, 1)) * rng.choice(JUMPS)}
+    if kind == "clock-drift":
+        return {"node": rng.choice(nodes), "rate": rng.choice(RATES)}
     return {}  # the leaders: resolved when the step runs
 
 
@@ -194,6 +227,14 @@ class Nemesis:
             c.slow_link(p["node"], p["rate_kbit"], p["loss_pct"])
             self._heal = lambda: c.clear_slow_link(p["node"])
             return p["node"]
+        if step.kind == "clock-jump":
+            c.clock_jump(p["node"], p["seconds"])
+            self._heal = lambda: c.clock_reset(p["node"])
+            return f"{p['node']} {p['seconds']:+}s"
+        if step.kind == "clock-drift":
+            c.clock_drift(p["node"], p["rate"])
+            self._heal = lambda: c.clock_reset(p["node"])
+            return f"{p['node']} x{p['rate']}"
         if step.kind == "replica-remove":
             if self.queue is None:
                 raise ValueError("replica-remove needs the nemesis's quorum queue")
@@ -213,7 +254,7 @@ class Nemesis:
 
     def heal_all(self) -> None:
         """Whatever may be left by a run cut short: every node running, none paused, no
-        partition, no slow link."""
+        partition, no slow link, every clock true."""
         c = self.cluster
         self.heal_current()
         for node in list(c.paused):
@@ -224,6 +265,8 @@ class Nemesis:
         c.heal()
         for node in list(c.shaped):
             c.clear_slow_link(node)
+        for node in list(c.clocks):
+            c.clock_reset(node)
 
     def _queue_leader(self) -> str | None:
         if self.queue is None:

@@ -34,6 +34,23 @@ def test_each_fault_kind_alone(cluster, kind):
     mixed = run(cluster, 11, 12, steps)
     assert [s.kind for s, _ in mixed.nemesis.applied] == [kind]
     assert any(o.process == "nemesis" for o in cluster.history.ops())
+    if kind.startswith("clock-"):
+        check_the_node_saw_its_clock_move(cluster, steps[0])
+
+
+def check_the_node_saw_its_clock_move(cluster, step):
+    """The node's HTTP API (its Date header, to the second) showed the offset the fault set,
+    and the true time after the reset: libfaketime was preloaded and read the file."""
+    [fault] = [o for o in cluster.history.ops(process="nemesis") if o.f == step.kind]
+    [reset] = [o for o in cluster.history.ops(process="nemesis") if o.f == "clock-reset"]
+    assert fault.node == reset.node == step.params["node"]
+    if step.kind == "clock-jump":
+        expected = step.params["seconds"]
+        assert fault.meta["observed"] == pytest.approx(expected, abs=0.9)
+    else:  # (rate - 1) s per second from the writer's start to the reset's reading
+        expected = (step.params["rate"] - 1) * (reset.start - fault.end)
+    assert reset.meta["observed_before"] == pytest.approx(expected, abs=0.9)
+    assert reset.meta["observed"] == pytest.approx(0, abs=0.9)
 
 
 @pytest.mark.parametrize("seed", [101, 202])

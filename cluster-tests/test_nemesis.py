@@ -4,7 +4,7 @@ schedule, every fault is healed before the quiet end, the kinds mix, and bad inp
 from __future__ import annotations
 
 import pytest
-from chaos_nemesis import DEFAULT_KINDS, KINDS, QUIET, schedule
+from chaos_nemesis import DEFAULT_KINDS, JUMPS, KINDS, QUIET, RATES, schedule
 
 NODES3 = ["warren1", "warren2", "warren3"]
 NODES5 = [f"warren{i}" for i in range(1, 6)]
@@ -48,6 +48,17 @@ def test_targets_are_cluster_nodes_and_splits_cover_them():
                 assert p["left"] and p["right"]
             if s.kind == "slow-link":
                 assert p["rate_kbit"] > 0 and 0 <= p["loss_pct"] <= 10
+            if s.kind == "clock-jump":
+                assert abs(p["seconds"]) in JUMPS
+            if s.kind == "clock-drift":
+                assert p["rate"] in RATES and p["rate"] != 1
+
+
+def test_clock_faults_go_both_ways():
+    jumps = [s.params["seconds"] for seed in range(10) for s in schedule(seed, 180, NODES3, kinds=("clock-jump",))]
+    rates = [s.params["rate"] for seed in range(10) for s in schedule(seed, 180, NODES3, kinds=("clock-drift",))]
+    assert min(jumps) < 0 < max(jumps) and min(rates) < 1 < max(rates)
+    assert {"clock-jump", "clock-drift"} <= set(DEFAULT_KINDS)
 
 
 def test_kinds_restrict_the_schedule():

@@ -98,7 +98,7 @@ class Broker:
         self.https_port: int | None = None
         self.metrics_port: int | None = None
         self.metrics_tls_port: int | None = None
-        self.started_at = time.time()
+        self.started_at = time.monotonic()  # uptime: real seconds, whatever the wall clock does
         self.management = ManagementAPI(self)
         self._runners: list[Any] = []  # the HTTP sites' runners
         # The Raft side of the node (node/cluster/cluster.py) and the metadata it replicates.
@@ -201,7 +201,7 @@ class Broker:
         except BaseException:
             await self.stop()
             raise
-        self.started_at = time.time()
+        self.started_at = time.monotonic()
         self.memory.set_baseline()  # what the started node holds beyond what it accounts for
         log.info("node=%s listening amqp=%s:%s amqps=%s http=%s https=%s metrics=%s metrics_tls=%s cluster=%s "
                  "data_dir=%s", cfg.node_name, cfg.listen_host, self.amqp_port, self.amqps_port, self.http_port,

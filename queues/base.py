@@ -228,7 +228,13 @@ class QueueHost(Protocol):
     """What a queue may ask of the node that hosts it (injected: no I/O or
     clock inside the queue itself)."""
 
-    def now_ms(self) -> int: ...
+    def now_ms(self) -> int:
+        """The wall clock (message TTLs, timestamps): NTP or an operator may step it."""
+
+    def monotonic_ms(self) -> int:
+        """A clock that only counts real time, as call_later's timers do: for durations (how
+        long a message is held, how long a queue is idle), which a wall clock stepped back or
+        forward would stretch or cut short."""
 
     def call_later(self, delay_s: float, fn: Callable[[], None]) -> Any:
         """Schedules fn; returns a handle with .cancel()."""

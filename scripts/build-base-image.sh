@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build the local base image warren-base:bookworm without any image registry:
 # a Debian bookworm minbase made by debootstrap (python3, python3-venv, python3-pip,
-# iptables for the chaos harness's partitions), imported with `docker import`.
+# iptables for the chaos harness's partitions, libfaketime for its clock faults), imported with `docker import`.
 #
 #   scripts/build-base-image.sh            # skips the build when the image exists
 #   FORCE=1 scripts/build-base-image.sh    # rebuild it
@@ -17,7 +17,7 @@ set -euo pipefail
 TAG=${BASE_IMAGE_TAG:-warren-base:bookworm}
 MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 SUITE=bookworm
-PACKAGES=python3,python3-venv,python3-pip,iptables,ca-certificates
+PACKAGES=python3,python3-venv,python3-pip,iptables,libfaketime,ca-certificates
 
 if [ "${FORCE:-0}" != 1 ] && docker image inspect "$TAG" >/dev/null 2>&1; then
     echo "build-base-image: $TAG exists ($(docker image inspect -f '{{.Size}}' "$TAG" | awk '{printf "%.0f MB", $1/1e6}')); FORCE=1 rebuilds it"

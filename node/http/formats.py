@@ -433,7 +433,7 @@ def node_json(node: ManagementNode, started_at: float, resources: dict) -> dict:
         "sockets_used": len(node.connections),
         "sockets_total": resources.get("fd_total", 0),  # a socket is a file descriptor: the same bound
         "processors": resources.get("processors", 1),
-        "uptime": int((time.time() - started_at) * 1000),
+        "uptime": int((time.monotonic() - started_at) * 1000),  # started_at is monotonic
         "db_dir": cfg.data_dir,
         "net_ticktime": 60,
         "partitions": [],

@@ -48,7 +48,7 @@ class ScrapedNode(Protocol):
     memory: MemoryAccount  # what the node holds, by part (/metrics/memory-breakdown)
     logins: LoginService  # its verdicts by protocol (rabbitmq_auth_attempts_*)
     projections: Projections  # the metadata as read (rabbitmq_identity_info's cluster name and id)
-    started_at: float  # time.time() when the node started (rabbitmq_erlang_uptime_seconds)
+    started_at: float  # time.monotonic() when the node started (uptime, rabbitmq_erlang_uptime_seconds)
     shovels: ShovelManager | None  # dynamic shovels' status (shovel_routes.py, rabbitmq_shovel_*); None until started
 
 

@@ -72,7 +72,7 @@ def node_limits(node: ScrapedNode, prefix: str, _scope: Scope) -> Iterator[Metri
     yield GaugeMetricFamily(prefix + "disk_space_available_limit_bytes", "Free disk space low watermark in bytes",
                             alarms.disk_free_limit)  # fmt: skip
     # RabbitMQ's name for the node's uptime (the runtime's, there: the node's, here)
-    yield GaugeMetricFamily(prefix + "erlang_uptime_seconds", "Node uptime", max(0.0, time.time() - node.started_at))
+    yield GaugeMetricFamily(prefix + "erlang_uptime_seconds", "Node uptime", time.monotonic() - node.started_at)
 
 
 def auth_attempts(node: ScrapedNode, prefix: str, _scope: Scope) -> Iterator[Metric]:

@@ -14,7 +14,9 @@ it in a worker thread.
 Every span is [start_ms, end_ms): a record stands for its node from its
 `wall_ms` for one `interval_ms`; consecutive records with the same value merge.
 A gap longer than GAP_PERIODS periods without a record is a `gap` (the node was
-down or not writing) and breaks every span.
+down or not writing) and breaks every span; between records of one boot the time
+that passed is their `mono_ms` difference, so a wall clock stepped forward (NTP, an
+operator, the chaos suite's clock-jump) is no gap.
 """
 
 from __future__ import annotations
@@ -92,7 +94,7 @@ def _reduce(r: dict) -> dict:
             groups.append({k: g.get(k) for k in ("name", "role", "term", "leader", "members", "reachable")})
     flags = r.get("feature_flags") or {}
     queues = {q["group"]: _label(q) for q in r.get("queues") or () if isinstance(q, dict) and q.get("group")}
-    return {"queues": queues, "wall_ms": r["wall_ms"], "interval_ms": r.get("interval_ms") or 5000, "boot_id": r.get("boot_id"),
+    return {"queues": queues, "wall_ms": r["wall_ms"], "mono_ms": r.get("mono_ms"), "interval_ms": r.get("interval_ms") or 5000, "boot_id": r.get("boot_id"),
             "version": r.get("version"), "member_id": r.get("member_id"), "node": r.get("node"), "groups": groups,
             "enabled": list(flags.get("enabled") or ()) if isinstance(flags, dict) else [],
             "alarms": list(r.get("alarms") or ())}  # fmt: skip
@@ -105,6 +107,14 @@ def _label(queue: dict) -> str:
 
 
 # ---------------------------------------------------------------- spans
+
+
+def _elapsed(prev: dict, r: dict) -> int:
+    """Milliseconds from record `prev` to `r`: the monotonic clock's within one boot (a stepped
+    wall clock moves wall_ms, not mono_ms), else the wall clock's."""
+    if prev["boot_id"] == r["boot_id"] and isinstance(prev["mono_ms"], int) and isinstance(r["mono_ms"], int):
+        return r["mono_ms"] - prev["mono_ms"]
+    return r["wall_ms"] - prev["wall_ms"]
 
 
 class _Lane:
@@ -147,9 +157,12 @@ def timeline(directory: str, now_ms: int, window_ms: int, max_records: int, max_
     for i, r in enumerate(records):
         labels.update(r["queues"])
         start = r["wall_ms"]
-        nxt = records[i + 1]["wall_ms"] if i + 1 < len(records) else None
-        end = nxt if nxt is not None and nxt - start <= r["interval_ms"] * GAP_PERIODS else start + r["interval_ms"]
-        contiguous = prev is not None and start - prev["wall_ms"] <= prev["interval_ms"] * GAP_PERIODS
+        nxt = records[i + 1] if i + 1 < len(records) else None
+        if nxt is not None and _elapsed(r, nxt) <= r["interval_ms"] * GAP_PERIODS:
+            end = max(start, nxt["wall_ms"])  # a clock stepped back: an empty span, not a negative one
+        else:
+            end = start + r["interval_ms"]
+        contiguous = prev is not None and _elapsed(prev, r) <= prev["interval_ms"] * GAP_PERIODS
         if prev is not None and not contiguous:
             out["gaps"].append({"start_ms": prev["wall_ms"] + prev["interval_ms"], "end_ms": start})
         if prev is not None and r["boot_id"] != prev["boot_id"]:

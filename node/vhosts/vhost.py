@@ -56,6 +56,16 @@ UNSUPPORTED_TYPES: set[str] = set()  # types this build knows but cannot run (no
 DEFAULT_QUORUM_SIZE = 3  # x-quorum-initial-group-size, capped by the cluster size
 
 
+def wall_ms() -> int:
+    """The wall clock, which NTP or an operator may step."""
+    return int(time.time() * 1000)
+
+
+def monotonic_ms() -> int:
+    """A clock of real time only (as asyncio's and uvloop's timers count), for durations."""
+    return int(time.monotonic() * 1000)
+
+
 class QueueTypeNotSupported(RoutingError):
     condition_code = Condition.NOT_IMPLEMENTED
 
@@ -423,8 +433,8 @@ class VHost:
     def count_dropped(self, queue: Queue, reason: str, n: int) -> None:
         self.node.metrics.count_dead_letter(reason, queue.type_name, "disabled", n)
 
-    def now_ms(self) -> int:
-        return int(time.time() * 1000)
+    now_ms = staticmethod(wall_ms)  # TTLs, timestamps
+    monotonic_ms = staticmethod(monotonic_ms)  # durations, as the loop's timers count them
 
     def call_later(self, delay_s: float, fn: Callable[[], None]) -> Any:
         return self.node.loop.call_later(delay_s, fn)

@@ -125,6 +125,9 @@ class VolatileQueues:
     def now_ms(self) -> int:
         return int(time.time() * 1000)
 
+    def monotonic_ms(self) -> int:
+        return int(time.monotonic() * 1000)
+
     def call_later(self, delay_s: float, fn: Callable[[], None]) -> Any:
         return self._loop.call_later(delay_s, fn)
 

@@ -28,7 +28,7 @@ class Retention:
         self._last_used = 0
         expires = queue.config.expires
         if expires is not None:
-            self._last_used = self._host.now_ms()
+            self._last_used = self._host.monotonic_ms()
             self.arm_expiry(expires)
 
     def discard(self, msg: QueueMessage, reason: str) -> None:
@@ -97,14 +97,17 @@ class Retention:
 
     # -- x-expires ----------------------------------------------------------------
 
+    # idle time is a duration: the monotonic clock, which a stepped wall clock does not move
+    # (RabbitMQ's x-expires is a timer)
+
     def touch(self) -> None:
-        self._last_used = self._host.now_ms()
+        self._last_used = self._host.monotonic_ms()
 
     def idle_since_now(self) -> None:
         """The last consumer left: the x-expires countdown starts."""
         expires = self.queue.config.expires
         if expires is not None:
-            self._last_used = self._host.now_ms()
+            self._last_used = self._host.monotonic_ms()
             self.arm_expiry(expires)
 
     def expiry_changed(self) -> None:
@@ -116,8 +119,8 @@ class Retention:
         if expires is None or self.queue.consumer_count:
             return
         if not self._last_used:
-            self._last_used = self._host.now_ms()
-        self.arm_expiry(max(0, self._last_used + expires - self._host.now_ms()))
+            self._last_used = self._host.monotonic_ms()
+        self.arm_expiry(max(0, self._last_used + expires - self._host.monotonic_ms()))
 
     def arm_expiry(self, delay_ms: int) -> None:
         if self._expiry_timer is None:
@@ -136,7 +139,7 @@ class Retention:
         expires = queue.config.expires
         if queue.deleted or queue.consumer_count or expires is None:
             return  # a consumer's detach re-arms it
-        left = self._last_used + expires - self._host.now_ms()
+        left = self._last_used + expires - self._host.monotonic_ms()
         if left > 0:
             self.arm_expiry(left)
         else:

@@ -9,7 +9,9 @@ none. It is the same rule as the quorum queue's (queues/quorum/timeouts.py),
 measured the same way: while consumers hold messages a check runs every
 `stamp_interval_ms(timeout)` (a twentieth of it, 1 s to 1 minute), stamping
 the messages it sees held for the first time, so the delivery path costs
-nothing and a timeout is late by at most that interval.
+nothing and a timeout is late by at most that interval. The stamps are the
+host's monotonic clock (as RabbitMQ's are), not the wall clock, which NTP or
+an operator may step (the quorum queue's must be its log's wall-clock stamps).
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ class ConsumerTimeouts:
         if queue.deleted or not self.timeout:
             self._stamps = {}
             return
-        now = queue._host.now_ms()
+        now = queue._host.monotonic_ms()  # a duration: a stepped wall clock must not move it
         limit = now - self.timeout
         seen, stamps = self._stamps, {}  # rebuilt from what is held: settled ones drop out
         late: list[tuple[ConsumerState, list[int]]] = []

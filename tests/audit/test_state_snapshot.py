@@ -181,6 +181,9 @@ class _Host:
     def now_ms(self):
         return 1_700_000_000_000
 
+    def monotonic_ms(self):
+        return 1_000
+
     def call_later(self, delay_s, fn):
         return types.SimpleNamespace(cancel=lambda: None)
 

@@ -26,8 +26,13 @@ class Timer:
 
 
 class FakeHost:
+    """Two clocks, as a node has: `now` the wall clock (now_ms: TTLs, timestamps) and `mono`
+    the monotonic one (monotonic_ms, and what timers count); `advance` moves both, `jump`
+    steps the wall clock alone (NTP, an operator)."""
+
     def __init__(self) -> None:
         self.now = T0
+        self.mono = T0
         self.timers: list[Timer] = []
         self.dead: list[tuple[int, str, QueueMessage]] = []
         self.deleted: list[ClassicQueue] = []
@@ -37,9 +42,12 @@ class FakeHost:
     def now_ms(self) -> int:
         return self.now
 
+    def monotonic_ms(self) -> int:
+        return self.mono
+
     def call_later(self, delay_s: float, fn) -> Timer:
         assert delay_s >= 0
-        timer = Timer(self.now + round(delay_s * 1000), fn)
+        timer = Timer(self.mono + round(delay_s * 1000), fn)
         self.timers.append(timer)
         return timer
 
@@ -47,16 +55,24 @@ class FakeHost:
         return [t for t in self.timers if not t.cancelled]
 
     def advance(self, ms: int) -> None:
-        target = self.now + ms
+        target = self.mono + ms
         while True:
             due = [t for t in self.timers if not t.cancelled and t.when <= target]
             if not due:
                 break
             timer = min(due, key=lambda t: t.when)
             self.timers.remove(timer)
-            self.now = max(self.now, timer.when)
+            self._tick(max(0, timer.when - self.mono))
             timer.fn()
-        self.now = target
+        self._tick(target - self.mono)
+
+    def _tick(self, ms: int) -> None:
+        self.now += ms
+        self.mono += ms
+
+    def jump(self, ms: int) -> None:
+        """The wall clock stepped by `ms` (either way); timers and the monotonic clock do not move."""
+        self.now += ms
 
     def dead_letter(self, queue, message: QueueMessage, reason: str, confirmed=None) -> None:
         self.dead.append((message.seq, reason, message))

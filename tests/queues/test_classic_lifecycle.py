@@ -167,3 +167,21 @@ def test_delete_tells_every_consumer_once():
     assert q.delete() == 3
     assert (a.deleted, b.deleted) == (1, 1)
     assert q.delete() == 0 and (a.deleted, b.deleted) == (1, 1)
+
+
+@pytest.mark.parametrize("step_ms", [120_000, -120_000])
+def test_x_expires_counts_real_idle_time_across_a_wall_clock_step(step_ms):
+    # found going through the wall clock's uses for the chaos suite's clock faults: idle time
+    # is a duration (RabbitMQ's x-expires is a timer); a wall clock stepped back kept the queue, one stepped forward ended it early
+    # when a policy changed x-expires
+    for change in (False, True):
+        host = FakeHost()
+        q = make(host, x_expires=30_000)
+        host.advance(10_000)
+        host.jump(step_ms)
+        if change:
+            q.apply_policy({"x-expires": 40_000})  # idle 10 s of 40
+        host.advance(19_999 if not change else 29_999)
+        assert host.deleted == []
+        host.advance(1)
+        assert host.deleted == [q]

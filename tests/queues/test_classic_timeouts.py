@@ -111,3 +111,22 @@ def test_a_released_message_delivered_again_is_held_anew():
     assert c.timeouts == [] and q.unacked_count == 1
     host.advance(5000)
     assert len(c.timeouts) == 1
+
+
+@pytest.mark.parametrize("step_ms", [120_000, -120_000])
+def test_a_wall_clock_step_times_out_a_consumer_neither_early_nor_late(step_ms):
+    # found going through the wall clock's uses for the chaos suite's clock faults
+    # (cluster-tests/chaos_nemesis.py): the time a message is held is a duration, measured on
+    # the monotonic clock as RabbitMQ's is
+    host = FakeHost()
+    q = make(host, x_consumer_timeout=60_000)
+    c = FakeConsumer()
+    q.attach_consumer(c)
+    fill(q, 1)
+    grant(q, c, 1)
+    host.advance(10_000)
+    host.jump(step_ms)  # NTP or an operator steps the wall clock
+    host.advance(49_000)  # held 59 s
+    assert c.timeouts == [] and q.unacked_count == 1
+    host.advance(2 * 60_000 // 20 + 1)  # first seen held at the first check, found at a later one
+    assert len(c.timeouts) == 1 and q.message_count == 1

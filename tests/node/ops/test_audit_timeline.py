@@ -110,3 +110,19 @@ def test_lines_longer_than_a_block_are_read_whole(tmp_path, monkeypatch):
     write(tmp_path, [record(i) for i in range(5)])
     records, _ = read_newest(str(tmp_path / "snapshots"), 0, 100, 1 << 20)
     assert [r["wall_ms"] - T0 for r in records] == [0, 1000, 2000, 3000, 4000]
+
+
+def test_a_wall_clock_stepped_forward_is_no_gap(tmp_path):
+    # found going through the wall clock's uses for the chaos suite's clock faults: the node
+    # kept writing a record a second (mono_ms), its wall clock jumped 5 minutes ahead
+    stepped = [record(i) for i in range(6)]
+    for r in stepped[3:]:
+        r["wall_ms"] += 300_000
+    write(tmp_path, stepped)
+    t = run(tmp_path, 306)
+    assert t["gaps"] == [] and t["restarts"] == []
+    [me] = [m for m in t["members"] if m["node"] == "warren@a"]
+    assert [(s["state"], s["start_ms"] - T0, s["end_ms"] - T0) for s in me["spans"]] == [("self", 0, 306_000)]
+    # a restart in between is still a gap: the boots' monotonic clocks are not comparable
+    write(tmp_path, [record(0), record(1), record(5, boot="b2")])
+    assert [(g["start_ms"] - T0, g["end_ms"] - T0) for g in run(tmp_path, 6)["gaps"]] == [(2000, 5000)]
