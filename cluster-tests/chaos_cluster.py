@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from chaos_clock import ClockFaults
+from chaos_clock import FAKETIME_FILE, ClockFaults
 from chaos_history import History
 from http_json import HttpError, request_json  # tests/support, on sys.path by conftest.py
 
@@ -196,8 +196,9 @@ class ComposeCluster(ClockFaults):
 
     def __init__(self, image: str = IMAGE, history: History | None = None, nodes: Iterable[str] = NODES,
                  project: str | None = None, artifacts: Path | None = None,
-                 compose: list[str] | None = None) -> None:  # fmt: skip
+                 compose: list[str] | None = None, faketime: bool = False) -> None:  # fmt: skip
         self.image = image
+        self.faketime = faketime  # nodes under libfaketime: the clock faults can run (chaos_clock.py)
         self.history = history if history is not None else History()
         self.nodes = list(nodes)
         self.project = project or f"warren-chaos-{os.getpid()}-{secrets.token_hex(3)}"
@@ -209,7 +210,8 @@ class ComposeCluster(ClockFaults):
         self.env = {**os.environ, "WARREN_IMAGE": image, "WARREN_AMQP_HOST_PORT": str(amqp),
                     "WARREN_HTTP_HOST_PORT": str(http_port), "WARREN_METRICS_HOST_PORT": str(metrics),
                     "WARREN_CLUSTER_SECRET": "chaos-" + secrets.token_hex(8),
-                    "WARREN_DEFAULT_USER": USER, "WARREN_DEFAULT_PASSWORD": PASSWORD}  # fmt: skip
+                    "WARREN_DEFAULT_USER": USER, "WARREN_DEFAULT_PASSWORD": PASSWORD,
+                    "WARREN_CHAOS_FAKETIME_FILE": FAKETIME_FILE if faketime else ""}  # fmt: skip
         self.images: dict[str, str] = {}  # node -> the image it runs when not `image` (replace)
         self.node_env: dict[str, dict[str, str]] = {}  # node -> extra environment of its container
         self._override_dir = tempfile.mkdtemp(prefix="warren-compose-")

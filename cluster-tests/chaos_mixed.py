@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "suppo
 from chaos_checker import ENQUEUE, QueueCheck, check_stream_order, check_total_queue
 from chaos_cluster import ComposeCluster
 from chaos_history import OK, History
-from chaos_nemesis import DEFAULT_KINDS, KINDS, Nemesis, Step, schedule
+from chaos_nemesis import CLOCK_KINDS, DEFAULT_KINDS, KINDS, Nemesis, Step, schedule
 from chaos_report import Report
 from chaos_rpc import RpcCheck, RpcWorkload, check_rpc
 from chaos_scenarios import converge, poll
@@ -238,7 +238,8 @@ def main(argv: list[str]) -> int:
         parser.error(f"--kinds {args.kinds!r}: unknown {unknown}; known: {','.join(KINDS)}")
     out = Path(args.out) if args.out else Path(__file__).resolve().parent / "chaos-runs" / f"seed-{args.seed}"
     prepared = prepare_docker(source=args.source)
-    cluster = ComposeCluster(prepared.image, History(), artifacts=out, compose=prepared.compose)
+    cluster = ComposeCluster(prepared.image, History(), artifacts=out, compose=prepared.compose,
+                             faketime=bool(CLOCK_KINDS & set(kinds)))  # fmt: skip
     try:
         cluster.up()
         run = MixedRun(cluster, args.seed, args.duration, kinds=kinds)

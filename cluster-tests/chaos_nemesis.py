@@ -43,7 +43,7 @@ The fault kinds (KINDS):
   the leader's (refused): another node when the drawn one leads at the time.
 
 The clock faults (chaos_clock.py) go through libfaketime (Debian's), preloaded into every
-chaos node by deploy/entrypoint.sh; the nemesis rewrites the offset file the library reads
+node of a cluster made with faketime=True (CLOCK_KINDS; deploy/entrypoint.sh); the nemesis rewrites the offset file the library reads
 again once a second. They move the wall clock only (CLOCK_REALTIME: time.time(), what the node
 stamps messages, TTLs, timestamps and snapshots with); CLOCK_MONOTONIC (asyncio's and
 uvloop's timers, Raft's election and heartbeat timeouts, every duration the node measures)
@@ -93,6 +93,8 @@ KINDS = (
 )
 # What a mixed run draws from unless told otherwise: every kind.
 DEFAULT_KINDS = KINDS
+# The kinds that need the nodes under libfaketime (a cluster made with faketime=True).
+CLOCK_KINDS = frozenset({"clock-jump", "clock-drift"})
 QUIET = 10.0  # seconds at the end of a run with no fault, for the cluster to converge
 FIRST = 3.0  # seconds of load before the first fault
 HOLD = (3.0, 10.0)  # a fault lasts between these many seconds

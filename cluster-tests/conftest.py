@@ -27,6 +27,7 @@ TIMINGS: list[tuple[str, float]] = []  # (what, seconds), printed at the end of 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "docker: needs a Docker engine (scripts/ensure-docker.sh starts one)")
+    config.addinivalue_line("markers", "faketime: the `cluster` fixture's nodes run under libfaketime (clock faults)")
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -79,15 +80,17 @@ class ClusterPool:
         self.current: ComposeCluster | None = None
         self.fresh = os.environ.get("WARREN_CHAOS_FRESH") == "1"
 
-    def get(self, name: str, artifacts: Path) -> ComposeCluster:
+    def get(self, name: str, artifacts: Path, faketime: bool = False) -> ComposeCluster:
+        """`faketime`: a cluster whose nodes run under libfaketime, for the clock faults (one
+        without is made anew rather than handed on, and the other way round)."""
         c = self.current
-        if c is not None and not self.fresh and self._whole(c):
+        if c is not None and not self.fresh and c.faketime == faketime and self._whole(c):
             c.history = History()
             c.artifacts = artifacts
             return c
         self.discard()
         started = time.monotonic()
-        c = ComposeCluster(image=self.image, artifacts=artifacts)
+        c = ComposeCluster(image=self.image, artifacts=artifacts, faketime=faketime)
         self.current = c
         c.up()
         TIMINGS.append((f"compose up until converged ({name})", time.monotonic() - started))
@@ -125,7 +128,7 @@ def cluster(request: pytest.FixtureRequest, cluster_pool: ClusterPool, tmp_path:
     $WARREN_CHAOS_ARTIFACTS/<test> (pytest removes old tmp_paths)."""
     keep = os.environ.get("WARREN_CHAOS_ARTIFACTS")
     artifacts = Path(keep) / request.node.name if keep else tmp_path
-    c = cluster_pool.get(request.node.name, artifacts)
+    c = cluster_pool.get(request.node.name, artifacts, faketime=request.node.get_closest_marker("faketime") is not None)
     yield c
     failed = any(getattr(request.node, f"rep_{w}", None) is not None and getattr(request.node, f"rep_{w}").failed
                  for w in ("setup", "call"))  # fmt: skip

@@ -13,7 +13,8 @@ import pytest
 from chaos_mixed import MixedRun
 from chaos_nemesis import KINDS, schedule
 
-pytestmark = [pytest.mark.slow, pytest.mark.docker, pytest.mark.timeout(900)]
+# faketime: the nemesis draws clock faults, which need the nodes under libfaketime (conftest.py)
+pytestmark = [pytest.mark.slow, pytest.mark.docker, pytest.mark.faketime, pytest.mark.timeout(900)]
 
 
 def run(cluster, seed: int, duration: float, steps=None) -> MixedRun:
