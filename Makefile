@@ -26,13 +26,15 @@ test: install lint
 test-fast: install
 	$(PY) -m pytest -q -m "not slow"
 
-# One long mixed run of the randomised nemesis on a fresh compose cluster (cluster-tests/chaos_mixed.py):
+# One long mixed run of the randomised nemesis on a fresh compose cluster (cluster-tests/chaos_mixed.py;
+# KINDS=kill9,clock-jump,... chooses the fault kinds, clock kinds included):
 # history and report in cluster-tests/chaos-runs/seed-$(SEED); fails when anything is lost or violated.
 SEED ?= 1
 DURATION ?= 180
 NODES ?= 3
+KINDS ?=
 chaos: install
-	$(PY) cluster-tests/chaos_mixed.py --seed $(SEED) --duration $(DURATION) --nodes $(NODES)
+	$(PY) cluster-tests/chaos_mixed.py --seed $(SEED) --duration $(DURATION) --nodes $(NODES) $(if $(KINDS),--kinds $(KINDS))
 
 bench: install
 	$(PY) bench/codec.py

@@ -87,14 +87,16 @@ KINDS = (
     "partition-bridge",
     "partition-one-way",
     "slow-link",
+    "replica-remove",
     "clock-jump",
     "clock-drift",
-    "replica-remove",
 )
-# What a mixed run draws from unless told otherwise: every kind.
-DEFAULT_KINDS = KINDS
 # The kinds that need the nodes under libfaketime (a cluster made with faketime=True).
 CLOCK_KINDS = frozenset({"clock-jump", "clock-drift"})
+# What a mixed run draws from unless told otherwise (`--kinds`): every kind but the clock ones,
+# since under libfaketime a cluster forms slower and a node killed -9 can time out its first
+# metadata commit on restart (docs/chaos.md, Open): the clock faults have their own tests.
+DEFAULT_KINDS = tuple(k for k in KINDS if k not in CLOCK_KINDS)
 QUIET = 10.0  # seconds at the end of a run with no fault, for the cluster to converge
 FIRST = 3.0  # seconds of load before the first fault
 HOLD = (3.0, 10.0)  # a fault lasts between these many seconds

@@ -56,17 +56,7 @@ def test_killing_the_delay_groups_leader_loses_no_delayed_message(cluster):
     assert held["messages_unacknowledged"] + held["messages_ready"] == COUNT
     cluster.kill9(leader)
     survivor = cluster[(leader + 2) % 3]
-    conn = BlockingConnection(url(survivor), timeout=30)
-    got: set[int] = set()
-    try:
-        receiver = conn.create_receiver("/queues/target", credit=100)
-        while got != set(range(COUNT)):
-            delivery = receiver.receive(timeout=60)  # awaits each arrival (duplicates allowed: at least once)
-            got.add(delivery.id)
-            receiver.accept()
-    finally:
-        conn.close()
-    assert got == set(range(COUNT))
+    assert every_id_arrives(survivor) == set(range(COUNT))
     cluster.wait_for(lambda: survivor.http("GET", "/api/exchanges/%2F/dx")["messages_delayed"] == 0, 30,
                      "the delay group emptied")  # fmt: skip
 
@@ -102,14 +92,19 @@ def test_delays_waiting_past_a_small_window_survive_killing_a_node(cluster_facto
     leader = next(i for i, n in enumerate(cluster.nodes) if n.id == info(cluster[publisher], later)["leader"])
     cluster.kill9(leader)
     survivor = cluster[next(i for i in range(3) if i != leader)]
-    conn = BlockingConnection(url(survivor), timeout=30)
+    assert every_id_arrives(survivor) == set(range(COUNT))
+
+
+def every_id_arrives(node) -> set[int]:
+    """The ids `target` gives a consumer on `node` until each of 0..COUNT-1 has come (duplicates
+    allowed: at least once), each arrival awaited up to 60 s."""
+    conn = BlockingConnection(url(node), timeout=30)
     got: set[int] = set()
     try:
         receiver = conn.create_receiver("/queues/target", credit=100)
         while got != set(range(COUNT)):
-            delivery = receiver.receive(timeout=60)  # awaits each arrival (duplicates allowed: at least once)
-            got.add(delivery.id)
+            got.add(receiver.receive(timeout=60).id)
             receiver.accept()
     finally:
         conn.close()
-    assert got == set(range(COUNT))
+    return got

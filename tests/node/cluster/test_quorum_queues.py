@@ -14,6 +14,7 @@ from cluster_procs import HttpError
 from confirmed_sends import publish_until_stopped
 from proton import Delivery, Message, Timeout
 from proton.utils import BlockingConnection
+from received import receive_ids
 
 pytestmark = pytest.mark.slow
 
@@ -375,12 +376,8 @@ def test_a_member_taken_off_gives_back_what_its_consumers_held(cluster):
     out = cluster.ctl(other.index, "delete_member", "qq-taken-off", holder.id)
     assert out.returncode == 0, out.stderr
     conn = BlockingConnection(url(other), timeout=10)
-    receiver = conn.create_receiver("/queues/qq-taken-off", credit=20)
-    got = []
     try:
-        for _ in range(20):
-            got.append(receiver.receive(timeout=15).id)
-            receiver.accept()
+        got = receive_ids(conn.create_receiver("/queues/qq-taken-off", credit=20), 20)
     finally:
         conn.close()
         held.close()
@@ -413,12 +410,8 @@ def test_a_member_added_back_lets_go_of_what_its_proxied_consumers_held(cluster)
     out = cluster.ctl(other.index, "add_member", "qq-back", member.id)
     assert out.returncode == 0, out.stderr
     conn = BlockingConnection(url(other), timeout=10)
-    receiver = conn.create_receiver("/queues/qq-back", credit=20)
-    got = []
     try:
-        for _ in range(20):
-            got.append(receiver.receive(timeout=15).id)
-            receiver.accept()
+        got = receive_ids(conn.create_receiver("/queues/qq-back", credit=20), 20)
     finally:
         conn.close()
         with contextlib.suppress(Exception):
