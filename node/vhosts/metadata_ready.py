@@ -14,7 +14,7 @@ from metadata import commands as mc
 from metadata.feature_flags import FeatureFlagRegistry, local_member
 from node import __version__
 from node.cluster.cluster import ClusterError
-from node.vhosts.metadata_store import MetadataRefused, MetadataStore, new_key
+from node.vhosts.metadata_store import MetadataRefused, MetadataStore, MetadataUnavailable, new_key
 from routing.users import hash_password
 
 if TYPE_CHECKING:
@@ -47,7 +47,7 @@ async def metadata_ready(cluster: Cluster, metadata: MetadataStore, flags: Featu
                 await _seed_cluster_id(metadata)
             await _seed_cluster_name(metadata, cfg.cluster_name)
             return
-        except ClusterError as e:
+        except (ClusterError, MetadataUnavailable) as e:  # a commit that timed out too: tried again
             if loop.time() >= deadline:
                 raise ClusterError(f"the metadata store did not become available in "
                                    f"{cfg.cluster_ready_timeout:g}s: {e}") from None  # fmt: skip
