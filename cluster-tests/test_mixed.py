@@ -47,11 +47,14 @@ def check_the_node_saw_its_clock_move(cluster, step):
     [reset] = [o for o in cluster.history.ops(process="nemesis") if o.f == "clock-reset"]
     assert fault.node == reset.node == step.params["node"]
     if step.kind == "clock-jump":
-        expected = step.params["seconds"]
-        assert fault.meta["observed"] == pytest.approx(expected, abs=0.9)
-    else:  # (rate - 1) s per second from the writer's start to the reset's reading
-        expected = (step.params["rate"] - 1) * (reset.start - fault.end)
-    assert reset.meta["observed_before"] == pytest.approx(expected, abs=0.9)
+        expected, slack = step.params["seconds"], 0.9
+        assert fault.meta["observed"] == pytest.approx(expected, abs=slack)
+    else:  # (rate - 1) s per second from the writer's start (within the fault's op) to the reading
+        expected = (step.params["rate"] - 1) * (reset.start - fault.start)
+        # a moving offset read through whole-second Date headers (aiohttp's is also cached for a
+        # second) and a file the node reads once a second: one run saw 2.0 s for 1.0 expected
+        slack = 1.5
+    assert reset.meta["observed_before"] == pytest.approx(expected, abs=slack)
     assert reset.meta["observed"] == pytest.approx(0, abs=0.9)
 
 
