@@ -100,11 +100,11 @@ class ClockFaults:
     container: Any
     ip: Any
     _nemesis: Any
-    faketime: bool
+    faketime: frozenset[str]
 
-    def _needs_faketime(self, kind: str) -> None:
-        if not self.faketime:
-            raise ValueError(f"{kind} needs a cluster made with faketime=True (its nodes under libfaketime)")
+    def _needs_faketime(self, kind: str, node: str) -> None:
+        if node not in self.faketime:
+            raise ValueError(f"{kind} of {node} needs it under libfaketime (ComposeCluster's faketime)")
 
     def clock_offset(self, node: str, expected: float | None = None, timeout: float = 3.0) -> float | None:
         """The node's clock offset as its HTTP API shows it; with `expected`, read again until
@@ -123,7 +123,7 @@ class ClockFaults:
     def clock_jump(self, node: str, seconds: float) -> None:
         """Step `node`'s wall clock `seconds` off the true time (libfaketime's offset file, see
         above); its monotonic clock does not move, as with a real step."""
-        self._needs_faketime("clock-jump")
+        self._needs_faketime("clock-jump", node)
         with self._nemesis("clock-jump", {"node": node, "seconds": seconds}, node) as op:
             self.exec(node, *jump_command(seconds))
             self.clocks[node] = offset_spec(seconds) + "s"
@@ -132,7 +132,7 @@ class ClockFaults:
     def clock_drift(self, node: str, rate: float) -> None:
         """From now on `node`'s wall clock runs `rate` times as fast as real time (a writer in its
         container moves the offset, see above); its monotonic clock keeps the real rate."""
-        self._needs_faketime("clock-drift")
+        self._needs_faketime("clock-drift", node)
         with self._nemesis("clock-drift", {"node": node, "rate": rate}, node):
             self.container(node).exec_run(drift_command(rate), detach=True)
             self.clocks[node] = f"x{rate}"

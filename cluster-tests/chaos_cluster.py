@@ -196,9 +196,10 @@ class ComposeCluster(ClockFaults):
 
     def __init__(self, image: str = IMAGE, history: History | None = None, nodes: Iterable[str] = NODES,
                  project: str | None = None, artifacts: Path | None = None,
-                 compose: list[str] | None = None, faketime: bool = False) -> None:  # fmt: skip
+                 compose: list[str] | None = None, faketime: Iterable[str] = ()) -> None:  # fmt: skip
         self.image = image
-        self.faketime = faketime  # nodes under libfaketime: the clock faults can run (chaos_clock.py)
+        # the nodes under libfaketime, whose clocks the clock faults can move (chaos_clock.py)
+        self.faketime = frozenset(faketime)
         self.history = history if history is not None else History()
         self.nodes = list(nodes)
         self.project = project or f"warren-chaos-{os.getpid()}-{secrets.token_hex(3)}"
@@ -210,10 +211,10 @@ class ComposeCluster(ClockFaults):
         self.env = {**os.environ, "WARREN_IMAGE": image, "WARREN_AMQP_HOST_PORT": str(amqp),
                     "WARREN_HTTP_HOST_PORT": str(http_port), "WARREN_METRICS_HOST_PORT": str(metrics),
                     "WARREN_CLUSTER_SECRET": "chaos-" + secrets.token_hex(8),
-                    "WARREN_DEFAULT_USER": USER, "WARREN_DEFAULT_PASSWORD": PASSWORD,
-                    "WARREN_CHAOS_FAKETIME_FILE": FAKETIME_FILE if faketime else ""}  # fmt: skip
+                    "WARREN_DEFAULT_USER": USER, "WARREN_DEFAULT_PASSWORD": PASSWORD}  # fmt: skip
         self.images: dict[str, str] = {}  # node -> the image it runs when not `image` (replace)
-        self.node_env: dict[str, dict[str, str]] = {}  # node -> extra environment of its container
+        self.node_env: dict[str, dict[str, str]] = {n: self._faketime_env(n) for n in self.faketime}
+        # node -> extra environment of its container
         self._override_dir = tempfile.mkdtemp(prefix="warren-compose-")
         self.partitions: dict[str, set[str]] = {}  # node -> the nodes it drops
         self.paused: dict[str, str] = {}  # node -> how: "freezer" (docker pause) or "sigstop"
@@ -232,6 +233,10 @@ class ComposeCluster(ClockFaults):
                 f"{' '.join(cmd)} failed ({run.returncode}):\n{run.stdout[-2000:]}\n{run.stderr[-3000:]}"
             )
         return run
+
+    def _faketime_env(self, node: str) -> dict[str, str]:
+        """deploy/entrypoint.sh preloads libfaketime when this is set (docker-compose.chaos.yml)."""
+        return {"WARREN_FAKETIME_FILE": FAKETIME_FILE} if node in self.faketime else {}
 
     def _image_override(self) -> list[Path]:
         """A compose file giving nodes their own image (replaced ones) and extra environment
@@ -258,7 +263,7 @@ class ComposeCluster(ClockFaults):
         with self._nemesis("replace", {"node": node, "image": image}, node):
             self.container(node).stop(timeout=30)
             self.images[node] = image
-            self.node_env[node] = dict(env or {})
+            self.node_env[node] = {**self._faketime_env(node), **(env or {})}
             self.compose("up", "-d", "--no-deps", "--no-build", node)
             self._ips.pop(node, None)
             self.wait_answers(node, timeout)

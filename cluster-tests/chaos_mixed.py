@@ -239,7 +239,7 @@ def main(argv: list[str]) -> int:
     out = Path(args.out) if args.out else Path(__file__).resolve().parent / "chaos-runs" / f"seed-{args.seed}"
     prepared = prepare_docker(source=args.source)
     cluster = ComposeCluster(prepared.image, History(), artifacts=out, compose=prepared.compose,
-                             faketime=bool(CLOCK_KINDS & set(kinds)))  # fmt: skip
+                             faketime=NODES if CLOCK_KINDS & set(kinds) else ())  # fmt: skip
     try:
         cluster.up()
         run = MixedRun(cluster, args.seed, args.duration, kinds=kinds)

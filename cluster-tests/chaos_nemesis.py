@@ -43,8 +43,8 @@ The fault kinds (KINDS):
   the leader's (refused): another node when the drawn one leads at the time.
 
 The clock faults (chaos_clock.py) go through libfaketime (Debian's), preloaded into every
-node of a cluster made with faketime=True (CLOCK_KINDS; deploy/entrypoint.sh); the nemesis rewrites the offset file the library reads
-again once a second. They move the wall clock only (CLOCK_REALTIME: time.time(), what the node
+node named in ComposeCluster's `faketime` (CLOCK_KINDS; deploy/entrypoint.sh); the nemesis
+rewrites the offset file the library reads again once a second. They move the wall clock only (CLOCK_REALTIME: time.time(), what the node
 stamps messages, TTLs, timestamps and snapshots with); CLOCK_MONOTONIC (asyncio's and
 uvloop's timers, Raft's election and heartbeat timeouts, every duration the node measures)
 stays real (FAKETIME_DONT_FAKE_MONOTONIC=1), for three reasons:
@@ -91,7 +91,7 @@ KINDS = (
     "clock-jump",
     "clock-drift",
 )
-# The kinds that need the nodes under libfaketime (a cluster made with faketime=True).
+# The kinds that need their node under libfaketime (named in ComposeCluster's `faketime`).
 CLOCK_KINDS = frozenset({"clock-jump", "clock-drift"})
 # What a mixed run draws from unless told otherwise (`--kinds`): every kind but the clock ones,
 # since under libfaketime a cluster forms slower and a node killed -9 can time out its first

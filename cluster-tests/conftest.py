@@ -27,7 +27,7 @@ TIMINGS: list[tuple[str, float]] = []  # (what, seconds), printed at the end of 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "docker: needs a Docker engine (scripts/ensure-docker.sh starts one)")
-    config.addinivalue_line("markers", "faketime: the `cluster` fixture's nodes run under libfaketime (clock faults)")
+    config.addinivalue_line("markers", "faketime(nodes): these nodes of the `cluster` fixture run under libfaketime")
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -80,9 +80,9 @@ class ClusterPool:
         self.current: ComposeCluster | None = None
         self.fresh = os.environ.get("WARREN_CHAOS_FRESH") == "1"
 
-    def get(self, name: str, artifacts: Path, faketime: bool = False) -> ComposeCluster:
-        """`faketime`: a cluster whose nodes run under libfaketime, for the clock faults (one
-        without is made anew rather than handed on, and the other way round)."""
+    def get(self, name: str, artifacts: Path, faketime: frozenset[str] = frozenset()) -> ComposeCluster:
+        """`faketime`: the nodes to run under libfaketime, for the clock faults (a cluster with
+        others is made anew rather than handed on)."""
         c = self.current
         if c is not None and not self.fresh and c.faketime == faketime and self._whole(c):
             c.history = History()
@@ -128,7 +128,8 @@ def cluster(request: pytest.FixtureRequest, cluster_pool: ClusterPool, tmp_path:
     $WARREN_CHAOS_ARTIFACTS/<test> (pytest removes old tmp_paths)."""
     keep = os.environ.get("WARREN_CHAOS_ARTIFACTS")
     artifacts = Path(keep) / request.node.name if keep else tmp_path
-    c = cluster_pool.get(request.node.name, artifacts, faketime=request.node.get_closest_marker("faketime") is not None)
+    marker = request.node.get_closest_marker("faketime")
+    c = cluster_pool.get(request.node.name, artifacts, faketime=frozenset(marker.args[0]) if marker else frozenset())
     yield c
     failed = any(getattr(request.node, f"rep_{w}", None) is not None and getattr(request.node, f"rep_{w}").failed
                  for w in ("setup", "call"))  # fmt: skip
