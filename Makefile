@@ -21,7 +21,7 @@ lint: install
 	$(VENV)/bin/ruff check .
 
 test: install lint
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=60
 
 test-fast: install
 	$(PY) -m pytest -q -m "not slow"
