@@ -190,7 +190,7 @@ class DelayedMessages:
         are) and this node's counters."""
         held = self._node.vhosts.get(vhost)
         delayed = 0
-        for name in (backing_name(exchange), later_name(exchange)):
+        for name in queue_names(exchange):
             queue = held.queues.get(name) if held is not None else None
             if queue is not None:
                 delayed += queue.message_count + queue.unacked_count
@@ -214,7 +214,7 @@ class DelayedMessages:
             delayed = vhost.routing.delayed_exchanges
             for exchange in delayed:
                 pair = []
-                for name in (backing_name(exchange), later_name(exchange)):
+                for name in queue_names(exchange):
                     queue = vhost.queues.get(name)
                     if queue is None:
                         missing.append((vhost, exchange, name))

@@ -61,6 +61,21 @@ def settled(api: Api, name: str) -> dict:
     return info
 
 
+def arrivals_at(node, address: str, n: int, credit: int, timeout: float) -> list[tuple[str, int]]:
+    """(body, the node's clock in ms when it arrived) of the next `n` messages at `address`, each
+    accepted; `timeout` seconds at most for each."""
+    conn = BlockingConnection(node.url, timeout=10)
+    try:
+        receiver = conn.create_receiver(address, credit=credit)
+        arrivals = []
+        for _ in range(n):
+            arrivals.append((receiver.receive(timeout=timeout).body, node.broker.now_ms()))
+            receiver.accept()
+    finally:
+        conn.close()
+    return arrivals
+
+
 def test_a_delayed_message_arrives_not_before_its_delay_and_an_undelayed_one_at_once(api, node):
     declare(api, "later", "direct", {"q": "k"})
     conn = BlockingConnection(node.url, timeout=10)
@@ -240,15 +255,7 @@ def test_past_the_memory_window_delays_wait_in_the_later_queue_and_still_arrive_
     assert node.call(lambda: len(scheduler.index)) <= window
     assert inbox.unacked_count + later.unacked_count <= 2 * window
     assert exchange_info(api, "wide")["messages_delayed"] == 85  # both queues counted
-    conn = BlockingConnection(node.url, timeout=10)
-    try:
-        receiver = conn.create_receiver("/queues/wq", credit=200)
-        arrivals = []
-        for _ in range(85):
-            arrivals.append((receiver.receive(timeout=30).body, node.broker.now_ms()))
-            receiver.accept()
-    finally:
-        conn.close()
+    arrivals = arrivals_at(node, "/queues/wq", 85, credit=200, timeout=30)
     bodies = [b for b, _ in arrivals]
     assert sorted(bodies[:5]) == [f"short{i}" for i in range(5)]  # not stuck behind the long ones
     assert sorted(bodies) == sorted([f"long{i}" for i in range(80)] + [f"short{i}" for i in range(5)])
@@ -302,15 +309,7 @@ def test_delayed_messages_past_the_window_survive_a_restart(broker_factory, tmp_
     node.stop()
     node = broker_factory(tmp_path / "data", delayed_message_memory_window=4)
     api = Api(node.broker.http_port)
-    conn = BlockingConnection(node.url, timeout=10)
-    try:
-        receiver = conn.create_receiver("/queues/kq", credit=100)
-        arrivals = []
-        for _ in range(30):
-            arrivals.append((receiver.receive(timeout=20).body, node.broker.now_ms()))
-            receiver.accept()
-    finally:
-        conn.close()
+    arrivals = arrivals_at(node, "/queues/kq", 30, credit=100, timeout=20)
     assert sorted(b for b, _ in arrivals) == sorted(f"m{i}" for i in range(30))
     assert all(at - sent_at >= 2000 + 20 * int(b[1:]) for b, at in arrivals)
     settled(api, "kept")

@@ -26,12 +26,17 @@ def info(node, name: str) -> dict | None:
         return None
 
 
+def declare_dx_to_target(node) -> None:
+    """The delayed exchange `dx` (direct underneath) and the quorum queue `target`, bound with `k`."""
+    node.http("PUT", "/api/exchanges/%2F/dx", {"type": "x-delayed-message", "durable": True,
+                                               "arguments": {"x-delayed-type": "direct"}})  # fmt: skip
+    node.http("PUT", "/api/queues/%2F/target", {"durable": True, "arguments": {"x-queue-type": "quorum"}})
+    node.http("POST", "/api/bindings/%2F/e/dx/q/target", {"routing_key": "k"})
+
+
 def test_killing_the_delay_groups_leader_loses_no_delayed_message(cluster):
     first = cluster[0]
-    first.http("PUT", "/api/exchanges/%2F/dx", {"type": "x-delayed-message", "durable": True,
-                                                "arguments": {"x-delayed-type": "direct"}})  # fmt: skip
-    first.http("PUT", "/api/queues/%2F/target", {"durable": True, "arguments": {"x-queue-type": "quorum"}})
-    first.http("POST", "/api/bindings/%2F/e/dx/q/target", {"routing_key": "k"})
+    declare_dx_to_target(first)
     backing = "amq.delayed.dx"
     cluster.wait_for(lambda: (info(first, backing) or {}).get("leader_elected"), 20, "the delay group's leader")
     cluster.wait_for(lambda: (info(first, "target") or {}).get("leader_elected"), 20, "the target's leader")
@@ -68,10 +73,7 @@ def test_delays_waiting_past_a_small_window_survive_killing_a_node(cluster_facto
     cluster = cluster_factory(3, env={"WARREN_DELAYED_MESSAGE_MEMORY_WINDOW": "3"})
     cluster.start()
     first = cluster[0]
-    first.http("PUT", "/api/exchanges/%2F/dx", {"type": "x-delayed-message", "durable": True,
-                                                "arguments": {"x-delayed-type": "direct"}})  # fmt: skip
-    first.http("PUT", "/api/queues/%2F/target", {"durable": True, "arguments": {"x-queue-type": "quorum"}})
-    first.http("POST", "/api/bindings/%2F/e/dx/q/target", {"routing_key": "k"})
+    declare_dx_to_target(first)
     later = "amq.delayed-later.dx"
     for name in ("amq.delayed.dx", later, "target"):
         cluster.wait_for(lambda n=name: (info(first, n) or {}).get("leader_elected"), 20, f"{name}'s leader")

@@ -358,16 +358,21 @@ def test_credit_taken_back_while_a_delivery_is_decided_does_not_starve_the_consu
         publisher.close()
 
 
+def publish_ids(node, queue: str, n: int) -> None:
+    """Messages 0..n-1 (id i, body "m<i>", durable) to `queue` through `node`, each confirmed."""
+    conn = BlockingConnection(url(node), timeout=10)
+    sender = conn.create_sender(f"/queues/{queue}")
+    for i in range(n):
+        sender.send(Message(id=i, body=f"m{i}", durable=True))
+    conn.close()
+
+
 def test_a_member_taken_off_gives_back_what_its_consumers_held(cluster):
     """A replica removed while a consumer attached there holds messages unsettled: the
     leader returns them (the chaos suite's replica-remove nemesis found them stuck)."""
     enable_quorum_queues(cluster)
     q = declare(cluster, 0, "qq-taken-off")
-    conn = BlockingConnection(url(cluster[0]), timeout=10)
-    sender = conn.create_sender("/queues/qq-taken-off")
-    for i in range(20):
-        sender.send(Message(id=i, body=f"m{i}", durable=True))
-    conn.close()
+    publish_ids(cluster[0], "qq-taken-off", 20)
     holder = next(n for n in cluster.nodes if n.id != q["leader"])
     other = next(n for n in cluster.nodes if n is not holder)
     held = BlockingConnection(url(holder), timeout=10)  # stays open: its consumer never settles
@@ -394,11 +399,7 @@ def test_a_member_added_back_lets_go_of_what_its_proxied_consumers_held(cluster)
     leader = next(n for n in cluster.nodes if n.id == q["leader"])
     member = next(n for n in cluster.nodes if n is not leader)  # removed and added back
     other = next(n for n in cluster.nodes if n is not leader and n is not member)
-    conn = BlockingConnection(url(leader), timeout=10)
-    sender = conn.create_sender("/queues/qq-back")
-    for i in range(20):
-        sender.send(Message(id=i, body=f"m{i}", durable=True))
-    conn.close()
+    publish_ids(leader, "qq-back", 20)
     out = cluster.ctl(other.index, "delete_member", "qq-back", member.id)
     assert out.returncode == 0, out.stderr
     # a proxy's info has no members: the node uses the queue through another node now
