@@ -25,11 +25,11 @@ no reply and no retry: a reply crosses at most once.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from amqp import codec
+from node.vhosts.vhost import monotonic_ms, wall_ms
 from queues.base import ConfirmCallback, Outcome, Queue, QueueMessage
 from queues.volatile import VolatileQueue, new_name, node_of
 
@@ -122,11 +122,8 @@ class VolatileQueues:
 
     # -- QueueHost -----------------------------------------------------------------------
 
-    def now_ms(self) -> int:
-        return int(time.time() * 1000)
-
-    def monotonic_ms(self) -> int:
-        return int(time.monotonic() * 1000)
+    now_ms = staticmethod(wall_ms)  # the vhosts' clocks (node/vhosts/vhost.py)
+    monotonic_ms = staticmethod(monotonic_ms)
 
     def call_later(self, delay_s: float, fn: Callable[[], None]) -> Any:
         return self._loop.call_later(delay_s, fn)
