@@ -213,8 +213,8 @@ class ComposeCluster(ClockFaults):
                     "WARREN_CLUSTER_SECRET": "chaos-" + secrets.token_hex(8),
                     "WARREN_DEFAULT_USER": USER, "WARREN_DEFAULT_PASSWORD": PASSWORD}  # fmt: skip
         self.images: dict[str, str] = {}  # node -> the image it runs when not `image` (replace)
+        # node -> extra environment of its container (libfaketime's to begin with)
         self.node_env: dict[str, dict[str, str]] = {n: self._faketime_env(n) for n in self.faketime}
-        # node -> extra environment of its container
         self._override_dir = tempfile.mkdtemp(prefix="warren-compose-")
         self.partitions: dict[str, set[str]] = {}  # node -> the nodes it drops
         self.paused: dict[str, str] = {}  # node -> how: "freezer" (docker pause) or "sigstop"

@@ -480,7 +480,7 @@ class MetadataWorkload:
 
 
 __all__ = ["QueueWorkload", "MetadataWorkload", "declare_queue", "queue_address", "metadata_change",
-           "metadata_view", "change_outcome", "OK", "FAIL", "INFO"]  # fmt: skip
+           "metadata_view", "change_outcome", "drain_all", "finish_all", "OK", "FAIL", "INFO"]  # fmt: skip
 
 
 def drain_all(workloads: list[QueueWorkload], quiet: float, timeout: float) -> list[bool]:
