@@ -36,6 +36,7 @@ COMPONENT = "shovel"
 CHECK_INTERVAL = 1.0  # seconds between placement checks (a member lost shows up here)
 SHOVEL_STATUS_CALL, SHOVEL_RESTART_CALL = "shovel.status", "shovel.restart"
 CALL_TIMEOUT = 3.0
+HANDOVER_TIMEOUT = 10.0  # seconds a shovel moving away may take to finish what it has in flight
 
 
 class ShovelNode(ShovelPorts, Protocol):
@@ -129,8 +130,10 @@ class ShovelManager:
         me = self.node.node_id
         for key in list(self._running):
             value = wanted.get(key)
-            if value is None or owner_of(*key, live) != me or self._running[key].value != value:
+            if value is None or self._running[key].value != value:
                 self._stop_one(key)
+            elif owner_of(*key, live) != me:
+                self._stop_one(key, hand_over=True)
         for key, value in wanted.items():
             if key not in self._running and owner_of(*key, live) == me:
                 self._start_one(key, value)
@@ -153,11 +156,17 @@ class ShovelManager:
             log.error("shovel %s/%s failed", *key, exc_info=task.exception())
         # a finished shovel stays listed (terminated) until its parameter is gone
 
-    def _stop_one(self, key: tuple[str, str]) -> None:
+    def _stop_one(self, key: tuple[str, str], hand_over: bool = False) -> None:
+        """Stops a shovel here at once (deleted, changed, this node stopping) or, when it
+        moves to another node, once what it has in flight is finished, HANDOVER_TIMEOUT at most."""
         running = self._running.pop(key, None)
         if running is not None and running.task is not None:
-            running.task.cancel()
-            log.info("shovel %s/%s stopped on %s", *key, self.node.node_id)
+            if hand_over:
+                running.runner.hand_over()
+                self.loop.call_later(HANDOVER_TIMEOUT, running.task.cancel)
+            else:
+                running.task.cancel()
+            log.info("shovel %s/%s stopped on %s%s", *key, self.node.node_id, " (handed over)" if hand_over else "")
 
     async def _done(self, key: tuple[str, str], value: str) -> None:
         """src-delete-after reached: the shovel deletes its parameter, as RabbitMQ's does."""

@@ -78,6 +78,10 @@ class _Finished(Exception):
     """src-delete-after reached: the shovel is done."""
 
 
+class _HandedOver(Exception):
+    """The shovel moved to another node and what it had in flight is finished: it stops here."""
+
+
 class ShovelRunner:
     def __init__(self, vhost: str, name: str, definition: ShovelDefinition, ports: ShovelPorts,
                  on_done: Callable[[], Awaitable[None]]) -> None:  # fmt: skip
@@ -86,15 +90,27 @@ class ShovelRunner:
         self._on_done = on_done
         self._limit: int | None = None  # src-delete-after as a count, once known
         self._uri_turn = 0
+        self._transfer: _Transfer | None = None
+        self._handing_over = False
+
+    def hand_over(self) -> None:
+        """Another node runs this shovel now: take no more from the source, finish what is in
+        flight (its copies confirmed, then settled at the source) and stop, so a planned move
+        copies nothing twice. The caller bounds the wait (it cancels the task after a while)."""
+        self._handing_over = True
+        if self._transfer is not None:
+            self._transfer.wind_down()
 
     # ------------------------------------------------------------ the loop
 
     async def run(self) -> None:
-        """Until cancelled, or until src-delete-after is reached."""
-        while True:
+        """Until cancelled, until src-delete-after is reached, or once handed over."""
+        while not self._handing_over:
             self.status.set(STARTING)
             try:
                 await self._session()
+            except _HandedOver:
+                return
             except _Finished:
                 self.status.set(TERMINATED, "")
                 log.info("shovel %s/%s transferred %d messages: done", self.vhost, self.name, self.status.transferred)
@@ -135,8 +151,12 @@ class ShovelRunner:
         try:
             dest = await self._connect(definition.dest, "dest")
             src = await self._connect(definition.source, "src")
-            await _Transfer(self, src, dest).run()
+            self._transfer = _Transfer(self, src, dest)
+            if self._handing_over:
+                raise _HandedOver
+            await self._transfer.run()
         finally:
+            self._transfer = None
             for client in (src, dest):
                 if client is not None:
                     await client.close()
@@ -159,6 +179,7 @@ class _Transfer:
         self.copies: dict[int, Any] = {}  # dest delivery id -> source delivery (on-confirm)
         self.failed: asyncio.Future = asyncio.get_running_loop().create_future()
         self.annotations = runner.forward_annotations() if self.definition.forward_headers else None
+        self.winding_down = False  # handed over: no more credit, ends once nothing is in flight
 
     async def run(self) -> None:
         definition = self.definition
@@ -182,7 +203,7 @@ class _Transfer:
         AMQP 1.0 plugin takes a new link-credit as counting from its own
         delivery-count, transfers still on the wire included [2.6.7 has it
         count from ours], and would overrun a grant made while any is in flight."""
-        if self.src_link.link_credit > 0:
+        if self.src_link.link_credit > 0 or self.winding_down:
             return
         prefetch = self.definition.prefetch
         want = prefetch - self.in_flight
@@ -192,6 +213,19 @@ class _Transfer:
         if want > 0 and (want >= (prefetch + 1) // 2 or want == remaining or self.in_flight == 0):
             self.src_link.flow(link_credit=want)
             self.src.flush_soon()
+
+    def wind_down(self) -> None:
+        self.winding_down = True
+        if hasattr(self, "src_link"):
+            self.src_link.flow(link_credit=0)  # transfers already on the wire are still finished
+            self.src.flush_soon()
+        self._end_if_wound_down()
+
+    def _end_if_wound_down(self) -> None:
+        if self.winding_down and self.in_flight == 0:
+            if hasattr(self, "src_link"):
+                self.src.flush()  # the last settlements reach the source before the close
+            self._fail(_HandedOver())
 
     def _fail(self, error: BaseException) -> None:
         if not self.failed.done():
@@ -247,6 +281,7 @@ class _Transfer:
             self._fail(_Finished())
             return
         self._grant()
+        self._end_if_wound_down()
 
     # ------------------------------------------------------------ destination
 

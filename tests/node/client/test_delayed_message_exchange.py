@@ -82,7 +82,8 @@ def test_a_delayed_message_arrives_not_before_its_delay_and_an_undelayed_one_at_
     try:
         receiver = conn.create_receiver("/queues/q", credit=10)
         sent_at = node.broker.now_ms()  # the node's clock, which times the delay
-        publish(node.url, "/exchanges/later/k", [delayed("late", 300), delayed("now", None), delayed("zero", 0)])
+        # each send waits for its settlement, so the delay outlasts three quorum commits on a busy machine
+        publish(node.url, "/exchanges/later/k", [delayed("late", 2000), delayed("now", None), delayed("zero", 0)])
         first = [receiver.receive(timeout=5).body, receiver.receive(timeout=5).body]
         receiver.accept()
         assert first == ["now", "zero"]  # routed at once, ahead of the delayed one sent first
@@ -91,7 +92,7 @@ def test_a_delayed_message_arrives_not_before_its_delay_and_an_undelayed_one_at_
         receiver.accept()
     finally:
         conn.close()
-    assert late.body == "late" and arrived - sent_at >= 300
+    assert late.body == "late" and arrived - sent_at >= 2000
     after = settled(api, "later")
     assert after["type"] == "x-delayed-message" and after["arguments"] == {"x-delayed-type": "direct"}
     assert counts(after) == {"publish_in": 1, "publish_out": 1}

@@ -8,6 +8,8 @@ import pytest
 from mgmt_client import sample, scrape
 from shovel_helpers import nothing_left, publish, receive, wait_until
 
+from node.shovel.manager import owner_of
+
 LOCAL = {"src-protocol": "local", "src-uri": "amqp://", "src-queue": "from",
          "dest-protocol": "local", "dest-uri": "amqp://", "dest-queue": "to"}  # fmt: skip
 
@@ -129,3 +131,31 @@ def test_a_refused_login_is_the_reason(node, queues):
     assert api.put("/api/parameters/shovel/%2F/bad-login", {"value": value}).status == 201
     wait_until(lambda: "login refused" in (api.get("/api/shovels").body or [{}])[0].get("reason", ""),
                what="the login error")  # fmt: skip
+
+
+def test_a_shovel_moving_to_another_node_finishes_what_it_has_in_flight_and_copies_nothing_twice(node, queues):
+    """When its owner changes (a member joined that ranks higher for it), the shovel stops taking
+    from the source and settles every copy the destination confirmed before it stops, so the next
+    node to run it starts where it left off instead of moving its in-flight window again."""
+    api, manager = queues, node.broker.shovels
+    me, other = manager.node.node_id, "warren@elsewhere"
+    name = next(f"mover{i}" for i in range(100) if owner_of("/", f"mover{i}", [me, other]) == other)
+    n = 4000
+    publish(node.url, "/queues/from", [f"m{i}" for i in range(n)])
+    value = {**LOCAL, "ack-mode": "on-confirm", "src-prefetch-count": 500}
+    assert api.put(f"/api/parameters/shovel/%2F/{name}", {"value": value}).status == 201
+    wait_until(lambda: (api.get("/api/shovels").body or [{}])[0].get("forwarded", 0) >= 300, what="moving")
+    members, reachable = manager.node.members, manager.node.is_reachable
+    node.call(setattr, manager.node, "members", lambda: [me, other])  # the cluster as it would look
+    node.call(setattr, manager.node, "is_reachable", lambda member: True)
+    node.call(manager.reconcile)
+    wait_until(lambda: api.get("/api/queues/%2F/from").body["consumers"] == 0, what="the shovel to stop here")
+    source, moved = api.get("/api/queues/%2F/from").body, api.get("/api/queues/%2F/to").body["messages"]
+    assert 0 < moved < n and source["messages_unacknowledged"] == 0  # stopped mid-way, nothing left unsettled
+    assert source["messages"] + moved == n  # what was in flight was finished: moved once or still here
+    node.call(setattr, manager.node, "members", members)  # the other node gone: it comes back here
+    node.call(setattr, manager.node, "is_reachable", reachable)
+    node.call(manager.reconcile)
+    got = receive(node.url, "/queues/to", n, timeout=60)
+    assert sorted(m.body for m in got) == sorted(f"m{i}" for i in range(n))
+    assert nothing_left(node.url, "/queues/to") and nothing_left(node.url, "/queues/from")
