@@ -119,6 +119,8 @@ class RaftGroup(SafeSyncObj):
         self._w_timed_since: float | None = None
         self._w_commit_latency = 0.0
         super().__init__(self_node, other_nodes, conf, transport=transport, nodeClass=node_class, **kwargs)
+        if not self.otherNodes:  # a group of one has no leader to hear from: it elects itself at once
+            self.campaign_within(0.0)
 
     # -- what the rest of Warren uses ------------------------------------------------
 

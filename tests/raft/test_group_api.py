@@ -126,3 +126,19 @@ def test_the_member_asked_to_campaign_first_leads_a_new_group(tmp_path):
         assert chosen.obj.is_leader and chosen.obj.term == term
     finally:
         c.destroy()
+
+
+def test_a_group_of_one_elects_itself_without_waiting_out_an_election_timeout(tmp_path):
+    """A node alone (a single-node cluster, a quorum queue of one replica) has nobody to hear a
+    leader from: it campaigns at once, so a start does not wait out the election timeout."""
+    alone = Cluster.start("ours", tmp_path / "one", names=("a",), raftMinTimeout=30.0, raftMaxTimeout=40.0,
+                          connectionTimeout=40.0)  # fmt: skip
+    three = Cluster.start("ours", tmp_path / "three", raftMinTimeout=30.0, raftMaxTimeout=40.0, connectionTimeout=40.0)
+    try:
+        alone.run_until(lambda: alone.members[0].obj.is_leader, timeout=5.0)
+        for _ in range(20):  # members with peers still wait their timeouts out
+            three.step()
+        assert all(m.obj.leader_id is None for m in three.members)
+    finally:
+        alone.destroy()
+        three.destroy()
