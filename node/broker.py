@@ -196,7 +196,7 @@ class Broker:
             await self._start_http()
             await self._start_amqp()
             self.shovels = start_shovels(ShovelNodePort(self.cluster, self.metadata, self.projections, self.vhosts,
-                                                        lambda: self.amqp_port, cfg.node_name, cfg.listen_host),
+                                                        lambda: self.amqp_port, cfg.node_name, cfg.listen_host, self),
                                          self.cluster, self.metadata_machine, self.loop)  # fmt: skip
         except BaseException:
             await self.stop()

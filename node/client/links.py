@@ -38,7 +38,7 @@ ACCEPTED = d.Accepted()
 RELEASED = d.Released()
 
 
-def _rejected(condition: str, description: str) -> Any:
+def rejected(condition: str, description: str) -> Any:
     return d.Rejected(error=d.Error(condition=condition, description=description))
 
 
@@ -115,17 +115,16 @@ class Publisher:
                 queues, exchange = [self.handler.vhost.queue(key)], ""
             else:
                 queues, exchange, key = self._route(msg)
-            if msg.has(MESSAGE_ANNOTATIONS) and b"x-cc" in bytes(msg.section_bytes(MESSAGE_ANNOTATIONS)):
-                queues = self._carbon_copies(msg, queues, exchange, key)
+            queues = self._carbon_copies(msg, queues, exchange, key)
         except RoutingError as e:
             # [per-message `to`] a bad or missing destination rejects the message, the link lives on
-            self._settle(delivery, _rejected(e.condition, e.description or ""))
+            self._settle(delivery, rejected(e.condition, e.description or ""))
             return
         except Exception as e:  # a malformed message: reject it, keep the link
             if not isinstance(e, AMQPError):
                 log.exception("publish on %s failed", self.handler.name)
             condition = getattr(e, "condition", Condition.INTERNAL_ERROR)
-            self._settle(delivery, _rejected(condition, str(e)))
+            self._settle(delivery, rejected(condition, str(e)))
             return
         if not queues:
             node.metrics.unroutable += 1
@@ -133,21 +132,12 @@ class Publisher:
                 node.metrics.unroutable_returned += 1
             self._settle(delivery, RELEASED)
             return
-        node.metrics.routed += 1
         self.routed_to = queues
-        header = msg.header  # durable and ttl read from one look-up of the decoded header
-        durable, ttl = (header.durable, header.ttl) if header is not None else (False, None)
-        expires_at = node.now_ms() + ttl if ttl is not None else None
-        payload = delivery.payload
         if delivery.settled:
-            for q in queues:
-                q.publish(QueueMessage(0, payload, durable, expires_at, 0, False, exchange, [key]), None)
-            self._fed()
-            return
-        self.unconfirmed += 1
-        pending = _Confirm(self, delivery, len(queues))
-        for q in queues:
-            q.publish(QueueMessage(0, payload, durable, expires_at, 0, False, exchange, [key]), pending.confirm)
+            enqueue(node, delivery.payload, msg, queues, exchange, key, None)
+        else:
+            self.unconfirmed += 1
+            enqueue(node, delivery.payload, msg, queues, exchange, key, Confirm(self, delivery, len(queues)).confirm)
         self._fed()
 
     def _route(self, msg: Message) -> tuple[list[Queue], str, str]:
@@ -176,11 +166,9 @@ class Publisher:
     def _carbon_copies(self, msg: Message, queues: list[Queue], exchange: str, key: str) -> list[Queue]:
         """Sender-selected distribution (RabbitMQ 4.1+): the x-cc annotation's strings are more
         routing keys on the same exchange; a queue any key reaches gets the message once."""
-        cc = (msg.message_annotations or {}).get("x-cc")
+        cc = carbon_copy_keys(msg)
         if cc is None or (exchange == address.DEFAULT_EXCHANGE and is_volatile(key)):
             return queues
-        if not isinstance(cc, list) or not all(isinstance(k, str) for k in cc):
-            raise InvalidArgument(f"message annotation x-cc must be a list of strings, got {cc!r:.100}")
         for extra in cc:  # each key is checked as the address's own is
             topic_access.check(self.handler, exchange, extra, "write")
         return self.handler.vhost.route_keys(exchange, [key, *cc], msg)
@@ -206,7 +194,7 @@ class Publisher:
         self.handler.schedule_flush()
         self.top_up()
 
-    def outcome_unknown(self, description: str) -> None:
+    def outcome_unknown(self, delivery: Delivery, description: str) -> None:
         """No settlement tells "maybe stored": end the link with its deliveries unsettled,
         which the client must treat as unknown outcomes."""
         self.unconfirmed -= 1
@@ -222,8 +210,33 @@ _RANK = {Outcome.ACCEPTED: 0, Outcome.RELEASED: 1, Outcome.REJECTED: 2, Outcome.
 _ACCEPTED_OUTCOME = Outcome.ACCEPTED  # a module global: an Enum member read off its class costs ~60 ns, per message
 
 
-class _Confirm:
-    """Waits for every queue a message went to; rejected by any means rejected."""
+def carbon_copy_keys(msg: Message) -> list[str] | None:
+    """The routing keys of a message's x-cc annotation (None: it has none); InvalidArgument
+    unless they are strings."""
+    if not msg.has(MESSAGE_ANNOTATIONS) or b"x-cc" not in bytes(msg.section_bytes(MESSAGE_ANNOTATIONS)):
+        return None
+    cc = (msg.message_annotations or {}).get("x-cc")
+    if cc is not None and (not isinstance(cc, list) or not all(isinstance(k, str) for k in cc)):
+        raise InvalidArgument(f"message annotation x-cc must be a list of strings, got {cc!r:.100}")
+    return cc
+
+
+def enqueue(node: Any, payload: bytes, msg: Message, queues: list[Queue], exchange: str, key: str,
+            confirm: Any) -> None:  # fmt: skip
+    """Hands a routed message to its queues (`confirm`: a Confirm's, or None when the
+    publisher settled it already), with its durability and TTL from its header."""
+    node.metrics.routed += 1
+    header = msg.header  # durable and ttl read from one look-up of the decoded header
+    durable, ttl = (header.durable, header.ttl) if header is not None else (False, None)
+    expires_at = node.now_ms() + ttl if ttl is not None else None
+    for q in queues:
+        q.publish(QueueMessage(0, payload, durable, expires_at, 0, False, exchange, [key]), confirm)
+
+
+class Confirm:
+    """Waits for every queue a message went to; rejected by any means rejected. Its
+    publisher (a `Publisher`, or node/client/direct.py's) is told the outcome with
+    `confirmed(delivery, state)`, or `outcome_unknown(delivery, why)`."""
 
     __slots__ = ("publisher", "delivery", "left", "worst")
 
@@ -244,18 +257,18 @@ class _Confirm:
         if worst is _ACCEPTED_OUTCOME:
             self.publisher.confirmed(self.delivery, ACCEPTED)
         elif worst is Outcome.UNKNOWN:
-            self.publisher.outcome_unknown("a queue's node was lost with this message in flight: it may or"
-                                           " may not have been stored")  # fmt: skip
+            self.publisher.outcome_unknown(self.delivery, "a queue's node was lost with this message in flight:"
+                                           " it may or may not have been stored")  # fmt: skip
         else:
-            self.publisher.confirmed(self.delivery, _refusal(worst))
+            self.publisher.confirmed(self.delivery, refusal(worst))
 
 
-def _refusal(worst: Outcome) -> Any:
+def refusal(worst: Outcome) -> Any:
     """The delivery state for a message a queue did not take."""
     if worst is Outcome.REJECTED:
-        return _rejected(Condition.PRECONDITION_FAILED, "queue full (x-overflow reject-publish)")
+        return rejected(Condition.PRECONDITION_FAILED, "queue full (x-overflow reject-publish)")
     if worst is Outcome.NO_SPACE:
-        return _rejected(Condition.RESOURCE_LIMIT_EXCEEDED,
+        return rejected(Condition.RESOURCE_LIMIT_EXCEEDED,
                          "disk full: the message store could not write (no space left on device)")  # fmt: skip
     return RELEASED  # a queue was deleted under the message
 

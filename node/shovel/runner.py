@@ -1,8 +1,10 @@
 """One dynamic shovel at work: connect to the source and the destination,
 move messages, reconnect after `reconnect-delay` when either side fails.
 
-Both sides are AMQP 1.0 connections (node/shovel/amqp_client.py); a `local`
-side dials this node's own AMQP listener. Settlement follows the ack-mode:
+The source is an AMQP 1.0 connection (node/shovel/amqp_client.py; a `local` one
+dials this node's own AMQP listener); the destination one too, except a `local`
+one, which is handed the copies in this process (node/shovel/destinations.py).
+Settlement follows the ack-mode:
 
 - on-confirm: the source delivery stays unsettled until the destination
   settled the copy; its outcome (accepted, rejected, released) is then given
@@ -30,6 +32,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+from urllib.parse import unquote, urlsplit
 
 from amqp import definitions as d
 from amqp import events as ev
@@ -37,6 +40,7 @@ from amqp.message import Message
 from amqp.types import Symbol
 from node.shovel.amqp_client import AmqpClient, ClientError
 from node.shovel.definition import Endpoint, ShovelDefinition, local_vhost
+from node.shovel.destinations import AmqpDestination, DirectDestination, DirectOpener
 
 __all__ = ["ShovelPorts", "ShovelRunner", "ShovelStatus"]
 
@@ -52,6 +56,8 @@ class ShovelPorts(Protocol):
     node_id: str
     amqp_port: int | None
     local_host: str  # the address a local shovel dials this node's AMQP listener at
+
+    direct_publisher: DirectOpener  # a local destination's copies, handed over in this process
 
     def cluster_name(self) -> str: ...
 
@@ -128,6 +134,16 @@ class ShovelRunner:
             self._uri_turn += 1  # several URIs: the next one next time
             await asyncio.sleep(self.definition.reconnect_delay)
 
+    async def _destination(self) -> AmqpDestination | DirectDestination:
+        """A local destination is handed the copies in this process; an amqp10 one gets a connection."""
+        end = self.definition.dest
+        if end.protocol != "local":
+            return AmqpDestination(await self._connect(end, "dest"))
+        parts = urlsplit(end.uris[0])
+        user = unquote(parts.username) if parts.username else None
+        return DirectDestination(self.ports.direct_publisher, user, unquote(parts.password or ""),
+                                 local_vhost(end.uris[0], self.vhost), end.queue)  # fmt: skip
+
     async def _connect(self, end: Endpoint, role: str) -> AmqpClient:
         uri = end.uris[self._uri_turn % len(end.uris)]
         container = f"warren-shovel-{self.name}-{role}"
@@ -149,7 +165,7 @@ class ShovelRunner:
             raise _Finished
         src = dest = None
         try:
-            dest = await self._connect(definition.dest, "dest")
+            dest = await self._destination()
             src = await self._connect(definition.source, "src")
             self._transfer = _Transfer(self, src, dest)
             if self._handing_over:
@@ -157,9 +173,9 @@ class ShovelRunner:
             await self._transfer.run()
         finally:
             self._transfer = None
-            for client in (src, dest):
-                if client is not None:
-                    await client.close()
+            for end in (src, dest):
+                if end is not None:
+                    await end.close()
 
     def forward_annotations(self) -> dict:
         """RabbitMQ's forward headers: message annotations naming the shovel."""
@@ -170,13 +186,12 @@ class ShovelRunner:
 class _Transfer:
     """One connection pair's worth of moving messages."""
 
-    def __init__(self, runner: ShovelRunner, src: AmqpClient, dest: AmqpClient) -> None:
+    def __init__(self, runner: ShovelRunner, src: AmqpClient, dest: AmqpDestination | DirectDestination) -> None:
         self.runner, self.src, self.dest = runner, src, dest
         self.definition = runner.definition
         self.mode = self.definition.ack_mode
         self.in_flight = 0  # source deliveries received and not yet finished
         self.waiting: collections.deque = collections.deque()  # (source delivery, payload) for want of dest credit
-        self.copies: dict[int, Any] = {}  # dest delivery id -> source delivery (on-confirm)
         self.failed: asyncio.Future = asyncio.get_running_loop().create_future()
         self.annotations = runner.forward_annotations() if self.definition.forward_headers else None
         self.winding_down = False  # handed over: no more credit, ends once nothing is in flight
@@ -184,13 +199,16 @@ class _Transfer:
     async def run(self) -> None:
         definition = self.definition
         self.src.on_event = self._on_src_event
-        self.dest.on_event = self._on_dest_event
-        self.dest_link = await self.dest.sender(f"shovel-{self.runner.name}-dest", definition.dest.address)
-        self.src_link = await self.src.receiver(f"shovel-{self.runner.name}-src", definition.source.address,
-                                                self.mode == "no-ack")  # fmt: skip
-        self.runner.status.set(RUNNING, "")
-        self._grant()
-        await self.failed  # raises: a connection or a link failed, or the shovel finished
+        try:
+            await self.dest.attach(f"shovel-{self.runner.name}-dest", definition.dest.address, self._send_waiting,
+                                   self._fail)  # fmt: skip
+            self.src_link = await self.src.receiver(f"shovel-{self.runner.name}-src", definition.source.address,
+                                                    self.mode == "no-ack")  # fmt: skip
+            self.runner.status.set(RUNNING, "")
+            self._grant()
+            await self.failed  # raises: a connection or a link failed, or the shovel finished
+        finally:
+            self.failed.cancel()  # what the closing connections report after this is not waited for
 
     def _remaining(self) -> int | None:
         limit = self.runner._limit
@@ -251,16 +269,17 @@ class _Transfer:
         self._send_waiting()
 
     def _send_waiting(self) -> None:
-        link, settled = self.dest_link, self.mode != "on-confirm"
+        dest, settled = self.dest, self.mode != "on-confirm"
         done = []
-        while self.waiting and link.link_credit > 0:
+        while self.waiting and dest.credit > 0:
             delivery, payload = self.waiting.popleft()
-            copy = link.send(delivery.tag, payload, settled=settled, message_format=delivery.message_format)
             if settled:
+                dest.send(delivery.tag, payload, delivery.message_format, None)
                 done.append(delivery)
             else:
-                self.copies[copy.id] = delivery
-        self.dest.flush_soon()
+                dest.send(delivery.tag, payload, delivery.message_format,
+                          lambda state, delivery=delivery: self._copied(delivery, state))  # fmt: skip
+        dest.flush()
         # on-publish: settled at the source once the copies are written
         for delivery in done:
             self._finish(delivery, ACCEPTED)
@@ -283,24 +302,10 @@ class _Transfer:
         self._grant()
         self._end_if_wound_down()
 
-    # ------------------------------------------------------------ destination
-
-    def _on_dest_event(self, event: Any) -> None:
-        kind = type(event)
-        if kind is ev.LinkFlow and event.link is getattr(self, "dest_link", None):
-            self._send_waiting()
-        elif kind is ev.DeliveriesUpdated:
-            for copy in event.deliveries:
-                if copy.link is not self.dest_link or not copy.remote_settled:
-                    continue
-                delivery = self.copies.pop(copy.id, None)
-                if delivery is not None:
-                    self._finish(delivery, _source_outcome(copy.state))
-            self.src.flush_soon()
-        elif kind is ev.LinkDetached and event.link is getattr(self, "dest_link", None):
-            self._fail(ClientError(f"the destination detached: {event.error}"))
-        elif kind is ev.SessionEnded or kind is ev.ConnectionClosed:
-            self._fail(ClientError(self.dest.closed or f"the destination ended the session: {event.error}"))
+    def _copied(self, delivery: Any, state: Any) -> None:
+        """The destination settled a copy (on-confirm): its outcome goes to the source."""
+        self._finish(delivery, _source_outcome(state))
+        self.src.flush_soon()
 
 
 def _source_outcome(state: Any) -> Any:

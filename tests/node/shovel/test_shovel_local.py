@@ -159,3 +159,44 @@ def test_a_shovel_moving_to_another_node_finishes_what_it_has_in_flight_and_copi
     got = receive(node.url, "/queues/to", n, timeout=60)
     assert sorted(m.body for m in got) == sorted(f"m{i}" for i in range(n))
     assert nothing_left(node.url, "/queues/to") and nothing_left(node.url, "/queues/from")
+
+
+def test_a_local_destination_is_checked_as_a_client_link_to_the_queue_would_be(node, queues):
+    """A local destination takes the copies in the node's own process, with a client's checks:
+    the URI's user logs in with its password, needs access to the vhost and write on the
+    default exchange; each refusal is the shovel's reason, naming it."""
+    api = queues
+    node.add_user("reader", "secret")
+    node.set_permissions("reader", "/", write="^$")  # may read, may not publish
+    cases = {"amqp://reader:wrong@": "login refused for user 'reader'",
+             "amqp://reader:secret@": "write access to exchange 'amq.default' in vhost '/' refused for user 'reader'",
+             "amqp://guest:guest@/elsewhere": "virtual host 'elsewhere' does not exist"}  # fmt: skip
+    for uri, reason in cases.items():
+        value = {**LOCAL, "dest-uri": uri, "reconnect-delay": 30}
+        assert api.put("/api/parameters/shovel/%2F/checked", {"value": value}).status in (201, 204)
+        wait_until(lambda: reason in (api.get("/api/shovels").body or [{}])[0].get("reason", ""), what=reason)
+    publish(node.url, "/queues/from", ["stays"])
+    assert nothing_left(node.url, "/queues/to")
+    node.set_permissions("reader", "/")  # allowed now: the next try moves it
+    value = {**LOCAL, "dest-uri": "amqp://reader:secret@", "reconnect-delay": 0.2}
+    assert api.put("/api/parameters/shovel/%2F/checked", {"value": value}).status == 204
+    assert [m.body for m in receive(node.url, "/queues/to", 1)] == ["stays"]
+
+
+def test_a_local_destination_holds_the_copies_during_a_resource_alarm_and_refuses_what_its_queue_refuses(node, queues):
+    """During a resource alarm the shovel sends no copy (as a client's credit would go to zero)
+    and goes on once it clears; a copy the queue refuses (x-overflow reject-publish) is
+    rejected at the source, as a client's publish would be."""
+    api = queues
+    assert api.put("/api/queues/%2F/small", {"durable": True, "arguments": {"x-max-length": 3,
+                                                                            "x-overflow": "reject-publish"}}).status == 201  # fmt: skip
+    publish(node.url, "/queues/from", [f"m{i}" for i in range(5)])
+    node.call(node.broker.alarms.force, "memory", True)
+    value = {**LOCAL, "dest-queue": "small", "src-prefetch-count": 10}
+    assert api.put("/api/parameters/shovel/%2F/held", {"value": value}).status == 201
+    wait_until(lambda: api.get("/api/queues/%2F/from").body["messages_unacknowledged"] == 5, what="the shovel to take them")
+    assert api.get("/api/queues/%2F/small").body["messages"] == 0  # held by the alarm
+    node.call(node.broker.alarms.force, "memory", False)
+    wait_until(lambda: api.get("/api/queues/%2F/from").body["messages"] == 0, what="the source to empty")
+    assert [m.body for m in receive(node.url, "/queues/small", 3)] == ["m0", "m1", "m2"]
+    assert nothing_left(node.url, "/queues/small")  # m3 and m4 were refused, and rejected at the source
