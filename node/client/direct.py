@@ -9,12 +9,14 @@ on the default exchange ("amq.default"), the queue existing. Each message then g
 client's would (node/client/links.py's `enqueue`, x-cc included) and is answered with the
 same outcome (its `Confirm`: accepted once every queue stored it; rejected for a full queue
 or disk; released for a queue deleted under it, or whose node was lost with it in flight).
-A message over max_message_size is rejected with amqp:link:message-size-exceeded.
+A message over max_message_size is rejected with amqp:link:message-size-exceeded. Once the
+queue is deleted the publisher ends (`on_end`) instead of refusing what follows: a shovel
+then leaves its in-flight messages at their source and tries again later.
 
 Flow: at most max_unconfirmed messages unconfirmed, and none while a resource alarm is raised or
 a quorum queue holds its publishers (queues/quorum/publish_hold.py), as a client's credit
 would be; `on_credit` is called when sending may go on. A token's login ends the publisher
-when the token expires (`on_end`), as it ends a connection.
+when the token expires (`on_end` too), as it ends a connection.
 """
 
 from __future__ import annotations
@@ -63,7 +65,7 @@ async def open_direct(node: ClientNode, user: str | None, password: str, vhost: 
         host.queue(queue)
     except RoutingError as e:
         raise DirectRefused(f"attach to '/queues/{queue}' refused: {e}") from None
-    publisher = DirectPublisher(node, host, queue, node.config.max_unconfirmed, on_credit)
+    publisher = DirectPublisher(node, host, queue, node.config.max_unconfirmed, on_credit, on_end)
     if grant is not None and grant.expires_at is not None:
         publisher.expiry = node.loop.call_later(max(0.0, grant.expires_at - time.time()), on_end,
                                                 "credential expired")  # fmt: skip
@@ -71,8 +73,10 @@ async def open_direct(node: ClientNode, user: str | None, password: str, vhost: 
 
 
 class DirectPublisher:
-    def __init__(self, node: ClientNode, vhost: Any, queue: str, window: int, on_credit: Callable[[], None]) -> None:
-        self.node, self.vhost, self.queue, self.window, self.on_credit = node, vhost, queue, window, on_credit
+    def __init__(self, node: ClientNode, vhost: Any, queue: str, window: int, on_credit: Callable[[], None],
+                 on_end: Callable[[str], None]) -> None:  # fmt: skip
+        self.node, self.vhost, self.queue, self.window = node, vhost, queue, window
+        self.on_credit, self.on_end = on_credit, on_end
         self.unconfirmed = 0
         self.closed = False
         self.expiry: Any = None  # a token's timer
@@ -101,21 +105,23 @@ class DirectPublisher:
         sender settled it already, it is not confirmed)."""
         node = self.node
         node.metrics.count_received(len(payload), done is None)
+        queue = self.vhost.queues.get(self.queue)
+        if queue is None:  # deleted: the sender stops, and what it had in flight stays at its source
+            self.close()
+            self.on_end(f"the queue '{self.queue}' in vhost '{self.vhost.name}' was deleted")
+            return
         limit = node.config.max_message_size
+        if limit and len(payload) > limit:
+            return _tell(done, rejected(Condition.MESSAGE_SIZE_EXCEEDED,
+                                        f"message size {len(payload)} exceeds max_message_size {limit}"))  # fmt: skip
         try:
-            if limit and len(payload) > limit:
-                raise _TooLarge(f"message size {len(payload)} exceeds max_message_size {limit}")
             msg = Message.from_bytes(payload)
-            queues = [self.vhost.queue(self.queue)]
             cc = carbon_copy_keys(msg)
-            if cc is not None:
-                queues = self.vhost.route_keys("", [self.queue, *cc], msg)
-        except _TooLarge as e:
-            return self._refused(done, rejected(Condition.MESSAGE_SIZE_EXCEEDED, str(e)))
+            queues = [queue] if cc is None else self.vhost.route_keys("", [self.queue, *cc], msg)
         except RoutingError as e:
-            return self._refused(done, rejected(e.condition, e.description or ""))
+            return _tell(done, rejected(e.condition, e.description or ""))
         except Exception as e:  # a malformed message: rejected, as a client's would be
-            return self._refused(done, rejected(getattr(e, "condition", Condition.INTERNAL_ERROR), str(e)))
+            return _tell(done, rejected(getattr(e, "condition", Condition.INTERNAL_ERROR), str(e)))
         self._routed_to = queues
         if done is None:
             enqueue(node, payload, msg, queues, "", self.queue, None)
@@ -143,10 +149,6 @@ class DirectPublisher:
 
     # ------------------------------------------------------------ flow
 
-    def _refused(self, done: Callable[[Any], None] | None, state: Any) -> None:
-        if done is not None:
-            done(state)
-
     def _wait(self, arrange: Callable[[], Any]) -> None:
         if not self._waiting:
             self._waiting = True
@@ -166,5 +168,7 @@ class DirectPublisher:
             self.on_credit()
 
 
-class _TooLarge(Exception):
-    pass
+def _tell(done: Callable[[Any], None] | None, state: Any) -> None:
+    """A refused message's outcome, unless it was sent settled."""
+    if done is not None:
+        done(state)

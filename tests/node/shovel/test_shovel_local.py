@@ -200,3 +200,18 @@ def test_a_local_destination_holds_the_copies_during_a_resource_alarm_and_refuse
     wait_until(lambda: api.get("/api/queues/%2F/from").body["messages"] == 0, what="the source to empty")
     assert [m.body for m in receive(node.url, "/queues/small", 3)] == ["m0", "m1", "m2"]
     assert nothing_left(node.url, "/queues/small")  # m3 and m4 were refused, and rejected at the source
+
+
+def test_a_local_destination_deleted_under_the_shovel_leaves_the_messages_at_the_source(node, queues):
+    api = queues
+    value = {**LOCAL, "reconnect-delay": 0.2}
+    assert api.put("/api/parameters/shovel/%2F/mover", {"value": value}).status == 201
+    publish(node.url, "/queues/from", ["first"])
+    assert [m.body for m in receive(node.url, "/queues/to", 1)] == ["first"]
+    assert api.delete("/api/queues/%2F/to").status == 204
+    publish(node.url, "/queues/from", [f"m{i}" for i in range(5)])  # none refused: they wait at the source
+    wait_until(lambda: "no queue 'to'" in (api.get("/api/shovels").body or [{}])[0].get("reason", ""),
+               what="the shovel to name the missing queue")  # fmt: skip
+    assert api.get("/api/queues/%2F/from").body["messages"] == 5
+    assert api.put("/api/queues/%2F/to", {"durable": True}).status == 201
+    assert [m.body for m in receive(node.url, "/queues/to", 5)] == [f"m{i}" for i in range(5)]
