@@ -27,8 +27,8 @@ test-fast: install
 	$(PY) -m pytest -q -m "not slow"
 
 # One long mixed run of the randomised nemesis on a fresh compose cluster (cluster-tests/chaos_mixed.py;
-# KINDS=kill9,clock-jump,... chooses the fault kinds, clock kinds included):
-# history and report in cluster-tests/chaos-runs/seed-$(SEED); fails when anything is lost or violated.
+# KINDS=kill9,clock-jump,... chooses the fault kinds, clock kinds included; NODES=3 or 5):
+# history and report in cluster-tests/chaos-runs/seed-$(SEED)[-5-nodes]; fails when anything is lost or violated.
 SEED ?= 1
 DURATION ?= 180
 NODES ?= 3

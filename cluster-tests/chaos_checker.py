@@ -306,17 +306,21 @@ def check_metadata(ops: Iterable[Op], final: dict[str, set | None]) -> MetadataC
 # ---------------------------------------------------------------- convergence
 
 
+NO_REPLICA = "(no replica here)"  # what a node without a replica of a group names as its leader
+
+
 def leader_disagreements(views: dict[str, dict[str, str | None] | None]) -> dict[str, str]:
     """Which Raft groups have not converged, and why: `views` is, for each node, the leader it
     names for each group (a node name, None when it knows none), or None when the node did not
-    answer. A group has converged when every node names the same leader, that leader is one of
-    the nodes, and it names itself (it leads, not just once did)."""
+    answer; a node that holds no replica of a group names NO_REPLICA and is left out. A group has converged when
+    every node that holds it names the same leader, that leader is one of the nodes, and it
+    names itself (it leads, not just once did)."""
     out: dict[str, str] = {}
     silent = sorted(n for n, v in views.items() if v is None)
     answered = {n: v for n, v in views.items() if v is not None}
     groups = sorted({g for v in answered.values() for g in v})
     for group in groups:
-        named = {n: v.get(group, "(no such group)") for n, v in answered.items()}
+        named = {n: v.get(group, "(no such group)") for n, v in answered.items() if v.get(group) != NO_REPLICA}
         leaders = set(named.values())
         if silent:
             out[group] = f"no answer from {', '.join(silent)}"
@@ -324,7 +328,7 @@ def leader_disagreements(views: dict[str, dict[str, str | None] | None]) -> dict
             out[group] = "nodes disagree: " + ", ".join(f"{n} names {named[n]}" for n in sorted(named))
         else:
             leader = leaders.pop()
-            if leader not in answered:
+            if leader not in named:
                 out[group] = f"every node names {leader}, which is not one of them"
     if silent and not groups:
         out["*"] = f"no answer from {', '.join(silent)}"

@@ -216,7 +216,7 @@ class MixedRun:
 
 
 def main(argv: list[str]) -> int:
-    from chaos_cluster import NODES, prepare_docker
+    from chaos_cluster import FIVE_NODES, NODES, prepare_docker
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seed", type=int, required=True)
@@ -227,19 +227,20 @@ def main(argv: list[str]) -> int:
                         help=f"comma-separated fault kinds to draw from (known: {','.join(KINDS)})")  # fmt: skip
     parser.add_argument("--source", default="worktree", choices=["worktree", "head"])
     args = parser.parse_args(argv)
-    if args.nodes != len(NODES):
-        parser.error(f"--nodes {args.nodes}: the compose cluster (deploy/docker-compose.yml) has {len(NODES)} nodes; "
-                     "more need DNS peer discovery (issue 35 item 6)")  # fmt: skip
+    nodes = {len(NODES): NODES, len(FIVE_NODES): FIVE_NODES}.get(args.nodes)
+    if nodes is None:
+        parser.error(f"--nodes {args.nodes}: 3 (deploy/docker-compose.yml) or 5 (with docker-compose.five.yml)")
     if args.duration < 30:
         parser.error(f"--duration {args.duration}: at least 30 seconds")
     kinds = tuple(k for k in args.kinds.split(",") if k)
     unknown = sorted(set(kinds) - set(KINDS))
     if unknown or not kinds:
         parser.error(f"--kinds {args.kinds!r}: unknown {unknown}; known: {','.join(KINDS)}")
-    out = Path(args.out) if args.out else Path(__file__).resolve().parent / "chaos-runs" / f"seed-{args.seed}"
+    name = f"seed-{args.seed}" if args.nodes == len(NODES) else f"seed-{args.seed}-{args.nodes}-nodes"
+    out = Path(args.out) if args.out else Path(__file__).resolve().parent / "chaos-runs" / name
     prepared = prepare_docker(source=args.source)
-    cluster = ComposeCluster(prepared.image, History(), artifacts=out, compose=prepared.compose,
-                             faketime=NODES if CLOCK_KINDS & set(kinds) else ())  # fmt: skip
+    cluster = ComposeCluster(prepared.image, History(), nodes=nodes, artifacts=out, compose=prepared.compose,
+                             faketime=nodes if CLOCK_KINDS & set(kinds) else ())  # fmt: skip
     try:
         cluster.up()
         run = MixedRun(cluster, args.seed, args.duration, kinds=kinds)

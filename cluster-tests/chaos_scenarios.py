@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from chaos_checker import CREATES, DECLARE_EXCHANGE, ENQUEUE, REMOVES, QueueCheck, leader_disagreements
+from chaos_checker import CREATES, DECLARE_EXCHANGE, ENQUEUE, NO_REPLICA, REMOVES, QueueCheck, leader_disagreements
 from chaos_cluster import ComposeCluster
 from chaos_history import OK, History, Op
 from chaos_report import Report, results_table
@@ -227,7 +227,8 @@ def queue_leader_among(cluster: ComposeCluster, queue: str, nodes: list[str]) ->
 
 def group_leaders(cluster: ComposeCluster) -> dict[str, dict[str, str | None] | None]:
     """For each node, the leader it names for the metadata group and for each quorum queue's
-    group (None for a node that does not answer): what leader_disagreements reads."""
+    group it holds a replica of (None for a node that does not answer): what
+    leader_disagreements reads."""
     views: dict[str, dict[str, str | None] | None] = {}
     for node in cluster.nodes:
         status = cluster.status(node)
@@ -240,7 +241,11 @@ def group_leaders(cluster: ComposeCluster) -> dict[str, dict[str, str | None] | 
             continue
         # a leader names itself, a follower the leader it follows, a candidate none
         view: dict[str, str | None] = {"metadata": cluster.node_of(status["leader"])}
-        view.update({f"queue {name}": cluster.node_of(q.get("leader")) for name, q in queues.items()})
+        # a queue's group as its members see it: with more nodes than replicas (5 nodes, 3
+        # replicas) a node without one proxies the queue and knows no leader of its own
+        view.update({f"queue {name}": cluster.node_of(q.get("leader"))
+                     if node in {cluster.node_of(m) for m in q.get("members", ())} else NO_REPLICA
+                     for name, q in queues.items()})  # fmt: skip
         views[node] = view
     return views
 

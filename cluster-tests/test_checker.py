@@ -13,6 +13,7 @@ from chaos_checker import (
     DECLARE_EXCHANGE,
     DELETE_EXCHANGE,
     EITHER,
+    NO_REPLICA,
     PRESENT,
     UNBIND,
     check_metadata,
@@ -351,6 +352,15 @@ def test_groups_whose_nodes_disagree_or_name_no_leader_have_not_converged():
     why = leader_disagreements(views)
     assert set(why) == {"metadata", "queue q"}
     assert "warren3 names warren3" in why["queue q"] and "warren1 names None" in why["metadata"]
+
+
+def test_only_the_nodes_holding_a_group_are_asked_for_its_leader():
+    # five nodes, a queue of three replicas: warren4 and warren5 hold none and leave it out
+    views = {n: {"metadata": "warren1", "queue q": "warren2"} for n in NODES}
+    views |= {n: {"metadata": "warren1", "queue q": NO_REPLICA} for n in ("warren4", "warren5")}
+    assert leader_disagreements(views) == {}
+    views["warren4"] = {"metadata": "warren1", "queue q": "warren4"}  # a stale replica that thinks it leads
+    assert "warren4 names warren4" in leader_disagreements(views)["queue q"]
 
 
 def test_a_leader_outside_the_nodes_or_a_silent_node_is_no_convergence():

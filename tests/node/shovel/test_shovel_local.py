@@ -174,7 +174,7 @@ def test_a_local_destination_is_checked_as_a_client_link_to_the_queue_would_be(n
     for uri, reason in cases.items():
         value = {**LOCAL, "dest-uri": uri, "reconnect-delay": 30}
         assert api.put("/api/parameters/shovel/%2F/checked", {"value": value}).status in (201, 204)
-        wait_until(lambda: reason in (api.get("/api/shovels").body or [{}])[0].get("reason", ""), what=reason)
+        wait_until(lambda reason=reason: reason in (api.get("/api/shovels").body or [{}])[0].get("reason", ""), what=reason)
     publish(node.url, "/queues/from", ["stays"])
     assert nothing_left(node.url, "/queues/to")
     node.set_permissions("reader", "/")  # allowed now: the next try moves it
