@@ -46,7 +46,6 @@ BASE_IMAGE = os.environ.get("WARREN_BASE_IMAGE", "warren-base:bookworm")
 IMAGE = os.environ.get("WARREN_CHAOS_IMAGE", "warren:chaos")
 NODES = ("warren1", "warren2", "warren3")
 FIVE_NODES = (*NODES, "warren4", "warren5")  # with docker-compose.five.yml
-FIVE_FILE = HERE / "docker-compose.five.yml"
 GRPC_PORT = 25672
 USER, PASSWORD = "chaos", "chaos-password"
 # The packages deploy/Dockerfile copies into the image, read from its COPY lines (one list, not two)
@@ -227,7 +226,7 @@ class ComposeCluster(ClockFaults):
     # -- compose -----------------------------------------------------------------------------
 
     def compose(self, *args: str, timeout: float = 180, check: bool = True) -> subprocess.CompletedProcess:
-        five = [FIVE_FILE] if len(self.nodes) == len(FIVE_NODES) else []
+        five = [HERE / "docker-compose.five.yml"] if len(self.nodes) == len(FIVE_NODES) else []
         files = [a for f in [*COMPOSE_FILES, *five, *self._image_override()] for a in ("-f", str(f))]
         cmd = [*self.compose_cmd, "-p", self.project, *files, *args]
         run = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=self.env, cwd=REPO)

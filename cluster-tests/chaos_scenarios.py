@@ -227,8 +227,7 @@ def queue_leader_among(cluster: ComposeCluster, queue: str, nodes: list[str]) ->
 
 def group_leaders(cluster: ComposeCluster) -> dict[str, dict[str, str | None] | None]:
     """For each node, the leader it names for the metadata group and for each quorum queue's
-    group it holds a replica of (None for a node that does not answer): what
-    leader_disagreements reads."""
+    group (NO_REPLICA where it holds none; None for a node that does not answer)."""
     views: dict[str, dict[str, str | None] | None] = {}
     for node in cluster.nodes:
         status = cluster.status(node)
@@ -241,8 +240,7 @@ def group_leaders(cluster: ComposeCluster) -> dict[str, dict[str, str | None] | 
             continue
         # a leader names itself, a follower the leader it follows, a candidate none
         view: dict[str, str | None] = {"metadata": cluster.node_of(status["leader"])}
-        # a queue's group as its members see it: with more nodes than replicas (5 nodes, 3
-        # replicas) a node without one proxies the queue and knows no leader of its own
+        # with more nodes than replicas (5 and 3), a node without one knows no leader of its own
         view.update({f"queue {name}": cluster.node_of(q.get("leader"))
                      if node in {cluster.node_of(m) for m in q.get("members", ())} else NO_REPLICA
                      for name, q in queues.items()})  # fmt: skip
