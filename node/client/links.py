@@ -115,9 +115,7 @@ class Publisher:
                 queues, exchange = [self.handler.vhost.queue(key)], ""
             else:
                 queues, exchange, key = self._route(msg)
-            cc = carbon_copy_keys(msg)
-            if cc is not None:
-                queues = self._carbon_copies(msg, cc, queues, exchange, key)
+            queues = self._carbon_copies(msg, queues, exchange, key)
         except RoutingError as e:
             # [per-message `to`] a bad or missing destination rejects the message, the link lives on
             self._settle(delivery, rejected(e.condition, e.description or ""))
@@ -165,11 +163,11 @@ class Publisher:
         # sections are decoded only if a headers or consistent hash exchange asks (routing/message_facts.py)
         return vhost.route(target.exchange, key, msg), target.exchange, key
 
-    def _carbon_copies(self, msg: Message, cc: list[str], queues: list[Queue], exchange: str,
-                       key: str) -> list[Queue]:  # fmt: skip
-        """Sender-selected distribution (RabbitMQ 4.1+): the x-cc annotation's strings (`cc`) are
-        more routing keys on the same exchange; a queue any key reaches gets the message once."""
-        if exchange == address.DEFAULT_EXCHANGE and is_volatile(key):
+    def _carbon_copies(self, msg: Message, queues: list[Queue], exchange: str, key: str) -> list[Queue]:
+        """Sender-selected distribution (RabbitMQ 4.1+): the x-cc annotation's strings are more
+        routing keys on the same exchange; a queue any key reaches gets the message once."""
+        cc = carbon_copy_keys(msg)
+        if cc is None or (exchange == address.DEFAULT_EXCHANGE and is_volatile(key)):
             return queues
         for extra in cc:  # each key is checked as the address's own is
             topic_access.check(self.handler, exchange, extra, "write")
@@ -262,10 +260,10 @@ class Confirm:
             self.publisher.outcome_unknown(self.delivery, "a queue's node was lost with this message in flight:"
                                            " it may or may not have been stored")  # fmt: skip
         else:
-            self.publisher.confirmed(self.delivery, _refusal(worst))
+            self.publisher.confirmed(self.delivery, refusal(worst))
 
 
-def _refusal(worst: Outcome) -> Any:
+def refusal(worst: Outcome) -> Any:
     """The delivery state for a message a queue did not take."""
     if worst is Outcome.REJECTED:
         return rejected(Condition.PRECONDITION_FAILED, "queue full (x-overflow reject-publish)")
