@@ -377,6 +377,11 @@ class QueueService:
         self.leases.drop(cid)
         if entry is not None:
             queue, consumer, target = entry
+            # Said on our stream to the serving node if it still lives: the stream that ended may
+            # be one that node never saw up (its session ended before our accept reached it), so
+            # nothing there fails the consumer, and an attach it holds for want of a stream back
+            # (answer_gate.py) would check messages out to a link that no longer exists.
+            self.send(target, ["detach", cid])
             queue.consumer_lost(consumer, Condition.DETACH_FORCED, _unreachable_text(queue, target))
 
     # -- incoming ------------------------------------------------------------------------
