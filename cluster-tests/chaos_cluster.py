@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from chaos_clock import FAKETIME_FILE, ClockFaults
+from chaos_disk import DiskFaults
 from chaos_history import History
 from http_json import HttpError, request_json  # tests/support, on sys.path by conftest.py
 
@@ -192,7 +193,7 @@ def http(host: str, port: int, method: str, path: str, body: Any = None, timeout
 # ---------------------------------------------------------------- the cluster
 
 
-class ComposeCluster(ClockFaults):
+class ComposeCluster(ClockFaults, DiskFaults):
     """See the module docstring."""
 
     def __init__(self, image: str = IMAGE, history: History | None = None, nodes: Iterable[str] = NODES,
@@ -221,6 +222,7 @@ class ComposeCluster(ClockFaults):
         self.paused: dict[str, str] = {}  # node -> how: "freezer" (docker pause) or "sigstop"
         self.shaped: dict[str, tuple[int, int]] = {}  # node -> (rate kbit/s, loss %) of its slow link
         self.clocks: dict[str, str] = {}  # node -> its wall clock's fault ("+60s", "x1.5") until reset
+        self.disks: dict[str, str] = {}  # node -> the disk op failing with ENOSPC ("write", "fsync") until cleared
         self._ips: dict[str, str] = {}
 
     # -- compose -----------------------------------------------------------------------------
@@ -521,10 +523,8 @@ class ComposeCluster(ClockFaults):
         """Drop every partition rule in every node that runs."""
         with self._nemesis("heal", sorted(self.partitions)):
             for node in self.nodes:
-                if node in self.paused or self.state(node) != "running":
-                    continue
-                self.exec(node, "iptables", "-w", "-F", "INPUT")
-                self.exec(node, "iptables", "-w", "-F", "OUTPUT")
+                if node not in self.paused and self.state(node) == "running":
+                    self.exec(node, "iptables", "-w", "-F")  # every chain of the filter table: INPUT, OUTPUT
             self.partitions.clear()
 
     def kill9(self, node: str) -> None:

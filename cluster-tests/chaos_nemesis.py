@@ -41,6 +41,10 @@ The fault kinds (KINDS):
 - replica-remove: a membership change under load: one node's replica removed from the
   workload's quorum queue (delete_member), added back (add_member) when the hold ends; not
   the leader's (refused): another node when the drawn one leads at the time.
+- disk-full: one node's disk full: every write (or every fsync) of each of its stores (Raft
+  log, message store, streams) fails with ENOSPC through the node's test-fault hooks
+  (chaos_disk.py) until the hold ends; the node is to hold publishers with its disk alarm,
+  keep serving reads and lose nothing confirmed.
 
 The clock faults (chaos_clock.py) go through libfaketime (Debian's), preloaded into every
 node named in ComposeCluster's `faketime` (CLOCK_KINDS; deploy/entrypoint.sh); the nemesis
@@ -63,9 +67,8 @@ A drift is written by a process in the container (chaos_clock.py) rather than wi
 libfaketime's "x" rate, which counts from the process's start and keeps its offset after
 the rate is set back.
 
-Not implemented: full disks and fsync errors (issue 35 item 3, another branch), nodes
-joining, forgotten and rejoining (the compose cluster has a fixed node list until DNS peer
-discovery, item 6).
+Not implemented: nodes joining, forgotten and rejoining (the compose cluster has a fixed
+node list; DNS peer discovery, item 6, is tested on its own in test_discovery_compose.py).
 """
 
 from __future__ import annotations
@@ -88,6 +91,7 @@ KINDS = (
     "partition-one-way",
     "slow-link",
     "replica-remove",
+    "disk-full",
     "clock-jump",
     "clock-drift",
 )
@@ -155,6 +159,8 @@ def _params(rng: random.Random, kind: str, nodes: list[str]) -> dict[str, Any]:
     if kind == "slow-link":
         return {"node": rng.choice(nodes), "rate_kbit": rng.choice((256, 512, 1024, 4096)),
                 "loss_pct": rng.choice((0, 1, 5, 10))}  # fmt: skip
+    if kind == "disk-full":
+        return {"node": rng.choice(nodes), "op": rng.choice(("write", "fsync"))}
     if kind == "clock-jump":
         return {"node": rng.choice(nodes), "seconds": rng.choice((-1, 1)) * rng.choice(JUMPS)}
     if kind == "clock-drift":
@@ -231,6 +237,10 @@ class Nemesis:
             c.slow_link(p["node"], p["rate_kbit"], p["loss_pct"])
             self._heal = lambda: c.clear_slow_link(p["node"])
             return p["node"]
+        if step.kind == "disk-full":
+            c.disk_full(p["node"], p["op"])
+            self._heal = lambda: c.disk_clear(p["node"])
+            return f"{p['node']} {p['op']}s fail with ENOSPC"
         if step.kind == "clock-jump":
             c.clock_jump(p["node"], p["seconds"])
             self._heal = lambda: c.clock_reset(p["node"])
@@ -271,6 +281,8 @@ class Nemesis:
             c.clear_slow_link(node)
         for node in list(c.clocks):
             c.clock_reset(node)
+        for node in list(c.disks):
+            c.disk_clear(node)
 
     def _queue_leader(self) -> str | None:
         if self.queue is None:

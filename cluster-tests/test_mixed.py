@@ -51,6 +51,12 @@ def test_each_fault_kind_alone(cluster, kind):
     assert any(o.process == "nemesis" for o in cluster.history.ops())
     if kind.startswith("clock-"):
         check_the_node_saw_its_clock_move(cluster, steps[0])
+    if kind == "disk-full":
+        [full] = [o for o in cluster.history.ops(process="nemesis") if o.f == "disk-full"]
+        [clear] = [o for o in cluster.history.ops(process="nemesis") if o.f == "disk-clear"]
+        assert full.node == clear.node == steps[0].params["node"]
+        assert full.meta["alarm"] is True  # the node raised its disk alarm
+        assert sum(clear.meta["fired"].values()) > 0  # the node's writes did meet a full disk
 
 
 def check_the_node_saw_its_clock_move(cluster, step):

@@ -52,6 +52,8 @@ def test_targets_are_cluster_nodes_and_splits_cover_them():
                 assert abs(p["seconds"]) in JUMPS
             if s.kind == "clock-drift":
                 assert p["rate"] in RATES and p["rate"] != 1
+            if s.kind == "disk-full":
+                assert p["op"] in ("write", "fsync")
 
 
 def test_clock_faults_go_both_ways():
