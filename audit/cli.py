@@ -1,7 +1,7 @@
 """`warren audit partitions|metrics|versions|report`: the Spark jobs from the command line.
 
     warren audit report --snapshots DIR [--snapshots DIR ...] [--out DIR] [--master local[*]] [--period 5]
-                        [--conf KEY=VALUE ...] [--html FILE] [--json FILE]
+                        [--conf KEY=VALUE ...] [--html FILE] [--json FILE] [--events FILE]
 
 partitions, metrics and versions print a summary and, with --out, write their Parquet
 tables under DIR/<job>/<table>; report runs all three, writes the tables and
@@ -50,6 +50,9 @@ def add_parser(sub: Any) -> None:
                            help="where the report goes (default OUT/report.html; ./report.html when OUT is a URL)")
             p.add_argument("--json", default=None, metavar="FILE",
                            help="also write the report's data (every finding's first rows and counts) as JSON")
+            p.add_argument("--events", default=None, metavar="FILE",
+                           help="outside events to draw on the timeline (a test's faults): JSON lines of "
+                                "start_ms, end_ms, label")  # fmt: skip
         p.set_defaults(func=run)
 
 
@@ -81,6 +84,11 @@ def run(args: argparse.Namespace) -> int:
             _say(f"warren audit: --conf {kv!r}: want KEY=VALUE")
             return 1
         conf[key.strip()] = value
+    try:
+        events = report.read_events(args.events) if getattr(args, "events", None) else []
+    except (OSError, ValueError) as e:
+        _say(f"warren audit: --events: {e}")
+        return 1
     spark = session(args.master, shuffle_partitions=args.shuffle_partitions, conf=conf)
     snap = None
     try:
@@ -101,6 +109,7 @@ def run(args: argparse.Namespace) -> int:
                     write_tables(tables, _join(args.out, name))
         if job == "report":
             data = report.gather(snap, {**ptables, **mtables, **vtables})
+            data["events"] = events
             path = args.html or ("report.html" if "://" in args.out else os.path.join(args.out, "report.html"))
             os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
             report.write(path, report.render(data))
@@ -133,6 +142,7 @@ SUMMARY = {  # table -> how one row reads
     "partitions": lambda r: f"{_t(r['start_ms'])} – {_t(r['end_ms'])}  "
                             + " | ".join("{" + ", ".join(c) + "}" for c in r["components"]),
     "asymmetries": lambda r: f"{_t(r['start_ms'])} – {_t(r['end_ms'])}  {r['src']} reaches {r['dst']}, not back",
+    "bridged_cuts": lambda r: f"{_t(r['start_ms'])} – {_t(r['end_ms'])}  {r['a']} and {r['b']} apart, bridged",
     "split_brains": lambda r: f"{r['group']} term {r['term']}: {', '.join(r['leaders'])}",
     "leaderless": lambda r: f"{_t(r['start_ms'])} – {_t(r['end_ms'])}  {r['group']}",
     "leader_changes": lambda r: f"{_t(r['at_ms'])}  {r['group']}: {r['from_leader']} -> {r['to_leader']} "

@@ -70,8 +70,9 @@ def window_row(w: int, reports: list, first_seen: dict[str, int]) -> tuple:
     and that nobody reaches is gone, whatever the reason. Its edges come from the
     fresh reports alone (its own list is old), and it is in no asymmetric pair.
 
-    Returns (components, asymmetric pairs, silent nodes, present nodes): silent are
-    the nodes seen in an earlier window that are not present in this one."""
+    Returns (components, asymmetric pairs, silent nodes, present nodes, bridged pairs):
+    silent are the nodes seen in an earlier window that are not present in this one;
+    bridged pairs (`bridged`) come from the fresh reports alone."""
     fresh = {r[0]: set(r[1] or ()) for r in reports if not r[2]}
     old = {r[0]: set(r[1] or ()) for r in reports if r[2] and r[0] not in fresh}
     if fresh:
@@ -85,4 +86,14 @@ def window_row(w: int, reports: list, first_seen: dict[str, int]) -> tuple:
     asym = [a for a in asym if a[0] not in old and a[1] not in old]
     present = set(fresh) | set(old)
     silent = sorted(n for n, first in first_seen.items() if first <= w and n not in present)
-    return comps, [list(a) for a in asym], silent, sorted(present)
+    return comps, [list(a) for a in asym], silent, sorted(present), [list(p) for p in bridged(fresh, comps)]
+
+
+def bridged(reach: dict[str, set[str]], comps: list[list[str]]) -> list[tuple[str, str]]:
+    """Pairs (a, b), a < b, of one component that do not reach each other either way: a
+    partition bridged by a node that reaches both sides, which components alone cannot show
+    (every node reaches someone who reaches the rest). From fresh reports only."""
+    side = {n: i for i, comp in enumerate(comps) for n in comp}
+    nodes = sorted(reach)
+    return [(a, b) for i, a in enumerate(nodes) for b in nodes[i + 1 :]
+            if side.get(a) == side.get(b) and b not in reach[a] and a not in reach[b]]  # fmt: skip

@@ -3,10 +3,13 @@
 Tables (each a DataFrame; times are Unix ms, an interval is [start_ms, end_ms)):
 
   windows        one row per window: components (node lists), n_components, partitioned,
-                 silent (nodes seen before that did not report), asymmetric pairs, nodes present
+                 silent (nodes seen before that did not report), asymmetric pairs, nodes present,
+                 bridged pairs
   topology       consecutive windows with the same components and silent nodes, merged
   partitions     the topology intervals with more than one component
   asymmetries    intervals during which `src` reported reaching `dst` and not the reverse
+  bridged_cuts   intervals during which `a` and `b`, in one component, reached each other neither
+                 way: a partition bridged by a node that reaches both sides
   leaders        per Raft group, intervals of one leader (null: nobody claimed leadership)
   leaderless     the `leaders` intervals without a leader, with their duration
   leader_changes per group, the windows where the leader differs from the previous one seen
@@ -40,6 +43,7 @@ _GRAPH_TYPE = T.StructType([
     T.StructField("asymmetric", T.ArrayType(T.ArrayType(T.StringType()))),
     T.StructField("silent", T.ArrayType(T.StringType())),
     T.StructField("present", T.ArrayType(T.StringType())),
+    T.StructField("bridged", T.ArrayType(T.ArrayType(T.StringType()))),
 ])  # fmt: skip
 
 
@@ -80,7 +84,8 @@ def analyse(snap: Snapshots, stale_windows: int = STALE_WINDOWS, lag_windows: in
         "w", snap.window_start("w").alias("start_ms"), snap.window_start(F.col("w") + 1).alias("end_ms"),
         F.col("g.components").alias("components"), F.size("g.components").alias("n_components"),
         (F.size("g.components") > 1).alias("partitioned"), F.col("g.silent").alias("silent"),
-        F.col("g.asymmetric").alias("asymmetric"), F.col("g.present").alias("present"))  # fmt: skip
+        F.col("g.asymmetric").alias("asymmetric"), F.col("g.present").alias("present"),
+        F.col("g.bridged").alias("bridged"))  # fmt: skip
     windows = snap.cache(windows)
     tables["windows"] = windows
 
@@ -97,6 +102,9 @@ def analyse(snap: Snapshots, stale_windows: int = STALE_WINDOWS, lag_windows: in
     asym = windows.select("w", F.explode("asymmetric").alias("p")).select(
         "w", F.col("p")[0].alias("src"), F.col("p")[1].alias("dst"))
     tables["asymmetries"] = _intervals(asym, ["src", "dst"], snap, [])
+    cut = windows.select("w", F.explode("bridged").alias("p")).select("w", F.col("p")[0].alias("a"),
+                                                                      F.col("p")[1].alias("b"))  # fmt: skip
+    tables["bridged_cuts"] = _intervals(cut, ["a", "b"], snap, [])
 
     # ---- Raft groups, from the records of the nodes present in each window
     present = windows.select("w", F.explode("present").alias("node"))

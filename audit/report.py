@@ -27,6 +27,8 @@ MAX_ROWS = 200
 TABLES: dict[str, tuple[str, list[str], list[str]]] = {
     "partitions": ("Partitions", ["start_ms"], ["start_ms", "end_ms", "windows", "components", "silent"]),
     "asymmetries": ("One-way reachability", ["start_ms"], ["src", "dst", "start_ms", "end_ms", "windows"]),
+    "bridged_cuts": ("Cut links inside one component (a bridged partition)", ["start_ms"],
+                     ["a", "b", "start_ms", "end_ms", "windows"]),
     "split_brains": ("Split brains (two leaders in one term)", ["group", "term"],
                      ["group", "term", "leaders", "first_ms", "last_ms", "overlap_start_ms", "overlap_end_ms"]),
     "leaderless": ("Time without a leader", ["start_ms", "group"], ["group", "start_ms", "end_ms", "duration_ms"]),
@@ -205,6 +207,8 @@ def _cards(data: dict) -> str:
         _card("Restarts", str(c["restarts"]), "warn" if c["restarts"] else "ok",
               f"{c['counter_resets']} counter resets"),
         _card("One-way links", str(c["asymmetries"]), "warn" if c["asymmetries"] else "ok", "asymmetric reachability"),
+        _card("Bridged cuts", str(c.get("bridged_cuts", 0)), "bad" if c.get("bridged_cuts") else "ok",
+              "two nodes apart, a third reaching both"),
     ]  # fmt: skip
     if "versions" in t:
         mixed_ms = sum(r["end_ms"] - r["start_ms"] for r in t["mixed_versions"])
@@ -229,6 +233,8 @@ def render(data: dict) -> str:
     t = data["tables"]
     bands = [(r["start_ms"], r["end_ms"], "partition: " + _cell("components", r["components"]))
              for r in t["partitions"]]  # fmt: skip
+    bands += [(r["start_ms"], r["end_ms"], f"{r['a']} and {r['b']} cut off from each other, bridged by a third")
+              for r in t.get("bridged_cuts", [])]  # fmt: skip
     restarts = [(r["at_ms"], f"{r['node']} restarted") for r in t["restarts"]]
     node_color = {n: svg.color(i) for i, n in enumerate(data["nodes"])}
     body = [f"<h1>Warren cluster audit</h1><div class=\"meta\">{escape(data['source'])} · "
@@ -254,10 +260,15 @@ def render(data: dict) -> str:
         for n in r["silent"]:
             if n in lanes:
                 lanes[n].segments.append(svg.Segment(r["start_ms"], r["end_ms"], svg.SILENT, f"{n}: silent ({span})"))
+    events = svg.Lane("events", [svg.Segment(e["start_ms"], max(e["end_ms"], e["start_ms"] + 1), svg.EVENT,
+                                             f"{e['label']} ({_cell('s_ms', e['start_ms'])} – "
+                                             f"{_cell('e_ms', e['end_ms'])})") for e in data.get("events", [])])  # fmt: skip
     body.append("<h2>Partitions</h2><p class=\"note\">One lane per node. Green: every reporting node reaches every "
                 "other; during a partition each side has its own colour (nodes of one colour reach each other). "
-                "Grey: the node wrote no snapshot. Red bands: partitions; dashed lines: restarts.</p>")  # fmt: skip
-    body.append(svg.timeline(frame, list(lanes.values())))
+                "Grey: the node wrote no snapshot. Red bands: partitions; dashed lines: restarts."
+                + (" Blue, lane \"events\": what was done to the cluster (given with --events)." if events.segments
+                   else "") + "</p>")  # fmt: skip
+    body.append(svg.timeline(frame, ([events] if events.segments else []) + list(lanes.values())))
     body.append(_legend([("all connected", svg.HEALTHY), ("side 1", svg.side_color(0)),
                          ("side 2", svg.side_color(1)), ("silent", svg.SILENT)]))  # fmt: skip
 
@@ -377,6 +388,26 @@ def _versions(data: dict) -> str:
         took = svg.fmt_duration(r["end_ms"] - r["start_ms"])
         out.append(f'<p class="note">Mixed {escape(span)} ({escape(took)}): {escape(", ".join(r["versions"]))}</p>')
     return "".join(out)
+
+
+def read_events(path: str) -> list[dict]:
+    """Outside events to draw beside the nodes (`--events`): one JSON object a line,
+    {"start_ms", "end_ms", "label"} (a test's injected faults, say: what the snapshots
+    cannot know). Raises ValueError naming the first line that is not one."""
+    events = []
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                e = json.loads(line)
+                start, end, label = e["start_ms"], e["end_ms"], e["label"]
+                if not (type(start) is int and type(end) is int and start <= end and isinstance(label, str)):
+                    raise ValueError("want whole start_ms <= end_ms and a label")
+            except (ValueError, KeyError, TypeError) as err:
+                raise ValueError(f"{path}:{n}: not an event ({err})") from None
+            events.append({"start_ms": start, "end_ms": end, "label": label})
+    return sorted(events, key=lambda e: e["start_ms"])
 
 
 def write(path: str, html: str) -> None:

@@ -38,6 +38,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "support"))  # http_json, as conftest.py
 
+from chaos_audit import check_audit, export_snapshots, run_audit, write_events
 from chaos_checker import ENQUEUE, QueueCheck, check_stream_order, check_total_queue
 from chaos_cluster import ComposeCluster
 from chaos_history import OK, History
@@ -72,6 +73,7 @@ class MixedRun:
         self.rpc: RpcWorkload | None = None
         self.rpc_check: RpcCheck | None = None
         self.tag = secrets.token_hex(3)  # queue names of their own: a cluster may serve several runs
+        self.audit_data: dict | None = None  # the Spark audit's report data, once audit() ran
 
     def run(self) -> Report:
         r = self.report
@@ -156,6 +158,20 @@ class MixedRun:
         m = r.check_metadata(metadata.read_all)
         r.check("metadata changes were acknowledged", m.ok > 0, f"ok {m.ok} of {m.ops}")
 
+    def audit(self, out: Path) -> None:
+        """The Spark audit of the run (chaos_audit.py), its checks added to the report; the cluster
+        must still be up (its snapshots are exported first)."""
+        try:
+            snapshots = export_snapshots(self.c, out / "snapshots")
+            events = write_events(self.c.history, out / "events.ndjson")
+            data = run_audit(snapshots, out / "events.ndjson", out / "audit")
+        except Exception as e:
+            self.report.check("audit: ran", False, f"{type(e).__name__}: {str(e)[:3000]}")
+            return
+        lost = {self.workloads[t].queue: len(q.lost) for t, q in self.checks.items() if t != "dead-letter"}
+        check_audit(self.report, data, events, lost)
+        self.audit_data = data
+
     def _confirming(self, since: float, timeout: float, count: int = 5) -> bool:
         """Until every queue has `count` confirms that ended after `since` (monotonic)."""
 
@@ -226,6 +242,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--kinds", default=",".join(DEFAULT_KINDS),
                         help=f"comma-separated fault kinds to draw from (known: {','.join(KINDS)})")  # fmt: skip
     parser.add_argument("--source", default="worktree", choices=["worktree", "head"])
+    parser.add_argument("--no-audit", action="store_true", help="skip the Spark audit of the run's snapshots")
     args = parser.parse_args(argv)
     nodes = {len(NODES): NODES, len(FIVE_NODES): FIVE_NODES}.get(args.nodes)
     if nodes is None:
@@ -246,6 +263,8 @@ def main(argv: list[str]) -> int:
         run = MixedRun(cluster, args.seed, args.duration, kinds=kinds)
         print("schedule:\n" + "\n".join(s.describe() for s in run.steps), flush=True)
         run.run()
+        if not args.no_audit:
+            run.audit(out)
         run.write(out)
         if not run.report.ok:
             cluster.save_artifacts()

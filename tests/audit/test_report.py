@@ -113,6 +113,28 @@ def test_render_without_the_versions_job():
     assert "Versions and feature flags" not in html and "Mixed-version windows" not in html
 
 
+def test_render_draws_outside_events_on_the_partitions_timeline():
+    events = [{"start_ms": ms(30), "end_ms": ms(45), "label": "partition n1 <cut>"},
+              {"start_ms": ms(93), "end_ms": ms(93), "label": "kill9 n3"}]  # fmt: skip
+    html = report.render(_data(events=events))
+    assert "partition n1 &lt;cut&gt; (" in html and "kill9 n3 (" in html  # escaped, with their times
+    assert 'lane "events"' in html and html.count("<svg") == 6  # a lane of the partitions timeline, not a chart
+    assert 'lane "events"' not in report.render(_data())
+
+
+def test_read_events_names_the_line_that_is_not_one(tmp_path):
+    good = tmp_path / "events.ndjson"
+    good.write_text('{"start_ms": 2000, "end_ms": 3000, "label": "b"}\n\n{"start_ms": 1000, "end_ms": 1000, '
+                    '"label": "a", "node": "n1"}\n')  # fmt: skip
+    assert report.read_events(str(good)) == [{"start_ms": 1000, "end_ms": 1000, "label": "a"},
+                                             {"start_ms": 2000, "end_ms": 3000, "label": "b"}]  # fmt: skip
+    for bad in ('{"start_ms": 2, "end_ms": 1, "label": "x"}', '{"start_ms": 1, "label": "x"}', "[1, 2]", "nope",
+                '{"start_ms": 1.5, "end_ms": 2, "label": "x"}'):
+        (tmp_path / "bad.ndjson").write_text('{"start_ms": 1, "end_ms": 1, "label": "ok"}\n' + bad + "\n")
+        with pytest.raises(ValueError, match=r"bad.ndjson:2: not an event"):
+            report.read_events(str(tmp_path / "bad.ndjson"))
+
+
 def test_svg_helpers():
     ticks, step = svg.time_ticks(ms(0), ms(120))
     assert step == 120_000 and len(ticks) == 5 and all(ms(0) <= t <= ms(120) for t in ticks)
@@ -130,13 +152,16 @@ def test_warren_audit_report_end_to_end(spark, faulty, tmp_path, capsys):
     from node.cli import main
 
     out = tmp_path / "out"
+    events = tmp_path / "events.ndjson"
+    events.write_text(json.dumps({"start_ms": ms(30), "end_ms": ms(45), "label": "partition n1"}) + "\n")
     argv = ["audit", "report", "--snapshots", str(faulty.root), "--out", str(out), "--master", "local[2]",
-            "--json", str(tmp_path / "report.json")]  # fmt: skip
+            "--json", str(tmp_path / "report.json"), "--events", str(events)]  # fmt: skip
     assert main(argv) == 0
     printed = capsys.readouterr().out
     assert str(out / "report.html") in printed
     assert "mixed_versions: 1" in printed and "stream_queue: enabled 2023-11-14 22:22:30 on 0.2.0" in printed
     got = json.loads((tmp_path / "report.json").read_text())
+    assert got["events"] == [{"start_ms": ms(30), "end_ms": ms(45), "label": "partition n1"}]
     assert got["counts"]["losses"] == 2 and [r["versions"] for r in got["tables"]["mixed_versions"]] == [
         ["0.1.0", "0.2.0"]]
     assert "partitions: 2" in printed and "split_brains: 1" in printed and "losses: 2" in printed
@@ -162,3 +187,7 @@ def test_warren_audit_says_why_it_cannot_read(spark, tmp_path, capsys):
     (tmp_path / "empty" / "snapshots-1.ndjson").write_text("not json\n")
     assert main(["audit", "metrics", "--snapshots", str(tmp_path / "empty")]) == 1
     assert "no readable snapshot records" in capsys.readouterr().err
+    (tmp_path / "events.ndjson").write_text("not an event\n")
+    argv = ["audit", "report", "--snapshots", str(tmp_path / "empty"), "--events", str(tmp_path / "events.ndjson")]
+    assert main(argv) == 1
+    assert "--events: " in capsys.readouterr().err
