@@ -200,6 +200,7 @@ class StreamQueue(Queue):
             # a full disk: rejected as no space, and the stream waits for room (the disk alarm)
             full = self.disk.failed(f"{self.vhost}/{self.name}", sum(len(p.chunk) for p in plans), error)
             outcome = Outcome.NO_SPACE if full else Outcome.REJECTED
+            self.stats.rejected += len(confirms)  # refused: they never entered the stream (the audit's conservation)
             for confirm in confirms:
                 if confirm is not None:
                     confirm(outcome)

@@ -71,3 +71,6 @@ def test_a_stream_fsync_error_rejects_its_publishes_and_the_stream_goes_on(broke
     assert all(d.remote_state == d.ACCEPTED for d in _publish(sender, 3, start=1))
     conn.close()
     assert _read(node.url, 3) == [(1, 0), (2, 1), (3, 2)]
+    # counted as refused, so the audit's conservation (published - rejected = stored) holds
+    stats = node.queue("s").stats
+    assert (stats.published, stats.rejected, stats.confirmed) == (4, 1, 3)
