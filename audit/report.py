@@ -207,7 +207,7 @@ def _cards(data: dict) -> str:
         _card("Restarts", str(c["restarts"]), "warn" if c["restarts"] else "ok",
               f"{c['counter_resets']} counter resets"),
         _card("One-way links", str(c["asymmetries"]), "warn" if c["asymmetries"] else "ok", "asymmetric reachability"),
-        _card("Bridged cuts", str(c.get("bridged_cuts", 0)), "bad" if c.get("bridged_cuts") else "ok",
+        _card("Bridged cuts", str(c["bridged_cuts"]), "bad" if c["bridged_cuts"] else "ok",
               "two nodes apart, a third reaching both"),
     ]  # fmt: skip
     if "versions" in t:
@@ -234,7 +234,7 @@ def render(data: dict) -> str:
     bands = [(r["start_ms"], r["end_ms"], "partition: " + _cell("components", r["components"]))
              for r in t["partitions"]]  # fmt: skip
     bands += [(r["start_ms"], r["end_ms"], f"{r['a']} and {r['b']} cut off from each other, bridged by a third")
-              for r in t.get("bridged_cuts", [])]  # fmt: skip
+              for r in t["bridged_cuts"]]  # fmt: skip
     restarts = [(r["at_ms"], f"{r['node']} restarted") for r in t["restarts"]]
     node_color = {n: svg.color(i) for i, n in enumerate(data["nodes"])}
     body = [f"<h1>Warren cluster audit</h1><div class=\"meta\">{escape(data['source'])} · "
