@@ -3,7 +3,7 @@
     GET  /api/cluster                   this node's view: role, term, leader, indexes, members, failed,
                                         raft_log_out_of_space (a log write waits for disk space)
     POST /api/cluster/join              {"seed": "host:port"}: reset this node, join seed's cluster
-    POST /api/cluster/forget            {"node": "host:port"}: remove a (stopped) member
+    POST /api/cluster/forget            {"node": "host:port"}: remove a (stopped) member, and its replicas
 
     GET  /api/feature_flags             every flag this node knows: name, desc, stability,
                                         introduced_in, state (enabled | disabled | unavailable,
@@ -59,6 +59,7 @@ from node.http.route_kit import (
     read_body,
 )
 from node.ops import snapshot_export
+from node.vhosts.replica_shrink import shrink_all
 from storage.faults import STORES, DiskFaults
 
 
@@ -135,12 +136,17 @@ async def join_cluster(request: web.Request) -> web.Response:
 
 @access(ADMIN)
 async def forget_cluster_node(request: web.Request) -> web.Response:
+    """The member goes, then its replicas of every quorum queue and stream (replica_shrink.py):
+    `queues_shrunk` lists each queue with the members left or why it kept the replica."""
     body = await read_body(request)
+    member = _string(body, "node")
     try:
-        status = await _cluster(request).forget_cluster_node(_string(body, "node"), _timeout(body, request))
+        status = await _cluster(request).forget_cluster_node(member, _timeout(body, request))
     except ClusterError as e:
         raise _cluster_error(e) from None
-    return json_response(request, status)
+    node = api_of(request).node
+    shrunk = await shrink_all(node.quorum, node.metadata.state, member.strip())
+    return json_response(request, {**status, "queues_shrunk": shrunk})
 
 
 # ---------------------------------------------------------------- test faults and the key-value probe

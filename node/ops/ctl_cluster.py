@@ -48,8 +48,12 @@ def join_cluster(client: Client, args: argparse.Namespace) -> Done:
 
 @COMMANDS.command("forget_cluster_node", "NODE: remove a stopped member (its cluster address host:port) from the cluster")
 def forget_cluster_node(client: Client, args: argparse.Namespace) -> Done:
-    client.post("/api/cluster/forget", {"node": args.node})
-    return Done(f"Removing node {args.node} from the cluster ...")
+    status = client.post("/api/cluster/forget", {"node": args.node}) or {}
+    lines = [f"Removing node {args.node} from the cluster ..."]
+    for q in status.get("queues_shrunk", []):  # its replicas of quorum queues and streams went with it
+        what = f"{q['type']} '{q['name']}' in vhost '{q['vhost']}'"
+        lines.append(f"{what}: replica kept: {q['error']}" if "error" in q else f"{what}: replica removed")
+    return Done("\n".join(lines))
 
 
 @COMMANDS.command("list_feature_flags", "feature flags: name, state (enabled, disabled, unavailable), stability")
