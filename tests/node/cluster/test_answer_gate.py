@@ -7,20 +7,13 @@ from __future__ import annotations
 import asyncio
 
 import uvloop
+from eventually import until  # tests/support/
 
 from node.vhosts import answer_gate
 from node.vhosts.answer_gate import AnswerGate
 from raft.transport import NodeTransport, TransportOptions
 
 OPTIONS = TransportOptions(backoff_initial=0.01, backoff_max=0.2)
-
-
-async def until(predicate, what: str, timeout: float = 5.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not predicate():
-        assert loop.time() < deadline, f"{what} never happened"
-        await asyncio.sleep(0.005)
 
 
 async def pair() -> tuple[NodeTransport, NodeTransport]:

@@ -19,6 +19,7 @@ import asyncio
 from types import SimpleNamespace
 
 import uvloop
+from eventually import until  # tests/support/
 
 from metadata.feature_flags import QUEUE_PROXY_RECORDS
 from node.vhosts.remote_queue import QueueService, RemoteQueue
@@ -85,14 +86,6 @@ def service(transport: NodeTransport, queues: dict) -> QueueService:
     vhosts = {"/": SimpleNamespace(queues=queues)}
     projections = SimpleNamespace(feature_flags={QUEUE_PROXY_RECORDS})
     return QueueService(cluster, asyncio.get_running_loop(), vhosts, projections, consumer_lease=0)
-
-
-async def until(predicate, what: str, timeout: float = 5.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not predicate():
-        assert loop.time() < deadline, f"{what} never happened"
-        await asyncio.sleep(0.005)
 
 
 def test_a_consumer_failed_on_a_stream_end_the_queue_node_never_saw_holds_no_messages():
