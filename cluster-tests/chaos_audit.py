@@ -4,8 +4,8 @@ finds is held against what the run's own checkers found.
 
     snapshots = export_snapshots(cluster, out / "snapshots")      # before the cluster goes down
     events = write_events(cluster.history, out / "events.ndjson")
-    data = run_audit(snapshots, events, out / "audit")            # report.html, report.json
-    check_audit(report, data, expected)
+    data = run_audit(snapshots, out / "events.ndjson", out / "audit")   # report.html, report.json
+    check_audit(report, data, events, lost)                      # lost: queue -> the checker's count
 
 The chaos nodes write a snapshot record every second (WARREN_SNAPSHOT_INTERVAL in
 docker-compose.chaos.yml), so a fault held 3 s spans windows of its own. `warren ctl
