@@ -32,19 +32,16 @@ from pathlib import Path
 from typing import Any
 
 from chaos_cluster import PASSWORD, REPO, USER, ClusterError
+from spark_standalone import (  # tests/support/, on the path as conftest.py and chaos_mixed.py put it
+    conf_args,
+    java_problem,
+)
 
 # nemesis ops that inject a fault, and those that end the one injected before them
 INJECTS = frozenset({"partition", "partition-one-way", "kill9", "pause", "slow-link", "disk-full", "delete-member",
                      "clock-jump", "clock-drift"})  # fmt: skip
 HEALS = frozenset({"heal", "start", "unpause", "clear-slow-link", "disk-clear", "add-member", "clock-reset"})
 CUTS = frozenset({"partition", "partition-one-way"})  # faults the audit's reachability view can see
-# a minute or three of snapshots is a tiny input for Spark (cluster-tests/test_audit_upgrade.py says why)
-TINY_INPUT_CONF = {
-    "spark.sql.adaptive.enabled": "false",
-    "spark.sql.codegen.wholeStage": "false",
-    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
-    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
-}
 AUDIT_TIMEOUT = 600  # seconds
 
 
@@ -88,15 +85,12 @@ def write_events(history, path: Path) -> list[dict]:
 
 def run_audit(snapshots: Path, events: Path, out: Path) -> dict:
     """`warren audit report` in local Spark mode; the report's data (report.json)."""
-    sys.path.insert(0, str(REPO / "tests" / "support"))
-    from spark_standalone import java_problem
-
     problem = java_problem()
     if problem:
         raise ClusterError(f"the audit needs Java: {problem}")
     cmd = [sys.executable, "-m", "node.cli", "audit", "report", "--snapshots", str(snapshots), "--out", str(out),
            "--json", str(out / "report.json"), "--events", str(events), "--master", "local[2]",
-           "--shuffle-partitions", "2", *[a for kv in TINY_INPUT_CONF.items() for a in ("--conf", "=".join(kv))]]  # fmt: skip
+           "--shuffle-partitions", "2", *conf_args()]  # fmt: skip
     done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=AUDIT_TIMEOUT,
                           env=dict(os.environ, PYTHONPATH=str(REPO), PYSPARK_PYTHON=sys.executable))  # fmt: skip
     if done.returncode != 0:

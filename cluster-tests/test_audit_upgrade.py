@@ -31,7 +31,7 @@ from cluster_procs import REPO, ClusterProcesses
 from proton import Message
 from proton.utils import BlockingConnection
 from releases import RECORD_FILE, ReleaseRecordError, previous_release
-from spark_standalone import java_problem, spark_standalone
+from spark_standalone import conf_args, java_problem, spark_standalone
 from upgrade_run import TABLES
 
 from audit.schema import read_records
@@ -42,18 +42,6 @@ PERIOD = 0.5  # seconds between snapshot records: the windows of the audit
 HELD_BACK = "topic_permissions"  # "new in this checkout": the old nodes say they lack it
 QUEUES = {"audit-qq": "quorum", "audit-cq": "classic"}
 BEFORE, PER_STEP = 50, 10
-# A minute of snapshots is a tiny input: code generation and the optimising JIT cost more than
-# they save (measured on this test's snapshots at load 25-36: the audit took 176 s without code
-# generation, 269 s with it), and so does adaptive planning. The report runs its small queries
-# side by side; without locality.wait=0 a task waits up to 3 s for the busy executor that caches
-# its partition (the same run took 129 s with it, at load 19-25: too noisy to split the two).
-TINY_INPUT_CONF = {
-    "spark.locality.wait": "0",
-    "spark.sql.adaptive.enabled": "false",
-    "spark.sql.codegen.wholeStage": "false",
-    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
-    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
-}
 
 
 @pytest.fixture
@@ -179,7 +167,7 @@ def test_the_audit_shows_the_mixed_version_window_of_a_rolling_upgrade(old_relea
         spark_up = time.monotonic()
         cmd = [sys.executable, "-m", "node.cli", "audit", "report", "--snapshots", str(fleet), "--out", str(out),
                "--json", str(out / "report.json"), "--master", spark.master_url, "--shuffle-partitions", "2",
-               *spark.driver_args(), *[a for kv in TINY_INPUT_CONF.items() for a in ("--conf", "=".join(kv))]]
+               *spark.driver_args(), *conf_args()]
         ran = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600,
                              env=dict(os.environ, PYTHONPATH=str(REPO), PYSPARK_PYTHON=sys.executable))  # fmt: skip
         assert ran.returncode == 0, f"{ran.stdout}\n{ran.stderr[-4000:]}\n{spark.logs()}"

@@ -34,6 +34,23 @@ from cluster_procs import free_ports
 
 # one JVM flag set for the daemons and the executors: the jobs are many tiny queries
 QUICK_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+# `warren audit report` over a few minutes of snapshots (a rolling upgrade's, a chaos run's) is
+# a tiny input: code generation and the optimising JIT cost more than they save (measured on
+# test_audit_upgrade.py's snapshots at load 25-36: 176 s without code generation, 269 s with
+# it), and so does adaptive planning. The report runs its small queries side by side; without
+# locality.wait=0 a task waits up to 3 s for the busy executor that caches its partition.
+TINY_INPUT_CONF = {
+    "spark.locality.wait": "0",
+    "spark.sql.adaptive.enabled": "false",
+    "spark.sql.codegen.wholeStage": "false",
+    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+    "spark.driver.extraJavaOptions": QUICK_JVM,
+}
+
+
+def conf_args(conf: dict[str, str] = TINY_INPUT_CONF) -> list[str]:
+    """`--conf KEY=VALUE` arguments of `warren audit` for `conf`."""
+    return [a for kv in conf.items() for a in ("--conf", "=".join(kv))]
 ENSURE_JAVA = Path(__file__).resolve().parents[2] / "scripts" / "ensure-java.sh"
 
 
