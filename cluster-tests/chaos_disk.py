@@ -2,10 +2,9 @@
 
 A chaos node runs with its test faults enabled (WARREN_ENABLE_TEST_FAULTS in
 docker-compose.chaos.yml), so its HTTP API can arm errors in its own stores
-(`/api/cluster/test/disk_fault`, storage/faults.py): "a full disk" arms ENOSPC on the
-stores the node writes (the Raft log of the metadata and the quorum queues, the stream
-segments; not yet the classic message store, see STORES), on every write or on every fsync,
-until cleared. The
+(`/api/cluster/test/disk_fault`, storage/faults.py): "a full disk" arms ENOSPC on every
+store the node writes (the classic message store, the Raft log of the metadata and the
+quorum queues, the stream segments), on every write or on every fsync, until cleared. The
 node is to raise its disk alarm (which holds publishers cluster-wide), keep serving reads
 and lose nothing confirmed once there is room again (docs/chaos.md, "A node's own full
 disk").
@@ -22,10 +21,7 @@ import time
 from typing import Any
 
 ALARM_WAIT = 3.0  # seconds the fault waits to see the node's disk alarm (recorded, not required)
-# What the fault fills: the Raft log and the streams. Not the classic message store yet: a
-# publish waiting on its full disk is rejected, yet its batch is written again once there is
-# room, so the "rejected" message is stored and delivered (docs/chaos.md, Open).
-STORES = ("raft", "stream")
+STORES = ("messages", "raft", "stream")  # what the fault fills: every store of the node
 PATH = "/api/cluster/test/disk_fault"
 
 

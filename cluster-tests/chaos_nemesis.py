@@ -41,8 +41,8 @@ The fault kinds (KINDS):
 - replica-remove: a membership change under load: one node's replica removed from the
   workload's quorum queue (delete_member), added back (add_member) when the hold ends; not
   the leader's (refused): another node when the drawn one leads at the time.
-- disk-full: one node's disk full: every write (or every fsync) of its Raft log and streams
-  (not yet its classic message store: chaos_disk.STORES) fails with ENOSPC through its hooks
+- disk-full: one node's disk full: every write (or every fsync) of its message store, Raft
+  log and streams fails with ENOSPC through its hooks
   (chaos_disk.py) until the hold ends; the node is to hold publishers with its disk alarm,
   keep serving reads and lose nothing confirmed.
 

@@ -35,10 +35,10 @@ is given: the batch that failed is kept, the committer is `out_of_space`, and
 every `retry_full` seconds, once the filesystem has room for it, it reopens
 the store (clearing RocksDB's sticky error) and writes the same batch again,
 then goes on with what piled up meanwhile. Nothing buffered is dropped and
-batches still reach the disk in seal order. While out of space, whoever waits
-for a ticket not yet durable hears the failure: `durable()` raises
-StoreFullError and `on_durable`'s `on_failed` runs (a publish is rejected);
-a callback without `on_failed` waits and runs once its write is durable.
+batches still reach the disk in seal order. While out of space, `durable()`
+raises StoreFullError, while an `on_durable` callback waits and runs once its
+write is durable (a publish is confirmed late, never refused: its message is
+in the queue already and would be delivered all the same).
 `on_full` hears (on the loop) when a write first fails so; a batch the store
 wrote itself on the loop that failed so is handed over with `stall()` (the
 Raft log's flush, raft/journal.py) and waited out the same way.
@@ -98,9 +98,8 @@ class GroupCommitter:
         self._stall_after: tuple[SealedBatch, StoreFullError] | None = None  # stall() during a write
         self._full_error: StoreFullError | None = None
         self._retry_handle: asyncio.TimerHandle | None = None
-        # Min-heap of (ticket, registration order, callback or future, on_failed or None).
-        self._waiters: list[tuple[Ticket, int, Callable[[], None] | asyncio.Future[None],
-                                  Callable[[], None] | None]] = []  # fmt: skip
+        # Min-heap of (ticket, registration order, callback or future).
+        self._waiters: list[tuple[Ticket, int, Callable[[], None] | asyncio.Future[None]]] = []
         self._order = itertools.count()
         self.commits = 0
         store.on_pending = self._schedule
@@ -117,27 +116,21 @@ class GroupCommitter:
         if self._full_error is not None:
             raise self._full_error
         fut: asyncio.Future[None] = self._loop.create_future()
-        heapq.heappush(self._waiters, (ticket, next(self._order), fut, None))
+        heapq.heappush(self._waiters, (ticket, next(self._order), fut))
         await fut
 
-    def on_durable(self, ticket: Ticket, callback: Callable[[], None],
-                   on_failed: Callable[[], None] | None = None) -> None:  # fmt: skip
+    def on_durable(self, ticket: Ticket, callback: Callable[[], None]) -> None:
         """Call `callback()` on the loop once `ticket` is durable.
 
         Callbacks run in ticket order (registration order among equal
         tickets), never from inside this call: an already durable ticket's
-        callback is scheduled with call_soon. `on_failed`, if given, runs
-        instead (also on the loop, never from inside this call) when the
-        store runs out of space before the ticket is durable.
+        callback is scheduled with call_soon. Out of space, it waits for room.
         """
         if ticket <= self._store.durable_seq():
             self._loop.call_soon(callback)
             return
         self._check_waitable(ticket)
-        if on_failed is not None and self._full_error is not None:
-            self._loop.call_soon(on_failed)
-            return
-        heapq.heappush(self._waiters, (ticket, next(self._order), callback, on_failed))
+        heapq.heappush(self._waiters, (ticket, next(self._order), callback))
 
     async def flush(self) -> None:
         """Return once everything buffered so far is durable."""
@@ -236,7 +229,7 @@ class GroupCommitter:
     def _release(self, durable: Ticket) -> None:
         waiters = self._waiters
         while waiters and waiters[0][0] <= durable:
-            _, _, waiter, _ = heapq.heappop(waiters)
+            _, _, waiter = heapq.heappop(waiters)
             if isinstance(waiter, asyncio.Future):
                 if not waiter.done():
                     waiter.set_result(None)
@@ -254,7 +247,7 @@ class GroupCommitter:
             err.__cause__ = exc
         self._failed = err
         waiters, self._waiters = self._waiters, []
-        for _, _, waiter, _ in waiters:
+        for _, _, waiter in waiters:
             if isinstance(waiter, asyncio.Future) and not waiter.done():
                 waiter.set_exception(err)
         if self._on_error is not None:
@@ -280,7 +273,7 @@ class GroupCommitter:
     def _stall(self, batch: SealedBatch, err: StoreFullError) -> None:
         first = self._stalled is None
         if first:
-            log.error("%s; writes wait for space (retried every %ss) and waiting publishes are rejected",
+            log.error("%s; writes wait for space (retried every %ss), and so do their confirms",
                       err, self._retry_full)  # fmt: skip
         self._stalled, self._full_error = batch, err
         if self._retry_handle is not None:
@@ -288,15 +281,13 @@ class GroupCommitter:
             self._retry_handle = None
         if first and self._on_full is not None:
             self._on_full()
-        # Those waiting are told now; callbacks without on_failed stay for the write that will come.
+        # Futures waiting are told now; callbacks stay for the write that will come.
         kept = []
         for entry in self._waiters:
-            waiter, on_failed = entry[2], entry[3]
+            waiter = entry[2]
             if isinstance(waiter, asyncio.Future):
                 if not waiter.done():
                     waiter.set_exception(err)
-            elif on_failed is not None:
-                self._loop.call_soon(on_failed)
             else:
                 kept.append(entry)
         heapq.heapify(kept)

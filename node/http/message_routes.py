@@ -146,6 +146,9 @@ async def publish(request: web.Request) -> web.Response:
         topic_permissions.check(entries, request[USER].name, vhost.name, name, key, "write",
                                 scopes=token_scopes(request[USER]))  # fmt: skip
     node = api.node
+    if node.alarms.active:  # as an AMQP publisher is held; a queue on a full disk would keep it waiting
+        alarms = ", ".join(f"{resource} on {member}" for member, resource in node.alarms.cluster_wide(node.config.node_name))
+        raise ApiError(503, "service_unavailable", f"publishing is held by a resource alarm ({alarms})")
     node.metrics.published += 1
     queues = vhost.route(name, key, message)
     if not queues:

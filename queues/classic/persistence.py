@@ -46,11 +46,8 @@ class Persistence(Protocol):
 
     def drop_queue(self, queue: str) -> Ticket: ...
 
-    def on_durable(
-        self, ticket: Ticket, callback: Callable[[], None], on_failed: Callable[[], None] | None = None
-    ) -> None:
-        """`on_failed` runs instead of `callback` if the write cannot be made
-        durable for now (the disk is full)."""
+    def on_durable(self, ticket: Ticket, callback: Callable[[], None]) -> None:
+        """`callback` runs once `ticket` is on disk: on a full disk, once there is room."""
 
     def durable_seq(self) -> Ticket: ...
 
@@ -124,8 +121,7 @@ class MemoryPersistence:
         self.reads += len(seqs)
         return [self.records.get((queue, seq)) for seq in seqs]
 
-    def on_durable(self, ticket: Ticket, callback: Callable[[], None],
-                   on_failed: Callable[[], None] | None = None) -> None:  # fmt: skip
+    def on_durable(self, ticket: Ticket, callback: Callable[[], None]) -> None:
         callback()
 
     def durable_seq(self) -> Ticket:
@@ -266,9 +262,8 @@ class StorePersistence:
     def iter_index(self, queue: str, first: int = 0, end: int | None = None) -> Iterator[tuple[int, int, int, int]]:
         return self.store.iter_index(queue, first, end)
 
-    def on_durable(self, ticket: Ticket, callback: Callable[[], None],
-                   on_failed: Callable[[], None] | None = None) -> None:  # fmt: skip
-        self.committer.on_durable(ticket, callback, on_failed)
+    def on_durable(self, ticket: Ticket, callback: Callable[[], None]) -> None:
+        self.committer.on_durable(ticket, callback)
 
 
 def store_key(vhost: str, name: str) -> str:
