@@ -5,9 +5,8 @@
     c.up()                                # compose up, every node healthy, one leader for all
     c.partition("warren3")                # iptables inside warren3: drop warren1 and warren2
     c.heal()
-    c.kill9("warren2"); c.start("warren2")
-    c.pause("warren1"); c.unpause("warren1")
-    c.restart("warren3"); c.rolling_restart()
+    c.kill9("warren2"); c.start("warren2"); c.pause("warren1"); c.unpause("warren1")
+    c.restart("warren3"); c.rolling_restart(); c.forget("warren2"); c.rejoin("warren2")
     c.down()                              # compose down -v: containers, network, volumes
 
 The cluster is deploy/docker-compose.yml with cluster-tests/docker-compose.chaos.yml over it,
@@ -37,6 +36,7 @@ from typing import Any
 from chaos_clock import FAKETIME_FILE, ClockFaults
 from chaos_disk import DiskFaults
 from chaos_history import History
+from chaos_membership import MembershipFaults
 from http_json import HttpError, request_json  # tests/support, on sys.path by conftest.py
 
 HERE = Path(__file__).resolve().parent
@@ -193,7 +193,7 @@ def http(host: str, port: int, method: str, path: str, body: Any = None, timeout
 # ---------------------------------------------------------------- the cluster
 
 
-class ComposeCluster(ClockFaults, DiskFaults):
+class ComposeCluster(ClockFaults, DiskFaults, MembershipFaults):
     """See the module docstring."""
 
     def __init__(self, image: str = IMAGE, history: History | None = None, nodes: Iterable[str] = NODES,
@@ -223,6 +223,7 @@ class ComposeCluster(ClockFaults, DiskFaults):
         self.shaped: dict[str, tuple[int, int]] = {}  # node -> (rate kbit/s, loss %) of its slow link
         self.clocks: dict[str, str] = {}  # node -> its wall clock's fault ("+60s", "x1.5") until reset
         self.disks: dict[str, str] = {}  # node -> the disk op failing with ENOSPC ("write", "fsync") until cleared
+        self.forgotten: dict[str, list[str]] = {}  # node forgotten and wiped -> the quorum queues it had replicas of
         self._ips: dict[str, str] = {}
 
     # -- compose -----------------------------------------------------------------------------
@@ -310,8 +311,7 @@ class ComposeCluster(ClockFaults, DiskFaults):
             return self._ips[node]
         networks = self.container(node).attrs["NetworkSettings"]["Networks"]
         ips = [n["IPAddress"] for n in networks.values() if n.get("IPAddress")]
-        if ips:
-            self._ips[node] = ips[0]
+        self._ips.update({node: ips[0]} if ips else {})
         if node not in self._ips:
             raise ClusterError(f"{node} has no address (state {self.state(node)})")
         return self._ips[node]

@@ -120,7 +120,7 @@ class MixedRun:
             w.start()
         r.check("every queue confirms before the faults", self._confirming(time.monotonic() - 3600, 60))
 
-        self.nemesis = Nemesis(c, queue=self.workloads["quorum"].queue)
+        self.nemesis = Nemesis(c, queue=self.workloads["quorum"].queue, keep=(self.workloads["classic"].queue_node,))
         stop = threading.Event()
         started = time.monotonic()
         try:

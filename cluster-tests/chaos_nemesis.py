@@ -45,6 +45,12 @@ The fault kinds (KINDS):
   log and streams fails with ENOSPC through its hooks
   (chaos_disk.py) until the hold ends; the node is to hold publishers with its disk alarm,
   keep serving reads and lose nothing confirmed.
+- forget-rejoin: a membership change of the cluster under load: one node stopped, forgotten
+  (forget_cluster_node: out of the metadata group and of every replica) and wiped; when the
+  hold ends it starts blank with its seeds and joins the cluster again (a node joining), and
+  is added back to the quorum queues it had replicas of (chaos_membership.py). Never the
+  node of the workload's classic queue, whose messages live there only (`keep`): the next
+  node in order instead.
 
 The clock faults (chaos_clock.py) go through libfaketime (Debian's), preloaded into every
 node named in ComposeCluster's `faketime` (CLOCK_KINDS; deploy/entrypoint.sh); the nemesis
@@ -67,8 +73,8 @@ A drift is written by a process in the container (chaos_clock.py) rather than wi
 libfaketime's "x" rate, which counts from the process's start and keeps its offset after
 the rate is set back.
 
-Not implemented: nodes joining, forgotten and rejoining (the compose cluster has a fixed
-node list; DNS peer discovery, item 6, is tested on its own in test_discovery_compose.py).
+A node joins only as forget-rejoin's rejoin (the compose cluster has a fixed node list; DNS
+peer discovery, item 6, is tested on its own in test_discovery_compose.py).
 """
 
 from __future__ import annotations
@@ -92,6 +98,7 @@ KINDS = (
     "slow-link",
     "replica-remove",
     "disk-full",
+    "forget-rejoin",
     "clock-jump",
     "clock-drift",
 )
@@ -145,7 +152,7 @@ def schedule(seed: int, duration: float, nodes: list[str], kinds: tuple[str, ...
 
 
 def _params(rng: random.Random, kind: str, nodes: list[str]) -> dict[str, Any]:
-    if kind in ("kill9", "pause", "partition-isolate", "partition-one-way", "replica-remove"):
+    if kind in ("kill9", "pause", "partition-isolate", "partition-one-way", "replica-remove", "forget-rejoin"):
         return {"node": rng.choice(nodes)}
     if kind == "partition-majority":
         shuffled = rng.sample(nodes, len(nodes))
@@ -170,11 +177,13 @@ def _params(rng: random.Random, kind: str, nodes: list[str]) -> dict[str, Any]:
 
 class Nemesis:
     """Applies a schedule's steps to `cluster` (chaos_cluster.ComposeCluster). `queue`: the
-    quorum queue whose leader partition-queue-leader aims at."""
+    quorum queue whose leader partition-queue-leader aims at; `keep`: the nodes whose data
+    forget-rejoin must not wipe (a checked classic queue's)."""
 
-    def __init__(self, cluster, queue: str | None = None) -> None:
+    def __init__(self, cluster, queue: str | None = None, keep: tuple[str, ...] = ()) -> None:
         self.cluster = cluster
         self.queue = queue
+        self.keep = keep
         self.applied: list[tuple[Step, str]] = []  # each step run, and what it hit
         self._heal: Callable[[], None] | None = None
 
@@ -259,6 +268,13 @@ class Nemesis:
             c.queue_member(self.queue, node, add=False)
             self._heal = lambda: c.queue_member(self.queue, node, add=True)
             return f"{node} from {self.queue}"
+        if step.kind == "forget-rejoin":
+            ordered = sorted(c.nodes)
+            start = ordered.index(p["node"])
+            node = next(n for n in ordered[start:] + ordered[:start] if n not in self.keep)
+            c.forget(node)
+            self._heal = lambda: c.rejoin(node)
+            return node
         raise ValueError(f"unknown fault kind {step.kind!r}")
 
     def heal_current(self) -> None:
@@ -273,6 +289,8 @@ class Nemesis:
         self.heal_current()
         for node in list(c.paused):
             c.unpause(node)
+        for node in list(c.forgotten):
+            c.rejoin(node)
         for node in c.nodes:
             if c.state(node) != "running":
                 c.start(node, timeout=90)

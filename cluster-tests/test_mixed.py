@@ -60,6 +60,23 @@ def test_each_fault_kind_alone(cluster, kind):
         assert full.node == clear.node == steps[0].params["node"]
         assert full.meta["alarm"] is True  # the node raised its disk alarm
         assert sum(clear.meta["fired"].values()) > 0  # the node's writes did meet a full disk
+    if kind == "forget-rejoin":
+        check_the_node_was_forgotten_and_joined_again(cluster, mixed)
+
+
+def check_the_node_was_forgotten_and_joined_again(cluster, mixed):
+    """Out of the cluster and of every quorum queue, wiped, back as a member (through its
+    seeds) and a replica of the workload's quorum queue again; never the classic queue's node."""
+    [forget] = cluster.history.ops(process="nemesis", f="forget")
+    [rejoin] = cluster.history.ops(process="nemesis", f="rejoin")
+    node = forget.node
+    assert node == rejoin.node and node not in mixed.nemesis.keep
+    assert forget.type == rejoin.type == "ok"
+    assert forget.meta["shrunk"] >= 4 and not forget.meta["not_shrunk"]  # quorum, dead-letter (2), rpc
+    assert mixed.workloads["quorum"].queue in rejoin.meta["added"]
+    everyone = sorted(cluster.node_id(n) for n in cluster.nodes)
+    for n in cluster.nodes:
+        assert sorted(m["node"] for m in cluster.http(n, "GET", "/api/cluster")["members"]) == everyone
 
 
 def check_the_node_saw_its_clock_move(cluster, step):

@@ -206,12 +206,14 @@ class Cluster:
             identity.advertise_host = await discovery.own_host()
         node_id = identity.choose(self._port, self._listen_host)
         members = identity.load_members()
-        if members is None:
-            members = sorted({node_id, *self._seeds})
+        # a blank node with static seeds asks them first: they may be a cluster without it
+        ask_seeds = bool(self._seeds) and discovery.blank()
+        if members is None and not ask_seeds:
+            members = [node_id] if discover else sorted({node_id, *self._seeds})
             if discover:
                 discovery.mark()  # until it decides: a crash before then leaves the node blank
             identity.save_members(members)
-        elif self._seeds and set(self._seeds) - set(members):
+        elif members is not None and self._seeds and set(self._seeds) - set(members):
             log.warning("ignoring seeds %s: this node already belongs to %s (use join_cluster to move it)",
                         ",".join(self._seeds), ",".join(members))  # fmt: skip
         self.transport = NodeTransport(listen=f"{self._listen_host}:{identity.port}", node_id=node_id,
@@ -232,6 +234,10 @@ class Cluster:
             self.transport.gate_closed = lambda: self.log is not None and self.log.out_of_space is not None
             self.rpc = NodeRpc(self.transport, self.membership.serve_call)
             self.liveness = GroupLiveness(self, skip=METADATA)
+            join_through = None
+            if ask_seeds:
+                join_through = await discovery.cluster_without_this_node(self._seeds)
+                members = discovery.start_from_seeds(members, self._seeds, join_through)
             self.host.open_metadata([m for m in members if m != node_id])
         except BaseException:
             await self._close()
@@ -240,9 +246,9 @@ class Cluster:
         self.host.start_ticking()
         self.liveness.start(self.loop)
         log.info("cluster node %s, members %s", node_id, ",".join(members))
-        if discover:
+        if discover or join_through:
             try:
-                await discovery.run()
+                await (discovery.run() if discover else discovery.join_seed(join_through))
             except BaseException:
                 await self.stop()
                 raise

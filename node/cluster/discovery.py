@@ -21,6 +21,16 @@ state:
 It retries for `timeout` seconds, then the node fails to start (a node that
 formed alone instead could split the cluster in two).
 
+Static seeds (`--seeds`) list the members a blank node forms the cluster
+with. But a node forgotten by its cluster, wiped and started again with the
+same seeds (how a replaced machine comes back), or a new node given a running
+cluster's members as seeds, would then wait for a majority of members that
+do not count it. So a blank node asks its seeds for their members first
+(`cluster_without_this_node`, a few seconds at most): a seed whose members
+leave this node out is a running cluster it joins (the ordinary join path,
+the `discovering` marker kept until it is done); a seed counting it, or no
+answer, means the seeds are forming the cluster as configured.
+
 Why nodes started together never form two clusters: say X < Y both formed.
 A node answering "discovering" to an asker remembers it, so Y, when it
 formed, had not been asked by X (X sorts first), and X, when it formed, had
@@ -53,6 +63,8 @@ log = logging.getLogger("warren.cluster")
 Resolver = Callable[[str], list[str]]  # a DNS name -> its addresses (blocking: run in a thread)
 
 ASK_TIMEOUT = 2.0  # seconds one round waits for a peer's state
+SEEDS_ASK_TIMEOUT = 3.0  # seconds a blank node with static seeds waits for their members at most
+JOIN_TIMEOUT = 30.0  # seconds it then has to join their cluster before it fails to start
 MARKER = "discovering"  # in <data_dir>/cluster while a blank node's discovery has not decided
 
 
@@ -220,6 +232,57 @@ class PeerDiscovery:
     def _decided(self) -> None:
         self.state, self.via = "member", ""
         self._unmark()
+
+    # -- static seeds ---------------------------------------------------------------------------
+
+    async def cluster_without_this_node(self, seeds: list[str], timeout: float = SEEDS_ASK_TIMEOUT) -> str | None:
+        """The seed to join through when one of `seeds` belongs to a cluster that does not
+        count this node; None as soon as one counts it, or when none answers in `timeout`."""
+        c = self.cluster
+        asks = [asyncio.ensure_future(self._members_of(s, timeout)) for s in seeds if s != c.node_id]
+        try:
+            for ask in asyncio.as_completed(asks):
+                seed, members = await ask
+                if members is not None:
+                    if c.node_id in members:
+                        return None
+                    log.warning("seed %s belongs to a cluster without this node (%s): joining it", seed,
+                                ",".join(members))  # fmt: skip
+                    return seed
+            return None
+        finally:
+            for ask in asks:
+                ask.cancel()
+
+    async def _members_of(self, seed: str, timeout: float) -> tuple[str, list[str] | None]:
+        try:
+            members = (await self.cluster.call(seed, "members", {}, timeout)).get("members")
+        except ClusterError:  # not up, or not running yet (starting as this node is): no answer
+            return seed, None
+        return seed, members if isinstance(members, list) else None
+
+    def start_from_seeds(self, members: list[str] | None, seeds: list[str], join_through: str | None) -> list[str]:
+        """The members a blank node with static seeds opens its metadata group with (saved):
+        itself alone until it joins `join_through`'s cluster, else the seeds."""
+        c = self.cluster
+        if join_through is not None:
+            self.mark()  # until joined: a crash before then leaves the node blank
+            if members is None:
+                members = [c.node_id]
+        elif members is None:
+            members = sorted({c.node_id, *seeds})
+        else:
+            self._unmark()  # a join before a crash did finish: the seeds count this node now
+        c.identity.save_members(members)
+        return members
+
+    async def join_seed(self, seed: str) -> None:
+        """Join `seed`'s cluster (or finish a join begun before a crash through its members)."""
+        c = self.cluster
+        others = [m for m in c.members() if m != c.node_id]
+        await c.join_cluster(others[0] if others else seed, JOIN_TIMEOUT)
+        log.info("joined the cluster of %s, which its seeds belong to", others[0] if others else seed)
+        self._decided()
 
     async def serve(self, peer: str, args: dict) -> dict[str, Any]:
         """A peer's "discover" call: this node's state; a discovering node remembers the asker."""

@@ -1,0 +1,97 @@
+"""The membership faults (ComposeCluster.forget, rejoin; the nemesis kind forget-rejoin).
+
+A node is stopped (SIGTERM: it hands its leaderships over), forgotten by the cluster
+(`POST /api/cluster/forget` on another node, as `rabbitmqctl forget_cluster_node`: it leaves
+the metadata group and every quorum queue and stream it had a replica of) and its data
+wiped (the Docker volume emptied, as a replaced machine comes back). While it is away the
+others serve with one member fewer. The heal starts it again, blank, with the seeds it
+was first started with: it finds that they form a cluster without it and joins it
+(node/cluster/discovery.py, "Static seeds"), under load, and it is added back to the quorum
+queues of vhost "/" it had replicas of (`rabbitmqctl add_member`), so the runs go on with
+three replicas. Streams keep the replicas left (there is no command to add one).
+
+What it must not hit: the node of a classic queue whose messages are checked (a classic
+queue's messages live on its node only; wiping it loses them, by design, as in RabbitMQ):
+the nemesis picks another node (chaos_nemesis.Nemesis `keep`).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+from urllib.parse import quote
+
+from http_json import HttpError  # tests/support, on sys.path by conftest.py
+
+DATA = "/var/lib/warren/data"  # WARREN_DATA_DIR in deploy/docker-compose.yml, on the node's volume
+FORGET_FOR = 60.0  # seconds the forget is tried for (refused while the stopped node still leads)
+REJOIN_WAIT = 90.0  # seconds the rejoined node has to answer (it joins before its API starts)
+
+
+class MembershipFaults:
+    """ComposeCluster's membership faults (its `http`, `_nemesis`, `container`, `wait_answers`,
+    `queue_member`, `image`, `nodes`, `paused`), each recorded in the history as process
+    "nemesis"."""
+
+    forgotten: dict[str, list[str]]  # node -> the quorum queues of "/" it had a replica of
+    nodes: list[str]
+    paused: dict[str, str]
+    image: str
+    _ips: dict[str, str]
+    http: Any
+    _nemesis: Any
+    container: Any
+    wait_answers: Any
+    queue_member: Any
+    node_id: Any
+
+    def forget(self, node: str) -> None:
+        """Stop `node`, forget it through another node, empty its data volume."""
+        with self._nemesis("forget", node, node) as op:
+            self.container(node).stop(timeout=10)
+            via, answer = self._forget_through_another(node)
+            shrunk = answer.get("queues_shrunk", [])
+            self.forgotten[node] = sorted(q["name"] for q in shrunk
+                                          if q.get("vhost") == "/" and q.get("type") == "quorum" and "members" in q)  # fmt: skip
+            self._wipe(node)
+            op.ok(via=via, shrunk=len(shrunk), not_shrunk=[q["name"] for q in shrunk if "members" not in q])
+
+    def _forget_through_another(self, node: str) -> tuple[str, dict]:
+        deadline, error = time.monotonic() + FORGET_FOR, None
+        while time.monotonic() < deadline:
+            for via in self.nodes:
+                if via == node or via in self.paused:
+                    continue
+                try:
+                    return via, self.http(via, "POST", "/api/cluster/forget", {"node": self.node_id(node)}, timeout=40)
+                except HttpError as e:
+                    if e.status == 404 and error is not None:  # an earlier try did it, its answer lost
+                        return via, {}
+                    error = e  # a 409 while it still leads, a 503 while there is no leader
+                except (OSError, AssertionError) as e:
+                    error = e
+            time.sleep(0.5)
+        raise AssertionError(f"forget {node}: {error}")
+
+    def _wipe(self, node: str) -> None:
+        """Empty the stopped node's data directory, through a throwaway container on its volumes."""
+        client = self.container(node).client
+        client.containers.run(self.image, entrypoint=["rm", "-rf", DATA], user="root", remove=True,
+                              volumes_from=[self.container(node).id], network_mode="none")  # fmt: skip
+
+    def rejoin(self, node: str) -> None:
+        """Start the forgotten node again (blank: it joins through its seeds) and add it back to
+        the quorum queues it had replicas of."""
+        with self._nemesis("rejoin", node, node) as op:
+            self.container(node).start()
+            self._ips.pop(node, None)
+            self.wait_answers(node, REJOIN_WAIT)
+            added, gone = [], []
+            for queue in self.forgotten.pop(node, []):
+                try:
+                    self.http(node, "GET", f"/api/queues/%2F/{quote(queue, safe='')}")
+                    self.queue_member(queue, node, add=True)
+                    added.append(queue)
+                except (HttpError, AssertionError):  # deleted meanwhile (the metadata workload's)
+                    gone.append(queue)
+            op.ok(added=added, not_added=gone)
