@@ -48,7 +48,7 @@ The fault kinds (KINDS):
 - forget-rejoin: a membership change of the cluster under load: one node stopped, forgotten
   (forget_cluster_node: out of the metadata group and of every replica) and wiped; when the
   hold ends it starts blank with its seeds and joins the cluster again (a node joining), and
-  is added back to the quorum queues it had replicas of (chaos_membership.py). Never the
+  is added back to the quorum queues and streams it had replicas of (chaos_membership.py). Never the
   node of the workload's classic queue, whose messages live there only (`keep`): the next
   node in order instead.
 

@@ -12,6 +12,16 @@ at the current epoch: the metadata applies one such proposal per epoch, so
 two candidates never both win. The others then follow the new leader and
 truncate what it does not have. Of replicas with the same log, one in
 maintenance (drained) is passed over.
+
+A leader can also lose its log: a node wiped and back at the same address
+(forgotten while no majority of the stream's other replicas could elect
+without it, so the metadata still names it). A replica's fetch then names a
+committed end past the leader's log, which a leader's own log always holds
+(queues/stream/leader.py): it holds its publishes, answers no fetch (that
+would cut the replicas' logs to its own) and, here, asks the other replicas
+to stop; once *every* one answers (a committed chunk was on a majority, so
+on one of them, since its own copy is gone) it proposes the one with the
+best log as the next epoch's leader and follows it.
 """
 
 from __future__ import annotations
@@ -75,6 +85,10 @@ class StreamFailover:
     def _check(self) -> None:
         self._timer = self.node.loop.call_later(CHECK_S, self._check)
         connected = self.node.cluster.transport.is_connected
+        for key in list(self.roles.stale):
+            if key not in self._electing:
+                self._electing.add(key)
+                self.node.background(self._elect(*key, stale=True), f"replacing this node as stream {key[1]!r}'s leader")
         for key, replica in list(self.roles.replicas.items()):
             if connected(replica.leader):
                 self._misses.pop(key, None)
@@ -84,11 +98,31 @@ class StreamFailover:
                 self._electing.add(key)
                 self.node.background(self._elect(*key), f"electing a leader for stream {key[1]!r}")
 
-    async def _elect(self, vhost: str, name: str) -> None:
+    async def _elect(self, vhost: str, name: str, stale: bool = False) -> None:
         try:
-            await self._run(vhost, name)
+            await (self._replace_stale(vhost, name) if stale else self._run(vhost, name))
         finally:
             self._electing.discard((vhost, name))
+
+    async def _replace_stale(self, vhost: str, name: str) -> None:
+        record = self.roles.record(vhost, name)
+        me = self.node.node_id
+        if record is None or record.leader != me:
+            self.roles.stale.discard((vhost, name))
+            return
+        others = [r for r in record.replicas if r != me]
+        answers = await asyncio.gather(*(self.roles.ask_stop(r, vhost, name, record.epoch, STOP_WAIT_S)
+                                         for r in others))  # fmt: skip
+        logs = {r: a for r, a in zip(others, answers, strict=True) if a is not None and a[1] >= 0}
+        if len(logs) < len(others):
+            log.warning("stream %s/%s: this node's log was lost and only %d of the %d other replicas answer:"
+                        " no election", vhost, name, len(logs), len(others))  # fmt: skip
+            return  # tried again at the next check
+        best = _choose(logs, self.node.placement.nodes_in_maintenance())
+        log.warning("stream %s/%s: this node's log was lost; %s leads epoch %d (logs %s)", vhost, name, best,
+                    record.epoch + 1, logs)  # fmt: skip
+        await self.node.metadata.run(mc.StreamElect(f"stream-elect/{uuid.uuid4()}", vhost, name, record.epoch, best))
+        self.roles.stale.discard((vhost, name))
 
     async def _run(self, vhost: str, name: str) -> None:
         record = self.roles.record(vhost, name)

@@ -79,6 +79,7 @@ class StreamRoles:
         self._answers: dict[int, asyncio.Future] = {}
         self.moving = MovingReaders()  # consumers of a copy changing role (node/vhosts/stream_moves.py)
         self._closing: set[tuple[str, str]] = set()  # copies closing to open in a new role
+        self.stale: set[tuple[str, str]] = set()  # led here by the metadata, with a lost log (stream_failover.py)
 
     # -- the transport -----------------------------------------------------------------
 
@@ -114,8 +115,9 @@ class StreamRoles:
                     replica.on_truncate(msg)
         elif isinstance(msg, wire.Stop):
             replica = self.replicas.get(key)
-            if replica is not None and self.node.cluster.transport.is_connected(replica.leader):
-                log_epoch, end = 0, -1  # the leader is alive from here: no election
+            if replica is not None and peer != replica.leader and self.node.cluster.transport.is_connected(
+                    replica.leader):  # fmt: skip
+                log_epoch, end = 0, -1  # the leader is alive from here: no election (unless it asks)
             else:
                 log_epoch, end = self.stop(msg.vhost, msg.name, msg.epoch)
             self.send(peer, wire.Status(msg.vhost, msg.name, msg.epoch, msg.request, log_epoch, end))
@@ -172,8 +174,9 @@ class StreamRoles:
     def _lead(self, vhost: VHost, record: StreamRecord, arguments: dict, committed: int | None) -> StreamQueue:
         directory = self.directory_of(vhost.name, record.name)
         queue = StreamQueue(vhost.name, record.name, arguments, directory, vhost, self.node.loop, self.disk)
-        raise_log_epoch(directory, record.epoch)  # before it takes a publish of this epoch
-        role = StreamLeader(queue, self.node.node_id, record.epoch, record.replicas, self.send, self._notices)
+        key = (vhost.name, record.name)
+        role = StreamLeader(queue, self.node.node_id, record.epoch, record.replicas, self.send, self._notices,
+                            on_lost_log=lambda: self.stale.add(key))  # fmt: skip
         queue.role = role
         # what a majority is known to have: all of it when alone, else what it learned as a replica
         queue.committed_end = queue.log.next_offset if len(record.replicas) == 1 else \
@@ -181,6 +184,7 @@ class StreamRoles:
         for peer in record.replicas:
             if peer != self.node.node_id:
                 self.node.cluster.transport.add_peer(peer)
+        raise_log_epoch(directory, record.epoch)  # before it takes a publish of this epoch
         role.announce()
         return queue
 

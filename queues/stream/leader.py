@@ -55,7 +55,8 @@ NOTICE_DELAY_S = 0.005
 
 class StreamLeader:
     def __init__(self, queue: Any, me: str, epoch: int, replicas: tuple[str, ...],
-                 send: Callable[[str, object], None], notices: Callable[[], bool] = lambda: False) -> None:  # fmt: skip
+                 send: Callable[[str, object], None], notices: Callable[[], bool] = lambda: False,
+                 on_lost_log: Callable[[], None] = lambda: None) -> None:  # fmt: skip
         self.queue = queue
         self.me = me
         self.epoch = epoch
@@ -66,6 +67,12 @@ class StreamLeader:
         self.parked: dict[str, wire.Fetch] = {}
         self.flushed: list[WritePlan] = []  # chunks on their way to this node's disk, in offset order
         self._telling = False
+        # a replica knows of committed chunks past this log's end: this log was lost (a wiped
+        # node back as the leader the metadata still names). It then holds its publishes and
+        # answers no fetch, which would cut the replicas' logs to its own, and `on_lost_log`
+        # has the replica with the log elected (node/vhosts/stream_failover.py)
+        self.stale = False
+        self.on_lost_log = on_lost_log
 
     def announce(self) -> None:
         """Tells each replica that this node leads, by an answer without chunks, which a
@@ -78,8 +85,16 @@ class StreamLeader:
     # -- the replicas' requests ---------------------------------------------------------
 
     def on_fetch(self, peer: str, fetch: wire.Fetch) -> None:
-        if fetch.epoch != self.epoch or peer not in self.replicas:
+        if fetch.epoch != self.epoch or peer not in self.replicas or self.stale:
             return  # a replica of another epoch: it learns the current one from the metadata
+        if fetch.committed > self.queue.log.next_offset:  # never so with this log: each committed chunk is on it
+            log.error("stream %s/%s: %s knows of committed offsets up to %d, this leader's log ends at %d: its"
+                      " log was lost; holding it until a replica with the log leads", self.queue.vhost,
+                      self.queue.name, peer, fetch.committed, self.queue.log.next_offset)  # fmt: skip
+            self.stale = True
+            self.queue.hold()
+            self.on_lost_log()
+            return
         self.parked.pop(peer, None)  # its earlier fetch is answered by this one
         cut = self._diverges(fetch)
         if cut is not None:
