@@ -36,6 +36,7 @@ from typing import Any
 from chaos_clock import FAKETIME_FILE, ClockFaults
 from chaos_disk import DiskFaults
 from chaos_history import History
+from chaos_links import LinkFaults
 from chaos_membership import MembershipFaults
 from http_json import HttpError, request_json  # tests/support, on sys.path by conftest.py
 
@@ -193,7 +194,7 @@ def http(host: str, port: int, method: str, path: str, body: Any = None, timeout
 # ---------------------------------------------------------------- the cluster
 
 
-class ComposeCluster(ClockFaults, DiskFaults, MembershipFaults):
+class ComposeCluster(ClockFaults, DiskFaults, LinkFaults, MembershipFaults):
     """See the module docstring."""
 
     def __init__(self, image: str = IMAGE, history: History | None = None, nodes: Iterable[str] = NODES,
@@ -220,7 +221,7 @@ class ComposeCluster(ClockFaults, DiskFaults, MembershipFaults):
         self._override_dir = tempfile.mkdtemp(prefix="warren-compose-")
         self.partitions: dict[str, set[str]] = {}  # node -> the nodes it drops
         self.paused: dict[str, str] = {}  # node -> how: "freezer" (docker pause) or "sigstop"
-        self.shaped: dict[str, tuple[int, int]] = {}  # node -> (rate kbit/s, loss %) of its slow link
+        self.shaped: dict[str, tuple[int, int, int]] = {}  # node -> (rate kbit/s, loss %, delay ms) of its slow link
         self.clocks: dict[str, str] = {}  # node -> its wall clock's fault ("+60s", "x1.5") until reset
         self.disks: dict[str, str] = {}  # node -> the disk op failing with ENOSPC ("write", "fsync") until cleared
         self.forgotten: dict[str, list[str]] = {}  # node forgotten and wiped -> the quorum queues it had replicas of
@@ -460,39 +461,6 @@ class ComposeCluster(ClockFaults, DiskFaults, MembershipFaults):
             for other in others:
                 self.exec(node, "iptables", "-w", "-A", "INPUT", "-s", self.ip(other), "-j", "DROP")
                 self.partitions.setdefault(node, set()).add(other)
-
-    def slow_link(self, node: str, rate_kbit: int, loss_pct: int) -> None:
-        """Slow and lossy links for `node`: a token-bucket rate limit of everything it sends
-        (tc tbf; a queue builds up, so delay grows with load) and random loss of `loss_pct` %
-        of what it exchanges with its peers (iptables statistic). The kernel here has no
-        netem, so neither fixed delay nor jitter."""
-        with self._nemesis("slow-link", {"node": node, "rate_kbit": rate_kbit, "loss_pct": loss_pct}, node):
-            self.exec(node, "tc", "qdisc", "replace", "dev", "eth0", "root", "tbf", "rate", f"{rate_kbit}kbit",
-                      "burst", "32kbit", "latency", "2s")  # fmt: skip
-            self.shaped[node] = (rate_kbit, loss_pct)
-            if loss_pct:
-                for rule in self._loss_rules(node, loss_pct):
-                    self.exec(node, "iptables", "-w", "-A", *rule)
-
-    def clear_slow_link(self, node: str) -> None:
-        with self._nemesis("clear-slow-link", node, node):
-            rate_kbit, loss_pct = self.shaped.pop(node, (0, 0))
-            if node in self.paused or self.state(node) != "running":
-                return  # a killed node's rules went with its network namespace
-            self.exec(node, "tc", "qdisc", "del", "dev", "eth0", "root", check=False)
-            if loss_pct:
-                for rule in self._loss_rules(node, loss_pct):
-                    self.exec(node, "iptables", "-w", "-D", *rule, check=False)
-
-    def _loss_rules(self, node: str, loss_pct: int) -> list[list[str]]:
-        rules = []
-        for other in self.nodes:
-            if other == node:
-                continue
-            ip = self.ip(other)
-            match = ["-m", "statistic", "--mode", "random", "--probability", f"{loss_pct / 100:.2f}", "-j", "DROP"]
-            rules += [["INPUT", "-s", ip, *match], ["OUTPUT", "-d", ip, *match]]
-        return rules
 
     def queue_member(self, queue: str, node: str, add: bool, via: Iterable[str] | None = None,
                      timeout: float = 30.0) -> None:  # fmt: skip

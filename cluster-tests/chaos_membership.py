@@ -33,6 +33,7 @@ from http_json import HttpError  # tests/support, on sys.path by conftest.py
 DATA = "/var/lib/warren/data"  # WARREN_DATA_DIR in deploy/docker-compose.yml, on the node's volume
 FORGET_FOR = 60.0  # seconds the forget is tried for (refused while the stopped node still leads)
 REJOIN_WAIT = 90.0  # seconds the rejoined node has to answer (it joins before its API starts)
+IN_SYNC_WAIT = 30.0  # seconds a quorum queue's new replica has to catch up before the heal is done
 
 
 class MembershipFaults:
@@ -58,7 +59,7 @@ class MembershipFaults:
             self.container(node).stop(timeout=10)
             via, answer = self._forget_through_another(node)
             shrunk = answer.get("queues_shrunk", [])
-            self.forgotten[node] = sorted(q["name"] for q in shrunk if q.get("vhost") == "/" and "members" in q)
+            self.forgotten[node] = sorted((q["name"], q["type"]) for q in shrunk if q.get("vhost") == "/" and "members" in q)
             self._wipe(node)
             op.ok(via=via, shrunk=len(shrunk), not_shrunk=[q["name"] for q in shrunk if "members" not in q])
 
@@ -93,11 +94,32 @@ class MembershipFaults:
             self._ips.pop(node, None)
             self.wait_answers(node, REJOIN_WAIT)
             added, gone = [], []
-            for queue in self.forgotten.pop(node, []):
+            for queue, kind in self.forgotten.pop(node, []):
                 try:
                     self.http(node, "GET", f"/api/queues/%2F/{quote(queue, safe='')}")
                     self.queue_member(queue, node, add=True)
                     added.append(queue)
                 except (HttpError, AssertionError):  # deleted meanwhile (the metadata workload's)
                     gone.append(queue)
+                    continue
+                if kind == "quorum":
+                    self._until_in_sync(queue, node)
             op.ok(added=added, not_added=gone)
+
+    def _until_in_sync(self, queue: str, node: str) -> None:
+        """Until the queue's leader counts `node`'s replica as having its whole log: the heal
+        ends on a whole cluster (a new replica that still copies the log is no vote yet, so a
+        fault right after would leave its group without a majority)."""
+        deadline = time.monotonic() + IN_SYNC_WAIT
+        path = f"/api/queues/quorum/%2F/{quote(queue, safe='')}/status"
+        while time.monotonic() < deadline:
+            for via in self.nodes:
+                try:
+                    rows = self.http(via, "GET", path, timeout=3)
+                except (OSError, HttpError, AssertionError):
+                    continue
+                leader = next((r for r in rows if r["Raft State"] == "leader"), None)
+                mine = next((r for r in rows if r["Node Name"] == f"warren@{node}"), None)
+                if leader is not None and mine is not None and (mine["Last Written"] or 0) >= leader["Commit Index"]:
+                    return
+            time.sleep(0.2)

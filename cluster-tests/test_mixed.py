@@ -62,6 +62,11 @@ def test_each_fault_kind_alone(cluster, kind):
         assert sum(clear.meta["fired"].values()) > 0  # the node's writes did meet a full disk
     if kind == "forget-rejoin":
         check_the_node_was_forgotten_and_joined_again(cluster, mixed)
+    if kind == "slow-link":  # the node's transport took the delay (tc and iptables fail loudly by themselves)
+        [slow] = cluster.history.ops(process="nemesis", f="slow-link")
+        params = steps[0].params
+        assert params["delay_ms"] > 0
+        assert slow.meta["delay"] == {"ms": params["delay_ms"], "jitter_ms": params["jitter_ms"]}
 
 
 def check_the_node_was_forgotten_and_joined_again(cluster, mixed):

@@ -67,7 +67,8 @@ class PeerLink:
         self.queued_bytes = 0
         self.dirty = False
         # Frames released for the current session, written in order by its writer.
-        self.outbox: deque[tuple[Frame, int]] = deque()
+        self.outbox: deque[tuple[Frame, int, float]] = deque()  # (frame, size, when it may go)
+        self._last_due = 0.0
         self.outbox_bytes = 0
         self.last_recv = 0.0
         self.last_sent = 0.0
@@ -103,7 +104,11 @@ class PeerLink:
         return self._session_task is not None and not self._session_task.done()
 
     def push(self, frame: Frame, size: int) -> None:
-        self.outbox.append((frame, size))
+        due, delay = 0.0, self.owner.send_delay
+        if delay is not None:  # a test fault, netem's delay and jitter: order kept, as TCP keeps it
+            self._last_due = due = max(self._last_due, self.owner._clock() + random.uniform(delay[0] - delay[1],
+                                                                                            delay[0] + delay[1]))
+        self.outbox.append((frame, size, due))
         self.outbox_bytes += size
         self._outbox_ready.set()
 
@@ -131,7 +136,7 @@ class PeerLink:
 
     def _set_down(self) -> None:
         """Forget everything not yet handed to gRPC: it belongs to a dead session."""
-        dropped = len(self.pending) + len(self.ungated) + sum(len(f.messages) for f, _ in self.outbox)
+        dropped = len(self.pending) + len(self.ungated) + sum(len(f.messages) for f, _, _ in self.outbox)
         # sealed ones: when released
         self.queued_bytes -= sum(len(item[2]) for item in self.pending) + sum(len(i[2]) for i in self.ungated)
         self.pending = []
@@ -215,13 +220,18 @@ class PeerLink:
                 self._outbox_ready.clear()
                 await self._outbox_ready.wait()
                 continue
-            frame, size = self.outbox.popleft()
+            due = self.outbox[0][2]
+            if due and due > self.owner._clock():  # held by the delay fault
+                await asyncio.sleep(due - self.owner._clock())
+                continue
+            frame, size, _ = self.outbox.popleft()
             self.outbox_bytes -= size
             # frames queued while the last write was out go in this one, up to the frame bound
             limit = self.owner.options.max_frame_bytes
             outbox = self.outbox
-            while outbox and size + outbox[0][1] <= limit and outbox[0][0].epoch == frame.epoch:
-                more, n = outbox.popleft()
+            while (outbox and size + outbox[0][1] <= limit and outbox[0][0].epoch == frame.epoch
+                   and (not outbox[0][2] or outbox[0][2] <= self.owner._clock())):  # fmt: skip
+                more, n, _ = outbox.popleft()
                 self.outbox_bytes -= n
                 frame.messages.extend(more.messages)
                 size += n

@@ -169,6 +169,7 @@ class NodeTransport:
         self.on_peer_down: list[Callable[[str], None]] = []
         self.on_error = on_error
         self.failed: BaseException | None = None
+        self.send_delay: tuple[float, float] | None = None  # (seconds, jitter): see delay()
         self._secret = secret
         self._tls = tls
         self._channel_credentials: grpc.ChannelCredentials | None = None
@@ -377,6 +378,14 @@ class NodeTransport:
             link = self._links.get(peer)
             if link is not None:
                 link.wake()
+
+    def delay(self, seconds: float, jitter: float = 0.0) -> None:
+        """Hold each frame sent to any peer for `seconds` +- `jitter` (uniform) before it goes,
+        in order, until delay(0): a test fault, what `tc netem delay` does to a link (this
+        machine's kernel has no sch_netem). Frames already queued are not held."""
+        if seconds < 0 or jitter < 0 or jitter > seconds:
+            raise ValueError("a delay needs 0 <= jitter <= seconds")
+        self.send_delay = (seconds, jitter) if seconds > 0 else None
 
     def is_partitioned(self, peer: str) -> bool:
         return peer in self._partitioned

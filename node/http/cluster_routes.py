@@ -17,6 +17,8 @@ Test-only, answered 404 unless the node runs with --enable-test-faults:
     POST /api/cluster/test/partition    {"peers": [...]} (default: every other member),
                                         "outbound_only": true cuts only this node's streams to them
     POST /api/cluster/test/heal         {"peers": [...]} (default: all)
+    POST /api/cluster/test/delay        {"ms": D, "jitter_ms": J}: every frame this node sends to a
+                                        peer waits D +- J ms, in order (netem's delay); ms 0 ends it
     PUT  /api/cluster/test/kv/{key}     {"value", "idempotency_key", "timeout"}: commit a Put
     GET  /api/cluster/test/kv/{key}     ?consistent=true fences first; 404 for a missing key
     GET  /api/cluster/test/kv           every key
@@ -165,6 +167,20 @@ async def heal(request: web.Request) -> web.Response:
     cluster = _test_cluster(request)
     cluster.heal(_peers(await read_body(request)))
     return json_response(request, {"partitioned": sorted(cluster.transport.partitioned)})
+
+
+@access(ADMIN)
+async def delay(request: web.Request) -> web.Response:
+    cluster = _test_cluster(request)
+    body = await read_body(request)
+    ms, jitter = body.get("ms", 0), body.get("jitter_ms", 0)
+    if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in (ms, jitter)):
+        raise bad_request("'ms' and 'jitter_ms' must be numbers")
+    try:
+        cluster.transport.delay(ms / 1000, jitter / 1000)
+    except ValueError as e:
+        raise bad_request(str(e)) from None
+    return json_response(request, {"ms": ms, "jitter_ms": jitter})
 
 
 def _kv(cluster: Cluster) -> KeyValueMachine:
@@ -416,6 +432,7 @@ ROUTES = [
     ("POST", "/api/cluster/forget", forget_cluster_node),
     ("POST", "/api/cluster/test/partition", partition),
     ("POST", "/api/cluster/test/heal", heal),
+    ("POST", "/api/cluster/test/delay", delay),
     ("GET", "/api/cluster/test/kv", list_kv),
     ("GET", "/api/cluster/test/kv/{key}", get_kv),
     ("PUT", "/api/cluster/test/kv/{key}", put_kv),

@@ -233,13 +233,15 @@ class StreamQueue(Queue):
             self.stats.confirmed += confirmed
         self.readers.wake()
 
-    def _release_unconfirmed(self) -> None:
-        """Written here but never committed (deleted, or no longer the leader): the publisher decides."""
+    def _release_unconfirmed(self, outcome: Outcome) -> None:
+        """Written here but not known committed: RELEASED when the stream is deleted; UNKNOWN when
+        this node stops leading it, since a replica that has the chunk keeps it in the next epoch
+        (RELEASED then made publishers send again what a consumer later read twice)."""
         unconfirmed, self._unconfirmed = self._unconfirmed, deque()
         for _, confirms in unconfirmed:
             for confirm in confirms:
                 if confirm is not None:
-                    confirm(Outcome.RELEASED)
+                    confirm(outcome)
 
     # -- handing the leadership over (node/vhosts/stream_handover.py) -------------------
 
@@ -313,7 +315,7 @@ class StreamQueue(Queue):
             if confirm is not None:
                 confirm(Outcome.RELEASED)
         self._parts, self._filter_values, self._confirms = [], [], []
-        self._release_unconfirmed()
+        self._release_unconfirmed(Outcome.RELEASED)
         self.readers.queue_deleted()
         self.log.retire()
         self._when_idle(self.log.destroy)
@@ -324,7 +326,7 @@ class StreamQueue(Queue):
         write in flight returns, then `then` (the replica opening them)."""
         if self._retention_timer is not None:
             self._retention_timer.cancel()
-        self._release_unconfirmed()
+        self._release_unconfirmed(Outcome.UNKNOWN)
         waiting, self._confirms = self._confirms, []  # never written (held for a hand-over): sent again elsewhere
         self._parts, self._filter_values, self._waiting_bytes = [], [], 0
         for confirm in waiting:

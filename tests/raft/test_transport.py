@@ -499,3 +499,33 @@ def test_throughput_of_batched_messages():
             assert a.stats.entries_held_back == 0  # rates are for bench/, not assertions
 
     uvloop.run(main())
+
+
+# -- the delay fault (netem's delay and jitter, for the chaos suite's slow-link) -------------------
+
+
+def test_a_delayed_transport_holds_each_frame_and_keeps_the_order():
+    async def main():
+        async with nodes(2) as (a, b):
+            loop = asyncio.get_running_loop()
+            arrived: dict[int, float] = {}
+            b.on_node_message = lambda peer, channel, payload: arrived.setdefault(int(payload), loop.time())
+            a.delay(1.0, 0.2)
+            sent_at = {}
+            for turn in range(20):
+                for i in range(5):
+                    sent_at[turn * 5 + i] = loop.time()
+                    assert a.send_node_message(b.node_id, "seq", b"%d" % (turn * 5 + i))
+                await asyncio.sleep(0.005)
+            await until(lambda: len(arrived) == 100, what="every message delivered")
+            assert list(arrived) == list(range(100))  # in order
+            assert min(arrived[s] - sent_at[s] for s in arrived) >= 0.8  # none before delay - jitter
+            a.delay(0)  # ended: the next one goes at once
+            start = loop.time()
+            a.send_node_message(b.node_id, "seq", b"100")
+            await until(lambda: 100 in arrived, what="the undelayed message")
+            assert arrived[100] - start < 0.8
+            with pytest.raises(ValueError):
+                a.delay(0.1, 0.2)  # jitter beyond the delay
+
+    uvloop.run(main())
