@@ -1,6 +1,6 @@
-"""A blocking proton publisher for the kill and partition tests: it sends
-durable messages numbered from 0 until told to stop, reconnecting after any
-failure, and lists the numbers the broker confirmed."""
+"""Blocking proton publishers: `send_numbered` sends n durable messages numbered from 0,
+each confirmed; for the kill and partition tests, `publish_until_stopped` sends them until
+told to stop, reconnecting after any failure, and lists the numbers the broker confirmed."""
 
 from __future__ import annotations
 
@@ -9,6 +9,14 @@ import time
 
 from proton import Message
 from proton.utils import BlockingConnection
+
+
+def send_numbered(url: str, address: str, n: int) -> None:
+    conn = BlockingConnection(url, timeout=10)
+    sender = conn.create_sender(address)
+    for i in range(n):
+        sender.send(Message(id=i, body=f"m{i}", durable=True))  # returns once accepted
+    conn.close()
 
 
 def publish_until_stopped(url: str, address: str, stop: threading.Event, confirmed: list[int]) -> None:

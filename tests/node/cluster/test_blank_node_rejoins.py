@@ -10,7 +10,7 @@ import shutil
 
 import pytest
 from cluster_procs import ClusterProcesses
-from proton import Message
+from confirmed_sends import send_numbered
 from proton.utils import BlockingConnection
 from received import receive_ids
 
@@ -28,11 +28,7 @@ def member_ids(node) -> list[str]:
 def test_a_forgotten_node_wiped_and_started_again_with_its_seeds_joins_the_cluster(cluster):
     first = cluster[0]
     first.http("PUT", "/api/queues/%2F/cq", {"durable": True})
-    conn = BlockingConnection(url(first), timeout=10)
-    sender = conn.create_sender("/queues/cq")
-    for i in range(5):
-        sender.send(Message(id=i, body=f"m{i}", durable=True))
-    conn.close()
+    send_numbered(url(first), "/queues/cq", 5)
 
     gone = 2
     assert cluster.stop(gone) == 0

@@ -9,7 +9,7 @@ from __future__ import annotations
 from urllib.parse import quote
 
 import pytest
-from proton import Message
+from confirmed_sends import send_numbered
 from proton.utils import BlockingConnection
 from received import receive_ids
 
@@ -32,11 +32,7 @@ def test_forgetting_a_node_removes_its_replicas_and_the_queues_go_on(cluster):
     first.http("PUT", "/api/queues/%2F/st", {"durable": True, "arguments": {"x-queue-type": "stream"}})
     names = sorted(cluster[i].http("GET", "/api/overview")["node"] for i in range(3))
     cluster.wait_for(lambda: members(first, "qq") == names and members(first, "st") == names, 20, "three replicas")
-    conn = BlockingConnection(url(first), timeout=10)
-    sender = conn.create_sender("/queues/qq")
-    for i in range(10):
-        sender.send(Message(id=i, body=f"m{i}", durable=True))
-    conn.close()
+    send_numbered(url(first), "/queues/qq", 10)
 
     gone = 2
     gone_name = cluster[gone].http("GET", "/api/overview")["node"]
