@@ -39,8 +39,8 @@ from spark_standalone import (  # tests/support/, on the path as conftest.py and
 
 # nemesis ops that inject a fault, and those that end the one injected before them
 INJECTS = frozenset({"partition", "partition-one-way", "kill9", "pause", "slow-link", "disk-full", "delete-member",
-                     "clock-jump", "clock-drift"})  # fmt: skip
-HEALS = frozenset({"heal", "start", "unpause", "clear-slow-link", "disk-clear", "add-member", "clock-reset"})
+                     "clock-jump", "clock-drift", "forget"})  # fmt: skip
+HEALS = frozenset({"heal", "start", "unpause", "clear-slow-link", "disk-clear", "add-member", "clock-reset", "rejoin"})
 CUTS = frozenset({"partition", "partition-one-way"})  # faults the audit's reachability view can see
 AUDIT_TIMEOUT = 600  # seconds
 
