@@ -93,7 +93,7 @@ class MembershipFaults:
             self.container(node).start()
             self._ips.pop(node, None)
             self.wait_answers(node, REJOIN_WAIT)
-            added, gone = [], []
+            added, gone, lagging = [], [], []
             for queue, kind in self.forgotten.pop(node, []):
                 try:
                     self.http(node, "GET", f"/api/queues/%2F/{quote(queue, safe='')}")
@@ -102,15 +102,16 @@ class MembershipFaults:
                 except (HttpError, AssertionError):  # deleted meanwhile (the metadata workload's)
                     gone.append(queue)
                     continue
-                if kind == "quorum":
-                    self._until_in_sync(queue, node)
-            op.ok(added=added, not_added=gone)
+                if kind == "quorum" and not self._until_in_sync(queue, node):
+                    lagging.append(queue)
+            op.ok(added=added, not_added=gone, not_in_sync=lagging)
 
-    def _until_in_sync(self, queue: str, node: str) -> None:
-        """Until the queue's leader counts `node`'s replica as having its whole log: the heal
-        ends on a whole cluster (a new replica that still copies the log is no vote yet, so a
-        fault right after would leave its group without a majority)."""
-        deadline = time.monotonic() + IN_SYNC_WAIT
+    def _until_in_sync(self, queue: str, node: str) -> bool:
+        """Until the queue's leader counts `node`'s replica as having the log it had committed
+        when first asked: the heal ends on a whole cluster (a new replica that still copies the
+        log is no vote yet, so a fault right after would leave its group without a majority).
+        A fixed target: under load the commit index moves on ahead of any one follower."""
+        deadline, target = time.monotonic() + IN_SYNC_WAIT, None
         path = f"/api/queues/quorum/%2F/{quote(queue, safe='')}/status"
         while time.monotonic() < deadline:
             for via in self.nodes:
@@ -120,6 +121,10 @@ class MembershipFaults:
                     continue
                 leader = next((r for r in rows if r["Raft State"] == "leader"), None)
                 mine = next((r for r in rows if r["Node Name"] == f"warren@{node}"), None)
-                if leader is not None and mine is not None and (mine["Last Written"] or 0) >= leader["Commit Index"]:
-                    return
+                if leader is None or mine is None:
+                    continue
+                target = leader["Commit Index"] if target is None else target
+                if (mine["Last Written"] or 0) >= target:
+                    return True
             time.sleep(0.2)
+        return False

@@ -174,6 +174,7 @@ class StreamRoles:
     def _lead(self, vhost: VHost, record: StreamRecord, arguments: dict, committed: int | None) -> StreamQueue:
         directory = self.directory_of(vhost.name, record.name)
         queue = StreamQueue(vhost.name, record.name, arguments, directory, vhost, self.node.loop, self.disk)
+        raise_log_epoch(directory, record.epoch)  # before it takes a publish of this epoch
         key = (vhost.name, record.name)
         role = StreamLeader(queue, self.node.node_id, record.epoch, record.replicas, self.send, self._notices,
                             on_lost_log=lambda: self.stale.add(key))  # fmt: skip
@@ -184,7 +185,6 @@ class StreamRoles:
         for peer in record.replicas:
             if peer != self.node.node_id:
                 self.node.cluster.transport.add_peer(peer)
-        raise_log_epoch(directory, record.epoch)  # before it takes a publish of this epoch
         role.announce()
         return queue
 
