@@ -12,9 +12,9 @@ from urllib.parse import quote
 
 import pytest
 from chaos_cluster import NODES
-from http_json import HttpError
 from chaos_mixed import MixedRun
 from chaos_nemesis import CLOCK_KINDS, KINDS, Step, schedule
+from http_json import HttpError
 
 pytestmark = [pytest.mark.slow, pytest.mark.docker, pytest.mark.timeout(900)]
 
