@@ -111,9 +111,7 @@ class StreamFailover:
             self.roles.stale.discard((vhost, name))
             return
         others = [r for r in record.replicas if r != me]
-        answers = await asyncio.gather(*(self.roles.ask_stop(r, vhost, name, record.epoch, STOP_WAIT_S)
-                                         for r in others))  # fmt: skip
-        logs = {r: a for r, a in zip(others, answers, strict=True) if a is not None and a[1] >= 0}
+        logs = await self._stopped_logs(others, vhost, name, record.epoch)
         if len(logs) < len(others):
             log.warning("stream %s/%s: this node's log was lost and only %d of the %d other replicas answer:"
                         " no election", vhost, name, len(logs), len(others))  # fmt: skip
@@ -124,6 +122,11 @@ class StreamFailover:
         await self.node.metadata.run(mc.StreamElect(f"stream-elect/{uuid.uuid4()}", vhost, name, record.epoch, best))
         self.roles.stale.discard((vhost, name))
 
+    async def _stopped_logs(self, others: list[str], vhost: str, name: str, epoch: int) -> dict[str, tuple[int, int]]:
+        """Asks `others` to stop for `epoch`: the (log epoch, end) of each that answered with a copy."""
+        answers = await asyncio.gather(*(self.roles.ask_stop(r, vhost, name, epoch, STOP_WAIT_S) for r in others))
+        return {r: a for r, a in zip(others, answers, strict=True) if a is not None and a[1] >= 0}
+
     async def _run(self, vhost: str, name: str) -> None:
         record = self.roles.record(vhost, name)
         replica = self.roles.replicas.get((vhost, name))
@@ -131,9 +134,7 @@ class StreamFailover:
         if record is None or replica is None or replica.epoch != record.epoch or record.leader == me:
             return
         others = [r for r in record.replicas if r not in (me, record.leader)]
-        answers = await asyncio.gather(*(self.roles.ask_stop(r, vhost, name, record.epoch, STOP_WAIT_S)
-                                         for r in others))  # fmt: skip
-        logs = {r: a for r, a in zip(others, answers, strict=True) if a is not None and a[1] >= 0}
+        logs = await self._stopped_logs(others, vhost, name, record.epoch)
         if len(logs) + 1 < len(record.replicas) // 2 + 1:
             log.warning("stream %s/%s: leader %s unreachable, and only %d of %d replicas answer: no election",
                         vhost, name, record.leader, len(logs), len(record.replicas))  # fmt: skip
