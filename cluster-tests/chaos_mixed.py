@@ -137,7 +137,7 @@ class MixedRun:
         self.rpc.stop()
         finished = finish_all(list(self.workloads.values()), drain_timeout=90)
         for (qtype, w), drained in zip(self.workloads.items(), finished, strict=True):
-            r.check(f"{qtype}: drained after the faults", drained, "" if drained else f"depth {w.queue_depth()}")
+            r.check(f"{qtype}: drained after the faults", drained, w.undrained or "")
         errors = [e for w in [*self.workloads.values(), metadata, self.rpc] for e in w.errors]
         r.check("workload clients ran without harness errors", not errors, "; ".join(errors)[:2000])
         for qtype, w in self.workloads.items():

@@ -94,6 +94,7 @@ class QueueWorkload:
         self._last_delivery = time.monotonic()
         self._threads: list[threading.Thread] = []
         self.errors: list[str] = []  # unexpected exceptions in the clients' own code
+        self.undrained: str | None = None  # why `finish_all` found it not drained (drain_state)
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -127,6 +128,20 @@ class QueueWorkload:
 
     def drained(self, quiet: float) -> bool:
         return time.monotonic() - self._last_delivery >= quiet and self.consumed_all()
+
+    def drain_state(self) -> str:
+        """Why it is not drained, as seen now: what its node reports of each queue read (ready,
+        unacknowledged, consumers) and how long since the last delivery."""
+        parts = []
+        for queue in dict.fromkeys((self.queue, self.consume_queue)):
+            name = urllib.parse.quote(queue, safe="")
+            try:
+                q = self.cluster.http(self.queue_node, "GET", f"/api/queues/%2F/{name}", timeout=5)
+                seen = {k: q.get(k) for k in ("messages_ready", "messages_unacknowledged", "consumers")}
+            except Exception as e:
+                seen = f"{type(e).__name__}: {e}"
+            parts.append(f"{queue} on {self.queue_node}: {seen}")
+        return "; ".join(parts) + f"; last delivery {time.monotonic() - self._last_delivery:.1f}s ago"
 
     def stop(self) -> None:
         self._stop_publishing.set()
@@ -502,6 +517,7 @@ def finish_all(workloads: list[QueueWorkload], quiet: float = 2.0, drain_timeout
         w.stop_publishing()
     drained = drain_all(workloads, quiet, drain_timeout)
     for w, ok in zip(workloads, drained, strict=True):
-        w.history.record("workload", "drain", OK if ok else INFO, w.queue)
+        w.undrained = None if ok else w.drain_state()  # before its clients stop and change it
+        w.history.record("workload", "drain", OK if ok else INFO, w.queue, error=w.undrained)
         w.stop()
     return drained

@@ -301,12 +301,13 @@ def test_delayed_messages_past_the_window_survive_a_restart(broker_factory, tmp_
     publish(node.url, "/exchanges/kept/k", [delayed(f"m{i}", 2000 + 20 * i) for i in range(30)])
     later = node.queue("amq.delayed-later.kept")
     deadline = time.monotonic() + 10
-    while (later.message_count < 20 or exchange_info(api, "kept")["messages_delayed"] != 30) and (
-        time.monotonic() < deadline
-    ):
+    # one observation of both: a move in flight (stored in the later queue, not yet settled in
+    # the inbox) is counted twice for a moment, so asking again after the loop could see 31
+    seen = (later.message_count, exchange_info(api, "kept")["messages_delayed"])
+    while (seen[0] < 20 or seen[1] != 30) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert later.message_count >= 20, later.message_count
-    assert exchange_info(api, "kept")["messages_delayed"] == 30
+        seen = (later.message_count, exchange_info(api, "kept")["messages_delayed"])
+    assert seen[0] >= 20 and seen[1] == 30, seen
     node.stop()
     node = broker_factory(tmp_path / "data", delayed_message_memory_window=4)
     api = Api(node.broker.http_port)

@@ -68,8 +68,13 @@ def test_the_leader_reports_each_members_match_index_and_lag(three):
     finally:
         follower.call(follower.broker.cluster.heal)
 
-    meta = Api(leader.broker.http_port).get("/api/raft/groups?type=metadata").body["items"][0]
-    assert sorted(m["node"] for m in meta["members"]) == [f"warren-{i}@localhost" for i in range(3)]
+    def metadata_members() -> list[str]:
+        meta = Api(leader.broker.http_port).get("/api/raft/groups?type=metadata").body["items"][0]
+        return sorted(m["node"] for m in meta["members"])
+
+    # a member's name is learned by asking it (node/cluster/node_names.py): an ask that met the
+    # partition is repeated after it, so the names may lag the heal by a retry
+    until(lambda: metadata_members() == [f"warren-{i}@localhost" for i in range(3)], "every member named")
 
 
 def test_a_partition_and_its_heal_show_on_the_audit_timeline(three):
