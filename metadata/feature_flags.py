@@ -39,6 +39,7 @@ __all__ = [
     "QUORUM_QUEUE_PRIORITIES",
     "QUORUM_QUEUE_PUBLISH_BATCH",
     "QUORUM_QUEUE_V1",
+    "QUORUM_TICK_CLOCK",
     "QUEUE_PROXY_RECORDS",
     "SHOVELS",
     "STREAM_COMMIT_NOTICES",
@@ -82,6 +83,7 @@ VHOST_DELETION_PROTECTION = "vhost_deletion_protection"
 QUEUE_DECLARING_USER = "queue_declaring_user"
 DELAYED_MESSAGE_EXCHANGE = "delayed_message_exchange"
 SHOVELS = "shovels"
+QUORUM_TICK_CLOCK = "quorum_tick_clock"
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,6 +229,10 @@ FLAGS = FeatureFlagRegistry([
                 "Dynamic shovels: `shovel` runtime parameters (metadata.set_parameter) kept in the metadata, each"
                 " run by one member chosen from it",
                 STABLE, "0.3.0", depends_on=(WARREN_METADATA_RAFT_V1,)),
+    FeatureFlag(QUORUM_TICK_CLOCK,
+                "A quorum queue's clock (expiry, consumer timeout) is its leader's time of the last tick"
+                " (quorum.tick version 3), no longer the largest time any publishing node stamped",
+                STABLE, "0.3.0", depends_on=(QUORUM_CONSUMER_TIMEOUT,)),
 ])  # fmt: skip
 
 

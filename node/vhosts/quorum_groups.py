@@ -26,7 +26,12 @@ import time
 from typing import TYPE_CHECKING, Any, Protocol
 
 from metadata import commands as mc
-from metadata.feature_flags import QUORUM_CONSUMER_TIMEOUT, QUORUM_QUEUE_PRIORITIES, QUORUM_QUEUE_PUBLISH_BATCH
+from metadata.feature_flags import (
+    QUORUM_CONSUMER_TIMEOUT,
+    QUORUM_QUEUE_PRIORITIES,
+    QUORUM_QUEUE_PUBLISH_BATCH,
+    QUORUM_TICK_CLOCK,
+)
 from node.cluster.cluster import MembershipError
 from node.vhosts.metadata_store import new_key
 from queues.quorum.queue import COMPACTION_BYTES, COMPACTION_ENTRIES, QuorumQueue
@@ -306,6 +311,9 @@ class QuorumQueues:
         if not self.node.metadata.state.flag_enabled(QUORUM_CONSUMER_TIMEOUT):
             return None
         return max(0, self._consumer_timeout)
+
+    def tick_clock(self) -> bool:
+        return self.node.metadata.state.flag_enabled(QUORUM_TICK_CLOCK)
 
     def fetch_bodies(self, group: str, mids: list[int], callback: Any) -> None:
         self.node.background(self._fetch(group, mids, callback), f"fetching message bodies of {group}")

@@ -9,10 +9,10 @@ the same (kind, version): a new layout is a new version registered beside the
 old one, and the machine accepts both.
 
 Time never comes from a clock: commands that need it carry `now_ms`, stamped
-by the proposer (the leader) before the command enters the log, so every
-member sees the same time. The machine keeps the largest `now_ms` it has seen
-as its clock (QuorumState.clock), which also judges expiry during deliveries
-made by commands without a time of their own.
+by the proposer before the command enters the log, so every member sees the
+same time. The machine's clock (QuorumState.clock), which judges expiry during
+deliveries, is the largest `now_ms` it has seen, until a TickClock: from then
+on it is the time of the last Tick, which only the leader proposes.
 
 Consumer ids are plain values chosen by the host (a str, an int or a tuple of
 these); they must be unique among the consumers attached to one queue.
@@ -51,6 +51,7 @@ __all__ = [
     "SetConfig",
     "Settle",
     "Tick",
+    "TickClock",
     "TickTimeouts",
     "msg_id",
     "split_msg_id",
@@ -259,6 +260,17 @@ class TickTimeouts(Tick):
     consumer_timeout: int = 0
 
 
+@command("quorum.tick", version=3)
+@dataclass(frozen=True, slots=True)
+class TickClock(TickTimeouts):
+    """TickTimeouts, and from it on the machine's clock is the time of the last tick (the
+    leader's), no longer the largest time any command carried: one node's clock once ahead
+    (stepped, restored from a stale VM) then ahead no more stops judging expiry and the
+    consumer timeout as soon as a leader with the true time ticks, as with RabbitMQ, whose
+    machine takes the leader's time of each command. Proposed once every member knows it
+    (feature flag quorum_tick_clock)."""
+
+
 @command("quorum.purge", version=1)
 @dataclass(frozen=True, slots=True)
 class Purge:
@@ -307,6 +319,7 @@ COMMANDS: tuple[type, ...] = (
     Modify,
     Tick,
     TickTimeouts,
+    TickClock,
     Purge,
     DownConsumersOnNode,
     DeadLetterSettled,

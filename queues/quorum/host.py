@@ -50,5 +50,8 @@ class QuorumHost(Protocol):
         """The node setting consumer_timeout (ms; 0: none), the timeout of queues that set
         none; None while feature flag quorum_consumer_timeout is off (ticks.py)."""
 
+    def tick_clock(self) -> bool:
+        """Every member reads commands.TickClock (feature flag quorum_tick_clock)."""
+
     def fetch_bodies(self, group: str, mids: list[int], callback: Any) -> None:
         """Ask the other members for these stored messages; `callback(found, mids)`."""

@@ -41,6 +41,8 @@ Semantics (RabbitMQ 4 quorum queues, as Warren re-creates them):
   without TTL at the head shields the ones behind it, as in RabbitMQ);
   TickTimeouts also stamps the checked-out messages, returns those held past
   the consumer timeout and times their consumers out (timeouts.py).
+- The clock: the largest time any command carried, until the first TickClock;
+  from then on the time of the last Tick, the leader's (`_advance`).
 - Credit (API v2): credit = receiver's delivery-count + link credit - ours
   (RFC 1982), clamped at 0; deliveries follow; drain then spends the credit
   left by advancing delivery-count; echo or drain gets a CreditReply.
@@ -161,8 +163,7 @@ def _publish(st: QuorumState, cmd: c.Publish, index: int, ctx: Ctx) -> None:
 
 def _enqueue_batch(st: QuorumState, msgs: Any, now: int, index: int, ctx: Ctx) -> None:
     """`msgs`: (size, ttl, correlation[, high priority]) each, in publish order."""
-    if now > st.clock:
-        st.clock = now
+    _advance(st, now)
     if len(msgs) > c.MAX_BATCH:
         raise ValueError(f"an Enqueue holds at most {c.MAX_BATCH} messages")
     cfg = st.config
@@ -228,9 +229,14 @@ def _enqueue_batch(st: QuorumState, msgs: Any, now: int, index: int, ctx: Ctx) -
         enforce_drop_head(st, ctx)
 
 
+def _advance(st: QuorumState, now: int) -> None:
+    """A publishing or attaching node's time: the clock's, unless ticks keep it."""
+    if now > st.clock and not st.tick_clock:
+        st.clock = now
+
+
 def _attach(st: QuorumState, cmd: c.Attach, index: int, ctx: Ctx) -> None:
-    if cmd.now_ms > st.clock:
-        st.clock = cmd.now_ms
+    _advance(st, cmd.now_ms)
     cid = cmd.consumer_id
     if cid in st.consumers:
         return
@@ -390,7 +396,9 @@ def _modify(st: QuorumState, cmd: c.Modify, index: int, ctx: Ctx) -> None:
 
 def _tick(st: QuorumState, cmd: c.Tick, index: int, ctx: Ctx) -> None:
     now = cmd.now_ms
-    if now > st.clock:
+    if isinstance(cmd, c.TickClock):
+        st.tick_clock = True
+    if now > st.clock or st.tick_clock:  # the leader's time, even behind a clock once ahead
         st.clock = now
     now = st.clock
     if isinstance(cmd, c.TickTimeouts):  # version 1 stamps nothing: its state stays a 0.2 machine's
@@ -457,6 +465,7 @@ _HANDLERS = {
     c.Modify: _modify,
     c.Tick: _tick,
     c.TickTimeouts: _tick,
+    c.TickClock: _tick,
     c.Purge: _purge,
     c.DownConsumersOnNode: _down,
     c.DeadLetterSettled: _dlx_settled,

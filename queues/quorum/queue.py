@@ -74,7 +74,7 @@ class QuorumQueue(Queue):
         # runs after each publish batch applied here and when the last local consumer leaves
         self.publish_hold = PublishHold()
         self.on_applied: Any = None
-        self.ticks = LeaderTicks(host, self._tick, self._consumer_timeout)
+        self.ticks = LeaderTicks(host, self._tick, self._consumer_timeout, lambda: self._qh.tick_clock())
         self._downing: set[str] = set()  # node incarnations: DownConsumersOnNode proposed, not yet applied
         self._dlx_sending: set[int] = set()  # held dead letters published, their targets' confirms awaited
         self._dlx_confirmed: list[int] = []  # confirmed, DeadLetterSettled not proposed yet (one per loop turn)

@@ -4,7 +4,7 @@
              | meta length u32
     meta     AMQP value (amqp/codec.py):
              [config, last_index, clock, counters, consumers, service, sac_active,
-              publishers, prio_turn]
+              publishers, prio_turn, tick_clock]
              config     QuorumConfig fields in declaration order
              counters   Counters slots in order
              consumers  [[id, priority, node, delivery_count, credit, settled, in_service,
@@ -44,6 +44,8 @@ it. A layout or a machine version newer than this build's is refused
 (SnapshotFormatError), never guessed at; a new layout is a new
 SNAPSHOT_FORMAT and `restore` keeps reading the old ones:
 
+    format 5  as format 6, without tick_clock; still written while no TickClock was
+              applied (the flag quorum_tick_clock off)
     format 4  as format 5, without timed_out and the stamps; still written
               while no consumer is stamped or timed out (the flag
               quorum_consumer_timeout off), which earlier versions read
@@ -80,7 +82,7 @@ from .state import MACHINE_VERSION, ConsumerState, Counters, PublisherState, Quo
 __all__ = ["SNAPSHOT_FORMAT", "SnapshotFormatError", "restore", "snapshot_bytes"]
 
 MAGIC = b"WQQS"
-SNAPSHOT_FORMAT = 5
+SNAPSHOT_FORMAT = 6
 _HEAD = struct.Struct("<4sHHII")  # magic, format, machine version, crc, meta length
 _HEAD_V1 = struct.Struct("<4sHII")  # format 1: no machine version
 _LEGACY_HOST_FORMAT = 1  # format 0's outer list
@@ -150,7 +152,7 @@ def snapshot_bytes(state: QuorumState) -> bytes:
     """The whole state (no bodies) as deterministic, versioned bytes."""
     # format 4 while no consumer was stamped (feature flag quorum_consumer_timeout off): the
     # layout members of earlier versions read, so a leader can still send them a snapshot
-    timeouts = any(cs.since or cs.timed_out for cs in state.consumers.values())
+    timeouts = state.tick_clock or any(cs.since or cs.timed_out for cs in state.consumers.values())
     consumers = [
         [cs.consumer_id, cs.priority, cs.node, cs.delivery_count, cs.credit, cs.settled, cs.in_service]
         + ([cs.timed_out] if timeouts else [])
@@ -169,7 +171,7 @@ def snapshot_bytes(state: QuorumState) -> bytes:
                                         for seq, confirms in sorted(ps.outcomes.items())]]
          for p, ps in sorted(state.publishers.items())],
         state.prio_turn,
-    ])  # fmt: skip
+    ] + ([True] if state.tick_clock else []))  # fmt: skip
     parts = [meta]
     _pack_msgs(parts, sorted(state.returned))
     _pack_ready(parts, state.ready)
@@ -186,7 +188,7 @@ def snapshot_bytes(state: QuorumState) -> bytes:
     parts.append(_col("Q", (i for i, _ in live)))
     parts.append(_col("I", (n for _, n in live)))
     body = b"".join(parts)
-    fmt = SNAPSHOT_FORMAT if timeouts else 4
+    fmt = SNAPSHOT_FORMAT if state.tick_clock else 5 if timeouts else 4
     return _HEAD.pack(MAGIC, fmt, state.machine_version, zlib.crc32(body), len(meta)) + body
 
 
@@ -308,7 +310,7 @@ def _restore(data: bytes) -> QuorumState:
     if fmt == 1:
         _, _, crc, meta_len = _HEAD_V1.unpack_from(data)
         version, start = 1, _HEAD_V1.size
-    elif fmt in (2, 3, 4, SNAPSHOT_FORMAT):
+    elif fmt in (2, 3, 4, 5, SNAPSHOT_FORMAT):
         if len(data) < _HEAD.size:
             raise SnapshotFormatError("not a quorum queue snapshot: too short")
         _, _, version, crc, meta_len = _HEAD.unpack_from(data)
@@ -329,17 +331,20 @@ def _restore(data: bytes) -> QuorumState:
         meta = _thaw(codec.loads(bytes(rd.take(meta_len))))
         publishers: Any = ()
         prio_turn = 0
+        tick_clock: list = []
         if fmt == 1:
             config_values, last_index, clock, counters, consumers, service, sac_active = meta
         elif fmt < 4:
             config_values, last_index, clock, counters, consumers, service, sac_active, publishers = meta
-        else:
-            config_values, last_index, clock, counters, consumers, service, sac_active, publishers, prio_turn = meta
+        else:  # format 6: tick_clock after prio_turn
+            (config_values, last_index, clock, counters, consumers, service, sac_active, publishers, prio_turn,
+             *tick_clock) = meta
         state = QuorumState(QuorumConfig(*config_values))
         state.machine_version = version
         state.publishers = _publishers(publishers)
         state.last_index = last_index
         state.clock = clock
+        state.tick_clock = bool(tick_clock and tick_clock[0])
         state.counters = Counters(*counters)
         state.sac_active = sac_active
         state.prio_turn = int(prio_turn)

@@ -275,7 +275,8 @@ class QuorumState:
     __slots__ = (
         "config",
         "last_index",  # the last applied raft index
-        "clock",  # the largest now_ms seen in a command
+        "clock",  # the largest now_ms seen in a command; the last Tick's once tick_clock
+        "tick_clock",  # a TickClock was applied: only ticks (the leader's time) set the clock
         "returned",  # heap of message tuples
         "ready",  # ReadyList: never handed out, as columns (normal priority)
         "ready_high",  # ReadyList: the same, of high priority (header priority > 4; Publish version 2)
@@ -300,6 +301,7 @@ class QuorumState:
         self.config = config
         self.last_index = 0
         self.clock = 0
+        self.tick_clock = False
         self.returned: list[tuple] = []
         self.ready = ReadyList()
         self.ready_high = ReadyList()

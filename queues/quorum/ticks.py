@@ -7,7 +7,9 @@ through Tick commands, which the leader proposes when something is due.
   oldest stamped one has been held for the timeout. Ticks are version 2
   (TickTimeouts, carrying the leader's effective timeout) once feature flag
   quorum_consumer_timeout is enabled; before that they are version 1, which
-  stamps nothing, and nothing times out.
+  stamps nothing, and nothing times out. Version 3 (TickClock) once feature
+  flag quorum_tick_clock is enabled too: the machine's clock is then the
+  leader's time of the last tick.
 
 One Tick at a time: while one is proposed and not applied, the commands
 applied before it arm nothing (what is due is that Tick's to settle).
@@ -30,12 +32,15 @@ __all__ = ["LeaderTicks"]
 
 class LeaderTicks:
     """`timeout()`: the consumer timeout in force (ms; 0: none), or None while the
-    feature flag is off; `propose(record)`: into the queue's log, True if it was."""
+    feature flag is off; `tick_clock()`: whether every member reads TickClock;
+    `propose(record)`: into the queue's log, True if it was."""
 
-    def __init__(self, host: Any, propose: Callable[[Any], bool], timeout: Callable[[], int | None]) -> None:
+    def __init__(self, host: Any, propose: Callable[[Any], bool], timeout: Callable[[], int | None],
+                 tick_clock: Callable[[], bool]) -> None:  # fmt: skip
         self._host = host  # now_ms, call_later
         self._propose = propose
         self._timeout = timeout
+        self._tick_clock = tick_clock
         self._timer: Any = None
         self._at: int | None = None
         self._timeout_due: int | None = None  # when the oldest stamped message times out
@@ -88,4 +93,8 @@ class LeaderTicks:
         self._timer, self._at = None, None
         timeout = self._timeout()
         now = self._host.now_ms()
-        self._in_flight = self._propose(c.Tick(now) if timeout is None else c.TickTimeouts(now, timeout))
+        if timeout is None:
+            tick = c.Tick(now)
+        else:
+            tick = (c.TickClock if self._tick_clock() else c.TickTimeouts)(now, timeout)
+        self._in_flight = self._propose(tick)

@@ -23,6 +23,7 @@ from metadata.feature_flags import (
     QUORUM_QUEUE_PRIORITIES,
     QUORUM_QUEUE_PUBLISH_BATCH,
     QUORUM_QUEUE_V1,
+    QUORUM_TICK_CLOCK,
     SHOVELS,
     STREAM_COMMIT_NOTICES,
     STREAM_QUEUE,
@@ -48,13 +49,13 @@ def test_warrens_first_flags():
                                        QUORUM_PUBLISHER_FLOW, STREAM_COMMIT_NOTICES, VHOST_DEFAULT_QUEUE_TYPE,
                                        GLOBAL_PARAMETERS, QUORUM_CONSUMER_TIMEOUT, CONSISTENT_HASH_EXCHANGE,
                                        VHOST_DELETION_PROTECTION, QUEUE_DECLARING_USER,
-                                       DELAYED_MESSAGE_EXCHANGE, SHOVELS]  # fmt: skip
+                                       DELAYED_MESSAGE_EXCHANGE, SHOVELS, QUORUM_TICK_CLOCK]  # fmt: skip
     qq = FLAGS.get(QUORUM_QUEUE_V1)
     assert qq.stability == "stable" and qq.supported and qq.introduced_in == "0.1.0"
     assert FLAGS.supported() == (CONSISTENT_HASH_EXCHANGE, CREDIT_API_V2, DELAYED_MESSAGE_EXCHANGE, EXCHANGE_POLICIES, GLOBAL_PARAMETERS, OPERATOR_POLICIES,
                                  QUEUE_DECLARING_USER, QUEUE_PROXY_RECORDS, QUORUM_CONSUMER_TIMEOUT, QUORUM_PUBLISHER_FLOW,
                                  QUORUM_QUEUE_POLICIES, QUORUM_QUEUE_PRIORITIES,
-                                 QUORUM_QUEUE_PUBLISH_BATCH, QUORUM_QUEUE_V1, SHOVELS, STREAM_COMMIT_NOTICES, STREAM_QUEUE,
+                                 QUORUM_QUEUE_PUBLISH_BATCH, QUORUM_QUEUE_V1, QUORUM_TICK_CLOCK, SHOVELS, STREAM_COMMIT_NOTICES, STREAM_QUEUE,
                                  STREAM_REPLICATION, TOPIC_PERMISSIONS, VHOST_DEFAULT_QUEUE_TYPE,
                                  VHOST_DELETION_PROTECTION, VHOST_MAX_QUEUES, WARREN_METADATA_RAFT_V1)  # fmt: skip
     assert FLAGS.default_enabled() == (WARREN_METADATA_RAFT_V1, CREDIT_API_V2, QUORUM_QUEUE_V1, OPERATOR_POLICIES,
@@ -63,7 +64,7 @@ def test_warrens_first_flags():
                                        EXCHANGE_POLICIES, QUEUE_PROXY_RECORDS, STREAM_QUEUE, STREAM_REPLICATION,
                                        QUORUM_PUBLISHER_FLOW, STREAM_COMMIT_NOTICES, VHOST_DEFAULT_QUEUE_TYPE,
                                        GLOBAL_PARAMETERS, QUORUM_CONSUMER_TIMEOUT, CONSISTENT_HASH_EXCHANGE, VHOST_DELETION_PROTECTION,
-                                       QUEUE_DECLARING_USER, DELAYED_MESSAGE_EXCHANGE, SHOVELS)  # fmt: skip
+                                       QUEUE_DECLARING_USER, DELAYED_MESSAGE_EXCHANGE, SHOVELS, QUORUM_TICK_CLOCK)  # fmt: skip
     assert FLAGS.plan_enable(QUORUM_QUEUE_V1) == (WARREN_METADATA_RAFT_V1, QUORUM_QUEUE_V1)
     assert QUORUM_QUEUE_V1 in FLAGS and "nope" not in FLAGS and FLAGS.get("nope") is None
     with pytest.raises(KeyError):

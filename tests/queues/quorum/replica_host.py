@@ -71,6 +71,11 @@ class Host:
     def consumer_timeout(self):
         return self.timeout
 
+    clock_by_ticks = False  # tick_clock: the flag quorum_tick_clock
+
+    def tick_clock(self):
+        return self.clock_by_ticks
+
     def after_durable(self, fn):
         fn()
 

@@ -20,6 +20,8 @@ from queues.quorum import (
     Return,
     Settle,
     Tick,
+    TickClock,
+    TickTimeouts,
     checked_out,
     dead_letter_pending,
     new_state,
@@ -363,18 +365,37 @@ def test_state_equality_sees_round_robin_position():
     assert q1.state != q2.state
 
 
-@pytest.mark.xfail(strict=True, reason="docs/chaos.md, Open: the machine's clock is the largest now_ms any publishing "
-                                       "node stamped, so one node's clock once ahead expires everyone's messages early")  # fmt: skip
 def test_a_clock_once_ahead_does_not_expire_later_messages_early():
     # Found going through the wall clock's uses for the chaos suite's clock faults: a node
     # whose clock ran 5 minutes ahead published (its batches carry its now_ms), then its
     # clock was stepped back, or a node with the true time publishes; a message with a 60 s
     # TTL published at the true time must live 60 s, as with RabbitMQ (whose machine judges
-    # expiry by the leader's time of the command being applied).
+    # expiry by the leader's time of the command being applied). Once a TickClock was
+    # applied (feature flag quorum_tick_clock), only the leader's ticks set the clock.
     q = Q({"x-message-ttl": 60_000})
+    q.do(TickClock(1000, 0))
     q.now = 1000 + 300_000
     q.publish(1)
     q.now = 2000
     ids = q.publish(1)
+    q.do(TickClock(3000, 0))  # the leader's time
+    q.attach("c", credit=2)
+    assert ids[0] in q.delivered_ids("c") and q.state.clock == 3000
+    q.do(TickClock(63_000, 0))  # and time still runs out for what waits
+    later = q.publish(1)
+    q.do(TickClock(123_001, 0))
+    q.attach("d", credit=5)
+    assert later[0] not in q.delivered_ids("d") and q.state.counters.expired == 1
+
+
+def test_before_the_tick_clock_the_clock_stays_the_largest_time_any_command_carried():
+    # what members without the flag compute, so a mixed-version group agrees
+    q = Q({"x-message-ttl": 60_000})
+    q.do(TickTimeouts(1000, 0))
+    q.now = 1000 + 300_000
+    q.publish(1)
+    q.now = 2000
+    ids = q.publish(1)
+    q.do(TickTimeouts(3000, 0))
     q.attach("c", credit=5)
-    assert ids[0] in q.delivered_ids("c")
+    assert ids[0] not in q.delivered_ids("c") and q.state.clock == 301_000

@@ -72,6 +72,17 @@ def test_the_node_setting_applies_when_the_queue_and_its_policy_set_none():
     assert queue._consumer_timeout() == 1000
 
 
+def test_with_the_tick_clock_flag_ticks_are_version_3_and_keep_the_clock():
+    queue, host = make({"x-message-ttl": 10_000})
+    host.timeout, host.clock_by_ticks = 0, True
+    queue.apply(batch(1, 1), 1)
+    host.clock = 11_001
+    [tick] = run_due_timers(host)
+    assert tick == qq.TickClock(11_001, 0) and type(tick) is qq.TickClock
+    queue.apply(tick, 2)
+    assert queue.state.tick_clock and queue.message_count == 0  # expired by the leader's time
+
+
 def test_without_the_feature_flag_ticks_stay_version_1_and_nothing_times_out():
     queue, host = make({"x-message-ttl": 10_000})
     assert host.timeout is None

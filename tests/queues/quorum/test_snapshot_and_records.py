@@ -30,6 +30,7 @@ from queues.quorum import (
     Settle,
     SnapshotFormatError,
     Tick,
+    TickClock,
     TickTimeouts,
     apply,
     checked_out,
@@ -58,6 +59,7 @@ SAMPLES = [
     Modify("c", (5,), False, True, None),
     Tick(123),
     TickTimeouts(123, 30_000),
+    TickClock(123, 30_000),
     Purge(),
     DownConsumersOnNode("rabbit@n2"),
     DeadLetterSettled((9, 10)),
@@ -79,7 +81,7 @@ def test_every_command_kind_has_a_sample():
 @pytest.mark.parametrize("command", SAMPLES, ids=lambda c: type(c).__name__)
 def test_commands_round_trip_through_records(command):
     kind, version = records.kind_of(command)
-    assert kind.startswith("quorum.") and version == {PublishBatch: 3, PublishPrioritised: 2, TickTimeouts: 2}.get(type(command), 1)
+    assert kind.startswith("quorum.") and version == {PublishBatch: 3, PublishPrioritised: 2, TickTimeouts: 2, TickClock: 3}.get(type(command), 1)
     decoded = records.decode(records.encode(command))
     assert decoded == command and type(decoded) is type(command)
 
@@ -180,6 +182,23 @@ def test_snapshot_round_trip_is_equal_and_byte_identical():
         qq.credit(("conn", 2), 10)
         qq.do(Tick(10**9))
     assert q.fx == q2.fx and q.state == q2.state
+
+
+def test_a_clock_kept_by_ticks_survives_a_snapshot_and_only_then_needs_format_6():
+    q = _busy_queue()
+    data = snapshot_bytes(q.state)
+    assert struct.unpack_from("<H", data, 4)[0] == 4 and not restore(data).tick_clock  # what 0.2 members read
+    q.do(TickClock(500, 0))
+    data = snapshot_bytes(q.state)
+    st = restore(data)
+    assert struct.unpack_from("<H", data, 4)[0] == SNAPSHOT_FORMAT == 6
+    assert st == q.state and st.tick_clock and st.clock == 500 and snapshot_bytes(st) == data
+    q2 = Q()
+    q2.state = st
+    for qq in (q, q2):  # a publish stamped later moves neither clock
+        qq.now = 10**9
+        qq.publish(1)
+    assert q.state == q2.state and q2.state.clock == 500
 
 
 def test_snapshot_of_an_empty_state():
