@@ -110,6 +110,10 @@ name-mangled, so a subclass defines `_SyncObj__<name>`) and `_onTick`, and adds 
    the election through (else a deadline between the two clock reads
    elected without a round).
 
+12. A snapshot the log has passed already is not installed (Raft §7), in
+   raft/snapshot_guard.py: `__onMessageReceived` hands it the last part of
+   each snapshot a leader sends.
+
 `SafeSyncObj` also refuses a journal without a snapshot file
 (`raft.config.check_conf`): stock then compacts into memory only, and after a restart the journal starts
 past index 2 with lastApplied = 1, so it never applies a command again.
@@ -135,6 +139,7 @@ from pysyncobj.monotonic import monotonic as _monotonic
 from raft.config import check_conf
 from raft.journal import RaftJournal
 from raft.prevote import PreVote
+from raft.snapshot_guard import SnapshotGuard
 
 __all__ = ["SafeSyncObj", "durable_replace", "install"]
 
@@ -229,6 +234,7 @@ PRIVATE_MEMBERS: dict[str, tuple[str, ...]] = {
     ),
     "pysyncobj.pipe_notifier.PipeNotifier": ("_PipeNotifier__pipeR", "_PipeNotifier__pipeW"),
     "pysyncobj.fast_queue.FastQueue": ("_FastQueue__queue",),
+    "pysyncobj.serializer.Serializer": ("_Serializer__fileName", "_Serializer__incomingTransmissionFile"),
     "pysyncobj.syncobj": ("createJournal", "_COMMAND_TYPE", "_RAFT_STATE"),
     "pysyncobj.serializer": ("atomicReplace",),
 }
@@ -319,7 +325,7 @@ class _NoPoller:
         pass
 
 
-class SafeSyncObj(PreVote, SyncObj):
+class SafeSyncObj(PreVote, SnapshotGuard, SyncObj):
     """SyncObj with Warren's fixes (see the module docstring); same constructor."""
 
     def __init__(self, selfNode, otherNodes, conf=None, *args, **kwargs):  # noqa: N803
@@ -516,12 +522,11 @@ class SafeSyncObj(PreVote, SyncObj):
     def _SyncObj__onMessageReceived(self, node, message):  # noqa: N802
         if self._w_pre_vote_message(node, message):  # patch 11
             return
-        if (
-            message.get("type") == "append_entries"
-            and "prevLogIdx" in message
-            and message["term"] >= self._SyncObj__raftCurrentTerm
-        ):
-            message = self._w_without_known_entries(node, message)
+        if message.get("type") == "append_entries" and message["term"] >= self._SyncObj__raftCurrentTerm:
+            if "prevLogIdx" in message:
+                message = self._w_without_known_entries(node, message)
+            elif message.get("serialized"):
+                message = self._w_unless_snapshot_passed(node, message)  # patch 12 (snapshot_guard.py)
             if message is None:
                 return
         SyncObj._SyncObj__onMessageReceived(self, node, message)

@@ -29,7 +29,7 @@ from typing import NamedTuple
 
 from amqp import codec
 
-__all__ = ["FORMAT_VERSION", "Snapshot", "SnapshotError", "read_snapshot", "write_snapshot"]
+__all__ = ["FORMAT_VERSION", "Snapshot", "SnapshotError", "read_snapshot", "read_snapshot_end", "write_snapshot"]
 
 MAGIC = b"WRNSNAP"
 FORMAT_VERSION = 1
@@ -82,3 +82,21 @@ def read_snapshot(path: str) -> Snapshot:
     except Exception as e:
         raise SnapshotError(f"{path}: malformed header: {e}") from None
     return Snapshot(last_e, prev_e, ids, bytes(data[end:]))
+
+
+def read_snapshot_end(path: str) -> Entry:
+    """The log entry a snapshot file ends with (its `last`), from the header alone: enough to
+    tell whether a snapshot is needed at all before it is read whole (`read_snapshot` checks it)."""
+    with open(path, "rb") as f:
+        head = f.read(_HEAD.size)
+        if len(head) < _HEAD.size:
+            raise SnapshotError(f"{path}: {len(head)} bytes is too short for a snapshot")
+        magic, version, _crc, hlen = _HEAD.unpack(head)
+        if magic != MAGIC or version != FORMAT_VERSION:
+            raise SnapshotError(f"{path}: not a Warren snapshot of format {FORMAT_VERSION}")
+        header = f.read(hlen)
+    try:
+        last = codec.loads(header)[0]
+        return bytes(last[0]), int(last[1]), int(last[2])
+    except Exception as e:
+        raise SnapshotError(f"{path}: malformed header: {e}") from None
