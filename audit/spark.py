@@ -1,9 +1,12 @@
 """The Spark side shared by the jobs: the session, and the snapshot files read,
 checked and aligned on windows of the snapshot period.
 
-A record belongs to window floor(wall_ms / period_ms): windows line the nodes'
+A record belongs to window floor(wall_ms / period_ms), its `wall_ms` read on the
+node's timeline: the wall time of its boot's first record plus the monotonic
+time since (`mono_ms`), so a wall clock stepped during a boot moves none of its
+records (as node/ops/audit_timeline.py reads them). Windows line the nodes'
 records up by wall clock, so the audit assumes clocks agree to well within one
-period (NTP does). When a node wrote two records in one window (its timer
+period at each boot (NTP does). When a node wrote two records in one window (its timer
 drifted) the later one counts; a window a node skipped is covered by its
 previous record for up to `stale_windows` windows (partitions job), after
 which the node is "silent".
@@ -165,7 +168,7 @@ def load(spark: SparkSession, paths: str | Sequence[str], period: float | None =
     window = F.floor(F.col("wall_ms") / F.lit(period_ms)).cast("long").alias("window")
     w = Window.partitionBy("node", "window").orderBy(F.desc("wall_ms"), F.desc_nulls_last("seq"))
     fields = [c for c in raw.columns if c != CORRUPT]
-    good = raw.where(good_cond & known).select(*fields, window)
+    good = raw.where(good_cond & known).withColumn("wall_ms", _timeline()).select(*fields, window)
     records = good.select("*", F.row_number().over(w).alias("_rn")).where("_rn = 1").select(*fields, "window").cache()
     per_node = records.groupBy("node").agg(
         F.min("window").alias("first"), F.max("window").alias("last"),
@@ -182,6 +185,17 @@ def load(spark: SparkSession, paths: str | Sequence[str], period: float | None =
                      source=", ".join(paths))  # fmt: skip
     snap._cached += [raw, records]
     return snap
+
+
+def _timeline() -> Column:
+    """A record's time on its node's timeline: the wall time of the boot's first record plus
+    the monotonic time since. A wall clock stepped during a boot (NTP, an operator, a VM
+    restored) would otherwise land its records in windows they were not written in, and
+    divide the rates across the step by the step; a record without `mono_ms` keeps its own."""
+    boot = Window.partitionBy("node", "boot_id").orderBy("mono_ms")
+    steady = F.col("mono_ms").isNotNull() & F.col("boot_id").isNotNull()
+    since_boot = F.col("mono_ms") - F.first("mono_ms").over(boot)
+    return F.when(steady, F.first("wall_ms").over(boot) + since_boot).otherwise(F.col("wall_ms"))
 
 
 def write_tables(tables: dict[str, DataFrame], out: str, mode: str = "overwrite", parallel: int = 4) -> dict[str, str]:

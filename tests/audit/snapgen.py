@@ -66,6 +66,8 @@ class Scenario:
     torn: list[str] = field(default_factory=list)  # a torn last line before the node's restart
     upgrades: list[tuple[str, int, str]] = field(default_factory=list)  # (node, window, version it runs from then)
     flags_enabled: dict[str, dict[str, int]] = field(default_factory=dict)  # flag -> node -> window it sees it on
+    # (node, window, ms): the node's wall clock is stepped by ms from that window on (its monotonic clock is not)
+    clock_steps: list[tuple[str, int, int]] = field(default_factory=list)
 
 
 FIRST_VERSION = "0.1.0"
@@ -79,6 +81,11 @@ def _version(sc: Scenario, node: str, w: int) -> str:
 
 def _enabled(sc: Scenario, node: str, w: int) -> list[str]:
     return DEFAULT_ENABLED + sorted(f for f, at in sc.flags_enabled.items() if node in at and at[node] <= w)
+
+
+def _stepped(sc: Scenario, node: str, w: int) -> int:
+    """How far the node's wall clock is off in window w (Scenario.clock_steps)."""
+    return sum(step for n, at, step in sc.clock_steps if n == node and at <= w)
 
 
 def _active(spans: list[tuple[str, int, int]], w: int, name: str) -> bool:
@@ -274,14 +281,15 @@ def generate(sc: Scenario, root: Path, max_bytes: int = 48 * 1024) -> dict:
                               "counters": dict(counters)})  # fmt: skip
             rec = {
                 "schema_version": 1, "node": n, "member_id": mid(n), "boot_id": f"{n}-boot{boot[n]}",
-                "seq": seq[n], "wall_ms": wall[n], "mono_ms": 1_000_000 + wall[n] - boot_wall[n],
+                "seq": seq[n], "wall_ms": wall[n] + _stepped(sc, n, w), "mono_ms": 1_000_000 + wall[n] - boot_wall[n],
                 "interval_ms": PERIOD_MS, "version": _version(sc, n, w),
                 "feature_flags": {"supported": VERSION_FLAGS[_version(sc, n, w)], "enabled": _enabled(sc, n, w)},
                 "groups": groups, "connections": 3, "sessions": 3, "links": 6, "queues": qrecs, "alarms": [],
             }  # fmt: skip
             if (n, w) in sc.doubles:  # an earlier record in the same window, wildly off: the later one must win
                 early = copy.deepcopy(rec)
-                early["wall_ms"] = ms(w) + 1
+                early["wall_ms"] = ms(w) + 1 + _stepped(sc, n, w)
+                early["mono_ms"] = 1_000_000 + ms(w) + 1 - boot_wall[n]
                 for qr in early["queues"]:
                     qr["depth"] += 1000
                     qr["consumers"] = 0
@@ -333,7 +341,8 @@ def faulty(seed: int = 7) -> Scenario:
 
 
 def healthy(seed: int = 11) -> Scenario:
-    """4 nodes, 120 windows, nothing wrong; timer drift (a doubled and a skipped record)."""
+    """4 nodes, 120 windows, nothing wrong; timer drift (a doubled and a skipped record), and
+    the wall clock of n3 (qq1's leader) stepped 7 minutes ahead for 15 windows."""
     nodes = ["n1", "n2", "n3", "n4"]
     return Scenario(
         nodes=nodes, windows=120, seed=seed,
@@ -343,4 +352,5 @@ def healthy(seed: int = 11) -> Scenario:
                 QueueSpec("cq2", "classic", home="n4", target=20, consumers=1)],
         doubles=[("n2", 50), ("n4", 77)],
         skips=[("n1", 60), ("n4", 90)],
+        clock_steps=[("n3", 70, 420_000), ("n3", 85, -420_000)],
     )  # fmt: skip

@@ -163,6 +163,15 @@ def test_a_healthy_fleet_raises_no_alarm(healthy):
     assert all(r["missing"] == 0 for r in healthy["queue_windows"])
 
 
+def test_a_wall_clock_stepped_during_a_boot_moves_none_of_its_records(healthy):
+    # n3's clock ran 7 minutes ahead in windows 70-84: read on its monotonic clock, its records
+    # stay in the windows they were written in, and no rate is divided by the step
+    qq1 = {r["at_ms"]: r for r in healthy["queue_windows"] if r["queue"] == "qq1"}
+    assert [qq1[ms(w)]["node"] for w in range(66, 90)] == ["n3"] * 24 and max(qq1) < ms(120)
+    rates = [qq1[ms(w)]["published_rate"] for w in range(66, 90)]
+    assert all(40 / 5.4 <= r <= 120 / 4.6 for r in rates), rates
+
+
 def test_of_two_records_in_one_window_the_later_counts(healthy):
     cq1 = {r["at_ms"]: r for r in healthy["queue_windows"] if r["queue"] == "cq1"}  # cq1 lives on n2
     assert cq1[ms(50)]["consumers"] == 2  # the earlier record of window 50 says 0 consumers and depth + 1000
