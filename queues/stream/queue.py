@@ -132,13 +132,14 @@ class StreamQueue(Queue):
         self._in_flight = False
         self._held = False  # handing the leadership over: publishes wait, nothing new is written
         self._closing: Callable[[], None] | None = None  # what to do once the write in flight returns
+        self.closed = False  # close() was called: nothing more is written, no replica answered
         self._retention_timer: Any = None
         self._arm_retention()
 
     # -- publishing --------------------------------------------------------------------
 
     def publish(self, message: QueueMessage, confirm: ConfirmCallback | None) -> None:
-        if self.deleted:
+        if self.deleted or self.closed:  # not written: the publisher may send it again
             if confirm is not None:
                 confirm(Outcome.RELEASED)
             return
@@ -185,8 +186,9 @@ class StreamQueue(Queue):
         error = future.exception()
         if self._closing is not None:
             closing, self._closing = self._closing, None
-            # deleted meanwhile: as for a classic queue deleted under a message; stopping: it is on disk
-            outcome = Outcome.RELEASED if self.deleted else Outcome.ACCEPTED if error is None else Outcome.REJECTED
+            if error is None and not self.deleted:
+                self.log.commit(plans)  # on disk: the log says so, as the files will when reopened
+            outcome = self._closing_outcome(error)
             for confirm in confirms:
                 if confirm is not None:
                     confirm(outcome)
@@ -232,6 +234,18 @@ class StreamQueue(Queue):
                     confirmed += 1
             self.stats.confirmed += confirmed
         self.readers.wake()
+
+    def _closing_outcome(self, error: BaseException | None) -> Outcome:
+        """What the publishes of a write that returned after close() or delete() hear: deleted
+        meanwhile, RELEASED (as for a classic queue deleted under a message); failed, REJECTED;
+        on disk here, ACCEPTED for a stream of one node, and UNKNOWN for a replicated one,
+        whose chunk is committed only once a majority has it (a replica that took it keeps it
+        in the next epoch; one that did not may lead it)."""
+        if self.deleted:
+            return Outcome.RELEASED
+        if error is not None:
+            return Outcome.REJECTED
+        return Outcome.ACCEPTED if self.role is None else Outcome.UNKNOWN
 
     def _release_unconfirmed(self, outcome: Outcome) -> None:
         """Written here but not known committed: RELEASED when the stream is deleted; UNKNOWN when
@@ -324,6 +338,7 @@ class StreamQueue(Queue):
     def close(self, then: Callable[[], None] | None = None) -> None:
         """The node stops, or this node no longer leads: files closed once the
         write in flight returns, then `then` (the replica opening them)."""
+        self.closed = True
         if self._retention_timer is not None:
             self._retention_timer.cancel()
         self._release_unconfirmed(Outcome.UNKNOWN)

@@ -387,3 +387,32 @@ def test_a_flush_cut_before_a_notice_is_due_carries_the_committed_end_instead(tm
         assert queue.committed_end == 300 and b.log.next_offset == 300
 
     asyncio.run(main())
+
+
+def test_a_leader_closing_with_a_write_in_flight_cuts_no_replica_and_confirms_nothing_it_cannot_know(tmp_path):
+    # Found by a five-node chaos run (seed 28, forget-rejoin): the leader's node stopped while a
+    # chunk was being written; its publishers were told accepted on its own disk alone, its log
+    # never counted the chunk, and the closed leader went on answering fetches, telling the
+    # replicas that had the chunk to cut it: a confirmed message lost.
+    async def main():
+        router = Router()
+        queue = make(tmp_path, router)
+        await until(lambda: len(queue.role.parked) == 2, "the replicas' fetches wait at the leader")
+        outcomes, done = await publish(queue, 10)
+        await asyncio.sleep(0)  # the flush: the chunk goes to the disk and to the waiting replicas
+        assert queue.writing
+        queue.close()
+        await done.wait()
+        assert outcomes == [Outcome.UNKNOWN] * 10  # on one disk: committed only once a majority has it
+        after, _ = await publish(queue, 5, start=10)
+        assert after == [Outcome.RELEASED] * 5  # never written: sent again elsewhere
+        b, c = router.replicas["b"], router.replicas["c"]
+        await until(lambda: b.log.next_offset == c.log.next_offset == 10, "the replicas wrote the chunk")
+        for _ in range(3):  # fetches the closed leader answers with nothing, and no cut
+            b.fetch()
+            c.fetch()
+            await asyncio.sleep(0.05)
+        assert b.log.next_offset == c.log.next_offset == 10
+        assert not any(isinstance(m, wire.Truncate) for _, _, m in router.sent)
+
+    asyncio.run(main())
