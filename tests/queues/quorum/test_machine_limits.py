@@ -365,6 +365,19 @@ def test_state_equality_sees_round_robin_position():
     assert q1.state != q2.state
 
 
+def _published_by_a_clock_once_ahead(tick) -> tuple[Q, list[int]]:
+    """A 60 s TTL queue: the leader ticks at 1000, a node 5 minutes ahead publishes one
+    message, one with the true time another (its ids returned), the leader ticks at 3000."""
+    q = Q({"x-message-ttl": 60_000})
+    q.do(tick(1000, 0))
+    q.now = 1000 + 300_000
+    q.publish(1)
+    q.now = 2000
+    ids = q.publish(1)
+    q.do(tick(3000, 0))
+    return q, ids
+
+
 def test_a_clock_once_ahead_does_not_expire_later_messages_early():
     # Found going through the wall clock's uses for the chaos suite's clock faults: a node
     # whose clock ran 5 minutes ahead published (its batches carry its now_ms), then its
@@ -372,13 +385,7 @@ def test_a_clock_once_ahead_does_not_expire_later_messages_early():
     # TTL published at the true time must live 60 s, as with RabbitMQ (whose machine judges
     # expiry by the leader's time of the command being applied). Once a TickClock was
     # applied (feature flag quorum_tick_clock), only the leader's ticks set the clock.
-    q = Q({"x-message-ttl": 60_000})
-    q.do(TickClock(1000, 0))
-    q.now = 1000 + 300_000
-    q.publish(1)
-    q.now = 2000
-    ids = q.publish(1)
-    q.do(TickClock(3000, 0))  # the leader's time
+    q, ids = _published_by_a_clock_once_ahead(TickClock)
     q.attach("c", credit=2)
     assert ids[0] in q.delivered_ids("c") and q.state.clock == 3000
     q.do(TickClock(63_000, 0))  # and time still runs out for what waits
@@ -390,12 +397,6 @@ def test_a_clock_once_ahead_does_not_expire_later_messages_early():
 
 def test_before_the_tick_clock_the_clock_stays_the_largest_time_any_command_carried():
     # what members without the flag compute, so a mixed-version group agrees
-    q = Q({"x-message-ttl": 60_000})
-    q.do(TickTimeouts(1000, 0))
-    q.now = 1000 + 300_000
-    q.publish(1)
-    q.now = 2000
-    ids = q.publish(1)
-    q.do(TickTimeouts(3000, 0))
+    q, ids = _published_by_a_clock_once_ahead(TickTimeouts)
     q.attach("c", credit=5)
     assert ids[0] not in q.delivered_ids("c") and q.state.clock == 301_000
