@@ -39,6 +39,7 @@ from chaos_workload import (
     QueueWorkload,
     declare_queue,
     metadata_change,
+    q_details,
 )
 
 QUEUE_TYPE = os.environ.get("WARREN_CHAOS_QUEUE_TYPE", "quorum")
@@ -150,14 +151,6 @@ def wait_confirms(report: Report, count: int, since: float | None = None, node: 
         return sum(o.start >= since and (node is None or o.node == node) for o in ops) >= count
 
     return bool(poll(confirmed, timeout, interval=0.1))
-
-
-def q_details(cluster: ComposeCluster, node: str, queue: str) -> object:
-    try:
-        q = cluster.http(node, "GET", f"/api/queues/%2F/{queue}", timeout=5)
-    except Exception as e:
-        return f"{type(e).__name__}: {e}"
-    return {k: q.get(k) for k in ("leader", "messages_ready", "messages_unacknowledged", "consumer_details")}
 
 
 # ---------------------------------------------------------------- helpers

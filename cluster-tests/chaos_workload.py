@@ -130,17 +130,10 @@ class QueueWorkload:
         return time.monotonic() - self._last_delivery >= quiet and self.consumed_all()
 
     def drain_state(self) -> str:
-        """Why it is not drained, as seen now: what its node reports of each queue read (ready,
-        unacknowledged, consumers) and how long since the last delivery."""
-        parts = []
-        for queue in dict.fromkeys((self.queue, self.consume_queue)):
-            name = urllib.parse.quote(queue, safe="")
-            try:
-                q = self.cluster.http(self.queue_node, "GET", f"/api/queues/%2F/{name}", timeout=5)
-                seen = {k: q.get(k) for k in ("messages_ready", "messages_unacknowledged", "consumers")}
-            except Exception as e:
-                seen = f"{type(e).__name__}: {e}"
-            parts.append(f"{queue} on {self.queue_node}: {seen}")
+        """Why it is not drained, as seen now: what its node reports of each queue read
+        (`q_details`) and how long since the last delivery."""
+        parts = [f"{queue} on {self.queue_node}: {q_details(self.cluster, self.queue_node, queue)}"
+                 for queue in dict.fromkeys((self.queue, self.consume_queue))]  # fmt: skip
         return "; ".join(parts) + f"; last delivery {time.monotonic() - self._last_delivery:.1f}s ago"
 
     def stop(self) -> None:
@@ -271,6 +264,15 @@ class QueueWorkload:
                 continue
             self.history.record(process, "dequeue", OK, message.body, start, node=node, **meta)
         _close(conn)
+
+
+def q_details(cluster: ComposeCluster, node: str, queue: str) -> object:
+    """What `node` reports of a queue (leader, ready, unacknowledged, its consumers), or the error."""
+    try:
+        q = cluster.http(node, "GET", f"/api/queues/%2F/{urllib.parse.quote(queue, safe='')}", timeout=5)
+    except Exception as e:
+        return f"{type(e).__name__}: {e}"
+    return {k: q.get(k) for k in ("leader", "messages_ready", "messages_unacknowledged", "consumer_details")}
 
 
 def declare_queue(cluster: ComposeCluster, node: str, queue: str, queue_type: str,
@@ -495,7 +497,7 @@ class MetadataWorkload:
 
 
 __all__ = ["QueueWorkload", "MetadataWorkload", "declare_queue", "queue_address", "metadata_change",
-           "metadata_view", "change_outcome", "drain_all", "finish_all", "OK", "FAIL", "INFO"]  # fmt: skip
+           "metadata_view", "change_outcome", "drain_all", "finish_all", "q_details", "OK", "FAIL", "INFO"]  # fmt: skip
 
 
 def drain_all(workloads: list[QueueWorkload], quiet: float, timeout: float) -> list[bool]:

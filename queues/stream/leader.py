@@ -89,7 +89,6 @@ class StreamLeader:
             return  # a replica of another epoch: it learns the current one from the metadata
         if self.queue.closed:
             return  # this node stops (or leads no more): its log, closing, cuts no replica's
-
         if fetch.committed > self.queue.log.next_offset:  # never so with this log: each committed chunk is on it
             log.error("stream %s/%s: %s knows of committed offsets up to %d, this leader's log ends at %d: its"
                       " log was lost; holding it until a replica with the log leads", self.queue.vhost,
