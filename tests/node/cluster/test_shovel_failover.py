@@ -29,6 +29,17 @@ def shovels(node) -> list[dict]:
         return []
 
 
+def runner_of(cluster, by_name: dict[str, int]) -> int:
+    """The index of the node running the one shovel, once it runs and its node is
+    shown by name (names are learned by asking, node/cluster/node_names.py: a member
+    asked during an earlier test's partition is shown by address for a moment)."""
+    def running() -> bool:
+        return [(s["state"], s["node"] in by_name) for s in shovels(cluster[0])] == [("running", True)]
+
+    cluster.wait_for(running, 30, "the shovel running on a node known by name")
+    return by_name[shovels(cluster[0])[0]["node"]]
+
+
 def test_the_shovel_moves_to_another_node_when_its_node_dies(cluster):
     cluster[0].http("PUT", "/api/feature_flags/quorum_queue_v1/enable", {})
     for name in ("src", "dst"):
@@ -43,9 +54,7 @@ def test_the_shovel_moves_to_another_node_when_its_node_dies(cluster):
              "reconnect-delay": 0.5}  # fmt: skip
     cluster[0].http("PUT", "/api/parameters/shovel/%2F/move", {"value": value})
     by_name = {n.name: n.index for n in cluster.nodes}
-    cluster.wait_for(lambda: [s["state"] for s in shovels(cluster[0])] == ["running"], 30, "the shovel running")
-    [status] = shovels(cluster[0])
-    runner = by_name[status["node"]]
+    runner = runner_of(cluster, by_name)
     cluster.wait_for(lambda: (shovels(cluster[runner]) or [{}])[0].get("forwarded", 0) >= 300, 30, "300 moved")
     cluster.kill9(runner)
     killed_at = time.monotonic()
@@ -85,8 +94,7 @@ def test_a_node_cut_off_stops_its_shovel_and_the_majority_runs_it(cluster):
              "dest-uri": "amqp://", "dest-queue": "cut-dst", "reconnect-delay": 0.5}  # fmt: skip
     cluster[0].http("PUT", "/api/parameters/shovel/%2F/cut", {"value": value})
     by_name = {n.name: n.index for n in cluster.nodes}
-    cluster.wait_for(lambda: [s["state"] for s in shovels(cluster[0])] == ["running"], 30, "the shovel running")
-    runner = by_name[shovels(cluster[0])[0]["node"]]
+    runner = runner_of(cluster, by_name)
     cluster.partition(runner)
     others = [n for n in cluster.nodes if n.index != runner]
     cluster.wait_for(lambda: [(s["state"], s["node"]) for s in shovels(others[0])] in
