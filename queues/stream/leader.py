@@ -75,12 +75,13 @@ class StreamLeader:
         self.on_lost_log = on_lost_log
 
     def announce(self) -> None:
-        """Tells each replica that this node leads, by an answer without chunks, which a
-        replica takes as its cue to fetch: its first fetch may have come before this node
-        led (and was dropped), and would otherwise go again only after its retry timer."""
+        """Tells each replica that this node leads, which a replica takes as its cue to
+        fetch: its first fetch may have come before this node led (and was dropped), and
+        would otherwise go again only after its retry timer. It carries no committed end:
+        nothing has checked the replica's log yet (wire.ANNOUNCED)."""
         for peer in self.replicas:
             if peer != self.me:
-                self.send(peer, wire.Chunks(self.queue.vhost, self.queue.name, self.epoch, self.queue.committed_end, []))
+                self.send(peer, wire.Chunks(self.queue.vhost, self.queue.name, self.epoch, wire.ANNOUNCED, []))
 
     # -- the replicas' requests ---------------------------------------------------------
 

@@ -9,7 +9,8 @@ is not written (the fetch goes again). A `committed` notice only moves the
 committed end: the leader keeps the fetch. A `truncate` cuts the log's tail
 the leader does not have. The first answer of a new epoch records the epoch
 in the log's directory (queues/stream/log_epoch.py) before the log takes
-anything from it.
+anything from it: an answer, since the leader answers only a fetch whose
+tail it checked; a new leader's announcement only makes it fetch.
 
 A candidate electing a new leader `stop`s the replica: it then takes
 nothing more of that epoch (for FENCE_S, in case no election follows) and
@@ -84,6 +85,11 @@ class StreamReplica:
 
     def on_chunks(self, msg: wire.Chunks) -> None:
         if msg.epoch != self.epoch or self._writing or self._closed or self._fenced():
+            return
+        if msg.committed == wire.ANNOUNCED:
+            # a new leader, which has not checked this log: recording its epoch now would make
+            # a tail of an older epoch that it would cut look like its own to the next failover
+            self.fetch()
             return
         try:
             if msg.chunks:

@@ -13,6 +13,8 @@ the leader's bytes unchanged; the replica checks each one's CRC.
               what follows and the report of what is durable, in one.
     chunks    leader -> replica: chunks from the replica's end (at most
               BATCH_BYTES, one batch in flight per replica) and the committed end.
+              A new leader's announcement is one without chunks and with committed
+              ANNOUNCED (-1): "fetch from me", not an answer to a fetch it checked.
     committed leader -> replica: the committed end moved while the replica's fetch waits
               at the leader, which keeps it (flag stream_commit_notices): no new fetch.
               Without the flag, a `chunks` without chunks tells it and ends the fetch.
@@ -28,10 +30,13 @@ from dataclasses import dataclass, fields
 
 from amqp import codec
 
-__all__ = ["BATCH_BYTES", "Chunks", "Committed", "Fetch", "Status", "Stop", "Truncate", "WireError", "decode", "encode"]
+__all__ = ["ANNOUNCED", "BATCH_BYTES", "Chunks", "Committed", "Fetch", "Status", "Stop", "Truncate", "WireError", "decode", "encode"]
 
 VERSION = 1
 BATCH_BYTES = 4 << 20  # chunk bytes in one `chunks` message: bounds what is in flight per replica
+# the committed end of a leader's announcement; a build before it takes an announcement as an
+# answer to a fetch (a committed end this low moves nothing there)
+ANNOUNCED = -1
 
 
 class WireError(ValueError):
