@@ -11,7 +11,11 @@ nothing meanwhile. If that is this node, it proposes metadata.stream_elect
 at the current epoch: the metadata applies one such proposal per epoch, so
 two candidates never both win. The others then follow the new leader and
 truncate what it does not have. Of replicas with the same log, one in
-maintenance (drained) is passed over.
+maintenance (drained) is passed over. A replica stopped for an election
+that has not come after FENCE_S, and that reaches its leader, proposes that
+leader for the next epoch instead (`_reelect`): its fence holds until a newer
+epoch, since a late election could otherwise be applied after the old leader
+committed chunks with it.
 
 A leader can also lose its log: a node wiped and back at the same address
 (forgotten while no majority of the stream's other replicas could elect
@@ -92,17 +96,38 @@ class StreamFailover:
         for key, replica in list(self.roles.replicas.items()):
             if connected(replica.leader):
                 self._misses.pop(key, None)
+                if replica.fence_overdue() and key not in self._electing:
+                    self._electing.add(key)
+                    self.node.background(self._elect(*key, reelect=True), f"re-electing stream {key[1]!r}'s leader")
                 continue
             self._misses[key] = misses = self._misses.get(key, 0) + 1
             if misses >= MISSES and key not in self._electing:
                 self._electing.add(key)
                 self.node.background(self._elect(*key), f"electing a leader for stream {key[1]!r}")
 
-    async def _elect(self, vhost: str, name: str, stale: bool = False) -> None:
+    async def _elect(self, vhost: str, name: str, stale: bool = False, reelect: bool = False) -> None:
         try:
-            await (self._replace_stale(vhost, name) if stale else self._run(vhost, name))
+            if stale:
+                await self._replace_stale(vhost, name)
+            elif reelect:
+                await self._reelect(vhost, name)
+            else:
+                await self._run(vhost, name)
         finally:
             self._electing.discard((vhost, name))
+
+    async def _reelect(self, vhost: str, name: str) -> None:
+        """This node's replica was stopped for an election that has not come (queues/stream/replica.py
+        `fence_overdue`) and reaches its leader: that leader leads the next epoch, unless the
+        election is applied first. Either way the replica then follows a newer epoch."""
+        record = self.roles.record(vhost, name)
+        replica = self.roles.replicas.get((vhost, name))
+        if record is None or replica is None or replica.epoch != record.epoch or not replica.fence_overdue():
+            return
+        log.warning("stream %s/%s: stopped for an election at epoch %d that has not come; re-electing %s",
+                    vhost, name, record.epoch, record.leader)  # fmt: skip
+        await self.node.metadata.run(mc.StreamElect(f"stream-elect/{uuid.uuid4()}", vhost, name, record.epoch,
+                                                    record.leader))  # fmt: skip
 
     async def _replace_stale(self, vhost: str, name: str) -> None:
         record = self.roles.record(vhost, name)

@@ -13,8 +13,15 @@ anything from it: an answer, since the leader answers only a fetch whose
 tail it checked; a new leader's announcement only makes it fetch.
 
 A candidate electing a new leader `stop`s the replica: it then takes
-nothing more of that epoch (for FENCE_S, in case no election follows) and
-reports its log, so the log it reported is the log it keeps.
+nothing more of that epoch and reports its log, so the log it reported is
+the log it keeps. The fence holds until the replica follows a newer epoch,
+never lifts by time alone: the candidate's election may be applied any time
+later, and had the old leader meanwhile committed chunks with this copy's
+fetches, the elected log would lack them. When no new epoch came within
+FENCE_S and the replica reaches its leader again, its node has that leader
+re-elected for the next epoch (`fence_overdue`, node/vhosts/stream_failover.py):
+of that and a late election the metadata applies one, and either way the
+leader of the next epoch has every committed chunk.
 """
 
 from __future__ import annotations
@@ -36,7 +43,7 @@ __all__ = ["StreamReplica"]
 log = logging.getLogger("warren.stream")
 
 RETRY_S = 3.0  # a fetch unanswered this long goes again (lost with a stream, or the leader restarted)
-FENCE_S = 10.0  # how long a stop holds when no new epoch follows
+FENCE_S = 10.0  # how long a stop waits for a new epoch before its node re-elects the leader
 
 
 class StreamReplica:
@@ -81,7 +88,11 @@ class StreamReplica:
             self.log.apply_retention(int(time.time() * 1000))
 
     def _fenced(self) -> bool:
-        return self.fenced_epoch >= self.epoch and time.monotonic() < self._fenced_until
+        return self.fenced_epoch >= self.epoch
+
+    def fence_overdue(self) -> bool:
+        """Stopped for this epoch FENCE_S ago or more, and no newer epoch came."""
+        return self._fenced() and time.monotonic() >= self._fenced_until
 
     def on_chunks(self, msg: wire.Chunks) -> None:
         if msg.epoch != self.epoch or self._writing or self._closed or self._fenced():

@@ -92,3 +92,46 @@ def test_streams_with_one_copy_are_reported_as_having_no_successor(tmp_path):
             await closed.wait()
 
     asyncio.run(main())
+
+
+def test_a_replica_stopped_for_an_election_that_never_comes_has_its_reachable_leader_re_elected(tmp_path,
+                                                                                                 monkeypatch):  # fmt: skip
+    """b answered a candidate's stop (fenced), the candidate's election never came, and b reaches
+    its leader again: once the fence is overdue b's node proposes that leader for epoch 2 (of
+    it and a late election the metadata applies one), and proposes nothing while it is not."""
+    from node.vhosts import stream_failover
+    from queues.stream import replica as replica_module
+
+    monkeypatch.setattr(replica_module, "FENCE_S", 0.2)
+
+    async def main():
+        router = Router()
+        make(tmp_path, router)
+        b = router.replicas["b"]
+        proposed: list = []
+
+        class Metadata:
+            async def run(self, command):
+                proposed.append(command)
+
+        loop = asyncio.get_running_loop()
+        node = _Node(set())
+        node.node_id, node.loop, node.metadata = "b", loop, Metadata()
+        node.placement = SimpleNamespace(nodes_in_maintenance=set)
+        node.background = lambda coro, what: loop.create_task(coro)
+        record = SimpleNamespace(leader="a", epoch=1, replicas=("a", "b", "c"))
+        roles = SimpleNamespace(replicas={("/", "s"): b}, stale=set(), record=lambda vhost, name: record)
+        failover = stream_failover.StreamFailover(node, roles)
+        failover._check()  # b is not stopped: nothing
+        b.stop(1)
+        failover._check()  # stopped, not overdue: the election may still come
+        await asyncio.sleep(0.25)
+        assert proposed == []
+        failover._check()
+        await until(lambda: proposed, "a proposal")
+        failover.stop()
+        [elect] = proposed
+        assert (type(elect).__name__, elect.vhost, elect.name, elect.epoch, elect.leader) == \
+            ("StreamElect", "/", "s", 1, "a")  # fmt: skip
+
+    asyncio.run(main())

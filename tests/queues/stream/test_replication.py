@@ -12,6 +12,7 @@ import os
 
 from queues.base import Outcome, QueueMessage
 from queues.stream import leader as leader_module
+from queues.stream import replica as replica_module
 from queues.stream import wire
 from queues.stream.chunk import ChunkHeader
 from queues.stream.config import StreamConfig
@@ -195,6 +196,37 @@ def test_a_stopped_replica_takes_nothing_more_of_its_epoch(tmp_path):
         await until(lambda: queue.log.next_offset == 25, "the leader's own write")
         await asyncio.sleep(0.1)
         assert outcomes == [] and b.log.next_offset == 20 and queue.committed_end == 20
+
+    asyncio.run(main())
+
+
+def test_a_stop_holds_past_its_time_until_a_newer_epoch(tmp_path, monkeypatch):
+    """The election a stop was for may be applied late: the replica takes nothing more of the
+    epoch however long it waits (its node re-elects the leader once `fence_overdue`), and
+    follows the next epoch as soon as it comes."""
+    monkeypatch.setattr(replica_module, "FENCE_S", 0.05)
+
+    async def main():
+        router = Router()
+        queue = make(tmp_path, router)
+        _, done = await publish(queue, 20)
+        await done.wait()
+        b = router.replicas["b"]
+        await until(lambda: b.log.next_offset == 20, "replicated")
+        assert b.stop(1) == (1, 20) and not b.fence_overdue()
+        await asyncio.sleep(0.1)
+        assert b.fence_overdue()
+        b.fetch()  # its retry timer's, say: nothing goes
+        outcomes, _ = await publish(queue, 5, 20)
+        await until(lambda: router.replicas["c"].log.next_offset == 25, "c, not stopped, takes them")
+        await asyncio.sleep(0.1)
+        assert b.log.next_offset == 20 and b.fence_overdue()
+        # the leader re-elected for epoch 2 (node/vhosts/stream_failover.py `_reelect`): b follows
+        queue.role.epoch = 2
+        queue.role.ends.clear()
+        b.follow("a", 2)
+        await until(lambda: b.log.next_offset == 25 and b.log_epoch == 2, "b in epoch 2")
+        assert not b.fence_overdue()
 
     asyncio.run(main())
 
