@@ -2,20 +2,43 @@
 `epoch` in its directory), fsynced before the log takes that epoch's
 chunks. A failover prefers the replica whose log is of the newest epoch,
 then the longest (queues/stream/replica.py, node/vhosts/stream_failover.py):
-a longer log of an older epoch may hold a tail no leader committed."""
+a longer log of an older epoch may hold a tail no leader committed.
+
+Beside it, the file `fence`: the newest epoch the replica was stopped for
+(queues/stream/replica.py `stop`), so that a node restarted while its copy
+is fenced does not follow the old leader again. It is replaced atomically
+but not fsynced: a stop is answered on the event loop, and the file has to
+outlive a killed process, which the page cache does."""
 
 from __future__ import annotations
 
 import os
 
-__all__ = ["raise_log_epoch", "read_log_epoch", "write_log_epoch"]
+__all__ = ["raise_log_epoch", "read_fence", "read_log_epoch", "write_fence", "write_log_epoch"]
 
 NAME = "epoch"
+FENCE = "fence"
 
 
 def read_log_epoch(directory: str) -> int:
+    return _read(directory, NAME)
+
+
+def read_fence(directory: str) -> int:
+    return _read(directory, FENCE)
+
+
+def write_fence(directory: str, epoch: int) -> None:
+    os.makedirs(directory, exist_ok=True)
+    tmp = os.path.join(directory, FENCE + ".tmp")
+    with open(tmp, "w") as f:
+        f.write(str(epoch))
+    os.replace(tmp, os.path.join(directory, FENCE))
+
+
+def _read(directory: str, name: str) -> int:
     try:
-        with open(os.path.join(directory, NAME)) as f:
+        with open(os.path.join(directory, name)) as f:
             return int(f.read().strip() or 0)
     except (FileNotFoundError, ValueError):
         return 0

@@ -21,7 +21,8 @@ fetches, the elected log would lack them. When no new epoch came within
 FENCE_S and the replica reaches its leader again, its node has that leader
 re-elected for the next epoch (`fence_overdue`, node/vhosts/stream_failover.py):
 of that and a late election the metadata applies one, and either way the
-leader of the next epoch has every committed chunk.
+leader of the next epoch has every committed chunk. The fence outlives a
+restart (the file `fence`, queues/stream/log_epoch.py).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from queues.stream.chunk import ChunkHeader
 from queues.stream.config import StreamConfig
 from queues.stream.disk import StreamDisk
 from queues.stream.log import StreamLog, WritePlan
-from queues.stream.log_epoch import read_log_epoch, write_log_epoch
+from queues.stream.log_epoch import read_fence, read_log_epoch, write_fence, write_log_epoch
 
 __all__ = ["StreamReplica"]
 
@@ -61,8 +62,8 @@ class StreamReplica:
         self.send = send
         self.loop = loop
         self.committed_end = self.log.first_offset  # what it learned from the leader
-        self.fenced_epoch = 0
-        self._fenced_until = 0.0
+        self.fenced_epoch = read_fence(directory)  # a stop before a restart still holds
+        self._fenced_until = time.monotonic() + FENCE_S
         self._writing = False
         self._closed = False
         self._on_idle: Callable[[], None] | None = None
@@ -185,7 +186,10 @@ class StreamReplica:
 
     def stop(self, epoch: int) -> tuple[int, int]:
         """Fenced for `epoch`: (log epoch, end) of the log it keeps."""
-        self.fenced_epoch = max(self.fenced_epoch, epoch)
+        if epoch > self.fenced_epoch:
+            self.fenced_epoch = epoch
+            if not self._closed:  # a destroyed copy's directory is not made again
+                write_fence(self.directory, epoch)
         self._fenced_until = time.monotonic() + FENCE_S
         end = self.log.allocated_offset if self._writing else self.log.next_offset  # a write in flight lands
         return self.log_epoch, end
