@@ -261,6 +261,13 @@ class _Transfer:
             self._fail(ClientError(self.src.closed or f"the source ended the session: {event.error}"))
 
     def _received(self, delivery: Any) -> None:
+        if self.winding_down and not delivery.settled:
+            # sent before the source saw its credit taken back: given back, not copied, since
+            # once nothing copied is in flight the connection closes, and the source would give
+            # what this copied after that again to the next node (a pre-settled one is copied)
+            self.src_link.session.settle(delivery, RELEASED)
+            self.src.flush_soon()
+            return
         self.in_flight += 1
         payload = delivery.payload
         if self.annotations is not None:

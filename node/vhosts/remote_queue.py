@@ -67,6 +67,7 @@ from .answer_gate import AnswerGate
 from .metadata_store import MetadataUnavailable
 from .proxy_lease import ProxyLeases
 from .proxy_outbox import ProxySender
+from .quorum_groups import group_name
 
 if TYPE_CHECKING:
     from metadata.projections import Projections
@@ -192,6 +193,10 @@ class RemoteQueue(Queue):
     def info(self) -> dict:
         out = super().info()
         out["messages_unacknowledged"] = self.unacked_count
+        if self.replicas:  # a quorum queue: its members, and its leader as announced (or the first member)
+            leader = self._service.group_leader(group_name(self.vhost, self.name))
+            out.update(leader=leader or self.replicas[0], leader_elected=leader is not None,
+                       members=list(self.replicas))  # fmt: skip
         return out
 
 
@@ -255,6 +260,7 @@ class QueueService:
         self.loop = loop
         self.vhosts = vhosts
         self.transport = cluster.transport
+        self._cluster = cluster
         cluster.rpc.channels[CHANNEL] = self._on_message
         self.transport.on_peer_down.append(self._peer_down)
         # what this node sends its peers on CHANNEL, batched per loop turn (proxy_outbox.py)
@@ -281,6 +287,12 @@ class QueueService:
             self.transport.on_peer_down.remove(self._peer_down)
         self._gate.close()
         self._tasks.cancel()
+
+    def group_leader(self, group: str) -> str | None:
+        """The leader of a quorum queue's group this node has no replica of, as its leader's
+        node announces it (node/cluster/liveness.py); None while none is heard."""
+        liveness = self._cluster.liveness
+        return liveness.leader_of(group) if liveness is not None else None
 
     def streams_with(self, peer: str) -> tuple[int | None, int | None]:
         """The epochs of the peer's stream to us and ours to it (None: none now)."""

@@ -293,7 +293,9 @@ def test_pausing_the_queue_leader_loses_no_confirmed_message(cluster):
 
 def test_a_node_without_a_replica_reaches_the_queue_when_its_declaring_node_is_gone(cluster_factory):
     """4 nodes, 3 replicas: the fourth node proxies to a replica. The metadata names the
-    declaring node as the queue's node; once it is killed, the proxy goes to another replica."""
+    declaring node as the queue's node; once it is killed, the proxy goes to another replica.
+    The fourth node's management API names the queue's members and its leader, before and
+    after the kill, as a replica's does (the leaders' announcements, node/cluster/liveness.py)."""
     cluster = cluster_factory(4)
     cluster.start()
     enable_quorum_queues(cluster)
@@ -301,6 +303,15 @@ def test_a_node_without_a_replica_reaches_the_queue_when_its_declaring_node_is_g
     outside = next(n for n in cluster.nodes if n.id not in q["members"])
     assert q["leader"] == cluster[0].id and len(q["members"]) == 3
     cluster.wait_for(lambda: (info(cluster[0], "qq-proxy") or {}).get("leader_elected"), 15, "the first election")
+    members = sorted(q["members"])
+
+    def outside_names(leader: str) -> bool:
+        seen = info(outside, "qq-proxy") or {}
+        return (seen.get("leader"), seen.get("leader_elected"), sorted(seen.get("members", []))) == \
+            (leader, True, members)  # fmt: skip
+
+    leader = info(cluster[0], "qq-proxy")["leader"]
+    cluster.wait_for(lambda: outside_names(leader), 10, f"the node without a replica naming {leader}")
     conn = BlockingConnection(url(outside), timeout=20)
     conn.create_sender("/queues/qq-proxy").send(Message(id=0, body="before", durable=True))
     conn.close()
@@ -318,6 +329,13 @@ def test_a_node_without_a_replica_reaches_the_queue_when_its_declaring_node_is_g
             return False  # released while the group elects without node 0: try again
 
     cluster.wait_for(published_again, 60, "a publish through the node without a replica", interval=0.5)
+    replica = next(n for n in cluster.nodes if n.id in members and n.index != 0)
+
+    def new_leader_named() -> bool:
+        seen = info(replica, "qq-proxy") or {}
+        return seen.get("leader_elected") is True and seen["leader"] != cluster[0].id and outside_names(seen["leader"])
+
+    cluster.wait_for(new_leader_named, 15, "the node without a replica naming the new leader")
     conn = BlockingConnection(url(outside), timeout=20)
     receiver = conn.create_receiver("/queues/qq-proxy", credit=10)
     got = set()
@@ -402,8 +420,8 @@ def test_a_member_added_back_lets_go_of_what_its_proxied_consumers_held(cluster)
     publish_ids(leader, "qq-back", 20)
     out = cluster.ctl(other.index, "delete_member", "qq-back", member.id)
     assert out.returncode == 0, out.stderr
-    # a proxy's info has no members: the node uses the queue through another node now
-    cluster.wait_for(lambda: "members" not in (info(member, "qq-back") or {"members": None}), 15,
+    # the node names itself no member: it uses the queue through another node now
+    cluster.wait_for(lambda: member.id not in (info(member, "qq-back") or {}).get("members", [member.id]), 15,
                      "the member knows it has no replica")  # fmt: skip
     proxied = BlockingConnection(url(member), timeout=10)  # its consumer never settles
     receiver = proxied.create_receiver("/queues/qq-back", credit=5)

@@ -93,6 +93,15 @@ async def until(predicate, what: str, timeout: float = 10.0) -> None:
             await asyncio.sleep(0.01)
 
 
+async def replicated(tmp_path, router: Router, n: int) -> StreamQueue:
+    """A leader of epoch 1 whose `n` first messages every replica has."""
+    queue = make(tmp_path, router)
+    _, done = await publish(queue, n)
+    await done.wait()
+    await until(lambda: all(r.log.next_offset == n for r in router.replicas.values()), "replicated")
+    return queue
+
+
 def chunk_bytes(log) -> list[bytes]:
     out, offset = [], log.first_offset
     while (ref := log.chunk_for(offset)) is not None:
@@ -149,10 +158,7 @@ def test_without_a_majority_nothing_is_confirmed_or_readable(tmp_path):
 def test_a_replica_truncates_a_tail_the_new_leader_does_not_have(tmp_path):
     async def main():
         router = Router()
-        old = make(tmp_path, router)
-        _, done = await publish(old, 100)
-        await done.wait()
-        await until(lambda: all(r.log.next_offset == 100 for r in router.replicas.values()), "replicated")
+        old = await replicated(tmp_path, router, 100)
         # the leader writes a tail only it has, then dies
         router.cut.update({"b", "c"})
         await publish(old, 50, 100)
@@ -467,10 +473,7 @@ def test_a_new_leaders_announcement_does_not_make_an_unchecked_tail_look_like_it
 
     async def main():
         router = Router()
-        old = make(tmp_path, router)
-        _, done = await publish(old, 100)
-        await done.wait()
-        await until(lambda: all(r.log.next_offset == 100 for r in router.replicas.values()), "replicated")
+        old = await replicated(tmp_path, router, 100)
         router.cut.add("b")  # c takes a tail b does not have
         await publish(old, 50, 100)
         await until(lambda: router.replicas["c"].log.next_offset == 150, "c's tail")
