@@ -19,6 +19,16 @@ send, addNode/dropNode (membership changes), ready/tryGetReady/waitReady
 (always ready: the NodeTransport is started before any group), destroy.
 Not supported: read-only nodes (Warren has none) and pysyncobj's utility
 messages (syncobj_admin), which need pysyncobj's own TCP port.
+
+The leader outlives its own removal here: pysyncobj applies a membership
+change when a follower appends it, so a member catching up from an old
+log (a node that has just joined) drops a leader that the log removed and
+added back later, stops hearing it, and never reaches the entry that adds
+it back (a five-node chaos run, seed 32: the joining node waited forever).
+As in Raft, where a server takes AppendEntries from the leader of its term
+whatever its configuration, the peer this group last took AppendEntries
+from stays reachable when dropped ("lingering") until another peer leads,
+this node leads, or it is added back.
 """
 
 from __future__ import annotations
@@ -62,6 +72,8 @@ class GroupTransport(Transport):
         self._members: dict[str, Node] = {}
         self._connected: set[str] = set()  # peers reported to pysyncobj as connected
         self._transmissions: dict[str, bytearray] = {}  # peer -> chunks of an outgoing large entry
+        self._leader: str | None = None  # the peer this group last took AppendEntries from
+        self._lingering: set[str] = set()  # dropped by pysyncobj while it led: still reachable
         transport._groups[group] = self
         for node in other_nodes:
             self.addNode(node)
@@ -84,6 +96,9 @@ class GroupTransport(Transport):
     def addNode(self, node: Node | str) -> None:  # noqa: N802
         if not isinstance(node, Node):
             node = Node(node)
+        if node.id in self._lingering:
+            self._lingering.discard(node.id)  # added back: a member again
+            return
         if node.id == self._nt.node_id or node.id in self._members:
             return
         self._members[node.id] = node
@@ -94,6 +109,13 @@ class GroupTransport(Transport):
 
     def dropNode(self, node: Node | str) -> None:  # noqa: N802
         peer = node.id if isinstance(node, Node) else node
+        if peer == self._leader and peer in self._members:
+            self._lingering.add(peer)  # see the module docstring
+            return
+        self._drop(peer)
+
+    def _drop(self, peer: str) -> None:
+        self._lingering.discard(peer)
         if self._members.pop(peer, None) is None:
             return
         self._connected.discard(peer)
@@ -113,6 +135,9 @@ class GroupTransport(Transport):
         if peer not in self._members or link is None or not link.up:
             return False
         if message.get("type") == "append_entries":
+            if self._leader is not None:  # this node leads: a lingering old leader goes
+                self._leader = None
+                self._forget_lingering()
             if "transmission" in message:
                 message = self._transmission(peer, message)
                 if message is None:
@@ -139,7 +164,7 @@ class GroupTransport(Transport):
         self.setOnReadonlyNodeConnectedCallback(None)
         self.setOnReadonlyNodeDisconnectedCallback(None)
         for peer in list(self._members):
-            self.dropNode(peer)
+            self._drop(peer)
         if self._nt._groups.get(self.group) is self:
             del self._nt._groups[self.group]
 
@@ -167,7 +192,16 @@ class GroupTransport(Transport):
             self._nt.stats.rejected_messages += 1
             log.warning("group %r: rejected a message from %s: %s", self.group, peer, e)
             return
+        if message.get("type") == "append_entries" and peer != self._leader:
+            self._leader = peer
+            if self._lingering:  # another peer leads: a lingering old leader goes
+                self._forget_lingering()
         self._onMessageReceived(node, message)
+
+    def _forget_lingering(self) -> None:
+        for peer in list(self._lingering):
+            if peer != self._leader:
+                self._drop(peer)
 
     def _transmission(self, peer: str, message: dict) -> dict | None:
         """Turn pysyncobj's chunks of one pickled large entry into a plain append_entries.
