@@ -218,9 +218,12 @@ class _Transfer:
         """Keeps up to prefetch-count deliveries coming, granted in batches of at least half of it.
 
         Credit is granted only once the last grant is used up: RabbitMQ 3.x's
-        AMQP 1.0 plugin takes a new link-credit as counting from its own
-        delivery-count, transfers still on the wire included [2.6.7 has it
-        count from ours], and would overrun a grant made while any is in flight."""
+        AMQP 1.0 plugin computes the link's credit as [2.6.7] says, but hands it
+        to its queue as a new consumer credit, which the queue counts from what it
+        has dispatched, deliveries between it and the session included, so a grant
+        made while any is in flight would be overrun by those. (It answers each
+        FLOW with its own, delivery-count included: a point to resync at, should a
+        scheme that grants before the last grant is used up be tried.)"""
         if self.src_link.link_credit > 0 or self.winding_down:
             return
         prefetch = self.definition.prefetch
