@@ -27,8 +27,8 @@ added back later, stops hearing it, and never reaches the entry that adds
 it back (a five-node chaos run, seed 32: the joining node waited forever).
 As in Raft, where a server takes AppendEntries from the leader of its term
 whatever its configuration, the peer this group last took AppendEntries
-from stays reachable when dropped ("lingering") until another peer leads,
-this node leads, or it is added back.
+from (of the newest term seen) stays reachable when dropped ("lingering")
+until another peer leads, this node leads, or it is added back.
 """
 
 from __future__ import annotations
@@ -73,6 +73,7 @@ class GroupTransport(Transport):
         self._connected: set[str] = set()  # peers reported to pysyncobj as connected
         self._transmissions: dict[str, bytearray] = {}  # peer -> chunks of an outgoing large entry
         self._leader: str | None = None  # the peer this group last took AppendEntries from
+        self._leader_term = 0  # and its term (a stale leader's AppendEntries does not count)
         self._lingering: set[str] = set()  # dropped by pysyncobj while it led: still reachable
         transport._groups[group] = self
         for node in other_nodes:
@@ -136,7 +137,7 @@ class GroupTransport(Transport):
             return False
         if message.get("type") == "append_entries":
             if self._leader is not None:  # this node leads: a lingering old leader goes
-                self._leader = None
+                self._leader, self._leader_term = None, message.get("term", 0)
                 self._forget_lingering()
             if "transmission" in message:
                 message = self._transmission(peer, message)
@@ -192,8 +193,9 @@ class GroupTransport(Transport):
             self._nt.stats.rejected_messages += 1
             log.warning("group %r: rejected a message from %s: %s", self.group, peer, e)
             return
-        if message.get("type") == "append_entries" and peer != self._leader:
-            self._leader = peer
+        if message.get("type") == "append_entries" and peer != self._leader and \
+                message.get("term", 0) >= self._leader_term:  # fmt: skip
+            self._leader, self._leader_term = peer, message.get("term", 0)
             if self._lingering:  # another peer leads: a lingering old leader goes
                 self._forget_lingering()
         self._onMessageReceived(node, message)
