@@ -106,11 +106,12 @@ KINDS = (
 CLOCK_KINDS = frozenset({"clock-jump", "clock-drift"})
 # What a mixed run draws from unless told otherwise (`--kinds`): every kind but the clock ones,
 # since under libfaketime a cluster forms slower and a node killed -9 can time out its first
-# metadata commit on restart (docs/chaos.md, Open): the clock faults have their own tests; and
-# not forget-rejoin, which has its own test too: of the five-node runs drawing it, seeds 24, 28
-# and 32 each found a fault (all three fixed, docs/chaos.md, Open); it joins once runs with it
-# keep passing.
-DEFAULT_KINDS = tuple(k for k in KINDS if k not in CLOCK_KINDS and k != "forget-rejoin")
+# metadata commit on restart (docs/chaos.md, Open): the clock faults have their own tests.
+DEFAULT_KINDS = tuple(k for k in KINDS if k not in CLOCK_KINDS)
+# What CI's two short mixed runs (cluster-tests/test_mixed.py) draw from: the default kinds as
+# they were before forget-rejoin joined them (2026-11-28), so that their fixed seeds keep their
+# schedules and their time; forget-rejoin has its own test there.
+SHORT_RUN_KINDS = tuple(k for k in DEFAULT_KINDS if k != "forget-rejoin")
 QUIET = 10.0  # seconds at the end of a run with no fault, for the cluster to converge
 FIRST = 3.0  # seconds of load before the first fault
 HOLD = (3.0, 10.0)  # a fault lasts between these many seconds

@@ -13,7 +13,7 @@ from urllib.parse import quote
 import pytest
 from chaos_cluster import NODES
 from chaos_mixed import MixedRun
-from chaos_nemesis import CLOCK_KINDS, KINDS, Step, schedule
+from chaos_nemesis import CLOCK_KINDS, KINDS, SHORT_RUN_KINDS, Step, schedule
 from http_json import HttpError
 
 pytestmark = [pytest.mark.slow, pytest.mark.docker, pytest.mark.timeout(900)]
@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.docker, pytest.mark.timeout(900)]
 
 def run(cluster, seed: int, duration: float, steps=None, audit_to=None) -> MixedRun:
     """`audit_to`: a directory for the Spark audit of the run (chaos_audit.py), or None for none."""
-    mixed = MixedRun(cluster, seed, duration, steps=steps)
+    mixed = MixedRun(cluster, seed, duration, steps=steps, kinds=SHORT_RUN_KINDS)
     mixed.run()
     if audit_to is not None:
         mixed.audit(audit_to)
