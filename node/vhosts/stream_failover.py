@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from metadata import commands as mc
@@ -92,27 +93,22 @@ class StreamFailover:
         for key in list(self.roles.stale):
             if key not in self._electing:
                 self._electing.add(key)
-                self.node.background(self._elect(*key, stale=True), f"replacing this node as stream {key[1]!r}'s leader")
+                self.node.background(self._elect(self._replace_stale, *key), f"replacing this node as stream {key[1]!r}'s leader")
         for key, replica in list(self.roles.replicas.items()):
             if connected(replica.leader):
                 self._misses.pop(key, None)
                 if replica.fence_overdue() and key not in self._electing:
                     self._electing.add(key)
-                    self.node.background(self._elect(*key, reelect=True), f"re-electing stream {key[1]!r}'s leader")
+                    self.node.background(self._elect(self._reelect, *key), f"re-electing stream {key[1]!r}'s leader")
                 continue
             self._misses[key] = misses = self._misses.get(key, 0) + 1
             if misses >= MISSES and key not in self._electing:
                 self._electing.add(key)
-                self.node.background(self._elect(*key), f"electing a leader for stream {key[1]!r}")
+                self.node.background(self._elect(self._run, *key), f"electing a leader for stream {key[1]!r}")
 
-    async def _elect(self, vhost: str, name: str, stale: bool = False, reelect: bool = False) -> None:
+    async def _elect(self, election: Callable[[str, str], Awaitable[None]], vhost: str, name: str) -> None:
         try:
-            if stale:
-                await self._replace_stale(vhost, name)
-            elif reelect:
-                await self._reelect(vhost, name)
-            else:
-                await self._run(vhost, name)
+            await election(vhost, name)
         finally:
             self._electing.discard((vhost, name))
 

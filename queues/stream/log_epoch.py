@@ -30,10 +30,7 @@ def read_fence(directory: str) -> int:
 
 def write_fence(directory: str, epoch: int) -> None:
     os.makedirs(directory, exist_ok=True)
-    tmp = os.path.join(directory, FENCE + ".tmp")
-    with open(tmp, "w") as f:
-        f.write(str(epoch))
-    os.replace(tmp, os.path.join(directory, FENCE))
+    _replace(directory, FENCE, epoch, durable=False)
 
 
 def _read(directory: str, name: str) -> int:
@@ -46,18 +43,24 @@ def _read(directory: str, name: str) -> int:
 
 def write_log_epoch(directory: str, epoch: int) -> None:
     """Atomically and durably (the worker thread: it fsyncs)."""
-    path = os.path.join(directory, NAME)
+    _replace(directory, NAME, epoch, durable=True)
+
+
+def _replace(directory: str, name: str, value: int, durable: bool) -> None:
+    path = os.path.join(directory, name)
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
-        f.write(str(epoch))
-        f.flush()
-        os.fsync(f.fileno())
+        f.write(str(value))
+        if durable:
+            f.flush()
+            os.fsync(f.fileno())
     os.replace(tmp, path)
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    if durable:
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def raise_log_epoch(directory: str, epoch: int) -> None:
