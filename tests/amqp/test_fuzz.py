@@ -544,7 +544,8 @@ def test_fuzz_big(start):
         run_case(seed)
 
 
-@pytest.mark.skipif(not os.environ.get("CI"), reason="the CI-scale run also happens with -m slow")
-def test_fuzz_ci():
-    for seed in range(100_000, 100_000 + BIG_RUN):
-        run_case(seed)
+if os.environ.get("CI"):  # CI fuzzes seeds of its own on top; elsewhere it is not collected (no skip to read)
+
+    def test_fuzz_ci():
+        for seed in range(100_000, 100_000 + BIG_RUN):
+            run_case(seed)

@@ -101,7 +101,11 @@ def check_cluster_has(root: Path, committed: set[int]) -> None:
     try:
         marker = -1
         c.commit([marker], timeout=90)
-        c.run_until(lambda: all(m.values and m.values[-1] == marker for m in c.members), timeout=90)
+        try:
+            c.run_until(lambda: all(m.values and m.values[-1] == marker for m in c.members), timeout=90)
+        except TimeoutError:
+            # which member lags, and where its log and the leader's view of it stand
+            raise AssertionError("\n".join(f"{m.name}: {m.obj.status()}" for m in c.members)) from None
         first = c.members[0].values
         for m in c.members:
             assert m.values == first, f"{m.name} diverged"
