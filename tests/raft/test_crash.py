@@ -99,8 +99,15 @@ def lost_acknowledged(kind: str, root: Path, claimed: dict[str, int]) -> dict[st
 def check_cluster_has(root: Path, committed: set[int]) -> None:
     c = Cluster.start("ours", root, logCompactionMinEntries=20)
     try:
-        marker = -1
-        c.commit([marker], timeout=90)
+        # A leader that loses its place before committing the marker discards it (the check's
+        # first proposal can meet the restarted members' first elections, under load): each
+        # try proposes a marker of its own, so one that commits after all is not a duplicate.
+        marker, deadline = 0, time.monotonic() + 90
+        while True:
+            marker -= 1
+            if c.commit([marker], timeout=90) == [marker]:
+                break
+            assert time.monotonic() < deadline, f"no marker committed in 90 s ({-marker} tries)"
         try:
             c.run_until(lambda: all(m.values and m.values[-1] == marker for m in c.members), timeout=90)
         except TimeoutError:
