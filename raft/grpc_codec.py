@@ -23,6 +23,8 @@ the tag; `?` marks a key that may be absent; ints are >= 0 and < 2**64):
   tag 9 pre_vote                term, last_log_index, last_log_term
                                 (raft/prevote.py, not pysyncobj's)
   tag 10 pre_vote_response      term, granted: bool
+  tag 11 newer_term             term (raft/prevote.py: the answer to a
+                                stale leader's AppendEntries)
 
 pysyncobj's third append_entries form, `transmission` chunks of one pickled
 log entry too large for a batch, never reaches this codec: the sending
@@ -239,6 +241,11 @@ def _enc_apply_command_response(m: dict) -> bytes:
     return b"".join(parts)
 
 
+def _enc_newer_term(m: dict) -> bytes:
+    _check_keys(m, _K_TERM)
+    return b"\x0b" + _Q.pack(*_ints(m, "term"))
+
+
 _ENCODERS: dict[str, Callable[[dict], bytes]] = {
     "request_vote": _enc_request_vote,
     "response_vote": _enc_response_vote,
@@ -249,6 +256,7 @@ _ENCODERS: dict[str, Callable[[dict], bytes]] = {
     "timeout_now": _enc_timeout_now,
     "pre_vote": _enc_pre_vote,
     "pre_vote_response": _enc_pre_vote_response,
+    "newer_term": _enc_newer_term,
 }
 
 
@@ -394,6 +402,11 @@ def _dec_apply_command_response(d: bytes) -> tuple[dict, int]:
     return m, pos
 
 
+def _dec_newer_term(d: bytes) -> tuple[dict, int]:
+    (term,) = _Q.unpack_from(d, 1)
+    return {"type": "newer_term", "term": term}, 9
+
+
 _DECODERS: dict[int, Callable[[bytes], tuple[dict, int]]] = {
     1: _dec_request_vote,
     2: _dec_response_vote,
@@ -405,6 +418,7 @@ _DECODERS: dict[int, Callable[[bytes], tuple[dict, int]]] = {
     8: _dec_timeout_now,
     9: _dec_pre_vote,
     10: _dec_pre_vote_response,
+    11: _dec_newer_term,
 }
 
 

@@ -108,7 +108,10 @@ name-mangled, so a subclass defines `_SyncObj__<name>`) and `_onTick`, and adds 
    messages; `__connectedToAnyone`, which stock's election check asks after
    its own read of the clock, says yes only in a tick the pre-vote step let
    the election through (else a deadline between the two clock reads
-   elected without a round).
+   elected without a round). A member answers an AppendEntries of a term
+   older than its own with `newer_term`, which makes a stale leader step
+   down (stock ignores such a message in silence, and pre-vote keeps the
+   member from deposing the leader itself).
 
 12. A snapshot the log has passed already is not installed (Raft §7), in
    raft/snapshot_guard.py: `__onMessageReceived` hands it the last part of
@@ -191,6 +194,8 @@ PRIVATE_MEMBERS: dict[str, tuple[str, ...]] = {
         "_SyncObj__getPrevLogIndexTerm",
         "_SyncObj__doApplyCommand",
         "_SyncObj__sendNextNodeIdx",
+        "_SyncObj__setCurrentTerm",
+        "_SyncObj__setState",
         "_SyncObj__loadDumpFile",
         "_SyncObj__generateRaftTimeout",
         "_SyncObj__connectedToAnyone",

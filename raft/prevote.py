@@ -42,7 +42,20 @@ wire format (raft/grpc_codec.py) has no field to say which one it is. The
 pre-vote rule covers the disruption it is for: an election follows only a
 round that a majority without a live leader granted.
 
-Rolling upgrades: a node without pre-vote drops the two new messages
+A term that ran ahead: a member can hold a higher term than the leader's
+with a log too stale to win, when it won a pre-vote round and raised its term
+but its RequestVotes never arrived (killed before they left, or cut off right
+then) while the others elected without it. Stock ignores an AppendEntries of
+a lower term without an answer, so the leader never learns the newer term,
+and pre-vote keeps the member from deposing it: the member would never take
+another entry (the raft crash test's stall, one run in ~50 under load). As
+Raft answers every RPC with the receiver's term, such a member answers a
+stale leader's AppendEntries with `newer_term` (its term); the leader takes
+the term and steps down, the up-to-date members elect at a term past it, and
+the member follows. Only a term raised by an election a majority pre-voted
+can do this, so a member returning from a partition still deposes no one.
+
+Rolling upgrades: a node without pre-vote drops the new messages
 (raft/grpc_codec.py refuses an unknown tag and the group transport logs it),
 so a pre-voting node elects only once a majority of the group pre-votes. The
 members that do not yet pre-vote still elect as before, so a group is never
@@ -54,10 +67,11 @@ from __future__ import annotations
 from pysyncobj.monotonic import monotonic as _monotonic
 from pysyncobj.syncobj import _RAFT_STATE
 
-__all__ = ["PRE_VOTE", "PRE_VOTE_RESPONSE", "PreVote"]
+__all__ = ["NEWER_TERM", "PRE_VOTE", "PRE_VOTE_RESPONSE", "PreVote"]
 
 PRE_VOTE = "pre_vote"
 PRE_VOTE_RESPONSE = "pre_vote_response"
+NEWER_TERM = "newer_term"
 
 _LEADER = _RAFT_STATE.LEADER
 _FOLLOWER = _RAFT_STATE.FOLLOWER
@@ -133,7 +147,25 @@ class PreVote:
             if message["granted"]:
                 self._w_count_grant(node, message["term"])
             return True
+        if kind == NEWER_TERM:
+            self._w_take_newer_term(message["term"])
+            return True
+        if kind == "append_entries" and self._SyncObj__selfNode is not None:
+            term = self._SyncObj__raftCurrentTerm
+            if message["term"] < term:  # stock ignores it without a word: tell the stale leader
+                self._SyncObj__transport.send(node, {"type": NEWER_TERM, "term": term})
         return False
+
+    def _w_take_newer_term(self, term: int) -> None:
+        """A member's answer to this node's AppendEntries names a newer term: as stock takes a
+        RequestVote's, the term is taken, and a leader steps down."""
+        if term <= self._SyncObj__raftCurrentTerm:
+            return
+        self._SyncObj__setCurrentTerm(term, None)
+        self._SyncObj__setState(_FOLLOWER)
+        if self._SyncObj__raftLeader is not None:
+            self._SyncObj__raftLeader = None
+            self._SyncObj__onLeaderChanged()
 
     def _w_grants(self, message) -> bool:
         state = self._SyncObj__raftState

@@ -157,3 +157,29 @@ def test_a_leadership_transfer_elects_without_a_pre_vote(tmp_path):
         ]
     finally:
         c.destroy()
+
+
+@pytest.mark.parametrize("kind", ["ours", "safe-mem"])
+def test_a_member_whose_term_ran_ahead_with_a_stale_log_takes_the_leaders_entries_again(kind, tmp_path):
+    """A member won a pre-vote round and raised its term, but its RequestVotes never left
+    (killed after its term was written): the others elected without it. Its log is too stale
+    to win, and the leader, whose term is lower, heard of its term only through an answer to
+    its AppendEntries (the raft crash test's stall, before `newer_term`)."""
+    c = Cluster.start(kind, tmp_path, **PATIENT)
+    try:
+        leader = c.wait_leader()
+        c.commit([1, 2, 3])
+        behind = next(m for m in c.members if m is not leader)
+        c.run_until(lambda: behind.values == [1, 2, 3])
+        _isolate(c, behind.name)
+        c.commit([4, 5])  # its log is now too stale to win an election
+        ahead = leader.obj.raftCurrentTerm + 3
+        behind.obj._SyncObj__setCurrentTerm(ahead, None)  # the election whose votes never left
+        c.net.blocked.clear()
+        c.commit([6])
+        c.run_until(lambda: behind.values == [1, 2, 3, 4, 5, 6], timeout=15)
+        assert all(m.obj.raftCurrentTerm > ahead for m in c.members)  # elected past the term that ran ahead
+        assert c.leader() is not behind
+        assert any(m["type"] == "newer_term" for _, m in behind.transport.sent)
+    finally:
+        c.destroy()

@@ -45,6 +45,7 @@ messages = st.one_of(
     st.builds(lambda t: {"type": "timeout_now", "term": t}, u64),
     st.builds(lambda t, i, lt: {"type": "pre_vote", "term": t, "last_log_index": i, "last_log_term": lt}, u64, u64, u64),
     st.builds(lambda t, g: {"type": "pre_vote_response", "term": t, "granted": g}, u64, st.booleans()),
+    st.builds(lambda t: {"type": "newer_term", "term": t}, u64),
     st.builds(
         lambda t, c, pi, pt, es: {
             "type": "append_entries",
