@@ -48,7 +48,8 @@ but its RequestVotes never arrived (killed before they left, or cut off right
 then) while the others elected without it. Stock ignores an AppendEntries of
 a lower term without an answer, so the leader never learns the newer term,
 and pre-vote keeps the member from deposing it: the member would never take
-another entry (the raft crash test's stall, one run in ~50 under load). As
+another entry (found reading the code while chasing a crash-test stall that
+turned out to be the test's; tests/raft/test_prevote.py builds it). As
 Raft answers every RPC with the receiver's term, such a member answers a
 stale leader's AppendEntries with `newer_term` (its term); the leader takes
 the term and steps down, the up-to-date members elect at a term past it, and
