@@ -93,13 +93,19 @@ def test_a_partition_and_its_heal_show_on_the_audit_timeline(three):
     until(lambda: lane()[-1]["state"] == "unreachable", "the cut-off member shown unreachable")
     three[0].call(three[0].broker.cluster.heal)
     until(lambda: lane()[-1]["state"] == "reachable", "the member reachable again")
-    t = api.get("/api/audit/timeline?minutes=1").body
     states = [s["state"] for s in lane()]
     # reachable, then the cut, then reachable again (on a busy machine a heartbeat missed
     # before the cut may add an earlier unreachable span: only the order at the end counts)
     cut = len(states) - 1 - states[::-1].index("unreachable")
     assert states[-1] == "reachable" and cut > 0 and "reachable" in states[:cut], states
-    # (the members may have connected after the first records)
+    # (the members may have connected after the first records; the cut-off member is named
+    # once its name is learned, which the partition may have delayed: node/cluster/node_names.py)
+    def named_partitions() -> list[dict]:
+        t = api.get("/api/audit/timeline?minutes=1").body
+        return [p for p in t["partitions"] if "warren-2@localhost" in p["unreachable"]]
+
+    until(named_partitions, "the cut shown as a partition, the member by name")
+    t = api.get("/api/audit/timeline?minutes=1").body
     p = next(p for p in reversed(t["partitions"]) if "warren-2@localhost" in p["unreachable"])
     assert p["end_ms"] > p["start_ms"]
     self_lane = next(m for m in t["members"] if m["address"] == three[0].broker.cluster.node_id)
@@ -108,12 +114,19 @@ def test_a_partition_and_its_heal_show_on_the_audit_timeline(three):
     def theirs_now() -> dict:
         return api.get("/api/audit/timeline?minutes=1&node=warren-2@localhost").body
 
-    # its records come every 0.2 s, later on a busy machine: wait for a few
-    until(lambda: theirs_now()["records"] >= 3, "the cut-off node's own records")
+    # its records come every 0.2 s, later on a busy machine: wait for a few, and for the cut-off
+    # node to have learned the others' names again (CI once saw warren-1 there by address)
+    names = {f"warren-{i}@localhost" for i in range(3)}
+
+    def theirs_named() -> bool:
+        theirs = theirs_now()
+        return theirs["records"] >= 3 and {m["node"] for m in theirs["members"]} == names
+
+    until(theirs_named, "the cut-off node's own records, every member by name")
     theirs = theirs_now()
     assert theirs["node"] == "warren-2@localhost" and theirs["member_id"] == cut_off
     assert theirs["snapshot_interval"] == 0.2
-    assert {m["node"] for m in theirs["members"]} == {f"warren-{i}@localhost" for i in range(3)}
+    assert {m["node"] for m in theirs["members"]} == names
 
 
 def test_a_streams_replicas_ends_come_from_its_leader_on_any_node(three):
