@@ -44,6 +44,7 @@ class GroupLiveness:
         self._timer: Any = None
         # groups without a replica here -> (the node that last said it leads, its term, when heard)
         self._leaders: dict[str, tuple[str, int, float]] = {}
+        self.heard = 0  # announcements taken from peers, malformed ones not counted
         cluster.rpc.channels[CHANNEL] = self._on_message
 
     def start(self, loop: Any) -> None:
@@ -69,7 +70,10 @@ class GroupLiveness:
             peers.update(self.cluster.members())
             peers.discard(self.cluster.node_id)
         for peer in peers:
-            self.cluster.transport.send_node_message(peer, CHANNEL, payload)
+            # ungated: a leader's term is on disk before it wins, so the claim answers for
+            # nothing unwritten; a gated one held the ungated queue-proxy messages behind it
+            # (deliveries to a consumer's node) until the leader's next log write
+            self.cluster.transport.send_node_message(peer, CHANNEL, payload, gated=False)
 
     def leader_of(self, group: str) -> str | None:
         """The leader of a group this node has no replica of, as its announcements say; None
@@ -86,6 +90,7 @@ class GroupLiveness:
         except Exception as e:
             log.warning("dropped a malformed %s message from %s: %s", CHANNEL, peer, e)
             return
+        self.heard += 1
         groups = self.cluster.groups
         now = time.monotonic()
         for name, term in leading:

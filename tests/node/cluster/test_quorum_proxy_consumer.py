@@ -78,6 +78,13 @@ def test_deliveries_to_a_consumers_node_do_not_wait_for_the_leaders_log_writes(b
     gate = leader.call(lambda: [leader.loop.create_future()])[0]  # (call() would await it)
     transport = leader.broker.cluster.transport
     leader.call(lambda: transport.before_flush.append(lambda: gate))
+    # The leader's liveness announcement (every 0.5 s, to every member) goes on meanwhile:
+    # one held at the gate would hold the deliveries queued behind it for that node.
+    group = group_name("/", "qq-ungated")
+    heard = proxy.call(lambda: proxy.broker.cluster.liveness.heard)
+    until(lambda: proxy.call(lambda: proxy.broker.cluster.liveness.heard) > heard,
+          "an announcement of the leader's while its log writes are held")  # fmt: skip
+    assert proxy.call(lambda: proxy.broker.cluster.liveness.leader_of(group)) == leader.broker.cluster.node_id
     try:
         Publisher(leader, "/queues/qq-ungated").publish(N)
         assert len(client.receive(N)) == N
