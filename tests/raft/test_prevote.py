@@ -163,8 +163,8 @@ def test_a_leadership_transfer_elects_without_a_pre_vote(tmp_path):
 def test_a_member_whose_term_ran_ahead_with_a_stale_log_takes_the_leaders_entries_again(kind, tmp_path):
     """A member won a pre-vote round and raised its term, but its RequestVotes never left
     (killed after its term was written): the others elected without it. Its log is too stale
-    to win, and the leader, whose term is lower, heard of its term only through an answer to
-    its AppendEntries (the raft crash test's stall, before `newer_term`)."""
+    to win, and the leader, whose term is lower, hears of its term only through an answer to
+    its AppendEntries (`newer_term`): without it the member never takes another entry."""
     c = Cluster.start(kind, tmp_path, **PATIENT)
     try:
         leader = c.wait_leader()
