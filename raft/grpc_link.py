@@ -55,12 +55,13 @@ class PeerLink:
         # the session whose stream carries `outbox`.
         self.up = False
         self.epoch: int | None = None
-        # This loop turn's messages, (kind, group, payload); sealed by the
-        # transport's flush, which also resets `dirty`.
-        self.pending: list[tuple[int, str, bytes]] = []
+        # This loop turn's messages, (kind, group, payload, gated); sealed by the
+        # transport's flush, which also resets `dirty`. `gated` False: one that needs no
+        # durable write behind it, queued here behind one that does (outbound.py).
+        self.pending: list[tuple[int, str, bytes, bool]] = []
         # This turn's messages that need no durable write behind them (a leader's
         # AppendEntries), while nothing for this peer waits at the gate (outbound.py)
-        self.ungated: list[tuple[int, str, bytes]] = []
+        self.ungated: list[tuple[int, str, bytes, bool]] = []
         self.held_turns = 0  # sealed turns with messages for this peer waiting at the gate
         # bytes enqueued for this peer and not yet in `outbox` (pending, or sealed behind the
         # durability gate): with outbox_bytes, how far behind the peer is (NodeTransport.backlog)

@@ -8,7 +8,7 @@ several turns per fsync, and each gRPC write costs about as much as a small
 message's whole Raft path). A failed gate stops all sending for good
 (`NodeTransport.failed`), except a gate that fails with `NotDurable` (the Raft log is
 out of space, raft/journal.py): that turn's gated messages are dropped, as a lossy
-network would drop them, and sending goes on.
+network would drop them, its ungated ones queued behind them leave, and sending goes on.
 
 What needs no durable write behind it skips the gate (`enqueue(gated=False)`): a
 leader's AppendEntries. The gate is there for answers (an ack, a vote) that must
@@ -64,9 +64,9 @@ class Outbound:
             log.error("message of %d bytes for %s/%s is over max_message_bytes", len(payload), link.peer, group)
             return False
         if gated or link.pending or link.held_turns:
-            link.pending.append((kind, group, payload))
+            link.pending.append((kind, group, payload, gated))
         else:
-            link.ungated.append((kind, group, payload))
+            link.ungated.append((kind, group, payload, False))
         link.queued_bytes += len(payload)
         if not link.dirty:
             link.dirty = True
@@ -144,11 +144,19 @@ class Outbound:
             self._gate_task = None
 
     def _drop(self, sealed: list[tuple[PeerLink, int, list]]) -> None:
-        """A turn whose writes did not land: its messages never leave."""
+        """A turn whose writes did not land: its gated messages never leave. The ungated ones
+        queued behind them (the queue proxy's, which promise their peer order and no loss while
+        a stream lives) leave now, in order: they answer for nothing that write held."""
         self._unhold(sealed)
-        for link, _, items in sealed:
-            link.queued_bytes -= sum(len(item[2]) for item in items)
-            self._nt.stats.dropped_not_durable += len(items)
+        kept = []
+        for link, epoch, items in sealed:
+            ungated = [item for item in items if not item[3]]
+            link.queued_bytes -= sum(len(item[2]) for item in items if item[3])
+            self._nt.stats.dropped_not_durable += len(items) - len(ungated)
+            if ungated:
+                kept.append((link, epoch, ungated))
+        if kept:
+            self._release_sealed(kept)
 
     def _fail(self, e: BaseException) -> None:
         log.error("durability gate failed; the transport sends nothing more", exc_info=e)
@@ -174,7 +182,7 @@ class Outbound:
             frame = Frame(epoch=epoch)
             size = 0
             add = frame.messages.add
-            for kind, group, payload in items:
+            for kind, group, payload, _ in items:
                 n = len(payload) + len(group) + _ENVELOPE_OVERHEAD
                 if size and size + n > limit:
                     link.push(frame, size)

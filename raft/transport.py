@@ -65,8 +65,9 @@ messages (and every later flush, to keep the order) wait for it. If the
 awaitable raises, the transport stops sending anything (fail-stop: nothing
 may be acknowledged from a journal that could not sync) and calls `on_error`,
 unless it raises `NotDurable` (a full disk, waited out by the journal): then
-that turn's messages are dropped and the later ones go on; while `gate_closed()`
-says so, gated messages are dropped as they are queued.
+that turn's gated messages are dropped (its ungated ones still leave, in order)
+and the later turns go on; while `gate_closed()` says so, gated messages are
+dropped as they are queued.
 
 Fault switch: `partition(peers)` drops all traffic to and from those peers
 (our stream to them ends, theirs to us is cut and refused; pysyncobj sees

@@ -311,7 +311,7 @@ class Cluster:
         """The Raft log is out of space: what waited for the failed write to answer for it is dropped."""
         dropped = self.log.drop_unwritten_turns()
         log.error("the raft log is out of space: this node acknowledges nothing new until a write lands"
-                  " (%d turns of messages dropped); the disk alarm is raised", dropped)  # fmt: skip
+                  " (%d turns' answers to peers dropped); the disk alarm is raised", dropped)  # fmt: skip
 
     @property
     def out_of_space(self) -> bool:

@@ -18,6 +18,7 @@ import uvloop
 from transport_helpers import QUIET, SECRET, Envelope, Frame, collect, group, nodes, until, vote
 
 from raft.grpc_auth import MD_LAST_EPOCH, stream_metadata
+from raft.journal_format import NotDurable
 from raft.proto import cluster_pb2_grpc
 from raft.transport import GroupTransport, TransportOptions
 
@@ -405,6 +406,33 @@ def test_a_leaders_append_entries_skip_the_gate_answers_and_anything_behind_them
             await until(lambda: len(rb.messages) == 3)
             assert [(m["type"], m.get("commit_index")) for _, m in rb.messages] == [
                 ("append_entries", 1), ("request_vote", None), ("append_entries", 2)]
+
+    uvloop.run(main())
+
+
+def test_a_write_that_met_a_full_disk_drops_its_turns_gated_messages_and_sends_the_ungated_behind_them():
+    """The queue proxy's messages skip the gate but queue behind a gated one for the same peer;
+    when that turn's write fails with NotDurable (the Raft log out of space), the gated ones are
+    lost as on a network, and the proxy's still leave, in order: the proxy promises its peer
+    no loss while a stream lives (a lost delivery or settle would hold a message for ever)."""
+
+    async def main():
+        async with nodes(2, options=QUIET) as (a, b):
+            got = collect(b)
+            full = asyncio.get_running_loop().create_future()
+            a.before_flush.append(lambda: None if full.done() else full)
+            a.send_node_message(b.node_id, "x", b"ack")  # gated: answers for the write
+            a.send_node_message(b.node_id, "x", b"deliver 1", gated=False)  # behind it, same turn
+            await asyncio.sleep(0)
+            a.send_node_message(b.node_id, "x", b"deliver 2", gated=False)  # a later turn, still behind
+            await asyncio.sleep(0.05)
+            assert got == []
+            full.set_exception(NotDurable("no space left on device"))
+            await until(lambda: len(got) == 2)
+            assert [p for _, _, p, _ in got] == [b"deliver 1", b"deliver 2"]
+            assert a.stats.dropped_not_durable == 1
+            assert a.send_node_message(b.node_id, "x", b"after")  # and the transport goes on
+            await until(lambda: len(got) == 3)
 
     uvloop.run(main())
 
