@@ -260,10 +260,15 @@ class Link:
                 )
             if self.link_credit > 0:
                 self.link_credit -= 1
+                self.delivery_count = serial.add(self.delivery_count, 1)
             elif self._credit_limit is None or not serial.lt(self.delivery_count, self._credit_limit):
                 raise LinkError(Condition.TRANSFER_LIMIT_EXCEEDED, "transfer beyond the granted link credit")
-            # else: sent under an earlier, larger grant [2.6.7]
-            self.delivery_count = serial.add(self.delivery_count, 1)
+            else:  # sent under an earlier, larger grant [2.6.7], before our FLOW lowering it arrived
+                self.delivery_count = serial.add(self.delivery_count, 1)
+                # That FLOW counted one delivery fewer than the sender had sent, so the sender
+                # computed its credit below zero, which Qpid Proton takes for credit to spare:
+                # this one, counting the transfer, sets the sender's credit to ours again.
+                self.send_flow(False)
             d = Delivery(
                 id=t.delivery_id,
                 tag=t.delivery_tag,

@@ -82,6 +82,28 @@ def test_transfer_without_credit_is_transfer_limit_exceeded():
     assert not p.server.closed and p.server.sessions
 
 
+def test_transfers_under_a_grant_taken_back_are_taken_and_each_sets_the_senders_credit_again():
+    """The receiver takes its credit back (a resource alarm) while two transfers are in flight:
+    [2.6.7] has it take them, and its FLOW counted neither, so the sender computed its credit
+    below zero (Qpid Proton then sends on). A FLOW after each counts it: credit 0 again."""
+    p = ScriptedPeer()
+    p.open()
+    p.begin()
+    link = p.attach(credit=5)
+    link.flow(link_credit=0)
+    assert only(performatives(p.out()), d.Flow).delivery_count == 0  # crosses the two below
+    p.transfer(delivery_id=0, tag=b"a")
+    p.transfer(delivery_id=1, tag=b"b")
+    flows = performatives(p.out(), d.Flow)
+    assert [(f.delivery_count, f.link_credit) for f in flows] == [(1, 0), (2, 0)]
+    assert len(of(p.events, ev.MessageReceived)) == 2
+    for i, tag in enumerate((b"c", b"d", b"e"), 2):  # the rest of the old grant: taken
+        p.transfer(delivery_id=i, tag=tag)
+    p.transfer(delivery_id=5, tag=b"f")  # past everything ever granted: refused
+    detach = only(performatives(p.out()), d.Detach)
+    assert detach.error.condition == Condition.TRANSFER_LIMIT_EXCEEDED
+
+
 def test_transfer_before_we_answered_attach_gets_attach_then_detach():
     p = ScriptedPeer()
     p.open()

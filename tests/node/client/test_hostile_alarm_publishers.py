@@ -129,8 +129,6 @@ def test_a_publisher_that_sends_past_zero_credit_loses_its_link_not_its_connecti
         broker.call(broker.broker.alarms.force, "disk", False)
 
 
-@pytest.mark.xfail(strict=True, reason="Proton sends on after its credit goes below zero, and Warren takes "
-                   "transfers under an earlier grant [2.6.7]: docs/chaos.md, Open")  # fmt: skip
 def test_a_proton_publisher_with_a_transfer_in_flight_as_the_alarm_comes_is_held(broker):
     """Found by the chaos disk-full fault: publishers went on through the alarm. The alarm's
     FLOW (link-credit 0) crosses a transfer in flight, so it counts one delivery fewer than
