@@ -14,6 +14,7 @@ every message (polled over Warren's HTTP API every 50 ms).
     .venv/bin/python bench/shovel.py                 # 100,000 x 1 KB
     .venv/bin/python bench/shovel.py --messages 20000 --prefetch 1000
     .venv/bin/python bench/shovel.py --publisher-credit 5000   # see below
+    .venv/bin/python bench/shovel.py --nodes 3 --queue-type quorum   # the issue's 3-node quorum queue
 
 RabbitMQ 3.10's shovel plugin sends to Warren with RabbitMQ's Erlang AMQP 1.0
 client and forwards each message the moment its source delivers it, up to
@@ -89,6 +90,26 @@ class Warren:
         shutil.rmtree(self.base, ignore_errors=True)
 
 
+class WarrenNodes(Warren):
+    """`--nodes N` (N > 1): a cluster of N `warren server` processes (bench/clusters.py); both
+    shovels reach node 0, and a quorum queue has a replica on every node."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        from clusters import WarrenCluster
+
+        env = {}
+        if args.publisher_credit:
+            env["WARREN_PUBLISHER_CREDIT"] = str(args.publisher_credit)
+        if args.session_window:
+            env["WARREN_SESSION_WINDOW"] = str(args.session_window)
+        self.cluster = WarrenCluster(args.nodes, env=env)
+        self.cluster.start()
+        self.port, self.http_port = self.cluster.amqp_port(0), self.cluster.c[0].http_port
+
+    def close(self) -> None:
+        self.cluster.stop()
+
+
 def procs_free() -> int:
     import socket
 
@@ -152,6 +173,7 @@ def main() -> int:
     ap.add_argument("--body", type=int, default=1024)
     ap.add_argument("--prefetch", type=int, default=1000)
     ap.add_argument("--queue-type", default="classic", choices=["classic", "quorum"])
+    ap.add_argument("--nodes", type=int, default=1, help="Warren nodes (3: the issue's 3-node quorum queue)")
     ap.add_argument("--timeout", type=float, default=900)
     ap.add_argument("--publisher-credit", type=int, default=0,
                     help="Warren's publisher_credit (0: its default, 256). RabbitMQ 3.10's AMQP 1.0 client, the one "
@@ -167,13 +189,14 @@ def main() -> int:
     try:
         rabbit.start()
         rabbit.declare_queue(SOURCE, durable=True)
-        warren = Warren(args)
+        warren = Warren(args) if args.nodes == 1 else WarrenNodes(args)
         results = [run_one(args, who, rabbit, warren) for who in ("warren", "rabbitmq")]
     finally:
         if warren is not None:
             warren.close()
         rabbit.stop()
-    print(f"| shovel ({args.messages} x {args.body} B, RabbitMQ 3.10 -> Warren {args.queue_type}, on-confirm, "
+    print(f"| shovel ({args.messages} x {args.body} B, RabbitMQ 3.10 -> Warren {args.queue_type} on {args.nodes} "
+          f"node(s), on-confirm, "
           f"prefetch {args.prefetch}) | seconds | msg/s | extra |\n|---|---|---|---|")  # fmt: skip
     for r in results:
         print(f"| {'Warren' if r['shovel'] == 'warren' else 'RabbitMQ 3.10 shovel plugin'} | {r['seconds']} | "
