@@ -27,9 +27,18 @@ def test_move_a_quorum_replica_from_the_page(cluster, open_console):
     n0.http(
         "PUT", "/api/queues/%2F/moving", {"arguments": {"x-queue-type": "quorum", "x-quorum-initial-group-size": 2}}
     )
-    q = cluster.wait_for(lambda: (lambda q: q if q.get("leader_elected") and q.get("leader") else None)(
-        n0.http("GET", "/api/queues/%2F/moving")), 30, "a leader of the queue")  # fmt: skip
     names = [n.name for n in cluster.nodes]
+
+    def named_queue():
+        """The queue once it has a leader and n0 names every node: names are learned by asking
+        (node/cluster/node_names.py), and the form's node names are resolved on n0."""
+        q = n0.http("GET", "/api/queues/%2F/moving")
+        [metadata] = n0.http("GET", "/api/raft/groups?type=metadata")["items"]
+        known = {m["node"] for m in metadata["members"]}
+        named = known == set(names) and {q.get("leader"), *q.get("members", ())} <= known
+        return q if q.get("leader_elected") and named else None
+
+    q = cluster.wait_for(named_queue, 30, "a leader of the queue, every node named")
     members = q["members"]
     assert len(members) == 2 and set(members) <= set(names)
     [outside] = [n for n in names if n not in members]
