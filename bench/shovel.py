@@ -65,6 +65,16 @@ def http(port: int, method: str, path: str, body: dict | None = None) -> dict | 
     return json.loads(text) if text else None
 
 
+def settings_env(args: argparse.Namespace) -> dict[str, str]:
+    """The node settings given on the command line, as Warren's environment variables."""
+    env = {}
+    if args.publisher_credit:
+        env["WARREN_PUBLISHER_CREDIT"] = str(args.publisher_credit)
+    if args.session_window:
+        env["WARREN_SESSION_WINDOW"] = str(args.session_window)
+    return env
+
+
 class Warren:
     def __init__(self, args: argparse.Namespace) -> None:
         self.port, self.http_port = procs_free(), procs_free()
@@ -73,11 +83,7 @@ class Warren:
         cmd = [sys.executable, "-m", "node.cli", "server", "--data-dir", os.path.join(self.base, "data"),
                "--listen-host", "127.0.0.1", "--amqp-port", str(self.port), "--http-port", str(self.http_port),
                "--metrics-port", "-1", "--grpc-port", "0"]  # fmt: skip
-        env = dict(os.environ, PYTHONPATH=REPO)
-        if args.publisher_credit:
-            env["WARREN_PUBLISHER_CREDIT"] = str(args.publisher_credit)
-        if args.session_window:
-            env["WARREN_SESSION_WINDOW"] = str(args.session_window)
+        env = dict(os.environ, PYTHONPATH=REPO, **settings_env(args))
         self.proc = procs.spawn(cmd, log_path=self.log_path, cwd=REPO, env=env)
         procs.wait_for(lambda: procs.port_open("127.0.0.1", self.port), 120, "Warren", proc=self.proc,
                        interval=0.05, log_path=self.log_path)  # fmt: skip
@@ -97,12 +103,7 @@ class WarrenNodes(Warren):
     def __init__(self, args: argparse.Namespace) -> None:
         from clusters import WarrenCluster
 
-        env = {}
-        if args.publisher_credit:
-            env["WARREN_PUBLISHER_CREDIT"] = str(args.publisher_credit)
-        if args.session_window:
-            env["WARREN_SESSION_WINDOW"] = str(args.session_window)
-        self.cluster = WarrenCluster(args.nodes, env=env)
+        self.cluster = WarrenCluster(args.nodes, env=settings_env(args))
         self.cluster.start()
         self.port, self.http_port = self.cluster.amqp_port(0), self.cluster.c[0].http_port
 
