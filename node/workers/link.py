@@ -10,6 +10,10 @@ socket ends (the peer exited, or was killed), `on_lost` is told once and
 what was queued but not written is dropped: the proxy fails what it carried,
 as it does when a stream to another node ends.
 
+A link carries another codec's records when given one: the control link
+between the node worker and each other worker (node/workers/control.py)
+carries AMQP-encoded lists, rare next to the proxy's items.
+
 Not wired into the node yet: `warren server` is one process until the
 supervisor and the per-slot stores exist (docs/architecture.md)."""
 
@@ -18,14 +22,25 @@ from __future__ import annotations
 import asyncio
 import struct
 from collections.abc import Callable
+from typing import NamedTuple
 
 from node.vhosts import proxy_records
 
-__all__ = ["FRAME_BYTES", "WorkerLink"]
+__all__ = ["FRAME_BYTES", "PROXY_RECORDS", "LinkCodec", "WorkerLink"]
 
 FRAME_BYTES = 256 << 10  # a turn's items are cut into frames of about this size, as between nodes
 MAX_FRAME = 64 << 20  # a longer length prefix is a broken peer, not a frame
 _LEN = struct.Struct(">I")
+
+
+class LinkCodec(NamedTuple):
+    """How a frame's items become bytes and back; `decode` raises ValueError on bytes it cannot read."""
+
+    encode: Callable[[list], bytes]
+    decode: Callable[[bytes], list]
+
+
+PROXY_RECORDS = LinkCodec(proxy_records.encode_batch, proxy_records.decode_message)
 
 
 class WorkerLink(asyncio.Protocol):
@@ -33,8 +48,9 @@ class WorkerLink(asyncio.Protocol):
     received frame's items, `on_lost(reason)` the end of the socket."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, on_items: Callable[[list], None],
-                 on_lost: Callable[[Exception | None], None]) -> None:  # fmt: skip
+                 on_lost: Callable[[Exception | None], None], codec: LinkCodec = PROXY_RECORDS) -> None:  # fmt: skip
         self._loop = loop
+        self._codec = codec
         self._on_items = on_items
         self._on_lost = on_lost
         self._transport: asyncio.Transport | None = None
@@ -61,7 +77,7 @@ class WorkerLink(asyncio.Protocol):
         return True
 
     def _cut(self) -> None:
-        record = proxy_records.encode_batch(self._outbox)
+        record = self._codec.encode(self._outbox)
         self._frames.append(_LEN.pack(len(record)))
         self._frames.append(record)
         self._outbox = []
@@ -71,8 +87,10 @@ class WorkerLink(asyncio.Protocol):
         self._flush_scheduled = False
         if self._outbox:
             self._cut()
+        if self._transport is None:  # items sent before the socket is up leave once it is
+            return
         frames, self._frames = self._frames, []
-        if self._lost or self._transport is None or not frames:
+        if self._lost or not frames:
             return
         self.frames_sent += len(frames) // 2
         self._transport.write(b"".join(frames))  # one write per turn
@@ -80,6 +98,8 @@ class WorkerLink(asyncio.Protocol):
     # -- asyncio.Protocol ------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport  # type: ignore[assignment]
+        if self._frames and not self._flush_scheduled:
+            self._flush()
 
     def data_received(self, data: bytes) -> None:
         buf = self._buffer
@@ -93,7 +113,7 @@ class WorkerLink(asyncio.Protocol):
                     raise ValueError(f"worker link frame of {n} bytes (at most {MAX_FRAME})")
                 if end - pos - 4 < n:
                     break
-                items = proxy_records.decode_message(bytes(buf[pos + 4 : pos + 4 + n]))
+                items = self._codec.decode(bytes(buf[pos + 4 : pos + 4 + n]))
                 pos += 4 + n
                 self._on_items(items)
         except ValueError as e:  # a frame this build cannot read: the link is unusable

@@ -1,0 +1,48 @@
+"""What the workers of one node say to each other besides queue traffic, and
+where they listen (issue 36, docs/architecture.md "Workers").
+
+The control link between the node worker (worker 0) and each other worker is
+a `WorkerLink` with the `CONTROL` codec: each frame is one AMQP-encoded list
+of items, each item a list `[name, field, ...]` of AMQP values (explicit,
+never pickled). Control items are rare next to messages (a metadata change, a
+proposal, a question from the HTTP API), so no layout of their own is worth
+having.
+
+Workers reach each other at abstract Unix socket names (Linux: no file, no
+108-byte path limit, gone with the process), derived from the node's data
+directory so two nodes on one host never meet."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+
+from amqp import codec
+from amqp.errors import DecodeError
+
+from .link import LinkCodec
+
+__all__ = ["CONTROL", "address"]
+
+
+def _encode(items: list) -> bytes:
+    return codec.dumps(items)
+
+
+def _decode(data: bytes) -> list:
+    try:
+        items = codec.loads(data)
+    except DecodeError as e:
+        raise ValueError(f"a control frame that is not AMQP: {e}") from None
+    if not isinstance(items, list) or not all(isinstance(it, list) and it and isinstance(it[0], str) for it in items):
+        raise ValueError("a control frame that is not a list of named items")
+    return items
+
+
+CONTROL = LinkCodec(_encode, _decode)
+
+
+def address(data_dir: str, name: str) -> str:
+    """The abstract socket name of `name` ("control", "worker-1", ...) for the node in `data_dir`."""
+    node = hashlib.sha256(os.path.realpath(data_dir).encode()).hexdigest()[:20]
+    return f"\0warren-{node}-{name}"

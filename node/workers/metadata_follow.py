@@ -1,0 +1,223 @@
+"""Workers following the node's metadata without voting (issue 36,
+docs/architecture.md "Metadata: one voter, workers following").
+
+The node worker (worker 0) hosts the node's one voter of the metadata group.
+Its `MetadataFeed` listens on the node's control address; each other worker's
+`MetadataFollower` connects, gets the machine's snapshot, then every command
+the voter applies, in order, and applies them to its own pure machine
+(metadata/machine.py), so its projections (routing tables, users,
+permissions) stay a local read. Items on the control link (control.py):
+
+    worker 0 -> K  ["snapshot", index, state]     the machine's state, at connect and after each restore
+                   ["applied", index, record]     a command as the voter applied it (raft/records.py bytes)
+                   ["result", req, kind, condition, description]   kind: ok, created, error, none
+                   ["unavailable", req, description]   the proposal could not commit (ClusterError)
+    K -> worker 0  ["propose", req, record]
+
+A follower's proposal is committed by worker 0 (`Cluster.propose`, leader or
+not). Its answer leaves on the same link after the "applied" item of the
+command it answers, both queued on the voter's loop in that order, so once
+the follower reads the answer it has applied the command itself: read your
+writes, as `MetadataStore.run` promises on worker 0. When the link ends, each
+proposal waiting on it fails as a Raft timeout does (it may or may not have
+committed; MetadataStore's idempotency keys make the retry safe), and the
+follower reconnects and starts again from a fresh snapshot."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import metadata.commands  # noqa: F401  (registers the records a follower decodes)
+from metadata.effects import CREATED, OK, Created, Error, Result
+from metadata.machine import MetadataMachine
+from node.cluster.errors import ClusterError
+from raft import records
+
+from .control import CONTROL
+from .link import WorkerLink
+
+__all__ = ["MetadataFeed", "MetadataFollower"]
+
+log = logging.getLogger("warren.workers")
+
+RECONNECT = 0.2  # seconds between a follower's attempts to reach worker 0
+
+
+def _result_item(req: int, result: Any) -> list:
+    if isinstance(result, Error):
+        return ["result", req, "error", result.condition, result.description]
+    kind = "none" if result is None else "created" if isinstance(result, Created) else "ok"
+    return ["result", req, kind, "", ""]
+
+
+def _result(kind: str, condition: str, description: str) -> Result | None:
+    return {"ok": OK, "created": CREATED, "none": None}.get(kind) if kind != "error" else Error(condition, description)
+
+
+class MetadataFeed:
+    """Worker 0's side: the applied commands to every follower, and their proposals to Raft."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, machine: MetadataMachine,
+                 propose: Callable[[Any], Awaitable[Any]]) -> None:  # fmt: skip
+        self._loop = loop
+        self._machine = machine
+        self._propose = propose
+        self._followers: set[WorkerLink] = set()
+        self._tasks: set[asyncio.Task] = set()
+        self._server: asyncio.AbstractServer | None = None
+        machine.subscribe(self._applied, self._restored)
+
+    @property
+    def followers(self) -> int:
+        return len(self._followers)
+
+    async def serve(self, address: str) -> None:
+        self._server = await self._loop.create_unix_server(self._accept, path=address)
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for link in list(self._followers):
+            link.close()
+        for task in self._tasks:
+            task.cancel()
+
+    def _accept(self) -> WorkerLink:
+        link: WorkerLink = WorkerLink(self._loop, lambda items: self._on_items(link, items),
+                                      lambda _reason: self._followers.discard(link), CONTROL)  # fmt: skip
+        link.send(self._snapshot_item())  # leaves once the socket is up, before any command after it
+        self._followers.add(link)
+        return link
+
+    def _snapshot_item(self) -> list:
+        return ["snapshot", self._machine.last_index, self._machine.snapshot()]
+
+    def _applied(self, command: Any, _result: Any, _effects: Any, index: int) -> None:
+        if self._followers:
+            item = ["applied", index, records.encode(command)]
+            for link in self._followers:
+                link.send(item)
+
+    def _restored(self, _state: Any) -> None:
+        for link in self._followers:
+            link.send(self._snapshot_item())
+
+    def _on_items(self, link: WorkerLink, items: list) -> None:
+        for item in items:
+            if item[0] == "propose" and len(item) == 3:
+                task = self._loop.create_task(self._commit(link, item[1], item[2]))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+            else:
+                log.warning("a worker sent an unknown control item %r; ignored", item[0])
+
+    async def _commit(self, link: WorkerLink, req: int, record: bytes) -> None:
+        try:
+            result = await self._propose(records.decode(record))
+        except ClusterError as e:
+            link.send(["unavailable", req, str(e) or type(e).__name__])
+        except Exception as e:  # a record this build cannot read, say: that proposal fails, not the feed
+            log.exception("a worker's proposal failed")
+            link.send(["unavailable", req, f"the node worker could not commit it: {e}"])
+        else:
+            link.send(_result_item(req, result))
+
+
+class MetadataFollower:
+    """A worker's side: its own machine kept in step with worker 0's, and `propose` through it."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, machine: MetadataMachine, address: str,
+                 reconnect: float = RECONNECT) -> None:  # fmt: skip
+        self._loop = loop
+        self.machine = machine
+        self._address = address
+        self._reconnect = reconnect
+        self._link: WorkerLink | None = None
+        self._pending: dict[int, asyncio.Future] = {}
+        self._reqs = itertools.count(1)
+        self._synced = asyncio.Event()  # set while a link is up and its snapshot applied
+        self._lost = asyncio.Event()
+        self._task: asyncio.Task | None = None
+        self.snapshots = 0  # how many snapshots were applied (each connect, each restore on worker 0)
+
+    async def start(self, timeout: float | None = None) -> None:
+        """Connect (retrying) and return once the first snapshot is applied."""
+        self._task = self._loop.create_task(self._run())
+        await asyncio.wait_for(self._synced.wait(), timeout)
+
+    async def synced(self) -> None:
+        await self._synced.wait()
+
+    def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+        if self._link is not None:
+            self._link.close()
+
+    async def propose(self, command: Any) -> Result | None:
+        """Commit `command` through worker 0; returns once this worker applied it."""
+        link = self._link
+        if link is None or not self._synced.is_set():
+            raise ClusterError("this worker has no link to the node worker")
+        req = next(self._reqs)
+        done = self._loop.create_future()
+        self._pending[req] = done
+        try:
+            if not link.send(["propose", req, records.encode(command)]):
+                raise ClusterError("this worker's link to the node worker ended")
+            return await done
+        finally:
+            self._pending.pop(req, None)
+
+    async def _run(self) -> None:
+        while True:
+            self._lost.clear()
+            try:
+                _, link = await self._loop.create_unix_connection(
+                    lambda: WorkerLink(self._loop, self._on_items, self._on_lost, CONTROL), path=self._address)
+            except OSError as e:
+                log.debug("the node worker is not reachable yet: %s", e)
+                await asyncio.sleep(self._reconnect)
+                continue
+            self._link = link
+            await self._lost.wait()
+            await asyncio.sleep(self._reconnect)
+
+    def _on_items(self, items: list) -> None:
+        for item in items:
+            kind = item[0]
+            if kind == "applied":
+                self.machine.apply(records.decode(item[2]), item[1])
+            elif kind == "snapshot":
+                self.machine.restore(item[2])
+                self.machine.last_index = item[1]
+                self.snapshots += 1
+                self._synced.set()
+            elif kind == "result":
+                self._answer(item[1], _result(item[2], item[3], item[4]))
+            elif kind == "unavailable":
+                self._answer(item[1], ClusterError(item[2]))
+            else:
+                log.warning("the node worker sent an unknown control item %r; ignored", kind)
+
+    def _answer(self, req: int, outcome: Any) -> None:
+        done = self._pending.get(req)
+        if done is None or done.done():
+            return
+        if isinstance(outcome, Exception):
+            done.set_exception(outcome)
+        else:
+            done.set_result(outcome)
+
+    def _on_lost(self, reason: Exception | None) -> None:
+        self._link = None
+        self._synced.clear()
+        for done in list(self._pending.values()):
+            if not done.done():
+                done.set_exception(ClusterError(f"the link to the node worker ended ({reason or 'closed'}); "
+                                                "the change may or may not have been committed"))  # fmt: skip
+        self._lost.set()

@@ -1,0 +1,139 @@
+"""The process of a node with several workers (issue 36, docs/architecture.md
+"Workers"): it starts each worker, restarts one that dies, and stops them all.
+
+It is small on purpose and runs no event loop, no store and no thread: it
+starts workers as fresh interpreters (never a `fork()` of a process holding
+uvloop, RocksDB or threads), waits for signals with `sigtimedwait`, and reaps
+with `waitpid`. What it promises:
+
+- A worker that exits is started again after a backoff (0, 1, 2, 5 s by
+  default, by how many times it exited in the last 30 s), while the others
+  keep serving; a worker that exits 3 times within 30 s is a node that cannot
+  run, so the supervisor stops the others and exits 70 (EX_SOFTWARE) for the
+  service manager to restart the node, as a node crash does today.
+- A worker that exits with 69 (EX_UNAVAILABLE) or 78 (EX_CONFIG) said a
+  restart will not help (node/main.py): the node stops with that code.
+- SIGTERM or SIGINT stops the node: each worker gets SIGTERM, then SIGKILL
+  after `grace` seconds; SIGHUP is passed on (TLS reload).
+- Each worker has PR_SET_PDEATHSIG = SIGKILL: a supervisor killed with -9
+  takes its workers down with it, never leaving them without a parent that
+  restarts them."""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+
+__all__ = ["EX_SOFTWARE", "Supervisor"]
+
+log = logging.getLogger("warren.workers")
+
+EX_SOFTWARE = 70
+FINAL_EXITS = (69, 78)  # EX_UNAVAILABLE, EX_CONFIG: the worker says a restart will not help
+BACKOFF = (0.0, 1.0, 2.0, 5.0)
+GIVE_UP = (3, 30.0)  # exits within seconds
+_PR_SET_PDEATHSIG = 1
+_SIGNALS = {signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
+
+
+def _child_setup(parent: int) -> None:
+    """In the worker between fork and exec: its own signal mask, and death with its parent."""
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:  # the parent died before prctl took effect
+        os._exit(1)
+
+
+class Supervisor:
+    """Runs `commands[k]` as worker k until stopped; `run()` returns the node's exit status."""
+
+    def __init__(self, commands: Sequence[Sequence[str]], env: Mapping[str, str] | None = None, *,
+                 backoff: Sequence[float] = BACKOFF, give_up: tuple[int, float] = GIVE_UP,
+                 grace: float = 30.0) -> None:  # fmt: skip
+        self._commands = [list(c) for c in commands]
+        self._env = dict(env) if env is not None else None
+        self._backoff = tuple(backoff)
+        self._give_up = give_up
+        self._grace = grace
+        self._procs: dict[int, subprocess.Popen] = {}  # worker -> its live process
+        self._exits: dict[int, list[float]] = {k: [] for k in range(len(self._commands))}
+        self._due: dict[int, float] = {}  # worker -> when to start it again
+
+    def run(self) -> int:
+        signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
+        for k in range(len(self._commands)):
+            self._start(k)
+        status = self._serve()
+        self._stop_all()
+        return status
+
+    def _start(self, k: int) -> None:
+        env = dict(self._env if self._env is not None else os.environ, WARREN_WORKER=str(k))
+        parent = os.getpid()
+        proc = subprocess.Popen(self._commands[k], env=env, preexec_fn=lambda: _child_setup(parent))
+        self._procs[k] = proc
+        log.info("worker %d started, pid %d", k, proc.pid)
+
+    def _serve(self) -> int:
+        while True:
+            now = time.monotonic()
+            for k, when in list(self._due.items()):
+                if when <= now:
+                    del self._due[k]
+                    self._start(k)
+            wait = min(self._due.values(), default=now + 3600.0) - now
+            info = signal.sigtimedwait(_SIGNALS, max(wait, 0.0))
+            if info is None:
+                continue
+            if info.si_signo in (signal.SIGTERM, signal.SIGINT):
+                log.info("stopping the node's workers (%s)", signal.Signals(info.si_signo).name)
+                return 0
+            if info.si_signo == signal.SIGHUP:
+                for proc in self._procs.values():
+                    proc.send_signal(signal.SIGHUP)
+                continue
+            status = self._reap()
+            if status is not None:
+                return status
+
+    def _reap(self) -> int | None:
+        """Note each worker that exited; a node's exit status when one cannot go on."""
+        for k, proc in list(self._procs.items()):
+            code = proc.poll()
+            if code is None:
+                continue
+            del self._procs[k]
+            now = time.monotonic()
+            recent = [t for t in self._exits[k] if now - t < self._give_up[1]] + [now]
+            self._exits[k] = recent
+            if code in FINAL_EXITS:
+                log.error("worker %d exited with %d: stopping the node", k, code)
+                return code
+            if len(recent) >= self._give_up[0]:
+                log.error("worker %d exited %d times in %.0f s (last status %d): stopping the node",
+                          k, len(recent), self._give_up[1], code)  # fmt: skip
+                return EX_SOFTWARE
+            delay = self._backoff[min(len(recent) - 1, len(self._backoff) - 1)]
+            log.warning("worker %d exited with %d; starting it again in %.1f s", k, code, delay)
+            self._due[k] = now + delay
+        return None
+
+    def _stop_all(self) -> None:
+        self._due.clear()
+        for proc in self._procs.values():
+            proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + self._grace
+        for k, proc in self._procs.items():
+            try:
+                proc.wait(max(deadline - time.monotonic(), 0.0))
+            except subprocess.TimeoutExpired:
+                log.error("worker %d did not stop in %.0f s: killed", k, self._grace)
+                proc.kill()
+                proc.wait()
+        self._procs.clear()

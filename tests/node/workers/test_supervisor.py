@@ -1,0 +1,135 @@
+"""node/workers/supervisor.py, with real processes: a worker killed with -9 is
+started again while the others go on, SIGTERM stops every worker, a
+supervisor killed with -9 takes its workers with it, and a worker that cannot
+run stops the node with a status that says so."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+# A worker: writes "<pid>" to <dir>/<k>.pid once running; on SIGTERM writes <dir>/<k>.stopped and exits 0.
+# With a status argument it exits with it at once instead.
+WORKER = """
+import os, signal, sys, pathlib
+k = os.environ["WARREN_WORKER"]
+d = pathlib.Path(sys.argv[1])
+if len(sys.argv) > 2:
+    sys.exit(int(sys.argv[2]))
+def stop(*_):
+    (d / f"{k}.stopped").write_text("")
+    sys.exit(0)
+signal.signal(signal.SIGTERM, stop)
+(d / f"{k}.pid.tmp").write_text(str(os.getpid()))
+os.replace(d / f"{k}.pid.tmp", d / f"{k}.pid")
+while True:
+    signal.pause()
+"""
+
+# The supervisor: argv[1] the directory, argv[2:] per worker an exit status or "-" (runs until stopped).
+SUPERVISOR = """
+import logging, sys
+from node.workers.supervisor import Supervisor
+logging.basicConfig(level=logging.INFO)
+d = sys.argv[1]
+commands = [[sys.executable, "-c", WORKER, d] + ([] if a == "-" else [a]) for a in sys.argv[2:]]
+sys.exit(Supervisor(commands, backoff=(0.0, 0.2), give_up=(3, 30.0), grace=5.0).run())
+"""
+
+
+def supervise(tmp: Path, *workers: str) -> subprocess.Popen:
+    script = f"WORKER = {WORKER!r}\n{SUPERVISOR}"
+    return subprocess.Popen([sys.executable, "-c", script, str(tmp), *workers], cwd=ROOT,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+
+
+def pid_of(tmp: Path, k: int, other_than: int | None = None, timeout: float = 15.0) -> int:
+    """Worker k's pid once it runs (a new one, when `other_than` is its last)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            pid = int((tmp / f"{k}.pid").read_text())
+        except (FileNotFoundError, ValueError):
+            pid = None
+        if pid is not None and pid != other_than:
+            return pid
+        time.sleep(0.02)
+    raise AssertionError(f"worker {k} did not start")
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "Z"
+
+
+def wait_dead(pid: int, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while alive(pid):
+        assert time.monotonic() < deadline, f"pid {pid} still runs"
+        time.sleep(0.02)
+
+
+@pytest.fixture
+def stop_all():
+    procs: list[subprocess.Popen] = []
+    yield procs.append
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+
+
+def test_a_worker_killed_with_minus_9_is_started_again_and_the_others_keep_running(tmp_path, stop_all):
+    sup = supervise(tmp_path, "-", "-")
+    stop_all(sup)
+    first, second = pid_of(tmp_path, 0), pid_of(tmp_path, 1)
+    os.kill(second, signal.SIGKILL)
+    again = pid_of(tmp_path, 1, other_than=second)
+    assert again != second and alive(again)
+    assert pid_of(tmp_path, 0) == first and alive(first)
+    sup.send_signal(signal.SIGTERM)
+    assert sup.wait(15) == 0
+    assert (tmp_path / "0.stopped").exists() and (tmp_path / "1.stopped").exists()
+    assert not alive(first) and not alive(again)
+    assert "worker 1 exited with -9; starting it again" in sup.stderr.read()
+
+
+def test_a_supervisor_killed_with_minus_9_takes_its_workers_with_it(tmp_path, stop_all):
+    sup = supervise(tmp_path, "-", "-")
+    stop_all(sup)
+    workers = [pid_of(tmp_path, 0), pid_of(tmp_path, 1)]
+    sup.kill()
+    sup.wait()
+    for pid in workers:
+        wait_dead(pid)
+    assert not (tmp_path / "0.stopped").exists()  # killed, not stopped: the node crashed as a whole
+
+
+def test_a_worker_that_keeps_exiting_stops_the_node_with_ex_software(tmp_path, stop_all):
+    sup = supervise(tmp_path, "-", "1")
+    stop_all(sup)
+    assert sup.wait(15) == 70
+    assert (tmp_path / "0.stopped").exists()  # the healthy worker was stopped, not left behind
+    err = sup.stderr.read()
+    assert err.count("worker 1 exited with 1; starting it again") == 2
+    assert "worker 1 exited 3 times in 30 s" in err
+
+
+@pytest.mark.parametrize("status", [69, 78])
+def test_a_worker_that_says_a_restart_will_not_help_stops_the_node_with_its_status(tmp_path, stop_all, status):
+    sup = supervise(tmp_path, "-", str(status))
+    stop_all(sup)
+    assert sup.wait(15) == status
+    assert (tmp_path / "0.stopped").exists()
+    assert "starting it again" not in sup.stderr.read()
