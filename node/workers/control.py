@@ -10,19 +10,23 @@ having.
 
 Workers reach each other at abstract Unix socket names (Linux: no file, no
 108-byte path limit, gone with the process), derived from the node's data
-directory so two nodes on one host never meet."""
+directory so two nodes on one host never meet. The sockets are made here and
+handed to the loop: uvloop refuses an abstract name given as a path."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
+import socket
+from collections.abc import Callable
 
 from amqp import codec
 from amqp.errors import DecodeError
 
 from .link import LinkCodec
 
-__all__ = ["CONTROL", "address"]
+__all__ = ["CONTROL", "address", "dial", "listen"]
 
 
 def _encode(items: list) -> bytes:
@@ -46,3 +50,30 @@ def address(data_dir: str, name: str) -> str:
     """The abstract socket name of `name` ("control", "worker-1", ...) for the node in `data_dir`."""
     node = hashlib.sha256(os.path.realpath(data_dir).encode()).hexdigest()[:20]
     return f"\0warren-{node}-{name}"
+
+
+async def listen(loop: asyncio.AbstractEventLoop, factory: Callable[[], asyncio.Protocol],
+                 where: str) -> asyncio.AbstractServer:  # fmt: skip
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.bind(where)
+        sock.listen(128)
+        sock.setblocking(False)
+    except OSError:
+        sock.close()
+        raise
+    return await loop.create_unix_server(factory, sock=sock)
+
+
+async def dial(loop: asyncio.AbstractEventLoop, factory: Callable[[], asyncio.Protocol],
+               where: str) -> asyncio.Protocol:  # fmt: skip
+    """The protocol of a new connection to `where`; OSError when nothing listens there."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.setblocking(False)
+    try:
+        await loop.sock_connect(sock, where)
+    except OSError:
+        sock.close()
+        raise
+    _, protocol = await loop.create_unix_connection(factory, sock=sock)
+    return protocol

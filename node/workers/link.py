@@ -62,6 +62,10 @@ class WorkerLink(asyncio.Protocol):
         self._lost = False
         self.frames_sent = 0  # for tests and the bench: how many frames the items went in
 
+    @property
+    def lost(self) -> bool:
+        return self._lost
+
     # -- sending ---------------------------------------------------------------
     def send(self, item: list) -> bool:
         """Queue `item` for the end of this loop turn; False once the link is lost."""
@@ -98,7 +102,7 @@ class WorkerLink(asyncio.Protocol):
     # -- asyncio.Protocol ------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport  # type: ignore[assignment]
-        if self._frames and not self._flush_scheduled:
+        if self._frames:
             self._flush()
 
     def data_received(self, data: bytes) -> None:

@@ -37,7 +37,7 @@ from metadata.machine import MetadataMachine
 from node.cluster.errors import ClusterError
 from raft import records
 
-from .control import CONTROL
+from .control import CONTROL, dial, listen
 from .link import WorkerLink
 
 __all__ = ["MetadataFeed", "MetadataFollower"]
@@ -76,7 +76,7 @@ class MetadataFeed:
         return len(self._followers)
 
     async def serve(self, address: str) -> None:
-        self._server = await self._loop.create_unix_server(self._accept, path=address)
+        self._server = await listen(self._loop, self._accept, address)
 
     def close(self) -> None:
         if self._server is not None:
@@ -177,8 +177,8 @@ class MetadataFollower:
         while True:
             self._lost.clear()
             try:
-                _, link = await self._loop.create_unix_connection(
-                    lambda: WorkerLink(self._loop, self._on_items, self._on_lost, CONTROL), path=self._address)
+                link = await dial(self._loop, lambda: WorkerLink(self._loop, self._on_items, self._on_lost, CONTROL),
+                                  self._address)  # fmt: skip
             except OSError as e:
                 log.debug("the node worker is not reachable yet: %s", e)
                 await asyncio.sleep(self._reconnect)

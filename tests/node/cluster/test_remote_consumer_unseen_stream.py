@@ -20,72 +20,15 @@ from types import SimpleNamespace
 
 import uvloop
 from eventually import until  # tests/support/
+from proxy_ends import Consumer, Host, classic_record, service
 
-from metadata.feature_flags import QUEUE_PROXY_RECORDS
-from node.vhosts.remote_queue import QueueService, RemoteQueue
+from node.vhosts.remote_queue import RemoteQueue
 from queues.base import QueueMessage, Settlement
 from queues.classic import ClassicQueue
 from raft.transport import NodeTransport, TransportOptions
 
 OPTIONS = TransportOptions(backoff_initial=0.01, backoff_max=0.2)
 CREDIT = 20
-
-
-class Host:
-    """What a transient classic queue asks of its node here (no TTL, no dead letters)."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
-
-    def now_ms(self) -> int:
-        return int(self.loop.time() * 1000)
-
-    monotonic_ms = now_ms
-
-    def call_later(self, delay_s: float, fn):
-        return self.loop.call_later(delay_s, fn)
-
-    def dead_letter(self, *args, **kwargs) -> None:
-        raise AssertionError("nothing is dead-lettered here")
-
-    def count_dropped(self, queue, reason: str, n: int) -> None:
-        raise AssertionError(f"{n} dropped ({reason})")
-
-    def queue_deleted(self, queue) -> None:
-        pass
-
-    queue_expired = queue_deleted
-
-
-class Consumer:
-    """The client's link on the client's node: what it receives, and whether it was ended."""
-
-    presettled = False
-
-    def __init__(self) -> None:
-        self.got: list[QueueMessage] = []
-        self.ended: str | None = None
-
-    def deliver(self, queue, message: QueueMessage) -> None:
-        self.got.append(message)
-
-    def credit_reply(self, delivery_count: int, credit: int, available: int, drain: bool) -> None:
-        pass
-
-    def queue_unavailable(self, description: str, condition: str) -> None:
-        self.ended = condition
-
-    def queue_deleted(self) -> None:
-        self.ended = "deleted"
-
-
-def service(transport: NodeTransport, queues: dict) -> QueueService:
-    channels: dict = {}
-    transport.on_node_message = lambda peer, channel, payload: channels[channel](peer, payload)
-    cluster = SimpleNamespace(transport=transport, rpc=SimpleNamespace(channels=channels))
-    vhosts = {"/": SimpleNamespace(queues=queues)}
-    projections = SimpleNamespace(feature_flags={QUEUE_PROXY_RECORDS})
-    return QueueService(cluster, asyncio.get_running_loop(), vhosts, projections, consumer_lease=0)
 
 
 def test_a_consumer_failed_on_a_stream_end_the_queue_node_never_saw_holds_no_messages():
@@ -97,9 +40,7 @@ def test_a_consumer_failed_on_a_stream_end_the_queue_node_never_saw_holds_no_mes
         queue = ClassicQueue("/", "q", False, None, False, {}, host=Host(loop))
         owner_side = service(owner, {"q": queue})
         client_side = service(client, {})
-        record = SimpleNamespace(name="q", durable=False, exclusive_owner=None, auto_delete=False, type="classic",
-                                 leader=owner.node_id, replicas=())  # fmt: skip
-        proxy = RemoteQueue(SimpleNamespace(queue_service=client_side, loop=loop), "/", record, {})
+        proxy = RemoteQueue(SimpleNamespace(queue_service=client_side, loop=loop), "/", classic_record("q", owner.node_id), {})
         try:
             client.add_peer(owner.node_id)
             owner.add_peer(client.node_id)

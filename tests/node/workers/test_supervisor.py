@@ -17,12 +17,14 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 # A worker: writes "<pid>" to <dir>/<k>.pid once running; on SIGTERM writes <dir>/<k>.stopped and exits 0.
-# With a status argument it exits with it at once instead.
+# With a status argument it exits with it instead, once worker 0 runs (so that its stop is seen).
 WORKER = """
-import os, signal, sys, pathlib
+import os, signal, sys, pathlib, time
 k = os.environ["WARREN_WORKER"]
 d = pathlib.Path(sys.argv[1])
 if len(sys.argv) > 2:
+    while not (d / "0.pid").exists():
+        time.sleep(0.01)
     sys.exit(int(sys.argv[2]))
 def stop(*_):
     (d / f"{k}.stopped").write_text("")
