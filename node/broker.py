@@ -18,11 +18,9 @@ from metadata import commands as mc
 from metadata.machine import MetadataMachine
 from metadata.projections import Projections
 from node import __version__
-from node.client.auth_attempts import AuthAttempts
+from node.client.authentication import authentication
 from node.client.connection import ConnectionHandler, server_properties
-from node.client.login import FailureDelays, LoginService
 from node.client.tls import TlsContexts
-from node.client.tokens import verifier_from_config
 from node.cluster import enabled_flags
 from node.cluster.alarm_gossip import AlarmGossip
 from node.cluster.cluster import Cluster
@@ -43,6 +41,7 @@ from node.ops.periodic import Periodic
 from node.ops.state_snapshot import SnapshotWriter, collect
 from node.shovel.manager import ShovelManager
 from node.shovel.node_port import ShovelNodePort, start_shovels
+from node.vhosts.classic_store import ClassicStore
 from node.vhosts.definitions import DefinitionsFile
 from node.vhosts.delayed_messages import DelayedMessages
 from node.vhosts.local_queues import LocalQueues, Owners
@@ -55,9 +54,8 @@ from node.vhosts.remote_queue import QueueService, RemoteQueue
 from node.vhosts.streams import StreamQueues
 from node.vhosts.vhost import VHost
 from node.vhosts.volatile_queues import VolatileQueues
-from queues.classic import ClassicQueue, StorePersistence, classic_queue, payload_size
+from node.workers.node_worker import NodeWorker
 from queues.quorum.queue import QuorumQueue
-from routing.users import HASHING_ALGORITHMS, Authenticator
 from storage.faults import DiskFaults
 from storage.group_commit import GroupCommitter
 from storage.message_store import MessageStore
@@ -74,20 +72,12 @@ class Broker:
         self.vhosts: dict[str, VHost] = {}
         self.metrics = NodeMetrics()
         # users and permissions come from the metadata (the projections keep this in step)
-        self.auth = Authenticator(config.anonymous_user, config.loopback_users, config.login_cache_size)
-        if config.password_hashing_module not in HASHING_ALGORITHMS:
-            raise ValueError(f"password_hashing_module must be one of {', '.join(HASHING_ALGORITHMS)}, "
-                             f"not {config.password_hashing_module!r}")  # fmt: skip
-        self.auth.password_hashing = config.password_hashing_module
-        self.logins = LoginService(self.auth, config.login_workers, config.login_max_pending,
-                                   FailureDelays(config.login_failure_delay, config.login_failure_delay_max,
-                                                 config.login_failure_addresses),
-                                   AuthAttempts(config.track_auth_attempt_source))  # fmt: skip
-        self.auth.tokens = verifier_from_config(config)  # OAuth 2 (node/client/tokens.py); None unless enabled
+        self.auth, self.logins = authentication(config)  # users and permissions: the projections keep them in step
         self._server: asyncio.base_events.Server | None = None
         self._tls_server: asyncio.base_events.Server | None = None
         self.tls = TlsContexts.from_config(config)  # None without tls_cert; raises TlsError on bad files
         self.alarm_check: Periodic | None = None
+        self.classic: ClassicStore | None = None  # the classic queues' message store, once started
         self.store: MessageStore | None = None
         self.committer: GroupCommitter | None = None
         self.amqp_port: int | None = config.amqp_port
@@ -105,7 +95,13 @@ class Broker:
         self.cluster: Cluster | None = None
         self.cluster_machine: ClusterMachine | None = None
         self.metadata_machine = MetadataMachine()
+        # with several workers (node/workers/): this is worker 0, and its map of the classic queues'
+        # workers follows the metadata before the queues start
+        self.node_worker = (NodeWorker(config.data_dir, config.workers, self.metadata_machine, lambda: self.node_id)
+                            if config.workers > 1 else None)  # fmt: skip
         self.local_queues = LocalQueues(self)
+        if self.node_worker is not None:
+            self.local_queues.elsewhere = self.node_worker.slots.elsewhere
         self.projections = Projections(authenticator=self.auth, is_local=self.local_queues.is_local)
         self.metadata_machine.subscribe(self.projections.on_applied, self.projections.on_restored)
         self.metadata_machine.subscribe(self.local_queues.on_applied, self.local_queues.on_restored)
@@ -125,8 +121,6 @@ class Broker:
         self.alarm_gossip: AlarmGossip | None = None
         self.node_names: NodeNames | None = None  # members' node names (the HTTP API shows them)
         self.reconciler: QuorumReconciler | None = None  # quorum queues grown to their target group size
-        self._recovered: set[str] = set()  # queues with messages in the store at start, until their queue starts
-        self._positions: dict[str, bytes] = {}  # their checkpoints (queues/classic/checkpoint.py)
         self._background: set[asyncio.Task] = set()
         self.snapshots: SnapshotWriter | None = None
         self.feature_flags = local_flags(config.enable_test_faults)  # what this node supports
@@ -141,17 +135,13 @@ class Broker:
         os.makedirs(cfg.data_dir, exist_ok=True)
         enabled_flags.check_known(cfg.data_dir, self.feature_flags, __version__)  # before any file is opened
         enabled_flags.EnabledFlagsFile(cfg.data_dir, self.metadata_machine, __version__)
-        self.store = MessageStore(os.path.join(cfg.data_dir, "messages"), size_of=payload_size)
-        self.store.inject_faults(self.disk_faults, "messages")  # a full disk is waited out: storage/group_commit.py
-        self.committer = GroupCommitter(self.store, self.loop, retry_full=cfg.alarm_check_interval)
-        self.persistence = StorePersistence(self.store, self.committer)
+        self.classic = ClassicStore(cfg, os.path.join(cfg.data_dir, "messages"), self.loop, self.disk_faults)
+        self.store, self.committer = self.classic.store, self.classic.committer
         self.memory = MemoryAccount(self)
         full = lambda: any_store_full(self.committer, self.cluster, self.streams.disk, self.alarms.disk_free)  # noqa: E731
         self.alarms = Alarms(cfg.data_dir, cfg.memory_high_watermark, cfg.disk_free_limit, self._alarm_changed,
                              memory_used=self.memory.held, store_full=full)
         self.definitions = DefinitionsFile(self)
-        self._recovered = set(self.store.indexed_queues())  # a seek per queue: no message is read
-        self._positions = self.store.take_positions()  # the queues' checkpoints, each used once
         self.alarm_check = Periodic(self.loop, cfg.alarm_check_interval, self.alarms.check, "the resource alarm check")
         self.alarm_check.start()
         try:
@@ -163,9 +153,11 @@ class Broker:
             await self.cluster.start()
             self.owners.node_id = self.cluster.node_id
             self.metadata = MetadataStore(self.metadata_machine, self.cluster.propose)
-            self.queue_service = QueueService(self.cluster, self.loop, self.vhosts, self.projections,
+            # the cluster as the queue proxy and Direct Reply-To reach it: with the other workers, if any
+            peers = await self.node_worker.start(self.loop, self.cluster) if self.node_worker else self.cluster
+            self.queue_service = QueueService(peers, self.loop, self.vhosts, self.projections,
                                               cfg.quorum_consumer_lease)  # fmt: skip
-            self.volatile.attach_cluster(self.cluster, self.loop)
+            self.volatile.attach_cluster(peers, self.loop)
             self.quorum.attach()
             self.streams.attach()
             self.maintenance.attach()
@@ -182,7 +174,7 @@ class Broker:
             self.alarm_gossip = AlarmGossip(self.cluster, self.loop, self.alarms, cfg.alarm_check_interval)
             self.node_names = NodeNames(self.cluster, self.loop, cfg.node_name, self.background)
             await metadata_ready(self.cluster, self.metadata, self.feature_flags, cfg)
-            self._drop_orphans()
+            self.classic.drop_orphans()
             self.delayed.start(self.loop)
             self._announcer = self.loop.create_task(
                 announce_member(self.cluster, self.cluster_machine, self.feature_flags))
@@ -213,13 +205,6 @@ class Broker:
         queue = self.vhosts[vhost].queues.get(name) if vhost in self.vhosts else None
         return None if queue is None else queue.effective_arguments
 
-    def _drop_orphans(self) -> None:
-        """Once the metadata is caught up: the stored messages of queues that no longer exist go."""
-        for orphan in self._recovered:
-            self.store.delete_queue(orphan)
-        self._recovered = set()
-        self._positions = {}
-
     async def _start_amqp(self, ports: tuple[int, int] | None = None) -> None:
         """The plain AMQP listener and, with TLS configured, AMQPS (on `ports`, default the
         configured ones). The TLS handshake runs inside the loop's transport without blocking
@@ -229,12 +214,13 @@ class Broker:
         self.amqp_port = None
         if amqp_port >= 0:
             self._server = await self.loop.create_server(lambda: ConnectionHandler(self), cfg.listen_host,
-                                                         amqp_port, reuse_address=True, backlog=1024)  # fmt: skip
+                                                         amqp_port, reuse_address=True, backlog=1024,
+                                                         reuse_port=cfg.workers > 1)  # fmt: skip
             self.amqp_port = self._server.sockets[0].getsockname()[1]
         if self.tls is not None and amqps_port >= 0:
             self._tls_server = await self.loop.create_server(
                 lambda: ConnectionHandler(self), cfg.listen_host, amqps_port, reuse_address=True, backlog=1024,
-                ssl=self.tls.listening, ssl_handshake_timeout=cfg.handshake_timeout or None)  # fmt: skip
+                reuse_port=cfg.workers > 1, ssl=self.tls.listening, ssl_handshake_timeout=cfg.handshake_timeout or None)  # fmt: skip
             self.amqps_port = self._tls_server.sockets[0].getsockname()[1]
         if self.amqp_port is None and self.amqps_port is None:
             raise ValueError("no AMQP listener: amqp_port < 0 and no AMQPS (tls_cert unset or amqps_port < 0)")
@@ -310,24 +296,14 @@ class Broker:
         for part in (self.quorum, self.placement, self.streams, self.queue_service, self.alarm_gossip, self.node_names):
             if part is not None:  # the optional ones exist once start got that far
                 part.close()
+        if self.node_worker is not None:
+            await self.node_worker.close()
         if self.cluster is not None:
             await self.cluster.stop()
-        if self.store is not None and not self.store.closed:
-            self._save_positions()
-        if self.committer is not None:
-            await self.committer.close()
-        if self.store is not None:
-            self.store.close()
+        if self.classic is not None:
+            await self.classic.close(self.vhosts)
         self.logins.close()
         log.info("node=%s stopped", self.config.node_name)
-
-    def _save_positions(self) -> None:
-        """A clean shutdown leaves each durable classic queue's checkpoint as
-        it is at the end, so the next start reads next to none of the index."""
-        for vhost in self.vhosts.values():
-            for queue in vhost.queues.values():
-                if isinstance(queue, ClassicQueue):
-                    queue.write_checkpoint()
 
     # ------------------------------------------------------------ services for vhosts, queues and links
 
@@ -350,23 +326,10 @@ class Broker:
 
     def make_queue(self, vhost: VHost, name: str, durable: bool, exclusive_owner: Any, auto_delete: bool,
                    arguments: dict) -> Any:  # fmt: skip
-        # Transient queues use the store too: their messages behind the memory
-        # window are paged out (and their page copies dropped at restart).
-        window, window_bytes = self.config.classic_queue_memory_window, self.config.classic_queue_memory_bytes
-        return classic_queue(vhost.name, name, durable, exclusive_owner, auto_delete, arguments, host=vhost,
-                            persistence=self.persistence, memory_window=window if window >= 0 else None,
-                            memory_bytes=window_bytes if window_bytes >= 0 else None,
-                            checkpoint_every=self.config.classic_queue_checkpoint_every,
-                            consumer_timeout=self.config.consumer_timeout)  # fmt: skip
+        return self.classic.make_queue(vhost, name, durable, exclusive_owner, auto_delete, arguments)
 
     def recover_queue(self, queue: Any) -> None:
-        """Hands a starting queue its checkpoint, if the store kept one, to
-        rebuild its positions from that and the store's index (its bodies are
-        read when delivered)."""
-        key = getattr(queue, "store_key", None)
-        if key in self._recovered:
-            self._recovered.discard(key)
-            queue.recover_stored(self._positions.pop(key, None))
+        self.classic.recover_queue(queue)
 
     def remote_queue(self, vhost: VHost, record: Any, arguments: dict) -> RemoteQueue:
         return RemoteQueue(self, vhost.name, record, arguments)

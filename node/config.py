@@ -35,6 +35,10 @@ class Config:
     ssl_cert_login_from: str = "distinguished_name"  # SASL EXTERNAL's user: the subject's DN, or common_name
     grpc_port: int = 25672  # cluster (Raft) port, gRPC; 0: a free one, kept across restarts (node/cluster/identity.py);
     # -1: no cluster, a single node whose metadata store listens on a loopback port only (no seeds)
+    # Worker processes of this node (node/workers/, docs/architecture.md "Workers"): connections spread
+    # over them by SO_REUSEPORT, classic queues placed on them; 1: one process, as before. Above 1 the
+    # node is a single node for now (no seeds, no seeds_dns, no join_cluster).
+    workers: int = 1
     default_user: str = "guest"
     default_password: str = "guest"
     anonymous_user: str = "guest"  # SASL ANONYMOUS logs in as this user
@@ -229,5 +233,15 @@ def load(config_file: str | None = None, env: dict | None = None, overrides: dic
     w = cfg.delayed_message_memory_window
     if isinstance(w, bool) or not isinstance(w, int) or w < 1:
         raise ValueError(f"delayed_message_memory_window must be a number of messages >= 1, got {w!r}")
+    check_workers(cfg)
     logs.check_settings(cfg)
     return cfg
+
+
+def check_workers(cfg: Config) -> None:
+    n = cfg.workers
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= 64:
+        raise ValueError(f"workers must be a number of processes from 1 to 64, got {n!r}")
+    if n > 1 and (cfg.seeds or cfg.seeds_dns):
+        raise ValueError(f"workers {n}: a node with several workers is a single node for now, "
+                         "so it takes no seeds or seeds_dns (issue 36)")  # fmt: skip

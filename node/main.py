@@ -19,6 +19,7 @@ from node.ops.first_run import console_lines
 from node.ops.gc_settings import apply_gc_settings
 from node.ops.logs import NodeLogs
 from node.ops.logs import install as install_logs
+from node.workers.process import serve_worker, supervise, worker_config, worker_index
 from routing.users import check_password
 
 
@@ -67,7 +68,13 @@ def reload_tls(broker: Broker) -> None:
         logging.getLogger("warren.tls").error("SIGHUP: TLS reload failed, the previous certificate stays: %s", e)
 
 
-def run(cfg: Config) -> int:
+def run(cfg: Config, argv: list[str] | None = None) -> int:
+    """`argv`: the command line after the program's name (a supervisor starts its workers with it)."""
+    worker = worker_index() if cfg.workers > 1 else None
+    if cfg.workers > 1 and worker is None:  # the supervisor of a node with several workers
+        return supervise(cfg, sys.argv[1:] if argv is None else argv)
+    if worker is not None:
+        cfg = worker_config(cfg)
     try:
         logs = install_logs(cfg)
     except OSError as e:  # the log file cannot be opened: a setting to fix, as for a bad value
@@ -78,7 +85,7 @@ def run(cfg: Config) -> int:
     if applied:
         logging.getLogger("warren.memory").info("malloc settings: %s", applied)
     try:
-        uvloop.run(serve(cfg, logs))
+        uvloop.run(serve(cfg, logs) if not worker else serve_worker(cfg, worker))
     except DowngradeRefused as e:
         logging.getLogger("warren.upgrade").error("refusing to start: %s", e)
         print(f"warren: refusing to start: {e}", file=sys.stderr, flush=True)

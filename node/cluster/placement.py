@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from node.cluster.maintenance import Maintenance
     from node.vhosts.metadata_store import MetadataStore
 
-__all__ = ["LOCATORS", "Move", "Placement", "choose_leader", "locator_of", "plan_moves"]
+__all__ = ["LOCATORS", "Move", "Placement", "choose_leader", "locator_of", "plan_moves", "policy_definition"]
 
 log = logging.getLogger("warren.placement")
 
@@ -66,6 +66,12 @@ def locator_of(arguments: Mapping[str, Any], policy_definition: Mapping[str, Any
     if value not in LOCATORS:
         raise InvalidArgument(f"invalid {ARGUMENT} {value!r}: one of {', '.join(LOCATORS)}")
     return value
+
+
+def policy_definition(projections: Any, vhost: str, name: str, queue_type: str) -> Mapping[str, Any]:
+    """The definition of the policy that applies to a new queue of `queue_type` ({} if none)."""
+    policy = policies.choose(projections.vhost_policies(vhost), "queue", name, queue_type)
+    return {} if policy is None else policy.definition
 
 
 def choose_leader(locator: str, me: str, members: Iterable[str], leading: Mapping[str, int],
@@ -170,9 +176,7 @@ class Placement:
     # -- at declaration --------------------------------------------------------------------
 
     def policy_definition(self, vhost: str, name: str, queue_type: str) -> Mapping[str, Any]:
-        """The definition of the policy that applies to a new queue of `queue_type` ({} if none)."""
-        policy = policies.choose(self.node.projections.vhost_policies(vhost), "queue", name, queue_type)
-        return {} if policy is None else policy.definition
+        return policy_definition(self.node.projections, vhost, name, queue_type)
 
     def leader_for(self, vhost: str, name: str, arguments: Mapping[str, Any], queue_type: str = "quorum") -> str:
         """The member that should lead the new quorum queue or stream `name` (raises InvalidArgument);

@@ -19,8 +19,10 @@ everything at once. A declaration's exclusive owner is an id that
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from metadata import effects as fx
@@ -88,6 +90,9 @@ class LocalQueuesNode(VHostNode, Protocol):
 class LocalQueues:
     def __init__(self, node: LocalQueuesNode) -> None:
         self.node = node
+        # On a node with several workers (node/workers/slots.py): the peer name of the
+        # worker of this node that runs a queue when it is not this one, else None.
+        self.elsewhere: Callable[[Any], str | None] | None = None
 
     def is_local(self, vhost: str, queue: str) -> bool:
         """The queue runs on this node (x-local-random routes to those first)."""
@@ -193,7 +198,11 @@ class LocalQueues:
         if isinstance(q, fx.QueueReplicasChanged):
             q = node.metadata_machine.state.queue(q.vhost, q.name)
         arguments = dict(q.arguments_map if isinstance(q, QueueRecord) else q.arguments)
-        if q.type == "quorum":
+        worker = self.elsewhere(q) if self.elsewhere is not None else None
+        if worker is not None:  # proxied to that worker as to a node leading it alone
+            at_worker = dataclasses.replace(q, leader=worker, replicas=(worker,) if q.type == "quorum" else ())
+            vhost.queues[q.name] = node.remote_queue(vhost, at_worker, arguments)
+        elif q.type == "quorum":
             if node.node_id in q.replicas:
                 vhost.queues[q.name] = node.quorum.start(vhost, q, arguments)
             else:
@@ -225,6 +234,8 @@ class LocalQueues:
 
     def _belongs_here(self, q: QueueRecord) -> bool:
         """Whether this node runs the queue itself: a quorum queue's replicas, a classic queue's leader."""
+        if self.elsewhere is not None and self.elsewhere(q) is not None:
+            return False
         me = self.node.node_id
         return me in q.replicas if q.type == "quorum" else q.leader == me
 

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from node.vhosts.metadata_store import MetadataStore
     from node.vhosts.vhost import VHost
 
-__all__ = ["StreamQueues"]
+__all__ = ["StreamQueues", "place_stream"]
 
 DEFAULT_CLUSTER_SIZE = 3  # x-initial-cluster-size, capped by the cluster size
 
@@ -60,6 +60,19 @@ class StreamsNode(RolesNode, FailoverNode, HandOverNode, Protocol):
     placement: LeaderLocating
 
 
+def place_stream(state: Any, placement: Any, vhost: str, name: str, arguments: dict[str, Any],
+                 config: StreamConfig) -> tuple[str, ...]:  # fmt: skip
+    """A new stream's leader (its locator's choice, node/cluster/placement.py) and as many other
+    members as x-initial-cluster-size; () while streams are not replicated (the declaring node keeps it)."""
+    if not state.flag_enabled(STREAM_REPLICATION):
+        return ()
+    size = cluster_size(config, placement.policy_definition(vhost, name, "stream"))
+    leader = placement.leader_for(vhost, name, arguments, "stream")
+    others = sorted(m for m in state.members if m != leader)
+    random.shuffle(others)
+    return (leader, *others[: size - 1])
+
+
 class StreamQueues:
     def __init__(self, node: StreamsNode, data_dir: str, disk_faults: DiskFaults | None = None) -> None:
         self.node = node
@@ -79,17 +92,7 @@ class StreamQueues:
         return os.path.join(self._data_dir, "streams", digest)
 
     def place(self, vhost: str, name: str, arguments: dict[str, Any], config: StreamConfig) -> tuple[str, ...]:
-        """The leader (its locator's choice, node/cluster/placement.py) and as many other members as
-        x-initial-cluster-size; () while streams are not replicated (the declaring node keeps it)."""
-        state = self.node.metadata.state
-        if not state.flag_enabled(STREAM_REPLICATION):
-            return ()
-        placement = self.node.placement
-        size = cluster_size(config, placement.policy_definition(vhost, name, "stream"))
-        leader = placement.leader_for(vhost, name, arguments, "stream")
-        others = sorted(m for m in state.members if m != leader)
-        random.shuffle(others)
-        return (leader, *others[: size - 1])
+        return place_stream(self.node.metadata.state, self.node.placement, vhost, name, arguments, config)
 
     def start(self, vhost: VHost, name: str, arguments: dict[str, Any]) -> StreamQueue:
         """A stream of one node (no stream_replication when it was declared)."""

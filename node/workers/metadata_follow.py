@@ -8,8 +8,11 @@ the voter applies, in order, and applies them to its own pure machine
 (metadata/machine.py), so its projections (routing tables, users,
 permissions) stay a local read. Items on the control link (control.py):
 
-    worker 0 -> K  ["snapshot", index, state]     the machine's state, at connect and after each restore
+    worker 0 -> K  ["snapshot", index, state, extra]   the machine's state, at connect and after each
+                                                  restore, with what the node adds (`extra`: a map)
                    ["applied", index, record]     a command as the voter applied it (raft/records.py bytes)
+                   [notice, ...]                  anything else the node tells its workers (`notify`),
+                                                  in order with the commands
                    ["result", req, kind, condition, description]   kind: ok, created, error, none
                    ["unavailable", req, description]   the proposal could not commit (ClusterError)
     K -> worker 0  ["propose", req, record]
@@ -62,10 +65,11 @@ class MetadataFeed:
     """Worker 0's side: the applied commands to every follower, and their proposals to Raft."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, machine: MetadataMachine,
-                 propose: Callable[[Any], Awaitable[Any]]) -> None:  # fmt: skip
+                 propose: Callable[[Any], Awaitable[Any]], extra: Callable[[], dict] = dict) -> None:  # fmt: skip
         self._loop = loop
         self._machine = machine
         self._propose = propose
+        self._extra = extra
         self._followers: set[WorkerLink] = set()
         self._tasks: set[asyncio.Task] = set()
         self._server: asyncio.AbstractServer | None = None
@@ -94,7 +98,12 @@ class MetadataFeed:
         return link
 
     def _snapshot_item(self) -> list:
-        return ["snapshot", self._machine.last_index, self._machine.snapshot()]
+        return ["snapshot", self._machine.last_index, self._machine.snapshot(), self._extra()]
+
+    def notify(self, item: list) -> None:
+        """Tell every follower `item` (a list named by its first field), after what was sent before."""
+        for link in self._followers:
+            link.send(item)
 
     def _applied(self, command: Any, _result: Any, _effects: Any, index: int) -> None:
         if self._followers:
@@ -131,8 +140,12 @@ class MetadataFollower:
     """A worker's side: its own machine kept in step with worker 0's, and `propose` through it."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, machine: MetadataMachine, address: str,
-                 reconnect: float = RECONNECT) -> None:  # fmt: skip
+                 reconnect: float = RECONNECT, on_extra: Callable[[dict], None] | None = None,
+                 on_notice: Callable[[list], None] | None = None) -> None:  # fmt: skip
+        """`on_extra(extra)` runs before each snapshot is applied; `on_notice(item)` for each notice."""
         self._loop = loop
+        self._on_extra = on_extra
+        self._on_notice = on_notice
         self.machine = machine
         self._address = address
         self._reconnect = reconnect
@@ -193,6 +206,8 @@ class MetadataFollower:
             if kind == "applied":
                 self.machine.apply(records.decode(item[2]), item[1])
             elif kind == "snapshot":
+                if self._on_extra is not None:
+                    self._on_extra(item[3])
                 self.machine.restore(item[2])
                 self.machine.last_index = item[1]
                 self.snapshots += 1
@@ -201,6 +216,8 @@ class MetadataFollower:
                 self._answer(item[1], _result(item[2], item[3], item[4]))
             elif kind == "unavailable":
                 self._answer(item[1], ClusterError(item[2]))
+            elif self._on_notice is not None:
+                self._on_notice(item)
             else:
                 log.warning("the node worker sent an unknown control item %r; ignored", kind)
 

@@ -130,9 +130,10 @@ def broker(broker_factory) -> BrokerThread:
 class BrokerProcess:
     """`warren server` in a child process, for kill -9 and SIGTERM tests."""
 
-    def __init__(self, data_dir: Path, definitions: Path | None = None, extra_env: dict | None = None):
+    def __init__(self, data_dir: Path, definitions: Path | None = None, extra_env: dict | None = None,
+                 extra_args: list[str] | None = None):  # fmt: skip
         cmd = [sys.executable, "-m", "node.cli", "server", "--data-dir", str(data_dir), "--amqp-port", "0", "--http-port", "0", "--metrics-port", "0",
-               "--grpc-port", "0", "--listen-host", "127.0.0.1"]  # fmt: skip
+               "--grpc-port", "0", "--listen-host", "127.0.0.1", *(extra_args or [])]  # fmt: skip
         if definitions:
             cmd += ["--definitions", str(definitions)]
         env = dict(os.environ, **(extra_env or {}))
@@ -144,6 +145,7 @@ class BrokerProcess:
             self.proc.kill()
             raise RuntimeError(f"broker did not start: {line!r} {self.proc.stderr.read()}")
         self.port = int(m.group(1))
+        self.http_port = int(re.search(r"http=(\d+)", line).group(1))
 
     @property
     def url(self) -> str:

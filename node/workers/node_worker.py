@@ -1,0 +1,59 @@
+"""Worker 0's part in a node with several workers (issue 36): it is the node
+as the cluster knows it (node/broker.py, unchanged otherwise), and besides:
+
+- decides which worker runs each new classic queue (slots.py) and keeps the map;
+- feeds its metadata to the other workers and commits their proposals
+  (metadata_follow.py), the snapshot carrying the node's id and the map;
+- listens for the other workers' links (transport.py) and routes the queue
+  proxy's and Direct Reply-To's traffic to them (peers.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any
+
+from metadata.machine import MetadataMachine
+
+from .control import address
+from .metadata_follow import MetadataFeed
+from .peers import RoutedTransport, WorkerPeers
+from .slots import Slots
+from .transport import WorkerTransport
+
+__all__ = ["NodeWorker"]
+
+
+class NodeWorker:
+    def __init__(self, data_dir: str, workers: int, machine: MetadataMachine, node_id: Any) -> None:
+        """Subscribe before anything that starts queues: a queue's place is known when it starts.
+        `node_id()` is the node's id (known once its cluster started)."""
+        self.data_dir = data_dir
+        self.workers = workers
+        self.slots = Slots(workers, 0, node_id, os.path.join(data_dir, "workers"))
+        self._machine = machine
+        machine.subscribe(self.slots.on_applied, self.slots.on_restored)
+        self.feed: MetadataFeed | None = None
+        self.transport: WorkerTransport | None = None
+        self.peers: WorkerPeers | None = None
+
+    async def start(self, loop: asyncio.AbstractEventLoop, cluster: Any) -> WorkerPeers:
+        """Serve the other workers; returns the cluster as the queue proxy and Direct Reply-To see it."""
+        node_id = cluster.node_id
+        self.feed = MetadataFeed(loop, self._machine, cluster.propose,
+                                 lambda: {"node_id": node_id, "places": self.slots.snapshot()})  # fmt: skip
+        self.slots.on_placed = lambda vhost, name, worker: self.feed.notify(["placed", vhost, name, worker])
+        await self.feed.serve(address(self.data_dir, "control"))
+        self.transport = WorkerTransport(loop, node_id, address(self.data_dir, "worker-0"), lambda peer: None)
+        self.transport.on_node_message = lambda peer, channel, payload: cluster.rpc.channels[channel](peer, payload)
+        await self.transport.start()
+        workers = node_id + "/w"
+        routed = RoutedTransport(cluster.transport, self.transport, lambda peer: peer.startswith(workers))
+        self.peers = WorkerPeers(node_id, 0, self.workers, routed, cluster.rpc.channels, cluster)
+        return self.peers
+
+    async def close(self) -> None:
+        if self.feed is not None:
+            self.feed.close()
+        if self.transport is not None:
+            await self.transport.close()

@@ -1,0 +1,79 @@
+"""`warren server --workers N` (issue 36): which process this is, and what it runs.
+
+The command the operator starts is the supervisor (supervisor.py): it binds
+the AMQP ports the settings leave to the kernel (port 0) once, so that every
+worker listens on the same one, then starts N copies of its own command line
+with WARREN_WORKER=K and those ports. Worker 0 runs the node (node/broker.py);
+workers 1..N-1 run `WorkerNode`. Each worker's memory alarm watches its share
+of the node's watermark, so the node as a whole stays under it."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import os
+import signal
+import socket
+import sys
+
+from node.config import Config
+
+from .supervisor import Supervisor
+from .worker_node import WorkerNode
+
+__all__ = ["WORKER_ENV", "serve_worker", "supervise", "worker_config", "worker_index"]
+
+WORKER_ENV = "WARREN_WORKER"  # set by the supervisor: this process's worker number
+
+log = logging.getLogger("warren.workers")
+
+
+def worker_index() -> int | None:
+    """This process's worker number; None in the supervisor (or a node of one process)."""
+    value = os.environ.get(WORKER_ENV)
+    return int(value) if value is not None and value.isdigit() else None
+
+
+def worker_config(cfg: Config) -> Config:
+    """A worker's settings: the node's, with its share of the memory watermark."""
+    return dataclasses.replace(cfg, memory_high_watermark=cfg.memory_high_watermark / cfg.workers)
+
+
+def supervise(cfg: Config, argv: list[str]) -> int:
+    """Bind what the workers must share, start them, and keep them running until stopped."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s supervisor %(levelname)s %(message)s")
+    held: list[socket.socket] = []  # bound, not listening: it keeps the port for the workers
+    ports: list[str] = []
+    wanted = [("--amqp-port", cfg.amqp_port), ("--amqps-port", cfg.amqps_port if cfg.tls_cert else -1)]
+    for flag, port in wanted:
+        if port == 0:
+            sock = socket.socket(socket.AF_INET6 if ":" in cfg.listen_host else socket.AF_INET)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            sock.bind((cfg.listen_host, 0))
+            held.append(sock)
+            ports += [flag, str(sock.getsockname()[1])]
+    command = [sys.executable, "-m", "node.cli", *argv, *ports]
+    try:
+        return Supervisor([command] * cfg.workers).run()
+    finally:
+        for sock in held:
+            sock.close()
+
+
+async def serve_worker(cfg: Config, index: int) -> None:
+    """Worker `index` >= 1 until SIGTERM or SIGINT; SIGHUP reloads its TLS certificate."""
+    worker = WorkerNode(cfg, index)
+    try:
+        await worker.start()
+    except BaseException:
+        await worker.stop()
+        raise
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    if worker.tls is not None:
+        loop.add_signal_handler(signal.SIGHUP, worker.tls.reload)
+    await stop.wait()
+    await worker.stop()

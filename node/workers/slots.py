@@ -1,0 +1,153 @@
+"""Which worker of this node runs each of its queues (issue 36,
+docs/architecture.md "Who owns a queue").
+
+A classic queue this node leads runs on one worker, in that worker's own
+message store (RocksDB takes one writer per database); quorum queues and
+streams run on worker 0, the node worker, with the node's Raft groups and
+stream files. Every other worker of the node reaches a queue it does not run
+through the queue proxy over the worker links (transport.py): its
+`RemoteQueue` targets the running worker's peer name, `node_id` for worker 0
+and `node_id/wK` for worker K.
+
+Worker 0 decides where a new classic queue goes, as the declaration applies
+there: an exclusive queue on its owner connection's worker (the owner id
+names it, so the queue lives and dies with its connection), any other on the
+worker running the fewest. The map is node-local, not replicated (no other
+node needs it: they reach the node through worker 0), written by atomic
+rename to `data_dir/workers/placement` before the queue starts, and sent to
+the other workers ahead of the command that declares it (metadata_follow.py),
+so each worker knows a queue's place when its declaration applies there."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from typing import Any
+
+from metadata import effects as fx
+
+__all__ = ["Slots", "owner_worker", "worker_peer"]
+
+FILE = "placement"
+
+
+def worker_peer(node_id: str, worker: int) -> str:
+    """Worker `worker`'s name as a peer of the other workers (worker 0 is the node itself)."""
+    return node_id if worker == 0 else f"{node_id}/w{worker}"
+
+
+def owner_worker(owner: str | None, node_id: str) -> int | None:
+    """The worker of an exclusive queue's owner id ("node/wK/conn-N", or "node/conn-N" on
+    worker 0); None for another node's connection or none."""
+    if owner is None or not owner.startswith(node_id + "/"):
+        return None
+    rest = owner[len(node_id) + 1 :]
+    if rest.startswith("w") and "/" in rest:
+        index = rest[1 : rest.index("/")]
+        return int(index) if index.isdigit() else None
+    return 0
+
+
+class Slots:
+    """The node's map of classic queue -> worker, as this worker knows it."""
+
+    def __init__(self, workers: int, me: int, node_id: Callable[[], str], directory: str | None = None) -> None:
+        """`directory`: where worker 0 keeps the map (None on the other workers)."""
+        self.workers = workers
+        self.me = me
+        self._node_id = node_id  # read at each use: it is known once the cluster started
+        self._directory = directory
+        self._places: dict[tuple[str, str], int] = {}
+        self.on_placed: Callable[[str, str, int], None] | None = None  # worker 0: tell the others first
+        if directory is not None:
+            self._places = _read(os.path.join(directory, FILE))
+
+    # -- reading ------------------------------------------------------------------------
+
+    def worker_of(self, vhost: str, name: str) -> int | None:
+        return self._places.get((vhost, name))
+
+    def elsewhere(self, record: Any) -> str | None:
+        """The peer name of the worker that runs the queue `record` when it is another
+        worker of this node than this one; None when this worker runs it, or when the
+        queue is another node's (the cluster's proxy reaches it as before)."""
+        node_id = self._node_id()
+        if record.type == "classic":
+            if record.leader != node_id:
+                return None
+            worker = self._places.get((record.vhost, record.name), 0)
+        elif record.leader == node_id or node_id in tuple(getattr(record, "replicas", ()) or ()):
+            worker = 0
+        else:
+            return None
+        return None if worker == self.me else worker_peer(node_id, worker)
+
+    def snapshot(self) -> list:
+        return [[vhost, name, worker] for (vhost, name), worker in self._places.items()]
+
+    def restore(self, places: list) -> None:
+        self._places = {(vhost, name): worker for vhost, name, worker in places}
+
+    def placed(self, vhost: str, name: str, worker: int) -> None:
+        """A place worker 0 decided (on the other workers)."""
+        self._places[(vhost, name)] = worker
+
+    # -- the metadata listener (each worker; only worker 0 decides) --------------------------
+
+    def on_applied(self, _command: Any, _result: Any, effects: tuple, _index: int) -> None:
+        changed = False
+        for e in effects:
+            if isinstance(e, fx.QueueDeclared) and e.type == "classic" and self._directory is not None:
+                changed |= self._place(e)
+            elif isinstance(e, fx.QueueDeleted):
+                changed |= self._places.pop((e.vhost, e.name), None) is not None
+        if changed and self._directory is not None:
+            self._write()
+
+    def on_restored(self, state: Any) -> None:
+        if self._directory is None:
+            return  # the snapshot from worker 0 carries its map
+        queues = [q for vh in state.vhosts.values() for q in vh.queues.values()]
+        known = {(q.vhost, q.name) for q in queues}
+        stale = [key for key in self._places if key not in known]
+        for key in stale:
+            del self._places[key]
+        placed = [q for q in queues if q.type == "classic" and self._place(q)]
+        if stale or placed:
+            self._write()
+
+    def _place(self, q: Any) -> bool:
+        vhost = q.vhost
+        if (vhost, q.name) in self._places or q.leader != self._node_id():
+            return False
+        worker = owner_worker(q.exclusive_owner, self._node_id())
+        if worker is None or worker >= self.workers:
+            counts = [0] * self.workers
+            for w in self._places.values():
+                if w < self.workers:
+                    counts[w] += 1
+            worker = counts.index(min(counts))
+        self._places[(vhost, q.name)] = worker
+        if self.on_placed is not None:
+            self.on_placed(vhost, q.name, worker)
+        return True
+
+    def _write(self) -> None:
+        assert self._directory is not None
+        os.makedirs(self._directory, exist_ok=True)
+        path = os.path.join(self._directory, FILE)
+        tmp = path + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(self.snapshot(), f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+
+
+def _read(path: str) -> dict[tuple[str, str], int]:
+    try:
+        with open(path) as f:
+            return {(vhost, name): int(worker) for vhost, name, worker in json.load(f)}
+    except FileNotFoundError:
+        return {}

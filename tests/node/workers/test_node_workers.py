@@ -1,0 +1,184 @@
+"""`warren server --workers 2` end to end, with Qpid Proton clients and the HTTP API:
+connections land on both workers (SO_REUSEPORT), classic queues are spread over both,
+quorum queues run on worker 0, any connection uses any queue, metadata changed through
+worker 0 holds on worker 1, and a worker killed with -9 is restarted with every confirmed
+message of its queues while the other worker keeps serving."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+
+import psutil
+import pytest
+from proton import Message
+from proton.utils import BlockingConnection
+
+from node.workers.process import WORKER_ENV
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+
+def api(node, method: str, path: str, body=None, user: str = "guest", password: str = "guest"):
+    req = urllib.request.Request(f"http://127.0.0.1:{node.http_port}{path}", method=method,
+                                 data=None if body is None else json.dumps(body).encode(),
+                                 headers={"content-type": "application/json"})  # fmt: skip
+    import base64
+
+    req.add_header("authorization", "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode())
+    with urllib.request.urlopen(req, timeout=10) as r:
+        data = r.read()
+        return json.loads(data) if data else None
+
+
+def workers(node) -> dict[int, psutil.Process]:
+    """The node's worker processes by number, once each listens on the AMQP port."""
+    deadline = time.monotonic() + 20
+    while True:
+        found = {}
+        for child in psutil.Process(node.proc.pid).children():
+            try:
+                index = int(child.environ()[WORKER_ENV])
+                listening = any(c.status == psutil.CONN_LISTEN and c.laddr.port == node.port
+                                for c in child.net_connections("tcp"))  # fmt: skip
+            except (psutil.NoSuchProcess, KeyError):
+                continue
+            if listening:
+                found[index] = child
+        if len(found) == 2:
+            return found
+        assert time.monotonic() < deadline, f"workers listening: {sorted(found)}"
+        time.sleep(0.05)
+
+
+def peers_of(proc: psutil.Process, port: int) -> set[int]:
+    return {c.raddr.port for c in proc.net_connections("tcp") if c.status == psutil.CONN_ESTABLISHED
+            and c.laddr.port == port and c.raddr}  # fmt: skip
+
+
+def connect_on(node, worker: int, user: str = "guest", password: str = "guest") -> BlockingConnection:
+    """A client connection the kernel gave to worker `worker` (others are closed and tried again)."""
+    procs = workers(node)
+    for _ in range(60):
+        before = {k: peers_of(p, node.port) for k, p in procs.items()}
+        conn = BlockingConnection(f"amqp://{user}:{password}@127.0.0.1:{node.port}", allowed_mechs="PLAIN")
+        landed = {k for k, p in procs.items() if peers_of(p, node.port) - before[k]}
+        if landed == {worker}:
+            return conn
+        conn.close()
+    raise AssertionError(f"no connection landed on worker {worker}")
+
+
+def placement(data_dir) -> dict[str, int]:
+    with open(os.path.join(data_dir, "workers", "placement")) as f:
+        return {name: worker for _, name, worker in json.load(f)}
+
+
+def publish(conn: BlockingConnection, queue: str, bodies: list[str]) -> None:
+    sender = conn.create_sender(f"/queues/{queue}")
+    for body in bodies:
+        sender.send(Message(body=body, durable=True))  # waits for the outcome; raises unless accepted
+    sender.close()
+
+
+def consume(conn: BlockingConnection, queue: str, n: int) -> list[str]:
+    receiver = conn.create_receiver(f"/queues/{queue}", credit=min(n, 100))
+    got = []
+    for _ in range(n):
+        got.append(receiver.receive(timeout=10).body)
+        receiver.accept()
+    receiver.close()
+    return got
+
+
+@pytest.fixture
+def two_workers(broker_process_factory, tmp_path):
+    data_dir = tmp_path / "data"
+    node = broker_process_factory(data_dir, extra_args=["--workers", "2"])
+    node.data_dir = str(data_dir)
+    return node
+
+
+def test_connections_on_either_worker_use_every_queue_of_the_node(two_workers):
+    node = two_workers
+    for i in range(4):
+        api(node, "PUT", f"/api/queues/%2F/cq{i}", {"durable": True})
+    api(node, "PUT", "/api/queues/%2F/qq", {"durable": True, "arguments": {"x-queue-type": "quorum"}})
+    assert sorted(placement(node.data_dir).values()) == [0, 0, 1, 1]  # quorum queues run on worker 0
+    api(node, "PUT", "/api/users/worker-user", {"password": "s3cret", "tags": ""})
+    api(node, "PUT", "/api/permissions/%2F/worker-user", {"configure": ".*", "write": ".*", "read": ".*"})
+    queues = [f"cq{i}" for i in range(4)] + ["qq"]
+
+    # a user made through worker 0 logs in on worker 1, whose publishes reach every queue
+    on_1 = connect_on(node, 1, "worker-user", "s3cret")
+    for q in queues:
+        publish(on_1, q, [f"{q}-from-1-{j}" for j in range(5)])
+    on_0 = connect_on(node, 0)
+    for q in queues:
+        publish(on_0, q, [f"{q}-from-0-{j}" for j in range(5)])
+    counts = {q["name"]: q["messages"] for q in api(node, "GET", "/api/queues")}
+    assert counts == {q: 10 for q in queues}
+
+    # consumers on each worker get every message of queues on either worker, in order
+    for q, conn in zip(queues, [on_0, on_1, on_0, on_1, on_1], strict=True):
+        assert consume(conn, q, 10) == [f"{q}-from-1-{j}" for j in range(5)] + [f"{q}-from-0-{j}" for j in range(5)]
+    # a queue declared on worker 1 (over AMQP's management node) is placed and usable too
+    on_1.close()
+    on_0.close()
+
+
+def test_a_worker_killed_with_minus_9_comes_back_with_every_confirmed_message_and_the_other_serves_meanwhile(
+    two_workers,
+):
+    node = two_workers
+    for name in ("first", "second"):
+        api(node, "PUT", f"/api/queues/%2F/{name}", {"durable": True})
+    places = placement(node.data_dir)
+    on_worker = {places[name]: name for name in places}
+    assert set(on_worker) == {0, 1}
+    conn = connect_on(node, 0)
+    for name in places:
+        publish(conn, name, [f"{name}-{j}" for j in range(200)])
+    conn.close()
+
+    victim = workers(node)[1]
+    victim.send_signal(signal.SIGKILL)
+    victim.wait(10)
+    # meanwhile: worker 0 takes every new connection and serves its own queue
+    meanwhile = BlockingConnection(f"amqp://guest:guest@127.0.0.1:{node.port}", allowed_mechs="PLAIN")
+    publish(meanwhile, on_worker[0], ["while-1-was-down"])
+    meanwhile.close()
+
+    back = workers(node)[1]
+    assert back.pid != victim.pid
+    deadline = time.monotonic() + 20
+    while True:  # worker 0 reaches the restarted worker once its link is up again
+        try:
+            conn = connect_on(node, 0)
+            got = consume(conn, on_worker[1], 200)
+            break
+        except Exception:
+            assert time.monotonic() < deadline, "the restarted worker's queue never came back"
+            time.sleep(0.2)
+    assert got == [f"{on_worker[1]}-{j}" for j in range(200)]
+    assert consume(conn, on_worker[0], 201)[-1] == "while-1-was-down"
+    conn.close()
+    node.proc.send_signal(signal.SIGTERM)
+    assert node.proc.wait(30) == 0
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--workers", "0"], "workers must be a number of processes from 1 to 64"),
+    (["--workers", "2", "--seeds", "127.0.0.1:1"], "a node with several workers is a single node for now"),
+])  # fmt: skip
+def test_settings_a_node_of_several_workers_cannot_run_are_refused_by_name(tmp_path, args, says):
+    done = subprocess.run([sys.executable, "-m", "node.cli", "server", "--data-dir", str(tmp_path), "--amqp-port", "0",
+                           "--http-port", "0", "--metrics-port", "0", *args],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.returncode != 0
+    assert says in done.stderr
