@@ -11,41 +11,21 @@ import uuid
 
 import pytest
 from mgmt_client import sample, scrape
-from proton import Data, Delivery, Message, Terminus
-from proton.reactor import AtMostOnce, LinkOption
+from proton import Delivery, Message
+from proton.reactor import LinkOption
 from proton.utils import BlockingConnection, LinkDetached, SendException
+from volatile_clients import VolatileSource, requester
 
 pytestmark = pytest.mark.timeout(60)
 
-VOLATILE = "rabbitmq:volatile-queue"
 DROPPED = ("rabbitmq_global_messages_dead_lettered_maxlen_total",
            {"queue_type": "rabbit_volatile_queue", "dead_letter_strategy": "disabled"})  # fmt: skip
-
-
-class VolatileSource(LinkOption):
-    """What RabbitMQ's clients send for Direct Reply-To."""
-
-    def __init__(self, capability: str | None = VOLATILE) -> None:
-        self.capability = capability
-
-    def apply(self, link) -> None:
-        link.source.expiry_policy = Terminus.EXPIRE_WITH_LINK
-        link.source.durability = Terminus.NONDURABLE
-        if self.capability:
-            link.source.capabilities.put_array(False, Data.SYMBOL)
-            link.source.capabilities.enter()
-            link.source.capabilities.put_symbol(self.capability)
-            link.source.capabilities.exit()
 
 
 class DynamicTarget(LinkOption):
     def apply(self, link) -> None:
         link.target.address = None
         link.target.dynamic = True
-
-
-def requester(conn: BlockingConnection, credit: int = 10):
-    return conn.create_receiver(None, dynamic=True, credit=credit, options=[AtMostOnce(), VolatileSource()])
 
 
 def dropped(broker) -> float:

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import pytest
 from cluster_procs import HttpError
-from proton import Data, Message, Terminus
+from proton import Message
 from proton.handlers import MessagingHandler
-from proton.reactor import AtMostOnce, Container, LinkOption
+from proton.reactor import AtMostOnce, Container
 from proton.utils import BlockingConnection
+from volatile_clients import VolatileSource
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -31,15 +32,6 @@ def queue_known(node, name: str) -> bool:
         if e.status == 404:
             return False
         raise
-
-
-class VolatileSource(LinkOption):
-    def apply(self, link) -> None:
-        link.source.expiry_policy = Terminus.EXPIRE_WITH_LINK
-        link.source.capabilities.put_array(False, Data.SYMBOL)
-        link.source.capabilities.enter()
-        link.source.capabilities.put_symbol("rabbitmq:volatile-queue")
-        link.source.capabilities.exit()
 
 
 class ManyRequesters(MessagingHandler):

@@ -12,12 +12,14 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 
 import psutil
 import pytest
 from proton import Message
 from proton.utils import BlockingConnection
+from volatile_clients import requester
 
 from node.workers.process import WORKER_ENV
 
@@ -127,9 +129,35 @@ def test_connections_on_either_worker_use_every_queue_of_the_node(two_workers):
     # consumers on each worker get every message of queues on either worker, in order
     for q, conn in zip(queues, [on_0, on_1, on_0, on_1, on_1], strict=True):
         assert consume(conn, q, 10) == [f"{q}-from-1-{j}" for j in range(5)] + [f"{q}-from-0-{j}" for j in range(5)]
-    # a queue declared on worker 1 (over AMQP's management node) is placed and usable too
     on_1.close()
     on_0.close()
+
+
+@pytest.mark.parametrize("requester_on, responder_on", [(1, 0), (0, 1)])
+def test_a_reply_crosses_to_the_requesters_worker(two_workers, requester_on, responder_on):
+    node = two_workers
+    api(node, "PUT", "/api/queues/%2F/requests", {"durable": True})
+    asking, answering = connect_on(node, requester_on), connect_on(node, responder_on)
+    replies = requester(asking)
+    reply_to = replies.link.remote_source.address
+    asking.create_sender("/queues/requests").send(Message(body="ping", id="rpc-1", reply_to=reply_to))
+    requests = answering.create_receiver("/queues/requests")
+    request = requests.receive(timeout=10)
+    requests.accept()
+    delivery = answering.create_sender(None).send(Message(body="pong", address=request.reply_to,
+                                                          correlation_id=request.id))  # fmt: skip
+    assert delivery.remote_state == delivery.ACCEPTED
+    reply = replies.receive(timeout=10)
+    assert (reply.body, reply.correlation_id) == ("pong", "rpc-1")
+    asking.close()
+    answering.close()
+
+
+def test_a_node_of_several_workers_refuses_to_join_a_cluster(two_workers):
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        api(two_workers, "POST", "/api/cluster/join", {"seed": "127.0.0.1:1"})
+    assert refused.value.code == 400
+    assert "runs 2 workers" in json.loads(refused.value.read())["reason"]
 
 
 def test_a_worker_killed_with_minus_9_comes_back_with_every_confirmed_message_and_the_other_serves_meanwhile(
