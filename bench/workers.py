@@ -4,10 +4,11 @@
 For each setup (Warren with each --workers count given, then RabbitMQ 3.10), on a
 fresh broker: QUEUES durable classic queues, each with one arrow sender and one arrow
 receiver running at the same time (bench/pair.py), COUNT messages of BODY bytes per
-queue. Reported per setup: the aggregate rate (the sum of the pairs' end-to-end
-rates, all pairs running together), the slowest pair, and the broker's CPU per
-message (user + system of every broker process over the run, divided by the messages
-delivered), per Warren worker and in total.
+queue. Reported per setup: the aggregate rate (every message received, over the time
+from the first pair's first send to the last pair's last receive), the slowest pair's
+own end-to-end rate, the broker's CPU per message (user + system of every broker
+process over the run, divided by the messages delivered), per Warren worker and in
+total, and how the kernel spread the clients' connections over the workers.
 
     .venv/bin/python bench/workers.py --workers 1,2 --queues 8 --count 50000
     .venv/bin/python bench/workers.py --workers 1,2 --queues 1 --count 200000 --no-rabbit
@@ -21,7 +22,6 @@ import argparse
 import base64
 import json
 import os
-import statistics
 import sys
 import tempfile
 import threading
@@ -144,20 +144,30 @@ def measure(broker, queues: int, args) -> dict:
     pids = broker.pids()
     before = cpu(pids)
     threads = [threading.Thread(target=one, args=(i,)) for i in range(queues)]
-    t0 = time.monotonic()
     for t in threads:
         t.start()
+    time.sleep(2.0)  # every pair connected by now
+    spread = [connections(p, broker.port) for p in pids]
     for t in threads:
         t.join()
-    wall = time.monotonic() - t0
     spent = [b - a for a, b in zip(before, cpu(pids), strict=True)]
     ok = all(r is not None and r.get("ok") for r in results)
-    rates = [r["e2e_rate"] for r in results if r and r.get("ok")]
+    done = [r for r in results if r and r.get("ok")]
     messages = queues * args.count
-    return {"ok": ok, "aggregate": sum(rates), "slowest": min(rates, default=0.0), "wall_s": wall,
-            "cpu_us_per_msg": sum(spent) / messages * 1e6,
+    span = (max(r["receiver"]["t_last"] for r in done) - min(r["sender"]["t_first"] for r in done)) if done else 0
+    return {"ok": ok, "aggregate": messages / span if ok and span > 0 else 0.0,
+            "slowest": min((r["e2e_rate"] for r in done), default=0.0), "span_s": span,
+            "connections_by_process": spread, "cpu_us_per_msg": sum(spent) / messages * 1e6,
             "cpu_us_per_msg_by_process": [s / messages * 1e6 for s in spent],
             "errors": [r.get("error") for r in results if r and not r.get("ok")]}  # fmt: skip
+
+
+def connections(pid: int, port: int) -> int:
+    try:
+        return sum(1 for c in psutil.Process(pid).net_connections("tcp")
+                   if c.status == psutil.CONN_ESTABLISHED and c.laddr.port == port)  # fmt: skip
+    except psutil.Error:
+        return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -195,12 +205,15 @@ def main(argv: list[str] | None = None) -> int:
     base = rows[0][1]["aggregate"] or 1.0
     print(f"\n{args.queues} durable classic queues, 1 arrow sender + 1 receiver each, {args.count:,} x "
           f"{args.body} B per queue, credit {args.credit}\n")
-    print("| setup | aggregate msg/s | vs first row | slowest pair | broker CPU µs/msg (per process) | runs |")
-    print("|---|---|---|---|---|---|")
+    print("| setup | aggregate msg/s | vs first row | slowest pair | broker CPU µs/msg (per worker) "
+          "| connections per worker | runs |")
+    print("|---|---|---|---|---|---|---|")
     for label, r, all_runs in rows:
-        per = " + ".join(f"{x:.1f}" for x in r["cpu_us_per_msg_by_process"]) if "Warren" in label else "-"
+        warren = "Warren" in label
+        per = " + ".join(f"{x:.1f}" for x in r["cpu_us_per_msg_by_process"]) if warren else "-"
+        spread = " / ".join(str(n) for n in r["connections_by_process"]) if warren else "-"
         print(f"| {label} | {r['aggregate']:,.0f} | {r['aggregate'] / base:.2f}x | {r['slowest']:,.0f} | "
-              f"{r['cpu_us_per_msg']:.1f} ({per}) | {', '.join(f'{x:,.0f}' for x in all_runs)} |")
+              f"{r['cpu_us_per_msg']:.1f} ({per}) | {spread} | {', '.join(f'{x:,.0f}' for x in all_runs)} |")
     if args.json:
         with open(args.json, "w") as f:
             json.dump([{"setup": label, **r} for label, r, _ in rows], f, indent=1)
