@@ -210,3 +210,35 @@ def test_settings_a_node_of_several_workers_cannot_run_are_refused_by_name(tmp_p
                           cwd=ROOT, capture_output=True, text=True, timeout=60)  # fmt: skip
     assert done.returncode != 0
     assert says in done.stderr
+
+
+def test_worker_1_keeps_serving_its_own_queues_while_worker_0_restarts(two_workers):
+    node = two_workers
+    for name in ("first", "second"):
+        api(node, "PUT", f"/api/queues/%2F/{name}", {"durable": True})
+    places = placement(node.data_dir)
+    mine = next(name for name, worker in places.items() if worker == 1)
+    on_1 = connect_on(node, 1)
+    publish(on_1, mine, ["before"])
+
+    node_worker = workers(node)[0]
+    node_worker.send_signal(signal.SIGKILL)
+    node_worker.wait(10)
+    publish(on_1, mine, ["while-0-was-down"])  # worker 1's own queue, on its open connection
+    assert consume(on_1, mine, 2) == ["before", "while-0-was-down"]
+
+    back = workers(node)[0]
+    assert back.pid != node_worker.pid
+    other = next(name for name in places if name != mine)
+    deadline = time.monotonic() + 20
+    while True:  # worker 1 reaches worker 0's queue again once its links are back
+        try:
+            publish(on_1, other, ["after"])
+            break
+        except Exception:
+            assert time.monotonic() < deadline, "worker 0's queue never came back for worker 1"
+            on_1.close()
+            time.sleep(0.2)
+            on_1 = connect_on(node, 1)
+    assert consume(on_1, other, 1) == ["after"]
+    on_1.close()
