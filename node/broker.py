@@ -13,13 +13,12 @@ import os
 import time
 from typing import Any
 
-from amqp.errors import Condition
 from metadata import commands as mc
 from metadata.machine import MetadataMachine
 from metadata.projections import Projections
 from node import __version__
 from node.client.authentication import authentication
-from node.client.connection import ConnectionHandler, server_properties
+from node.client.connection import ConnectionHandler
 from node.client.tls import TlsContexts
 from node.cluster import enabled_flags
 from node.cluster.alarm_gossip import AlarmGossip
@@ -48,9 +47,10 @@ from node.vhosts.local_queues import LocalQueues, Owners
 from node.vhosts.metadata_ready import metadata_ready
 from node.vhosts.metadata_store import MetadataStore, new_key
 from node.vhosts.policies import PolicyApplier
+from node.vhosts.queue_process import QueueProcess
 from node.vhosts.quorum_groups import QuorumQueues
 from node.vhosts.quorum_reconcile import QuorumReconciler
-from node.vhosts.remote_queue import QueueService, RemoteQueue
+from node.vhosts.remote_queue import QueueService
 from node.vhosts.streams import StreamQueues
 from node.vhosts.vhost import VHost
 from node.vhosts.volatile_queues import VolatileQueues
@@ -63,7 +63,7 @@ from storage.message_store import MessageStore
 log = logging.getLogger("warren.node")
 
 
-class Broker:
+class Broker(QueueProcess):
     def __init__(self, config: Config, logs: NodeLogs | None = None):
         self.config = config
         self.logs = logs  # its log outputs when node/main.py installed them (log_tail); None in a host process
@@ -277,12 +277,7 @@ class Broker:
         for runner in runners:
             await runner.cleanup()
         self.http_port = self.metrics_port = self.https_port = self.metrics_tls_port = None
-        for server in (self._server, self._tls_server):
-            if server is not None:
-                server.close()
-        for conn in list(self.connections):
-            conn.force_close(Condition.CONNECTION_FORCED, "broker shutdown")
-        await asyncio.sleep(0)  # let the transports write their CLOSE frames
+        await self.close_clients()
         for task in list(self._background):
             task.cancel()
         if self._announcer is not None:
@@ -319,24 +314,8 @@ class Broker:
         await self.metadata.run(mc.DeleteVHost(new_key(), name))
         return True
 
-    def vhost_deleted(self, vhost: VHost) -> None:
-        for conn in list(self.connections):
-            if conn.vhost is vhost:
-                conn.force_close(Condition.CONNECTION_FORCED, f"vhost '{vhost.name}' is deleted")
-
-    def make_queue(self, vhost: VHost, name: str, durable: bool, exclusive_owner: Any, auto_delete: bool,
-                   arguments: dict) -> Any:  # fmt: skip
-        return self.classic.make_queue(vhost, name, durable, exclusive_owner, auto_delete, arguments)
-
-    def recover_queue(self, queue: Any) -> None:
-        self.classic.recover_queue(queue)
-
-    def remote_queue(self, vhost: VHost, record: Any, arguments: dict) -> RemoteQueue:
-        return RemoteQueue(self, vhost.name, record, arguments)
-
     def queue_stopped(self, queue: Any) -> None:
-        if self.queue_service is not None:
-            self.queue_service.queue_stopped(queue)
+        super().queue_stopped(queue)
         if isinstance(queue, QuorumQueue):
             self.quorum.stop(queue)
 
@@ -355,17 +334,10 @@ class Broker:
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
-    def now_ms(self) -> int:
-        return int(time.time() * 1000)
-
-    def server_properties(self) -> dict:
-        return server_properties(self.config)
-
     # ------------------------------------------------------------ alarms
 
     def _alarm_changed(self, active: bool) -> None:
         if self.alarm_gossip is not None:
             self.alarm_gossip.local_changed()
-        for conn in list(self.connections):
-            conn.block() if active else conn.unblock()
+        self.block_publishers(active)
 

@@ -23,11 +23,10 @@ import os
 import time
 from typing import Any
 
-from amqp.errors import Condition
 from metadata.machine import MetadataMachine
 from metadata.projections import Projections
 from node.client.authentication import authentication
-from node.client.connection import ConnectionHandler, server_properties
+from node.client.connection import ConnectionHandler
 from node.client.tls import TlsContexts
 from node.config import Config
 from node.ops.alarms import Alarms
@@ -40,7 +39,8 @@ from node.vhosts.delayed_messages import DelayedMessages
 from node.vhosts.local_queues import LocalQueues, Owners
 from node.vhosts.metadata_store import MetadataStore
 from node.vhosts.policies import PolicyApplier
-from node.vhosts.remote_queue import QueueService, RemoteQueue
+from node.vhosts.queue_process import QueueProcess
+from node.vhosts.remote_queue import QueueService
 from node.vhosts.vhost import VHost
 from node.vhosts.volatile_queues import VolatileQueues
 
@@ -56,7 +56,7 @@ __all__ = ["WorkerNode"]
 log = logging.getLogger("warren.workers")
 
 
-class WorkerNode:
+class WorkerNode(QueueProcess):
     def __init__(self, config: Config, index: int) -> None:
         self.config = config
         self.index = index
@@ -158,12 +158,7 @@ class WorkerNode:
                 ssl_handshake_timeout=cfg.handshake_timeout or None)  # fmt: skip
 
     async def stop(self) -> None:
-        for server in (self._server, self._tls_server):
-            if server is not None:
-                server.close()
-        for conn in list(self.connections):
-            conn.force_close(Condition.CONNECTION_FORCED, "broker shutdown")
-        await asyncio.sleep(0)  # let the transports write their CLOSE frames
+        await self.close_clients()
         if self._tasks is not None:
             self._tasks.cancel()
         if self._alarm_check is not None:
@@ -181,35 +176,9 @@ class WorkerNode:
 
     # -- what the vhosts, queues, links and connections use of their node -----------------
 
-    def make_queue(self, vhost: VHost, name: str, durable: bool, exclusive_owner: Any, auto_delete: bool,
-                   arguments: dict) -> Any:  # fmt: skip
-        return self.classic.make_queue(vhost, name, durable, exclusive_owner, auto_delete, arguments)
-
-    def recover_queue(self, queue: Any) -> None:
-        self.classic.recover_queue(queue)
-
-    def remote_queue(self, vhost: VHost, record: Any, arguments: dict) -> RemoteQueue:
-        return RemoteQueue(self, vhost.name, record, arguments)
-
-    def queue_stopped(self, queue: Any) -> None:
-        if self.queue_service is not None:
-            self.queue_service.queue_stopped(queue)
-
-    def vhost_deleted(self, vhost: VHost) -> None:
-        for conn in list(self.connections):
-            if conn.vhost is vhost:
-                conn.force_close(Condition.CONNECTION_FORCED, f"vhost '{vhost.name}' is deleted")
-
     def background(self, coro: Any, what: str) -> None:
         """Runs a metadata change nobody waits for; a failure is logged."""
         self._tasks.spawn(coro, what)
 
-    def now_ms(self) -> int:
-        return int(time.time() * 1000)
-
-    def server_properties(self) -> dict:
-        return server_properties(self.config)
-
     def _alarm_changed(self, active: bool) -> None:
-        for conn in list(self.connections):
-            conn.block() if active else conn.unblock()
+        self.block_publishers(active)

@@ -6,6 +6,7 @@ ends survive the other's death."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import sys
@@ -116,6 +117,21 @@ def run(main) -> None:
     asyncio.run(asyncio.wait_for(main(), 30))
 
 
+@contextlib.asynccontextmanager
+async def serving(data_dir: str, *commands):
+    """Worker 0 (its machine holding `commands`) serving, and one follower process in step."""
+    node = NodeWorker(asyncio.get_running_loop())
+    for command in commands:
+        node.commit(command)
+    await node.feed.serve(address(data_dir, "control"))
+    follower = await Follower.start(data_dir)
+    try:
+        yield node, follower
+    finally:
+        await follower.stop()
+        node.feed.close()
+
+
 @pytest.fixture
 def data_dir(tmp_path) -> str:
     return str(tmp_path)
@@ -123,31 +139,18 @@ def data_dir(tmp_path) -> str:
 
 def test_a_follower_starts_from_the_snapshot_and_then_applies_each_command_in_order(data_dir):
     async def main():
-        loop = asyncio.get_running_loop()
-        node = NodeWorker(loop)
-        node.commit(c.AddVHost("k1", "/"))
-        node.commit(c.AddVHost("k2", "before"))
-        await node.feed.serve(address(data_dir, "control"))
-        follower = await Follower.start(data_dir)
-        try:
+        async with serving(data_dir, c.AddVHost("k1", "/"), c.AddVHost("k2", "before")) as (node, follower):
             assert await follower.ask("show") == ["vhosts", "/,before", "1"]
             node.commit(c.AddVHost("k3", "after"))
             node.commit(c.DeleteVHost("k4", "before"))
             assert await follower.show_until("/,after") == ["vhosts", "/,after", "1"]
-        finally:
-            await follower.stop()
-            node.feed.close()
 
     run(main)
 
 
 def test_a_followers_change_commits_on_the_node_worker_and_it_reads_its_own_write(data_dir):
     async def main():
-        loop = asyncio.get_running_loop()
-        node = NodeWorker(loop)
-        await node.feed.serve(address(data_dir, "control"))
-        follower = await Follower.start(data_dir)
-        try:
+        async with serving(data_dir) as (node, follower):
             await follower.show_until("-")
             # the answer comes back only once the follower's own machine holds the new vhost
             assert await follower.ask("add mine") == ["ok", "mine", "1"]
@@ -155,9 +158,6 @@ def test_a_followers_change_commits_on_the_node_worker_and_it_reads_its_own_writ
             # a refusal comes back with the machine's condition, and changes nothing
             assert await follower.ask("del nothing") == ["refused", "amqp:not-found"]
             assert await follower.ask("show") == ["vhosts", "mine", "1"]
-        finally:
-            await follower.stop()
-            node.feed.close()
 
     run(main)
 
