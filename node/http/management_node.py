@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from node.vhosts.metadata_store import MetadataStore
     from node.vhosts.quorum_groups import QuorumQueues
     from node.vhosts.vhost import VHost
+    from node.workers.node_worker import NodeWorker
     from routing.users import Authenticator
 
 __all__ = ["ManagementNode", "ScrapedNode"]
@@ -78,6 +79,7 @@ class ManagementNode(ScrapedNode, Protocol):
     memory: MemoryAccount  # GET /api/nodes/{node}/memory (node_detail_routes.py)
     tls: TlsContexts | None  # None without tls_cert (tls_routes.py)
     logs: NodeLogs | None  # GET /api/nodes/{node}/log-tail; None: a node whose host process owns logging
+    node_worker: NodeWorker | None  # a node with several workers: the others' connections (node_routes.py)
     delayed: DelayedMessages  # what x-delayed-message exchanges hold (topology_routes.py)
 
     def now_ms(self) -> int: ...

@@ -157,56 +157,57 @@ async def put_cluster_name(request: web.Request) -> web.Response:
 # ---------------------------------------------------------------- connections
 
 
-def _connections(api: ManagementAPI, user: Any, vhost: str | None = None) -> list[dict]:
-    """Open connections (past AMQP OPEN), the user's own unless monitor."""
+async def _connections(api: ManagementAPI, user: Any, vhost: str | None = None) -> list[dict]:
+    """Open connections (past AMQP OPEN), the user's own unless monitor (user None: all); on a
+    node with several workers, every worker's, each naming its `worker`."""
     node = api.node
-    out = []
-    for conn in node.connections:
-        if conn.vhost is None or (vhost is not None and conn.vhost.name != vhost):
-            continue
-        if not is_monitor(user) and conn.user != user.name:
-            continue
-        out.append(fmt.connection_json(conn, node.config.node_name, node.alarms.active))
+    shown = [fmt.connection_json(conn, node.config.node_name, node.alarms.active)
+             for conn in node.connections if conn.vhost is not None]  # fmt: skip
+    if node.node_worker is not None:
+        shown = [c | {"worker": 0} for c in shown] + await node.node_worker.connections()
+    out = [c for c in shown if (vhost is None or c["vhost"] == vhost) and (user is None or is_monitor(user) or c["user"] == user.name)]
     return sorted(out, key=lambda c: c["name"])
-
-
-def _connection(request: web.Request) -> Any:
-    name = request.match_info["name"]
-    for conn in api_of(request).node.connections:
-        if conn.name == name and conn.vhost is not None:
-            return conn
-    raise not_found(f"no connection '{name}'")
 
 
 @access(MGMT)
 async def list_connections(request: web.Request) -> web.Response:
-    return list_response(request, _connections(api_of(request), request[USER]))
+    return list_response(request, await _connections(api_of(request), request[USER]))
 
 
 @access(VHOST)
 async def vhost_connections(request: web.Request) -> web.Response:
     api = api_of(request)
     vhost = api.vhost(request.match_info["vhost"])
-    return list_response(request, _connections(api, request[USER], vhost.name))
+    return list_response(request, await _connections(api, request[USER], vhost.name))
 
 
 @access(MGMT)
 async def get_connection(request: web.Request) -> web.Response:
-    conn, user = _connection(request), request[USER]
-    if not is_monitor(user) and conn.user != user.name:
+    name, user = request.match_info["name"], request[USER]
+    shown = next((c for c in await _connections(api_of(request), None) if c["name"] == name), None)
+    if shown is None:
+        raise not_found(f"no connection '{name}'")
+    if not is_monitor(user) and shown["user"] != user.name:
         raise refused("User not authorised to access object")
-    node = api_of(request).node
-    return json_response(request, fmt.connection_json(conn, node.config.node_name, node.alarms.active))
+    return json_response(request, shown)
 
 
 @access(MGMT)
 async def close_connection(request: web.Request) -> web.Response:
     """Closes with amqp:connection:forced; the X-Reason header is the
     description, as in RabbitMQ."""
-    conn, user = _connection(request), request[USER]
-    if not is_admin(user) and conn.user != user.name:
+    name, user = request.match_info["name"], request[USER]
+    shown = next((c for c in await _connections(api_of(request), None) if c["name"] == name), None)
+    if shown is None:
+        raise not_found(f"no connection '{name}'")
+    if not is_admin(user) and shown["user"] != user.name:
         raise refused("User not authorised to access object")
-    conn.force_close(Condition.CONNECTION_FORCED, request.headers.get("X-Reason") or DEFAULT_CLOSE_REASON)
+    reason = request.headers.get("X-Reason") or DEFAULT_CLOSE_REASON
+    local = next((c for c in api_of(request).node.connections if c.name == name and c.vhost is not None), None)
+    if local is not None:
+        local.force_close(Condition.CONNECTION_FORCED, reason)
+    elif not await api_of(request).node.node_worker.close_connection(name, reason):
+        raise not_found(f"no connection '{name}'")  # it closed meanwhile
     return no_content()
 
 

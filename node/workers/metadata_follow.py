@@ -13,9 +13,11 @@ permissions) stay a local read. Items on the control link (control.py):
                    ["applied", index, record]     a command as the voter applied it (raft/records.py bytes)
                    [notice, ...]                  anything else the node tells its workers (`notify`),
                                                   in order with the commands
+                   ["ask", req, question]         what the HTTP API asks every worker (`ask`): a list
                    ["result", req, kind, condition, description]   kind: ok, created, error, none
                    ["unavailable", req, description]   the proposal could not commit (ClusterError)
     K -> worker 0  ["propose", req, record]
+                   ["answer", req, value]         a worker's answer to a question (None: it had none)
 
 A follower's proposal is committed by worker 0 (`Cluster.propose`, leader or
 not). Its answer leaves on the same link after the "applied" item of the
@@ -73,6 +75,9 @@ class MetadataFeed:
         self._followers: set[WorkerLink] = set()
         self._tasks: set[asyncio.Task] = set()
         self._server: asyncio.AbstractServer | None = None
+        # a question's req -> (all answered, the answers, the links still to answer -> their place)
+        self._asked: dict[int, tuple[asyncio.Future, list, dict[int, int]]] = {}
+        self._reqs = itertools.count(1)
         machine.subscribe(self._applied, self._restored)
 
     @property
@@ -115,12 +120,46 @@ class MetadataFeed:
         for link in self._followers:
             link.send(self._snapshot_item())
 
+    async def ask(self, question: list, timeout: float = 5.0) -> list:
+        """Every follower's answer to `question` (None from one that had none or did not answer in time)."""
+        links = list(self._followers)
+        if not links:
+            return []
+        req = next(self._reqs)
+        done, answers = self._loop.create_future(), [None] * len(links)
+        pending = {id(link): i for i, link in enumerate(links)}
+        self._asked[req] = (done, answers, pending)
+        for link in links:
+            if not link.send(["ask", req, question]):
+                pending.pop(id(link), None)
+        try:
+            if pending:
+                await asyncio.wait_for(asyncio.shield(done), timeout)
+        except TimeoutError:
+            pass
+        finally:
+            del self._asked[req]
+        return answers
+
+    def _answered(self, link: WorkerLink, req: int, value: Any) -> None:
+        asked = self._asked.get(req)
+        if asked is None:
+            return
+        done, answers, pending = asked
+        i = pending.pop(id(link), None)
+        if i is not None:
+            answers[i] = value
+        if not pending and not done.done():
+            done.set_result(None)
+
     def _on_items(self, link: WorkerLink, items: list) -> None:
         for item in items:
             if item[0] == "propose" and len(item) == 3:
                 task = self._loop.create_task(self._commit(link, item[1], item[2]))
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
+            elif item[0] == "answer" and len(item) == 3:
+                self._answered(link, item[1], item[2])
             else:
                 log.warning("a worker sent an unknown control item %r; ignored", item[0])
 
@@ -141,9 +180,12 @@ class MetadataFollower:
 
     def __init__(self, loop: asyncio.AbstractEventLoop, machine: MetadataMachine, address: str,
                  reconnect: float = RECONNECT, on_extra: Callable[[dict], None] | None = None,
-                 on_notice: Callable[[list], None] | None = None) -> None:  # fmt: skip
-        """`on_extra(extra)` runs before each snapshot is applied; `on_notice(item)` for each notice."""
+                 on_notice: Callable[[list], None] | None = None,
+                 on_ask: Callable[[list], Any] | None = None) -> None:  # fmt: skip
+        """`on_extra(extra)` runs before each snapshot is applied; `on_notice(item)` for each notice;
+        `on_ask(question)` answers worker 0's questions."""
         self._loop = loop
+        self._on_ask = on_ask
         self._on_extra = on_extra
         self._on_notice = on_notice
         self.machine = machine
@@ -216,10 +258,22 @@ class MetadataFollower:
                 self._answer(item[1], _result(item[2], item[3], item[4]))
             elif kind == "unavailable":
                 self._answer(item[1], ClusterError(item[2]))
+            elif kind == "ask":
+                self._reply(item[1], item[2])
             elif self._on_notice is not None:
                 self._on_notice(item)
             else:
                 log.warning("the node worker sent an unknown control item %r; ignored", kind)
+
+    def _reply(self, req: int, question: list) -> None:
+        value = None
+        if self._on_ask is not None:
+            try:
+                value = self._on_ask(question)
+            except Exception:
+                log.exception("answering %r failed", question[:1])
+        if self._link is not None:
+            self._link.send(["answer", req, value])
 
     def _answer(self, req: int, outcome: Any) -> None:
         done = self._pending.get(req)

@@ -5,11 +5,14 @@ as the cluster knows it (node/broker.py, unchanged otherwise), and besides:
 - feeds its metadata to the other workers and commits their proposals
   (metadata_follow.py), the snapshot carrying the node's id and the map;
 - listens for the other workers' links (transport.py) and routes the queue
-  proxy's and Direct Reply-To's traffic to them (peers.py)."""
+  proxy's and Direct Reply-To's traffic to them (peers.py);
+- asks the other workers for what the HTTP API shows of them (their
+  connections) and passes on what it does to them (closing one)."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 from typing import Any
 
@@ -51,6 +54,16 @@ class NodeWorker:
         routed = RoutedTransport(cluster.transport, self.transport, lambda peer: peer.startswith(workers))
         self.peers = WorkerPeers(node_id, 0, self.workers, routed, cluster.rpc.channels, cluster)
         return self.peers
+
+    async def connections(self) -> list[dict]:
+        """The other workers' open connections, as the HTTP API shows them (with their `worker`)."""
+        answers = await self.feed.ask(["connections"]) if self.feed is not None else []
+        return [conn for answer in answers if answer for conn in json.loads(answer)]
+
+    async def close_connection(self, name: str, reason: str) -> bool:
+        """Close the connection `name` on the worker that has it; False when none has it."""
+        answers = await self.feed.ask(["close", name, reason]) if self.feed is not None else []
+        return any(answers)
 
     async def close(self) -> None:
         if self.feed is not None:

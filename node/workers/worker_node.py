@@ -18,17 +18,20 @@ beside them), as node/broker.py does for worker 0."""
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import time
 from typing import Any
 
+from amqp.errors import Condition
 from metadata.machine import MetadataMachine
 from metadata.projections import Projections
 from node.client.authentication import authentication
 from node.client.connection import ConnectionHandler
 from node.client.tls import TlsContexts
 from node.config import Config
+from node.http.formats import connection_json
 from node.ops.alarms import Alarms
 from node.ops.memory import MemoryAccount
 from node.ops.metrics import NodeMetrics
@@ -111,7 +114,8 @@ class WorkerNode(QueueProcess):
         self._alarm_check = Periodic(loop, cfg.alarm_check_interval, self.alarms.check, "the resource alarm check")
         self._alarm_check.start()
         self._follower = MetadataFollower(loop, self.metadata_machine, address(cfg.data_dir, "control"),
-                                          on_extra=self._node_said, on_notice=self._notice)  # fmt: skip
+                                          on_extra=self._node_said, on_notice=self._notice,
+                                          on_ask=self._asked)  # fmt: skip
         await self._follower.start()
         self.metadata = MetadataStore(self.metadata_machine, self._follower.propose)
         channels: dict = {}
@@ -139,6 +143,21 @@ class WorkerNode(QueueProcess):
     def _notice(self, item: list) -> None:
         if item[0] == "placed":
             self.slots.placed(item[1], item[2], item[3])
+
+    def _asked(self, question: list) -> Any:
+        """Worker 0's HTTP API asks: this worker's open connections (JSON, as the API shows
+        them), or to close one of them (True when it is here)."""
+        if question[0] == "connections":
+            shown = [connection_json(conn, self.config.node_name, self.alarms.active) | {"worker": self.index}
+                     for conn in self.connections if conn.vhost is not None]  # fmt: skip
+            return json.dumps(shown)
+        if question[0] == "close" and len(question) == 3:
+            for conn in list(self.connections):
+                if conn.name == question[1] and conn.vhost is not None:
+                    conn.force_close(Condition.CONNECTION_FORCED, question[2])
+                    return True
+            return False
+        return None
 
     def _dial_to(self, peer: str) -> str | None:
         """Each pair of workers has one link, dialled by the higher-numbered worker."""

@@ -13,11 +13,12 @@ import subprocess
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 
 import psutil
 import pytest
-from proton import Message
+from proton import ConnectionException, Message
 from proton.utils import BlockingConnection
 from volatile_clients import requester
 
@@ -242,3 +243,23 @@ def test_worker_1_keeps_serving_its_own_queues_while_worker_0_restarts(two_worke
             on_1 = connect_on(node, 1)
     assert consume(on_1, other, 1) == ["after"]
     on_1.close()
+
+
+def test_the_http_api_shows_and_closes_the_connections_of_every_worker(two_workers):
+    node = two_workers
+    on_0, on_1 = connect_on(node, 0), connect_on(node, 1)
+    listed = {c["worker"]: c for c in api(node, "GET", "/api/connections")}
+    assert sorted(listed) == [0, 1]
+    assert all(c["user"] == "guest" and c["vhost"] == "/" for c in listed.values())
+    name = listed[1]["name"]
+    assert api(node, "GET", f"/api/connections/{urllib.parse.quote(name, safe='')}")["worker"] == 1
+    assert [c["name"] for c in api(node, "GET", "/api/vhosts/%2F/connections")] == sorted(c["name"] for c in listed.values())
+
+    api(node, "DELETE", f"/api/connections/{urllib.parse.quote(name, safe='')}")
+    deadline = time.monotonic() + 10
+    while name in {c["name"] for c in api(node, "GET", "/api/connections")}:
+        assert time.monotonic() < deadline, "the connection on worker 1 was not closed"
+        time.sleep(0.05)
+    with pytest.raises(ConnectionException):  # the client was told: its connection is gone
+        on_1.create_sender("/queues/anything").send(Message(body="x"))
+    on_0.close()
