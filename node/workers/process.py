@@ -5,7 +5,8 @@ the AMQP ports the settings leave to the kernel (port 0) once, so that every
 worker listens on the same one, then starts N copies of its own command line
 with WARREN_WORKER=K and those ports. Worker 0 runs the node (node/broker.py);
 workers 1..N-1 run `WorkerNode`. Each worker's memory alarm watches its share
-of the node's watermark, so the node as a whole stays under it."""
+of the node's watermark, and each worker takes its share of the node's
+`max_connections`, so the node as a whole stays under both."""
 
 from __future__ import annotations
 
@@ -36,8 +37,11 @@ def worker_index() -> int | None:
 
 
 def worker_config(cfg: Config) -> Config:
-    """A worker's settings: the node's, with its share of the memory watermark."""
-    return dataclasses.replace(cfg, memory_high_watermark=cfg.memory_high_watermark / cfg.workers)
+    """A worker's settings: the node's, with its share of the memory watermark and of the
+    node's connection limit (each worker counts its own)."""
+    share = -(-cfg.max_connections // cfg.workers) if cfg.max_connections > 0 else cfg.max_connections
+    return dataclasses.replace(cfg, memory_high_watermark=cfg.memory_high_watermark / cfg.workers,
+                               max_connections=share)  # fmt: skip
 
 
 def supervise(cfg: Config, argv: list[str]) -> int:
