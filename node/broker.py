@@ -72,7 +72,7 @@ class Broker(QueueProcess):
         self.vhosts: dict[str, VHost] = {}
         self.metrics = NodeMetrics()
         # users and permissions come from the metadata (the projections keep this in step)
-        self.auth, self.logins = authentication(config)  # users and permissions: the projections keep them in step
+        self.auth, self.logins = authentication(config)
         self._server: asyncio.base_events.Server | None = None
         self._tls_server: asyncio.base_events.Server | None = None
         self.tls = TlsContexts.from_config(config)  # None without tls_cert; raises TlsError on bad files

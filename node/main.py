@@ -68,11 +68,10 @@ def reload_tls(broker: Broker) -> None:
         logging.getLogger("warren.tls").error("SIGHUP: TLS reload failed, the previous certificate stays: %s", e)
 
 
-def run(cfg: Config, argv: list[str] | None = None) -> int:
-    """`argv`: the command line after the program's name (a supervisor starts its workers with it)."""
+def run(cfg: Config) -> int:
     worker = worker_index() if cfg.workers > 1 else None
-    if cfg.workers > 1 and worker is None:  # the supervisor of a node with several workers
-        return supervise(cfg, sys.argv[1:] if argv is None else argv)
+    if cfg.workers > 1 and worker is None:  # the supervisor of a node with several workers: it
+        return supervise(cfg, sys.argv[1:])  # starts each worker with this command line
     if worker is not None:
         cfg = worker_config(cfg)
     try:
