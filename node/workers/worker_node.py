@@ -43,7 +43,8 @@ from node.vhosts.local_queues import LocalQueues, Owners
 from node.vhosts.metadata_store import MetadataStore
 from node.vhosts.policies import PolicyApplier
 from node.vhosts.queue_process import QueueProcess
-from node.vhosts.remote_queue import QueueService
+from node.vhosts.remote_queue import QueueService, RemoteQueue
+from node.vhosts.stream_proxy import StreamProxy
 from node.vhosts.vhost import VHost
 from node.vhosts.volatile_queues import VolatileQueues
 
@@ -194,6 +195,11 @@ class WorkerNode(QueueProcess):
         log.info("worker %d stopped", self.index)
 
     # -- what the vhosts, queues, links and connections use of their node -----------------
+
+    def remote_queue(self, vhost: VHost, record: Any, arguments: dict) -> RemoteQueue:
+        if record.type == "stream":  # a reader's offset and filters travel with its attach
+            return StreamProxy(self, vhost.name, record, arguments)
+        return super().remote_queue(vhost, record, arguments)
 
     def background(self, coro: Any, what: str) -> None:
         """Runs a metadata change nobody waits for; a failure is logged."""

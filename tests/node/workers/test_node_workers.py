@@ -18,7 +18,8 @@ import urllib.request
 
 import psutil
 import pytest
-from proton import ConnectionException, Message
+from proton import ConnectionException, Message, symbol
+from proton.reactor import Filter
 from proton.utils import BlockingConnection
 from volatile_clients import requester
 
@@ -263,3 +264,15 @@ def test_the_http_api_shows_and_closes_the_connections_of_every_worker(two_worke
     with pytest.raises(ConnectionException):  # the client was told: its connection is gone
         on_1.create_sender("/queues/anything").send(Message(body="x"))
     on_0.close()
+
+
+def test_a_stream_read_from_another_worker_starts_at_the_offset_its_reader_asks(two_workers):
+    node = two_workers
+    api(node, "PUT", "/api/queues/%2F/events", {"durable": True, "arguments": {"x-queue-type": "stream"}})
+    on_1 = connect_on(node, 1)
+    publish(on_1, "events", [f"e{i}" for i in range(10)])  # streams run on worker 0
+    spec = Filter({symbol("rabbitmq:stream-offset-spec"): "first"})
+    reader = on_1.create_receiver("/queues/events", credit=20, options=spec)
+    assert [reader.receive(timeout=10).body for _ in range(10)] == [f"e{i}" for i in range(10)]
+    reader.accept()
+    on_1.close()
