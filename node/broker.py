@@ -175,6 +175,8 @@ class Broker(QueueProcess):
             self.node_names = NodeNames(self.cluster, self.loop, cfg.node_name, self.background)
             await metadata_ready(self.cluster, self.metadata, self.feature_flags, cfg)
             self.classic.drop_orphans()
+            if self.node_worker is not None:
+                await self.node_worker.serve_followers()
             self.delayed.start(self.loop)
             self._announcer = self.loop.create_task(
                 announce_member(self.cluster, self.cluster_machine, self.feature_flags))

@@ -20,6 +20,7 @@ from node.ops.gc_settings import apply_gc_settings
 from node.ops.logs import NodeLogs
 from node.ops.logs import install as install_logs
 from node.workers.process import serve_worker, supervise, worker_config, worker_index
+from node.workers.slots import WorkersRefused, check_workers
 from routing.users import check_password
 
 
@@ -69,6 +70,11 @@ def reload_tls(broker: Broker) -> None:
 
 
 def run(cfg: Config) -> int:
+    try:
+        check_workers(cfg.data_dir, cfg.workers)
+    except WorkersRefused as e:
+        print(f"warren: refusing to start: {e}", file=sys.stderr, flush=True)
+        return 78  # EX_CONFIG
     worker = worker_index() if cfg.workers > 1 else None
     if cfg.workers > 1 and worker is None:  # the supervisor of a node with several workers: it
         return supervise(cfg, sys.argv[1:])  # starts each worker with this command line

@@ -46,7 +46,6 @@ class NodeWorker:
         self.feed = MetadataFeed(loop, self._machine, cluster.propose,
                                  lambda: {"node_id": node_id, "places": self.slots.snapshot()})  # fmt: skip
         self.slots.on_placed = lambda vhost, name, worker: self.feed.notify(["placed", vhost, name, worker])
-        await self.feed.serve(address(self.data_dir, "control"))
         self.transport = WorkerTransport(loop, node_id, address(self.data_dir, "worker-0"), lambda peer: None)
         self.transport.on_node_message = lambda peer, channel, payload: cluster.rpc.channels[channel](peer, payload)
         await self.transport.start()
@@ -54,6 +53,12 @@ class NodeWorker:
         routed = RoutedTransport(cluster.transport, self.transport, lambda peer: peer.startswith(workers))
         self.peers = WorkerPeers(node_id, 0, self.workers, routed, cluster.rpc.channels, cluster)
         return self.peers
+
+    async def serve_followers(self) -> None:
+        """Let the other workers follow, once this node's metadata is caught up: a worker
+        starting drops the stored messages of queues its first snapshot does not place on it."""
+        self.slots.caught_up = True  # from now on a queue without a place is a new one
+        await self.feed.serve(address(self.data_dir, "control"))
 
     async def connections(self) -> list[dict]:
         """The other workers' open connections, as the HTTP API shows them (with their `worker`)."""

@@ -12,7 +12,13 @@ and `node_id/wK` for worker K.
 Worker 0 decides where a new classic queue goes, as the declaration applies
 there: an exclusive queue on its owner connection's worker (the owner id
 names it, so the queue lives and dies with its connection), any other on the
-worker running the fewest. The map is node-local, not replicated (no other
+worker running the fewest. A queue the node already had when it started
+without a place (a node that ran with one worker, whose messages are in
+worker 0's store) stays on worker 0: until the node's metadata is caught up at
+start (`caught_up`), every queue without a place is worker 0's. A place never
+moves, and a node whose map places queues on workers it no longer runs
+refuses to start (`check_workers`): their messages are in those workers'
+stores. The map is node-local, not replicated (no other
 node needs it: they reach the node through worker 0), written by atomic
 rename to `data_dir/workers/placement` before the queue starts, and sent to
 the other workers ahead of the command that declares it (metadata_follow.py),
@@ -27,9 +33,23 @@ from typing import Any
 
 from metadata import effects as fx
 
-__all__ = ["Slots", "owner_worker", "worker_peer"]
+__all__ = ["Slots", "WorkersRefused", "check_workers", "owner_worker", "worker_peer"]
 
 FILE = "placement"
+
+
+class WorkersRefused(ValueError):
+    """The data directory needs more workers than the node was started with."""
+
+
+def check_workers(data_dir: str, workers: int) -> None:
+    """Raises WorkersRefused when queues of `data_dir` live on workers >= `workers`."""
+    places = _read(os.path.join(data_dir, "workers", FILE))
+    beyond = sorted({w for w in places.values() if w >= workers})
+    if beyond:
+        count = sum(1 for w in places.values() if w >= workers)
+        raise WorkersRefused(f"{count} queue(s) of {data_dir} run on worker(s) {', '.join(map(str, beyond))}, "
+                             f"whose stores hold their messages: start with --workers {max(beyond) + 1} or more")
 
 
 def worker_peer(node_id: str, worker: int) -> str:
@@ -59,6 +79,7 @@ class Slots:
         self._node_id = node_id  # read at each use: it is known once the cluster started
         self._directory = directory
         self._places: dict[tuple[str, str], int] = {}
+        self.caught_up = False  # worker 0: until then a queue without a place is one the node had
         self.on_placed: Callable[[str, str, int], None] | None = None  # worker 0: tell the others first
         if directory is not None:
             self._places = _read(os.path.join(directory, FILE))
@@ -108,20 +129,17 @@ class Slots:
     def on_restored(self, state: Any) -> None:
         if self._directory is None:
             return  # the snapshot from worker 0 carries its map
+        # Places of queues the snapshot lacks stay: the log replayed after it may declare them
+        # (a place goes only with its queue's deletion).
         queues = [q for vh in state.vhosts.values() for q in vh.queues.values()]
-        known = {(q.vhost, q.name) for q in queues}
-        stale = [key for key in self._places if key not in known]
-        for key in stale:
-            del self._places[key]
-        placed = [q for q in queues if q.type == "classic" and self._place(q)]
-        if stale or placed:
+        if [q for q in queues if q.type == "classic" and self._place(q)]:
             self._write()
 
     def _place(self, q: Any) -> bool:
         vhost = q.vhost
         if (vhost, q.name) in self._places or q.leader != self._node_id():
             return False
-        worker = owner_worker(q.exclusive_owner, self._node_id())
+        worker = owner_worker(q.exclusive_owner, self._node_id()) if self.caught_up else 0
         if worker is None or worker >= self.workers:
             counts = [0] * self.workers
             for w in self._places.values():

@@ -276,3 +276,40 @@ def test_a_stream_read_from_another_worker_starts_at_the_offset_its_reader_asks(
     assert [reader.receive(timeout=10).body for _ in range(10)] == [f"e{i}" for i in range(10)]
     reader.accept()
     on_1.close()
+
+
+def test_a_node_started_again_with_two_workers_keeps_its_queues_and_messages_on_worker_0(
+    broker_process_factory, tmp_path
+):
+    data_dir = tmp_path / "data"
+    one = broker_process_factory(data_dir)
+    for name in ("old-a", "old-b"):
+        api(one, "PUT", f"/api/queues/%2F/{name}", {"durable": True})
+    conn = BlockingConnection(one.url, allowed_mechs="PLAIN")
+    for name in ("old-a", "old-b"):
+        publish(conn, name, [f"{name}-{j}" for j in range(50)])
+    conn.close()
+    assert one.terminate() == 0
+
+    two = broker_process_factory(data_dir, extra_args=["--workers", "2"])
+    two.data_dir = str(data_dir)
+    api(two, "PUT", "/api/queues/%2F/new", {"durable": True})
+    assert placement(two.data_dir) == {"old-a": 0, "old-b": 0, "new": 1}  # their messages are in worker 0's store
+    on_1 = connect_on(two, 1)
+    for name in ("old-a", "old-b"):
+        assert consume(on_1, name, 50) == [f"{name}-{j}" for j in range(50)]
+    publish(on_1, "new", ["kept"])
+    on_1.close()
+    assert two.terminate() == 0
+
+    again = broker_process_factory(data_dir, extra_args=["--workers", "2"])  # the places hold across restarts
+    again.data_dir = str(data_dir)
+    assert placement(again.data_dir) == {"old-a": 0, "old-b": 0, "new": 1}
+    assert consume(connect_on(again, 0), "new", 1) == ["kept"]
+    assert again.terminate() == 0
+
+    fewer = subprocess.run([sys.executable, "-m", "node.cli", "server", "--data-dir", str(data_dir), "--amqp-port",
+                            "0", "--http-port", "0", "--metrics-port", "0"],
+                           cwd=ROOT, capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert fewer.returncode == 78
+    assert "1 queue(s)" in fewer.stderr and "start with --workers 2 or more" in fewer.stderr
