@@ -123,10 +123,10 @@ class WorkerTransport:
                 except OSError as e:
                     log.debug("worker %s not reachable yet: %s", peer, e)
                 else:
-                    if not link.lost:  # (it may have ended already)
+                    if not link.lost:  # else it ended already: dial again
                         link.send(["hello", self.name])
                         self._up(peer, link)
-                    return
+                        return
                 await asyncio.sleep(wait)
                 wait = min(wait * 2, REDIAL[1])
         finally:
