@@ -6,6 +6,7 @@ message of its queues while the other worker keeps serving."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import signal
@@ -18,6 +19,7 @@ import urllib.request
 
 import psutil
 import pytest
+from http_json import HttpError, request_json
 from proton import ConnectionException, Message, symbol
 from proton.reactor import Filter
 from proton.utils import BlockingConnection
@@ -29,15 +31,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.a
 
 
 def api(node, method: str, path: str, body=None, user: str = "guest", password: str = "guest"):
-    req = urllib.request.Request(f"http://127.0.0.1:{node.http_port}{path}", method=method,
-                                 data=None if body is None else json.dumps(body).encode(),
-                                 headers={"content-type": "application/json"})  # fmt: skip
-    import base64
-
-    req.add_header("authorization", "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode())
-    with urllib.request.urlopen(req, timeout=10) as r:
-        data = r.read()
-        return json.loads(data) if data else None
+    auth = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+    return request_json(f"http://127.0.0.1:{node.http_port}{path}", method, auth, body)
 
 
 def workers(node) -> dict[int, psutil.Process]:
@@ -156,10 +151,10 @@ def test_a_reply_crosses_to_the_requesters_worker(two_workers, requester_on, res
 
 
 def test_a_node_of_several_workers_refuses_to_join_a_cluster(two_workers):
-    with pytest.raises(urllib.error.HTTPError) as refused:
+    with pytest.raises(HttpError) as refused:
         api(two_workers, "POST", "/api/cluster/join", {"seed": "127.0.0.1:1"})
-    assert refused.value.code == 400
-    assert "runs 2 workers" in json.loads(refused.value.read())["reason"]
+    assert refused.value.status == 400
+    assert "runs 2 workers" in refused.value.body["reason"]
 
 
 def test_a_worker_killed_with_minus_9_comes_back_with_every_confirmed_message_and_the_other_serves_meanwhile(
