@@ -19,14 +19,12 @@ matters: arrow's 16 processes take a part of them)."""
 from __future__ import annotations
 
 import argparse
-import base64
 import json
 import os
 import sys
 import tempfile
 import threading
 import time
-import urllib.request
 
 import psutil
 
@@ -36,7 +34,9 @@ sys.path.insert(0, HERE)
 
 import pair  # noqa: E402
 import procs  # noqa: E402
+from clusters import trees_cpu_seconds  # noqa: E402
 from rabbitmq import RabbitNode  # noqa: E402
+from run import QueueSpec, declare_warren_queues  # noqa: E402
 
 HOST = "127.0.0.1"
 
@@ -78,13 +78,7 @@ class Warren:
         return [c.pid for c in children] if self.workers > 1 else [root.pid]
 
     def declare(self, names: list[str]) -> None:
-        auth = base64.b64encode(b"guest:guest").decode()
-        for name in names:
-            req = urllib.request.Request(f"http://{HOST}:{self.http_port}/api/queues/%2F/{name}", method="PUT",
-                                         data=json.dumps({"durable": True}).encode(),
-                                         headers={"Authorization": f"Basic {auth}",
-                                                  "Content-Type": "application/json"})  # fmt: skip
-            urllib.request.urlopen(req, timeout=10).close()
+        declare_warren_queues(HOST, self.http_port, [QueueSpec(name, durable=True) for name in names])
 
     def address(self, name: str) -> str:
         return f"/queues/{name}"
@@ -120,17 +114,6 @@ class Rabbit:
         self.node.stop()
 
 
-def cpu(pids: list[int]) -> list[float]:
-    out = []
-    for p in pids:
-        try:
-            t = psutil.Process(p).cpu_times()
-            out.append(t.user + t.system + t.children_user + t.children_system)
-        except psutil.Error:
-            out.append(0.0)
-    return out
-
-
 def measure(broker, queues: int, args) -> dict:
     names = [f"bench-{i}" for i in range(queues)]
     broker.declare(names)
@@ -142,7 +125,7 @@ def measure(broker, queues: int, args) -> dict:
                                    arrow=args.arrow, idle_timeout=30.0)  # fmt: skip
 
     pids = broker.pids()
-    before = cpu(pids)
+    before = trees_cpu_seconds([[p] for p in pids])
     threads = [threading.Thread(target=one, args=(i,)) for i in range(queues)]
     for t in threads:
         t.start()
@@ -150,7 +133,7 @@ def measure(broker, queues: int, args) -> dict:
     spread = [connections(p, broker.port) for p in pids]
     for t in threads:
         t.join()
-    spent = [b - a for a, b in zip(before, cpu(pids), strict=True)]
+    spent = [b - a for a, b in zip(before, trees_cpu_seconds([[p] for p in pids]), strict=True)]
     ok = all(r is not None and r.get("ok") for r in results)
     done = [r for r in results if r and r.get("ok")]
     messages = queues * args.count

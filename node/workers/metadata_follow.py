@@ -40,6 +40,7 @@ import metadata.commands  # noqa: F401  (registers the records a follower decode
 from metadata.effects import CREATED, OK, Created, Error, Result
 from metadata.machine import MetadataMachine
 from node.cluster.errors import ClusterError
+from node.tasks import BackgroundTasks
 from raft import records
 
 from .control import CONTROL, dial, listen
@@ -73,7 +74,7 @@ class MetadataFeed:
         self._propose = propose
         self._extra = extra
         self._followers: set[WorkerLink] = set()
-        self._tasks: set[asyncio.Task] = set()
+        self._tasks = BackgroundTasks(loop, log)  # followers' proposals being committed
         self._server: asyncio.AbstractServer | None = None
         # a question's req -> (all answered, the answers, the links still to answer -> their place)
         self._asked: dict[int, tuple[asyncio.Future, list, dict[int, int]]] = {}
@@ -92,8 +93,7 @@ class MetadataFeed:
             self._server.close()
         for link in list(self._followers):
             link.close()
-        for task in self._tasks:
-            task.cancel()
+        self._tasks.cancel()
 
     def _accept(self) -> WorkerLink:
         link: WorkerLink = WorkerLink(self._loop, lambda items: self._on_items(link, items),
@@ -155,9 +155,7 @@ class MetadataFeed:
     def _on_items(self, link: WorkerLink, items: list) -> None:
         for item in items:
             if item[0] == "propose" and len(item) == 3:
-                task = self._loop.create_task(self._commit(link, item[1], item[2]))
-                self._tasks.add(task)
-                task.add_done_callback(self._tasks.discard)
+                self._tasks.spawn(self._commit(link, item[1], item[2]), "committing a worker's proposal")
             elif item[0] == "answer" and len(item) == 3:
                 self._answered(link, item[1], item[2])
             else:

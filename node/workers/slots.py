@@ -86,9 +86,6 @@ class Slots:
 
     # -- reading ------------------------------------------------------------------------
 
-    def worker_of(self, vhost: str, name: str) -> int | None:
-        return self._places.get((vhost, name))
-
     def elsewhere(self, record: Any) -> str | None:
         """The peer name of the worker that runs the queue `record` when it is another
         worker of this node than this one; None when this worker runs it, or when the

@@ -83,9 +83,6 @@ class WorkerTransport:
         if peer not in self._links and peer not in self._dialing and self._dial_to(peer) is not None:
             self._dialing[peer] = self.loop.create_task(self._dial(peer))
 
-    def remove_peer(self, peer: str) -> None:
-        self._wanted.discard(peer)
-
     def is_connected(self, peer: str) -> bool:
         return peer in self._links
 
