@@ -54,6 +54,7 @@ from node.vhosts.remote_queue import QueueService
 from node.vhosts.streams import StreamQueues
 from node.vhosts.vhost import VHost
 from node.vhosts.volatile_queues import VolatileQueues
+from node.workers.handover import Handover, serve_handovers
 from node.workers.node_worker import NodeWorker
 from queues.quorum.queue import QuorumQueue
 from storage.faults import DiskFaults
@@ -99,6 +100,7 @@ class Broker(QueueProcess):
         # workers follows the metadata before the queues start
         self.node_worker = (NodeWorker(config.data_dir, config.workers, self.metadata_machine, lambda: self.node_id)
                             if config.workers > 1 else None)  # fmt: skip
+        self.handover: Handover | None = None  # with several workers, once the node is up
         self.local_queues = LocalQueues(self)
         if self.node_worker is not None:
             self.local_queues.elsewhere = self.node_worker.slots.elsewhere
@@ -188,6 +190,8 @@ class Broker(QueueProcess):
                 await self.snapshots.start()
             # management first: once the AMQP port accepts, the whole node is up
             await self._start_http()
+            if self.node_worker is not None:
+                self.handover = serve_handovers(self, self.node_worker.slots)
             await self._start_amqp()
             self.shovels = start_shovels(ShovelNodePort(self.cluster, self.metadata, self.projections, self.vhosts,
                                                         lambda: self.amqp_port, cfg.node_name, cfg.listen_host, self),
@@ -293,6 +297,8 @@ class Broker(QueueProcess):
         for part in (self.quorum, self.placement, self.streams, self.queue_service, self.alarm_gossip, self.node_names):
             if part is not None:  # the optional ones exist once start got that far
                 part.close()
+        if self.handover is not None:
+            self.handover.close()
         if self.node_worker is not None:
             await self.node_worker.close()
         if self.cluster is not None:

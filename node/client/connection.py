@@ -19,6 +19,7 @@ from amqp.errors import Condition
 from amqp.types import Symbol
 from node import __version__
 from node.client.attaching import LinkAttaching
+from node.client.handing_over import ConnectionHandover, HandedOver
 from node.client.ingest import IngestBudget
 from node.client.links import Publisher, QueueConsumer
 from node.client.management.node_link import ManagementLink, ReplyLink
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
     from node.vhosts.local_queues import Owners
     from node.vhosts.vhost import VHost
     from node.vhosts.volatile_queues import VolatileQueues
+    from node.workers.handover import Handover, TakenOver
     from routing.users import Authenticator
 
 log = logging.getLogger("warren.connection")
@@ -59,14 +61,16 @@ class ClientNode(Protocol):
     logins: LoginService
     alarms: Alarms  # publishers wait while one is active
     metrics: NodeMetrics
+    handover: Handover | None  # with several workers: moves a connection to its queue's worker
 
     def now_ms(self) -> int: ...
 
     def server_properties(self) -> dict: ...
 
 
-class ConnectionHandler(ConnectionOpening, LinkAttaching, TokenCredentials, asyncio.Protocol):
-    def __init__(self, node: ClientNode):
+class ConnectionHandler(ConnectionOpening, LinkAttaching, ConnectionHandover, TokenCredentials, asyncio.Protocol):
+    def __init__(self, node: ClientNode, taken: TakenOver | None = None):
+        """`taken`: a connection another worker of this node accepted and handed over."""
         self.node = node
         cfg = node.config
         self.engine = Connection(
@@ -108,6 +112,11 @@ class ConnectionHandler(ConnectionOpening, LinkAttaching, TokenCredentials, asyn
         # what the HTTP API shows (RabbitMQ's connection fields): socket reads and writes, and their bytes
         self.connected_at = 0
         self.recv_oct = self.recv_cnt = self.send_oct = self.send_cnt = 0
+        # what the client sent while the connection may still move to another worker
+        # (node/client/handing_over.py), and what one moved here brought along
+        self._kept: list[bytes] | None = None
+        self._kept_bytes = 0
+        self._taken = taken
 
     # ------------------------------------------------------------ asyncio side
 
@@ -125,11 +134,16 @@ class ConnectionHandler(ConnectionOpening, LinkAttaching, TokenCredentials, asyn
         if transport.get_extra_info("ssl_object") is not None:
             self._tls_accepted(transport)
         self.node.connections.add(self)
-        self.node.metrics.connections_opened += 1
         self._arm_timer()
         if self.node.config.handshake_timeout > 0:
             self._handshake_timer = self.node.loop.call_later(self.node.config.handshake_timeout,
                                                               self._handshake_expired)  # fmt: skip
+        if self._taken is not None:
+            self._replay_taken(self._taken)
+            return
+        self.node.metrics.connections_opened += 1
+        if self.node.handover is not None and not self.tls:
+            self._kept = []
 
     def _tls_accepted(self, transport: asyncio.BaseTransport) -> None:
         """The TLS handshake is done (the transport calls connection_made
@@ -146,6 +160,8 @@ class ConnectionHandler(ConnectionOpening, LinkAttaching, TokenCredentials, asyn
     def data_received(self, data: bytes) -> None:
         self.recv_oct += len(data)
         self.recv_cnt += 1
+        if self._kept is not None:
+            self._keep(data)
         try:
             events = self.engine.receive_data(data)
             while True:
@@ -161,6 +177,8 @@ class ConnectionHandler(ConnectionOpening, LinkAttaching, TokenCredentials, asyn
                 for publisher in fed:
                     publisher.fed = False
                     publisher.top_up()
+        except HandedOver:  # another worker has the socket now
+            return
         except Exception:  # a bug of ours must cost one connection, never the node
             log.exception("internal error on connection %s", self.name)
             self.engine.close(Condition.INTERNAL_ERROR, "internal error")
@@ -315,11 +333,15 @@ class ConnectionHandler(ConnectionOpening, LinkAttaching, TokenCredentials, asyn
             elif isinstance(context, ReplyLink):
                 context.on_flow(event.drain, event.echo)
         elif kind is ev.LinkAttached:
-            self._on_attach(event.link, event.attach)
+            if self._kept is not None or self._taken is not None:
+                self._first_link(event.link, event.attach)
+            else:
+                self._on_attach(event.link, event.attach)
         elif kind is ev.LinkDetached:
             self._link_gone(event.link)
         elif kind is ev.SessionBegun:
-            self.node.metrics.sessions_opened += 1
+            if self._taken is None:  # a session replayed was counted where it began
+                self.node.metrics.sessions_opened += 1
             event.session.begin(incoming_window=self.node.config.session_window, handle_max=self.node.config.handle_max)
         elif kind is ev.SessionEnded:
             self._session_gone(event.session)

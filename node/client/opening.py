@@ -31,6 +31,9 @@ class ConnectionOpening:
     """The SASL and OPEN half of `ConnectionHandler` (node/client/connection.py)."""
 
     def _on_sasl(self, event: ev.SaslInitReceived) -> None:
+        if self._taken is not None:  # replayed: the worker that accepted the connection checked it
+            self.engine.sasl_outcome(True)
+            return
         # The engine holds whatever the client sent after its SASL init until
         # the outcome is given; the check runs off the loop (node/client/login.py).
         self._login = self.node.loop.create_task(self._authenticate(event))

@@ -90,16 +90,18 @@ class Slots:
         """The peer name of the worker that runs the queue `record` when it is another
         worker of this node than this one; None when this worker runs it, or when the
         queue is another node's (the cluster's proxy reaches it as before)."""
+        worker = self.worker_running(record)
+        return None if worker is None or worker == self.me else worker_peer(self._node_id(), worker)
+
+    def worker_running(self, record: Any) -> int | None:
+        """The worker of this node that runs the queue `record`; None when no worker of this
+        node does (another node's classic queue, a quorum queue or stream without a replica here)."""
         node_id = self._node_id()
         if record.type == "classic":
-            if record.leader != node_id:
-                return None
-            worker = self._places.get((record.vhost, record.name), 0)
-        elif record.leader == node_id or node_id in tuple(getattr(record, "replicas", ()) or ()):
-            worker = 0
-        else:
-            return None
-        return None if worker == self.me else worker_peer(node_id, worker)
+            return self._places.get((record.vhost, record.name), 0) if record.leader == node_id else None
+        if record.leader == node_id or node_id in tuple(getattr(record, "replicas", ()) or ()):
+            return 0
+        return None
 
     def snapshot(self) -> list:
         return [[vhost, name, worker] for (vhost, name), worker in self._places.items()]

@@ -49,6 +49,7 @@ from node.vhosts.vhost import VHost
 from node.vhosts.volatile_queues import VolatileQueues
 
 from .control import address
+from .handover import Handover, serve_handovers
 from .metadata_follow import MetadataFollower
 from .peers import WorkerPeers
 from .slots import Slots, worker_peer
@@ -90,6 +91,7 @@ class WorkerNode(QueueProcess):
         self.delayed = DelayedMessages(self, config.delayed_message_memory_window)  # its schedulers run on worker 0
         self.node_names = None
         self.queue_service: QueueService | None = None
+        self.handover: Handover | None = None
         self.cluster = None  # no Raft here (the memory account asks)
         self.classic: ClassicStore | None = None
         self.store: Any = None
@@ -130,6 +132,7 @@ class WorkerNode(QueueProcess):
         self.queue_service = QueueService(peers, loop, self.vhosts, self.projections, cfg.quorum_consumer_lease)
         self.volatile.attach_cluster(peers, loop)
         self.classic.drop_orphans()
+        self.handover = serve_handovers(self, self.slots)
         await self._listen()
         self.memory.set_baseline()
         log.info("worker %d of node %s listening amqp=%s:%s", self.index, self.node_id, cfg.listen_host, cfg.amqp_port)
@@ -185,6 +188,8 @@ class WorkerNode(QueueProcess):
             self._alarm_check.stop()
         if self.queue_service is not None:
             self.queue_service.close()
+        if self.handover is not None:
+            self.handover.close()
         if self.transport is not None:
             await self.transport.close()
         if self._follower is not None:

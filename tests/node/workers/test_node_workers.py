@@ -308,3 +308,63 @@ def test_a_node_started_again_with_two_workers_keeps_its_queues_and_messages_on_
                            cwd=ROOT, capture_output=True, text=True, timeout=60)  # fmt: skip
     assert fewer.returncode == 78
     assert "1 queue(s)" in fewer.stderr and "start with --workers 2 or more" in fewer.stderr
+
+
+def landed_port(node, worker: int, conn_before: dict[int, set[int]]) -> int:
+    """The client port of the one connection that appeared on `worker` since `conn_before`."""
+    (port,) = peers_of(workers(node)[worker], node.port) - conn_before[worker]
+    return port
+
+
+def test_a_connection_whose_first_link_names_a_queue_of_another_worker_moves_to_that_worker(two_workers):
+    node = two_workers
+    for name in ("cq-a", "cq-b"):
+        api(node, "PUT", f"/api/queues/%2F/{name}", {"durable": True})
+    on_worker = {worker: name for name, worker in placement(node.data_dir).items()}
+    assert sorted(on_worker) == [0, 1]
+    waiting: dict[str, list[str]] = {name: [] for name in on_worker.values()}  # each queue's bodies, in order
+    for queue_worker, queue in on_worker.items():
+        other = 1 - queue_worker
+        procs = workers(node)
+        before = {k: peers_of(p, node.port) for k, p in procs.items()}
+        publisher = connect_on(node, other)
+        port = landed_port(node, other, before)
+        waiting[queue] += [f"{queue}-{i}" for i in range(20)]
+        publish(publisher, queue, waiting[queue][-20:])  # each one accepted
+        # the socket itself moved: the queue's worker holds it, the accepting worker no longer does
+        assert port in peers_of(procs[queue_worker], node.port)
+        assert port not in peers_of(procs[other], node.port)
+        shown = [c for c in api(node, "GET", "/api/connections") if c["peer_port"] == port]
+        assert [c["worker"] for c in shown] == [queue_worker]
+        # the moved connection goes on: a second link, to the other worker's queue, crosses as before
+        waiting[on_worker[other]].append(f"{queue}-then-{on_worker[other]}")
+        publish(publisher, on_worker[other], waiting[on_worker[other]][-1:])
+        publisher.close()
+
+        consumer = connect_on(node, other)  # its ATTACH and FLOW come in one write: both replayed
+        assert consume(consumer, queue, len(waiting[queue])) == waiting[queue]
+        waiting[queue] = []
+        consumer.close()
+    conn = connect_on(node, 0)
+    for queue, bodies in waiting.items():
+        assert consume(conn, queue, len(bodies)) == bodies
+    conn.close()
+
+
+def test_a_connection_whose_first_link_is_no_queue_stays_on_its_worker(two_workers):
+    node = two_workers
+    api(node, "PUT", "/api/queues/%2F/cq-a", {"durable": True})
+    api(node, "PUT", "/api/queues/%2F/cq-b", {"durable": True})
+    api(node, "POST", "/api/bindings/%2F/e/amq.direct/q/cq-b", {"routing_key": "k"})
+    queue_worker = placement(node.data_dir)["cq-b"]
+    other = 1 - queue_worker
+    procs = workers(node)
+    before = {k: peers_of(p, node.port) for k, p in procs.items()}
+    conn = connect_on(node, other)
+    port = landed_port(node, other, before)
+    sender = conn.create_sender("/exchanges/amq.direct/k")
+    sender.send(Message(body="through the exchange", durable=True))
+    publish(conn, "cq-b", ["then the queue"])  # not its first link: the connection stays
+    assert port in peers_of(procs[other], node.port)
+    assert consume(conn, "cq-b", 2) == ["through the exchange", "then the queue"]
+    conn.close()
