@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 
 from queues.base import Outcome, QueueMessage
 from queues.stream import leader as leader_module
@@ -17,6 +18,7 @@ from queues.stream import wire
 from queues.stream.chunk import ChunkHeader
 from queues.stream.config import StreamConfig
 from queues.stream.leader import StreamLeader
+from queues.stream.log import StreamLog
 from queues.stream.queue import StreamQueue
 from queues.stream.replica import StreamReplica
 from queues.stream.spec import ReadSpec
@@ -265,9 +267,19 @@ def test_replicas_apply_retention_as_the_leader_does(tmp_path):
     asyncio.run(main())
 
 
-def test_replicas_take_a_flush_while_the_leader_writes_it(tmp_path):
+def test_replicas_take_a_flush_while_the_leader_writes_it(tmp_path, monkeypatch):
     """The chunks of a flush go out when it is cut, not after the leader's fsync: some
-    leave while the leader's log still ends before them."""
+    leave while the leader's log still ends before them. The leader's writes are held
+    until chunks ahead of its log went out (at most 5 s each), so a busy machine
+    finishing a write early cannot hide the order."""
+    gate = threading.Event()
+    write = StreamLog.write
+
+    def held_write(*args: object) -> None:
+        gate.wait(5)
+        write(*args)
+
+    monkeypatch.setattr(StreamLog, "write", staticmethod(held_write))
 
     async def main():
         router = Router()
@@ -279,6 +291,8 @@ def test_replicas_take_a_flush_while_the_leader_writes_it(tmp_path):
             if isinstance(message, wire.Chunks) and message.chunks:
                 last = ChunkHeader.parse(message.chunks[-1])
                 ahead.append(last.first_offset + last.count > queue.log.next_offset)
+                if ahead[-1]:
+                    gate.set()
             send(peer, message)
 
         queue.role.send = recording
