@@ -159,6 +159,8 @@ class Broker(QueueProcess):
             peers = await self.node_worker.start(self.loop, self.cluster) if self.node_worker else self.cluster
             self.queue_service = QueueService(peers, self.loop, self.vhosts, self.projections,
                                               cfg.quorum_consumer_lease)  # fmt: skip
+            if self.node_worker is not None:
+                self.queue_service.relays = self.node_worker.relays
             self.volatile.attach_cluster(peers, self.loop)
             self.quorum.attach()
             self.streams.attach()

@@ -242,6 +242,3 @@ def check_workers(cfg: Config) -> None:
     n = cfg.workers
     if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= 64:
         raise ValueError(f"workers must be a number of processes from 1 to 64, got {n!r}")
-    if n > 1 and (cfg.seeds or cfg.seeds_dns):
-        raise ValueError(f"workers {n}: a node with several workers is a single node for now, "
-                         "so it takes no seeds or seeds_dns (issue 36)")  # fmt: skip

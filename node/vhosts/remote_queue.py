@@ -54,6 +54,7 @@ import asyncio
 import inspect
 import itertools
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from amqp.errors import Condition
@@ -61,6 +62,7 @@ from metadata.feature_flags import QUEUE_PROXY_RECORDS
 from node.tasks import BackgroundTasks
 from queues.base import ConfirmCallback, Consumer, Outcome, Queue, QueueArgumentError, QueueMessage, Settlement
 from queues.stream.spec import ReadSpec
+from queues.stream.sql import DEFAULT_MAX_LENGTH
 
 from . import proxy_records
 from .answer_gate import AnswerGate
@@ -243,6 +245,12 @@ class RemoteConsumer:
         self.service.send(self.peer, ["gone", self.cid, Condition.RESOURCE_DELETED,
                                       f"queue '{self.queue.name}' in vhost '{self.queue.vhost}' was deleted"])
 
+    def queue_unavailable(self, description: str, condition: str) -> None:
+        """A queue this node relays (another node's, `QueueService.relays`) cannot be reached:
+        the peer's link ends as a link of this node's would."""
+        self.service.served.pop((self.peer, self.cid), None)
+        self.service.send(self.peer, ["gone", self.cid, condition, description])
+
     def timed_out(self, description: str) -> None:
         """The consumer timeout: the peer ends the link on "gone" and sends no detach back, so
         the queue here lets the consumer go now (what it still holds returns)."""
@@ -281,6 +289,10 @@ class QueueService:
         self.served: dict[tuple[str, int], RemoteConsumer] = {}  # (peer, cid) ->
         self._gate = AnswerGate(self.transport, loop, self._handle, self.sender.pin)
         self._tasks = BackgroundTasks(loop, log)  # attaches waiting for a stream, purges being answered
+        # whether this node serves `peer` a queue it reaches through the proxy itself (a node of
+        # several workers: worker 0 relays between its workers and the other nodes); else only
+        # its own queues, so that two nodes with stale views never pass a link back and forth
+        self.relays: Callable[[str, RemoteQueue], bool] | None = None
 
     def close(self) -> None:
         if self._peer_down in self.transport.on_peer_down:
@@ -421,14 +433,18 @@ class QueueService:
 
     # the queue's side
 
-    def _local_queue(self, vhost: str, name: str) -> Queue | None:
+    def _local_queue(self, peer: str, vhost: str, name: str) -> Queue | None:
         vh = self.vhosts.get(vhost)
         queue = vh.queues.get(name) if vh is not None else None
-        return None if queue is None or queue.remote or queue.deleted else queue
+        if queue is None or queue.deleted:
+            return None
+        if queue.remote and (self.relays is None or not self.relays(peer, queue)):
+            return None
+        return queue
 
     def _pub(self, peer: str, vhost: str, name: str, corr: int, payload: bytes, durable: bool, expires_at: Any,
              exchange: str, routing_keys: list, annotations: Any = None) -> None:  # fmt: skip
-        queue = self._local_queue(vhost, name)
+        queue = self._local_queue(peer, vhost, name)
         if queue is None:
             if corr:
                 self.send(peer, ["conf", corr, Outcome.RELEASED.value])
@@ -445,7 +461,7 @@ class QueueService:
 
     def _attach(self, peer: str, cid: int, vhost: str, name: str, priority: int, presettled: bool,
                 stream_filters: Any = None) -> None:  # fmt: skip
-        queue = self._local_queue(vhost, name)
+        queue = self._local_queue(peer, vhost, name)
         if queue is None:
             self.send(peer, ["gone", cid, Condition.NOT_FOUND, f"no queue '{name}' in vhost '{vhost}' on this node"])
             return
@@ -454,8 +470,9 @@ class QueueService:
             earlier.queue.detach_consumer(earlier)
         consumer = self.served[(peer, cid)] = RemoteConsumer(self, peer, cid, presettled, queue)
         if stream_filters is not None and hasattr(queue, "attach_reader"):
-            try:
-                spec = ReadSpec.from_filter_set(stream_filters)
+            try:  # a stream relayed on (a StreamProxy) keeps the filter set to send on
+                read_spec = getattr(queue, "read_spec", ReadSpec.from_filter_set)
+                spec = read_spec(stream_filters, DEFAULT_MAX_LENGTH)
             except QueueArgumentError as e:
                 self.served.pop((peer, cid))
                 self.send(peer, ["gone", cid, Condition.INVALID_FIELD, str(e)])
@@ -481,14 +498,14 @@ class QueueService:
             consumer.queue.detach_consumer(consumer)
 
     def _count(self, peer: str, req: int, vhost: str, name: str) -> None:
-        queue = self._local_queue(vhost, name)
+        queue = self._local_queue(peer, vhost, name)
         if queue is None:
             self.send(peer, ["counts", req, None, 0, 0])
         else:
             self.send(peer, ["counts", req, queue.message_count, queue.unacked_count, queue.consumer_count])
 
     def _purge(self, peer: str, req: int, vhost: str, name: str) -> None:
-        queue = self._local_queue(vhost, name)
+        queue = self._local_queue(peer, vhost, name)
         if queue is None:
             self.send(peer, ["purged", req, None])
             return

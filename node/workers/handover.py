@@ -147,7 +147,7 @@ def serve_handovers(node: Any, slots: Slots) -> Handover:
 
     def worker_running(vhost: str, name: str) -> int | None:
         record = node.metadata.state.queue(vhost, name)
-        return slots.worker_running(record) if record is not None else None
+        return slots.worker_reaching(record) if record is not None else None
 
     handover = Handover(node.loop, node.config.data_dir, slots.me, accept, worker_running)
     handover.start()

@@ -5,7 +5,8 @@ as the cluster knows it (node/broker.py, unchanged otherwise), and besides:
 - feeds its metadata to the other workers and commits their proposals
   (metadata_follow.py), the snapshot carrying the node's id and the map;
 - listens for the other workers' links (transport.py) and routes the queue
-  proxy's and Direct Reply-To's traffic to them (peers.py);
+  proxy's and Direct Reply-To's traffic to them (peers.py), relaying the
+  queue proxy between them and the other nodes of the cluster;
 - asks the other workers for what the HTTP API shows of them (their
   connections) and passes on what it does to them (closing one)."""
 
@@ -39,6 +40,7 @@ class NodeWorker:
         self.feed: MetadataFeed | None = None
         self.transport: WorkerTransport | None = None
         self.peers: WorkerPeers | None = None
+        self._workers = "\0"  # the other workers' peer names start so (known at start)
 
     async def start(self, loop: asyncio.AbstractEventLoop, cluster: Any) -> WorkerPeers:
         """Serve the other workers; returns the cluster as the queue proxy and Direct Reply-To see it."""
@@ -49,10 +51,16 @@ class NodeWorker:
         self.transport = WorkerTransport(loop, node_id, address(self.data_dir, "worker-0"), lambda peer: None)
         self.transport.on_node_message = lambda peer, channel, payload: cluster.rpc.channels[channel](peer, payload)
         await self.transport.start()
-        workers = node_id + "/w"
+        self._workers = workers = node_id + "/w"
         routed = RoutedTransport(cluster.transport, self.transport, lambda peer: peer.startswith(workers))
         self.peers = WorkerPeers(node_id, 0, self.workers, routed, cluster.rpc.channels, cluster)
         return self.peers
+
+    def relays(self, peer: str, queue: Any) -> bool:
+        """Whether this node's queue service serves `peer` the proxied `queue`: the node's
+        one cluster endpoint relays between its other workers and the other nodes (a worker's
+        link to another node's queue, another node's link to a worker's queue)."""
+        return peer.startswith(self._workers) or queue.leader.startswith(self._workers)
 
     async def serve_followers(self) -> None:
         """Let the other workers follow, once this node's metadata is caught up: a worker

@@ -90,8 +90,14 @@ class Slots:
         """The peer name of the worker that runs the queue `record` when it is another
         worker of this node than this one; None when this worker runs it, or when the
         queue is another node's (the cluster's proxy reaches it as before)."""
+        worker = self.worker_reaching(record)
+        return None if worker == self.me else worker_peer(self._node_id(), worker)
+
+    def worker_reaching(self, record: Any) -> int:
+        """The worker of this node through which the queue `record` is reached: the one running
+        it, or worker 0, the node's one endpoint in the cluster, for another node's queue."""
         worker = self.worker_running(record)
-        return None if worker is None or worker == self.me else worker_peer(self._node_id(), worker)
+        return 0 if worker is None else worker
 
     def worker_running(self, record: Any) -> int | None:
         """The worker of this node that runs the queue `record`; None when no worker of this

@@ -19,13 +19,13 @@ import urllib.request
 
 import psutil
 import pytest
+import worker_procs
 from http_json import HttpError, request_json
 from proton import ConnectionException, Message, symbol
 from proton.reactor import Filter
 from proton.utils import BlockingConnection
 from volatile_clients import requester
-
-from node.workers.process import WORKER_ENV
+from worker_procs import consume, peers_of, publish
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
@@ -36,63 +36,16 @@ def api(node, method: str, path: str, body=None, user: str = "guest", password: 
 
 
 def workers(node) -> dict[int, psutil.Process]:
-    """The node's worker processes by number, once each listens on the AMQP port."""
-    deadline = time.monotonic() + 20
-    while True:
-        found = {}
-        for child in psutil.Process(node.proc.pid).children():
-            try:
-                index = int(child.environ()[WORKER_ENV])
-                listening = any(c.status == psutil.CONN_LISTEN and c.laddr.port == node.port
-                                for c in child.net_connections("tcp"))  # fmt: skip
-            except (psutil.NoSuchProcess, KeyError):
-                continue
-            if listening:
-                found[index] = child
-        if len(found) == 2:
-            return found
-        assert time.monotonic() < deadline, f"workers listening: {sorted(found)}"
-        time.sleep(0.05)
-
-
-def peers_of(proc: psutil.Process, port: int) -> set[int]:
-    return {c.raddr.port for c in proc.net_connections("tcp") if c.status == psutil.CONN_ESTABLISHED
-            and c.laddr.port == port and c.raddr}  # fmt: skip
+    return worker_procs.workers(node.proc.pid, node.port)
 
 
 def connect_on(node, worker: int, user: str = "guest", password: str = "guest") -> BlockingConnection:
-    """A client connection the kernel gave to worker `worker` (others are closed and tried again)."""
-    procs = workers(node)
-    for _ in range(60):
-        before = {k: peers_of(p, node.port) for k, p in procs.items()}
-        conn = BlockingConnection(f"amqp://{user}:{password}@127.0.0.1:{node.port}", allowed_mechs="PLAIN")
-        landed = {k for k, p in procs.items() if peers_of(p, node.port) - before[k]}
-        if landed == {worker}:
-            return conn
-        conn.close()
-    raise AssertionError(f"no connection landed on worker {worker}")
+    return worker_procs.connect_on(node.proc.pid, node.port, worker, user, password)
 
 
 def placement(data_dir) -> dict[str, int]:
     with open(os.path.join(data_dir, "workers", "placement")) as f:
         return {name: worker for _, name, worker in json.load(f)}
-
-
-def publish(conn: BlockingConnection, queue: str, bodies: list[str]) -> None:
-    sender = conn.create_sender(f"/queues/{queue}")
-    for body in bodies:
-        sender.send(Message(body=body, durable=True))  # waits for the outcome; raises unless accepted
-    sender.close()
-
-
-def consume(conn: BlockingConnection, queue: str, n: int) -> list[str]:
-    receiver = conn.create_receiver(f"/queues/{queue}", credit=min(n, 100))
-    got = []
-    for _ in range(n):
-        got.append(receiver.receive(timeout=10).body)
-        receiver.accept()
-    receiver.close()
-    return got
 
 
 @pytest.fixture
@@ -199,7 +152,7 @@ def test_a_worker_killed_with_minus_9_comes_back_with_every_confirmed_message_an
 
 @pytest.mark.parametrize("args, says", [
     (["--workers", "0"], "workers must be a number of processes from 1 to 64"),
-    (["--workers", "2", "--seeds", "127.0.0.1:1"], "a node with several workers is a single node for now"),
+    (["--workers", "65"], "workers must be a number of processes from 1 to 64"),
 ])  # fmt: skip
 def test_settings_a_node_of_several_workers_cannot_run_are_refused_by_name(tmp_path, args, says):
     done = subprocess.run([sys.executable, "-m", "node.cli", "server", "--data-dir", str(tmp_path), "--amqp-port", "0",
