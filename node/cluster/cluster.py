@@ -375,6 +375,11 @@ class Cluster:
             return [self.node_id]
         return sorted([self.node_id, *self.group.peers])
 
+    def next_hop(self, peer: str) -> str:
+        """The member a node message for `peer` is sent to: the peer itself (a node of
+        several workers answers to more names, node/workers/peers.py)."""
+        return peer
+
     def is_reachable(self, node: str) -> bool:
         nt = self.transport
         return node == self.node_id or (nt.is_connected(node) and not nt.is_partitioned(node))

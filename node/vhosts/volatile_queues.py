@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from amqp import codec
 from node.vhosts.vhost import monotonic_ms, wall_ms
+from node.workers.slots import node_of_peer
 from queues.base import ConfirmCallback, Outcome, Queue, QueueMessage
 from queues.volatile import VolatileQueue, new_name, node_of
 
@@ -82,10 +83,7 @@ class VolatileQueues:
             return None
         if node == self.node_id:
             return self._gone
-        cluster = self._cluster
-        if cluster is None or node not in cluster.members():
-            return None
-        return _Forward(self, node, vhost, name)
+        return _Forward(self, node, vhost, name) if self._is_member(node) else None
 
     def exists(self, vhost: str, name: str) -> bool:
         """For a sender attaching to a reply address: is the requester there?
@@ -94,13 +92,19 @@ class VolatileQueues:
         node = node_of(name)
         if node == self.node_id:
             return self.local(vhost, name) is not None
+        return node is not None and self._is_member(node)
+
+    def _is_member(self, node: str) -> bool:
+        """A member of the cluster, or a worker of one (node/workers/: its worker 0 passes a
+        reply on to it)."""
         cluster = self._cluster
-        return node is not None and cluster is not None and node in cluster.members()
+        return cluster is not None and node_of_peer(node) in cluster.members()
 
     # -- the cross-node path -----------------------------------------------------------
 
     def forward(self, node: str, vhost: str, name: str, message: QueueMessage) -> None:
         transport = self._cluster.transport
+        node = self._cluster.next_hop(node)
         if node not in self._pinned:  # keep a stream to the member even if no Raft group shares it
             self._pinned.add(node)
             transport.add_peer(node)
@@ -117,6 +121,8 @@ class VolatileQueues:
             log.warning("dropped a malformed %s message from %s: %s", CHANNEL, peer, e)
             return
         queue = self.local(vhost, name)
+        if queue is None:  # a worker of this node's requester: this is its worker 0, which passes it on
+            queue = self.target(vhost, name) if self._cluster.next_hop(node_of(name) or "") != peer else None
         if queue is not None:
             queue.publish(QueueMessage(0, body, False, None, 0, False, exchange, list(routing_keys)), None)
 

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
-from .slots import worker_peer
+from .slots import node_of_peer, worker_peer
 from .transport import WorkerTransport
 
 __all__ = ["RoutedTransport", "WorkerPeers"]
@@ -77,18 +77,33 @@ class WorkerPeers:
     `node_id` is this worker's own peer name (Direct Reply-To names its queues after it)."""
 
     def __init__(self, node_id: str, me: int, workers: int, transport: Any, channels: dict,
-                 cluster: Any = None) -> None:  # fmt: skip
+                 cluster: Any = None, members: Callable[[], Any] | None = None) -> None:  # fmt: skip
+        """`cluster`: worker 0's; `members()`: the cluster's member ids, as worker K knows them."""
         self.node_id = worker_peer(node_id, me)
         self.transport = transport
         self.rpc = SimpleNamespace(channels=channels)
         self._cluster = cluster
+        self._members = members
         self._workers = [worker_peer(node_id, k) for k in range(workers)]
         self._node = node_id
+        self._me = me
 
     @property
     def liveness(self) -> Any:
         return self._cluster.liveness if self._cluster is not None else None
 
     def members(self) -> list[str]:
-        nodes = self._cluster.members() if self._cluster is not None else [self._node]
+        if self._cluster is not None:
+            nodes = self._cluster.members()
+        else:
+            nodes = sorted(self._members()) if self._members is not None else [self._node]
         return [*nodes, *(w for w in self._workers if w not in nodes)]
+
+    def next_hop(self, peer: str) -> str:
+        """Where a node message for `peer` goes from this worker: straight to a worker of this
+        node, and from worker 0 to another node's worker 0 (which passes it on to its worker
+        K); every other worker reaches other nodes through its worker 0."""
+        node = node_of_peer(peer)
+        if node == self._node:
+            return peer
+        return node if self._me == 0 else self._node

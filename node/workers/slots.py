@@ -33,7 +33,7 @@ from typing import Any
 
 from metadata import effects as fx
 
-__all__ = ["Slots", "WorkersRefused", "check_workers", "owner_worker", "worker_peer"]
+__all__ = ["Slots", "WorkersRefused", "check_workers", "node_of_peer", "owner_worker", "worker_peer"]
 
 FILE = "placement"
 
@@ -55,6 +55,11 @@ def check_workers(data_dir: str, workers: int) -> None:
 def worker_peer(node_id: str, worker: int) -> str:
     """Worker `worker`'s name as a peer of the other workers (worker 0 is the node itself)."""
     return node_id if worker == 0 else f"{node_id}/w{worker}"
+
+
+def node_of_peer(peer: str) -> str:
+    """The node a peer name belongs to: `node_id/wK` is worker K of node `node_id`."""
+    return peer.partition("/w")[0]
 
 
 def owner_worker(owner: str | None, node_id: str) -> int | None:

@@ -128,7 +128,8 @@ class WorkerNode(QueueProcess):
         await self.transport.start()
         for lower in range(self.index):  # a link to each worker below, kept up (they answer on it too)
             self.transport.add_peer(worker_peer(self.node_id, lower))
-        peers = WorkerPeers(self.node_id, self.index, cfg.workers, self.transport, channels)
+        peers = WorkerPeers(self.node_id, self.index, cfg.workers, self.transport, channels,
+                            members=lambda: self.metadata_machine.state.members)  # fmt: skip
         self.queue_service = QueueService(peers, loop, self.vhosts, self.projections, cfg.quorum_consumer_lease)
         self.volatile.attach_cluster(peers, loop)
         self.classic.drop_orphans()

@@ -3,18 +3,21 @@ the node's one endpoint in the cluster and relays the queue proxy between the no
 worker and the other nodes, so a connection on either worker of any node uses every queue of
 the cluster: a classic queue on either worker of another node (relayed at both ends), a
 quorum queue whose replicas run on the nodes' workers 0. A connection whose first link names
-another node's queue moves to its node's worker 0, one relay fewer."""
+another node's queue moves to its node's worker 0, one relay fewer. A Direct Reply-To reply
+reaches a requester on worker 1 of another node through both nodes' workers 0."""
 
 from __future__ import annotations
 
 import pytest
 from cluster_procs import ClusterProcesses  # tests/support/
+from proton import Message
+from volatile_clients import requester
 from worker_procs import connect_on, consume, peers_of, publish, workers
 
 
-@pytest.fixture
-def cluster(tmp_path):
-    c = ClusterProcesses(tmp_path / "cluster", 3, extra_args=["--workers", "2"])
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    c = ClusterProcesses(tmp_path_factory.mktemp("workers") / "cluster", 3, extra_args=["--workers", "2"])
     try:
         c.start(timeout=60)
         yield c
@@ -52,3 +55,25 @@ def test_either_worker_of_any_node_uses_every_queue_of_the_cluster(cluster):
     assert port in peers_of(procs[0], n2.amqp_port) and port not in peers_of(procs[1], n2.amqp_port)
     assert consume(moving, "cq-b", 1) == ["moved"]
     moving.close()
+
+
+@pytest.mark.parametrize("requester_at, responder_at", [((1, 1), (2, 1)), ((2, 0), (0, 1))])
+def test_a_reply_reaches_a_requester_on_any_worker_of_another_node(cluster, requester_at, responder_at):
+    (rn, rw), (sn, sw) = requester_at, responder_at
+    queue = f"requests-{rn}{rw}-{sn}{sw}"
+    cluster[0].http("PUT", f"/api/queues/%2F/{queue}", {"durable": True})
+    asking = connect_on(cluster[rn].proc.pid, cluster[rn].amqp_port, rw, pinned=True)
+    answering = connect_on(cluster[sn].proc.pid, cluster[sn].amqp_port, sw, pinned=True)
+    replies = requester(asking)
+    reply_to = replies.link.remote_source.address
+    asking.create_sender(f"/queues/{queue}").send(Message(body="ping", id="rpc-1", reply_to=reply_to))
+    requests = answering.create_receiver(f"/queues/{queue}")
+    request = requests.receive(timeout=10)
+    requests.accept()
+    delivery = answering.create_sender(None).send(Message(body="pong", address=request.reply_to,
+                                                          correlation_id=request.id))  # fmt: skip
+    assert delivery.remote_state == delivery.ACCEPTED
+    reply = replies.receive(timeout=10)
+    assert (reply.body, reply.correlation_id) == ("pong", "rpc-1")
+    asking.close()
+    answering.close()
