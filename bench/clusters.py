@@ -137,10 +137,11 @@ def profiled_node(argv: list[str]) -> int:
 class WarrenCluster:
     def __init__(self, n: int = 3, keep: bool = False, profile_dir: str | None = None, profile_clock: str = "wall",
                  repo: str | None = None, key: str = "warren", label: str = "Warren",
-                 env: dict[str, str] | None = None):  # fmt: skip
+                 env: dict[str, str] | None = None, extra_args: list[str] | None = None):  # fmt: skip
         self.n, self.keep, self.profile_dir, self.profile_clock = n, keep, profile_dir, profile_clock
         self.repo, self.key, self.label = repo, key, label  # repo: another checkout to run (see ProcCluster)
         self.env = env  # environment variables for the nodes only
+        self.extra_args = extra_args  # the nodes' further options (`--workers 2`, say)
         self.base: str | None = None
         self.c: ProcCluster | None = None
 
@@ -149,7 +150,7 @@ class WarrenCluster:
         if self.profile_dir:
             os.makedirs(self.profile_dir, exist_ok=True)
         self.c = ProcCluster(Path(self.base), self.n, profile_dir=self.profile_dir, profile_clock=self.profile_clock,
-                             repo=self.repo, env=self.env)  # fmt: skip
+                             repo=self.repo, env=self.env, extra_args=self.extra_args)  # fmt: skip
         t0 = time.monotonic()
         self.c.start(timeout)
         for node in self.c.nodes:  # HTTP up and every node following the same leader
@@ -216,8 +217,10 @@ class WarrenCluster:
         return self.http_get(i, "/api/queues/%2F")
 
     def process_trees(self) -> list[list[int]]:
-        """Per node, the pids whose CPU counts (the server process)."""
-        return [[n.proc.pid] for n in self.c.nodes]
+        """Per node, the pids whose CPU counts: the server process and its workers, if any."""
+        import psutil
+
+        return [[n.proc.pid, *(c.pid for c in psutil.Process(n.proc.pid).children())] for n in self.c.nodes]
 
     def log_paths(self) -> list[Path]:
         return [n.log_path for n in self.c.nodes]

@@ -12,6 +12,11 @@ total, and how the kernel spread the clients' connections over the workers.
 
     .venv/bin/python bench/workers.py --workers 1,2 --queues 8 --count 50000
     .venv/bin/python bench/workers.py --workers 1,2 --queues 1 --count 200000 --no-rabbit
+    .venv/bin/python bench/workers.py --workers 1,2 --queues 8 --quorum   # 3 nodes each, quorum queues
+
+With --quorum every setup is a cluster of three nodes (three RabbitMQ 3.10 nodes for the
+peer) and the queues are quorum queues of three replicas, declared through node i % 3;
+queue i's sender and receiver connect to that node.
 
 The clients share the machine's cores with the broker (on this 2-core machine that
 matters: arrow's 16 processes take a part of them)."""
@@ -34,7 +39,7 @@ sys.path.insert(0, HERE)
 
 import pair  # noqa: E402
 import procs  # noqa: E402
-from clusters import trees_cpu_seconds  # noqa: E402
+from clusters import RabbitCluster, WarrenCluster, trees_cpu_seconds  # noqa: E402
 from rabbitmq import RabbitNode  # noqa: E402
 from run import QueueSpec, declare_warren_queues  # noqa: E402
 
@@ -83,6 +88,9 @@ class Warren:
     def address(self, name: str) -> str:
         return f"/queues/{name}"
 
+    def port_for(self, i: int) -> int:
+        return self.port
+
     def stop(self) -> None:
         if self.proc is not None:
             procs.stop(self.proc, term_timeout=30.0)
@@ -110,8 +118,41 @@ class Rabbit:
     def address(self, name: str) -> str:
         return RabbitNode.address(name)
 
+    def port_for(self, i: int) -> int:
+        return self.port
+
     def stop(self) -> None:
         self.node.stop()
+
+
+class Quorum:
+    """Three nodes (bench/clusters.py's WarrenCluster or RabbitCluster) and quorum queues of three
+    replicas; queue i is declared through node i % 3, whose port its clients use."""
+
+    def __init__(self, cluster, label: str) -> None:
+        self.cluster, self.label = cluster, label
+
+    def start(self) -> None:
+        self.cluster.start()
+        self.label = self.label.replace("RabbitMQ 3.10", self.cluster.label)
+
+    def pids(self) -> list[int]:
+        return [pid for tree in self.cluster.process_trees() for pid in tree]
+
+    def declare(self, names: list[str]) -> None:
+        for i, name in enumerate(names):
+            self.cluster.declare(name, 3, via=i % 3)
+        for name in names:
+            self.cluster.wait_queue(name)
+
+    def address(self, name: str) -> str:
+        return self.cluster.address(name)
+
+    def port_for(self, i: int) -> int:
+        return self.cluster.amqp_port(i % 3)
+
+    def stop(self) -> None:
+        self.cluster.stop()
 
 
 def measure(broker, queues: int, args) -> dict:
@@ -120,7 +161,7 @@ def measure(broker, queues: int, args) -> dict:
     results: list[dict | None] = [None] * queues
 
     def one(i: int) -> None:
-        results[i] = pair.run_pair(host=HOST, port=broker.port, address=broker.address(names[i]), count=args.count,
+        results[i] = pair.run_pair(host=HOST, port=broker.port_for(i), address=broker.address(names[i]), count=args.count,
                                    body=args.body, credit=args.credit, window=args.credit, durable=True,
                                    arrow=args.arrow, idle_timeout=30.0)  # fmt: skip
 
@@ -130,7 +171,8 @@ def measure(broker, queues: int, args) -> dict:
     for t in threads:
         t.start()
     time.sleep(2.0)  # every pair connected by now
-    spread = [connections(p, broker.port) for p in pids]
+    ports = {broker.port_for(i) for i in range(queues)}
+    spread = [connections(p, ports) for p in pids]
     for t in threads:
         t.join()
     spent = [b - a for a, b in zip(before, trees_cpu_seconds([[p] for p in pids]), strict=True)]
@@ -145,10 +187,10 @@ def measure(broker, queues: int, args) -> dict:
             "errors": [r.get("error") for r in results if r and not r.get("ok")]}  # fmt: skip
 
 
-def connections(pid: int, port: int) -> int:
+def connections(pid: int, ports: set[int]) -> int:
     try:
         return sum(1 for c in psutil.Process(pid).net_connections("tcp")
-                   if c.status == psutil.CONN_ESTABLISHED and c.laddr.port == port)  # fmt: skip
+                   if c.status == psutil.CONN_ESTABLISHED and c.laddr.port in ports)  # fmt: skip
     except psutil.Error:
         return 0
 
@@ -167,11 +209,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rabbit-port", type=int, default=5682)
     ap.add_argument("--arrow", default=pair.DEFAULT_ARROW)
     ap.add_argument("--json", help="write the raw results here")
+    ap.add_argument("--quorum", action="store_true", help="3-node clusters and quorum queues (see above)")
     args = ap.parse_args(argv)
     procs.install_handlers()
-    setups = [lambda w=int(w): Warren(w, args.port, args.http_port) for w in args.workers.split(",")]
-    if not args.no_rabbit:
-        setups.append(lambda: Rabbit(args.rabbit_port))
+    counts = [int(w) for w in args.workers.split(",")]
+    if args.quorum:
+        setups = [lambda w=w: Quorum(WarrenCluster(3, extra_args=["--workers", str(w)]),
+                                     f"Warren, 3 nodes x {w} worker{'s' if w > 1 else ''}") for w in counts]
+        if not args.no_rabbit:
+            setups.append(lambda: Quorum(RabbitCluster(3), "RabbitMQ 3.10, 3 nodes"))
+    else:
+        setups = [lambda w=w: Warren(w, args.port, args.http_port) for w in counts]
+        if not args.no_rabbit:
+            setups.append(lambda: Rabbit(args.rabbit_port))
     rows = []
     for make in setups:
         runs = []
@@ -186,15 +236,16 @@ def main(argv: list[str] | None = None) -> int:
         best = sorted(runs, key=lambda r: r["aggregate"])[len(runs) // 2]
         rows.append((broker.label, best, [r["aggregate"] for r in runs]))
     base = rows[0][1]["aggregate"] or 1.0
-    print(f"\n{args.queues} durable classic queues, 1 arrow sender + 1 receiver each, {args.count:,} x "
+    kind = "quorum queues of 3 replicas" if args.quorum else "durable classic queues"
+    print(f"\n{args.queues} {kind}, 1 arrow sender + 1 receiver each, {args.count:,} x "
           f"{args.body} B per queue, credit {args.credit}\n")
-    print("| setup | aggregate msg/s | vs first row | slowest pair | broker CPU µs/msg (per worker) "
+    print("| setup | aggregate msg/s | vs first row | slowest pair | broker CPU µs/msg (per process) "
           "| connections per worker | runs |")
     print("|---|---|---|---|---|---|---|")
     for label, r, all_runs in rows:
         warren = "Warren" in label
         per = " + ".join(f"{x:.1f}" for x in r["cpu_us_per_msg_by_process"]) if warren else "-"
-        spread = " / ".join(str(n) for n in r["connections_by_process"]) if warren else "-"
+        spread = " / ".join(str(n) for n in r["connections_by_process"] if n or not args.quorum) if warren else "-"
         print(f"| {label} | {r['aggregate']:,.0f} | {r['aggregate'] / base:.2f}x | {r['slowest']:,.0f} | "
               f"{r['cpu_us_per_msg']:.1f} ({per}) | {spread} | {', '.join(f'{x:,.0f}' for x in all_runs)} |")
     if args.json:
