@@ -199,8 +199,10 @@ class ComposeCluster(ClockFaults, DiskFaults, LinkFaults, MembershipFaults):
 
     def __init__(self, image: str = IMAGE, history: History | None = None, nodes: Iterable[str] = NODES,
                  project: str | None = None, artifacts: Path | None = None,
-                 compose: list[str] | None = None, faketime: Iterable[str] = ()) -> None:  # fmt: skip
+                 compose: list[str] | None = None, faketime: Iterable[str] = (), workers: int = 1) -> None:  # fmt: skip
+        """`workers`: each node's worker processes (`warren server --workers`)."""
         self.image = image
+        self.workers = workers
         # the nodes under libfaketime, whose clocks the clock faults can move (chaos_clock.py)
         self.faketime = frozenset(faketime)
         self.history = history if history is not None else History()
@@ -214,7 +216,8 @@ class ComposeCluster(ClockFaults, DiskFaults, LinkFaults, MembershipFaults):
         self.env = {**os.environ, "WARREN_IMAGE": image, "WARREN_AMQP_HOST_PORT": str(amqp),
                     "WARREN_HTTP_HOST_PORT": str(http_port), "WARREN_METRICS_HOST_PORT": str(metrics),
                     "WARREN_CLUSTER_SECRET": "chaos-" + secrets.token_hex(8),
-                    "WARREN_DEFAULT_USER": USER, "WARREN_DEFAULT_PASSWORD": PASSWORD}  # fmt: skip
+                    "WARREN_DEFAULT_USER": USER, "WARREN_DEFAULT_PASSWORD": PASSWORD,
+                    "WARREN_WORKERS": str(workers)}  # fmt: skip
         self.images: dict[str, str] = {}  # node -> the image it runs when not `image` (replace)
         # node -> extra environment of its container (libfaketime's to begin with)
         self.node_env: dict[str, dict[str, str]] = {n: self._faketime_env(n) for n in self.faketime}

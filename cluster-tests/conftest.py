@@ -28,6 +28,7 @@ TIMINGS: list[tuple[str, float]] = []  # (what, seconds), printed at the end of 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "docker: needs a Docker engine (scripts/ensure-docker.sh starts one)")
     config.addinivalue_line("markers", "faketime(nodes): these nodes of the `cluster` fixture run under libfaketime")
+    config.addinivalue_line("markers", "workers(n): the `cluster` fixture's nodes run n worker processes each")
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -80,17 +81,17 @@ class ClusterPool:
         self.current: ComposeCluster | None = None
         self.fresh = os.environ.get("WARREN_CHAOS_FRESH") == "1"
 
-    def get(self, name: str, artifacts: Path, faketime: frozenset[str] = frozenset()) -> ComposeCluster:
-        """`faketime`: the nodes to run under libfaketime, for the clock faults (a cluster with
-        others is made anew rather than handed on)."""
+    def get(self, name: str, artifacts: Path, faketime: frozenset[str] = frozenset(), workers: int = 1) -> ComposeCluster:
+        """`faketime`: the nodes to run under libfaketime, for the clock faults; `workers`: each
+        node's worker processes (a cluster with others is made anew rather than handed on)."""
         c = self.current
-        if c is not None and not self.fresh and c.faketime == faketime and self._whole(c):
+        if c is not None and not self.fresh and c.faketime == faketime and c.workers == workers and self._whole(c):
             c.history = History()
             c.artifacts = artifacts
             return c
         self.discard()
         started = time.monotonic()
-        c = ComposeCluster(image=self.image, artifacts=artifacts, faketime=faketime)
+        c = ComposeCluster(image=self.image, artifacts=artifacts, faketime=faketime, workers=workers)
         self.current = c
         c.up()
         TIMINGS.append((f"compose up until converged ({name})", time.monotonic() - started))
@@ -129,7 +130,9 @@ def cluster(request: pytest.FixtureRequest, cluster_pool: ClusterPool, tmp_path:
     keep = os.environ.get("WARREN_CHAOS_ARTIFACTS")
     artifacts = Path(keep) / request.node.name if keep else tmp_path
     marker = request.node.get_closest_marker("faketime")
-    c = cluster_pool.get(request.node.name, artifacts, faketime=frozenset(marker.args[0]) if marker else frozenset())
+    workers = request.node.get_closest_marker("workers")
+    c = cluster_pool.get(request.node.name, artifacts, faketime=frozenset(marker.args[0]) if marker else frozenset(),
+                         workers=workers.args[0] if workers else 1)  # fmt: skip
     yield c
     failed = any(getattr(request.node, f"rep_{w}", None) is not None and getattr(request.node, f"rep_{w}").failed
                  for w in ("setup", "call"))  # fmt: skip

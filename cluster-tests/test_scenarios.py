@@ -41,6 +41,16 @@ def test_kill9_a_leader_and_restart(cluster):
     run("kill9-leader", cluster)
 
 
+@pytest.mark.workers(2)
+def test_kill9_a_leader_and_restart_with_two_workers_per_node(cluster):
+    """The same on nodes of two worker processes each (issue 36): the workload's connections
+    land on either worker and move to the one running their queue, or are relayed."""
+    for node in cluster.nodes:  # the supervisor's children: `python -m node.cli ...`, one per worker
+        commands = [row[-1] for row in cluster.container(node).top()["Processes"]]
+        assert sum("python3 -m node." in c for c in commands) == 2, commands  # (docker cuts CMD short)
+    run("kill9-leader", cluster)
+
+
 def test_pause_the_leader_past_the_election_timeout(cluster):
     run("pause-leader", cluster)
 

@@ -3,7 +3,8 @@
 
 Until its first ATTACH a connection of a node with several workers keeps
 every byte its client sent. If that ATTACH names a queue (`/queues/NAME`)
-that another worker of this node runs, the connection flushes what it
+that another worker of this node runs (or reaches: another node's queue is
+reached through worker 0, node/workers/slots.py), the connection flushes what it
 answered so far (the SASL outcome, OPEN, BEGIN), sends its socket and those
 bytes to that worker and stops, the ATTACH unanswered. The worker that takes
 it replays the bytes through a connection of its own: the login is taken as

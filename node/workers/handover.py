@@ -4,7 +4,8 @@ docs/architecture.md "Workers").
 The kernel spreads a node's connections over its workers (SO_REUSEPORT); a
 publisher or consumer whose queue runs on another worker would cross the
 worker link with every message. So a connection whose first link names a
-queue of another worker of this node moves there, once, before that link is
+queue another worker of this node runs (or reaches: worker 0, for another
+node's queue) moves there, once, before that link is
 answered: the worker that accepted it sends the socket itself (SCM_RIGHTS)
 with what the client sent so far and who it logged in as, and stops reading;
 the receiving worker replays those bytes through a connection of its own,
