@@ -397,6 +397,10 @@ class ConnectionHandler(ConnectionOpening, LinkAttaching, ConnectionHandover, To
             publisher.top_up()
         self.schedule_flush()
 
+    def link_counts(self) -> tuple[int, int]:
+        """Its publishers and consumers (Prometheus' rabbitmq_global_publishers/consumers)."""
+        return len(self._publishers()), len(self._consumers())
+
     def _publishers(self) -> list[Publisher]:
         return [link.context for session in self.engine.sessions.values() for link in session.links.values()
                 if isinstance(link.context, Publisher)]  # fmt: skip

@@ -46,6 +46,7 @@ from node.http.route_kit import (
 )
 from node.vhosts.definitions import HASHING_ALGORITHM, DefinitionsError, check_default_queue_type, vhost_command
 from node.vhosts.metadata_store import MetadataRefused, new_key
+from node.workers.scrape import scraped
 from routing import permissions, rabbit_passwords
 from routing.oauth import TokenUser
 
@@ -61,14 +62,15 @@ DEFAULT_CLOSE_REASON = "Closed via management plugin"
 @access(MGMT)
 async def overview(request: web.Request) -> web.Response:
     api = api_of(request)
+    node = await scraped(api.node)  # with several workers: every worker's counters and connections
     vhosts = api.visible_vhosts(request[USER])
-    rates = api.rates.rates(fmt.message_counters(api.node.metrics))
-    churn = api.churn.rates(fmt.churn_counters(api.node))
+    rates = api.rates.rates(fmt.message_counters(node.metrics))
+    churn = api.churn.rates(fmt.churn_counters(node))
     counts: dict[str, float] = {}  # the visible vhosts' count rates, summed
     for vhost in vhosts:
         for key, rate in (api.vhost_count_rates_of(vhost) or {}).items():
             counts[key] = counts.get(key, 0.0) + rate
-    return json_response(request, fmt.overview_json(api.node, vhosts, rates, api.listeners(), churn, counts))
+    return json_response(request, fmt.overview_json(node, vhosts, rates, api.listeners(), churn, counts))
 
 
 @access(MGMT)

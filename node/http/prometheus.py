@@ -41,6 +41,7 @@ from node.http.prometheus_global import global_families
 from node.http.prometheus_memory import memory_families
 from node.http.prometheus_raft import raft_families
 from node.http.prometheus_scope import EVERYTHING, Scope
+from node.workers.scrape import scraped
 
 if TYPE_CHECKING:
     from multidict import MultiMapping
@@ -145,6 +146,13 @@ def _totals(node: ScrapedNode) -> Iterator[Metric]:
     yield GaugeMetricFamily("rabbitmq_consumers", "Consumers currently connected",
                             sum(q.consumer_count for q in queues))  # fmt: skip
     yield GaugeMetricFamily("rabbitmq_queues", "Queues available", len(queues))
+    per_worker = getattr(node, "worker_connections", None)  # a node of several workers (node/workers/scrape.py)
+    if per_worker is not None:
+        family = GaugeMetricFamily("warren_worker_connections", "Connections open on each worker process of the "
+                                   "node (`warren server --workers`)", labels=["worker"])  # fmt: skip
+        for worker, count in sorted(per_worker.items()):
+            family.add_metric([str(worker)], count)
+        yield family
 
 
 def _alarms(node: ScrapedNode) -> Iterator[Metric]:
@@ -185,10 +193,12 @@ def application(node: ScrapedNode) -> web.Application:
         return web.Response(body=encode(_Page(families)), headers={"Content-Type": content_type})
 
     async def metrics_page(request: web.Request) -> web.Response:
-        return respond(request, lambda: metrics(node))
+        view = await scraped(node)
+        return respond(request, lambda: metrics(view))
 
     async def per_object_page(request: web.Request) -> web.Response:
-        return respond(request, lambda: per_object(node))
+        view = await scraped(node)
+        return respond(request, lambda: per_object(view))
 
     async def detailed_page(request: web.Request) -> web.Response:
         try:
@@ -196,7 +206,8 @@ def application(node: ScrapedNode) -> web.Application:
         except ValueError as e:
             return web.Response(status=400, text=str(e))
         families = request.query.getall("family", [])
-        return respond(request, lambda: detailed(node, families, scope))
+        view = await scraped(node)
+        return respond(request, lambda: detailed(view, families, scope))
 
     async def memory(request: web.Request) -> web.Response:
         return respond(request, lambda: memory_breakdown(node))

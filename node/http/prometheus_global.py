@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.utils import floatToGoString
 
-from node.client.links import Publisher, QueueConsumer
 from node.ops.metrics import DEAD_LETTER_REASONS, MESSAGE_SIZE_BUCKETS
 
 if TYPE_CHECKING:
@@ -66,10 +65,9 @@ def global_families(node: ScrapedNode) -> Iterator[Metric]:
 def _links(node: ScrapedNode) -> Iterator[Metric]:
     publishers = consumers = 0
     for conn in node.connections:
-        for session in conn.engine.sessions.values():
-            for link in session.links.values():
-                publishers += isinstance(link.context, Publisher)
-                consumers += isinstance(link.context, QueueConsumer)
+        p, c = conn.link_counts()
+        publishers += p
+        consumers += c
     for name, doc, value in (("publishers", "Current number of publishers", publishers),
                              ("consumers", "Current number of consumers", consumers)):  # fmt: skip
         family = GaugeMetricFamily(f"rabbitmq_global_{name}", doc, labels=["protocol"])

@@ -2,6 +2,9 @@
 read at scrape time by the Prometheus collector (node/http/prometheus.py) and the
 management API's overview."""
 
+from __future__ import annotations
+
+import dataclasses
 from bisect import bisect_left
 from dataclasses import dataclass, field
 
@@ -72,3 +75,29 @@ class NodeMetrics:
             self.dead_lettered_by_reason[reason] = self.dead_lettered_by_reason.get(reason, 0) + n
         key = (queue_type, strategy, reason)
         self.dead_lettered_by[key] = self.dead_lettered_by.get(key, 0) + n
+
+    # -- a node of several workers (node/workers/): each counts its own, the node shows the sum
+
+    def to_json(self) -> dict:
+        """The counters as JSON values (another worker's, sent to worker 0)."""
+        out = dataclasses.asdict(self)
+        out["dead_lettered_by"] = [[*key, n] for key, n in self.dead_lettered_by.items()]
+        return out
+
+    def plus(self, others: list[dict]) -> NodeMetrics:
+        """These counters with those of `others` (`to_json()`'s) added."""
+        total = dataclasses.replace(self)
+        for f in dataclasses.fields(self):
+            mine = getattr(self, f.name)
+            if isinstance(mine, int):
+                value = mine + sum(int(o.get(f.name, 0)) for o in others)
+            elif isinstance(mine, list):
+                value = [sum(column) for column in zip(mine, *(o[f.name] for o in others), strict=True)]
+            else:
+                value = dict(mine)
+                for o in others:
+                    pairs = ((tuple(e[:-1]), e[-1]) for e in o[f.name]) if f.name == "dead_lettered_by" else o[f.name].items()
+                    for key, n in pairs:
+                        value[key] = value.get(key, 0) + int(n)
+            setattr(total, f.name, value)
+        return total

@@ -73,6 +73,11 @@ class NodeWorker:
         answers = await self.feed.ask(["connections"]) if self.feed is not None else []
         return [conn for answer in answers if answer for conn in json.loads(answer)]
 
+    async def scrape(self) -> list[dict]:
+        """The other workers' counters and open connections (scrape.py's `summary`)."""
+        answers = await self.feed.ask(["scrape"]) if self.feed is not None else []
+        return [json.loads(answer) for answer in answers if answer]
+
     async def close_connection(self, name: str, reason: str) -> bool:
         """Close the connection `name` on the worker that has it; False when none has it."""
         answers = await self.feed.ask(["close", name, reason]) if self.feed is not None else []

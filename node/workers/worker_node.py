@@ -52,6 +52,7 @@ from .control import address
 from .handover import Handover, serve_handovers
 from .metadata_follow import MetadataFollower
 from .peers import WorkerPeers
+from .scrape import summary
 from .slots import Slots, worker_peer
 from .stand_ins import NoQuorumReplicas, StreamsOnNodeWorker, WorkerPlacement
 from .transport import WorkerTransport
@@ -156,6 +157,8 @@ class WorkerNode(QueueProcess):
             shown = [connection_json(conn, self.config.node_name, self.alarms.active) | {"worker": self.index}
                      for conn in self.connections if conn.vhost is not None]  # fmt: skip
             return json.dumps(shown)
+        if question[0] == "scrape":
+            return summary(self.index, self.metrics, self.connections)
         if question[0] == "close" and len(question) == 3:
             for conn in list(self.connections):
                 if conn.name == question[1] and conn.vhost is not None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -321,3 +322,37 @@ def test_a_connection_whose_first_link_is_no_queue_stays_on_its_worker(two_worke
     assert port in peers_of(procs[other], node.port)
     assert consume(conn, "cq-b", 2) == ["through the exchange", "then the queue"]
     conn.close()
+
+
+def scrape(node) -> dict[str, float]:
+    """The node's aggregated /metrics page: each series by name and labels."""
+    port = int(re.search(r"metrics=(\d+)", node.banner).group(1))
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    return {line.rpartition(" ")[0]: float(line.rpartition(" ")[2]) for line in text.splitlines()
+            if line and not line.startswith("#")}  # fmt: skip
+
+
+def test_prometheus_and_the_overview_count_every_workers_connections_and_messages_as_one_node(two_workers):
+    node = two_workers
+    api(node, "PUT", "/api/queues/%2F/counted", {"durable": True})
+    before = scrape(node)
+    received = 'rabbitmq_global_messages_received_total{protocol="amqp10"}'
+    # pinned: each stays on its worker, whichever runs the queue
+    on_0 = worker_procs.connect_on(node.proc.pid, node.port, 0, pinned=True)
+    on_1 = worker_procs.connect_on(node.proc.pid, node.port, 1, pinned=True)
+    publish(on_0, "counted", ["a"] * 3)
+    publish(on_1, "counted", ["b"] * 5)
+    receiver = on_1.create_receiver("/queues/counted", credit=0)
+    after = scrape(node)
+    assert after[received] - before[received] == 8  # 3 on worker 0, 5 on worker 1
+    assert after["rabbitmq_connections"] == 2 and after["rabbitmq_channels"] == 2
+    assert after['warren_worker_connections{worker="0"}'] == after['warren_worker_connections{worker="1"}'] == 1
+    assert after['rabbitmq_global_publishers{protocol="amqp10"}'] == 2  # the two pins
+    assert after['rabbitmq_global_consumers{protocol="amqp10"}'] == 1
+    overview = api(node, "GET", "/api/overview")  # the HTTP API's counts are the node's too
+    assert overview["object_totals"]["connections"] == 2 and overview["object_totals"]["channels"] == 2
+    assert overview["message_stats"]["publish"] == after[received]
+    receiver.close()
+    on_0.close()
+    on_1.close()

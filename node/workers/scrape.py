@@ -1,0 +1,64 @@
+"""A node of several workers as a Prometheus scrape and the HTTP API's overview read it
+(issue 36): worker 0's
+parts (its queues, alarms, memory, Raft groups, which hold every quorum queue and stream
+and, through the queue proxy, every classic queue's counts) with the counters and open
+connections of every worker added, so the node's families count the whole node; and
+`warren_worker_connections{worker="K"}`, the connections each worker holds.
+
+Worker 0 asks the others when Prometheus scrapes (the control link's questions,
+metadata_follow.py); each answers `summary()`."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+from typing import Any
+
+from node.ops.metrics import NodeMetrics
+
+__all__ = ["WorkersView", "scraped", "summary"]
+
+
+def summary(index: int, metrics: NodeMetrics, connections: Any) -> str:
+    """What worker `index` answers worker 0's scrape: its counters, and per open connection
+    its vhost, sessions, publishers and consumers."""
+    return json.dumps({"worker": index, "metrics": metrics.to_json(),
+                       "connections": [[c.vhost.name, len(c.engine.sessions), *c.link_counts()]
+                                       for c in connections if c.vhost is not None]})  # fmt: skip
+
+
+class CountedConnection:
+    """Another worker's open connection, as far as a scrape counts it."""
+
+    __slots__ = ("vhost", "engine", "_links")
+
+    def __init__(self, vhost: str, sessions: int, publishers: int, consumers: int) -> None:
+        self.vhost = SimpleNamespace(name=vhost)  # open: past its OPEN
+        self.engine = SimpleNamespace(sessions=dict.fromkeys(range(sessions)))
+        self._links = (publishers, consumers)
+
+    def link_counts(self) -> tuple[int, int]:
+        return self._links
+
+
+class WorkersView:
+    """Worker 0's node with every worker's counters and connections (see the module docstring)."""
+
+    def __init__(self, node: Any, answers: list[dict]) -> None:
+        self._node = node
+        self.metrics = node.metrics.plus([a["metrics"] for a in answers])
+        others = [CountedConnection(*c) for a in answers for c in a["connections"]]
+        self.connections = [*node.connections, *others]
+        self.worker_connections = {0: sum(1 for c in node.connections if c.vhost is not None)}
+        self.worker_connections.update({a["worker"]: len(a["connections"]) for a in answers})
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._node, name)
+
+
+async def scraped(node: Any) -> Any:
+    """What a scrape of `node` reads: the node itself, or with several workers a WorkersView."""
+    node_worker = getattr(node, "node_worker", None)
+    if node_worker is None:
+        return node
+    return WorkersView(node, await node_worker.scrape())
