@@ -11,14 +11,22 @@ having.
 Workers reach each other at abstract Unix socket names (Linux: no file, no
 108-byte path limit, gone with the process), derived from the node's data
 directory so two nodes on one host never meet. The sockets are made here and
-handed to the loop: uvloop refuses an abstract name given as a path."""
+handed to the loop: uvloop refuses an abstract name given as a path.
+
+An abstract name has no file permissions: any local process could dial it and
+speak as a worker (propose metadata, publish into any queue). So a listener
+takes only peers of the node's own user, as the kernel vouches for them
+(SO_PEERCRED), and hangs up on anyone else; that user can read the data
+directory anyway."""
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import os
 import socket
+import struct
 from collections.abc import Callable
 
 from amqp import codec
@@ -26,7 +34,10 @@ from amqp.errors import DecodeError
 
 from .link import LinkCodec
 
-__all__ = ["CONTROL", "address", "dial", "listen"]
+__all__ = ["CONTROL", "address", "dial", "listen", "same_user"]
+
+log = logging.getLogger("warren.workers")
+_UCRED = struct.Struct("3i")  # pid, uid, gid
 
 
 def _encode(items: list) -> bytes:
@@ -52,8 +63,41 @@ def address(data_dir: str, name: str) -> str:
     return f"\0warren-{node}-{name}"
 
 
+def same_user(uid: int) -> bool:
+    """Whether a peer the kernel says runs as `uid` may speak as a worker of this node."""
+    return uid == os.geteuid()
+
+
+def _peer_uid(transport: asyncio.BaseTransport) -> int | None:
+    sock = transport.get_extra_info("socket")
+    if sock is None:
+        return None
+    _pid, uid, _gid = _UCRED.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size))
+    return uid
+
+
+def _own_user_only(factory: Callable[[], asyncio.Protocol], where: str) -> Callable[[], asyncio.Protocol]:
+    def make() -> asyncio.Protocol:
+        protocol = factory()
+        made = protocol.connection_made
+
+        def connection_made(transport: asyncio.BaseTransport) -> None:
+            uid = _peer_uid(transport)
+            if uid is None or not same_user(uid):
+                log.warning("%s: refused a peer running as uid %s, not this node's user", where[1:], uid)
+                transport.abort()
+                return
+            made(transport)
+
+        protocol.connection_made = connection_made  # type: ignore[method-assign]
+        return protocol
+
+    return make
+
+
 async def listen(loop: asyncio.AbstractEventLoop, factory: Callable[[], asyncio.Protocol],
                  where: str) -> asyncio.AbstractServer:  # fmt: skip
+    """A listener at `where` for peers of this node's user only (see the module docstring)."""
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         sock.bind(where)
@@ -62,7 +106,7 @@ async def listen(loop: asyncio.AbstractEventLoop, factory: Callable[[], asyncio.
     except OSError:
         sock.close()
         raise
-    return await loop.create_unix_server(factory, sock=sock)
+    return await loop.create_unix_server(_own_user_only(factory, where), sock=sock)
 
 
 async def dial(loop: asyncio.AbstractEventLoop, factory: Callable[[], asyncio.Protocol],

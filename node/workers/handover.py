@@ -15,7 +15,10 @@ and serves it from there. The client sees one connection.
 Each worker has one datagram socket at an abstract name (control.address):
 one datagram is one connection, so a send either hands the connection over
 whole or fails (the receiver is restarting, its queue is full) and the
-connection stays where it is, crossing the worker link as before."""
+connection stays where it is, crossing the worker link as before. A datagram
+carries its sender's credentials (SCM_CREDENTIALS, vouched for by the kernel):
+one from a process of another user is dropped with its socket, since it names
+the user the connection is to act as."""
 
 from __future__ import annotations
 
@@ -23,23 +26,25 @@ import array
 import asyncio
 import logging
 import socket
+import struct
 from collections.abc import Callable
 from typing import Any
 
 from amqp import codec
 from amqp.errors import DecodeError
 from node.client.connection import ConnectionHandler
+from node.client.handing_over import MAX_KEPT as MAX_REPLAY
 
-from .control import address
+from .control import address, same_user
 from .slots import Slots
 
 __all__ = ["Handover", "TakenOver", "serve_handovers"]
 
 log = logging.getLogger("warren.workers")
 
-MAX_REPLAY = 64 * 1024  # a connection that sent more before its first link is not moved
 _DATAGRAM = MAX_REPLAY + 4096  # the replay and what travels with it
-_FD_SPACE = socket.CMSG_SPACE(array.array("i").itemsize)
+_UCRED = struct.Struct("3i")  # pid, uid, gid
+_ANCILLARY = socket.CMSG_SPACE(array.array("i").itemsize) + socket.CMSG_SPACE(_UCRED.size)
 
 
 class TakenOver:
@@ -74,6 +79,7 @@ class Handover:
         try:
             sock.bind(address(self.data_dir, f"handover-{self.index}"))
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 * _DATAGRAM)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)  # each datagram says who sent it
             sock.setblocking(False)
         except OSError:
             sock.close()
@@ -110,20 +116,22 @@ class Handover:
     def _readable(self) -> None:
         while self._sock is not None:
             try:
-                data, ancdata, _flags, _ = self._sock.recvmsg(_DATAGRAM, _FD_SPACE)
+                data, ancdata, _flags, _ = self._sock.recvmsg(_DATAGRAM, _ANCILLARY)
             except (BlockingIOError, InterruptedError):
                 return
-            fds = array.array("i")
+            fds, uid = array.array("i"), None
             for level, kind, cdata in ancdata:
                 if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
                     fds.frombytes(cdata[: len(cdata) - len(cdata) % fds.itemsize])
-            self._received(data, list(fds))
+                elif level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS:
+                    _pid, uid, _gid = _UCRED.unpack(cdata[: _UCRED.size])
+            self._received(data, list(fds), uid)
 
-    def _received(self, data: bytes, fds: list[int]) -> None:
-        if len(fds) != 1:
+    def _received(self, data: bytes, fds: list[int], uid: int | None) -> None:
+        if len(fds) != 1 or uid is None or not same_user(uid):
             for fd in fds:
                 socket.close(fd)
-            log.warning("a handover datagram with %d sockets dropped", len(fds))
+            log.warning("a handover datagram with %d sockets from uid %s dropped", len(fds), uid)
             return
         sock = socket.socket(fileno=fds[0])
         try:
