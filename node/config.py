@@ -37,7 +37,7 @@ class Config:
     # -1: no cluster, a single node whose metadata store listens on a loopback port only (no seeds)
     # Worker processes of this node (node/workers/, docs/architecture.md "Workers"): connections spread
     # over them by SO_REUSEPORT, classic queues placed on them; 1: one process, as before. Above 1 the
-    # node is a single node for now (no seeds, no seeds_dns, no join_cluster).
+    # node joins a cluster by its seeds only (no join_cluster at run time).
     workers: int = 1
     default_user: str = "guest"
     default_password: str = "guest"

@@ -30,8 +30,8 @@ class _Node(Protocol):
 
 class WorkerPlacement:
     """Where a quorum queue or stream declared on this worker is led: its locator's choice
-    among the members, the node's queue counts being worker 0's to know (this node leads
-    everything here: a node with several workers is a single node for now)."""
+    among the members, without the members' queue counts (worker 0's to know): a balanced
+    locator here sees every member alike."""
 
     def __init__(self, node: _Node) -> None:
         self.node = node

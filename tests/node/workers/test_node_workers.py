@@ -104,7 +104,7 @@ def test_a_reply_crosses_to_the_requesters_worker(two_workers, requester_on, res
     answering.close()
 
 
-def test_a_node_of_several_workers_refuses_to_join_a_cluster(two_workers):
+def test_a_node_of_several_workers_refuses_to_join_a_cluster_at_run_time(two_workers):
     with pytest.raises(HttpError) as refused:
         api(two_workers, "POST", "/api/cluster/join", {"seed": "127.0.0.1:1"})
     assert refused.value.status == 400
