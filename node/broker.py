@@ -255,12 +255,16 @@ class Broker(QueueProcess):
             if server is not None:
                 server.close()
         self._server = self._tls_server = None
+        if self.node_worker is not None:  # and the other workers', whose connections the drain closes too
+            self.node_worker.listening(False)
 
     async def resume_listeners(self) -> None:
         """Listen again on the ports bound before suspend_listeners."""
         if self._server is None and self._tls_server is None:
             await self._start_amqp((-1 if self.amqp_port is None else self.amqp_port,
                                     -1 if self.amqps_port is None else self.amqps_port))  # fmt: skip
+        if self.node_worker is not None:
+            self.node_worker.listening(True)
 
     def reload_tls(self) -> bool:
         """SIGHUP and POST /api/tls/reload: the certificate, key and CA read

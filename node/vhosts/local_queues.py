@@ -19,7 +19,6 @@ everything at once. A declaration's exclusive owner is an id that
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import logging
 from collections.abc import Callable
@@ -95,10 +94,13 @@ class LocalQueues:
         self.elsewhere: Callable[[Any], str | None] | None = None
 
     def is_local(self, vhost: str, queue: str) -> bool:
-        """The queue runs on this node (x-local-random routes to those first)."""
+        """The queue runs on this node, on any of its workers (x-local-random routes to those first)."""
         vh = self.node.vhosts.get(vhost)
         q = vh.queues.get(queue) if vh is not None else None
-        return q is not None and not q.remote
+        if q is None or not q.remote:
+            return q is not None
+        me = self.node.node_id  # another worker of this node serves it, or relays another node's
+        return q.via is not None and (q.leader == me or me in q.replicas)
 
     # -- the machine's listener hooks ------------------------------------------------
 
@@ -199,9 +201,9 @@ class LocalQueues:
             q = node.metadata_machine.state.queue(q.vhost, q.name)
         arguments = dict(q.arguments_map if isinstance(q, QueueRecord) else q.arguments)
         worker = self.elsewhere(q) if self.elsewhere is not None else None
-        if worker is not None:  # proxied to that worker as to a node leading it alone
-            at_worker = dataclasses.replace(q, leader=worker, replicas=(worker,) if q.type == "quorum" else ())
-            vhost.queues[q.name] = node.remote_queue(vhost, at_worker, arguments)
+        if worker is not None:  # proxied to that worker, which serves it (or relays it: node/workers/)
+            queue = vhost.queues[q.name] = node.remote_queue(vhost, q, arguments)
+            queue.via = worker
         elif q.type == "quorum":
             if node.node_id in q.replicas:
                 vhost.queues[q.name] = node.quorum.start(vhost, q, arguments)

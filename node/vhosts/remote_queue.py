@@ -109,6 +109,9 @@ class RemoteQueue(Queue):
         self.node = node
         self.leader = record.leader
         self.replicas: tuple[str, ...] = tuple(record.replicas) if record.type == "quorum" else ()
+        # the worker of this node that serves the queue, when another does (node/workers/): every
+        # request goes there, while leader and replicas stay what the metadata says (as shown)
+        self.via: str | None = None
         self.consumers: dict[Any, int] = {}  # local consumer -> cid
         # (ready, unacked, consumers) as the queue's node last reported them
         # (refresh_counts, before management reads them); None: never heard
@@ -120,6 +123,8 @@ class RemoteQueue(Queue):
 
     def target(self) -> str:
         """The node to send to now (see the module docstring)."""
+        if self.via is not None:
+            return self.via
         reachable = self._service.transport.is_connected
         if not self.replicas or reachable(self.leader):
             return self.leader

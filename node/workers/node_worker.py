@@ -60,7 +60,7 @@ class NodeWorker:
         """Whether this node's queue service serves `peer` the proxied `queue`: the node's
         one cluster endpoint relays between its other workers and the other nodes (a worker's
         link to another node's queue, another node's link to a worker's queue)."""
-        return peer.startswith(self._workers) or queue.leader.startswith(self._workers)
+        return peer.startswith(self._workers) or queue.via is not None
 
     async def serve_followers(self) -> None:
         """Let the other workers follow, once this node's metadata is caught up: a worker
@@ -72,6 +72,12 @@ class NodeWorker:
         """The other workers' open connections, as the HTTP API shows them (with their `worker`)."""
         answers = await self.feed.ask(["connections"]) if self.feed is not None else []
         return [conn for answer in answers if answer for conn in json.loads(answer)]
+
+    def listening(self, on: bool) -> None:
+        """Maintenance mode (node/cluster/maintenance.py) for the other workers: off, they stop
+        taking AMQP connections and close theirs, as worker 0 does; on, they listen again."""
+        if self.feed is not None:
+            self.feed.notify(["listening", on])
 
     async def scrape(self) -> list[dict]:
         """The other workers' counters and open connections (scrape.py's `summary`)."""

@@ -30,6 +30,7 @@ from metadata.projections import Projections
 from node.client.authentication import authentication
 from node.client.connection import ConnectionHandler
 from node.client.tls import TlsContexts
+from node.cluster.maintenance import CLOSE_REASON as DRAIN_REASON
 from node.config import Config
 from node.http.formats import connection_json
 from node.ops.alarms import Alarms
@@ -149,6 +150,16 @@ class WorkerNode(QueueProcess):
     def _notice(self, item: list) -> None:
         if item[0] == "placed":
             self.slots.placed(item[1], item[2], item[3])
+        elif item[0] == "listening" and item[1]:
+            if self._server is None and self._tls_server is None:
+                self.background(self._listen(), "listening again after maintenance")
+        elif item[0] == "listening":  # the node drains for maintenance
+            for server in (self._server, self._tls_server):
+                if server is not None:
+                    server.close()
+            self._server = self._tls_server = None
+            for conn in list(self.connections):
+                conn.force_close(Condition.CONNECTION_FORCED, DRAIN_REASON)
 
     def _asked(self, question: list) -> Any:
         """Worker 0's HTTP API asks: this worker's open connections (JSON, as the API shows

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import signal
 import socket
@@ -53,6 +54,20 @@ class Node:
     @property
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
+
+    def pause(self) -> None:
+        """SIGSTOP to the node's processes: the server and, with `--workers`, every worker."""
+        self._signal_all(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        self._signal_all(signal.SIGCONT)
+
+    def _signal_all(self, sig: int) -> None:
+        import psutil
+
+        for pid in [self.proc.pid, *(c.pid for c in psutil.Process(self.proc.pid).children(recursive=True))]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
 
     def http(self, method: str, path: str, body: Any = None, timeout: float = 10.0) -> Any:
         return http(self.http_port, method, path, body, timeout)

@@ -5,7 +5,6 @@ confirmed message lost when the queue's leader is killed."""
 from __future__ import annotations
 
 import contextlib
-import signal
 import threading
 import time
 
@@ -287,8 +286,8 @@ def test_two_hundred_quorum_queues_on_three_nodes(cluster):
 
 
 def test_pausing_the_queue_leader_loses_no_confirmed_message(cluster):
-    confirmed_survive(cluster, "qq-pause", lambda i: cluster[i].proc.send_signal(signal.SIGSTOP),  # past the election
-                      lambda i: cluster[i].proc.send_signal(signal.SIGCONT), "pause")  # fmt: skip
+    confirmed_survive(cluster, "qq-pause", lambda i: cluster[i].pause(), lambda i: cluster[i].resume(),  # past the election
+                      "pause")  # fmt: skip
 
 
 def test_a_node_without_a_replica_reaches_the_queue_when_its_declaring_node_is_gone(cluster_factory):

@@ -229,7 +229,6 @@ def test_a_remote_publish_in_flight_when_the_queues_node_is_lost_is_not_answered
     """The publish reaches the paused node's socket, so it may be stored once the node
     resumes: its outcome is unknown, so the publisher's link ends with it unsettled instead
     of the 'released' that would promise it was not taken."""
-    import signal
 
     from proton.utils import LinkDetached, SendException
 
@@ -239,12 +238,12 @@ def test_a_remote_publish_in_flight_when_the_queues_node_is_lost_is_not_answered
     try:
         sender = conn.create_sender("/queues/far-away")
         sender.send(Message(body="before"))
-        cluster[0].proc.send_signal(signal.SIGSTOP)
+        cluster[0].pause()
         try:
             with pytest.raises(LinkDetached, match="may or may not have been stored"):
                 sender.send(Message(body="in flight"), timeout=30)
         except SendException as e:  # before the fix: released, though node 0 may still store it
             pytest.fail(f"answered {e.state} for a publish whose fate is unknown")
     finally:
-        cluster[0].proc.send_signal(signal.SIGCONT)
+        cluster[0].resume()
         conn.close()

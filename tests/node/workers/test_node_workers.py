@@ -11,6 +11,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -356,3 +357,20 @@ def test_prometheus_and_the_overview_count_every_workers_connections_and_message
     receiver.close()
     on_0.close()
     on_1.close()
+
+
+def test_a_drain_stops_and_closes_every_workers_amqp_and_a_revive_opens_them_again(two_workers):
+    node = two_workers
+    on_0 = connect_on(node, 0)
+    on_1 = connect_on(node, 1)
+    report = api(node, "POST", "/api/maintenance/drain", {"timeout": 10})
+    assert report["state"] == "drained"
+    for conn in (on_0, on_1):  # each worker closed its client's connection
+        with pytest.raises(ConnectionException):
+            conn.create_sender("/queues/anything").send(Message(body="x"))
+    with pytest.raises(ConnectionRefusedError):  # no worker listens
+        socket.create_connection(("127.0.0.1", node.port), timeout=5).close()
+    api(node, "POST", "/api/maintenance/revive", {})
+    workers(node)  # waits until both listen again
+    connect_on(node, 1).close()
+    connect_on(node, 0).close()
