@@ -530,7 +530,7 @@ class ComposeCluster(ClockFaults, DiskFaults, LinkFaults, MembershipFaults):
         with self._nemesis("pause", node, node) as op:
             container = self.container(node)
             if method == "sigstop":
-                container.kill(signal="SIGSTOP")
+                self._signal_node(container, "STOP")
                 self.paused[node] = "sigstop"
                 op.ok(method="sigstop")
                 return
@@ -544,7 +544,7 @@ class ComposeCluster(ClockFaults, DiskFaults, LinkFaults, MembershipFaults):
                 except Exception as e:  # docker.errors.APIError: "unable to freeze"
                     error = e
                     time.sleep(0.2)
-            container.kill(signal="SIGSTOP")
+            self._signal_node(container, "STOP")
             self.paused[node] = "sigstop"
             op.ok(method="sigstop", freezer_error=str(error)[:200])
 
@@ -552,9 +552,17 @@ class ComposeCluster(ClockFaults, DiskFaults, LinkFaults, MembershipFaults):
         with self._nemesis("unpause", node, node):
             container = self.container(node)
             if self.paused.pop(node, "freezer") == "sigstop":
-                container.kill(signal="SIGCONT")
+                self._signal_node(container, "CONT")
             else:
                 container.unpause()
+
+    def _signal_node(self, container, sig: str) -> None:
+        """SIGSTOP or SIGCONT to the node's processes: its server (the container's first
+        process) and, with several workers, every worker (`kill -1` in the container reaches
+        every process there but the first and itself)."""
+        if self.workers > 1:
+            container.exec_run(["sh", "-c", f"kill -s {sig} -1"])
+        container.kill(signal=f"SIG{sig}")
 
     def restart(self, node: str, timeout: float = 60.0) -> None:
         """A clean restart (SIGTERM, wait, start); returns once the node answers again."""

@@ -49,6 +49,13 @@ def test_kill9_a_leader_and_restart_with_two_workers_per_node(cluster):
         commands = [row[-1] for row in cluster.container(node).top()["Processes"]]
         assert sum("python3 -m node." in c for c in commands) == 2, commands  # (docker cuts CMD short)
     run("kill9-leader", cluster)
+    # a SIGSTOP pause stops the node's every process, its workers too
+    cluster.pause("warren2", method="sigstop")
+    try:
+        states = [row[1] for row in cluster.container("warren2").top(ps_args="-o pid,stat")["Processes"]]
+        assert len(states) == 3 and all(state.startswith("T") for state in states), states
+    finally:
+        cluster.unpause("warren2")
 
 
 def test_pause_the_leader_past_the_election_timeout(cluster):

@@ -19,7 +19,8 @@ from amqp.errors import Condition
 from amqp.types import Symbol
 from node import __version__
 from node.client.attaching import LinkAttaching
-from node.client.handing_over import ConnectionHandover, HandedOver
+from node.client.back_pressure import WriteBackPressure
+from node.client.handing_over import ConnectionHandover, ConnectionMover, HandedOver, TakenOver
 from node.client.ingest import IngestBudget
 from node.client.links import Publisher, QueueConsumer
 from node.client.management.node_link import ManagementLink, ReplyLink
@@ -38,7 +39,6 @@ if TYPE_CHECKING:
     from node.vhosts.local_queues import Owners
     from node.vhosts.vhost import VHost
     from node.vhosts.volatile_queues import VolatileQueues
-    from node.workers.handover import Handover, TakenOver
     from routing.users import Authenticator
 
 log = logging.getLogger("warren.connection")
@@ -61,14 +61,15 @@ class ClientNode(Protocol):
     logins: LoginService
     alarms: Alarms  # publishers wait while one is active
     metrics: NodeMetrics
-    handover: Handover | None  # with several workers: moves a connection to its queue's worker
+    handover: ConnectionMover | None  # with several workers: moves a connection to its queue's worker
 
     def now_ms(self) -> int: ...
 
     def server_properties(self) -> dict: ...
 
 
-class ConnectionHandler(ConnectionOpening, LinkAttaching, ConnectionHandover, TokenCredentials, asyncio.Protocol):
+class ConnectionHandler(ConnectionOpening, LinkAttaching, ConnectionHandover, WriteBackPressure, TokenCredentials,
+                        asyncio.Protocol):  # fmt: skip
     def __init__(self, node: ClientNode, taken: TakenOver | None = None):
         """`taken`: a connection another worker of this node accepted and handed over."""
         self.node = node
@@ -195,55 +196,6 @@ class ConnectionHandler(ConnectionOpening, LinkAttaching, ConnectionHandover, To
         if not self._flush_scheduled and not self._closed:
             self._flush_scheduled = True
             self.node.loop.call_soon(self._flush)
-
-    # ------------------------------------------------------------ back-pressure
-
-    def pause_writing(self) -> None:
-        """asyncio: the transport buffers more than max_write_buffer."""
-        self._transport_paused = True
-        self._update_pause()
-
-    def resume_writing(self) -> None:
-        self._transport_paused = False
-        self._check_output()
-
-    def delivered(self, size: int) -> None:
-        """A consumer sent `size` bytes. Every quarter of max_write_buffer they
-        are written out at once, not at the end of the loop turn, so the
-        transport can push back (pause_writing) in the middle of a queue's
-        dispatch of a large credit."""
-        self._unflushed += size
-        if self._unflushed >= self._write_chunk:
-            self._flush()
-            self._check_output()
-
-    @property
-    def buffered_bytes(self) -> int:
-        """What this connection holds for its client, in the transport and the engine."""
-        in_transport = self.transport.get_write_buffer_size() if self.transport is not None else 0
-        return in_transport + self.engine.output_bytes
-
-    def _check_output(self) -> None:
-        limit = self.node.config.max_write_buffer
-        held = self.engine.output_bytes
-        if held > limit:
-            self._holding_too_much = True
-        elif self._holding_too_much and held <= limit // 2:
-            self._holding_too_much = False
-        self._update_pause()
-
-    def _update_pause(self) -> None:
-        paused = self._transport_paused or self._holding_too_much
-        if paused == self.writing_paused or self._closed:
-            return
-        self.writing_paused = paused
-        for consumer in self._consumers():
-            consumer.pause() if paused else consumer.resume()
-        self.schedule_flush()
-
-    def _consumers(self) -> list[QueueConsumer]:
-        return [link.context for session in self.engine.sessions.values() for link in session.links.values()
-                if isinstance(link.context, QueueConsumer)]  # fmt: skip
 
     def _flush(self) -> None:
         self._flush_scheduled = False

@@ -19,15 +19,33 @@ and has no other link moves, and only to a worker that takes it at once."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from routing import address
 from routing.errors import RoutingError
 
-if TYPE_CHECKING:
-    from node.workers.handover import TakenOver
-
 MAX_KEPT = 64 * 1024  # a client that sent more before its first ATTACH stays where it is
+
+
+class ConnectionMover(Protocol):
+    """What a connection uses of its worker's handover end (node/workers/handover.py)."""
+
+    def worker_of(self, vhost: str, queue: str) -> int | None:
+        """The other worker a connection whose first link names `queue` moves to, if any."""
+
+    def send(self, worker: int, fd: int, user: str, replay: bytes, counters: list[int]) -> bool:
+        """Hands the socket `fd` over; False when `worker` cannot take it now."""
+
+
+class TakenOver:
+    """What a connection brings from the worker that accepted it."""
+
+    __slots__ = ("user", "replay", "counters")
+
+    def __init__(self, user: str, replay: bytes, counters: list[int]) -> None:
+        self.user = user
+        self.replay = replay  # every byte the client sent, from its first
+        self.counters = counters  # connected_at, recv_oct, recv_cnt, send_oct, send_cnt
 
 
 class HandedOver(Exception):

@@ -371,14 +371,10 @@ class Cluster:
 
     def members(self) -> list[str]:
         """Every member's id, this node's included (this node's view)."""
-        if self.group is None:
-            return [self.node_id]
-        return sorted([self.node_id, *self.group.peers])
+        return [self.node_id] if self.group is None else sorted([self.node_id, *self.group.peers])
 
     def next_hop(self, peer: str) -> str:
-        """The member a node message for `peer` is sent to: the peer itself (a node of
-        several workers answers to more names, node/workers/peers.py)."""
-        return peer
+        return peer  # a message for a member goes to it (a worker of a node routes: node/workers/peers.py)
 
     def is_reachable(self, node: str) -> bool:
         nt = self.transport

@@ -70,6 +70,7 @@ from .metadata_store import MetadataUnavailable
 from .proxy_lease import ProxyLeases
 from .proxy_outbox import ProxySender
 from .quorum_groups import group_name
+from .remote_consumer import RemoteConsumer
 
 if TYPE_CHECKING:
     from metadata.projections import Projections
@@ -225,43 +226,6 @@ async def _consumers_applied(queue: Any, timeout: float) -> None:
         await asyncio.wait_for(applied, timeout)
     except TimeoutError:
         pass  # the log is stuck (no leader): read what this replica has
-
-
-class RemoteConsumer:
-    """A consumer link of another node, as the queue here sees it."""
-
-    __slots__ = ("service", "peer", "cid", "presettled", "queue", "streams")
-
-    def __init__(self, service: QueueService, peer: str, cid: int, presettled: bool, queue: Queue):
-        self.service, self.peer, self.cid, self.presettled, self.queue = service, peer, cid, presettled, queue
-        # (the peer's stream to us, ours to it) when it attached: it lives while both do
-        self.streams = service.streams_with(peer)
-
-    def deliver(self, queue: Queue, m: QueueMessage) -> None:
-        keys = m.routing_keys
-        self.service.send(self.peer, ["deliver", self.cid, m.seq, m.payload, m.delivery_count, m.acquired, m.durable,
-                                      m.exchange, keys if type(keys) is list else list(keys), m.annotations])  # fmt: skip
-
-    def credit_reply(self, delivery_count: int, credit: int, available: int, drain: bool) -> None:
-        self.service.send(self.peer, ["flow", self.cid, delivery_count, credit, available, drain])
-
-    def queue_deleted(self) -> None:
-        self.service.served.pop((self.peer, self.cid), None)
-        self.service.send(self.peer, ["gone", self.cid, Condition.RESOURCE_DELETED,
-                                      f"queue '{self.queue.name}' in vhost '{self.queue.vhost}' was deleted"])
-
-    def queue_unavailable(self, description: str, condition: str) -> None:
-        """A queue this node relays (another node's, `QueueService.relays`) cannot be reached:
-        the peer's link ends as a link of this node's would."""
-        self.service.served.pop((self.peer, self.cid), None)
-        self.service.send(self.peer, ["gone", self.cid, condition, description])
-
-    def timed_out(self, description: str) -> None:
-        """The consumer timeout: the peer ends the link on "gone" and sends no detach back, so
-        the queue here lets the consumer go now (what it still holds returns)."""
-        self.service.served.pop((self.peer, self.cid), None)
-        self.service.send(self.peer, ["gone", self.cid, Condition.RESOURCE_LIMIT_EXCEEDED, description])
-        self.queue.detach_consumer(self)
 
 
 class QueueService:

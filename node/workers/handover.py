@@ -34,6 +34,7 @@ from amqp import codec
 from amqp.errors import DecodeError
 from node.client.connection import ConnectionHandler
 from node.client.handing_over import MAX_KEPT as MAX_REPLAY
+from node.client.handing_over import TakenOver
 
 from .control import address, same_user
 from .slots import Slots
@@ -45,17 +46,6 @@ log = logging.getLogger("warren.workers")
 _DATAGRAM = MAX_REPLAY + 4096  # the replay and what travels with it
 _UCRED = struct.Struct("3i")  # pid, uid, gid
 _ANCILLARY = socket.CMSG_SPACE(array.array("i").itemsize) + socket.CMSG_SPACE(_UCRED.size)
-
-
-class TakenOver:
-    """What a connection brings from the worker that accepted it."""
-
-    __slots__ = ("user", "replay", "counters")
-
-    def __init__(self, user: str, replay: bytes, counters: list[int]) -> None:
-        self.user = user
-        self.replay = replay  # every byte the client sent, from its first
-        self.counters = counters  # connected_at, recv_oct, recv_cnt, send_oct, send_cnt
 
 
 class Handover:
