@@ -30,3 +30,21 @@ class VolatileSource(LinkOption):
 def requester(conn: BlockingConnection, credit: int = 10):
     """A requester's reply receiver; its address is `.link.remote_source.address`."""
     return conn.create_receiver(None, dynamic=True, credit=credit, options=[AtMostOnce(), VolatileSource()])
+
+
+def round_trip(asking: BlockingConnection, answering: BlockingConnection, queue: str) -> None:
+    """One request through `queue` from `asking`, answered by `answering` to its reply address:
+    the reply must come back to `asking`."""
+    from proton import Message
+
+    replies = requester(asking)
+    reply_to = replies.link.remote_source.address
+    asking.create_sender(f"/queues/{queue}").send(Message(body="ping", id="rpc-1", reply_to=reply_to))
+    requests = answering.create_receiver(f"/queues/{queue}")
+    request = requests.receive(timeout=10)
+    requests.accept()
+    delivery = answering.create_sender(None).send(Message(body="pong", address=request.reply_to,
+                                                          correlation_id=request.id))  # fmt: skip
+    assert delivery.remote_state == delivery.ACCEPTED
+    reply = replies.receive(timeout=10)
+    assert (reply.body, reply.correlation_id) == ("pong", "rpc-1")

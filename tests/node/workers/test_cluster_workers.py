@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import pytest
 from cluster_procs import ClusterProcesses  # tests/support/
-from proton import Message
-from volatile_clients import requester
+from volatile_clients import round_trip
 from worker_procs import connect_on, consume, peers_of, publish, workers
 
 
@@ -64,16 +63,6 @@ def test_a_reply_reaches_a_requester_on_any_worker_of_another_node(cluster, requ
     cluster[0].http("PUT", f"/api/queues/%2F/{queue}", {"durable": True})
     asking = connect_on(cluster[rn].proc.pid, cluster[rn].amqp_port, rw, pinned=True)
     answering = connect_on(cluster[sn].proc.pid, cluster[sn].amqp_port, sw, pinned=True)
-    replies = requester(asking)
-    reply_to = replies.link.remote_source.address
-    asking.create_sender(f"/queues/{queue}").send(Message(body="ping", id="rpc-1", reply_to=reply_to))
-    requests = answering.create_receiver(f"/queues/{queue}")
-    request = requests.receive(timeout=10)
-    requests.accept()
-    delivery = answering.create_sender(None).send(Message(body="pong", address=request.reply_to,
-                                                          correlation_id=request.id))  # fmt: skip
-    assert delivery.remote_state == delivery.ACCEPTED
-    reply = replies.receive(timeout=10)
-    assert (reply.body, reply.correlation_id) == ("pong", "rpc-1")
+    round_trip(asking, answering, queue)
     asking.close()
     answering.close()

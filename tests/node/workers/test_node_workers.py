@@ -26,7 +26,7 @@ from http_json import HttpError, request_json
 from proton import ConnectionException, Message, symbol
 from proton.reactor import Filter
 from proton.utils import BlockingConnection
-from volatile_clients import requester
+from volatile_clients import round_trip
 from worker_procs import consume, peers_of, publish
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
@@ -41,8 +41,10 @@ def workers(node) -> dict[int, psutil.Process]:
     return worker_procs.workers(node.proc.pid, node.port)
 
 
-def connect_on(node, worker: int, user: str = "guest", password: str = "guest") -> BlockingConnection:
-    return worker_procs.connect_on(node.proc.pid, node.port, worker, user, password)
+def connect_on(node, worker: int, user: str = "guest", password: str = "guest", pinned: bool = True) -> BlockingConnection:
+    """A connection on worker `worker`; `pinned` (the default here): its first link names no queue, so it stays
+    there and reaches the other worker's queues through the worker link."""
+    return worker_procs.connect_on(node.proc.pid, node.port, worker, user, password, pinned)
 
 
 def placement(data_dir) -> dict[str, int]:
@@ -90,17 +92,7 @@ def test_a_reply_crosses_to_the_requesters_worker(two_workers, requester_on, res
     node = two_workers
     api(node, "PUT", "/api/queues/%2F/requests", {"durable": True})
     asking, answering = connect_on(node, requester_on), connect_on(node, responder_on)
-    replies = requester(asking)
-    reply_to = replies.link.remote_source.address
-    asking.create_sender("/queues/requests").send(Message(body="ping", id="rpc-1", reply_to=reply_to))
-    requests = answering.create_receiver("/queues/requests")
-    request = requests.receive(timeout=10)
-    requests.accept()
-    delivery = answering.create_sender(None).send(Message(body="pong", address=request.reply_to,
-                                                          correlation_id=request.id))  # fmt: skip
-    assert delivery.remote_state == delivery.ACCEPTED
-    reply = replies.receive(timeout=10)
-    assert (reply.body, reply.correlation_id) == ("pong", "rpc-1")
+    round_trip(asking, answering, "requests")
     asking.close()
     answering.close()
 
@@ -282,7 +274,7 @@ def test_a_connection_whose_first_link_names_a_queue_of_another_worker_moves_to_
         other = 1 - queue_worker
         procs = workers(node)
         before = {k: peers_of(p, node.port) for k, p in procs.items()}
-        publisher = connect_on(node, other)
+        publisher = connect_on(node, other, pinned=False)
         port = landed_port(node, other, before)
         waiting[queue] += [f"{queue}-{i}" for i in range(20)]
         publish(publisher, queue, waiting[queue][-20:])  # each one accepted
@@ -296,7 +288,7 @@ def test_a_connection_whose_first_link_names_a_queue_of_another_worker_moves_to_
         publish(publisher, on_worker[other], waiting[on_worker[other]][-1:])
         publisher.close()
 
-        consumer = connect_on(node, other)  # its ATTACH and FLOW come in one write: both replayed
+        consumer = connect_on(node, other, pinned=False)  # its ATTACH and FLOW come in one write: both replayed
         assert consume(consumer, queue, len(waiting[queue])) == waiting[queue]
         waiting[queue] = []
         consumer.close()
@@ -315,7 +307,7 @@ def test_a_connection_whose_first_link_is_no_queue_stays_on_its_worker(two_worke
     other = 1 - queue_worker
     procs = workers(node)
     before = {k: peers_of(p, node.port) for k, p in procs.items()}
-    conn = connect_on(node, other)
+    conn = connect_on(node, other, pinned=False)
     port = landed_port(node, other, before)
     sender = conn.create_sender("/exchanges/amq.direct/k")
     sender.send(Message(body="through the exchange", durable=True))
@@ -339,9 +331,8 @@ def test_prometheus_and_the_overview_count_every_workers_connections_and_message
     api(node, "PUT", "/api/queues/%2F/counted", {"durable": True})
     before = scrape(node)
     received = 'rabbitmq_global_messages_received_total{protocol="amqp10"}'
-    # pinned: each stays on its worker, whichever runs the queue
-    on_0 = worker_procs.connect_on(node.proc.pid, node.port, 0, pinned=True)
-    on_1 = worker_procs.connect_on(node.proc.pid, node.port, 1, pinned=True)
+    # (pinned: each stays on its worker, whichever runs the queue)
+    on_0, on_1 = connect_on(node, 0), connect_on(node, 1)
     publish(on_0, "counted", ["a"] * 3)
     publish(on_1, "counted", ["b"] * 5)
     receiver = on_1.create_receiver("/queues/counted", credit=0)
