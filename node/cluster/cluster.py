@@ -58,6 +58,7 @@ from node.cluster.liveness import GroupLiveness
 from node.cluster.membership import Membership
 from node.cluster.proposals import Noop, Proposer
 from node.cluster.rpc import NodeRpc
+from node.workers.slots import node_of_peer
 from raft.group import Machine, ProposalOutcome, RaftGroup, Role
 from raft.journal import DurableLog
 from raft.transport import NodeTransport, TlsConfig, TransportOptions
@@ -374,7 +375,7 @@ class Cluster:
         return [self.node_id] if self.group is None else sorted([self.node_id, *self.group.peers])
 
     def next_hop(self, peer: str) -> str:
-        return peer  # a message for a member goes to it (a worker of a node routes: node/workers/peers.py)
+        return node_of_peer(peer)  # a message for a member's worker K goes to the member (node/workers/)
 
     def is_reachable(self, node: str) -> bool:
         nt = self.transport

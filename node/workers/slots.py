@@ -92,9 +92,9 @@ class Slots:
     # -- reading ------------------------------------------------------------------------
 
     def elsewhere(self, record: Any) -> str | None:
-        """The peer name of the worker that runs the queue `record` when it is another
-        worker of this node than this one; None when this worker runs it, or when the
-        queue is another node's (the cluster's proxy reaches it as before)."""
+        """The peer name of the worker of this node its proxy for the queue `record` targets
+        (`worker_reaching`); None when that is this worker: it runs the queue, or it is
+        worker 0 and the queue is another node's (the cluster's proxy reaches it as before)."""
         worker = self.worker_reaching(record)
         return None if worker == self.me else worker_peer(self._node_id(), worker)
 

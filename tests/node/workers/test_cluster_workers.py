@@ -1,22 +1,28 @@
-"""A cluster of three `warren server --workers 2` nodes (issue 36): worker 0 of each node is
+"""A cluster of three `warren server --workers 2` nodes and one of a single worker (issue 36,
+and a cluster part way through moving to workers): worker 0 of each node is
 the node's one endpoint in the cluster and relays the queue proxy between the node's other
 worker and the other nodes, so a connection on either worker of any node uses every queue of
 the cluster: a classic queue on either worker of another node (relayed at both ends), a
 quorum queue whose replicas run on the nodes' workers 0. A connection whose first link names
 another node's queue moves to its node's worker 0, one relay fewer. A Direct Reply-To reply
-reaches a requester on worker 1 of another node through both nodes' workers 0."""
+reaches a requester on worker 1 of another node through both nodes' workers 0, from a node
+of one worker too."""
 
 from __future__ import annotations
 
 import pytest
 from cluster_procs import ClusterProcesses  # tests/support/
+from proton.utils import BlockingConnection
 from volatile_clients import round_trip
-from worker_procs import connect_on, consume, peers_of, publish, workers
+from worker_procs import PIN, connect_on, consume, peers_of, publish, workers
+
+SINGLE = 3  # the node of one worker
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    c = ClusterProcesses(tmp_path_factory.mktemp("workers") / "cluster", 3, extra_args=["--workers", "2"])
+    c = ClusterProcesses(tmp_path_factory.mktemp("workers") / "cluster", 4)
+    c.node_env = {i: {"WARREN_WORKERS": "1" if i == SINGLE else "2"} for i in range(4)}
     try:
         c.start(timeout=60)
         yield c
@@ -56,13 +62,22 @@ def test_either_worker_of_any_node_uses_every_queue_of_the_cluster(cluster):
     moving.close()
 
 
-@pytest.mark.parametrize("requester_at, responder_at", [((1, 1), (2, 1)), ((2, 0), (0, 1))])
+def client(node, worker: int) -> BlockingConnection:
+    """A connection on worker `worker` of `node` that stays there (its first link names no queue)."""
+    if node.index != SINGLE:
+        return connect_on(node.proc.pid, node.amqp_port, worker, pinned=True)
+    conn = BlockingConnection(f"amqp://guest:guest@127.0.0.1:{node.amqp_port}", allowed_mechs="PLAIN")
+    conn.create_sender(PIN)
+    return conn
+
+
+@pytest.mark.parametrize("requester_at, responder_at",
+                         [((1, 1), (2, 1)), ((2, 0), (0, 1)), ((1, 1), (SINGLE, 0)), ((SINGLE, 0), (2, 1))])
 def test_a_reply_reaches_a_requester_on_any_worker_of_another_node(cluster, requester_at, responder_at):
     (rn, rw), (sn, sw) = requester_at, responder_at
     queue = f"requests-{rn}{rw}-{sn}{sw}"
     cluster[0].http("PUT", f"/api/queues/%2F/{queue}", {"durable": True})
-    asking = connect_on(cluster[rn].proc.pid, cluster[rn].amqp_port, rw, pinned=True)
-    answering = connect_on(cluster[sn].proc.pid, cluster[sn].amqp_port, sw, pinned=True)
+    asking, answering = client(cluster[rn], rw), client(cluster[sn], sw)
     round_trip(asking, answering, queue)
     asking.close()
     answering.close()
