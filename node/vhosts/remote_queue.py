@@ -470,8 +470,15 @@ class QueueService:
         queue = self._local_queue(peer, vhost, name)
         if queue is None:
             self.send(peer, ["counts", req, None, 0, 0])
-        else:
+        elif not queue.remote:
             self.send(peer, ["counts", req, queue.message_count, queue.unacked_count, queue.consumer_count])
+        else:  # relayed (`relays`): the counts of the node or worker serving it, asked now
+
+            async def answer() -> None:
+                await queue.refresh_counts()
+                self.send(peer, ["counts", req, queue.message_count, queue.unacked_count, queue.consumer_count])
+
+            self._tasks.spawn(answer(), f"relaying the counts of '{name}' in vhost '{vhost}' to {peer}")
 
     def _purge(self, peer: str, req: int, vhost: str, name: str) -> None:
         queue = self._local_queue(peer, vhost, name)

@@ -81,3 +81,37 @@ def test_a_reply_reaches_a_requester_on_any_worker_of_another_node(cluster, requ
     round_trip(asking, answering, queue)
     asking.close()
     answering.close()
+
+
+def management_on(node, worker: int):
+    """A rabbitmq-amqp-python-client connection (its first link: the management node, which
+    moves nothing) that the kernel gave to worker `worker` of `node`."""
+    from rabbitmq_amqp_python_client import Connection
+
+    procs = workers(node.proc.pid, node.amqp_port)
+    for _ in range(60):
+        before = peers_of(procs[worker], node.amqp_port)
+        conn = Connection(f"amqp://guest:guest@127.0.0.1:{node.amqp_port}/")
+        conn.dial()
+        if peers_of(procs[worker], node.amqp_port) - before:
+            return conn
+        conn.close()
+    raise AssertionError(f"no connection landed on worker {worker}")
+
+
+def test_counts_read_through_another_worker_are_the_serving_nodes_own_now(cluster):
+    n0, n1 = cluster[0], cluster[1]
+    n0.http("PUT", "/api/queues/%2F/counted", {"durable": True, "arguments": {
+        "x-queue-type": "classic", "x-queue-leader-locator": "client-local"}})
+    writer = client(n0, 0)
+    publish(writer, "counted", ["x"] * 10)
+    conn = management_on(n1, 1)  # worker 1 -> node 1's worker 0 (relaying) -> node 0
+    try:
+        management = conn.management()
+        assert management.queue_info("counted").message_count == 10
+        assert management.purge_queue("counted") == 10
+        publish(writer, "counted", ["y"] * 3)
+        assert management.queue_info("counted").message_count == 3  # not a count the relay kept
+    finally:
+        conn.close()
+        writer.close()
