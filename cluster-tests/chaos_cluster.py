@@ -49,6 +49,7 @@ IMAGE = os.environ.get("WARREN_CHAOS_IMAGE", "warren:chaos")
 NODES = ("warren1", "warren2", "warren3")
 FIVE_NODES = (*NODES, "warren4", "warren5")  # with docker-compose.five.yml
 GRPC_PORT = 25672
+PYTHON = "/opt/warren/bin/python"  # the image's interpreter (deploy/Dockerfile)
 USER, PASSWORD = "chaos", "chaos-password"
 # The packages deploy/Dockerfile copies into the image, read from its COPY lines (one list, not two)
 PACKAGES = tuple(re.findall(r"^COPY (\w+) /src/\1$", (REPO / "deploy" / "Dockerfile").read_text(), re.M))
@@ -558,10 +559,10 @@ class ComposeCluster(ClockFaults, DiskFaults, LinkFaults, MembershipFaults):
 
     def _signal_node(self, container, sig: str) -> None:
         """SIGSTOP or SIGCONT to the node's processes: its server (the container's first
-        process) and, with several workers, every worker (`kill -1` in the container reaches
-        every process there but the first and itself)."""
+        process) and, with several workers, every worker (kill(-1) in the container reaches
+        every process there but the first and the caller; dash's `kill` cannot say -1)."""
         if self.workers > 1:
-            container.exec_run(["sh", "-c", f"kill -s {sig} -1"])
+            container.exec_run([PYTHON, "-c", f"import os, signal; os.kill(-1, signal.SIG{sig})"])
         container.kill(signal=f"SIG{sig}")
 
     def restart(self, node: str, timeout: float = 60.0) -> None:
