@@ -251,10 +251,7 @@ class Broker(QueueProcess):
 
     def suspend_listeners(self) -> None:
         """Maintenance mode (node/cluster/maintenance.py): refuse new AMQP connections; open ones stay."""
-        for server in (self._server, self._tls_server):
-            if server is not None:
-                server.close()
-        self._server = self._tls_server = None
+        super().suspend_listeners()
         if self.node_worker is not None:  # and the other workers', whose connections the drain closes too
             self.node_worker.listening(False)
 

@@ -30,11 +30,16 @@ class QueueProcess:
     _server: asyncio.base_events.Server | None  # the AMQP listener, and the AMQPS one
     _tls_server: asyncio.base_events.Server | None
 
-    async def close_clients(self) -> None:
-        """Stop listening, close every connection with connection-forced, let their CLOSE frames out."""
+    def suspend_listeners(self) -> None:
+        """Refuse new AMQP connections (maintenance mode, shutdown); open ones stay."""
         for server in (self._server, self._tls_server):
             if server is not None:
                 server.close()
+        self._server = self._tls_server = None
+
+    async def close_clients(self) -> None:
+        """Stop listening, close every connection with connection-forced, let their CLOSE frames out."""
+        self.suspend_listeners()
         for conn in list(self.connections):
             conn.force_close(Condition.CONNECTION_FORCED, "broker shutdown")
         await asyncio.sleep(0)

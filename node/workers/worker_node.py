@@ -154,10 +154,7 @@ class WorkerNode(QueueProcess):
             if self._server is None and self._tls_server is None:
                 self.background(self._listen(), "listening again after maintenance")
         elif item[0] == "listening":  # the node drains for maintenance
-            for server in (self._server, self._tls_server):
-                if server is not None:
-                    server.close()
-            self._server = self._tls_server = None
+            self.suspend_listeners()
             for conn in list(self.connections):
                 conn.force_close(Condition.CONNECTION_FORCED, DRAIN_REASON)
 
