@@ -36,8 +36,7 @@ class Config:
     grpc_port: int = 25672  # cluster (Raft) port, gRPC; 0: a free one, kept across restarts (node/cluster/identity.py);
     # -1: no cluster, a single node whose metadata store listens on a loopback port only (no seeds)
     # Worker processes of this node (node/workers/, docs/architecture.md "Workers"): connections spread
-    # over them by SO_REUSEPORT, classic queues placed on them; 1: one process, as before. Above 1 the
-    # node joins a cluster by its seeds only (no join_cluster at run time).
+    # over them by SO_REUSEPORT, classic queues placed on them; 1: one process, as before.
     workers: int = 1
     default_user: str = "guest"
     default_password: str = "guest"

@@ -129,10 +129,6 @@ async def cluster_status(request: web.Request) -> web.Response:
 @access(ADMIN)
 async def join_cluster(request: web.Request) -> web.Response:
     body = await read_body(request)
-    workers = api_of(request).node.config.workers
-    if workers > 1:
-        raise ApiError(400, "bad_request", f"this node runs {workers} workers: a node with several workers "
-                                           "joins a cluster by its seeds at start, not at run time (issue 36)")  # fmt: skip
     try:
         status = await _cluster(request).join_cluster(_string(body, "seed"), _timeout(body, request) or 25.0)
     except ClusterError as e:

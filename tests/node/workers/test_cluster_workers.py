@@ -10,8 +10,11 @@ of one worker too."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
-from cluster_procs import ClusterProcesses  # tests/support/
+from cluster_procs import ClusterProcesses
+from http_json import HttpError  # tests/support/
 from proton.utils import BlockingConnection
 from volatile_clients import round_trip
 from worker_procs import PIN, connect_on, consume, peers_of, publish, workers
@@ -115,3 +118,62 @@ def test_counts_read_through_another_worker_are_the_serving_nodes_own_now(cluste
     finally:
         conn.close()
         writer.close()
+
+
+def test_nodes_of_two_workers_join_at_run_time_and_the_joiner_s_old_queues_go(tmp_path):
+    """join_cluster resets the joining node's metadata, as RabbitMQ's reset does: its queues on
+    either worker go with their messages, and a queue declared again under the same name there
+    starts empty on whichever worker it lands."""
+    c = ClusterProcesses(tmp_path / "cluster", 2, seeded=False)
+    c.node_env = {0: {"WARREN_WORKERS": "2"}, 1: {"WARREN_WORKERS": "2"}}
+    names = ["old-a", "old-b"]
+    declare = {"durable": True, "arguments": {"x-queue-type": "classic", "x-queue-leader-locator": "client-local"}}
+    try:
+        for i in (0, 1):
+            c.spawn(i)
+        for i in (0, 1):
+            c.wait_ready(60, among=[i])
+        joiner = c[1]
+        for name in names:  # once the node's own member record is in (announced after the first election)
+            c.wait_for(lambda name=name: declared(joiner, name, declare), 10, "a declaration")
+        on_1 = connect_on(joiner.proc.pid, joiner.amqp_port, 1, pinned=True)
+        for name in names:
+            publish(on_1, name, [f"{name}-before"] * 3)
+        on_1.close()
+        assert sorted(placed(joiner).values()) == [0, 1]
+
+        out = c.ctl(1, "join_cluster", c[0].id)
+        assert out.returncode == 0, out.stderr
+        c.wait_ready(30)
+        assert [q["name"] for q in c[0].http("GET", "/api/queues")] == []
+        c.wait_for(lambda: [q["name"] for q in joiner.http("GET", "/api/queues")] == [], 10, "the old queues gone")
+
+        for name in names:  # declared again, led by the joiner once its member record is back
+            c.wait_for(lambda name=name: declared(joiner, name, declare), 10, "a declaration")
+        assert sorted(placed(joiner).values()) == [0, 1]
+        on_0 = connect_on(c[0].proc.pid, c[0].amqp_port, 1, pinned=True)
+        for name in names:
+            publish(on_0, name, [f"{name}-after"])
+        on_0.close()
+        on_1 = connect_on(joiner.proc.pid, joiner.amqp_port, 1, pinned=True)
+        for name in names:
+            assert consume(on_1, name, 1) == [f"{name}-after"]
+            assert [q["messages"] for q in joiner.http("GET", "/api/queues") if q["name"] == name] == [0]
+        on_1.close()
+    finally:
+        c.close()
+
+
+def declared(node, name: str, body: dict) -> bool:
+    try:
+        node.http("PUT", f"/api/queues/%2F/{name}", body)
+    except HttpError as e:
+        if "not a cluster member" not in str(e):
+            raise
+        return False
+    return True
+
+
+def placed(node) -> dict[str, int]:
+    with open(node.data_dir / "workers" / "placement") as f:
+        return {name: worker for _, name, worker in json.load(f)}

@@ -22,7 +22,7 @@ import urllib.request
 import psutil
 import pytest
 import worker_procs
-from http_json import HttpError, request_json
+from http_json import request_json
 from proton import ConnectionException, Message, symbol
 from proton.reactor import Filter
 from proton.utils import BlockingConnection
@@ -95,13 +95,6 @@ def test_a_reply_crosses_to_the_requesters_worker(two_workers, requester_on, res
     round_trip(asking, answering, "requests")
     asking.close()
     answering.close()
-
-
-def test_a_node_of_several_workers_refuses_to_join_a_cluster_at_run_time(two_workers):
-    with pytest.raises(HttpError) as refused:
-        api(two_workers, "POST", "/api/cluster/join", {"seed": "127.0.0.1:1"})
-    assert refused.value.status == 400
-    assert "runs 2 workers" in refused.value.body["reason"]
 
 
 def test_a_worker_killed_with_minus_9_comes_back_with_every_confirmed_message_and_the_other_serves_meanwhile(
