@@ -69,7 +69,7 @@ def start_warren() -> tuple[subprocess.Popen, int]:
         [sys.executable, "-m", "node.cli", "server", "--data-dir", data, "--amqp-port", "0",
          "--listen-host", "127.0.0.1", "--http-port", "0", "--metrics-port", "0", "--grpc-port", "0"],
         cwd=Path(__file__).resolve().parent.parent, stdout=subprocess.PIPE, text=True,
-        env=dict(os.environ, WARREN_IDLE_TIMEOUT="0"),
+        env=dict(os.environ, WARREN_IDLE_TIMEOUT="0", WARREN_WORKERS="1"),
     )  # fmt: skip
     port = int(re.search(r"listening on amqp://[^:]+:(\d+)", proc.stdout.readline()).group(1))
     return proc, port

@@ -18,6 +18,10 @@ import time
 _live: list[subprocess.Popen] = []
 _handlers_installed = False
 
+# A Warren node's default is one worker per usable core; the benchmarks' Warren rows are one
+# process unless a script asks for workers (bench/workers.py passes --workers).
+os.environ.setdefault("WARREN_WORKERS", "1")
+
 
 def port_open(host: str, port: int, timeout: float = 0.5) -> bool:
     """True when something accepts TCP connections on host:port."""

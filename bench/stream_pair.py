@@ -31,7 +31,7 @@ def main() -> None:
     data = tempfile.mkdtemp(prefix="warren-stream-bench-")
     node = subprocess.Popen([sys.executable, "-m", "node.cli", "server", "--data-dir", data, "--amqp-port",
                              str(args.port), "--http-port", str(args.http_port), "--metrics-port", "0", "--grpc-port",
-                             "0", "--listen-host", "127.0.0.1"], cwd=REPO, env=dict(os.environ, PYTHONPATH=REPO),
+                             "0", "--listen-host", "127.0.0.1"], cwd=REPO, env=dict(os.environ, PYTHONPATH=REPO, WARREN_WORKERS="1"),
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)  # fmt: skip
     node.stdout.readline()  # listening
     auth = "Basic " + base64.b64encode(b"guest:guest").decode()

@@ -36,8 +36,9 @@ class Config:
     grpc_port: int = 25672  # cluster (Raft) port, gRPC; 0: a free one, kept across restarts (node/cluster/identity.py);
     # -1: no cluster, a single node whose metadata store listens on a loopback port only (no seeds)
     # Worker processes of this node (node/workers/, docs/architecture.md "Workers"): connections spread
-    # over them by SO_REUSEPORT, classic queues placed on them; 1: one process, as before.
-    workers: int = 1
+    # over them by SO_REUSEPORT, classic queues placed on them; 1: one process, as before; 0 (the
+    # default): the cores this process may use (CPU affinity and cgroup quota, node/workers/cores.py)
+    workers: int = 0
     default_user: str = "guest"
     default_password: str = "guest"
     anonymous_user: str = "guest"  # SASL ANONYMOUS logs in as this user
@@ -239,5 +240,5 @@ def load(config_file: str | None = None, env: dict | None = None, overrides: dic
 
 def check_workers(cfg: Config) -> None:
     n = cfg.workers
-    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= 64:
-        raise ValueError(f"workers must be a number of processes from 1 to 64, got {n!r}")
+    if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= 64:
+        raise ValueError(f"workers must be a number of processes from 1 to 64 (0: one per usable core), got {n!r}")

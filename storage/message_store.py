@@ -320,6 +320,28 @@ class MessageStore(BatchStore):
             self._batches.delete_range(_POSITIONS, b"q")  # every key that starts with b"p"
         return out
 
+    def copy_queue_from(self, other: MessageStore, queue: str, batch: int = _UPGRADE_BATCH) -> int:
+        """Copy every committed key of `queue` in `other` (messages, index, positions) into this
+        store, in synced batches of at most `batch` keys; returns the messages copied. Copying
+        again overwrites the same keys: a copy cut short by a crash is simply done once more.
+        The caller deletes the queue from `other` once it no longer reads it there."""
+        prefix = other._prefix(queue)
+        copied = 0
+        pending = 0
+        for start in (prefix, _index_prefix(prefix), _POSITIONS + prefix[1:]):
+            n = len(start)
+            for key, value in other._batches.db.items(from_key=start):
+                if key[:n] != start:
+                    break
+                self._batches.put(key, value)
+                copied += key[:1] == _MSG
+                pending += 1
+                if pending == batch:
+                    self.commit()
+                    pending = 0
+        self.commit()
+        return copied
+
     # -- commit ------------------------------------------------------------
 
     def commit(self) -> Ticket:

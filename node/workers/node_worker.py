@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 from typing import Any
 
 from metadata.machine import MetadataMachine
@@ -34,7 +33,7 @@ class NodeWorker:
         `node_id()` is the node's id (known once its cluster started)."""
         self.data_dir = data_dir
         self.workers = workers
-        self.slots = Slots(workers, 0, node_id, os.path.join(data_dir, "workers"))
+        self.slots = Slots(workers, 0, node_id, data_dir)
         self._machine = machine
         machine.subscribe(self.slots.on_applied, self.slots.on_restored)
         self.feed: MetadataFeed | None = None

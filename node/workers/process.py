@@ -57,7 +57,8 @@ def supervise(cfg: Config, argv: list[str]) -> int:
             sock.bind((cfg.listen_host, 0))
             held.append(sock)
             ports += [flag, str(sock.getsockname()[1])]
-    command = [sys.executable, "-m", "node.cli", *argv, *ports]
+    # the count decided here (the usable cores by default), so that no worker decides another
+    command = [sys.executable, "-m", "node.cli", *argv, *ports, "--workers", str(cfg.workers)]
     try:
         return Supervisor([command] * cfg.workers).run()
     finally:

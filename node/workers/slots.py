@@ -15,10 +15,10 @@ names it, so the queue lives and dies with its connection), any other on the
 worker running the fewest. A queue the node already had when it started
 without a place (a node that ran with one worker, whose messages are in
 worker 0's store) stays on worker 0: until the node's metadata is caught up at
-start (`caught_up`), every queue without a place is worker 0's. A place never
-moves, and a node whose map places queues on workers it no longer runs
-refuses to start (`check_workers`): their messages are in those workers'
-stores. The map is node-local, not replicated (no other
+start (`caught_up`), every queue without a place is worker 0's. A place does
+not move while the node runs; a node started with fewer workers moves the
+queues of those gone onto the others first (take_over.py). The map is
+node-local, not replicated (no other
 node needs it: they reach the node through worker 0), written by atomic
 rename to `data_dir/workers/placement` before the queue starts, and sent to
 the other workers ahead of the command that declares it (metadata_follow.py),
@@ -33,23 +33,36 @@ from typing import Any
 
 from metadata import effects as fx
 
-__all__ = ["Slots", "WorkersRefused", "check_workers", "node_of_peer", "owner_worker", "worker_peer"]
+__all__ = ["Slots", "node_of_peer", "owner_worker", "read_places", "store_path", "worker_peer", "write_places"]
 
 FILE = "placement"
 
 
-class WorkersRefused(ValueError):
-    """The data directory needs more workers than the node was started with."""
+def store_path(data_dir: str, worker: int) -> str:
+    """Where worker `worker` keeps its classic queues' messages (worker 0: the node's store)."""
+    return os.path.join(data_dir, "messages") if worker == 0 else os.path.join(data_dir, "workers", str(worker), "messages")
 
 
-def check_workers(data_dir: str, workers: int) -> None:
-    """Raises WorkersRefused when queues of `data_dir` live on workers >= `workers`."""
-    places = _read(os.path.join(data_dir, "workers", FILE))
-    beyond = sorted({w for w in places.values() if w >= workers})
-    if beyond:
-        count = sum(1 for w in places.values() if w >= workers)
-        raise WorkersRefused(f"{count} queue(s) of {data_dir} run on worker(s) {', '.join(map(str, beyond))}, "
-                             f"whose stores hold their messages: start with --workers {max(beyond) + 1} or more")
+def read_places(data_dir: str) -> dict[tuple[str, str], int]:
+    """The node's map of classic queue (vhost, name) -> worker, as last written."""
+    try:
+        with open(os.path.join(data_dir, "workers", FILE)) as f:
+            return {(vhost, name): int(worker) for vhost, name, worker in json.load(f)}
+    except FileNotFoundError:
+        return {}
+
+
+def write_places(data_dir: str, places: dict[tuple[str, str], int]) -> None:
+    """Replace the map on disk, synced, by atomic rename."""
+    directory = os.path.join(data_dir, "workers")
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, FILE)
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump([[vhost, name, worker] for (vhost, name), worker in places.items()], f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
 
 
 def worker_peer(node_id: str, worker: int) -> str:
@@ -77,17 +90,17 @@ def owner_worker(owner: str | None, node_id: str) -> int | None:
 class Slots:
     """The node's map of classic queue -> worker, as this worker knows it."""
 
-    def __init__(self, workers: int, me: int, node_id: Callable[[], str], directory: str | None = None) -> None:
-        """`directory`: where worker 0 keeps the map (None on the other workers)."""
+    def __init__(self, workers: int, me: int, node_id: Callable[[], str], data_dir: str | None = None) -> None:
+        """`data_dir`: the node's, where worker 0 keeps the map (None on the other workers)."""
         self.workers = workers
         self.me = me
         self._node_id = node_id  # read at each use: it is known once the cluster started
-        self._directory = directory
+        self._data_dir = data_dir
         self._places: dict[tuple[str, str], int] = {}
         self.caught_up = False  # worker 0: until then a queue without a place is one the node had
         self.on_placed: Callable[[str, str, int], None] | None = None  # worker 0: tell the others first
-        if directory is not None:
-            self._places = _read(os.path.join(directory, FILE))
+        if data_dir is not None:
+            self._places = read_places(data_dir)
 
     # -- reading ------------------------------------------------------------------------
 
@@ -129,15 +142,15 @@ class Slots:
     def on_applied(self, _command: Any, _result: Any, effects: tuple, _index: int) -> None:
         changed = False
         for e in effects:
-            if isinstance(e, fx.QueueDeclared) and e.type == "classic" and self._directory is not None:
+            if isinstance(e, fx.QueueDeclared) and e.type == "classic" and self._data_dir is not None:
                 changed |= self._place(e)
             elif isinstance(e, fx.QueueDeleted):
                 changed |= self._places.pop((e.vhost, e.name), None) is not None
-        if changed and self._directory is not None:
+        if changed and self._data_dir is not None:
             self._write()
 
     def on_restored(self, state: Any) -> None:
-        if self._directory is None:
+        if self._data_dir is None:
             return  # the snapshot from worker 0 carries its map
         # Places of queues the snapshot lacks stay: the log replayed after it may declare them
         # (a place goes only with its queue's deletion).
@@ -162,20 +175,5 @@ class Slots:
         return True
 
     def _write(self) -> None:
-        assert self._directory is not None
-        os.makedirs(self._directory, exist_ok=True)
-        path = os.path.join(self._directory, FILE)
-        tmp = path + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(self.snapshot(), f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-
-
-def _read(path: str) -> dict[tuple[str, str], int]:
-    try:
-        with open(path) as f:
-            return {(vhost, name): int(worker) for vhost, name, worker in json.load(f)}
-    except FileNotFoundError:
-        return {}
+        assert self._data_dir is not None
+        write_places(self._data_dir, self._places)

@@ -14,12 +14,40 @@ node i to cut itself off from every other member and each of those to drop
 node i (the transport's partition switch, both ways), `heal()` undoes it.
 Readiness is judged over the HTTP API: every running node reports the same
 leader through /api/cluster, and that leader reports itself as leading.
+
+Each node started as a process here runs 2 workers (issue 36: CI runs the
+cluster tests with 2 workers per node, the rest of the suite with one): a
+supervisor, worker 0 (the node's Raft voter and cluster endpoint) and worker 1.
+`WARREN_CLUSTER_WORKERS=1` runs them with one; a test may set its own
+(`ClusterProcesses.node_env`). The nodes run in-process stay one process.
 """
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from cluster_procs import ClusterProcesses  # tests/support/
+
+WORKERS = os.environ.get("WARREN_CLUSTER_WORKERS", "2")
+_before = pytest.StashKey[str | None]()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    item.stash[_before] = os.environ.get("WARREN_WORKERS")
+    os.environ["WARREN_WORKERS"] = WORKERS  # read by the nodes each test (or its module's fixture) starts
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item):
+    before = item.stash.get(_before, None)
+    if before is None:
+        os.environ.pop("WARREN_WORKERS", None)
+    else:
+        os.environ["WARREN_WORKERS"] = before
+
+
 
 
 @pytest.fixture

@@ -138,7 +138,7 @@ def test_a_worker_killed_with_minus_9_comes_back_with_every_confirmed_message_an
 
 
 @pytest.mark.parametrize("args, says", [
-    (["--workers", "0"], "workers must be a number of processes from 1 to 64"),
+    (["--workers", "-1"], "workers must be a number of processes from 1 to 64"),
     (["--workers", "65"], "workers must be a number of processes from 1 to 64"),
 ])  # fmt: skip
 def test_settings_a_node_of_several_workers_cannot_run_are_refused_by_name(tmp_path, args, says):
@@ -240,14 +240,60 @@ def test_a_node_started_again_with_two_workers_keeps_its_queues_and_messages_on_
     again = broker_process_factory(data_dir, extra_args=["--workers", "2"])  # the places hold across restarts
     again.data_dir = str(data_dir)
     assert placement(again.data_dir) == {"old-a": 0, "old-b": 0, "new": 1}
-    assert consume(connect_on(again, 0), "new", 1) == ["kept"]
+    on_0 = connect_on(again, 0)
+    assert consume(on_0, "new", 1) == ["kept"]
+    publish(on_0, "new", ["kept-again"])  # into worker 1's store
+    on_0.close()
     assert again.terminate() == 0
 
-    fewer = subprocess.run([sys.executable, "-m", "node.cli", "server", "--data-dir", str(data_dir), "--amqp-port",
-                            "0", "--http-port", "0", "--metrics-port", "0"],
-                           cwd=ROOT, capture_output=True, text=True, timeout=60)  # fmt: skip
-    assert fewer.returncode == 78
-    assert "1 queue(s)" in fewer.stderr and "start with --workers 2 or more" in fewer.stderr
+    # one worker again: worker 1's queue moves to worker 0's store, messages and all
+    assert os.path.isdir(data_dir / "workers" / "1" / "messages")
+    fewer = broker_process_factory(data_dir, extra_args=["--workers", "1"])
+    assert placement(str(data_dir)) == {"old-a": 0, "old-b": 0, "new": 0}
+    assert not os.path.exists(data_dir / "workers" / "1")
+    conn = BlockingConnection(fewer.url, allowed_mechs="PLAIN")
+    assert consume(conn, "new", 1) == ["kept-again"]
+    conn.close()
+    assert fewer.terminate() == 0
+
+
+def test_a_node_started_with_fewer_workers_moves_the_queues_of_those_gone_onto_the_others(
+    broker_process_factory, tmp_path
+):
+    data_dir = tmp_path / "data"
+    three = broker_process_factory(data_dir, extra_args=["--workers", "3"])
+    names = [f"q{i}" for i in range(6)]
+    for name in names:
+        api(three, "PUT", f"/api/queues/%2F/{name}", {"durable": True})
+    before = placement(str(data_dir))
+    assert sorted(before.values()) == [0, 0, 1, 1, 2, 2]
+    conn = worker_procs.connect_on(three.proc.pid, three.port, 0, pinned=True, count=3)
+    for name in names:
+        publish(conn, name, [f"{name}-{j}" for j in range(30)])
+    conn.close()
+    assert three.terminate() == 0
+
+    two = broker_process_factory(data_dir, extra_args=["--workers", "2"])
+    after = placement(str(data_dir))
+    assert {n: w for n, w in after.items() if before[n] < 2} == {n: w for n, w in before.items() if w < 2}
+    assert sorted(after.values()) == [0, 0, 0, 1, 1, 1]  # worker 2's two queues went one to each
+    assert not os.path.exists(data_dir / "workers" / "2")
+    conn = worker_procs.connect_on(two.proc.pid, two.port, 1, pinned=True)
+    for name in names:
+        assert consume(conn, name, 30) == [f"{name}-{j}" for j in range(30)]
+    conn.close()
+    assert two.terminate() == 0
+
+
+def test_a_node_runs_one_worker_per_usable_core_by_default(broker_process_factory, tmp_path, monkeypatch):
+    cores = len(os.sched_getaffinity(0))  # no CPU quota here (tests/node/workers/test_cores.py reads those)
+    monkeypatch.delenv("WARREN_WORKERS")  # tests/conftest.py's one worker for the suite's nodes
+    node = broker_process_factory(tmp_path / "data")
+    if cores == 1:
+        assert psutil.Process(node.proc.pid).children() == []
+    else:
+        assert sorted(worker_procs.workers(node.proc.pid, node.port, count=cores)) == list(range(cores))
+    assert node.terminate() == 0
 
 
 def landed_port(node, worker: int, conn_before: dict[int, set[int]]) -> int:
