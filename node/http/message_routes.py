@@ -26,8 +26,8 @@ from aiohttp import web
 
 from amqp.message import Message
 from amqp.types import Symbol, Timestamp
-from node.client.links import QueueConsumer
 from node.http import formats as fmt
+from node.http.client_views import connection_consumers
 from node.http.route_kit import (
     MGMT,
     USER,
@@ -333,54 +333,25 @@ def properties_json(parsed: Message) -> dict | list:
 # ---------------------------------------------------------------- consumers
 
 
-def consumer_json(conn: Any, session: Any, link: Any, consumer: QueueConsumer, node_name: str) -> dict:
-    queue = consumer.queue
-    activity = queue.consumer_activity(consumer)  # "up", "single_active" or "waiting"
-    return {
-        "arguments": {},
-        "ack_required": not consumer.presettled,
-        "active": activity != "waiting",
-        "activity_status": activity,
-        "consumer_tag": link.name,
-        "exclusive": False,
-        "prefetch_count": link.link_credit,
-        "queue": {"name": queue.name, "vhost": queue.vhost},
-        "channel_details": {
-            "connection_name": conn.name,
-            "name": f"{conn.name} ({session.channel})",
-            "node": node_name,
-            "number": session.channel,
-            "peer_host": conn.peer[0],
-            "peer_port": conn.peer[1],
-            "user": conn.user,
-        },
-    }
-
-
-def _consumers(request: web.Request, vhosts: set[str]) -> list[dict]:
+async def _consumers(request: web.Request, vhosts: set[str]) -> list[dict]:
+    """The consumers in these vhosts, on every worker of the node."""
     node = api_of(request).node
-    node_name = node.config.node_name
-    out = []
-    for conn in list(node.connections):
-        if conn.vhost is None or conn.vhost.name not in vhosts:
-            continue
-        for session in list(conn.engine.sessions.values()):
-            for link in list(session.links.values()):
-                if isinstance(link.context, QueueConsumer):
-                    out.append(consumer_json(conn, session, link, link.context, node_name))
-    return out
+    shown = connection_consumers(node.connections, vhosts, node.config.node_name)
+    if node.node_worker is not None:
+        shown += await node.node_worker.consumers(vhosts)
+    return shown
 
 
 @access(MGMT)
 async def list_consumers(request: web.Request) -> web.Response:
     vhosts = {v.name for v in api_of(request).visible_vhosts(request[USER])}
-    return json_response(request, _consumers(request, vhosts))
+    return json_response(request, await _consumers(request, vhosts))
 
 
 @access(VHOST)
 async def vhost_consumers(request: web.Request) -> web.Response:
     vhost = api_of(request).vhost(request.match_info["vhost"])
-    return json_response(request, _consumers(request, {vhost.name}))
+    return json_response(request, await _consumers(request, {vhost.name}))
 
 
 ROUTES = [

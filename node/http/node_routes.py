@@ -159,7 +159,7 @@ async def put_cluster_name(request: web.Request) -> web.Response:
 # ---------------------------------------------------------------- connections
 
 
-async def _connections(api: ManagementAPI, user: Any, vhost: str | None = None) -> list[dict]:
+async def open_connections(api: ManagementAPI, user: Any, vhost: str | None = None) -> list[dict]:
     """Open connections (past AMQP OPEN), the user's own unless monitor (user None: all); on a
     node with several workers, every worker's, each naming its `worker`."""
     node = api.node
@@ -173,20 +173,20 @@ async def _connections(api: ManagementAPI, user: Any, vhost: str | None = None) 
 
 @access(MGMT)
 async def list_connections(request: web.Request) -> web.Response:
-    return list_response(request, await _connections(api_of(request), request[USER]))
+    return list_response(request, await open_connections(api_of(request), request[USER]))
 
 
 @access(VHOST)
 async def vhost_connections(request: web.Request) -> web.Response:
     api = api_of(request)
     vhost = api.vhost(request.match_info["vhost"])
-    return list_response(request, await _connections(api, request[USER], vhost.name))
+    return list_response(request, await open_connections(api, request[USER], vhost.name))
 
 
 @access(MGMT)
 async def get_connection(request: web.Request) -> web.Response:
     name, user = request.match_info["name"], request[USER]
-    shown = next((c for c in await _connections(api_of(request), None) if c["name"] == name), None)
+    shown = next((c for c in await open_connections(api_of(request), None) if c["name"] == name), None)
     if shown is None:
         raise not_found(f"no connection '{name}'")
     if not is_monitor(user) and shown["user"] != user.name:
@@ -199,18 +199,24 @@ async def close_connection(request: web.Request) -> web.Response:
     """Closes with amqp:connection:forced; the X-Reason header is the
     description, as in RabbitMQ."""
     name, user = request.match_info["name"], request[USER]
-    shown = next((c for c in await _connections(api_of(request), None) if c["name"] == name), None)
+    shown = next((c for c in await open_connections(api_of(request), None) if c["name"] == name), None)
     if shown is None:
         raise not_found(f"no connection '{name}'")
     if not is_admin(user) and shown["user"] != user.name:
         raise refused("User not authorised to access object")
-    reason = request.headers.get("X-Reason") or DEFAULT_CLOSE_REASON
-    local = next((c for c in api_of(request).node.connections if c.name == name and c.vhost is not None), None)
-    if local is not None:
-        local.force_close(Condition.CONNECTION_FORCED, reason)
-    elif not await api_of(request).node.node_worker.close_connection(name, reason):
+    if not await close_named(api_of(request), name, request.headers.get("X-Reason") or DEFAULT_CLOSE_REASON):
         raise not_found(f"no connection '{name}'")  # it closed meanwhile
     return no_content()
+
+
+async def close_named(api: ManagementAPI, name: str, reason: str) -> bool:
+    """Close the open connection `name` with amqp:connection:forced, on whichever worker
+    holds it; False when none does."""
+    local = next((c for c in api.node.connections if c.name == name and c.vhost is not None), None)
+    if local is not None:
+        local.force_close(Condition.CONNECTION_FORCED, reason)
+        return True
+    return api.node.node_worker is not None and await api.node.node_worker.close_connection(name, reason)
 
 
 # ---------------------------------------------------------------- vhosts

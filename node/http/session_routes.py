@@ -13,13 +13,10 @@ RabbitMQ 4.2 shows an AMQP 1.0 connection:
 
 from __future__ import annotations
 
-from typing import Any
-
 from aiohttp import web
 
-from amqp import definitions as d
-from amqp.errors import Condition
-from node.http import formats as fmt
+from node.http.client_views import session_json
+from node.http.node_routes import DEFAULT_CLOSE_REASON, close_named, open_connections
 from node.http.route_kit import (
     MGMT,
     USER,
@@ -35,72 +32,40 @@ from node.http.route_kit import (
     refused,
 )
 
-DEFAULT_CLOSE_REASON = "Closed via management plugin"
-_SETTLE_MODES = {d.SND_UNSETTLED: "unsettled", d.SND_SETTLED: "settled", d.SND_MIXED: "mixed"}
 
-
-def _own_connection(request: web.Request) -> Any:
-    """The connection named in the path, if the user may see it."""
+async def _sessions(request: web.Request) -> list[dict]:
+    """The sessions of the connection named in the path, on whichever worker holds it, if the
+    user may see it."""
     name, user = request.match_info["name"], request[USER]
-    for conn in api_of(request).node.connections:
-        if conn.name == name and conn.vhost is not None:
-            if not is_monitor(user) and conn.user != user.name:
-                raise refused("User not authorised to access object")
-            return conn
-    raise not_found(f"no connection '{name}'")
-
-
-def _address(terminus: Any) -> str | None:
-    return getattr(terminus, "address", None)
-
-
-def _link_json(link: Any) -> dict:
-    common = {"handle": link.handle, "link_name": link.name, "max_message_size": link.max_message_size or 0,
-              "delivery_count": link.delivery_count, "credit": link.link_credit}  # fmt: skip
-    if link.is_sender:  # we send: a consumer's link
-        queue = getattr(link.context, "queue", None)
-        return {**common, "source_address": _address(link.source), "queue_name": getattr(queue, "name", ""),
-                "send_settled": link.snd_settle_mode == d.SND_SETTLED, "filter": [],
-                "consumer_timeout": False}  # fmt: skip
-    return {**common, "snd_settle_mode": _SETTLE_MODES.get(link.snd_settle_mode, "mixed"),
-            "target_address": _address(link.target),
-            "unconfirmed_messages": getattr(link.context, "unconfirmed", 0)}  # fmt: skip
-
-
-def session_json(session: Any) -> dict:
-    links = list(session.links.values())
-    return {
-        "channel_number": session.channel,
-        "handle_max": session.handle_max,
-        "next_incoming_id": session.next_incoming_id,
-        "incoming_window": session.incoming_window,
-        "next_outgoing_id": session.next_outgoing_id,
-        "remote_incoming_window": session.remote_incoming_window,
-        "remote_outgoing_window": session.remote_outgoing_window,
-        "outgoing_unsettled_deliveries": len(session.outgoing_unsettled),
-        "incoming_links": [_link_json(link) for link in links if not link.is_sender],
-        "outgoing_links": [_link_json(link) for link in links if link.is_sender],
-    }
+    node = api_of(request).node
+    local = next((c for c in node.connections if c.name == name and c.vhost is not None), None)
+    if local is not None:
+        found = {"user": local.user, "sessions": [session_json(s) for _, s in sorted(local.engine.sessions.items())]}
+    else:
+        found = await node.node_worker.sessions(name) if node.node_worker is not None else None
+    if found is None:
+        raise not_found(f"no connection '{name}'")
+    if not is_monitor(user) and found["user"] != user.name:
+        raise refused("User not authorised to access object")
+    return found["sessions"]
 
 
 @access(MGMT)
 async def connection_sessions(request: web.Request) -> web.Response:
-    conn = _own_connection(request)
-    return json_response(request, [session_json(s) for _, s in sorted(conn.engine.sessions.items())])
+    return json_response(request, await _sessions(request))
 
 
-def _of_user(request: web.Request) -> list[Any]:
+async def _of_user(request: web.Request) -> list[dict]:
+    """The open connections of the user named in the path, as the API shows them."""
     name, user = request.match_info["username"], request[USER]
     if not is_monitor(user) and name != user.name:
         raise refused("User not authorised to access object")
-    return [c for c in api_of(request).node.connections if c.vhost is not None and c.user == name]
+    return [c for c in await open_connections(api_of(request), None) if c["user"] == name]
 
 
 @access(MGMT)
 async def user_connections(request: web.Request) -> web.Response:
-    node = api_of(request).node
-    rows = [fmt.connection_json(c, node.config.node_name, node.alarms.active) for c in _of_user(request)]
-    return list_response(request, sorted(rows, key=lambda c: c["name"]))
+    return list_response(request, await _of_user(request))
 
 
 @access(MGMT)
@@ -108,8 +73,9 @@ async def close_user_connections(request: web.Request) -> web.Response:
     user = request[USER]
     if not is_admin(user) and request.match_info["username"] != user.name:
         raise refused("User not authorised to access object")
-    for conn in _of_user(request):
-        conn.force_close(Condition.CONNECTION_FORCED, request.headers.get("X-Reason") or DEFAULT_CLOSE_REASON)
+    reason = request.headers.get("X-Reason") or DEFAULT_CLOSE_REASON
+    for conn in await _of_user(request):
+        await close_named(api_of(request), conn["name"], reason)
     return no_content()
 
 
@@ -126,7 +92,7 @@ async def vhost_channels(request: web.Request) -> web.Response:
 
 @access(MGMT)
 async def connection_channels(request: web.Request) -> web.Response:
-    _own_connection(request)
+    await _sessions(request)  # a 404 or 401 as for its sessions
     return json_response(request, [])
 
 

@@ -8,7 +8,8 @@ as the cluster knows it (node/broker.py, unchanged otherwise), and besides:
   proxy's and Direct Reply-To's traffic to them (peers.py), relaying the
   queue proxy between them and the other nodes of the cluster;
 - asks the other workers for what the HTTP API shows of them (their
-  connections) and passes on what it does to them (closing one)."""
+  connections, sessions and consumers) and passes on what it does to them
+  (closing a connection), questions.py."""
 
 from __future__ import annotations
 
@@ -67,10 +68,23 @@ class NodeWorker:
         self.slots.caught_up = True  # from now on a queue without a place is a new one
         await self.feed.serve(address(self.data_dir, "control"))
 
+    async def gathered(self, question: list) -> list:
+        """The other workers' answers to `question` (questions.py), decoded; none from a worker
+        that had none."""
+        answers = await self.feed.ask(question) if self.feed is not None else []
+        return [json.loads(answer) for answer in answers if answer is not None]
+
     async def connections(self) -> list[dict]:
         """The other workers' open connections, as the HTTP API shows them (with their `worker`)."""
-        answers = await self.feed.ask(["connections"]) if self.feed is not None else []
-        return [conn for answer in answers if answer for conn in json.loads(answer)]
+        return [conn for answer in await self.gathered(["connections"]) for conn in answer]
+
+    async def consumers(self, vhosts: set[str]) -> list[dict]:
+        """The consumers of the other workers' connections in these vhosts, as the API shows them."""
+        return [c for answer in await self.gathered(["consumers", sorted(vhosts)]) for c in answer]
+
+    async def sessions(self, name: str) -> dict | None:
+        """{"user", "sessions"} of another worker's connection `name`; None when none has it."""
+        return next(iter(await self.gathered(["sessions", name])), None)
 
     def listening(self, on: bool) -> None:
         """Maintenance mode (node/cluster/maintenance.py) for the other workers: off, they stop
@@ -80,13 +94,11 @@ class NodeWorker:
 
     async def scrape(self) -> list[dict]:
         """The other workers' counters and open connections (scrape.py's `summary`)."""
-        answers = await self.feed.ask(["scrape"]) if self.feed is not None else []
-        return [json.loads(answer) for answer in answers if answer]
+        return await self.gathered(["scrape"])
 
     async def close_connection(self, name: str, reason: str) -> bool:
         """Close the connection `name` on the worker that has it; False when none has it."""
-        answers = await self.feed.ask(["close", name, reason]) if self.feed is not None else []
-        return any(answers)
+        return any(await self.gathered(["close", name, reason]))
 
     async def close(self) -> None:
         if self.feed is not None:

@@ -18,7 +18,6 @@ beside them), as node/broker.py does for worker 0."""
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import time
@@ -32,7 +31,6 @@ from node.client.connection import ConnectionHandler
 from node.client.tls import TlsContexts
 from node.cluster.maintenance import CLOSE_REASON as DRAIN_REASON
 from node.config import Config
-from node.http.formats import connection_json
 from node.ops.alarms import Alarms
 from node.ops.memory import MemoryAccount
 from node.ops.metrics import NodeMetrics
@@ -53,7 +51,7 @@ from .control import address
 from .handover import Handover, serve_handovers
 from .metadata_follow import MetadataFollower
 from .peers import WorkerPeers
-from .scrape import summary
+from .questions import answer
 from .slots import Slots, worker_peer
 from .stand_ins import NoQuorumReplicas, StreamsOnNodeWorker, WorkerPlacement
 from .transport import WorkerTransport
@@ -120,7 +118,7 @@ class WorkerNode(QueueProcess):
         self._alarm_check.start()
         self._follower = MetadataFollower(loop, self.metadata_machine, address(cfg.data_dir, "control"),
                                           on_extra=self._node_said, on_notice=self._notice,
-                                          on_ask=self._asked)  # fmt: skip
+                                          on_ask=lambda question: answer(self, question))  # fmt: skip
         await self._follower.start()
         self.metadata = MetadataStore(self.metadata_machine, self._follower.propose)
         channels: dict = {}
@@ -157,23 +155,6 @@ class WorkerNode(QueueProcess):
             self.suspend_listeners()
             for conn in list(self.connections):
                 conn.force_close(Condition.CONNECTION_FORCED, DRAIN_REASON)
-
-    def _asked(self, question: list) -> Any:
-        """Worker 0's HTTP API asks: this worker's open connections (JSON, as the API shows
-        them), or to close one of them (True when it is here)."""
-        if question[0] == "connections":
-            shown = [connection_json(conn, self.config.node_name, self.alarms.active) | {"worker": self.index}
-                     for conn in self.connections if conn.vhost is not None]  # fmt: skip
-            return json.dumps(shown)
-        if question[0] == "scrape":
-            return summary(self.index, self.metrics, self.connections)
-        if question[0] == "close" and len(question) == 3:
-            for conn in list(self.connections):
-                if conn.name == question[1] and conn.vhost is not None:
-                    conn.force_close(Condition.CONNECTION_FORCED, question[2])
-                    return True
-            return False
-        return None
 
     def _dial_to(self, peer: str) -> str | None:
         """Each pair of workers has one link, dialled by the higher-numbered worker."""

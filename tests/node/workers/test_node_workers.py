@@ -22,7 +22,7 @@ import urllib.request
 import psutil
 import pytest
 import worker_procs
-from http_json import request_json
+from http_json import HttpError, request_json
 from proton import ConnectionException, Message, symbol
 from proton.reactor import Filter
 from proton.utils import BlockingConnection
@@ -199,6 +199,48 @@ def test_the_http_api_shows_and_closes_the_connections_of_every_worker(two_worke
     with pytest.raises(ConnectionException):  # the client was told: its connection is gone
         on_1.create_sender("/queues/anything").send(Message(body="x"))
     on_0.close()
+
+
+def test_the_http_api_shows_every_workers_consumers_and_sessions_and_closes_a_users_connections(two_workers):
+    node = two_workers
+    api(node, "PUT", "/api/users/other", {"password": "pw", "tags": ""})
+    api(node, "PUT", "/api/permissions/%2F/other", {"configure": ".*", "write": ".*", "read": ".*"})
+    for name in ("on-0", "on-1"):
+        api(node, "PUT", f"/api/queues/%2F/{name}", {"durable": True})
+    conns = {w: connect_on(node, w) for w in (0, 1)}
+    readers = {w: conns[w].create_receiver(f"/queues/on-{w}", credit=7, name=f"reader-{w}") for w in (0, 1)}
+    others = connect_on(node, 1, "other", "pw")
+    names = {c["worker"]: c["name"] for c in api(node, "GET", "/api/connections") if c["user"] == "guest"}
+
+    consumers = {c["consumer_tag"]: c for c in api(node, "GET", "/api/consumers")}
+    assert sorted(consumers) == ["reader-0", "reader-1"]
+    assert consumers["reader-1"]["channel_details"]["connection_name"] == names[1]
+    assert consumers["reader-1"]["queue"] == {"name": "on-1", "vhost": "/"}
+    assert consumers["reader-1"]["prefetch_count"] == 7
+    assert sorted(c["consumer_tag"] for c in api(node, "GET", "/api/consumers/%2F")) == ["reader-0", "reader-1"]
+
+    path = f"/api/connections/{urllib.parse.quote(names[1], safe='')}"
+    (session,) = api(node, "GET", path + "/sessions")
+    assert [link["link_name"] for link in session["outgoing_links"]] == ["reader-1"]
+    assert api(node, "GET", path + "/channels") == []
+    with pytest.raises(HttpError) as refused:  # another user's connection, on worker 1 too
+        api(node, "GET", path + "/sessions", user="other", password="pw")
+    assert refused.value.status == 401
+    with pytest.raises(HttpError) as missing:
+        api(node, "GET", "/api/connections/nothing-of-the-kind/sessions")
+    assert missing.value.status == 404
+
+    assert sorted(c["name"] for c in api(node, "GET", "/api/connections/username/guest")) == sorted(names.values())
+    api(node, "DELETE", "/api/connections/username/guest")
+    deadline = time.monotonic() + 10
+    while {c["user"] for c in api(node, "GET", "/api/connections")} != {"other"}:
+        assert time.monotonic() < deadline, "guest's connections were not closed on both workers"
+        time.sleep(0.05)
+    for conn in conns.values():
+        with pytest.raises(ConnectionException):
+            conn.create_sender("/queues/on-0").send(Message(body="x"))
+    del readers
+    others.close()
 
 
 def test_a_stream_read_from_another_worker_starts_at_the_offset_its_reader_asks(two_workers):
