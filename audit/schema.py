@@ -84,6 +84,7 @@ QUEUE_FIELDS: dict[str, Field] = {
     "unacked": Field("int", doc="of depth: delivered to a consumer and not settled yet"),
     "consumers": Field("int"),
     "counters": Field("object", fields={c: Field("int", doc=COUNTER_DOCS[c]) for c in COUNTERS}),
+    "worker": Field("int", required=False, doc="the worker process that runs the queue, on a node of several"),
 }
 
 SCHEMA: dict[str, Field] = {

@@ -187,8 +187,11 @@ class Broker(QueueProcess):
             if cfg.definitions_file:
                 await self.definitions.load(cfg.definitions_file)
             if cfg.snapshot_interval > 0:
-                self.snapshots = SnapshotWriter(cfg.data_dir, lambda: collect(self), interval=cfg.snapshot_interval,
-                                                max_bytes=cfg.snapshot_max_bytes, keep_files=cfg.snapshot_keep_files)
+                workers = self.node_worker  # a node of several workers: the others' queues and clients too
+                self.snapshots = SnapshotWriter(
+                    cfg.data_dir, lambda: collect(self, workers=None if workers is None else workers.snapshot_parts),
+                    prepare=None if workers is None else workers.refresh_snapshot_parts,
+                    interval=cfg.snapshot_interval, max_bytes=cfg.snapshot_max_bytes, keep_files=cfg.snapshot_keep_files)  # fmt: skip
                 await self.snapshots.start()
             # management first: once the AMQP port accepts, the whole node is up
             await self._start_http()

@@ -26,7 +26,7 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -145,30 +145,51 @@ def _queue_group(cluster: Cluster | None, queue: Queue) -> tuple[bool, str | Non
     return g["role"] == "leader", name, g
 
 
-def collect(node: SnapshotSource, now_ms: int | None = None, mono_ms: int | None = None) -> dict:
+def client_counts(connections: Iterable[Any]) -> tuple[int, int, int]:
+    """(connections, sessions, links) of these client connections."""
+    conns = sessions = links = 0
+    for conn in list(connections):
+        conns += 1
+        for s in list(conn.engine.sessions.values()):
+            sessions += 1
+            links += len(s.links)
+    return conns, sessions, links
+
+
+def queue_records(vhosts: Iterable[VHost], cluster: Cluster | None, worker: int | None = None) -> tuple[list, list]:
+    """(queues[], the quorum queues' groups[]) of the queues these vhosts host here; each queue
+    names its `worker` on a node of several workers."""
+    queues, groups = [], []
+    for vhost in list(vhosts):
+        for queue in list(vhost.queues.values()):
+            if queue.deleted or queue.remote:
+                continue  # a RemoteQueue is the proxy of a queue another node (or worker) hosts
+            leader, gname, grec = _queue_group(cluster, queue)
+            record = queue_record(queue, leader, gname)
+            queues.append(record if worker is None else record | {"worker": worker})
+            if grec is not None:
+                groups.append(grec)
+    return queues, groups
+
+
+def collect(node: SnapshotSource, now_ms: int | None = None, mono_ms: int | None = None,
+            workers: list[dict] | None = None) -> dict:  # fmt: skip
     """A snapshot record of a started `node` (node/broker.py) as it is now.
-    `boot_id`, `seq` and `interval_ms` are left to the SnapshotWriter."""
+    `boot_id`, `seq` and `interval_ms` are left to the SnapshotWriter. `workers`: on a node of
+    several workers, what the others last said of theirs (node/workers/questions.py
+    "snapshot"), counted as the node's."""
     cluster = node.cluster
     groups = []
     if cluster is not None:
         status = cluster.status()
         if status["role"] != "stopped":
             groups.append(group_record(status))
-    connections = sessions = links = 0
-    for conn in list(node.connections):
-        connections += 1
-        for s in list(conn.engine.sessions.values()):
-            sessions += 1
-            links += len(s.links)
-    queues = []
-    for vhost in list(node.vhosts.values()):
-        for queue in list(vhost.queues.values()):
-            if queue.deleted or queue.remote:
-                continue  # a RemoteQueue is the proxy of a queue another node hosts
-            leader, gname, grec = _queue_group(cluster, queue)
-            queues.append(queue_record(queue, leader, gname))
-            if grec is not None:
-                groups.append(grec)
+    connections, sessions, links = client_counts(node.connections)
+    queues, queue_groups = queue_records(node.vhosts.values(), cluster, None if workers is None else 0)
+    groups += queue_groups
+    for part in workers or ():
+        connections, sessions, links = connections + part["connections"], sessions + part["sessions"], links + part["links"]
+        queues += part["queues"]
     seen: set[str] = set()
     groups = [g for g in groups if not (g["name"] in seen or seen.add(g["name"]))]  # once each
     wall = int(time.time() * 1000) if now_ms is None else now_ms
@@ -202,6 +223,7 @@ class SnapshotWriter:
 
     data_dir: str
     source: Callable[[], dict]
+    prepare: Callable[[], Awaitable[None]] | None = None  # awaited before each record is built
     interval: float = 5.0
     max_bytes: int = 16 * 1024 * 1024
     keep_files: int = 8
@@ -244,6 +266,11 @@ class SnapshotWriter:
         loop = asyncio.get_running_loop()
         due = loop.time()
         while True:
+            if self.prepare is not None:
+                try:
+                    await self.prepare()
+                except Exception:  # the record is still written, with what the node has
+                    self._failed("preparing a snapshot record failed")
             self.tick()
             due += self.interval
             now = loop.time()

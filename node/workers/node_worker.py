@@ -27,6 +27,8 @@ from .transport import WorkerTransport
 
 __all__ = ["NodeWorker"]
 
+SNAPSHOT_ASK_TIMEOUT = 1.0  # seconds: a late worker's part is left out of one record, not the record delayed
+
 
 class NodeWorker:
     def __init__(self, data_dir: str, workers: int, machine: MetadataMachine, node_id: Any) -> None:
@@ -41,6 +43,7 @@ class NodeWorker:
         self.transport: WorkerTransport | None = None
         self.peers: WorkerPeers | None = None
         self._workers = "\0"  # the other workers' peer names start so (known at start)
+        self.snapshot_parts: list[dict] = []  # what the others said of theirs for the node's snapshot
 
     async def start(self, loop: asyncio.AbstractEventLoop, cluster: Any) -> WorkerPeers:
         """Serve the other workers; returns the cluster as the queue proxy and Direct Reply-To see it."""
@@ -68,10 +71,10 @@ class NodeWorker:
         self.slots.caught_up = True  # from now on a queue without a place is a new one
         await self.feed.serve(address(self.data_dir, "control"))
 
-    async def gathered(self, question: list) -> list:
+    async def gathered(self, question: list, timeout: float = 5.0) -> list:
         """The other workers' answers to `question` (questions.py), decoded; none from a worker
-        that had none."""
-        answers = await self.feed.ask(question) if self.feed is not None else []
+        that had none or did not answer within `timeout` seconds."""
+        answers = await self.feed.ask(question, timeout) if self.feed is not None else []
         return [json.loads(answer) for answer in answers if answer is not None]
 
     async def connections(self) -> list[dict]:
@@ -95,6 +98,11 @@ class NodeWorker:
     async def scrape(self) -> list[dict]:
         """The other workers' counters and open connections (scrape.py's `summary`)."""
         return await self.gathered(["scrape"])
+
+    async def refresh_snapshot_parts(self) -> None:
+        """Ask the others for their part of the node's snapshot record (their connections'
+        counts and their queues' records); one that does not answer in time is left out."""
+        self.snapshot_parts = await self.gathered(["snapshot"], timeout=SNAPSHOT_ASK_TIMEOUT)
 
     async def close_connection(self, name: str, reason: str) -> bool:
         """Close the connection `name` on the worker that has it; False when none has it."""

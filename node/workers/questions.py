@@ -7,7 +7,9 @@ nothing to say (the connection named is not its own).
     ["sessions", name]          {"user", "sessions"} of its connection `name`
     ["consumers", [vhost...]]   its connections' consumers in those vhosts
     ["close", name, reason]     closes its connection `name`: true when it had it
-    ["scrape"]                  its counters and connections' counts (scrape.py)"""
+    ["scrape"]                  its counters and connections' counts (scrape.py)
+    ["snapshot"]                its part of the node's snapshot record: connections, sessions
+                                and links counted, its queues' records (node/ops/state_snapshot.py)"""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from typing import Any
 from amqp.errors import Condition
 from node.http.client_views import connection_consumers, session_json
 from node.http.formats import connection_json
+from node.ops.state_snapshot import client_counts, queue_records
 
 from .scrape import summary
 
@@ -35,6 +38,10 @@ def answer(worker: Any, question: list) -> Any:
         return json.dumps(connection_consumers(opened, set(args[0]), node_name))
     if kind == "scrape":
         return summary(worker.index, worker.metrics, worker.connections)
+    if kind == "snapshot":
+        connections, sessions, links = client_counts(worker.connections)
+        queues, _ = queue_records(worker.vhosts.values(), None, worker.index)
+        return json.dumps({"connections": connections, "sessions": sessions, "links": links, "queues": queues})
     conn = next((c for c in opened if args and c.name == args[0]), None)
     if kind == "sessions" and len(args) == 1 and conn is not None:
         return json.dumps({"user": conn.user, "sessions": [session_json(s) for _, s in

@@ -29,6 +29,8 @@ from proton.utils import BlockingConnection
 from volatile_clients import round_trip
 from worker_procs import consume, peers_of, publish
 
+from audit.schema import record_problems
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 
@@ -241,6 +243,40 @@ def test_the_http_api_shows_every_workers_consumers_and_sessions_and_closes_a_us
             conn.create_sender("/queues/on-0").send(Message(body="x"))
     del readers
     others.close()
+
+
+def test_the_nodes_snapshot_records_hold_every_workers_queues_and_connections(broker_process_factory, tmp_path):
+    """The audit reads one node: worker 0's records count the other workers' queues (each naming
+    its `worker`) and clients as the node's."""
+    data_dir = tmp_path / "data"
+    node = broker_process_factory(data_dir, extra_args=["--workers", "2", "--snapshot-interval", "0.2"])
+    for name in ("s-a", "s-b"):
+        api(node, "PUT", f"/api/queues/%2F/{name}", {"durable": True})
+    assert sorted(placement(str(data_dir)).values()) == [0, 1]
+    on_0, on_1 = connect_on(node, 0), connect_on(node, 1)
+    for name in ("s-a", "s-b"):
+        publish(on_1, name, [f"{name}-{i}" for i in range(3)])
+
+    def latest() -> dict | None:
+        files = sorted((data_dir / "snapshots").glob("snapshots-*.ndjson"), key=lambda p: int(p.stem.split("-")[1]))
+        lines = files[-1].read_text().splitlines() if files else []
+        return json.loads(lines[-1]) if lines else None
+
+    deadline = time.monotonic() + 15
+    while True:  # records are written every 0.2 s: no event to await from outside the node
+        record = latest()
+        queues = {q["name"]: q for q in (record or {}).get("queues", [])}
+        if set(queues) == {"s-a", "s-b"} and all(q["counters"]["published"] == 3 for q in queues.values()):
+            break
+        assert time.monotonic() < deadline, f"no record with both workers' queues: {record}"
+        time.sleep(0.1)
+    assert record_problems(record) == []
+    places = placement(str(data_dir))
+    assert {name: q["worker"] for name, q in queues.items()} == places
+    assert all(q["depth"] == 3 and q["leader"] for q in queues.values())
+    assert record["connections"] == 2 and record["links"] == 2  # a pinning sender on each worker's connection
+    on_0.close()
+    on_1.close()
 
 
 def test_a_stream_read_from_another_worker_starts_at_the_offset_its_reader_asks(two_workers):
