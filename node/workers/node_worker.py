@@ -27,7 +27,7 @@ from .transport import WorkerTransport
 
 __all__ = ["NodeWorker"]
 
-SNAPSHOT_ASK_TIMEOUT = 1.0  # seconds: a late worker's part is left out of one record, not the record delayed
+SNAPSHOT_ASK_TIMEOUT = 1.0  # seconds: a late worker's last part is used rather than the record delayed
 
 
 class NodeWorker:
@@ -43,7 +43,7 @@ class NodeWorker:
         self.transport: WorkerTransport | None = None
         self.peers: WorkerPeers | None = None
         self._workers = "\0"  # the other workers' peer names start so (known at start)
-        self.snapshot_parts: list[dict] = []  # what the others said of theirs for the node's snapshot
+        self._snapshot_parts: dict[int, dict] = {}  # worker -> its last part of the node's snapshot
 
     async def start(self, loop: asyncio.AbstractEventLoop, cluster: Any) -> WorkerPeers:
         """Serve the other workers; returns the cluster as the queue proxy and Direct Reply-To see it."""
@@ -101,8 +101,13 @@ class NodeWorker:
 
     async def refresh_snapshot_parts(self) -> None:
         """Ask the others for their part of the node's snapshot record (their connections'
-        counts and their queues' records); one that does not answer in time is left out."""
-        self.snapshot_parts = await self.gathered(["snapshot"], timeout=SNAPSHOT_ASK_TIMEOUT)
+        counts and their queues' records); one that does not answer in time keeps its last."""
+        for part in await self.gathered(["snapshot"], timeout=SNAPSHOT_ASK_TIMEOUT):
+            self._snapshot_parts[part["worker"]] = part
+
+    @property
+    def snapshot_parts(self) -> list[dict]:
+        return list(self._snapshot_parts.values())
 
     async def close_connection(self, name: str, reason: str) -> bool:
         """Close the connection `name` on the worker that has it; False when none has it."""

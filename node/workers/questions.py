@@ -41,7 +41,8 @@ def answer(worker: Any, question: list) -> Any:
     if kind == "snapshot":
         connections, sessions, links = client_counts(worker.connections)
         queues, _ = queue_records(worker.vhosts.values(), None, worker.index)
-        return json.dumps({"connections": connections, "sessions": sessions, "links": links, "queues": queues})
+        return json.dumps({"worker": worker.index, "connections": connections, "sessions": sessions, "links": links,
+                           "queues": queues})  # fmt: skip
     conn = next((c for c in opened if args and c.name == args[0]), None)
     if kind == "sessions" and len(args) == 1 and conn is not None:
         return json.dumps({"user": conn.user, "sessions": [session_json(s) for _, s in
