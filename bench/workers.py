@@ -166,6 +166,7 @@ def measure(broker, queues: int, args) -> dict:
                                    arrow=args.arrow, idle_timeout=30.0)  # fmt: skip
 
     pids = broker.pids()
+    rss_start = rss_mb(pids)
     before = trees_cpu_seconds([[p] for p in pids])
     threads = [threading.Thread(target=one, args=(i,)) for i in range(queues)]
     for t in threads:
@@ -176,6 +177,7 @@ def measure(broker, queues: int, args) -> dict:
     for t in threads:
         t.join()
     spent = [b - a for a, b in zip(before, trees_cpu_seconds([[p] for p in pids]), strict=True)]
+    rss_end = rss_mb(pids)
     ok = all(r is not None and r.get("ok") for r in results)
     done = [r for r in results if r and r.get("ok")]
     messages = queues * args.count
@@ -184,7 +186,19 @@ def measure(broker, queues: int, args) -> dict:
             "slowest": min((r["e2e_rate"] for r in done), default=0.0), "span_s": span,
             "connections_by_process": spread, "cpu_us_per_msg": sum(spent) / messages * 1e6,
             "cpu_us_per_msg_by_process": [s / messages * 1e6 for s in spent],
+            "rss_mb_start": rss_start, "rss_mb_end": rss_end,
             "errors": [r.get("error") for r in results if r and not r.get("ok")]}  # fmt: skip
+
+
+def rss_mb(pids: list[int]) -> list[float]:
+    """Each process's resident memory now, MB (0 for one gone)."""
+    out = []
+    for p in pids:
+        try:
+            out.append(psutil.Process(p).memory_info().rss / 1e6)
+        except psutil.Error:
+            out.append(0.0)
+    return out
 
 
 def connections(pid: int, ports: set[int]) -> int:
@@ -240,14 +254,15 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n{args.queues} {kind}, 1 arrow sender + 1 receiver each, {args.count:,} x "
           f"{args.body} B per queue, credit {args.credit}\n")
     print("| setup | aggregate msg/s | vs first row | slowest pair | broker CPU µs/msg (per process) "
-          "| connections per worker | runs |")
-    print("|---|---|---|---|---|---|---|")
+          "| connections per worker | RSS MB per process, declared -> after the run | runs |")
+    print("|---|---|---|---|---|---|---|---|")
     for label, r, all_runs in rows:
         warren = "Warren" in label
         per = " + ".join(f"{x:.1f}" for x in r["cpu_us_per_msg_by_process"]) if warren else "-"
         spread = " / ".join(str(n) for n in r["connections_by_process"] if n or not args.quorum) if warren else "-"
+        rss = " + ".join(f"{a:.0f} -> {b:.0f}" for a, b in zip(r["rss_mb_start"], r["rss_mb_end"], strict=True))
         print(f"| {label} | {r['aggregate']:,.0f} | {r['aggregate'] / base:.2f}x | {r['slowest']:,.0f} | "
-              f"{r['cpu_us_per_msg']:.1f} ({per}) | {spread} | {', '.join(f'{x:,.0f}' for x in all_runs)} |")
+              f"{r['cpu_us_per_msg']:.1f} ({per}) | {spread} | {rss} | {', '.join(f'{x:,.0f}' for x in all_runs)} |")
     if args.json:
         with open(args.json, "w") as f:
             json.dump([{"setup": label, **r} for label, r, _ in rows], f, indent=1)
