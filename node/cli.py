@@ -16,7 +16,7 @@ SETTING_PREFIX = "setting_"  # argparse dest of the flags made from Config's fie
 
 
 def _server(args: argparse.Namespace) -> int:
-    from .main import run
+    from .start import run
 
     return run(server_config(args))
 

@@ -1,9 +1,9 @@
-"""Runs a node until SIGTERM or SIGINT; SIGHUP reloads its TLS certificate."""
+"""Runs a node's process (the node of one process, or one of its workers: node/start.py
+decides) until SIGTERM or SIGINT; SIGHUP reloads its TLS certificate."""
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import signal
 import sys
@@ -20,11 +20,9 @@ from node.ops.first_run import console_lines
 from node.ops.gc_settings import apply_gc_settings
 from node.ops.logs import NodeLogs
 from node.ops.logs import install as install_logs
-from node.workers.cores import usable_cores
-from node.workers.process import serve_worker, supervise, worker_config, worker_index
-from node.workers.take_over import take_over_queues
+from node.workers.process import worker_config
+from node.workers.worker_node import serve_worker
 from routing.users import check_password
-from storage.message_store import StoreError
 
 
 async def serve(cfg: Config, logs: NodeLogs) -> None:
@@ -72,19 +70,8 @@ def reload_tls(broker: Broker) -> None:
         logging.getLogger("warren.tls").error("SIGHUP: TLS reload failed, the previous certificate stays: %s", e)
 
 
-def run(cfg: Config) -> int:
-    if cfg.workers == 0:  # the default: as many as the cores this process may use
-        cfg = dataclasses.replace(cfg, workers=usable_cores())
-    worker = worker_index() if cfg.workers > 1 else None
-    if worker is None:  # the supervisor, or a node of one process: before any store is opened
-        try:
-            take_over_queues(cfg.data_dir, cfg.workers)
-        except (OSError, StoreError) as e:
-            print(f"warren: cannot move the queues of workers this node no longer runs: {e}", file=sys.stderr,
-                  flush=True)  # fmt: skip
-            return 74  # EX_IOERR
-    if cfg.workers > 1 and worker is None:  # the supervisor of a node with several workers: it
-        return supervise(cfg, sys.argv[1:])  # starts each worker with this command line
+def serve_process(cfg: Config, worker: int | None) -> int:
+    """The node of one process (`worker` None), or worker `worker` of a node of several."""
     if worker is not None:
         cfg = worker_config(cfg)
     try:

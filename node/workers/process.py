@@ -4,26 +4,24 @@ The command the operator starts is the supervisor (supervisor.py): it binds
 the AMQP ports the settings leave to the kernel (port 0) once, so that every
 worker listens on the same one, then starts N copies of its own command line
 with WARREN_WORKER=K and those ports. Worker 0 runs the node (node/broker.py);
-workers 1..N-1 run `WorkerNode`. Each worker's memory alarm watches its share
+workers 1..N-1 run `WorkerNode` (worker_node.py `serve_worker`). The
+supervisor imports none of the node it supervises (node/start.py). Each worker's memory alarm watches its share
 of the node's watermark, and each worker takes its share of the node's
 `max_connections`, so the node as a whole stays under both."""
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import logging
 import os
-import signal
 import socket
 import sys
 
 from node.config import Config
 
 from .supervisor import Supervisor
-from .worker_node import WorkerNode
 
-__all__ = ["WORKER_ENV", "serve_worker", "supervise", "worker_config", "worker_index"]
+__all__ = ["WORKER_ENV", "supervise", "worker_config", "worker_index"]
 
 WORKER_ENV = "WARREN_WORKER"  # set by the supervisor: this process's worker number
 
@@ -64,21 +62,3 @@ def supervise(cfg: Config, argv: list[str]) -> int:
     finally:
         for sock in held:
             sock.close()
-
-
-async def serve_worker(cfg: Config, index: int) -> None:
-    """Worker `index` >= 1 until SIGTERM or SIGINT; SIGHUP reloads its TLS certificate."""
-    worker = WorkerNode(cfg, index)
-    try:
-        await worker.start()
-    except BaseException:
-        await worker.stop()
-        raise
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    if worker.tls is not None:
-        loop.add_signal_handler(signal.SIGHUP, worker.tls.reload)
-    await stop.wait()
-    await worker.stop()

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import signal
 import time
 from typing import Any
 
@@ -56,7 +57,7 @@ from .slots import Slots, worker_peer
 from .stand_ins import NoQuorumReplicas, StreamsOnNodeWorker, WorkerPlacement
 from .transport import WorkerTransport
 
-__all__ = ["WorkerNode"]
+__all__ = ["WorkerNode", "serve_worker"]
 
 log = logging.getLogger("warren.workers")
 
@@ -205,3 +206,21 @@ class WorkerNode(QueueProcess):
 
     def _alarm_changed(self, active: bool) -> None:
         self.block_publishers(active)
+
+
+async def serve_worker(cfg: Config, index: int) -> None:
+    """Worker `index` >= 1 until SIGTERM or SIGINT; SIGHUP reloads its TLS certificate."""
+    worker = WorkerNode(cfg, index)
+    try:
+        await worker.start()
+    except BaseException:
+        await worker.stop()
+        raise
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    if worker.tls is not None:
+        loop.add_signal_handler(signal.SIGHUP, worker.tls.reload)
+    await stop.wait()
+    await worker.stop()
