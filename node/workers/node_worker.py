@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from typing import Any
 
 from metadata.machine import MetadataMachine
@@ -22,7 +23,9 @@ from metadata.machine import MetadataMachine
 from .control import address
 from .metadata_follow import MetadataFeed
 from .peers import RoutedTransport, WorkerPeers
+from .process import WORKER_ENV
 from .slots import Slots
+from .supervisor import READY
 from .transport import WorkerTransport
 
 __all__ = ["NodeWorker"]
@@ -70,6 +73,8 @@ class NodeWorker:
         starting drops the stored messages of queues its first snapshot does not place on it."""
         self.slots.caught_up = True  # from now on a queue without a place is a new one
         await self.feed.serve(address(self.data_dir, "control"))
+        if os.environ.get(WORKER_ENV) == "0":  # the supervisor starts the others now (supervisor.py)
+            os.kill(os.getppid(), READY)
 
     async def gathered(self, question: list, timeout: float = 5.0) -> list:
         """The other workers' answers to `question` (questions.py), decoded; none from a worker

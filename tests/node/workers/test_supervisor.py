@@ -18,6 +18,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.a
 
 # A worker: writes "<pid>" to <dir>/<k>.pid once running; on SIGTERM writes <dir>/<k>.stopped and exits 0.
 # With a status argument it exits with it instead, once worker 0 runs (so that its stop is seen).
+# Worker 0 tells the supervisor it is ready (SIGUSR1) once running, or, while <dir>/hold exists,
+# once <dir>/go does.
 WORKER = """
 import os, signal, sys, pathlib, time
 k = os.environ["WARREN_WORKER"]
@@ -32,6 +34,10 @@ def stop(*_):
 signal.signal(signal.SIGTERM, stop)
 (d / f"{k}.pid.tmp").write_text(str(os.getpid()))
 os.replace(d / f"{k}.pid.tmp", d / f"{k}.pid")
+if k == "0":
+    while (d / "hold").exists() and not (d / "go").exists():
+        time.sleep(0.01)
+    os.kill(os.getppid(), signal.SIGUSR1)
 while True:
     signal.pause()
 """
@@ -90,6 +96,23 @@ def stop_all():
         if proc.poll() is None:
             proc.kill()
         proc.wait()
+
+
+def test_the_other_workers_start_once_worker_0_says_it_is_ready(tmp_path, stop_all):
+    (tmp_path / "hold").write_text("")
+    sup = supervise(tmp_path, "-", "-", "-")
+    stop_all(sup)
+    first = pid_of(tmp_path, 0)
+    with pytest.raises(AssertionError):  # worker 0 runs, not ready yet: nobody else starts
+        pid_of(tmp_path, 1, timeout=1.0)
+    (tmp_path / "go").write_text("")
+    assert {pid_of(tmp_path, 1), pid_of(tmp_path, 2)}.isdisjoint({first})
+    os.kill(first, signal.SIGKILL)  # worker 0 again: the others already run and stay
+    others = pid_of(tmp_path, 1), pid_of(tmp_path, 2)
+    assert pid_of(tmp_path, 0, other_than=first) != first
+    assert all(alive(pid) for pid in others) and (pid_of(tmp_path, 1), pid_of(tmp_path, 2)) == others
+    sup.send_signal(signal.SIGTERM)
+    assert sup.wait(15) == 0
 
 
 def test_a_worker_killed_with_minus_9_is_started_again_and_the_others_keep_running(tmp_path, stop_all):
