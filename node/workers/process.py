@@ -18,6 +18,7 @@ import socket
 import sys
 
 from node.config import Config
+from node.ops.logs import install as install_logs
 
 from .supervisor import Supervisor
 
@@ -44,7 +45,11 @@ def worker_config(cfg: Config) -> Config:
 
 def supervise(cfg: Config, argv: list[str]) -> int:
     """Bind what the workers must share, start them, and keep them running until stopped."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s supervisor %(levelname)s %(message)s")
+    try:
+        install_logs(cfg)  # the node's outputs, formats and levels, as each worker's
+    except OSError as e:
+        print(f"warren: cannot open the log file: {e}", file=sys.stderr, flush=True)
+        return 78  # EX_CONFIG
     held: list[socket.socket] = []  # bound, not listening: it keeps the port for the workers
     ports: list[str] = []
     wanted = [("--amqp-port", cfg.amqp_port), ("--amqps-port", cfg.amqps_port if cfg.tls_cert else -1)]
