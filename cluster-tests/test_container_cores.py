@@ -6,26 +6,15 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 import time
 
 import pytest
-from chaos_cluster import DockerUnavailable, _docker, prepare_docker
+from chaos_cluster import _docker
 
 pytestmark = [pytest.mark.slow, pytest.mark.docker, pytest.mark.timeout(900)]
 
-IMAGE = os.environ.get("WARREN_DISCOVERY_IMAGE", "warren:discovery")  # test_discovery_compose.py's build
 HOST_CPUS = len(os.sched_getaffinity(0))
 PROBE = "from node.workers.cores import usable_cores; print(usable_cores())"
-
-
-@pytest.fixture(scope="module")
-def image() -> str:
-    try:
-        return prepare_docker(image=IMAGE).image
-    except DockerUnavailable as e:
-        print(f"\n!!! DOCKER ENGINE UNAVAILABLE: {e}", file=sys.stderr)
-        pytest.skip(f"docker engine unavailable: {e}")
 
 
 def cores_in(image: str, **limits) -> int:
@@ -33,17 +22,17 @@ def cores_in(image: str, **limits) -> int:
     return int(out.decode().strip())
 
 
-def test_the_usable_cores_inside_a_container_follow_its_cpu_quota_and_cpuset(image):
-    assert cores_in(image) == HOST_CPUS
-    assert cores_in(image, nano_cpus=1_000_000_000) == 1  # --cpus 1
-    assert cores_in(image, nano_cpus=1_500_000_000) == min(2, HOST_CPUS)  # --cpus 1.5: rounded up
-    assert cores_in(image, cpuset_cpus="0") == 1  # --cpuset-cpus 0
+def test_the_usable_cores_inside_a_container_follow_its_cpu_quota_and_cpuset(docker_image):
+    assert cores_in(docker_image) == HOST_CPUS
+    assert cores_in(docker_image, nano_cpus=1_000_000_000) == 1  # --cpus 1
+    assert cores_in(docker_image, nano_cpus=1_500_000_000) == min(2, HOST_CPUS)  # --cpus 1.5: rounded up
+    assert cores_in(docker_image, cpuset_cpus="0") == 1  # --cpuset-cpus 0
 
 
 @pytest.mark.skipif(HOST_CPUS < 2, reason="needs 2 CPUs for a quota of 1.5 to mean 2 workers")
-def test_a_node_given_one_and_a_half_cpus_runs_two_workers_and_given_one_runs_one_process(image):
+def test_a_node_given_one_and_a_half_cpus_runs_two_workers_and_given_one_runs_one_process(docker_image):
     for nano_cpus, workers in ((1_500_000_000, 2), (1_000_000_000, 1)):
-        container = _docker().containers.run(image, detach=True, nano_cpus=nano_cpus,
+        container = _docker().containers.run(docker_image, detach=True, nano_cpus=nano_cpus,
                                              environment={"WARREN_LOOPBACK_USERS": ""})  # fmt: skip
         try:
             deadline = time.monotonic() + 60
