@@ -5,9 +5,10 @@ the AMQP ports the settings leave to the kernel (port 0) once, so that every
 worker listens on the same one, then starts N copies of its own command line
 with WARREN_WORKER=K and those ports. Worker 0 runs the node (node/broker.py);
 workers 1..N-1 run `WorkerNode` (worker_node.py `serve_worker`). The
-supervisor imports none of the node it supervises (node/start.py). Each worker's memory alarm watches its share
-of the node's watermark, and each worker takes its share of the node's
-`max_connections`, so the node as a whole stays under both."""
+supervisor imports none of the node it supervises (node/start.py). Each
+worker's memory alarm watches its share of the node's watermark, and each
+worker takes its share of the node's `max_connections`, so the node as a
+whole stays under both."""
 
 from __future__ import annotations
 
