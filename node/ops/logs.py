@@ -255,7 +255,23 @@ class _Levels(logging.Filter):
 
 class _RotatingFile(RotatingFileHandler):
     """Python's rotation keeps no file at count 0 and then never rotates; RabbitMQ's
-    (logger_std_h) starts the file over: so does this."""
+    (logger_std_h) starts the file over: so does this. The processes of a node of several
+    workers (node/workers/) share the file: when another one rotated it, this one writes on
+    in the file that has the name now (as WatchedFileHandler does), not in the one renamed."""
+
+    def shouldRollover(self, record: logging.LogRecord) -> bool:
+        if self.stream is not None and self._renamed():
+            self.stream.close()
+            self.stream = self._open()
+        return super().shouldRollover(record)
+
+    def _renamed(self) -> bool:
+        try:
+            named = os.stat(self.baseFilename)
+        except FileNotFoundError:
+            return True
+        mine = os.fstat(self.stream.fileno())
+        return (named.st_dev, named.st_ino) != (mine.st_dev, mine.st_ino)
 
     def doRollover(self) -> None:
         if self.backupCount > 0:

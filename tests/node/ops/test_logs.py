@@ -139,6 +139,25 @@ def test_the_file_rotates_at_its_size_keeping_the_count(tmp_path, installed):
     assert "record 000" not in "".join((tmp_path / n).read_text() for n in names)  # rotated out
 
 
+def test_processes_sharing_the_file_write_on_in_the_current_one_after_another_rotated_it(tmp_path):
+    """Two handlers on one path, as a node's workers have: each rotation by one is followed by
+    the other, so every record is in the current file or a backup, in order, none lost."""
+    path = str(tmp_path / "warren.log")
+    handlers = [logs._RotatingFile(path, maxBytes=1000, backupCount=5, encoding="utf-8") for _ in range(2)]
+    try:
+        for i in range(60):
+            record = logging.LogRecord("warren.node", logging.INFO, __file__, 1, f"record {i:03d} " + "x" * 30,
+                                       None, None)  # fmt: skip
+            handlers[i % 2].emit(record)
+    finally:
+        for h in handlers:
+            h.close()
+    files = [tmp_path / "warren.log"] + [tmp_path / f"warren.log.{n}" for n in range(1, 6)]
+    lines = [line for f in reversed(files) if f.exists() for line in f.read_text().splitlines()]
+    assert lines == [f"record {i:03d} " + "x" * 30 for i in range(60)]
+    assert all(f.stat().st_size <= 1000 for f in files if f.exists())
+
+
 def test_a_rotation_count_of_0_starts_the_file_over(tmp_path, installed):
     installed(file_config(tmp_path, log_file_rotation_size=1000, log_file_rotation_count=0))
     for i in range(100):
