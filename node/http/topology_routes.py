@@ -60,7 +60,11 @@ def _queue_json(api: ManagementAPI, queue: Any) -> dict:
     node = api.node
     out = fmt.queue_json(queue, node.config.node_name, lambda member: member_name(node, member),
                          api.queue_rates_of(queue), api.count_rates_of(queue))  # fmt: skip
-    return {**out, "memory": node.memory.held_by(queue)}
+    out["memory"] = node.memory.held_by(queue)
+    worker = node.node_worker.worker_of(queue.vhost, queue.name) if node.node_worker is not None else None
+    if worker is not None:  # a node of several workers: the one that runs the queue
+        out["worker"] = worker
+    return out
 
 
 # Fields a queue listing sorts by without building each queue's JSON (costly_list_response).

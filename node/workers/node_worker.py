@@ -76,6 +76,12 @@ class NodeWorker:
         if os.environ.get(WORKER_ENV) == "0":  # the supervisor starts the others now (supervisor.py)
             os.kill(os.getppid(), READY)
 
+    def worker_of(self, vhost: str, name: str) -> int | None:
+        """The worker of this node that runs the queue; None when none does (another node's)."""
+        declared = self._machine.state.vhosts.get(vhost)
+        record = declared.queues.get(name) if declared is not None else None
+        return None if record is None else self.slots.worker_running(record)
+
     async def gathered(self, question: list, timeout: float = 5.0) -> list:
         """The other workers' answers to `question` (questions.py), decoded; none from a worker
         that had none or did not answer within `timeout` seconds."""

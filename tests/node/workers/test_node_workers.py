@@ -68,6 +68,9 @@ def test_connections_on_either_worker_use_every_queue_of_the_node(two_workers):
         api(node, "PUT", f"/api/queues/%2F/cq{i}", {"durable": True})
     api(node, "PUT", "/api/queues/%2F/qq", {"durable": True, "arguments": {"x-queue-type": "quorum"}})
     assert sorted(placement(node.data_dir).values()) == [0, 0, 1, 1]  # quorum queues run on worker 0
+    shown = {q["name"]: q["worker"] for q in api(node, "GET", "/api/queues")}
+    assert shown == {**placement(node.data_dir), "qq": 0}  # per-worker detail, as the API shows it
+    assert api(node, "GET", "/api/queues/%2F/cq1")["worker"] == placement(node.data_dir)["cq1"]
     api(node, "PUT", "/api/users/worker-user", {"password": "s3cret", "tags": ""})
     api(node, "PUT", "/api/permissions/%2F/worker-user", {"configure": ".*", "write": ".*", "read": ".*"})
     queues = [f"cq{i}" for i in range(4)] + ["qq"]
