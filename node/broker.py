@@ -56,6 +56,7 @@ from node.vhosts.vhost import VHost
 from node.vhosts.volatile_queues import VolatileQueues
 from node.workers.handover import Handover, serve_handovers
 from node.workers.node_worker import NodeWorker
+from node.workers.slots import store_path
 from queues.quorum.queue import QuorumQueue
 from storage.faults import DiskFaults
 from storage.group_commit import GroupCommitter
@@ -137,7 +138,7 @@ class Broker(QueueProcess):
         os.makedirs(cfg.data_dir, exist_ok=True)
         enabled_flags.check_known(cfg.data_dir, self.feature_flags, __version__)  # before any file is opened
         enabled_flags.EnabledFlagsFile(cfg.data_dir, self.metadata_machine, __version__)
-        self.classic = ClassicStore(cfg, os.path.join(cfg.data_dir, "messages"), self.loop, self.disk_faults)
+        self.classic = ClassicStore(cfg, store_path(cfg.data_dir, 0), self.loop, self.disk_faults)
         self.store, self.committer = self.classic.store, self.classic.committer
         self.memory = MemoryAccount(self)
         full = lambda: any_store_full(self.committer, self.cluster, self.streams.disk, self.alarms.disk_free)  # noqa: E731

@@ -53,7 +53,7 @@ from .handover import Handover, serve_handovers
 from .metadata_follow import MetadataFollower
 from .peers import WorkerPeers
 from .questions import answer
-from .slots import Slots, worker_peer
+from .slots import Slots, store_path, worker_peer
 from .stand_ins import NoQuorumReplicas, StreamsOnNodeWorker, WorkerPlacement
 from .transport import WorkerTransport
 
@@ -108,9 +108,9 @@ class WorkerNode(QueueProcess):
         self.loop = loop = asyncio.get_running_loop()
         self._tasks = BackgroundTasks(loop, log)
         cfg = self.config
-        directory = os.path.join(cfg.data_dir, "workers", str(self.index))
-        os.makedirs(directory, exist_ok=True)
-        self.classic = ClassicStore(cfg, os.path.join(directory, "messages"), loop)
+        messages = store_path(cfg.data_dir, self.index)  # where take_over.py moves queues from and to
+        os.makedirs(os.path.dirname(messages), exist_ok=True)
+        self.classic = ClassicStore(cfg, messages, loop)
         self.store = self.classic.store
         self.memory = MemoryAccount(self)
         self.alarms = Alarms(cfg.data_dir, cfg.memory_high_watermark, cfg.disk_free_limit, self._alarm_changed,
