@@ -157,7 +157,7 @@ class Broker(QueueProcess):
             self.owners.node_id = self.cluster.node_id
             self.metadata = MetadataStore(self.metadata_machine, self.cluster.propose)
             # the cluster as the queue proxy and Direct Reply-To reach it: with the other workers, if any
-            peers = await self.node_worker.start(self.loop, self.cluster) if self.node_worker else self.cluster
+            peers = await self.node_worker.start(self.loop, self.cluster, self) if self.node_worker else self.cluster
             self.queue_service = QueueService(peers, self.loop, self.vhosts, self.projections,
                                               cfg.quorum_consumer_lease)  # fmt: skip
             if self.node_worker is not None:

@@ -84,7 +84,7 @@ import struct
 from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
-from rocksdict import Options
+from rocksdict import AccessType, Options, Rdict
 
 from storage.batch import BatchWriter, Ticket
 from storage.batch_store import BatchStore
@@ -98,6 +98,7 @@ __all__ = [
     "StoreFormatError",
     "StoreFullError",
     "Ticket",
+    "queue_chunks",
 ]
 
 FORMAT_VERSION = 1
@@ -217,6 +218,33 @@ def _split_key(key: bytes) -> tuple[str, int]:
         raise StoreFormatError(f"bad message key length: {key!r}")
     (seq,) = _SEQ.unpack_from(key, 3 + n)
     return key[3 : 3 + n].decode("utf-8"), seq
+
+
+def queue_chunks(path: str, queue: str, chunk_bytes: int = 4 << 20) -> Iterator[list[tuple[bytes, bytes]]]:
+    """The messages and index entries of `queue` in the store at `path`, which no process
+    writes any longer (a lost worker's, issue 36), opened read-only, in lists of about
+    `chunk_bytes` (a queue's whole backlog is never in memory at once). Its checkpoint is
+    left behind: the copy is rebuilt from the index, as after a crash, since a checkpoint
+    another process wrote may be older than that process's last writes."""
+    db = Rdict(path, Options(raw_mode=True), access_type=AccessType.read_only())
+    try:
+        prefix = _queue_prefix(queue)
+        chunk: list[tuple[bytes, bytes]] = []
+        size = 0
+        for start in (prefix, _index_prefix(prefix)):
+            n = len(start)
+            for key, value in db.items(from_key=start):
+                if key[:n] != start:
+                    break
+                chunk.append((key, value))
+                size += len(key) + len(value)
+                if size >= chunk_bytes:
+                    yield chunk
+                    chunk, size = [], 0
+        if chunk:
+            yield chunk
+    finally:
+        db.close()
 
 
 class MessageStore(BatchStore):
@@ -341,6 +369,10 @@ class MessageStore(BatchStore):
                     pending = 0
         self.commit()
         return copied
+
+    def put_copied(self, items: list[tuple[bytes, bytes]]) -> Ticket:
+        """Buffer keys read by `queue_chunks` from another store, as they were there."""
+        return self._batches.put_many(items)
 
     # -- commit ------------------------------------------------------------
 

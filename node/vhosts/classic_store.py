@@ -16,7 +16,7 @@ from node.config import Config
 from queues.classic import ClassicQueue, StorePersistence, classic_queue, payload_size
 from storage.faults import DiskFaults
 from storage.group_commit import GroupCommitter
-from storage.message_store import MessageStore
+from storage.message_store import MessageStore, queue_chunks
 
 __all__ = ["ClassicStore"]
 
@@ -52,6 +52,24 @@ class ClassicStore:
         if key in self._recovered:
             self._recovered.discard(key)
             queue.recover_stored(self._positions.pop(key, None))
+
+    async def adopt(self, directory: str, key: str) -> int:
+        """Copy the stored messages of queue `key` from the store in `directory`, which no
+        process writes any longer (a lost worker's, node/workers/lost_workers.py), into this
+        one, synced, before the queue starts here (`recover_queue` then rebuilds it from the
+        index); returns the keys copied. Reads run on a thread; at most one chunk is in memory."""
+        chunks = queue_chunks(directory, key)
+        copied, ticket = 0, None
+        try:
+            while (chunk := await asyncio.to_thread(next, chunks, None)) is not None:
+                ticket = self.store.put_copied(chunk)
+                copied += len(chunk)
+        finally:
+            await asyncio.to_thread(chunks.close)
+        if ticket is not None:
+            await self.committer.durable(ticket)
+            self._recovered.add(key)
+        return copied
 
     def drop_orphans(self) -> None:
         """Once the metadata is caught up: the stored messages of queues that no longer exist go."""

@@ -225,6 +225,16 @@ class LocalQueues:
         else:
             vhost.queues[q.name] = node.remote_queue(vhost, q, arguments)
 
+    def moved(self, vhost_name: str, name: str) -> None:
+        """The queue now runs on another worker of this node (a lost worker's queue taken over,
+        node/workers/lost_workers.py): this worker's object for it starts again, the queue
+        itself where it runs now, a proxy to it elsewhere."""
+        vhost = self.node.vhosts.get(vhost_name)
+        record = self.node.metadata_machine.state.queue(vhost_name, name)
+        if vhost is not None and record is not None:
+            self._stop(vhost, name)  # a proxy to the lost worker: its links ended with that worker's
+            self._start(vhost, record)
+
     def _stop(self, vhost: VHost, name: str) -> None:
         self.node.streams.dropped(vhost.name, name)  # a stream replica's copy
         queue = vhost.queues.pop(name, None)

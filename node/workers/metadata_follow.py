@@ -31,6 +31,7 @@ follower reconnects and starts again from a fresh snapshot."""
 from __future__ import annotations
 
 import asyncio
+import inspect
 import itertools
 import logging
 from collections.abc import Awaitable, Callable
@@ -97,7 +98,7 @@ class MetadataFeed:
 
     def _accept(self) -> WorkerLink:
         link: WorkerLink = WorkerLink(self._loop, lambda items: self._on_items(link, items),
-                                      lambda _reason: self._followers.discard(link), CONTROL)  # fmt: skip
+                                      lambda _reason: self._link_lost(link), CONTROL)  # fmt: skip
         link.send(self._snapshot_item())  # leaves once the socket is up, before any command after it
         self._followers.add(link)
         return link
@@ -140,6 +141,12 @@ class MetadataFeed:
         finally:
             del self._asked[req]
         return answers
+
+    def _link_lost(self, link: WorkerLink) -> None:
+        """A follower gone answers none of the questions it was asked."""
+        self._followers.discard(link)
+        for req in list(self._asked):
+            self._answered(link, req, None)
 
     def _answered(self, link: WorkerLink, req: int, value: Any) -> None:
         asked = self._asked.get(req)
@@ -195,6 +202,7 @@ class MetadataFollower:
         self._synced = asyncio.Event()  # set while a link is up and its snapshot applied
         self._lost = asyncio.Event()
         self._task: asyncio.Task | None = None
+        self._tasks = BackgroundTasks(loop, log)  # answers that take a while
         self.snapshots = 0  # how many snapshots were applied (each connect, each restore on worker 0)
 
     async def start(self, timeout: float | None = None) -> None:
@@ -206,6 +214,7 @@ class MetadataFollower:
         await self._synced.wait()
 
     def close(self) -> None:
+        self._tasks.cancel()
         if self._task is not None:
             self._task.cancel()
         if self._link is not None:
@@ -270,8 +279,16 @@ class MetadataFollower:
                 value = self._on_ask(question)
             except Exception:
                 log.exception("answering %r failed", question[:1])
-        if self._link is not None:
+        if inspect.isawaitable(value):  # an answer that takes a while (a lost worker's queue copied)
+            self._tasks.spawn(self._reply_later(req, value), f"answering {question[0]!r}")
+        elif self._link is not None:
             self._link.send(["answer", req, value])
+
+    async def _reply_later(self, req: int, pending: Any) -> None:
+        link = self._link  # the question's: a link that ended since takes no answer to it
+        value = await pending
+        if link is not None and link is self._link:
+            link.send(["answer", req, value])
 
     def _answer(self, req: int, outcome: Any) -> None:
         done = self._pending.get(req)

@@ -9,7 +9,9 @@ as the cluster knows it (node/broker.py, unchanged otherwise), and besides:
   queue proxy between them and the other nodes of the cluster;
 - asks the other workers for what the HTTP API shows of them (their
   connections, sessions and consumers) and passes on what it does to them
-  (closing a connection), questions.py."""
+  (closing a connection), questions.py;
+- moves the classic queues of a worker the supervisor gave up on to the others
+  (lost_workers.py)."""
 
 from __future__ import annotations
 
@@ -21,11 +23,12 @@ from typing import Any
 from metadata.machine import MetadataMachine
 
 from .control import address
+from .lost_workers import LostWorkers
 from .metadata_follow import MetadataFeed
 from .peers import RoutedTransport, WorkerPeers
 from .process import WORKER_ENV
 from .slots import Slots
-from .supervisor import READY
+from .supervisor import LOST, READY
 from .transport import WorkerTransport
 
 __all__ = ["NodeWorker"]
@@ -47,13 +50,18 @@ class NodeWorker:
         self.peers: WorkerPeers | None = None
         self._workers = "\0"  # the other workers' peer names start so (known at start)
         self._snapshot_parts: dict[int, dict] = {}  # worker -> its last part of the node's snapshot
+        self.lost: LostWorkers | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
 
-    async def start(self, loop: asyncio.AbstractEventLoop, cluster: Any) -> WorkerPeers:
-        """Serve the other workers; returns the cluster as the queue proxy and Direct Reply-To see it."""
+    async def start(self, loop: asyncio.AbstractEventLoop, cluster: Any, node: Any) -> WorkerPeers:
+        """Serve the other workers; returns the cluster as the queue proxy and Direct Reply-To see it.
+        `node`: the node (node/broker.py) whose store and queues a lost worker's queues join."""
         node_id = cluster.node_id
+        self._loop = loop
         self.feed = MetadataFeed(loop, self._machine, cluster.propose,
                                  lambda: {"node_id": node_id, "places": self.slots.snapshot()})  # fmt: skip
         self.slots.on_placed = lambda vhost, name, worker: self.feed.notify(["placed", vhost, name, worker])
+        self.lost = LostWorkers(node, self.data_dir, self.slots, self.feed, loop)
         self.transport = WorkerTransport(loop, node_id, address(self.data_dir, "worker-0"), lambda peer: None)
         self.transport.on_node_message = lambda peer, channel, payload: cluster.rpc.channels[channel](peer, payload)
         await self.transport.start()
@@ -73,8 +81,15 @@ class NodeWorker:
         starting drops the stored messages of queues its first snapshot does not place on it."""
         self.slots.caught_up = True  # from now on a queue without a place is a new one
         await self.feed.serve(address(self.data_dir, "control"))
-        if os.environ.get(WORKER_ENV) == "0":  # the supervisor starts the others now (supervisor.py)
-            os.kill(os.getppid(), READY)
+        if os.environ.get(WORKER_ENV) == "0":  # under the supervisor (supervisor.py)
+            self._loop.add_signal_handler(LOST, self._lost_signalled)
+            self._lost_signalled()  # a worker lost while this one restarted
+            os.kill(os.getppid(), READY)  # it starts the others now
+
+    def _lost_signalled(self) -> None:
+        self.lost.check()
+        for worker in self.slots.lost:  # its last part would show its queues where they no longer are
+            self._snapshot_parts.pop(worker, None)
 
     def worker_of(self, vhost: str, name: str) -> int | None:
         """The worker of this node that runs the queue; None when none does (another node's)."""
@@ -125,6 +140,8 @@ class NodeWorker:
         return any(await self.gathered(["close", name, reason]))
 
     async def close(self) -> None:
+        if self.lost is not None:
+            self.lost.close()
         if self.feed is not None:
             self.feed.close()
         if self.transport is not None:

@@ -21,7 +21,7 @@ import sys
 from node.config import Config
 from node.ops.logs import install as install_logs
 
-from .supervisor import Supervisor
+from .supervisor import Supervisor, lost_path
 
 __all__ = ["WORKER_ENV", "supervise", "worker_config", "worker_index"]
 
@@ -64,7 +64,7 @@ def supervise(cfg: Config, argv: list[str]) -> int:
     # the count decided here (the usable cores by default), so that no worker decides another
     command = [sys.executable, "-m", "node.cli", *argv, *ports, "--workers", str(cfg.workers)]
     try:
-        return Supervisor([command] * cfg.workers).run()
+        return Supervisor([command] * cfg.workers, lost=lost_path(cfg.data_dir)).run()
     finally:
         for sock in held:
             sock.close()

@@ -9,7 +9,9 @@ nothing to say (the connection named is not its own).
     ["close", name, reason]     closes its connection `name`: true when it had it
     ["scrape"]                  its counters and connections' counts (scrape.py)
     ["snapshot"]                its part of the node's snapshot record: connections, sessions
-                                and links counted, its queues' records (node/ops/state_snapshot.py)"""
+                                and links counted, its queues' records (node/ops/state_snapshot.py)
+    ["adopt", worker, lost, queues]   worker `worker` only: copies those queues from the lost
+                                worker's store (lost_workers.py); the [vhost, name] of those copied"""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from node.http.client_views import connection_consumers, session_json
 from node.http.formats import connection_json
 from node.ops.state_snapshot import client_counts, queue_records
 
+from .lost_workers import adopt
 from .scrape import summary
 
 __all__ = ["answer"]
@@ -38,6 +41,8 @@ def answer(worker: Any, question: list) -> Any:
         return json.dumps(connection_consumers(opened, set(args[0]), node_name))
     if kind == "scrape":
         return summary(worker.index, worker.metrics, worker.connections)
+    if kind == "adopt" and len(args) == 3:
+        return adopt(worker, worker.config.data_dir, args[1], args[2]) if args[0] == worker.index else None
     if kind == "snapshot":
         connections, sessions, links = client_counts(worker.connections)
         queues, _ = queue_records(worker.vhosts.values(), None, worker.index)

@@ -33,7 +33,8 @@ from typing import Any
 
 from metadata import effects as fx
 
-__all__ = ["Slots", "node_of_peer", "owner_worker", "read_places", "store_path", "worker_peer", "write_places"]
+__all__ = ["Slots", "moves_off", "node_of_peer", "owner_worker", "read_places", "store_path", "worker_peer",
+           "write_places"]
 
 FILE = "placement"
 
@@ -63,6 +64,23 @@ def write_places(data_dir: str, places: dict[tuple[str, str], int]) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
+
+
+def moves_off(places: dict[tuple[str, str], int], gone: set[int], live: list[int]) -> list[tuple[str, str, int, int]]:
+    """(vhost, name, from, to) for each queue placed on a worker in `gone`, to the worker of
+    `live` running the fewest queues at the time (queues in name order, ties to the lowest
+    worker): the same map always gives the same moves."""
+    counts = {worker: 0 for worker in live}
+    for worker in places.values():
+        if worker in counts:
+            counts[worker] += 1
+    moves = []
+    for (vhost, name), worker in sorted(places.items()):
+        if worker in gone:
+            target = min(live, key=lambda w: (counts[w], w))
+            counts[target] += 1
+            moves.append((vhost, name, worker, target))
+    return moves
 
 
 def worker_peer(node_id: str, worker: int) -> str:
@@ -98,6 +116,7 @@ class Slots:
         self._data_dir = data_dir
         self._places: dict[tuple[str, str], int] = {}
         self.caught_up = False  # worker 0: until then a queue without a place is one the node had
+        self.lost: set[int] = set()  # worker 0: workers that will not run again (lost_workers.py)
         self.on_placed: Callable[[str, str, int], None] | None = None  # worker 0: tell the others first
         if data_dir is not None:
             self._places = read_places(data_dir)
@@ -137,6 +156,15 @@ class Slots:
         """A place worker 0 decided (on the other workers)."""
         self._places[(vhost, name)] = worker
 
+    @property
+    def places(self) -> dict[tuple[str, str], int]:
+        return dict(self._places)
+
+    def moved(self, moves: list[tuple[str, str, int, int]]) -> None:
+        """Worker 0: these queues run on their new workers from now on; the map is on disk first."""
+        self._places.update({(vhost, name): to for vhost, name, _, to in moves})
+        self._write()
+
     # -- the metadata listener (each worker; only worker 0 decides) --------------------------
 
     def on_applied(self, _command: Any, _result: Any, effects: tuple, _index: int) -> None:
@@ -163,12 +191,12 @@ class Slots:
         if (vhost, q.name) in self._places or q.leader != self._node_id():
             return False
         worker = owner_worker(q.exclusive_owner, self._node_id()) if self.caught_up else 0
-        if worker is None or worker >= self.workers:
-            counts = [0] * self.workers
+        if worker is None or worker >= self.workers or worker in self.lost:
+            counts = {w: 0 for w in range(self.workers) if w not in self.lost}
             for w in self._places.values():
-                if w < self.workers:
+                if w in counts:
                     counts[w] += 1
-            worker = counts.index(min(counts))
+            worker = min(counts, key=lambda w: (counts[w], w))
         self._places[(vhost, q.name)] = worker
         if self.on_placed is not None:
             self.on_placed(vhost, q.name, worker)

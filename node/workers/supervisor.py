@@ -12,9 +12,15 @@ with `waitpid`. What it promises:
   2-worker nodes came up in 4.3 s with all started at once, 2.6 s with one).
 - A worker that exits is started again after a backoff (0, 1, 2, 5 s by
   default, by how many times it exited in the last 30 s), while the others
-  keep serving; a worker that exits 3 times within 30 s is a node that cannot
-  run, so the supervisor stops the others and exits 70 (EX_SOFTWARE) for the
-  service manager to restart the node, as a node crash does today.
+  keep serving.
+- A worker K >= 1 that exits 3 times within 30 s is lost: it stays down, the
+  supervisor adds it to the list at `lost` (a JSON list, written by atomic
+  rename) and tells worker 0 (SIGUSR2, once worker 0 is ready), which moves
+  its queues to the others (lost_workers.py). The list is the supervisor's
+  run's only: a node started again starts every worker.
+- Worker 0 exiting 3 times within 30 s is a node that cannot run: the
+  supervisor stops the others and exits 70 (EX_SOFTWARE) for the service
+  manager to restart the node, as a node crash does.
 - A worker that exits with 69 (EX_UNAVAILABLE) or 78 (EX_CONFIG) said a
   restart will not help (node/main.py): the node stops with that code.
 - SIGTERM or SIGINT stops the node: each worker gets SIGTERM, then SIGKILL
@@ -26,6 +32,7 @@ with `waitpid`. What it promises:
 from __future__ import annotations
 
 import ctypes
+import json
 import logging
 import os
 import signal
@@ -33,7 +40,7 @@ import subprocess
 import time
 from collections.abc import Mapping, Sequence
 
-__all__ = ["EX_SOFTWARE", "READY", "Supervisor"]
+__all__ = ["EX_SOFTWARE", "LOST", "READY", "Supervisor", "lost_path"]
 
 log = logging.getLogger("warren.workers")
 
@@ -44,6 +51,12 @@ GIVE_UP = (3, 30.0)  # exits within seconds
 _PR_SET_PDEATHSIG = 1
 _SIGNALS = {signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1}
 READY = signal.SIGUSR1  # from worker 0: the others may start
+LOST = signal.SIGUSR2  # to worker 0: the list of lost workers grew
+
+
+def lost_path(data_dir: str) -> str:
+    """Where the supervisor of the node in `data_dir` lists its lost workers."""
+    return os.path.join(data_dir, "workers", "lost")
 
 
 def _child_setup(parent: int) -> None:
@@ -60,8 +73,12 @@ class Supervisor:
 
     def __init__(self, commands: Sequence[Sequence[str]], env: Mapping[str, str] | None = None, *,
                  backoff: Sequence[float] = BACKOFF, give_up: tuple[int, float] = GIVE_UP,
-                 grace: float = 30.0) -> None:  # fmt: skip
+                 grace: float = 30.0, lost: str | None = None) -> None:  # fmt: skip
+        """`lost`: where the list of lost workers goes (None: a lost worker stops the node)."""
         self._commands = [list(c) for c in commands]
+        self._lost_path = lost
+        self._lost: set[int] = set()
+        self._ready = False  # worker 0 said READY since it last started: it handles LOST
         self._env = dict(env) if env is not None else None
         self._backoff = tuple(backoff)
         self._give_up = give_up
@@ -72,6 +89,7 @@ class Supervisor:
 
     def run(self) -> int:
         signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
+        self._write_lost()  # none yet: an earlier run's list is not this one's
         self._start(0)
         status = self._serve()
         self._stop_all()
@@ -82,6 +100,7 @@ class Supervisor:
         parent = os.getpid()
         proc = subprocess.Popen(self._commands[k], env=env, preexec_fn=lambda: _child_setup(parent))
         self._procs[k] = proc
+        self._ready = self._ready and k != 0
         log.info("worker %d started, pid %d", k, proc.pid)
 
     def _serve(self) -> int:
@@ -110,10 +129,27 @@ class Supervisor:
                 return status
 
     def _start_the_others(self) -> None:
-        """Worker 0 is ready: start each other worker not running or waiting out a backoff."""
+        """Worker 0 is ready: start each other worker not running, waiting out a backoff or lost."""
+        self._ready = True
+        if self._lost:  # lost while worker 0 was starting: it may have read the list before
+            self._tell_lost()
         for k in range(1, len(self._commands)):
-            if k not in self._procs and k not in self._due:
+            if k not in self._procs and k not in self._due and k not in self._lost:
                 self._start(k)
+
+    def _write_lost(self) -> None:
+        if self._lost_path is None:
+            return
+        os.makedirs(os.path.dirname(self._lost_path), exist_ok=True)
+        tmp = self._lost_path + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(sorted(self._lost), f)
+        os.replace(tmp, self._lost_path)
+
+    def _tell_lost(self) -> None:
+        proc = self._procs.get(0)
+        if proc is not None and self._ready:
+            proc.send_signal(LOST)
 
     def _reap(self) -> int | None:
         """Note each worker that exited; a node's exit status when one cannot go on."""
@@ -129,9 +165,17 @@ class Supervisor:
                 log.error("worker %d exited with %d: stopping the node", k, code)
                 return code
             if len(recent) >= self._give_up[0]:
-                log.error("worker %d exited %d times in %.0f s (last status %d): stopping the node",
-                          k, len(recent), self._give_up[1], code)  # fmt: skip
-                return EX_SOFTWARE
+                if k == 0 or self._lost_path is None:
+                    log.error("worker %d exited %d times in %.0f s (last status %d): stopping the node",
+                              k, len(recent), self._give_up[1], code)  # fmt: skip
+                    return EX_SOFTWARE
+                log.error("worker %d exited %d times in %.0f s (last status %d): it stays down until the node "
+                          "restarts, and its queues move to the other workers", k, len(recent), self._give_up[1],
+                          code)  # fmt: skip
+                self._lost.add(k)
+                self._write_lost()
+                self._tell_lost()
+                continue
             delay = self._backoff[min(len(recent) - 1, len(self._backoff) - 1)]
             log.warning("worker %d exited with %d; starting it again in %.1f s", k, code, delay)
             self._due[k] = now + delay

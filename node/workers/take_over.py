@@ -22,7 +22,7 @@ from queues.classic import payload_size
 from queues.classic.persistence import store_key
 from storage.message_store import MessageStore
 
-from .slots import read_places, store_path, write_places
+from .slots import moves_off, read_places, store_path, write_places
 
 __all__ = ["take_over_queues"]
 
@@ -33,16 +33,7 @@ def take_over_queues(data_dir: str, workers: int) -> list[tuple[str, str, int, i
     """Move the queues of workers >= `workers` onto the others; returns (vhost, name, from, to)
     for each queue moved."""
     places = read_places(data_dir)
-    counts = [0] * workers
-    for worker in places.values():
-        if worker < workers:
-            counts[worker] += 1
-    moves = []
-    for (vhost, name), worker in sorted(places.items()):
-        if worker >= workers:
-            target = counts.index(min(counts))
-            counts[target] += 1
-            moves.append((vhost, name, worker, target))
+    moves = moves_off(places, {worker for worker in places.values() if worker >= workers}, list(range(workers)))
     if moves:
         _copy(data_dir, moves)
         write_places(data_dir, {**places, **{(vhost, name): to for vhost, name, _, to in moves}})

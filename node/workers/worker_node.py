@@ -50,6 +50,7 @@ from node.vhosts.volatile_queues import VolatileQueues
 
 from .control import address
 from .handover import Handover, serve_handovers
+from .lost_workers import moved
 from .metadata_follow import MetadataFollower
 from .peers import WorkerPeers
 from .questions import answer
@@ -149,6 +150,8 @@ class WorkerNode(QueueProcess):
     def _notice(self, item: list) -> None:
         if item[0] == "placed":
             self.slots.placed(item[1], item[2], item[3])
+        elif item[0] == "moved":
+            moved(self, self.slots, item[1], item[2], item[3])
         elif item[0] == "listening" and item[1]:
             if self._server is None and self._tls_server is None:
                 self.background(self._listen(), "listening again after maintenance")

@@ -11,6 +11,7 @@ from storage.message_store import (
     StoreClosedError,
     StoreError,
     StoreFormatError,
+    queue_chunks,
 )
 
 
@@ -157,6 +158,28 @@ def test_recover_after_reopen_multiple_queues(path):
     assert got["z"][0] == (1, rec(b"z1", expires_at=1, delivery_count=3))
     assert [seq for seq, _ in got["z"]] == list(range(1, 11))
     assert got["late"] == [(1, rec(b"committed by close"))]
+
+
+def test_a_queue_copied_from_a_store_no_process_writes_leaves_its_checkpoint_and_other_queues(path, tmp_path):
+    with MessageStore(path) as lost:  # a lost worker's store: closed, as a killed process leaves it
+        for seq in range(1, 41):
+            lost.put("moving", seq, rec(b"m%d" % seq), size=100 + seq)
+        lost.put("moving-not", 1, rec(b"other queue"))
+        lost.put_positions("moving", b"an old checkpoint")
+        lost.commit()
+    chunks = list(queue_chunks(str(path), "moving", chunk_bytes=200))
+    assert len(chunks) > 4 and sum(len(c) for c in chunks) == 80  # 40 messages, 40 index entries
+    with MessageStore(tmp_path / "adopter") as adopter:
+        adopter.put("own", 1, rec(b"own"))
+        for chunk in chunks:
+            adopter.put_copied(chunk)
+        adopter.commit()
+        assert [(seq, r.body) for seq, r in adopter.iter_queue("moving")] == [(s, b"m%d" % s) for s in range(1, 41)]
+        assert [e[:2] for e in adopter.iter_index("moving")] == [(s, 100 + s) for s in range(1, 41)]
+        assert sorted(adopter.indexed_queues()) == ["moving", "own"]
+        assert adopter.take_positions() == {}  # a checkpoint another process wrote may be stale
+    with MessageStore(path) as lost:  # read, not changed
+        assert len(list(lost.iter_queue("moving"))) == 40 and lost.take_positions() == {"moving": b"an old checkpoint"}
 
 
 def test_uncommitted_writes_are_lost_without_close(path):

@@ -1,7 +1,8 @@
 """node/workers/supervisor.py, with real processes: a worker killed with -9 is
 started again while the others go on, SIGTERM stops every worker, a
-supervisor killed with -9 takes its workers with it, and a worker that cannot
-run stops the node with a status that says so."""
+supervisor killed with -9 takes its workers with it, a worker K >= 1 that keeps
+exiting is lost (listed, worker 0 told) while the node goes on, and a worker
+that cannot run stops the node with a status that says so."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.a
 # A worker: writes "<pid>" to <dir>/<k>.pid once running; on SIGTERM writes <dir>/<k>.stopped and exits 0.
 # With a status argument it exits with it instead, once worker 0 runs (so that its stop is seen).
 # Worker 0 tells the supervisor it is ready (SIGUSR1) once running, or, while <dir>/hold exists,
-# once <dir>/go does.
+# once <dir>/go does. Told of a lost worker (SIGUSR2), it copies <dir>/lost to <dir>/<k>.told.
 WORKER = """
 import os, signal, sys, pathlib, time
 k = os.environ["WARREN_WORKER"]
@@ -32,6 +33,7 @@ def stop(*_):
     (d / f"{k}.stopped").write_text("")
     sys.exit(0)
 signal.signal(signal.SIGTERM, stop)
+signal.signal(signal.SIGUSR2, lambda *_: (d / f"{k}.told").write_text(open(d / "lost").read()))
 (d / f"{k}.pid.tmp").write_text(str(os.getpid()))
 os.replace(d / f"{k}.pid.tmp", d / f"{k}.pid")
 if k == "0":
@@ -42,21 +44,24 @@ while True:
     signal.pause()
 """
 
-# The supervisor: argv[1] the directory, argv[2:] per worker an exit status or "-" (runs until stopped).
+# The supervisor: argv[1] the directory, argv[2:] per worker an exit status or "-" (runs until
+# stopped); with LOST set, lost workers are listed in <dir>/lost.
 SUPERVISOR = """
-import logging, sys
+import logging, os, sys
 from node.workers.supervisor import Supervisor
 logging.basicConfig(level=logging.INFO)
 d = sys.argv[1]
 commands = [[sys.executable, "-c", WORKER, d] + ([] if a == "-" else [a]) for a in sys.argv[2:]]
-sys.exit(Supervisor(commands, backoff=(0.0, 0.2), give_up=(3, 30.0), grace=5.0).run())
+lost = os.path.join(d, "lost") if os.environ.get("LOST") else None
+sys.exit(Supervisor(commands, backoff=(0.0, 0.2), give_up=(3, 30.0), grace=5.0, lost=lost).run())
 """
 
 
-def supervise(tmp: Path, *workers: str) -> subprocess.Popen:
+def supervise(tmp: Path, *workers: str, lost: bool = False) -> subprocess.Popen:
     script = f"WORKER = {WORKER!r}\n{SUPERVISOR}"
+    env = dict(os.environ, LOST="1") if lost else None
     return subprocess.Popen([sys.executable, "-c", script, str(tmp), *workers], cwd=ROOT,
-                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+                            stderr=subprocess.PIPE, text=True, env=env)  # fmt: skip
 
 
 def pid_of(tmp: Path, k: int, other_than: int | None = None, timeout: float = 15.0) -> int:
@@ -149,6 +154,44 @@ def test_a_worker_that_keeps_exiting_stops_the_node_with_ex_software(tmp_path, s
     err = sup.stderr.read()
     assert err.count("worker 1 exited with 1; starting it again") == 2
     assert "worker 1 exited 3 times in 30 s" in err
+
+
+def test_a_worker_that_keeps_exiting_is_lost_and_worker_0_told_while_the_node_goes_on(tmp_path, stop_all):
+    (tmp_path / "lost").write_text("[2]")  # an earlier run's list: not this one's
+    sup = supervise(tmp_path, "-", "1", "-", lost=True)
+    stop_all(sup)
+    first, third = pid_of(tmp_path, 0), pid_of(tmp_path, 2)
+    deadline = time.monotonic() + 15
+    while not (tmp_path / "0.told").exists():
+        assert time.monotonic() < deadline, "worker 0 was not told"
+        assert sup.poll() is None, "the node stopped"
+        time.sleep(0.02)
+    assert (tmp_path / "0.told").read_text() == "[1]" == (tmp_path / "lost").read_text()
+    assert alive(first) and alive(third)
+    os.kill(first, signal.SIGKILL)  # worker 0 again: told once it is ready, and worker 1 stays down
+    (tmp_path / "0.told").unlink()
+    pid_of(tmp_path, 0, other_than=first)
+    while not (tmp_path / "0.told").exists():
+        assert time.monotonic() < deadline, "worker 0 was not told again"
+        time.sleep(0.02)
+    sup.send_signal(signal.SIGTERM)
+    assert sup.wait(15) == 0
+    err = sup.stderr.read()
+    assert err.count("worker 1 exited with 1; starting it again") == 2
+    assert "worker 1 exited 3 times in 30 s (last status 1): it stays down until the node restarts" in err
+    assert not (tmp_path / "2.told").exists()
+
+
+def test_worker_0_that_keeps_exiting_stops_the_node_even_where_others_may_be_lost(tmp_path, stop_all):
+    (tmp_path / "hold").write_text("")  # worker 0 never says it is ready; killed three times
+    sup = supervise(tmp_path, "-", "-", lost=True)
+    stop_all(sup)
+    pid = None
+    for _ in range(3):
+        pid = pid_of(tmp_path, 0, other_than=pid)
+        os.kill(pid, signal.SIGKILL)
+    assert sup.wait(15) == 70
+    assert "worker 0 exited 3 times in 30 s" in sup.stderr.read()
 
 
 @pytest.mark.parametrize("status", [69, 78])
