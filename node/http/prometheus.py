@@ -153,6 +153,8 @@ def _totals(node: ScrapedNode) -> Iterator[Metric]:
         for worker, count in sorted(per_worker.items()):
             family.add_metric([str(worker)], count)
         yield family
+        yield GaugeMetricFamily("warren_workers_lost", "Worker processes that kept exiting and stay down until the "
+                                "node restarts, their queues moved to the others", node.workers_lost)  # fmt: skip
 
 
 def _alarms(node: ScrapedNode) -> Iterator[Metric]:

@@ -2,8 +2,9 @@
 (issue 36): worker 0's
 parts (its queues, alarms, memory, Raft groups, which hold every quorum queue and stream
 and, through the queue proxy, every classic queue's counts) with the counters and open
-connections of every worker added, so the node's families count the whole node; and
-`warren_worker_connections{worker="K"}`, the connections each worker holds.
+connections of every worker added, so the node's families count the whole node;
+`warren_worker_connections{worker="K"}`, the connections each worker holds; and
+`warren_workers_lost`, how many workers stay down until the node restarts (lost_workers.py).
 
 Worker 0 asks the others when Prometheus scrapes (the control link's questions,
 metadata_follow.py); each answers `summary()`."""
@@ -51,6 +52,7 @@ class WorkersView:
         self.connections = [*node.connections, *others]
         self.worker_connections = {0: sum(1 for c in node.connections if c.vhost is not None)}
         self.worker_connections.update({a["worker"]: len(a["connections"]) for a in answers})
+        self.workers_lost = len(node.node_worker.slots.lost)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._node, name)

@@ -4,7 +4,9 @@ connections made to land on (and stay on) a chosen worker."""
 
 from __future__ import annotations
 
+import re
 import time
+import urllib.request
 
 import psutil
 from proton import Message
@@ -73,3 +75,12 @@ def consume(conn: BlockingConnection, queue: str, n: int) -> list[str]:
         receiver.accept()
     receiver.close()
     return got
+
+
+def scrape(node) -> dict[str, float]:
+    """The node's aggregated /metrics page: each series by name and labels."""
+    port = int(re.search(r"metrics=(\d+)", node.banner).group(1))
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    return {line.rpartition(" ")[0]: float(line.rpartition(" ")[2]) for line in text.splitlines()
+            if line and not line.startswith("#")}  # fmt: skip

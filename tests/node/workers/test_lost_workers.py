@@ -15,7 +15,7 @@ import pytest
 import worker_procs
 from http_json import request_json
 from proton import Timeout
-from worker_procs import consume, publish
+from worker_procs import consume, publish, scrape
 
 from node.workers.process import WORKER_ENV
 
@@ -74,6 +74,8 @@ def test_a_worker_that_keeps_exiting_is_lost_and_its_queues_served_by_the_others
     assert {q["name"]: q["worker"] for q in api(node, "GET", "/api/queues")} == after
     with open(data_dir / "workers" / "lost") as f:
         assert json.load(f) == [2]
+    assert 'warren_worker_connections{worker="1"}' in (metrics := scrape(node))
+    assert metrics["warren_workers_lost"] == 1 and 'warren_worker_connections{worker="2"}' not in metrics
 
     api(node, "PUT", "/api/queues/%2F/new", {"durable": True})  # placed on a worker that runs
     assert placement(str(data_dir))["new"] in (0, 1)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -27,7 +26,7 @@ from proton import ConnectionException, Message, symbol
 from proton.reactor import Filter
 from proton.utils import BlockingConnection
 from volatile_clients import round_trip
-from worker_procs import consume, peers_of, publish
+from worker_procs import consume, peers_of, publish, scrape
 
 from audit.schema import record_problems
 
@@ -435,15 +434,6 @@ def test_a_connection_whose_first_link_is_no_queue_stays_on_its_worker(two_worke
     assert port in peers_of(procs[other], node.port)
     assert consume(conn, "cq-b", 2) == ["through the exchange", "then the queue"]
     conn.close()
-
-
-def scrape(node) -> dict[str, float]:
-    """The node's aggregated /metrics page: each series by name and labels."""
-    port = int(re.search(r"metrics=(\d+)", node.banner).group(1))
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
-        text = response.read().decode()
-    return {line.rpartition(" ")[0]: float(line.rpartition(" ")[2]) for line in text.splitlines()
-            if line and not line.startswith("#")}  # fmt: skip
 
 
 def test_prometheus_and_the_overview_count_every_workers_connections_and_messages_as_one_node(two_workers):
