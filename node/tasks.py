@@ -29,17 +29,18 @@ class BackgroundTasks:
         self._running: set[asyncio.Task[Any]] = set()  # a strong reference, which the loop does not keep
         self._cancelled = False
 
-    def spawn(self, coro: Coroutine[Any, Any, Any], what: str) -> None:
-        """Run `coro` as a task named `what` (its failure is logged as "`what` failed").
+    def spawn(self, coro: Coroutine[Any, Any, Any], what: str) -> asyncio.Task[Any] | None:
+        """Run `coro` as a task named `what` (its failure is logged as "`what` failed"); the task.
 
-        After cancel() nothing more runs: the owner has stopped, and `coro` is closed unstarted.
+        After cancel() nothing more runs: the owner has stopped, and `coro` is closed unstarted (None).
         """
         if self._cancelled:
             coro.close()
-            return
+            return None
         task = self._loop.create_task(coro, name=what)
         self._running.add(task)
         task.add_done_callback(self._finished)
+        return task
 
     def cancel(self) -> None:
         """Cancel every task still running, and refuse new ones: the owner stops."""

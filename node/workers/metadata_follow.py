@@ -279,16 +279,17 @@ class MetadataFollower:
                 value = self._on_ask(question)
             except Exception:
                 log.exception("answering %r failed", question[:1])
-        if inspect.isawaitable(value):  # an answer that takes a while (a lost worker's queue copied)
-            self._tasks.spawn(self._reply_later(req, value), f"answering {question[0]!r}")
+        if inspect.iscoroutine(value):  # an answer that takes a while (a lost worker's queue copied)
+            task = self._tasks.spawn(value, f"answering {question[0]!r}")
+            if task is not None:
+                task.add_done_callback(lambda done, link=self._link: self._reply_later(link, req, done))
         elif self._link is not None:
             self._link.send(["answer", req, value])
 
-    async def _reply_later(self, req: int, pending: Any) -> None:
-        link = self._link  # the question's: a link that ended since takes no answer to it
-        value = await pending
-        if link is not None and link is self._link:
-            link.send(["answer", req, value])
+    def _reply_later(self, link: WorkerLink | None, req: int, done: asyncio.Task) -> None:
+        """The answer made by `done`, on the link that asked (one that ended since takes none)."""
+        if link is not None and link is self._link and not done.cancelled():
+            link.send(["answer", req, None if done.exception() is not None else done.result()])
 
     def _answer(self, req: int, outcome: Any) -> None:
         done = self._pending.get(req)

@@ -232,3 +232,38 @@ def test_a_follower_with_no_node_worker_refuses_proposals_until_it_is_in_step(da
         node.feed.close()
 
     run(main)
+
+
+def test_an_answer_that_takes_a_while_comes_when_ready_and_a_follower_gone_answers_none_at_once(data_dir):
+    async def main():
+        from node.workers.metadata_follow import MetadataFollower
+
+        loop = asyncio.get_running_loop()
+        node = NodeWorker(loop)
+        await node.feed.serve(address(data_dir, "control"))
+        asked, releases = asyncio.Event(), [loop.create_future(), loop.create_future()]
+
+        async def slowly(release):
+            return await release
+
+        def on_ask(question):
+            asked.set()
+            return slowly(releases[len(question) - 1])
+
+        follower = MetadataFollower(loop, MetadataMachine(), address(data_dir, "control"), reconnect=0.05,
+                                    on_ask=on_ask)  # fmt: skip
+        await follower.start()
+        question = loop.create_task(node.feed.ask(["copy"], timeout=60))
+        await asked.wait()
+        assert not question.done()  # the answer is still being made (a lost worker's queue copied, say)
+        releases[0].set_result("copied")
+        assert await question == ["copied"]
+
+        asked.clear()
+        question = loop.create_task(node.feed.ask(["copy", "again"], timeout=60))
+        await asked.wait()
+        follower.close()  # gone before it answered (it never will): the feed does not wait out the timeout
+        assert await asyncio.wait_for(question, 10) == [None]
+        node.feed.close()
+
+    run(main)
