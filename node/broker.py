@@ -140,6 +140,8 @@ class Broker(QueueProcess):
         enabled_flags.EnabledFlagsFile(cfg.data_dir, self.metadata_machine, __version__)
         self.classic = ClassicStore(cfg, store_path(cfg.data_dir, 0), self.loop, self.disk_faults)
         self.store, self.committer = self.classic.store, self.classic.committer
+        if self.node_worker is not None:  # a queue without a place and without messages here may go anywhere
+            self.node_worker.slots.stored_here = self.classic.holds
         self.memory = MemoryAccount(self)
         full = lambda: any_store_full(self.committer, self.cluster, self.streams.disk, self.alarms.disk_free)  # noqa: E731
         self.alarms = Alarms(cfg.data_dir, cfg.memory_high_watermark, cfg.disk_free_limit, self._alarm_changed,

@@ -350,10 +350,12 @@ class MessageStore(BatchStore):
 
     def copy_queue_from(self, other: MessageStore, queue: str, batch: int = _UPGRADE_BATCH) -> int:
         """Copy every committed key of `queue` in `other` (messages, index, positions) into this
-        store, in synced batches of at most `batch` keys; returns the messages copied. Copying
-        again overwrites the same keys: a copy cut short by a crash is simply done once more.
-        The caller deletes the queue from `other` once it no longer reads it there."""
+        store, in synced batches of at most `batch` keys, in place of any this store had of
+        it (a stale copy left by an earlier move); returns the messages copied. Copying again
+        gives the same keys: a copy cut short by a crash is simply done once more. The caller
+        deletes the queue from `other` once it no longer reads it there."""
         prefix = other._prefix(queue)
+        self.delete_queue(queue)
         copied = 0
         pending = 0
         for start in (prefix, _index_prefix(prefix), _POSITIONS + prefix[1:]):

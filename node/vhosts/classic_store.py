@@ -14,6 +14,7 @@ from typing import Any
 
 from node.config import Config
 from queues.classic import ClassicQueue, StorePersistence, classic_queue, payload_size
+from queues.classic.persistence import store_key
 from storage.faults import DiskFaults
 from storage.group_commit import GroupCommitter
 from storage.message_store import MessageStore, queue_chunks
@@ -44,6 +45,10 @@ class ClassicStore:
                             checkpoint_every=cfg.classic_queue_checkpoint_every,
                             consumer_timeout=cfg.consumer_timeout)  # fmt: skip
 
+    def holds(self, vhost: str, name: str) -> bool:
+        """Whether this store holds messages of the queue that it has not started yet."""
+        return store_key(vhost, name) in self._recovered
+
     def recover_queue(self, queue: Any) -> None:
         """Hands a starting queue its checkpoint, if the store kept one, to
         rebuild its positions from that and the store's index (its bodies are
@@ -59,16 +64,19 @@ class ClassicStore:
         one, synced, before the queue starts here (`recover_queue` then rebuilds it from the
         index); returns the keys copied. Reads run on a thread; at most one chunk is in memory."""
         chunks = queue_chunks(directory, key)
-        copied, ticket = 0, None
+        copied, ticket = 0, self.store.delete_queue(key)  # in place of a stale copy an earlier move left
         try:
             while (chunk := await asyncio.to_thread(next, chunks, None)) is not None:
                 ticket = self.store.put_copied(chunk)
                 copied += len(chunk)
         finally:
             await asyncio.to_thread(chunks.close)
-        if ticket is not None:
-            await self.committer.durable(ticket)
+        await self.committer.durable(ticket)
+        self._positions.pop(key, None)  # a checkpoint of that stale copy
+        if copied:
             self._recovered.add(key)
+        else:
+            self._recovered.discard(key)
         return copied
 
     def drop_orphans(self) -> None:

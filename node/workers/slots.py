@@ -13,11 +13,13 @@ Worker 0 decides where a new classic queue goes, as the declaration applies
 there: an exclusive queue on its owner connection's worker (the owner id
 names it, so the queue lives and dies with its connection), any other on the
 worker running the fewest. A queue the node already had when it started
-without a place (a node that ran with one worker, whose messages are in
-worker 0's store) stays on worker 0: until the node's metadata is caught up at
-start (`caught_up`), every queue without a place is worker 0's. A place does
-not move while the node runs; a node started with fewer workers moves the
-queues of those gone onto the others first (take_over.py). The map is
+without a place, with messages in worker 0's store, stays on worker 0: until
+the node's metadata is caught up at start (`caught_up`), such a queue is
+worker 0's (one with nothing stored is placed as any new one). A place does
+not move while the node runs, but for a lost worker's queues
+(lost_workers.py); a node started with fewer or more workers than the last
+time moves queues between them first (take_over.py: the queues of a node's
+first start with several workers are spread there). The map is
 node-local, not replicated (no other
 node needs it: they reach the node through worker 0), written by atomic
 rename to `data_dir/workers/placement` before the queue starts, and sent to
@@ -33,7 +35,7 @@ from typing import Any
 
 from metadata import effects as fx
 
-__all__ = ["Slots", "moves_off", "node_of_peer", "owner_worker", "read_places", "store_path", "worker_peer",
+__all__ = ["Slots", "balance", "moves_off", "node_of_peer", "owner_worker", "read_places", "store_path", "worker_peer",
            "write_places"]
 
 FILE = "placement"
@@ -83,6 +85,25 @@ def moves_off(places: dict[tuple[str, str], int], gone: set[int], live: list[int
     return moves
 
 
+def balance(places: dict[tuple[str, str], int], workers: int) -> list[tuple[str, str, int, int]]:
+    """(vhost, name, from, to) for the queues to move so that no worker of `workers` runs more
+    than one queue more than another: from the worker running the most (the last queue in name
+    order) to the one running the fewest, ties to the lowest worker. The same map always
+    gives the same moves."""
+    running: dict[int, list[tuple[str, str]]] = {worker: [] for worker in range(workers)}
+    for queue, worker in sorted(places.items()):
+        running.setdefault(worker, []).append(queue)
+    moves = []
+    while True:
+        most = max(range(workers), key=lambda w: (len(running[w]), -w))
+        fewest = min(range(workers), key=lambda w: (len(running[w]), w))
+        if len(running[most]) - len(running[fewest]) <= 1:
+            return moves
+        vhost, name = running[most].pop()
+        running[fewest].append((vhost, name))
+        moves.append((vhost, name, most, fewest))
+
+
 def worker_peer(node_id: str, worker: int) -> str:
     """Worker `worker`'s name as a peer of the other workers (worker 0 is the node itself)."""
     return node_id if worker == 0 else f"{node_id}/w{worker}"
@@ -117,6 +138,8 @@ class Slots:
         self._places: dict[tuple[str, str], int] = {}
         self.caught_up = False  # worker 0: until then a queue without a place is one the node had
         self.lost: set[int] = set()  # worker 0: workers that will not run again (lost_workers.py)
+        # worker 0: whether its store holds messages of a queue not started yet (ClassicStore.holds)
+        self.stored_here: Callable[[str, str], bool] = lambda _vhost, _name: True
         self.on_placed: Callable[[str, str, int], None] | None = None  # worker 0: tell the others first
         if data_dir is not None:
             self._places = read_places(data_dir)
@@ -190,7 +213,10 @@ class Slots:
         vhost = q.vhost
         if (vhost, q.name) in self._places or q.leader != self._node_id():
             return False
-        worker = owner_worker(q.exclusive_owner, self._node_id()) if self.caught_up else 0
+        # Until caught up, a queue without a place is one the node had, its messages in worker 0's
+        # store (take_over.py spread those of a node's first start with several workers already).
+        caught_up = self.caught_up or not self.stored_here(vhost, q.name)
+        worker = owner_worker(q.exclusive_owner, self._node_id()) if caught_up else 0
         if worker is None or worker >= self.workers or worker in self.lost:
             counts = {w: 0 for w in range(self.workers) if w not in self.lost}
             for w in self._places.values():

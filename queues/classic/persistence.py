@@ -27,6 +27,7 @@ __all__ = [
     "decode_record",
     "encode_record",
     "payload_size",
+    "queue_of_store_key",
     "store_key",
 ]
 
@@ -270,3 +271,9 @@ def store_key(vhost: str, name: str) -> str:
     """The queue's name in the message store: unique per (vhost, name); the
     length prefix keeps "a"+"b/c" apart from "a/b"+"c"."""
     return f"{len(vhost)}:{vhost}/{name}"
+
+
+def queue_of_store_key(key: str) -> tuple[str, str]:
+    """(vhost, name) of a `store_key`."""
+    length, _, rest = key.partition(":")
+    return rest[: int(length)], rest[int(length) + 1 :]

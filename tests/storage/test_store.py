@@ -182,6 +182,20 @@ def test_a_queue_copied_from_a_store_no_process_writes_leaves_its_checkpoint_and
         assert len(list(lost.iter_queue("moving"))) == 40 and lost.take_positions() == {"moving": b"an old checkpoint"}
 
 
+def test_a_copy_replaces_a_stale_copy_of_the_queue(path, tmp_path):
+    with MessageStore(path) as source, MessageStore(tmp_path / "target") as target:
+        for seq in (1, 2):
+            source.put("q", seq, rec(b"now%d" % seq))
+        source.commit()
+        target.put("q", 99, rec(b"taken long ago, left by an earlier move"))
+        target.put("other", 1, rec(b"stays"))
+        target.commit()
+        assert target.copy_queue_from(source, "q") == 2
+        assert [(seq, r.body) for seq, r in target.iter_queue("q")] == [(1, b"now1"), (2, b"now2")]
+        assert [seq for seq, *_ in target.iter_index("q")] == [1, 2]
+        assert len(list(target.iter_queue("other"))) == 1
+
+
 def test_uncommitted_writes_are_lost_without_close(path):
     s = MessageStore(path)
     s.put("q", 1, rec(b"durable"))

@@ -293,15 +293,15 @@ def test_a_stream_read_from_another_worker_starts_at_the_offset_its_reader_asks(
     on_1.close()
 
 
-def test_a_node_started_again_with_two_workers_keeps_its_queues_and_messages_on_worker_0(
+def test_a_node_of_one_process_started_with_two_workers_spreads_its_queues_with_their_messages(
     broker_process_factory, tmp_path
 ):
     data_dir = tmp_path / "data"
     one = broker_process_factory(data_dir)
-    for name in ("old-a", "old-b"):
+    for name in ("old-a", "old-b", "old-c", "old-d"):
         api(one, "PUT", f"/api/queues/%2F/{name}", {"durable": True})
     conn = BlockingConnection(one.url, allowed_mechs="PLAIN")
-    for name in ("old-a", "old-b"):
+    for name in ("old-a", "old-b"):  # old-c and old-d stay empty
         publish(conn, name, [f"{name}-{j}" for j in range(50)])
     conn.close()
     assert one.terminate() == 0
@@ -309,7 +309,10 @@ def test_a_node_started_again_with_two_workers_keeps_its_queues_and_messages_on_
     two = broker_process_factory(data_dir, extra_args=["--workers", "2"])
     two.data_dir = str(data_dir)
     api(two, "PUT", "/api/queues/%2F/new", {"durable": True})
-    assert placement(two.data_dir) == {"old-a": 0, "old-b": 0, "new": 1}  # their messages are in worker 0's store
+    places = placement(two.data_dir)
+    assert places["old-a"] == 0 and places["old-b"] == 1  # copied into worker 1's store before it started
+    assert sorted(places[name] for name in ("old-c", "old-d")) == [0, 1]  # nothing stored: placed as new ones
+    assert sorted(places.values()) == [0, 0, 0, 1, 1]
     on_1 = connect_on(two, 1)
     for name in ("old-a", "old-b"):
         assert consume(on_1, name, 50) == [f"{name}-{j}" for j in range(50)]
@@ -319,20 +322,23 @@ def test_a_node_started_again_with_two_workers_keeps_its_queues_and_messages_on_
 
     again = broker_process_factory(data_dir, extra_args=["--workers", "2"])  # the places hold across restarts
     again.data_dir = str(data_dir)
-    assert placement(again.data_dir) == {"old-a": 0, "old-b": 0, "new": 1}
+    assert placement(again.data_dir) == places
     on_0 = connect_on(again, 0)
     assert consume(on_0, "new", 1) == ["kept"]
-    publish(on_0, "new", ["kept-again"])  # into worker 1's store
+    for name in ("old-a", "old-b"):  # taken once: neither store brought them back
+        publish(on_0, name, [f"{name}-again"])
+        assert consume(on_0, name, 1) == [f"{name}-again"]
+    publish(on_0, "old-b", ["kept-again"])  # into worker 1's store
     on_0.close()
     assert again.terminate() == 0
 
-    # one worker again: worker 1's queue moves to worker 0's store, messages and all
+    # one worker again: worker 1's queues move to worker 0's store, messages and all
     assert os.path.isdir(data_dir / "workers" / "1" / "messages")
     fewer = broker_process_factory(data_dir, extra_args=["--workers", "1"])
-    assert placement(str(data_dir)) == {"old-a": 0, "old-b": 0, "new": 0}
+    assert set(placement(str(data_dir)).values()) == {0}
     assert not os.path.exists(data_dir / "workers" / "1")
     conn = BlockingConnection(fewer.url, allowed_mechs="PLAIN")
-    assert consume(conn, "new", 1) == ["kept-again"]
+    assert consume(conn, "old-b", 1) == ["kept-again"]
     conn.close()
     assert fewer.terminate() == 0
 
