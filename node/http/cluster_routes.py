@@ -237,9 +237,17 @@ async def force_alarm(request: web.Request) -> web.Response:
     on = body.get("on", True)
     if not isinstance(on, bool):
         raise bad_request("'on' must be true or false")
-    alarms = api_of(request).node.alarms
-    alarms.force(_string(body, "resource"), on)
-    return json_response(request, {"alarms": alarms.describe()})
+    node = api_of(request).node
+    worker = body.get("worker", 0)  # on a node of several workers: that worker's own alarm
+    if not isinstance(worker, int) or isinstance(worker, bool) or worker < 0 or worker >= node.config.workers:
+        raise bad_request(f"'worker' must be one of this node's workers, 0 to {node.config.workers - 1}")
+    if worker > 0:
+        answers = await node.node_worker.gathered(["force_alarm", worker, _string(body, "resource"), on])
+        if not answers:
+            raise bad_request(f"worker {worker} did not answer")
+        return json_response(request, {"alarms": answers[0]})
+    node.alarms.force(_string(body, "resource"), on)
+    return json_response(request, {"alarms": node.alarms.describe()})
 
 
 def _disk_faults(request: web.Request) -> DiskFaults:

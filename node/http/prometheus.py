@@ -161,10 +161,10 @@ def _alarms(node: ScrapedNode) -> Iterator[Metric]:
     alarms = node.alarms
     yield GaugeMetricFamily("rabbitmq_alarms_memory_used_watermark",
                             "is set to 1 when the memory alarm is in effect",
-                            int(alarms.memory or "memory" in alarms.forced))  # fmt: skip
+                            int(alarms.raised("memory")))  # fmt: skip
     yield GaugeMetricFamily("rabbitmq_alarms_free_disk_space_watermark",
                             "is set to 1 when the free disk space alarm is in effect",
-                            int(alarms.disk or "disk" in alarms.forced))  # fmt: skip
+                            int(alarms.raised("disk")))  # fmt: skip
     yield GaugeMetricFamily("rabbitmq_alarms_file_descriptor_limit",
                             "is set to 1 when the file descriptor limit alarm is in effect", 0)  # fmt: skip
     yield GaugeMetricFamily("warren_memory_used_bytes",

@@ -15,7 +15,11 @@ check sees room for it).
 Alarms are cluster-wide, as in RabbitMQ: an alarm of any member blocks the
 publishers of every member. Each node tells the others its own alarms
 (node/cluster/alarm_gossip.py); `remote` holds what they told, and a member that
-becomes unreachable no longer counts."""
+becomes unreachable no longer counts. On a node of several workers
+(node/workers/) each worker checks its own memory and disk; worker 0 holds the
+others' as `siblings` (they are the node's alarms, which it tells the cluster),
+and tells each worker every other alarm in effect, which that worker holds as
+`remote`."""
 
 from __future__ import annotations
 
@@ -49,12 +53,14 @@ class Alarms:
         self.disk_free: int | None = None  # at the last check
         self.forced: set[str] = set()  # alarms raised by an operator or a test
         self.remote: dict[str, tuple[str, ...]] = {}  # member -> the alarms it reported
+        self.siblings: dict[str, tuple[str, ...]] = {}  # worker 0: the node's other workers' own alarms
+        self.on_update: Callable[[], None] | None = None  # after each check or change (node/workers/)
         self._memory_used = memory_used or (lambda: psutil.Process().memory_info().rss)
         self._store_full = store_full or (lambda: False)
 
     @property
     def local_active(self) -> bool:
-        return self.memory or self.disk or bool(self.forced)
+        return self.memory or self.disk or bool(self.forced) or any(self.siblings.values())
 
     @property
     def active(self) -> bool:
@@ -66,6 +72,21 @@ class Alarms:
             self.remote[member] = tuple(alarms)
         else:
             self.remote.pop(member, None)
+        self._changed(before)
+
+    def set_sibling(self, worker: str, alarms: list[str] | tuple[str, ...]) -> None:
+        """Worker 0: another worker of the node reported its own alarms (none: it is gone)."""
+        before = self.active
+        if alarms:
+            self.siblings[worker] = tuple(alarms)
+        else:
+            self.siblings.pop(worker, None)
+        self._changed(before)
+
+    def replace_remote(self, remote: dict[str, tuple[str, ...]]) -> None:
+        """Worker K: every alarm in effect elsewhere, as worker 0 knows them."""
+        before = self.active
+        self.remote = {member: tuple(alarms) for member, alarms in remote.items() if alarms}
         self._changed(before)
 
     def check(self) -> None:
@@ -90,10 +111,21 @@ class Alarms:
                         self.memory_limit, self.disk, self.disk_free, self.disk_free_limit, sorted(self.forced),
                         self.remote)  # fmt: skip
             self.on_change(self.active)
+        if self.on_update is not None:
+            self.on_update()
+
+    def own(self) -> list[str]:
+        """This process's own alarms."""
+        return (["memory"] if self.memory else []) + (["disk"] if self.disk else []) + sorted(self.forced)
 
     def describe(self) -> list[str]:
-        """This node's own alarms."""
-        return (["memory"] if self.memory else []) + (["disk"] if self.disk else []) + sorted(self.forced)
+        """This node's own alarms: this process's, and on worker 0 its other workers'."""
+        raised = self.own()
+        return raised + sorted({a for alarms in self.siblings.values() for a in alarms} - set(raised))
+
+    def raised(self, resource: str) -> bool:
+        """Whether this node has the alarm `resource` ("memory", "disk")."""
+        return resource in self.describe()
 
     def cluster_wide(self, this_node: str) -> list[tuple[str, str]]:
         """(node, resource) for every alarm in effect, this node's first."""

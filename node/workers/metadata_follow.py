@@ -18,6 +18,7 @@ permissions) stay a local read. Items on the control link (control.py):
                    ["unavailable", req, description]   the proposal could not commit (ClusterError)
     K -> worker 0  ["propose", req, record]
                    ["answer", req, value]         a worker's answer to a question (None: it had none)
+                   [item, ...]                    anything else a worker tells the node (`tell`; `on_item`)
 
 A follower's proposal is committed by worker 0 (`Cluster.propose`, leader or
 not). Its answer leaves on the same link after the "applied" item of the
@@ -69,8 +70,13 @@ class MetadataFeed:
     """Worker 0's side: the applied commands to every follower, and their proposals to Raft."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, machine: MetadataMachine,
-                 propose: Callable[[Any], Awaitable[Any]], extra: Callable[[], dict] = dict) -> None:  # fmt: skip
+                 propose: Callable[[Any], Awaitable[Any]], extra: Callable[[], dict] = dict,
+                 on_item: Callable[[WorkerLink, list], None] | None = None,
+                 on_lost: Callable[[WorkerLink], None] | None = None) -> None:  # fmt: skip
+        """`on_item(link, item)` for what a follower tells; `on_lost(link)` when a follower's link ends."""
         self._loop = loop
+        self._on_item = on_item
+        self._on_lost = on_lost
         self._machine = machine
         self._propose = propose
         self._extra = extra
@@ -147,6 +153,8 @@ class MetadataFeed:
         self._followers.discard(link)
         for req in list(self._asked):
             self._answered(link, req, None)
+        if self._on_lost is not None:
+            self._on_lost(link)
 
     def _answered(self, link: WorkerLink, req: int, value: Any) -> None:
         asked = self._asked.get(req)
@@ -165,6 +173,8 @@ class MetadataFeed:
                 self._tasks.spawn(self._commit(link, item[1], item[2]), "committing a worker's proposal")
             elif item[0] == "answer" and len(item) == 3:
                 self._answered(link, item[1], item[2])
+            elif self._on_item is not None:
+                self._on_item(link, item)
             else:
                 log.warning("a worker sent an unknown control item %r; ignored", item[0])
 
@@ -219,6 +229,12 @@ class MetadataFollower:
             self._task.cancel()
         if self._link is not None:
             self._link.close()
+
+    def tell(self, item: list) -> None:
+        """Tell worker 0 `item` (its `on_item`); dropped while the link is down (say it again at
+        the next snapshot, `on_extra`)."""
+        if self._link is not None:
+            self._link.send(item)
 
     async def propose(self, command: Any) -> Result | None:
         """Commit `command` through worker 0; returns once this worker applied it."""

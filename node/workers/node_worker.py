@@ -11,17 +11,20 @@ as the cluster knows it (node/broker.py, unchanged otherwise), and besides:
   connections, sessions and consumers) and passes on what it does to them
   (closing a connection), questions.py;
 - moves the classic queues of a worker the supervisor gave up on to the others
-  (lost_workers.py)."""
+  (lost_workers.py);
+- shares the workers' resource alarms (alarms.py)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 from typing import Any
 
 from metadata.machine import MetadataMachine
 
+from .alarms import NodeAlarms
 from .control import address
 from .lost_workers import LostWorkers
 from .metadata_follow import MetadataFeed
@@ -32,6 +35,8 @@ from .supervisor import LOST, READY
 from .transport import WorkerTransport
 
 __all__ = ["NodeWorker"]
+
+log = logging.getLogger("warren.workers")
 
 SNAPSHOT_ASK_TIMEOUT = 1.0  # seconds: a late worker's last part is used rather than the record delayed
 
@@ -51,6 +56,7 @@ class NodeWorker:
         self._workers = "\0"  # the other workers' peer names start so (known at start)
         self._snapshot_parts: dict[int, dict] = {}  # worker -> its last part of the node's snapshot
         self.lost: LostWorkers | None = None
+        self.alarms: NodeAlarms | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
     async def start(self, loop: asyncio.AbstractEventLoop, cluster: Any, node: Any) -> WorkerPeers:
@@ -58,8 +64,12 @@ class NodeWorker:
         `node`: the node (node/broker.py) whose store and queues a lost worker's queues join."""
         node_id = cluster.node_id
         self._loop = loop
+        self.alarms = alarms = NodeAlarms(node.alarms, node_id)
         self.feed = MetadataFeed(loop, self._machine, cluster.propose,
-                                 lambda: {"node_id": node_id, "places": self.slots.snapshot()})  # fmt: skip
+                                 lambda: {"node_id": node_id, "places": self.slots.snapshot(),
+                                          "alarms": alarms.picture()},
+                                 on_item=self._worker_said, on_lost=alarms.on_lost)  # fmt: skip
+        alarms.feed = self.feed
         self.slots.on_placed = lambda vhost, name, worker: self.feed.notify(["placed", vhost, name, worker])
         self.lost = LostWorkers(node, self.data_dir, self.slots, self.feed, loop)
         self.transport = WorkerTransport(loop, node_id, address(self.data_dir, "worker-0"), lambda peer: None)
@@ -69,6 +79,10 @@ class NodeWorker:
         routed = RoutedTransport(cluster.transport, self.transport, lambda peer: peer.startswith(workers))
         self.peers = WorkerPeers(node_id, 0, self.workers, routed, cluster.rpc.channels, cluster)
         return self.peers
+
+    def _worker_said(self, link: Any, item: list) -> None:
+        if not self.alarms.on_item(link, item):
+            log.warning("a worker sent an unknown control item %r; ignored", item[0])
 
     def relays(self, peer: str, queue: Any) -> bool:
         """Whether this node's queue service serves `peer` the proxied `queue`: the node's

@@ -11,7 +11,9 @@ nothing to say (the connection named is not its own).
     ["snapshot"]                its part of the node's snapshot record: connections, sessions
                                 and links counted, its queues' records (node/ops/state_snapshot.py)
     ["adopt", worker, lost, queues]   worker `worker` only: copies those queues from the lost
-                                worker's store (lost_workers.py); the [vhost, name] of those copied"""
+                                worker's store (lost_workers.py); the [vhost, name] of those copied
+    ["force_alarm", worker, resource, on]   worker `worker` only: raises or clears an alarm of
+                                its own (the test hook POST /api/cluster/test/alarm); its alarms"""
 
 from __future__ import annotations
 
@@ -43,6 +45,11 @@ def answer(worker: Any, question: list) -> Any:
         return summary(worker.index, worker.metrics, worker.connections)
     if kind == "adopt" and len(args) == 3:
         return adopt(worker, worker.config.data_dir, args[1], args[2]) if args[0] == worker.index else None
+    if kind == "force_alarm" and len(args) == 3:  # the test hook POST /api/cluster/test/alarm
+        if args[0] != worker.index:
+            return None
+        worker.alarms.force(args[1], args[2])
+        return json.dumps(worker.alarms.own())
     if kind == "snapshot":
         connections, sessions, links = client_counts(worker.connections)
         queues, _ = queue_records(worker.vhosts.values(), None, worker.index)

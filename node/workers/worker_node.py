@@ -9,8 +9,9 @@ no cluster transport of its own:
 - every queue it does not run (quorum queues and streams, which run on worker 0,
   and the classic queues of other workers) is a `RemoteQueue` whose peer is
   the worker running it, over the worker links (transport.py, peers.py);
-- its resource alarms are its own: its memory against its share of the
-  node's watermark (main.py divides it), the data directory's disk.
+- its resource alarms: its memory against its share of the node's watermark
+  (main.py divides it) and the data directory's disk, which worker 0 hears,
+  and every other alarm in effect, which worker 0 tells it (alarms.py).
 
 It provides what the components it builds use of their node (the Protocols
 beside them), as node/broker.py does for worker 0."""
@@ -48,6 +49,7 @@ from node.vhosts.stream_proxy import StreamProxy
 from node.vhosts.vhost import VHost
 from node.vhosts.volatile_queues import VolatileQueues
 
+from .alarms import apply_picture, follow_alarms
 from .control import address
 from .handover import Handover, serve_handovers
 from .lost_workers import moved
@@ -121,6 +123,7 @@ class WorkerNode(QueueProcess):
         self._follower = MetadataFollower(loop, self.metadata_machine, address(cfg.data_dir, "control"),
                                           on_extra=self._node_said, on_notice=self._notice,
                                           on_ask=lambda question: answer(self, question))  # fmt: skip
+        follow_alarms(self.alarms, self.index, self._follower.tell)
         await self._follower.start()
         self.metadata = MetadataStore(self.metadata_machine, self._follower.propose)
         channels: dict = {}
@@ -146,12 +149,15 @@ class WorkerNode(QueueProcess):
             self.node_id = extra["node_id"]
             self.owners.node_id = worker_peer(self.node_id, self.index)  # exclusive queues' owner ids
         self.slots.restore(extra["places"])
+        apply_picture(self.alarms, extra.get("alarms", []), worker_peer(self.node_id, self.index))
 
     def _notice(self, item: list) -> None:
         if item[0] == "placed":
             self.slots.placed(item[1], item[2], item[3])
         elif item[0] == "moved":
             moved(self, self.slots, item[1], item[2], item[3])
+        elif item[0] == "alarms":
+            apply_picture(self.alarms, item[1], worker_peer(self.node_id, self.index))
         elif item[0] == "listening" and item[1]:
             if self._server is None and self._tls_server is None:
                 self.background(self._listen(), "listening again after maintenance")

@@ -44,13 +44,14 @@ def peers_of(proc: psutil.Process, port: int) -> set[int]:
 
 
 def connect_on(pid: int, port: int, worker: int, user: str = "guest", password: str = "guest",
-               pinned: bool = False, count: int = 2) -> BlockingConnection:  # fmt: skip
+               pinned: bool = False, count: int = 2, timeout: float | None = None) -> BlockingConnection:  # fmt: skip
     """A client connection the kernel gave to worker `worker` of `count` (others are closed and
     tried again); `pinned`: its first link names no queue, so it stays on that worker."""
     procs = workers(pid, port, count)
     for _ in range(60):
         before = {k: peers_of(p, port) for k, p in procs.items()}
-        conn = BlockingConnection(f"amqp://{user}:{password}@127.0.0.1:{port}", allowed_mechs="PLAIN")
+        conn = BlockingConnection(f"amqp://{user}:{password}@127.0.0.1:{port}", allowed_mechs="PLAIN",
+                                  timeout=timeout)  # fmt: skip
         landed = {k for k, p in procs.items() if peers_of(p, port) - before[k]}
         if landed == {worker}:
             if pinned:
