@@ -297,7 +297,7 @@ def test_a_node_of_one_process_started_with_two_workers_spreads_its_queues_with_
     broker_process_factory, tmp_path
 ):
     data_dir = tmp_path / "data"
-    one = broker_process_factory(data_dir)
+    one = broker_process_factory(data_dir, extra_args=["--workers", "1"])
     for name in ("old-a", "old-b", "old-c", "old-d"):
         api(one, "PUT", f"/api/queues/%2F/{name}", {"durable": True})
     conn = BlockingConnection(one.url, allowed_mechs="PLAIN")
