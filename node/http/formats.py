@@ -421,7 +421,7 @@ def node_json(node: ManagementNode, started_at: float, resources: dict) -> dict:
         "running": True,
         "os_pid": str(resources["os_pid"]),
         "mem_used": resources["mem_used"],
-        "mem_limit": alarms.memory_limit,
+        "mem_limit": resources["mem_limit"],
         "mem_alarm": alarms.raised("memory"),
         # RabbitMQ's name for "what the runtime says it holds" rather than RSS (node/ops/memory.py)
         "mem_calculation_strategy": "allocated",

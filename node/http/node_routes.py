@@ -79,28 +79,32 @@ async def whoami(request: web.Request) -> web.Response:
     return json_response(request, {"name": user.name, "tags": list(user.tags)})
 
 
-def _node(api: ManagementAPI) -> dict:
-    node = api.node
+async def _node(api: ManagementAPI) -> dict:
+    node = await scraped(api.node)  # with several workers: every worker's memory, descriptors and sockets
     process = psutil.Process()
     try:
         fds = process.num_fds()
     except (AttributeError, psutil.Error):
         fds = 0
+    total = getattr(node, "total", None)
     resources = {
         "os_pid": os.getpid(),
         "mem_used": node.alarms.memory_used,  # what the memory alarm compares (node/ops/memory.py)
+        "mem_limit": node.alarms.memory_limit,
         "disk_free": shutil.disk_usage(node.config.data_dir).free,
         "fd_used": fds,
         "fd_total": resource.getrlimit(resource.RLIMIT_NOFILE)[0],
         "processors": os.cpu_count() or 1,
     }
+    if total is not None:  # each worker's memory alarm watches its share: their sum is the node's
+        resources.update(mem_used=total("memory_used"), mem_limit=total("memory_limit"), fd_used=total("fds"))
     return {**fmt.node_json(node, node.started_at, resources), "listeners": api.listeners(),
             "contexts": fmt.contexts(node)}  # fmt: skip
 
 
 @access(MONITOR)
 async def nodes(request: web.Request) -> web.Response:
-    return json_response(request, [_node(api_of(request))])
+    return json_response(request, [await _node(api_of(request))])
 
 
 @access(MONITOR)
@@ -108,7 +112,7 @@ async def node(request: web.Request) -> web.Response:
     api = api_of(request)
     if request.match_info["node"] != api.node.config.node_name:
         raise not_found()
-    return json_response(request, _node(api))
+    return json_response(request, await _node(api))
 
 
 @access(ADMIN)

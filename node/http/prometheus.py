@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from aiohttp import web
-from prometheus_client.core import GaugeMetricFamily, Metric, UnknownMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric, UnknownMetricFamily
 from prometheus_client.exposition import choose_encoder
 
 from node import __version__
@@ -153,6 +153,15 @@ def _totals(node: ScrapedNode) -> Iterator[Metric]:
         for worker, count in sorted(per_worker.items()):
             family.add_metric([str(worker)], count)
         yield family
+        memory = GaugeMetricFamily("warren_worker_resident_memory_bytes", "Resident memory of each worker process "
+                                   "of the node", labels=["worker"])  # fmt: skip
+        cpu = CounterMetricFamily("warren_worker_cpu_seconds", "CPU time (user and system) of each worker process "
+                                  "of the node", labels=["worker"])  # fmt: skip
+        for worker, used in sorted(node.worker_resources.items()):
+            memory.add_metric([str(worker)], used["rss"])
+            cpu.add_metric([str(worker)], used["cpu"])
+        yield memory
+        yield cpu
         yield GaugeMetricFamily("warren_workers_lost", "Worker processes that kept exiting and stay down until the "
                                 "node restarts, their queues moved to the others", node.workers_lost)  # fmt: skip
 

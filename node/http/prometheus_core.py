@@ -55,10 +55,18 @@ def connection_churn(node: ScrapedNode, prefix: str, _scope: Scope) -> Iterator[
         yield CounterMetricFamily(prefix + name, doc, max(0, value))
 
 
+def _summed(node: ScrapedNode, resource: str, own: Callable[[], float]) -> float:
+    """The node's figure: this process's, or on a node of several workers every worker's summed
+    (node/workers/scrape.py)."""
+    total = getattr(node, "total", None)
+    return total(resource) if total is not None else own()
+
+
 def node_coarse(node: ScrapedNode, prefix: str, _scope: Scope) -> Iterator[Metric]:
-    yield GaugeMetricFamily(prefix + "process_open_fds", "Open file descriptors", _process.num_fds())
+    yield GaugeMetricFamily(prefix + "process_open_fds", "Open file descriptors",
+                            _summed(node, "fds", _process.num_fds))  # fmt: skip
     yield GaugeMetricFamily(prefix + "process_resident_memory_bytes", "Memory used in bytes",
-                            _process.memory_info().rss)  # fmt: skip
+                            _summed(node, "rss", lambda: _process.memory_info().rss))  # fmt: skip
     yield GaugeMetricFamily(prefix + "disk_space_available_bytes", "Disk space available in bytes",
                             shutil.disk_usage(node.config.data_dir).free)  # fmt: skip
 
@@ -68,7 +76,7 @@ def node_limits(node: ScrapedNode, prefix: str, _scope: Scope) -> Iterator[Metri
     yield GaugeMetricFamily(prefix + "process_max_fds", "Open file descriptors limit",
                             resource.getrlimit(resource.RLIMIT_NOFILE)[0])  # fmt: skip
     yield GaugeMetricFamily(prefix + "resident_memory_limit_bytes", "Memory high watermark in bytes",
-                            alarms.memory_limit)  # fmt: skip
+                            _summed(node, "memory_limit", lambda: alarms.memory_limit))  # fmt: skip
     yield GaugeMetricFamily(prefix + "disk_space_available_limit_bytes", "Free disk space low watermark in bytes",
                             alarms.disk_free_limit)  # fmt: skip
     # RabbitMQ's name for the node's uptime (the runtime's, there: the node's, here)

@@ -42,7 +42,7 @@ def answer(worker: Any, question: list) -> Any:
     if kind == "consumers" and len(args) == 1:
         return json.dumps(connection_consumers(opened, set(args[0]), node_name))
     if kind == "scrape":
-        return summary(worker.index, worker.metrics, worker.connections)
+        return summary(worker.index, worker.metrics, worker.connections, worker.alarms)
     if kind == "adopt" and len(args) == 3:
         return adopt(worker, worker.config.data_dir, args[1], args[2]) if args[0] == worker.index else None
     if kind == "force_alarm" and len(args) == 3:  # the test hook POST /api/cluster/test/alarm

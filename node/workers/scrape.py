@@ -2,9 +2,12 @@
 (issue 36): worker 0's
 parts (its queues, alarms, memory, Raft groups, which hold every quorum queue and stream
 and, through the queue proxy, every classic queue's counts) with the counters and open
-connections of every worker added, so the node's families count the whole node;
-`warren_worker_connections{worker="K"}`, the connections each worker holds; and
-`warren_workers_lost`, how many workers stay down until the node restarts (lost_workers.py).
+connections of every worker added, so the node's families count the whole node (its
+memory and file descriptors too: every worker's summed, as are the memory limits of
+their shares); `warren_worker_connections{worker="K"}`, the connections each worker
+holds, `warren_worker_resident_memory_bytes{worker}` and
+`warren_worker_cpu_seconds_total{worker}`, what each uses; and `warren_workers_lost`,
+how many workers stay down until the node restarts (lost_workers.py).
 
 Worker 0 asks the others when Prometheus scrapes (the control link's questions,
 metadata_follow.py); each answers `summary()`."""
@@ -15,15 +18,26 @@ import json
 from types import SimpleNamespace
 from typing import Any
 
+import psutil
+
 from node.ops.metrics import NodeMetrics
 
-__all__ = ["WorkersView", "scraped", "summary"]
+__all__ = ["WorkersView", "resources", "scraped", "summary"]
 
 
-def summary(index: int, metrics: NodeMetrics, connections: Any) -> str:
-    """What worker `index` answers worker 0's scrape: its counters, and per open connection
-    its vhost, sessions, publishers and consumers."""
-    return json.dumps({"worker": index, "metrics": metrics.to_json(),
+def resources(alarms: Any) -> dict:
+    """This process's memory (resident, and what its memory alarm counts and allows), CPU
+    seconds and open file descriptors."""
+    process = psutil.Process()
+    cpu = process.cpu_times()
+    return {"rss": process.memory_info().rss, "memory_used": alarms.memory_used, "memory_limit": alarms.memory_limit,
+            "cpu": cpu.user + cpu.system, "fds": process.num_fds()}  # fmt: skip
+
+
+def summary(index: int, metrics: NodeMetrics, connections: Any, alarms: Any) -> str:
+    """What worker `index` answers worker 0's scrape: its counters, its resources, and per
+    open connection its vhost, sessions, publishers and consumers."""
+    return json.dumps({"worker": index, "metrics": metrics.to_json(), "resources": resources(alarms),
                        "connections": [[c.vhost.name, len(c.engine.sessions), *c.link_counts()]
                                        for c in connections if c.vhost is not None]})  # fmt: skip
 
@@ -53,6 +67,11 @@ class WorkersView:
         self.worker_connections = {0: sum(1 for c in node.connections if c.vhost is not None)}
         self.worker_connections.update({a["worker"]: len(a["connections"]) for a in answers})
         self.workers_lost = len(node.node_worker.slots.lost)
+        self.worker_resources = {0: resources(node.alarms), **{a["worker"]: a["resources"] for a in answers}}
+
+    def total(self, resource: str) -> float:
+        """A resource summed over every worker ("rss", "memory_used", "memory_limit", "cpu", "fds")."""
+        return sum(r[resource] for r in self.worker_resources.values())
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._node, name)

@@ -461,6 +461,16 @@ def test_prometheus_and_the_overview_count_every_workers_connections_and_message
     overview = api(node, "GET", "/api/overview")  # the HTTP API's counts are the node's too
     assert overview["object_totals"]["connections"] == 2 and overview["object_totals"]["channels"] == 2
     assert overview["message_stats"]["publish"] == after[received]
+    # what each worker uses, and the node's memory, descriptors and sockets as every worker's sum
+    rss = {w: workers(node)[w].memory_info().rss for w in (0, 1)}
+    for w in (0, 1):
+        assert 0.5 < after[f'warren_worker_resident_memory_bytes{{worker="{w}"}}'] / rss[w] < 2
+        assert after[f'warren_worker_cpu_seconds_total{{worker="{w}"}}'] > 0
+    assert after["rabbitmq_process_resident_memory_bytes"] > max(rss.values()) * 1.5
+    shown = api(node, "GET", "/api/nodes")[0]
+    assert shown["sockets_used"] == 2
+    assert shown["mem_limit"] == after["rabbitmq_resident_memory_limit_bytes"]
+    assert shown["mem_used"] > max(rss.values()) * 1.5  # both workers' memory, as their alarms count it
     receiver.close()
     on_0.close()
     on_1.close()
