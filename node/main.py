@@ -28,6 +28,13 @@ from routing.users import check_password
 async def serve(cfg: Config, logs: NodeLogs) -> None:
     broker = Broker(cfg, logs)
     await broker.start()
+    # Before the banner: a client that reads it may connect and the node be stopped at once,
+    # while the first-run lines still hash the default password (SIGTERM then killed it unclosed).
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    loop.add_signal_handler(signal.SIGHUP, lambda: reload_tls(broker))
     tuned = apply_gc_settings(cfg.gc_gen0_threshold)
     if tuned:
         logging.getLogger("warren.memory").info("garbage collector: %s", tuned)
@@ -43,11 +50,6 @@ async def serve(cfg: Config, logs: NodeLogs) -> None:
           f"metrics_tls={port(broker.metrics_tls_port)}", flush=True)  # fmt: skip
     for line in await first_run_lines(cfg, broker):
         print(line, flush=True)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    loop.add_signal_handler(signal.SIGHUP, lambda: reload_tls(broker))
     await stop.wait()
     await broker.stop()
 
