@@ -96,10 +96,12 @@ async def _node(api: ManagementAPI) -> dict:
         "fd_total": resource.getrlimit(resource.RLIMIT_NOFILE)[0],
         "processors": os.cpu_count() or 1,
     }
+    shown = {}
     if total is not None:  # each worker's memory alarm watches its share: their sum is the node's
         resources.update(mem_used=total("memory_used"), mem_limit=total("memory_limit"), fd_used=total("fds"))
+        shown["workers"] = node.workers_json()
     return {**fmt.node_json(node, node.started_at, resources), "listeners": api.listeners(),
-            "contexts": fmt.contexts(node)}  # fmt: skip
+            "contexts": fmt.contexts(node), **shown}  # fmt: skip
 
 
 @access(MONITOR)

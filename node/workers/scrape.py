@@ -30,8 +30,8 @@ def resources(alarms: Any) -> dict:
     seconds and open file descriptors."""
     process = psutil.Process()
     cpu = process.cpu_times()
-    return {"rss": process.memory_info().rss, "memory_used": alarms.memory_used, "memory_limit": alarms.memory_limit,
-            "cpu": cpu.user + cpu.system, "fds": process.num_fds()}  # fmt: skip
+    return {"pid": process.pid, "rss": process.memory_info().rss, "memory_used": alarms.memory_used,
+            "memory_limit": alarms.memory_limit, "cpu": cpu.user + cpu.system, "fds": process.num_fds()}  # fmt: skip
 
 
 def summary(index: int, metrics: NodeMetrics, connections: Any, alarms: Any) -> str:
@@ -68,6 +68,25 @@ class WorkersView:
         self.worker_connections.update({a["worker"]: len(a["connections"]) for a in answers})
         self.workers_lost = len(node.node_worker.slots.lost)
         self.worker_resources = {0: resources(node.alarms), **{a["worker"]: a["resources"] for a in answers}}
+
+    def workers_json(self) -> list[dict]:
+        """Each worker as `GET /api/nodes` shows it: running (with what it uses), lost (down until
+        the node restarts) or down (restarting, or not answering)."""
+        slots = self._node.node_worker.slots
+        queues = [0] * slots.workers
+        for worker in slots.places.values():
+            if worker < slots.workers:
+                queues[worker] += 1
+        out = []
+        for worker in range(slots.workers):
+            used = self.worker_resources.get(worker)
+            state = "running" if used is not None else "lost" if worker in slots.lost else "down"
+            shown = {"worker": worker, "state": state, "classic_queues": queues[worker]}
+            if used is not None:
+                shown.update(pid=used["pid"], connections=self.worker_connections.get(worker, 0), memory=used["rss"],
+                             cpu_seconds=round(used["cpu"], 3))  # fmt: skip
+            out.append(shown)
+        return out
 
     def total(self, resource: str) -> float:
         """A resource summed over every worker ("rss", "memory_used", "memory_limit", "cpu", "fds")."""

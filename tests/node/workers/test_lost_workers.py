@@ -76,6 +76,9 @@ def test_a_worker_that_keeps_exiting_is_lost_and_its_queues_served_by_the_others
         assert json.load(f) == [2]
     assert 'warren_worker_connections{worker="1"}' in (metrics := scrape(node))
     assert metrics["warren_workers_lost"] == 1 and 'warren_worker_connections{worker="2"}' not in metrics
+    shown = api(node, "GET", "/api/nodes")[0]["workers"]
+    assert [(w["worker"], w["state"], w["classic_queues"]) for w in shown] == [(0, "running", 3), (1, "running", 3),
+                                                                              (2, "lost", 0)]  # fmt: skip
 
     api(node, "PUT", "/api/queues/%2F/new", {"durable": True})  # placed on a worker that runs
     assert placement(str(data_dir))["new"] in (0, 1)

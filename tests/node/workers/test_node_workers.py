@@ -468,6 +468,10 @@ def test_prometheus_and_the_overview_count_every_workers_connections_and_message
         assert after[f'warren_worker_cpu_seconds_total{{worker="{w}"}}'] > 0
     assert after["rabbitmq_process_resident_memory_bytes"] > max(rss.values()) * 1.5
     shown = api(node, "GET", "/api/nodes")[0]
+    assert [{k: w[k] for k in ("worker", "state", "pid", "connections", "classic_queues")} for w in shown["workers"]] == [
+        {"worker": k, "state": "running", "pid": workers(node)[k].pid, "connections": 1,
+         "classic_queues": list(placement(node.data_dir).values()).count(k)} for k in (0, 1)]  # fmt: skip
+    assert all(w["memory"] > 0 and w["cpu_seconds"] > 0 for w in shown["workers"])
     assert shown["sockets_used"] == 2
     assert shown["mem_limit"] == after["rabbitmq_resident_memory_limit_bytes"]
     assert shown["mem_used"] > max(rss.values()) * 1.5  # both workers' memory, as their alarms count it
