@@ -17,7 +17,7 @@ classic queue placed on the lost worker to the remaining worker running the fewe
 
 A crash between the steps is harmless: until the map is written the queue is the lost
 worker's (its store untouched), and a restarted worker 0 decides the same moves again
-(a copy overwrites the same keys); once it is written, the queue is the target's. A
+(a copy replaces what an earlier one wrote); once it is written, the queue is the target's. A
 lost worker stays down until the node restarts; its store's copies of the queues moved
 are then orphans, dropped as it starts (ClassicStore.drop_orphans). Worker 0 is never
 lost: a worker 0 that cannot run stops the node (exit 70), as a node crash does."""
@@ -91,7 +91,6 @@ class LostWorkers:
         self._tasks = BackgroundTasks(loop, log)
         self._busy = False  # a pass is running
         self._again = False  # the list changed during that pass
-        self.moved = 0  # queues moved so far
 
     def check(self) -> None:
         """The supervisor's list may have grown (at start, and on its SIGUSR2): move what is placed
@@ -140,6 +139,5 @@ class LostWorkers:
         for vhost, name, _, target in done:
             self._feed.notify(["moved", vhost, name, target])
             moved(self._node, slots, vhost, name, target)
-        self.moved += len(done)
         log.warning("%d queue(s) of lost worker(s) %s moved to workers %s", len(done), sorted(slots.lost),
                     sorted({m[3] for m in done}))  # fmt: skip

@@ -17,7 +17,7 @@ A move copies the queue's keys (messages, index, checkpoint: the process that wr
 closed the store) into the target's store and syncs them; the new places are written after
 every copy; then the stores of workers gone are deleted. A crash part way is harmless: the
 next start decides the same moves from the same map and count (queues in name order, ties to
-the lowest worker) and a copy overwrites what an earlier copy wrote; a copy left in a
+the lowest worker) and a copy replaces what an earlier copy wrote; a copy left in a
 worker's store under a queue placed elsewhere is dropped as an orphan once that worker's
 metadata is caught up (ClassicStore.drop_orphans), the moved queues' old copies too."""
 
