@@ -67,20 +67,18 @@ class Alarms:
         return self.local_active or any(self.remote.values())
 
     def set_remote(self, member: str, alarms: list[str] | tuple[str, ...]) -> None:
-        before = self.active
-        if alarms:
-            self.remote[member] = tuple(alarms)
-        else:
-            self.remote.pop(member, None)
-        self._changed(before)
+        self._set(self.remote, member, alarms)
 
     def set_sibling(self, worker: str, alarms: list[str] | tuple[str, ...]) -> None:
         """Worker 0: another worker of the node reported its own alarms (none: it is gone)."""
+        self._set(self.siblings, worker, alarms)
+
+    def _set(self, table: dict[str, tuple[str, ...]], member: str, alarms: list[str] | tuple[str, ...]) -> None:
         before = self.active
         if alarms:
-            self.siblings[worker] = tuple(alarms)
+            table[member] = tuple(alarms)
         else:
-            self.siblings.pop(worker, None)
+            table.pop(member, None)
         self._changed(before)
 
     def replace_remote(self, remote: dict[str, tuple[str, ...]]) -> None:

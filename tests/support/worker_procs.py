@@ -4,11 +4,14 @@ connections made to land on (and stay on) a chosen worker."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import time
 import urllib.request
 
 import psutil
+from http_json import request_json
 from proton import Message
 from proton.utils import BlockingConnection
 
@@ -85,3 +88,25 @@ def scrape(node) -> dict[str, float]:
         text = response.read().decode()
     return {line.rpartition(" ")[0]: float(line.rpartition(" ")[2]) for line in text.splitlines()
             if line and not line.startswith("#")}  # fmt: skip
+
+
+def placement(data_dir) -> dict[str, int]:
+    """The node's map of classic queue name -> worker (node/workers/slots.py)."""
+    with open(os.path.join(data_dir, "workers", "placement")) as f:
+        return {name: worker for _, name, worker in json.load(f)}
+
+
+def six_queues_on_three_workers(start, data_dir, messages: int):
+    """A node of 3 workers (`start`: broker_process_factory) with durable queues q0..q5, two on
+    each worker, each holding `messages` messages "qN-j"; the node, and the map."""
+    node = start(data_dir, extra_args=["--workers", "3"])
+    for i in range(6):
+        request_json(f"http://127.0.0.1:{node.http_port}/api/queues/%2F/q{i}", "PUT", "Basic Z3Vlc3Q6Z3Vlc3Q=",
+                     {"durable": True})  # fmt: skip
+    places = placement(str(data_dir))
+    assert sorted(places.values()) == [0, 0, 1, 1, 2, 2]
+    conn = connect_on(node.proc.pid, node.port, 0, pinned=True, count=3)
+    for name in places:
+        publish(conn, name, [f"{name}-{j}" for j in range(messages)])
+    conn.close()
+    return node, places

@@ -6,7 +6,6 @@ serves them, and places new queues, without it."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import time
 
@@ -15,18 +14,13 @@ import pytest
 import worker_procs
 from http_json import request_json
 from proton import Timeout
-from worker_procs import consume, publish, scrape
+from worker_procs import consume, placement, publish, scrape, six_queues_on_three_workers
 
 from node.workers.process import WORKER_ENV
 
 
 def api(node, method: str, path: str, body=None):
     return request_json(f"http://127.0.0.1:{node.http_port}{path}", method, "Basic Z3Vlc3Q6Z3Vlc3Q=", body)
-
-
-def placement(data_dir) -> dict[str, int]:
-    with open(os.path.join(data_dir, "workers", "placement")) as f:
-        return {name: worker for _, name, worker in json.load(f)}
 
 
 def worker_process(node, index: int, other_than: int | None = None) -> psutil.Process:
@@ -45,16 +39,8 @@ def worker_process(node, index: int, other_than: int | None = None) -> psutil.Pr
 
 def test_a_worker_that_keeps_exiting_is_lost_and_its_queues_served_by_the_others(broker_process_factory, tmp_path):
     data_dir = tmp_path / "data"
-    node = broker_process_factory(data_dir, extra_args=["--workers", "3"])
-    names = [f"q{i}" for i in range(6)]
-    for name in names:
-        api(node, "PUT", f"/api/queues/%2F/{name}", {"durable": True})
-    before = placement(str(data_dir))
-    assert sorted(before.values()) == [0, 0, 1, 1, 2, 2]
-    conn = worker_procs.connect_on(node.proc.pid, node.port, 0, pinned=True, count=3)
-    for name in names:
-        publish(conn, name, [f"{name}-{j}" for j in range(50)])
-    conn.close()
+    node, before = six_queues_on_three_workers(broker_process_factory, data_dir, 50)
+    names = sorted(before)
 
     pid = None
     for _ in range(3):  # three exits within 30 s: the supervisor gives worker 2 up

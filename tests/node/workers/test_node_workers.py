@@ -26,7 +26,7 @@ from proton import ConnectionException, Message, symbol
 from proton.reactor import Filter
 from proton.utils import BlockingConnection
 from volatile_clients import round_trip
-from worker_procs import consume, peers_of, publish, scrape
+from worker_procs import consume, peers_of, placement, publish, scrape
 
 from audit.schema import record_problems
 
@@ -46,11 +46,6 @@ def connect_on(node, worker: int, user: str = "guest", password: str = "guest", 
     """A connection on worker `worker`; `pinned` (the default here): its first link names no queue, so it stays
     there and reaches the other worker's queues through the worker link."""
     return worker_procs.connect_on(node.proc.pid, node.port, worker, user, password, pinned)
-
-
-def placement(data_dir) -> dict[str, int]:
-    with open(os.path.join(data_dir, "workers", "placement")) as f:
-        return {name: worker for _, name, worker in json.load(f)}
 
 
 @pytest.fixture
@@ -347,16 +342,8 @@ def test_a_node_started_with_fewer_workers_moves_the_queues_of_those_gone_onto_t
     broker_process_factory, tmp_path
 ):
     data_dir = tmp_path / "data"
-    three = broker_process_factory(data_dir, extra_args=["--workers", "3"])
-    names = [f"q{i}" for i in range(6)]
-    for name in names:
-        api(three, "PUT", f"/api/queues/%2F/{name}", {"durable": True})
-    before = placement(str(data_dir))
-    assert sorted(before.values()) == [0, 0, 1, 1, 2, 2]
-    conn = worker_procs.connect_on(three.proc.pid, three.port, 0, pinned=True, count=3)
-    for name in names:
-        publish(conn, name, [f"{name}-{j}" for j in range(30)])
-    conn.close()
+    three, before = worker_procs.six_queues_on_three_workers(broker_process_factory, data_dir, 30)
+    names = sorted(before)
     assert three.terminate() == 0
 
     two = broker_process_factory(data_dir, extra_args=["--workers", "2"])
