@@ -40,6 +40,10 @@ def _print_status(s: dict) -> None:
     print(f"Memory used: {s['mem_used']} bytes (limit {s['mem_limit']})")
     print(f"Disk free: {s['disk_free']} bytes (limit {s['disk_free_limit']})")
     print("Totals: " + ", ".join(f"{k}={v}" for k, v in {**s["object_totals"], **s["queue_totals"]}.items()))
+    for w in s.get("workers", []):
+        used = (f", pid {w['pid']}, {w['connections']} connections, {w['memory']} bytes, {w['cpu_seconds']} CPU s"
+                if w["state"] == "running" else "")  # fmt: skip
+        print(f"Worker {w['worker']}: {w['state']}, {w['classic_queues']} classic queues{used}")
 
 
 # Positional arguments and options (a tuple of names: an option and its short

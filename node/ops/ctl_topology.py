@@ -34,7 +34,7 @@ EX_NOINPUT, EX_CANTCREAT = 66, 73  # sysexits.h, as the others in node/ops/ctl_k
 COMMANDS = CommandTable()
 
 
-@COMMANDS.command("status", "node name, versions, uptime, listeners, alarms and object counts")
+@COMMANDS.command("status", "node name, versions, uptime, listeners, alarms, object counts and workers")
 def status(client: Client, args: argparse.Namespace) -> Any:
     overview = client.get("/api/overview")
     node = client.get("/api/nodes")[0]
@@ -53,6 +53,7 @@ def status(client: Client, args: argparse.Namespace) -> Any:
         "disk_free_limit": node["disk_free_limit"],
         "object_totals": overview["object_totals"],
         "queue_totals": {k: v for k, v in overview["queue_totals"].items() if not k.endswith("_details")},
+        **({"workers": node["workers"]} if "workers" in node else {}),  # a node of several worker processes
     }
 
 

@@ -6,7 +6,10 @@ serves them, and places new queues, without it."""
 from __future__ import annotations
 
 import json
+import os
 import signal
+import subprocess
+import sys
 import time
 
 import psutil
@@ -17,6 +20,8 @@ from proton import Timeout
 from worker_procs import consume, placement, publish, scrape, six_queues_on_three_workers
 
 from node.workers.process import WORKER_ENV
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 
 def api(node, method: str, path: str, body=None):
@@ -65,6 +70,9 @@ def test_a_worker_that_keeps_exiting_is_lost_and_its_queues_served_by_the_others
     shown = api(node, "GET", "/api/nodes")[0]["workers"]
     assert [(w["worker"], w["state"], w["classic_queues"]) for w in shown] == [(0, "running", 3), (1, "running", 3),
                                                                               (2, "lost", 0)]  # fmt: skip
+    status = subprocess.run([sys.executable, "-m", "node.cli", "ctl", "--host", "127.0.0.1", "--port",
+                             str(node.http_port), "status"], cwd=ROOT, capture_output=True, text=True, timeout=30)  # fmt: skip
+    assert "Worker 2: lost, 0 classic queues" in status.stdout and "Worker 1: running, 3 classic queues, pid" in status.stdout
 
     api(node, "PUT", "/api/queues/%2F/new", {"durable": True})  # placed on a worker that runs
     assert placement(str(data_dir))["new"] in (0, 1)
