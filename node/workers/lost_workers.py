@@ -41,6 +41,7 @@ __all__ = ["LostWorkers", "adopt", "moved", "read_lost"]
 log = logging.getLogger("warren.workers")
 
 ADOPT_TIMEOUT = 3600.0  # seconds: a copy of a long backlog; a target that dies answers none at once
+RETRY = (1.0, 60.0)  # seconds before a pass that left queues behind is tried again, doubling up to the second
 
 
 def read_lost(data_dir: str) -> set[int]:
@@ -107,15 +108,20 @@ class LostWorkers:
         self._tasks.cancel()
 
     async def _passes(self) -> None:
+        """Passes until nothing placed on a lost worker is left: a target not connected yet (a
+        worker 0 restarted mid-move asks before the others are back) is asked again later."""
+        wait = RETRY[0]
         try:
-            await self._take_over()
-            while self._again:
+            while await self._take_over() or self._again:
+                if not self._again:
+                    await asyncio.sleep(wait)
+                    wait = min(wait * 2, RETRY[1])
                 self._again = False
-                await self._take_over()
         finally:
             self._busy = False
 
-    async def _take_over(self) -> None:
+    async def _take_over(self) -> int:
+        """One pass; how many queues it could not move."""
         slots = self._slots
         live = [w for w in range(slots.workers) if w not in slots.lost]
         moves = moves_off(slots.places, slots.lost, live)
@@ -131,13 +137,15 @@ class LostWorkers:
                 answer = next((a for a in answers if a is not None), "[]")
             copied = {tuple(q) for q in json.loads(answer)}
             done += [(v, n, s, t) for v, n, s, t in moves if t == target and s == source and (v, n) in copied]
+        if len(done) < len(moves):
+            log.warning("%d of the %d queue(s) of lost worker(s) %s could not be moved yet", len(moves) - len(done),
+                      len(moves), sorted(slots.lost))  # fmt: skip
         if not done:
-            if moves:
-                log.error("none of the %d queue(s) of lost worker(s) %s could be moved", len(moves), sorted(slots.lost))
-            return
+            return len(moves)
         slots.moved(done)  # on disk before any worker serves a queue from its new place
         for vhost, name, _, target in done:
             self._feed.notify(["moved", vhost, name, target])
             moved(self._node, slots, vhost, name, target)
         log.warning("%d queue(s) of lost worker(s) %s moved to workers %s", len(done), sorted(slots.lost),
                     sorted({m[3] for m in done}))  # fmt: skip
+        return len(moves) - len(done)

@@ -11,6 +11,7 @@ import time
 import urllib.request
 
 import psutil
+from cluster_procs import free_ports
 from http_json import request_json
 from proton import Message
 from proton.utils import BlockingConnection
@@ -98,8 +99,10 @@ def placement(data_dir) -> dict[str, int]:
 
 def six_queues_on_three_workers(start, data_dir, messages: int):
     """A node of 3 workers (`start`: broker_process_factory) with durable queues q0..q5, two on
-    each worker, each holding `messages` messages "qN-j"; the node, and the map."""
-    node = start(data_dir, extra_args=["--workers", "3"])
+    each worker, each holding `messages` messages "qN-j"; the node, and the map. Its HTTP and
+    metrics ports are fixed: a worker 0 started again listens on the same ones."""
+    http, metrics = free_ports(2)
+    node = start(data_dir, extra_args=["--workers", "3", "--http-port", str(http), "--metrics-port", str(metrics)])
     for i in range(6):
         request_json(f"http://127.0.0.1:{node.http_port}/api/queues/%2F/q{i}", "PUT", "Basic Z3Vlc3Q6Z3Vlc3Q=",
                      {"durable": True})  # fmt: skip

@@ -1,7 +1,8 @@
 """A worker the node cannot keep running (node/workers/lost_workers.py), end to end: a
 node of 3 workers whose worker 2 exits 3 times within 30 s keeps running; worker 2's
-classic queues move to the other workers with every confirmed message, and the node
-serves them, and places new queues, without it."""
+classic queues move to the other workers with every confirmed message (worker 0 killed
+meanwhile: the one started again moves them), and the node serves them, and places new
+queues, without it."""
 
 from __future__ import annotations
 
@@ -53,6 +54,9 @@ def test_a_worker_that_keeps_exiting_is_lost_and_its_queues_served_by_the_others
         pid = victim.pid
         victim.send_signal(signal.SIGKILL)
         victim.wait(10)
+    first = worker_process(node, 0)
+    first.send_signal(signal.SIGKILL)  # and worker 0 at once: the one started again moves them, once the others are back
+    worker_process(node, 0, other_than=first.pid)
 
     deadline = time.monotonic() + 30
     while 2 in placement(str(data_dir)).values():
