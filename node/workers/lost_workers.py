@@ -139,7 +139,7 @@ class LostWorkers:
             done += [(v, n, s, t) for v, n, s, t in moves if t == target and s == source and (v, n) in copied]
         if len(done) < len(moves):
             log.warning("%d of the %d queue(s) of lost worker(s) %s could not be moved yet", len(moves) - len(done),
-                      len(moves), sorted(slots.lost))  # fmt: skip
+                        len(moves), sorted(slots.lost))  # fmt: skip
         if not done:
             return len(moves)
         slots.moved(done)  # on disk before any worker serves a queue from its new place
