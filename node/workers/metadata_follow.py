@@ -231,8 +231,8 @@ class MetadataFollower:
             self._link.close()
 
     def tell(self, item: list) -> None:
-        """Tell worker 0 `item` (its `on_item`); dropped while the link is down (say it again at
-        the next snapshot, `on_extra`)."""
+        """Tell worker 0 `item` (its `on_item`); dropped while the link is down, so what must
+        arrive is told again (a worker's alarms: at each check, alarms.py)."""
         if self._link is not None:
             self._link.send(item)
 
