@@ -1,7 +1,8 @@
 """Resource alarms on a node of several workers (node/workers/alarms.py), with a real
-2-worker node and Qpid Proton clients: an alarm of worker 0 (or of another node) blocks
-the publishers of worker 1, and an alarm of worker 1 is the node's: worker 0's publishers
-stop, and the health checks, the API and Prometheus show it."""
+2-worker node and Qpid Proton clients: an alarm of worker 0 blocks the publishers of
+worker 1 (another node's reaches it the same way: worker 0 passes on every alarm in
+effect), and an alarm of worker 1 is the node's: worker 0's publishers stop, and the
+health checks, the API and Prometheus show it."""
 
 from __future__ import annotations
 
