@@ -53,7 +53,7 @@ def read_lost(data_dir: str) -> set[int]:
 
 
 class _Node(Protocol):
-    """What a worker's adopting and moving use of it (WorkerNode, or Broker on worker 0)."""
+    """What a worker's adopting and moving use of its node (worker K's, or worker 0's)."""
 
     classic: Any  # node/vhosts/classic_store.py
     local_queues: Any  # node/vhosts/local_queues.py

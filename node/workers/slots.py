@@ -35,8 +35,8 @@ from typing import Any
 
 from metadata import effects as fx
 
-__all__ = ["Slots", "balance", "moves_off", "node_of_peer", "owner_worker", "read_places", "store_path", "worker_peer",
-           "write_places"]
+__all__ = ["Slots", "balance", "moves_off", "node_of_peer", "owner_worker", "read_places", "running", "store_path",
+           "worker_peer", "write_places", "write_synced"]
 
 FILE = "placement"
 
@@ -57,25 +57,35 @@ def read_places(data_dir: str) -> dict[tuple[str, str], int]:
 
 def write_places(data_dir: str, places: dict[tuple[str, str], int]) -> None:
     """Replace the map on disk, synced, by atomic rename."""
+    write_synced(data_dir, FILE, json.dumps([[vhost, name, worker] for (vhost, name), worker in places.items()]))
+
+
+def write_synced(data_dir: str, name: str, text: str) -> None:
+    """Replace `data_dir/workers/name` with `text`, synced, by atomic rename."""
     directory = os.path.join(data_dir, "workers")
     os.makedirs(directory, exist_ok=True)
-    path = os.path.join(directory, FILE)
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump([[vhost, name, worker] for (vhost, name), worker in places.items()], f)
+    path = os.path.join(directory, name)
+    with open(path + ".tmp", "w") as f:
+        f.write(text)
         f.flush()
         os.fsync(f.fileno())
-    os.replace(tmp, path)
+    os.replace(path + ".tmp", path)
+
+
+def running(places: dict[tuple[str, str], int], live: list[int]) -> dict[int, int]:
+    """How many queues each worker of `live` runs."""
+    counts = dict.fromkeys(live, 0)
+    for worker in places.values():
+        if worker in counts:
+            counts[worker] += 1
+    return counts
 
 
 def moves_off(places: dict[tuple[str, str], int], gone: set[int], live: list[int]) -> list[tuple[str, str, int, int]]:
     """(vhost, name, from, to) for each queue placed on a worker in `gone`, to the worker of
     `live` running the fewest queues at the time (queues in name order, ties to the lowest
     worker): the same map always gives the same moves."""
-    counts = {worker: 0 for worker in live}
-    for worker in places.values():
-        if worker in counts:
-            counts[worker] += 1
+    counts = running(places, live)
     moves = []
     for (vhost, name), worker in sorted(places.items()):
         if worker in gone:
@@ -218,10 +228,7 @@ class Slots:
         caught_up = self.caught_up or not self.stored_here(vhost, q.name)
         worker = owner_worker(q.exclusive_owner, self._node_id()) if caught_up else 0
         if worker is None or worker >= self.workers or worker in self.lost:
-            counts = {w: 0 for w in range(self.workers) if w not in self.lost}
-            for w in self._places.values():
-                if w in counts:
-                    counts[w] += 1
+            counts = running(self._places, [w for w in range(self.workers) if w not in self.lost])
             worker = min(counts, key=lambda w: (counts[w], w))
         self._places[(vhost, q.name)] = worker
         if self.on_placed is not None:

@@ -31,7 +31,7 @@ from queues.classic import payload_size
 from queues.classic.persistence import queue_of_store_key, store_key
 from storage.message_store import MessageStore
 
-from .slots import balance, moves_off, read_places, store_path, write_places
+from .slots import balance, moves_off, read_places, store_path, write_places, write_synced
 
 __all__ = ["take_over_queues"]
 
@@ -73,16 +73,9 @@ def _last_count(data_dir: str, places: dict) -> int:
 
 
 def _write_count(data_dir: str, workers: int) -> None:
-    directory = os.path.join(data_dir, "workers")
-    if workers == 1 and not os.path.isdir(directory):
+    if workers == 1 and not os.path.isdir(os.path.join(data_dir, "workers")):
         return  # a node that never ran several workers: one, as a missing count says
-    os.makedirs(directory, exist_ok=True)
-    tmp = os.path.join(directory, COUNT_FILE + ".tmp")
-    with open(tmp, "w") as f:
-        f.write(str(workers))
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, os.path.join(directory, COUNT_FILE))
+    write_synced(data_dir, COUNT_FILE, str(workers))
 
 
 def _stored_by_worker_0(data_dir: str) -> list[tuple[str, str]]:
