@@ -22,6 +22,8 @@ import psutil
 
 from node.ops.metrics import NodeMetrics
 
+from .slots import running
+
 __all__ = ["WorkersView", "resources", "scraped", "summary"]
 
 
@@ -73,10 +75,7 @@ class WorkersView:
         """Each worker as `GET /api/nodes` shows it: running (with what it uses), lost (down until
         the node restarts) or down (restarting, or not answering)."""
         slots = self._node.node_worker.slots
-        queues = [0] * slots.workers
-        for worker in slots.places.values():
-            if worker < slots.workers:
-                queues[worker] += 1
+        queues = running(slots.places, list(range(slots.workers)))
         out = []
         for worker in range(slots.workers):
             used = self.worker_resources.get(worker)

@@ -35,7 +35,7 @@ from typing import Any
 
 from metadata import effects as fx
 
-__all__ = ["Slots", "balance", "moves_off", "node_of_peer", "owner_worker", "read_places", "running", "store_path",
+__all__ = ["Slots", "balance", "has_places", "moves_off", "node_of_peer", "owner_worker", "read_places", "running", "store_path",
            "worker_peer", "write_places", "write_synced"]
 
 FILE = "placement"
@@ -53,6 +53,11 @@ def read_places(data_dir: str) -> dict[tuple[str, str], int]:
             return {(vhost, name): int(worker) for vhost, name, worker in json.load(f)}
     except FileNotFoundError:
         return {}
+
+
+def has_places(data_dir: str) -> bool:
+    """Whether the node ever placed a classic queue on a worker (its map was written)."""
+    return os.path.exists(os.path.join(data_dir, "workers", FILE))
 
 
 def write_places(data_dir: str, places: dict[tuple[str, str], int]) -> None:

@@ -31,7 +31,7 @@ from queues.classic import payload_size
 from queues.classic.persistence import queue_of_store_key, store_key
 from storage.message_store import MessageStore
 
-from .slots import balance, moves_off, read_places, store_path, write_places, write_synced
+from .slots import balance, has_places, moves_off, read_places, store_path, write_places, write_synced
 
 __all__ = ["take_over_queues"]
 
@@ -48,7 +48,7 @@ def take_over_queues(data_dir: str, workers: int) -> list[tuple[str, str, int, i
     moves = moves_off(places, {worker for worker in places.values() if worker >= workers}, list(range(workers)))
     placed = {**places, **{(vhost, name): to for vhost, name, _, to in moves}}
     if workers > last:
-        if not os.path.exists(os.path.join(data_dir, "workers", "placement")):  # the queues the node had
+        if not has_places(data_dir):  # the queues the node had
             placed.update(dict.fromkeys(_stored_by_worker_0(data_dir), 0))
         spread = balance(placed, workers)
         moves += spread
